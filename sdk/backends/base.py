@@ -1,0 +1,60 @@
+"""One interface for every inference backend: named tensors, buffers bound once, infer() per frame.
+
+A caller fills `inputs[name]` in place, calls `infer()`, and reads `outputs[name]`; the
+arrays never change identity, so nothing is allocated per frame. A TensorRT backend binds
+the same way (device or pinned buffers behind numpy views) without changing callers.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def describe(self) -> str:
+        return f"{self.name} {list(self.shape)} {np.dtype(self.dtype).name}"
+
+
+class Backend(ABC):
+    name = "backend"
+
+    def __init__(self) -> None:
+        self.inputs: dict[str, np.ndarray] = {}
+        self.outputs: dict[str, np.ndarray] = {}
+
+    def __enter__(self) -> Backend:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @abstractmethod
+    def open(self) -> None:
+        """Load the model and allocate and bind every input and output buffer."""
+
+    @abstractmethod
+    def infer(self) -> None:
+        """Run once on the current input buffers; results land in the output buffers."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    @property
+    @abstractmethod
+    def input_specs(self) -> tuple[TensorSpec, ...]: ...
+
+    @property
+    @abstractmethod
+    def output_specs(self) -> tuple[TensorSpec, ...]: ...
+
+    def describe(self) -> str:
+        return self.name

@@ -1,0 +1,94 @@
+"""ONNX Runtime on CPU: the embedded default backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from sdk.backends.base import Backend, TensorSpec
+from sdk.errors import ModelError, missing_dependency
+
+_ONNX_TO_NUMPY = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(uint8)": np.uint8,
+    "tensor(int8)": np.int8,
+    "tensor(int32)": np.int32,
+    "tensor(int64)": np.int64,
+    "tensor(bool)": np.bool_,
+}
+
+
+class OnnxRuntimeBackend(Backend):
+    name = "onnxruntime"
+
+    def __init__(self, model_path: Path, *, threads: int | None = None) -> None:
+        super().__init__()
+        self.model_path = Path(model_path)
+        self.threads = threads
+        self._session = None
+        self._binding = None
+        self._inputs: tuple[TensorSpec, ...] = ()
+        self._outputs: tuple[TensorSpec, ...] = ()
+
+    def open(self) -> None:
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise missing_dependency("onnxruntime", "pip install onnxruntime") from None
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if self.threads:
+            options.intra_op_num_threads = self.threads
+        options.inter_op_num_threads = 1
+        try:
+            session = ort.InferenceSession(str(self.model_path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ORT raises its own exception types per failure
+            raise ModelError(f"ONNX Runtime cannot load {self.model_path}: {exc}") from None
+        self._inputs = tuple(_spec(t, self.model_path) for t in session.get_inputs())
+        self._outputs = tuple(_spec(t, self.model_path) for t in session.get_outputs())
+        binding = session.io_binding()
+        # Buffers bound once: ORT reads inputs from and writes outputs into these numpy arrays.
+        for spec in self._inputs:
+            array = np.zeros(spec.shape, spec.dtype)
+            self.inputs[spec.name] = array
+            binding.bind_ortvalue_input(spec.name, ort.OrtValue.ortvalue_from_numpy(array))
+        for spec in self._outputs:
+            array = np.zeros(spec.shape, spec.dtype)
+            self.outputs[spec.name] = array
+            binding.bind_ortvalue_output(spec.name, ort.OrtValue.ortvalue_from_numpy(array))
+        self._session, self._binding = session, binding
+
+    def infer(self) -> None:
+        self._session.run_with_iobinding(self._binding)
+
+    def close(self) -> None:
+        self._binding = None
+        self._session = None
+
+    @property
+    def input_specs(self) -> tuple[TensorSpec, ...]:
+        return self._inputs
+
+    @property
+    def output_specs(self) -> tuple[TensorSpec, ...]:
+        return self._outputs
+
+    def describe(self) -> str:
+        import onnxruntime as ort
+
+        return f"onnxruntime {ort.__version__} CPU, {self.threads or 'default'} thread(s)"
+
+
+def _spec(arg, model_path: Path) -> TensorSpec:
+    shape = tuple(arg.shape)
+    if not all(isinstance(d, int) and d > 0 for d in shape):
+        raise ModelError(
+            f"{model_path}: tensor {arg.name!r} has a dynamic shape {list(shape)}",
+            hint="give model.prepare.inputs a static shape; the runtime binds its buffers once",
+        )
+    if arg.type not in _ONNX_TO_NUMPY:
+        raise ModelError(f"{model_path}: tensor {arg.name!r} has unsupported type {arg.type}")
+    return TensorSpec(arg.name, shape, np.dtype(_ONNX_TO_NUMPY[arg.type]))

@@ -1,0 +1,17 @@
+"""A captured frame: its index in the stream and when it was captured."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class Frame:
+    index: int
+    # time.monotonic_ns() when the frame arrived (live) or was due (paced replay).
+    t_capture_ns: int
+    # H x W x 3 BGR (OpenCV's order) or H x W gray, uint8. Owned by the source: valid until
+    # the next frame is read, so stages must not keep it.
+    image: np.ndarray

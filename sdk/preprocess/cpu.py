@@ -1,0 +1,97 @@
+"""CPU preprocessing with OpenCV: crop, resize (stretch or letterbox), colour, normalise, layout, dtype.
+
+One `cv2.warpAffine` does crop + resize + letterbox placement for every coordinate mode:
+`cv2.resize` only knows half-pixel centres, and the asymmetric grid TF-trained models need
+moves detection scores by up to 0.3 when ignored. Edges are clamped (BORDER_REPLICATE), as
+in ONNX Resize and TF. With 8-bit input OpenCV interpolates in fixed point (1/32 pixel,
+15-bit weights): within 0.5 LSB of exact float bilinear, measured on vtest.avi.
+All buffers are allocated when the source size is first seen; a frame allocates nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sdk.errors import ConfigError
+from sdk.preprocess.geometry import ResizeGeometry
+from sdk.spec.schema import Preprocess
+
+
+class CpuPreprocessor:
+    name = "preprocess"
+
+    def __init__(self, spec: Preprocess, output: np.ndarray) -> None:
+        if tuple(output.shape) != spec.tensor_shape or output.dtype != np.dtype(spec.dtype):
+            raise ConfigError(
+                f"preprocess produces {list(spec.tensor_shape)} {spec.dtype} but the model input is "
+                f"{list(output.shape)} {output.dtype}",
+                hint="make preprocess.resize, layout and dtype match the model's input tensor",
+            )
+        self.spec = spec
+        self.output = output
+        h, w = spec.resize.height, spec.resize.width
+        self._canvas = np.full((h, w, 3), spec.resize.pad_value, np.uint8)
+        self._gray = np.empty((h, w), np.uint8) if spec.color == "gray" else None
+        self._scratch = np.empty((h, w), np.float32) if spec.dtype == "float16" else None
+        n = spec.normalize
+        channels = spec.channels
+        self._gain = [np.float32(n.scale / n.std[c]) for c in range(channels)]
+        self._offset = [np.float32(-n.mean[c] / n.std[c]) for c in range(channels)]
+        # Which canvas (BGR) channel feeds output channel c: the colour swap costs nothing.
+        self._source_channel = {"rgb": (2, 1, 0), "bgr": (0, 1, 2), "gray": (0,)}[spec.color]
+        self._geometry: ResizeGeometry | None = None
+        self._matrix: np.ndarray | None = None
+
+    def __enter__(self) -> CpuPreprocessor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def geometry_for(self, width: int, height: int) -> ResizeGeometry:
+        g = self._geometry
+        if g is None or g.source_width != width or g.source_height != height:
+            g = ResizeGeometry.plan(width, height, self.spec.resize, self.spec.crop)
+            self._geometry, self._matrix = g, g.affine_to_source()
+            if self.spec.resize.mode == "letterbox":
+                self._canvas[...] = self.spec.resize.pad_value  # padding is fixed per geometry
+        return g
+
+    def __call__(self, image: np.ndarray) -> ResizeGeometry:
+        import cv2
+
+        if image.ndim == 2:
+            image = cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
+        height, width = image.shape[:2]
+        g = self.geometry_for(width, height)
+        crop = image[g.crop_y : g.crop_y + g.crop_height, g.crop_x : g.crop_x + g.crop_width]
+        content = self._canvas[g.pad_y : g.pad_y + g.content_height, g.pad_x : g.pad_x + g.content_width]
+        cv2.warpAffine(
+            crop,
+            self._matrix,
+            (g.content_width, g.content_height),
+            dst=content,
+            flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+            borderMode=cv2.BORDER_REPLICATE,
+        )
+        canvas = self._canvas
+        if self._gray is not None:
+            cv2.cvtColor(canvas, cv2.COLOR_BGR2GRAY, dst=self._gray)
+            canvas = self._gray[:, :, None]
+        self._write_tensor(canvas)
+        return g
+
+    def _write_tensor(self, canvas: np.ndarray) -> None:
+        nchw = self.spec.layout == "nchw"
+        for c, source_c in enumerate(self._source_channel):
+            plane = self.output[0, c] if nchw else self.output[0, :, :, c]
+            pixels = canvas[:, :, source_c]
+            if self.spec.dtype == "uint8":
+                np.copyto(plane, pixels)
+            elif self._scratch is not None:  # float16: compute in float32, store half
+                np.multiply(pixels, self._gain[c], out=self._scratch, dtype=np.float32)
+                np.add(self._scratch, self._offset[c], out=self._scratch)
+                np.copyto(plane, self._scratch, casting="same_kind")
+            else:
+                np.multiply(pixels, self._gain[c], out=plane, dtype=np.float32)
+                np.add(plane, self._offset[c], out=plane)

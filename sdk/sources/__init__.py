@@ -1,0 +1,42 @@
+"""Camera and replay sources behind one URI factory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sdk.sources.base import CorruptFrame, FrameReader
+from sdk.sources.stream import FrameStream, StreamCounters
+from sdk.sources.uri import SourceUri, parse_source_uri
+from sdk.spec.schema import Replay
+
+
+def open_reader(uri: str, base: Path | None = None) -> FrameReader:
+    """The reader for a source URI (not yet opened)."""
+    parsed = parse_source_uri(uri, base)
+    if parsed.scheme == "images":
+        from sdk.sources.images import ImageFolder
+
+        return ImageFolder(parsed)
+    if parsed.scheme == "synthetic":
+        from sdk.sources.synthetic import SyntheticReader
+
+        return SyntheticReader(parsed)
+    from sdk.sources.opencv_capture import OpenCvCapture
+
+    return OpenCvCapture(parsed)
+
+
+def open_stream(uri: str, replay: Replay, base: Path | None = None, max_frames: int | None = None) -> FrameStream:
+    return FrameStream(open_reader(uri, base), replay, max_frames=max_frames)
+
+
+__all__ = [
+    "CorruptFrame",
+    "FrameReader",
+    "FrameStream",
+    "SourceUri",
+    "StreamCounters",
+    "open_reader",
+    "open_stream",
+    "parse_source_uri",
+]

@@ -1,0 +1,43 @@
+"""What every camera or recording does: open, read frames into its own buffer, close."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+
+class FrameReader(ABC):
+    """A device or file that yields images. Buffers belong to the reader."""
+
+    live = False  # a live camera delivers on its own clock; a recording when asked
+
+    def __enter__(self) -> FrameReader:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @abstractmethod
+    def open(self) -> None: ...
+
+    @abstractmethod
+    def read(self) -> np.ndarray | None:
+        """The next image, or None at the end of the stream. Raises CorruptFrame for a bad one."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def rewind(self) -> None:
+        """Start again from the first frame (loop replay); live readers cannot."""
+        self.close()
+        self.open()
+
+    @property
+    def nominal_fps(self) -> float | None:
+        return None
+
+
+class CorruptFrame(Exception):
+    """One frame could not be decoded; the stream goes on (counted, skipped)."""

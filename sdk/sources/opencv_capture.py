@@ -1,0 +1,100 @@
+"""Video files, V4L2 cameras, GStreamer pipelines and Jetson CSI cameras through cv2.VideoCapture."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sdk.errors import SourceError
+from sdk.sources.base import FrameReader
+from sdk.sources.uri import SourceUri
+
+
+def argus_pipeline(sensor_id: int, width: int, height: int, fps: int) -> str:
+    """The Jetson Argus (CSI camera) pipeline: NVMM NV12 from the ISP, converted to BGR for appsink."""
+    return (
+        f"nvarguscamerasrc sensor-id={sensor_id} ! "
+        f"video/x-raw(memory:NVMM),width={width},height={height},framerate={fps}/1,format=NV12 ! "
+        "nvvidconv ! video/x-raw,format=BGRx ! videoconvert ! video/x-raw,format=BGR ! "
+        "appsink drop=true max-buffers=1 sync=false"
+    )
+
+
+class OpenCvCapture(FrameReader):
+    def __init__(self, uri: SourceUri) -> None:
+        self.uri = uri
+        self.live = uri.live
+        self._capture = None
+        self._buffer: np.ndarray | None = None
+
+    def _describe(self) -> tuple[object, int, str]:
+        import cv2
+
+        if self.uri.scheme == "file":
+            return self.uri.target, cv2.CAP_ANY, f"video file {self.uri.target}"
+        if self.uri.scheme == "v4l2":
+            return self.uri.target, cv2.CAP_V4L2, f"V4L2 device {self.uri.target}"
+        if self.uri.scheme == "csi":
+            try:
+                sensor = int(self.uri.target)
+            except ValueError:
+                raise SourceError(f"csi://{self.uri.target}: the sensor id must be a number, e.g. csi://0") from None
+            pipeline = argus_pipeline(
+                sensor,
+                self.uri.int_param("width", 1920),
+                self.uri.int_param("height", 1080),
+                self.uri.int_param("fps", 30),
+            )
+            return pipeline, cv2.CAP_GSTREAMER, f"CSI camera {sensor} (Argus)"
+        return self.uri.target, cv2.CAP_GSTREAMER, f"GStreamer pipeline {self.uri.target!r}"
+
+    def open(self) -> None:
+        import cv2
+
+        target, api, what = self._describe()
+        if api == cv2.CAP_GSTREAMER and not _opencv_has_gstreamer():
+            raise SourceError(
+                f"cannot open {what}: this OpenCV build has no GStreamer support",
+                hint="on Jetson use JetPack's OpenCV (python3-opencv), not the PyPI wheel",
+            )
+        capture = cv2.VideoCapture(target, api)
+        if not capture.isOpened():
+            capture.release()
+            raise SourceError(f"cannot open {what}")
+        if self.uri.scheme == "v4l2":
+            for prop, name in ((cv2.CAP_PROP_FRAME_WIDTH, "width"), (cv2.CAP_PROP_FRAME_HEIGHT, "height"), (cv2.CAP_PROP_FPS, "fps")):
+                if name in self.uri.params:
+                    capture.set(prop, self.uri.int_param(name, 0))
+        self._capture = capture
+
+    def read(self) -> np.ndarray | None:
+        if self._capture is None:
+            raise SourceError("read() before open()")
+        # Decoding into the same buffer each time: the steady state allocates no image.
+        ok, image = self._capture.read(self._buffer)
+        if not ok or image is None:
+            return None
+        self._buffer = image
+        return image
+
+    def close(self) -> None:
+        if self._capture is not None:
+            self._capture.release()
+            self._capture = None
+
+    @property
+    def nominal_fps(self) -> float | None:
+        import cv2
+
+        if self._capture is None:
+            return None
+        fps = self._capture.get(cv2.CAP_PROP_FPS)
+        return fps if fps and fps > 0 else None
+
+
+def _opencv_has_gstreamer() -> bool:
+    import cv2
+
+    for line in cv2.getBuildInformation().splitlines():
+        if "GStreamer" in line:
+            return "YES" in line
+    return False

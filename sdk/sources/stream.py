@@ -1,0 +1,194 @@
+"""Frames with index and capture time, from any reader, under the pipeline's replay rules.
+
+Recorded sources are pulled: with `rate_fps` each frame is due at `t0 + index / rate` and
+carries that due time as its capture time, so a slow stage shows up as latency of the
+frames behind it (no coordinated omission), never as silently fewer frames. Live cameras
+push: a capture thread stamps each frame on arrival and keeps only the newest; every frame
+overwritten before the pipeline took it is counted as dropped.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from sdk.frame import Frame
+from sdk.sources.base import CorruptFrame, FrameReader
+from sdk.spec.schema import Replay
+
+
+@dataclass
+class StreamCounters:
+    delivered: int = 0
+    dropped: int = 0  # frames that existed but were never processed (late or overwritten)
+    corrupt: int = 0  # frames that could not be decoded, skipped
+    loops: int = 0
+
+
+class FrameStream:
+    def __init__(
+        self,
+        reader: FrameReader,
+        replay: Replay,
+        *,
+        max_frames: int | None = None,
+        clock: Callable[[], int] = time.monotonic_ns,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.reader = reader
+        self.replay = replay
+        self.max_frames = max_frames if max_frames is not None else replay.frames
+        self.counters = StreamCounters()
+        self._clock = clock
+        self._sleep = sleep
+        self._live: _LiveCapture | None = None
+
+    def __enter__(self) -> FrameStream:
+        self.reader.open()
+        if self.reader.live:
+            self._live = _LiveCapture(self.reader, self._clock, self.counters)
+            self._live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.stop()
+        self.reader.close()
+
+    def __iter__(self) -> Iterator[Frame]:
+        if self._live is not None:
+            yield from self._live.frames(self.max_frames)
+            return
+        yield from self._recorded()
+
+    def stop(self) -> None:
+        """Ask a live capture to end (from another thread or a signal handler)."""
+        if self._live is not None:
+            self._live.stop()
+
+    def _next_image(self) -> np.ndarray | None:
+        rewound = False
+        while True:
+            try:
+                image = self.reader.read()
+            except CorruptFrame:
+                self.counters.corrupt += 1
+                continue
+            if image is not None:
+                return image
+            if not self.replay.loop or rewound:
+                return None  # end of stream (or an empty one even after a rewind)
+            self.reader.rewind()
+            self.counters.loops += 1
+            rewound = True
+
+    def _recorded(self) -> Iterator[Frame]:
+        rate = self.replay.rate_fps
+        period_ns = int(round(1e9 / rate)) if rate else 0
+        t0: int | None = None
+        index = 0
+        while self.max_frames is None or self.counters.delivered < self.max_frames:
+            image = self._next_image()
+            if image is None:
+                return
+            now = self._clock()
+            if not rate:
+                t_capture = now
+            else:
+                if t0 is None:
+                    t0 = now
+                due = t0 + index * period_ns
+                if self.replay.late_frames == "drop":
+                    # Newest wins: a frame whose successor is already due is stale.
+                    while now >= due + period_ns:
+                        self.counters.dropped += 1
+                        index += 1
+                        due += period_ns
+                        image = self._next_image()
+                        if image is None:
+                            return
+                        now = self._clock()
+                if now < due:
+                    self._sleep((due - now) / 1e9)
+                t_capture = due
+            self.counters.delivered += 1
+            yield Frame(index=index, t_capture_ns=t_capture, image=image)
+            index += 1
+
+
+class _LiveCapture:
+    """A capture thread with a one-frame mailbox; buffers rotate, none is allocated per frame."""
+
+    def __init__(self, reader: FrameReader, clock: Callable[[], int], counters: StreamCounters) -> None:
+        self.reader = reader
+        self.clock = clock
+        self.counters = counters
+        self._condition = threading.Condition()
+        self._mailbox: Frame | None = None
+        self._pool: list[np.ndarray] = []
+        self._ended = False
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="capture", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._condition:
+            self._stopping = True
+            self._condition.notify_all()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        index = 0
+        while not self._stopping:
+            try:
+                image = self.reader.read()
+            except CorruptFrame:
+                with self._condition:
+                    self.counters.corrupt += 1
+                index += 1
+                continue
+            t_arrival = self.clock()
+            if image is None:
+                break
+            with self._condition:
+                slot = self._free_buffer(image)
+                np.copyto(slot, image)
+                if self._mailbox is not None:
+                    self.counters.dropped += 1
+                    self._pool.append(self._mailbox.image)
+                self._mailbox = Frame(index=index, t_capture_ns=t_arrival, image=slot)
+                self._condition.notify_all()
+            index += 1
+        with self._condition:
+            self._ended = True
+            self._condition.notify_all()
+
+    def _free_buffer(self, like: np.ndarray) -> np.ndarray:
+        while self._pool:
+            buffer = self._pool.pop()
+            if buffer.shape == like.shape and buffer.dtype == like.dtype:
+                return buffer
+        return np.empty_like(like)
+
+    def frames(self, max_frames: int | None) -> Iterator[Frame]:
+        in_use: np.ndarray | None = None
+        while max_frames is None or self.counters.delivered < max_frames:
+            with self._condition:
+                if in_use is not None:
+                    self._pool.append(in_use)  # the consumer is done with the previous frame
+                    in_use = None
+                while self._mailbox is None and not self._ended and not self._stopping:
+                    self._condition.wait(timeout=0.5)
+                if self._mailbox is None:
+                    return
+                frame, self._mailbox = self._mailbox, None
+                self.counters.delivered += 1
+                in_use = frame.image
+            yield frame

@@ -1,0 +1,60 @@
+"""Deterministic generated frames for tests: `synthetic://boxes?width=640&height=480&frames=100`."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sdk.errors import SourceError
+from sdk.sources.base import CorruptFrame, FrameReader
+from sdk.sources.uri import SourceUri
+
+PATTERNS = ("boxes", "noise")
+
+
+class SyntheticReader(FrameReader):
+    """`boxes`: bright rectangles moving over a grey background; `noise`: seeded noise.
+
+    `corrupt_every=K` marks every K-th frame corrupt, to exercise the skip-and-count path.
+    """
+
+    def __init__(self, uri: SourceUri) -> None:
+        if uri.target not in PATTERNS:
+            raise SourceError(f"synthetic://{uri.target}: unknown pattern; allowed: {', '.join(PATTERNS)}")
+        self.pattern = uri.target
+        self.width = uri.int_param("width", 640)
+        self.height = uri.int_param("height", 480)
+        self.frames = uri.int_param("frames", 100)
+        self.seed = uri.int_param("seed", 0)
+        self.corrupt_every = uri.int_param("corrupt_every", 0)
+        if self.width < 1 or self.height < 1:
+            raise SourceError("synthetic://: width and height must be at least 1")
+        self._buffer = np.zeros((self.height, self.width, 3), np.uint8)
+        self._position = 0
+
+    def open(self) -> None:
+        self._position = 0
+
+    def read(self) -> np.ndarray | None:
+        if self._position >= self.frames:
+            return None
+        index = self._position
+        self._position += 1
+        if self.corrupt_every and (index + 1) % self.corrupt_every == 0:
+            raise CorruptFrame(f"synthetic frame {index} marked corrupt")
+        image = self._buffer
+        if self.pattern == "noise":
+            image[...] = np.random.default_rng(self.seed + index).integers(0, 256, image.shape, dtype=np.uint8)
+            return image
+        image[...] = 90
+        for k in range(3):
+            w, h = max(1, self.width // 6), max(1, self.height // 3)
+            x = (index * (4 + k) + k * self.width // 3) % max(1, self.width - w)
+            y = (k * self.height // 4) % max(1, self.height - h)
+            image[y : y + h, x : x + w] = (40 + 80 * k, 200 - 50 * k, 220)
+        return image
+
+    def rewind(self) -> None:
+        self._position = 0
+
+    def close(self) -> None:
+        pass

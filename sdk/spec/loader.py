@@ -1,0 +1,171 @@
+"""Load a pipeline file once into frozen typed objects, or raise one clear ConfigError."""
+
+from __future__ import annotations
+
+import difflib
+import re
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from sdk.errors import ConfigError
+from sdk.spec.paths import confined_path
+from sdk.spec.schema import Pipeline
+from sdk.spec.yaml_source import YamlDocument, YamlPath, format_yaml_path, read_yaml
+
+
+@dataclass(frozen=True)
+class PipelineFile:
+    """A validated pipeline and where it lives; relative paths resolve against its folder."""
+
+    spec: Pipeline
+    path: Path
+
+    @property
+    def folder(self) -> Path:
+        return self.path.parent
+
+    def resolve(self, relative: str, yaml_path: str) -> Path:
+        return confined_path(self.folder, relative, where=f"{self.path}: {yaml_path}")
+
+    @property
+    def model_path(self) -> Path:
+        return self.resolve(self.spec.model.path, "model.path")
+
+    def source_file(self) -> Path | None:
+        """The file or folder a replay source reads, or None for live sources."""
+        scheme, _, rest = self.spec.source.uri.partition("://")
+        if scheme in ("file", "images"):
+            return self.resolve(rest, "source.uri")
+        return None
+
+    def referenced_files(self) -> list[Path]:
+        """Every file of the pipeline's folder the host needs (checked to exist)."""
+        files = [self.model_path]
+        source = self.source_file()
+        if source is not None:
+            files.append(source)
+        return files
+
+    def check_files(self) -> None:
+        for file, yaml_path in ((self.model_path, "model.path"), (self.source_file(), "source.uri")):
+            if file is not None and not file.exists():
+                raise ConfigError(
+                    f"{self.path}: {yaml_path}: {file} does not exist",
+                    hint="paths are relative to the pipeline file's folder",
+                )
+
+
+def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile:
+    path = Path(path)
+    document = read_yaml(path)
+    try:
+        spec = Pipeline.model_validate(document.data)
+    except ValidationError as exc:
+        raise _config_error(document, exc) from None
+    pipeline = PipelineFile(spec=spec, path=path.resolve())
+    # Paths are confined even when files are not checked (on the device).
+    pipeline.model_path  # noqa: B018
+    pipeline.source_file()
+    if check_files:
+        pipeline.check_files()
+    return pipeline
+
+
+def _config_error(document: YamlDocument, exc: ValidationError) -> ConfigError:
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    yaml_path = _yaml_path(document.data, tuple(first["loc"]))
+    where = document.where(yaml_path)
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    if first["type"] == "extra_forbidden":
+        key = yaml_path[-1]
+        allowed = _allowed_keys(Pipeline, yaml_path[:-1], document.data)
+        close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
+        suggestion = f"; did you mean {close[0]!r}?" if close else ""
+        return ConfigError(
+            f"{where}: unknown key {key!r}{suggestion} allowed here: {', '.join(allowed)}{more}",
+            hint="remove or rename the key",
+        )
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "missing":
+        return ConfigError(f"{where}: required key is missing{more}", hint="add the key; see pipelines/pedestrian.yaml")
+    got = first.get("input")
+    shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
+    expected = re.findall(r"'([^']*)'", str(first.get("ctx", {}).get("expected", "")))
+    close = difflib.get_close_matches(str(got), expected, n=1, cutoff=0.5) if expected else []
+    suggestion = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"{where}: {message}{shown}{suggestion}{more}")
+
+
+def _yaml_path(data: Any, loc: tuple[Any, ...]) -> YamlPath:
+    """pydantic's location minus the discriminator tags it inserts for tagged unions."""
+    path: list[Any] = []
+    node = data
+    for part in loc:
+        if part == "[key]":
+            continue  # pydantic's marker for "the key itself is wrong"; the path already names it
+        if isinstance(node, dict) and part not in node and node.get("kind") == part:
+            continue  # the union member pydantic tried, not a key of the file
+        path.append(part)
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return tuple(path)
+
+
+def _allowed_keys(root: type[BaseModel], at: YamlPath, data: Any) -> list[str]:
+    model: Any = root
+    node = data
+    for part in at:
+        model = _member_type(model, part, node)
+        node = node.get(part) if isinstance(node, dict) else node[part] if isinstance(node, list) else None
+        if model is None:
+            return []
+    model = _pick_model(model, node)
+    return list(model.model_fields) if model is not None else []
+
+
+def _member_type(model: Any, part: Any, node: Any) -> Any:
+    model = _pick_model(model, node)
+    if model is None:
+        return None
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        field = model.model_fields.get(part)
+        return field.annotation if field else None
+    origin = typing.get_origin(model)
+    args = typing.get_args(model)
+    if origin in (tuple, list) and args:
+        return args[0]
+    if origin is dict and len(args) == 2:
+        return args[1]
+    return None
+
+
+def _pick_model(annotation: Any, node: Any) -> Any:
+    """Strip Optional/Annotated and choose the union member a YAML mapping's `kind` selects."""
+    while typing.get_origin(annotation) is typing.Annotated:
+        annotation = typing.get_args(annotation)[0]
+    args = typing.get_args(annotation)
+    if args and typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        members = [a for a in args if a is not type(None)]
+        members = [_pick_model(a, node) for a in members]
+        if len(members) == 1:
+            return members[0]
+        kind = node.get("kind") if isinstance(node, dict) else None
+        for member in members:
+            if isinstance(member, type) and issubclass(member, BaseModel):
+                kind_field = member.model_fields.get("kind")
+                if kind_field is not None and kind in typing.get_args(kind_field.annotation):
+                    return member
+        return None
+    return annotation
+
+
+__all__ = ["PipelineFile", "format_yaml_path", "load_pipeline"]

@@ -1,0 +1,231 @@
+"""Typed, frozen objects for a pipeline file.
+
+One section per stage; each section becomes the keyword arguments of that stage. Every
+model forbids unknown keys (the loader turns those into "did you mean" errors) and is
+frozen: the pipeline is validated once, at load, and never changes afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+PositiveMs = Annotated[float, Field(gt=0, le=3_600_000)]
+Pixels = Annotated[int, Field(ge=1, le=16384)]
+
+SOURCE_SCHEMES = ("file", "images", "v4l2", "csi", "gst", "synthetic")
+STAGE_NAMES = ("preprocess", "infer", "postprocess", "sink")
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
+
+
+class Replay(Frozen):
+    """How a recorded source is played back: deterministic runs need all three."""
+
+    loop: bool = False
+    frames: Annotated[int, Field(ge=1)] | None = None
+    rate_fps: Annotated[float, Field(gt=0, le=1000)] | None = None
+    # keep: process every frame, lateness shows as latency (acceptance runs).
+    # drop: the newest frame wins when the pipeline is behind; every skipped frame is counted.
+    late_frames: Literal["keep", "drop"] = "keep"
+
+
+class Source(Frozen):
+    uri: str
+    replay: Replay = Replay()
+
+    @field_validator("uri")
+    @classmethod
+    def _known_scheme(cls, uri: str) -> str:
+        scheme, sep, rest = uri.partition("://")
+        if not sep or scheme not in SOURCE_SCHEMES or not rest:
+            allowed = ", ".join(f"{s}://..." for s in SOURCE_SCHEMES)
+            raise ValueError(f"unknown source URI {uri!r}; allowed: {allowed}")
+        return uri
+
+
+class Resize(Frozen):
+    width: Pixels
+    height: Pixels
+    mode: Literal["stretch", "letterbox"] = "stretch"
+    # The sampling grid of ONNX Resize: which source position an output pixel reads.
+    coordinates: Literal["half_pixel", "asymmetric", "align_corners"] = "half_pixel"
+    pad_value: Annotated[int, Field(ge=0, le=255)] = 114
+
+
+class Crop(Frozen):
+    """A region of the source image (pixels) that is resized; the rest is ignored."""
+
+    x: Annotated[int, Field(ge=0)] = 0
+    y: Annotated[int, Field(ge=0)] = 0
+    width: Pixels
+    height: Pixels
+
+
+class Normalize(Frozen):
+    """value = (pixel * scale - mean[c]) / std[c], per output channel."""
+
+    scale: float = 1.0
+    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
+
+    @field_validator("std")
+    @classmethod
+    def _nonzero_std(cls, std: tuple[float, float, float]) -> tuple[float, float, float]:
+        if any(s == 0 for s in std):
+            raise ValueError("std must not contain 0")
+        return std
+
+    @property
+    def is_identity(self) -> bool:
+        return self.scale == 1.0 and self.mean == (0.0, 0.0, 0.0) and self.std == (1.0, 1.0, 1.0)
+
+
+class Preprocess(Frozen):
+    resize: Resize
+    crop: Crop | None = None
+    color: Literal["rgb", "bgr", "gray"] = "rgb"
+    normalize: Normalize = Normalize()
+    layout: Literal["nchw", "nhwc"] = "nchw"
+    dtype: Literal["float32", "float16", "uint8"] = "float32"
+
+    @model_validator(mode="after")
+    def _uint8_is_raw(self) -> Preprocess:
+        if self.dtype == "uint8" and not self.normalize.is_identity:
+            raise ValueError("dtype uint8 carries raw pixels: normalize must be left at its defaults")
+        return self
+
+    @property
+    def channels(self) -> int:
+        return 1 if self.color == "gray" else 3
+
+    @property
+    def tensor_shape(self) -> tuple[int, int, int, int]:
+        h, w, c = self.resize.height, self.resize.width, self.channels
+        return (1, c, h, w) if self.layout == "nchw" else (1, h, w, c)
+
+
+class Prepare(Frozen):
+    """How the original ONNX graph is cut down to what TensorRT and DLA can take."""
+
+    inputs: dict[str, tuple[Annotated[int, Field(ge=1)], ...]]
+    outputs: tuple[str, ...]
+    fold_constants: bool = True
+
+    @field_validator("inputs")
+    @classmethod
+    def _one_input(cls, inputs: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+        if len(inputs) != 1:
+            raise ValueError(f"exactly one input tensor with its static shape is needed, got {len(inputs)}")
+        return inputs
+
+    @field_validator("outputs")
+    @classmethod
+    def _some_outputs(cls, outputs: tuple[str, ...]) -> tuple[str, ...]:
+        if not outputs:
+            raise ValueError("name at least one output tensor")
+        return outputs
+
+
+class Model(Frozen):
+    path: str
+    prepare: Prepare | None = None
+    backend: Literal["auto", "onnxruntime"] = "auto"
+    threads: Annotated[int, Field(ge=1, le=256)] | None = None
+
+
+class SsdDecoder(Frozen):
+    kind: Literal["ssd"]
+    box_encodings: str
+    class_logits: str
+    # A constant tensor of the ORIGINAL graph, read exactly at preparation.
+    anchors: str
+    anchor_layout: Literal["yxyx", "xyxy"] = "yxyx"
+    # TF Object Detection API's FasterRcnnBoxCoder scales (y, x, h, w), from the training config.
+    scale_factors: tuple[float, float, float, float] = (10.0, 10.0, 5.0, 5.0)
+    score_activation: Literal["sigmoid", "softmax"] = "sigmoid"
+    background_class: bool = True
+    clip_boxes: bool = True
+
+
+class YoloDecoder(Frozen):
+    kind: Literal["yolo"]
+    output: str
+    # v5: [1, N, 5 + C] (cx, cy, w, h, objectness, classes); v8: [1, 4 + C, N].
+    layout: Literal["v5", "v8"]
+
+
+class Postprocess(Frozen):
+    decoder: Annotated[Union[SsdDecoder, YoloDecoder], Field(discriminator="kind")]  # noqa: UP007
+    classes: tuple[str, ...]
+    score_threshold: Annotated[float, Field(ge=0, le=1)] = 0.3
+    iou_threshold: Annotated[float, Field(gt=0, le=1)] = 0.6
+    max_detections: Annotated[int, Field(ge=1, le=10000)] = 100
+
+    @field_validator("classes")
+    @classmethod
+    def _some_classes(cls, classes: tuple[str, ...]) -> tuple[str, ...]:
+        if not classes:
+            raise ValueError("name at least one class")
+        return classes
+
+
+class JsonlSink(Frozen):
+    kind: Literal["jsonl"]
+    path: str = "detections.jsonl"
+
+
+class VideoSink(Frozen):
+    kind: Literal["video"]
+    path: str = "annotated.avi"
+    fourcc: Annotated[str, Field(min_length=4, max_length=4)] = "MJPG"
+    fps: Annotated[float, Field(gt=0, le=1000)] | None = None
+
+
+class NullSink(Frozen):
+    kind: Literal["null"]
+
+
+Sink = Annotated[Union[JsonlSink, VideoSink, NullSink], Field(discriminator="kind")]  # noqa: UP007
+
+
+class LatencyLimits(Frozen):
+    p50_ms: PositiveMs | None = None
+    p99_ms: PositiveMs | None = None
+    p999_ms: PositiveMs | None = None
+    max_ms: PositiveMs | None = None
+
+    def items(self) -> list[tuple[str, float]]:
+        return [(name, value) for name, value in self.model_dump().items() if value is not None]
+
+
+class Budgets(Frozen):
+    warmup_frames: Annotated[int, Field(ge=0)] = 0
+    end_to_end: LatencyLimits | None = None
+    stages: dict[Literal["preprocess", "infer", "postprocess", "sink"], LatencyLimits] = {}
+    max_dropped: Annotated[int, Field(ge=0)] | None = None
+
+
+class Pipeline(Frozen):
+    version: Literal[1]
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
+    source: Source
+    preprocess: Preprocess
+    model: Model
+    postprocess: Postprocess
+    sinks: tuple[Sink, ...] = Field(default_factory=lambda: (JsonlSink(kind="jsonl"),))
+    budgets: Budgets = Budgets()
+
+    @model_validator(mode="after")
+    def _prepared_input_matches_preprocess(self) -> Pipeline:
+        if self.model.prepare is not None:
+            ((name, shape),) = self.model.prepare.inputs.items()
+            if tuple(shape) != self.preprocess.tensor_shape:
+                raise ValueError(
+                    f"model.prepare.inputs[{name!r}] is {list(shape)} but preprocess produces "
+                    f"{list(self.preprocess.tensor_shape)} ({self.preprocess.layout})"
+                )
+        return self

@@ -1,0 +1,141 @@
+"""Strict, safe YAML reading for pipeline and target files.
+
+PyYAML's `safe_load` already refuses python tags, but it silently keeps the last of two
+duplicate keys and reports no positions for later validation errors. We compose the node
+tree with the safe loader once, reject duplicates and alias bombs while walking it, and
+keep the line of every YAML path so that a schema error can name it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from sdk.errors import ConfigError
+
+MAX_FILE_BYTES = 256 * 1024
+MAX_NODES = 20_000  # aliases are expanded while walking: caps "billion laughs" documents
+
+YamlPath = tuple[Any, ...]
+
+
+def format_yaml_path(path: YamlPath) -> str:
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += f".{part}" if text else str(part)
+    return text or "(top level)"
+
+
+@dataclass(frozen=True)
+class YamlDocument:
+    """Plain data of one YAML file plus the line (1-based) of every path in it."""
+
+    path: Path
+    data: Any
+    lines: dict[YamlPath, int]
+
+    def line_of(self, path: YamlPath) -> int | None:
+        # The closest enclosing path that has a line (a missing key has none of its own).
+        while True:
+            if path in self.lines:
+                return self.lines[path]
+            if not path:
+                return None
+            path = path[:-1]
+
+    def where(self, path: YamlPath) -> str:
+        line = self.line_of(path)
+        location = f"{self.path}:{line}" if line else str(self.path)
+        return f"{location}: {format_yaml_path(path)}"
+
+
+def read_yaml(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> YamlDocument:
+    """Read a YAML mapping from `path` safely, or raise ConfigError naming the problem."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found", hint="check the path") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+    if size > max_bytes:
+        raise ConfigError(
+            f"{path}: file is {size} bytes; at most {max_bytes} bytes are allowed",
+            hint="a pipeline file holds settings only; keep data in separate files it names",
+        )
+    with path.open("rb") as handle:
+        raw = handle.read(max_bytes + 1)
+    if len(raw) > max_bytes:  # grew between stat and read
+        raise ConfigError(f"{path}: file is over {max_bytes} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}:{_mark_line(exc)}: invalid YAML: {_problem(exc)}") from None
+    if node is None:
+        raise ConfigError(f"{path}: file is empty", hint="see pipelines/pedestrian.yaml for an example")
+
+    walker = _Walker(path)
+    walker.walk(node, ())
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        # Python tags (`!!python/object/apply:os.system`) end here: the safe loader has no
+        # constructor for them.
+        raise ConfigError(
+            f"{path}:{_mark_line(exc)}: {_problem(exc)}",
+            hint="only plain YAML (maps, lists, strings, numbers, booleans) is allowed; no tags",
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(data).__name__}")
+    return YamlDocument(path=path, data=data, lines=walker.lines)
+
+
+def _mark_line(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    return str(mark.line + 1) if mark is not None else "?"
+
+
+def _problem(exc: yaml.YAMLError) -> str:
+    return str(getattr(exc, "problem", None) or exc).strip()
+
+
+class _Walker:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lines: dict[YamlPath, int] = {}
+        self.count = 0
+
+    def walk(self, node: yaml.Node, at: YamlPath) -> None:
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise ConfigError(
+                f"{self.path}: more than {MAX_NODES} YAML nodes (after expanding aliases)",
+                hint="pipeline files are small; remove the repeated aliases",
+            )
+        self.lines.setdefault(at, node.start_mark.line + 1)
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, value_node in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else repr(key_node)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    where = format_yaml_path((*at, key))
+                    raise ConfigError(
+                        f"{self.path}:{line}: {where}: duplicate key {key!r} (first at line {seen[key]})",
+                        hint="YAML keeps only the last of duplicate keys; delete one of them",
+                    )
+                seen[key] = line
+                self.walk(value_node, (*at, key))
+        elif isinstance(node, yaml.SequenceNode):
+            for index, item in enumerate(node.value):
+                self.walk(item, (*at, index))

@@ -1,0 +1,182 @@
+"""Model preparation on the host: cut the graph to its convolutional core, static shapes, folded constants.
+
+The detectors users bring (TF Object Detection API, exported YOLOs) carry pre- and
+postprocessing in the graph (Loops, NMS) that TensorRT and DLA cannot take. The pipeline
+names the tensors to cut between; onnx-graphsurgeon does the cut and the constant folding;
+what postprocessing needs from the original graph (SSD anchors) is read exactly from its
+constants. The result is cached by content hash: a changed model or setting is a new key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from sdk.artifacts import ModelArtifacts
+from sdk.errors import ModelError
+from sdk.spec.loader import PipelineFile
+from sdk.spec.schema import SsdDecoder
+
+PREPARE_FORMAT = 1  # bump when the preparation's output changes for the same inputs
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def tensors_to_extract(pipeline: PipelineFile) -> tuple[str, ...]:
+    decoder = pipeline.spec.postprocess.decoder
+    return (decoder.anchors,) if isinstance(decoder, SsdDecoder) else ()
+
+
+class PrepareModel:
+    """Lazy: the constructor records the settings; calling it returns cached or fresh artifacts."""
+
+    def __init__(self, pipeline: PipelineFile, cache_root: Path) -> None:
+        self.pipeline = pipeline
+        self.cache_root = Path(cache_root)
+        self._key: str | None = None
+
+    @property
+    def key(self) -> str:
+        if self._key is None:
+            spec = self.pipeline.spec.model.prepare
+            settings = {
+                "format": PREPARE_FORMAT,
+                "model_sha256": sha256_file(self.pipeline.model_path),
+                "prepare": spec.model_dump(mode="json") if spec else None,
+                "extract": sorted(tensors_to_extract(self.pipeline)),
+            }
+            canonical = json.dumps(settings, sort_keys=True).encode()
+            self._key = hashlib.sha256(canonical).hexdigest()[:24]
+        return self._key
+
+    @property
+    def artifacts(self) -> ModelArtifacts:
+        return ModelArtifacts(self.cache_root / "prepared" / self.key)
+
+    @property
+    def cached(self) -> bool:
+        return all(path.is_file() for path in self.artifacts.files())
+
+    def __call__(self) -> ModelArtifacts:
+        target = self.artifacts
+        if self.cached:
+            return target
+        target.folder.parent.mkdir(parents=True, exist_ok=True)
+        # Built in a temporary folder beside the target and renamed: a crash leaves no half cache entry.
+        staging = Path(tempfile.mkdtemp(prefix=f".{self.key}.", dir=target.folder.parent))
+        try:
+            self._prepare_into(ModelArtifacts(staging))
+            if target.folder.exists():
+                shutil.rmtree(target.folder)  # an incomplete entry from an older crash
+            os.replace(staging, target.folder)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+        return target
+
+    def _prepare_into(self, out: ModelArtifacts) -> None:
+        import onnx
+
+        source = self.pipeline.model_path
+        try:
+            model = onnx.load(str(source))
+        except Exception as exc:  # protobuf decode errors have no common base
+            raise ModelError(f"{source}: not a readable ONNX model: {exc}") from None
+        tensors = {name: _constant_tensor(model, name, source) for name in tensors_to_extract(self.pipeline)}
+        prepare = self.pipeline.spec.model.prepare
+        if prepare is not None:
+            model = _cut(model, prepare.inputs, prepare.outputs, prepare.fold_constants, source)
+        onnx.save(model, str(out.model_path))
+        np.savez(out.tensors_path, **tensors)
+        meta = {
+            "key": self.key,
+            "source_model": source.name,
+            "source_sha256": sha256_file(source),
+            "prepared_sha256": sha256_file(out.model_path),
+            "inputs": {i.name: _dims(i) for i in model.graph.input},
+            "outputs": {o.name: _dims(o) for o in model.graph.output},
+            "extracted": {name: list(t.shape) for name, t in tensors.items()},
+            "nodes": len(model.graph.node),
+        }
+        out.meta_path.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+
+
+def _dims(value_info) -> list[int | str]:
+    return [d.dim_value if d.HasField("dim_value") else d.dim_param for d in value_info.type.tensor_type.shape.dim]
+
+
+def _constant_tensor(model, name: str, source: Path) -> np.ndarray:
+    from onnx import numpy_helper
+
+    for initializer in model.graph.initializer:
+        if initializer.name == name:
+            return numpy_helper.to_array(initializer)
+    for node in model.graph.node:
+        if node.op_type == "Constant" and name in node.output:
+            for attribute in node.attribute:
+                if attribute.name == "value":
+                    return numpy_helper.to_array(attribute.t)
+    raise ModelError(
+        f"{source}: tensor {name!r} is not a constant of the graph",
+        hint="name an initializer or Constant output (e.g. the SSD anchors) in postprocess.decoder",
+    )
+
+
+def _cut(model, inputs: dict[str, tuple[int, ...]], outputs: tuple[str, ...], fold: bool, source: Path):
+    import onnx
+    import onnx_graphsurgeon as gs
+
+    graph = gs.import_onnx(model)
+    tensors = graph.tensors()
+    missing = [name for name in (*inputs, *outputs) if name not in tensors]
+    if missing:
+        raise ModelError(
+            f"{source}: model.prepare names tensor(s) the graph does not have: {', '.join(missing)}",
+            hint="list the graph's tensors with Netron or onnx; names include their ':0' suffix",
+        )
+    ((input_name, shape),) = inputs.items()
+    new_input = tensors[input_name]
+    new_input.inputs.clear()  # its producers (the graph's own preprocessing) are cut away
+    new_input.shape = tuple(shape)
+    if new_input.dtype is None:
+        new_input.dtype = np.float32
+    graph.inputs = [new_input]
+    graph.outputs = [tensors[name] for name in outputs]
+    for output in graph.outputs:
+        output.dtype = output.dtype or np.float32
+    graph.cleanup().toposort()
+    if fold:
+        # Shape inference exposes the Shape->Reshape chains as constants; repeat until nothing folds.
+        for _ in range(4):
+            inferred = onnx.shape_inference.infer_shapes(gs.export_onnx(graph), data_prop=True)
+            graph = gs.import_onnx(inferred)
+            before = len(graph.nodes)
+            graph.fold_constants().cleanup().toposort()
+            if len(graph.nodes) == before:
+                break
+    for output in graph.outputs:
+        output.shape = None  # let shape inference write the static shapes
+    prepared = gs.export_onnx(graph)
+    try:
+        prepared = onnx.shape_inference.infer_shapes(prepared, strict_mode=True, data_prop=True)
+        onnx.checker.check_model(prepared)
+    except Exception as exc:  # onnx raises several unrelated types here
+        raise ModelError(f"{source}: the cut graph is not a valid model: {exc}") from None
+    if inputs and any(n.op_type in ("Loop", "If", "Scan", "NonMaxSuppression") for n in prepared.graph.node):
+        raise ModelError(
+            f"{source}: the cut still contains control flow or NMS",
+            hint="choose model.prepare.outputs before the graph's postprocessing",
+        )
+    return prepared
