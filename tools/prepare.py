@@ -20,18 +20,11 @@ import numpy as np
 
 from sdk.artifacts import ModelArtifacts
 from sdk.errors import ModelError
+from sdk.release import sha256_of
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import SsdDecoder
 
 PREPARE_FORMAT = 1  # bump when the preparation's output changes for the same inputs
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def tensors_to_extract(pipeline: PipelineFile) -> tuple[str, ...]:
@@ -53,7 +46,7 @@ class PrepareModel:
             spec = self.pipeline.spec.model.prepare
             settings = {
                 "format": PREPARE_FORMAT,
-                "model_sha256": sha256_file(self.pipeline.model_path),
+                "model_sha256": sha256_of(self.pipeline.model_path),
                 "prepare": spec.model_dump(mode="json") if spec else None,
                 "extract": sorted(tensors_to_extract(self.pipeline)),
             }
@@ -103,8 +96,8 @@ class PrepareModel:
         meta = {
             "key": self.key,
             "source_model": source.name,
-            "source_sha256": sha256_file(source),
-            "prepared_sha256": sha256_file(out.model_path),
+            "source_sha256": sha256_of(source),
+            "prepared_sha256": sha256_of(out.model_path),
             "inputs": {i.name: _dims(i) for i in model.graph.input},
             "outputs": {o.name: _dims(o) for o in model.graph.output},
             "extracted": {name: list(t.shape) for name, t in tensors.items()},

@@ -180,8 +180,8 @@ class JsonlSink(Frozen):
 
 class VideoSink(Frozen):
     kind: Literal["video"]
-    path: str = "annotated.avi"
-    fourcc: Annotated[str, Field(min_length=4, max_length=4)] = "MJPG"
+    path: str = "annotated.mp4"
+    fourcc: Annotated[str, Field(min_length=4, max_length=4)] = "mp4v"
     fps: Annotated[float, Field(gt=0, le=1000)] | None = None
 
 

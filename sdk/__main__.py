@@ -1,0 +1,5 @@
+import sys
+
+from sdk.runtime.cli import main
+
+sys.exit(main())

@@ -1,0 +1,88 @@
+"""A release: a folder of files, each listed with its sha256 and length in `manifest.json`.
+
+The host writes it; the device (and the host) verify it. A release is identified by the
+hash of its file list, so the same content always gets the same id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from sdk.errors import ReleaseError
+
+MANIFEST = "manifest.json"
+RELEASE_ID = re.compile(r"^[0-9a-f]{16}$")
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class ReleaseManifest:
+    files: dict[str, FileEntry]
+    pipeline: str  # relative path of the pipeline file inside the release
+    artifacts: str  # relative folder of the prepared model and its tensors
+    fingerprint: dict
+
+    @property
+    def release_id(self) -> str:
+        listing = json.dumps(
+            {"files": {k: [v.sha256, v.size] for k, v in sorted(self.files.items())}, "pipeline": self.pipeline, "artifacts": self.artifacts},
+            sort_keys=True,
+        )
+        return hashlib.sha256(listing.encode()).hexdigest()[:16]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "release": self.release_id,
+                "pipeline": self.pipeline,
+                "artifacts": self.artifacts,
+                "fingerprint": self.fingerprint,
+                "files": {k: {"sha256": v.sha256, "size": v.size} for k, v in sorted(self.files.items())},
+            },
+            indent=2,
+            sort_keys=True,
+        ) + "\n"
+
+    @classmethod
+    def load(cls, release_dir: Path) -> ReleaseManifest:
+        path = Path(release_dir) / MANIFEST
+        try:
+            data = json.loads(path.read_text())
+            files = {name: FileEntry(entry["sha256"], int(entry["size"])) for name, entry in data["files"].items()}
+            manifest = cls(files, data["pipeline"], data["artifacts"], data.get("fingerprint", {}))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ReleaseError(f"{path}: not a valid release manifest: {exc}") from None
+        if data.get("release") != manifest.release_id:
+            raise ReleaseError(f"{path}: release id {data.get('release')!r} does not match its file list")
+        for name in files:
+            if name.startswith("/") or ".." in Path(name).parts:
+                raise ReleaseError(f"{path}: file name {name!r} leaves the release folder")
+        return manifest
+
+    def verify(self, release_dir: Path) -> None:
+        """Every listed file exists with its length and hash; raise ReleaseError naming the first that does not."""
+        for name, entry in sorted(self.files.items()):
+            path = Path(release_dir) / name
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                raise ReleaseError(f"release {self.release_id}: {name} is missing") from None
+            if size != entry.size or sha256_of(path) != entry.sha256:
+                raise ReleaseError(f"release {self.release_id}: {name} does not match its manifest (corrupt or truncated)")
+
+
+def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        while block := handle.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()

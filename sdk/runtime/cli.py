@@ -1,0 +1,96 @@
+"""`python -m sdk run`: the runtime's own command line, on the device or in a local target.
+
+It runs one release (or a pipeline with prepared artifacts), writes report.json and the
+sinks' files into --report-dir, and prints progress as JSON lines on stdout for the host
+to read (`--events`). Exit codes: the verdict's (0 PASS, 3 FAIL, 4 INCONCLUSIVE), 1 for an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+from sdk.artifacts import ModelArtifacts
+from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_USAGE, SdkError
+from sdk.release import ReleaseManifest
+from sdk.runtime.report import build_report, write_report
+from sdk.runtime.runner import PipelineRunner
+from sdk.spec.loader import load_pipeline
+
+VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
+
+
+def _emit(event: dict) -> None:
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sdk run", description="Run a release of a pipeline and report.")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--release", type=Path, help="a release folder (with manifest.json)")
+    where.add_argument("--pipeline", type=Path, help="a pipeline file (needs --artifacts)")
+    parser.add_argument("--artifacts", type=Path, help="folder of the prepared model (with --pipeline)")
+    parser.add_argument("--report-dir", type=Path, required=True)
+    parser.add_argument("--frames", type=int, default=None)
+    parser.add_argument("--target", default="local")
+    parser.add_argument("--events", action="store_true", help="print JSON progress events on stdout")
+    parser.add_argument("--verify", action="store_true", help="check every release file against the manifest first")
+    args = parser.parse_args(argv)
+    if args.frames is not None and args.frames < 1:
+        parser.error("--frames must be at least 1")
+
+    release_id = None
+    if args.release is not None:
+        release_dir = args.release.resolve()
+        manifest = ReleaseManifest.load(release_dir)
+        if args.verify:
+            manifest.verify(release_dir)
+        release_id = manifest.release_id
+        pipeline = load_pipeline(release_dir / manifest.pipeline, check_files=False)
+        artifacts = ModelArtifacts(release_dir / manifest.artifacts)
+    else:
+        if args.artifacts is None:
+            parser.error("--pipeline needs --artifacts")
+        pipeline = load_pipeline(args.pipeline, check_files=False)
+        artifacts = ModelArtifacts(args.artifacts)
+
+    total = args.frames or pipeline.spec.source.replay.frames
+    last = [0.0]
+
+    def on_frame(count: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 0.2:
+            last[0] = now
+            _emit({"event": "progress", "frames": count, "total": total})
+
+    runner = PipelineRunner(pipeline, artifacts, args.report_dir, max_frames=args.frames, on_frame=on_frame if args.events else None)
+    # SIGTERM ends the run like the end of the stream: sinks and the report are still written.
+    signal.signal(signal.SIGTERM, lambda *_: runner.stop())
+    if args.events:
+        _emit({"event": "started", "pipeline": pipeline.spec.name, "release": release_id, "total": total})
+    result = runner.run()
+    report = build_report(pipeline, result, target=args.target, release=release_id)
+    path = write_report(report, args.report_dir)
+    if args.events:
+        _emit({"event": "finished", "frames": result.frames, "report": str(path), "verdict": report["verdict"]})
+    return VERDICT_EXIT[report["verdict"]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] != "run":
+        sys.stderr.write("usage: python -m sdk run (--release DIR | --pipeline FILE --artifacts DIR) --report-dir DIR\n")
+        return EXIT_USAGE
+    try:
+        return run(argv[1:])
+    except SdkError as exc:
+        sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        return 130

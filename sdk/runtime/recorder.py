@@ -1,0 +1,49 @@
+"""Per-frame timestamps in one preallocated array: recording a frame allocates nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Columns: when the frame was captured, when the pipeline took it, and when each stage ended.
+STAGES = ("preprocess", "infer", "postprocess", "sink")
+CAPTURE, START = 0, 1
+COLUMNS = 2 + len(STAGES)
+
+
+class LatencyRecorder:
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self.capacity = capacity
+        self._times = np.zeros((capacity, COLUMNS), np.int64)
+        self._frames = np.zeros(capacity, np.int64)
+        self.count = 0  # frames recorded in all (the array keeps the newest `capacity`)
+
+    def record(self, frame_index: int, marks: list[int]) -> None:
+        row = self.count % self.capacity
+        self._times[row] = marks
+        self._frames[row] = frame_index
+        self.count += 1
+
+    def rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(frame indices, timestamps) of the kept frames, oldest first."""
+        n = min(self.count, self.capacity)
+        if self.count <= self.capacity:
+            return self._frames[:n].copy(), self._times[:n].copy()
+        start = self.count % self.capacity
+        order = np.r_[start:self.capacity, 0:start]
+        return self._frames[order], self._times[order]
+
+    def latencies_ms(self, skip: int = 0) -> dict[str, np.ndarray]:
+        """Per stage and end to end, in milliseconds, without the first `skip` kept frames."""
+        _, times = self.rows()
+        times = times[skip:]
+        result: dict[str, np.ndarray] = {}
+        previous = times[:, START]
+        for i, stage in enumerate(STAGES):
+            end = times[:, START + 1 + i]
+            result[stage] = (end - previous) / 1e6
+            previous = end
+        result["queue"] = (times[:, START] - times[:, CAPTURE]) / 1e6
+        result["end_to_end"] = (times[:, -1] - times[:, CAPTURE]) / 1e6
+        return result

@@ -1,0 +1,134 @@
+"""The frame loop: source -> preprocess -> infer -> postprocess -> sink, timed per stage.
+
+Stages are built and opened in order and closed in reverse (each is a context manager).
+A frame that makes a stage raise is counted and skipped; a stage that fails every frame
+for a long run is a broken pipeline and stops the run with the error it keeps raising.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sdk.artifacts import ModelArtifacts
+from sdk.backends import create_backend
+from sdk.errors import ModelError, SdkError
+from sdk.postprocess import create_postprocessor
+from sdk.preprocess import CpuPreprocessor
+from sdk.runtime.recorder import LatencyRecorder
+from sdk.sinks import create_sinks
+from sdk.sources import FrameStream, StreamCounters, open_stream
+from sdk.spec.loader import PipelineFile
+
+MAX_CONSECUTIVE_ERRORS = 25
+DEFAULT_RECORDER_CAPACITY = 1 << 16
+
+
+@dataclass
+class RunResult:
+    recorder: LatencyRecorder
+    counters: StreamCounters
+    stage_errors: dict[str, int] = field(default_factory=dict)
+    last_error: str | None = None
+    backend: str = ""
+    wall_s: float = 0.0
+
+    @property
+    def frames(self) -> int:
+        return self.recorder.count
+
+
+class PipelineRunner:
+    """Settings in the constructor; `run()` opens every stage, loops, and closes them."""
+
+    def __init__(
+        self,
+        pipeline: PipelineFile,
+        artifacts: ModelArtifacts,
+        output_dir: Path,
+        *,
+        max_frames: int | None = None,
+        on_frame: Callable[[int], None] | None = None,
+        require_jsonl: bool = True,
+    ) -> None:
+        self.pipeline = pipeline
+        self.artifacts = artifacts
+        self.output_dir = Path(output_dir)
+        self.max_frames = max_frames
+        self.on_frame = on_frame
+        self.require_jsonl = require_jsonl
+        self._stream: FrameStream | None = None
+        self._stopping = False
+
+    def stop(self) -> None:
+        """End the run after the current frame (safe from a signal handler)."""
+        self._stopping = True
+        if self._stream is not None:
+            self._stream.stop()
+
+    def run(self) -> RunResult:
+        spec = self.pipeline.spec
+        limit = self.max_frames or spec.source.replay.frames
+        recorder = LatencyRecorder(limit or DEFAULT_RECORDER_CAPACITY)
+        stream = open_stream(spec.source.uri, spec.source.replay, self.pipeline.folder, max_frames=limit)
+        self._stream = stream
+        with ExitStack() as stack:
+            backend = stack.enter_context(create_backend(spec.model.backend, self.artifacts.model_path, threads=spec.model.threads))
+            if len(backend.inputs) != 1:
+                raise ModelError(f"{self.artifacts.model_path}: the model must have one input, it has {len(backend.inputs)}")
+            ((input_name, input_buffer),) = backend.inputs.items()
+            preprocess = stack.enter_context(CpuPreprocessor(spec.preprocess, input_buffer))
+            net_size = (spec.preprocess.resize.width, spec.preprocess.resize.height)
+            postprocess = stack.enter_context(create_postprocessor(spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors()))
+            frames = stack.enter_context(stream)
+            fps = spec.source.replay.rate_fps or frames.reader.nominal_fps or 30.0
+            sinks = stack.enter_context(create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl))
+            result = RunResult(recorder, stream.counters, backend=backend.describe())
+            started = time.perf_counter()
+            self._loop(frames, preprocess, backend, postprocess, sinks, result)
+            result.wall_s = time.perf_counter() - started
+        return result
+
+    def _loop(self, frames, preprocess, backend, postprocess, sinks, result: RunResult) -> None:
+        clock = time.monotonic_ns
+        record = result.recorder.record
+        on_frame = self.on_frame
+        consecutive = 0
+        marks = [0] * 6
+        for frame in frames:
+            if self._stopping:
+                break
+            stage = "preprocess"
+            try:
+                marks[0] = frame.t_capture_ns
+                marks[1] = clock()
+                geometry = preprocess(frame.image)
+                marks[2] = clock()
+                stage = "infer"
+                backend.infer()
+                marks[3] = clock()
+                stage = "postprocess"
+                detections = postprocess(geometry)
+                marks[4] = clock()
+                stage = "sink"
+                sinks(frame, detections)
+                marks[5] = clock()
+            except SdkError:
+                raise
+            except Exception as exc:  # a bad frame must not take the run down: count, skip
+                result.stage_errors[stage] = result.stage_errors.get(stage, 0) + 1
+                result.last_error = f"frame {frame.index}: {stage}: {type(exc).__name__}: {exc}"
+                consecutive += 1
+                if consecutive >= MAX_CONSECUTIVE_ERRORS:
+                    raise SdkError(
+                        f"stage {stage} failed on {consecutive} frames in a row; last: {result.last_error}",
+                        hint="the pipeline is broken, not one frame: check the stage's settings",
+                    ) from exc
+                continue
+            consecutive = 0
+            record(frame.index, marks)
+            if on_frame is not None:
+                on_frame(result.recorder.count)

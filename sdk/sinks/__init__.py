@@ -1,0 +1,81 @@
+"""Where detections go: JSONL, an annotated video, or nowhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sdk.frame import Frame
+from sdk.postprocess.detections import Detections
+from sdk.spec.paths import confined_path
+from sdk.spec.schema import JsonlSink as JsonlSpec
+from sdk.spec.schema import NullSink as NullSpec
+from sdk.spec.schema import VideoSink as VideoSpec
+
+
+class NullSink:
+    name = "null"
+
+    def open(self) -> None:
+        pass
+
+    def write(self, frame: Frame, detections: Detections) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class SinkGroup:
+    """All of a pipeline's sinks as one stage: opened, written and closed together."""
+
+    name = "sink"
+
+    def __init__(self, sinks: list) -> None:
+        self.sinks = sinks
+
+    def __enter__(self) -> SinkGroup:
+        opened = []
+        try:
+            for sink in self.sinks:
+                sink.open()
+                opened.append(sink)
+        except BaseException:
+            for sink in reversed(opened):
+                sink.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sink in reversed(self.sinks):
+            sink.close()
+
+    def __call__(self, frame: Frame, detections: Detections) -> None:
+        for sink in self.sinks:
+            sink.write(frame, detections)
+
+
+def create_sinks(specs: tuple, output_dir: Path, *, fps: float = 30.0, require_jsonl: bool = False) -> SinkGroup:
+    """One sink per spec; paths stay inside `output_dir`.
+
+    A measuring run promises `detections.jsonl` (the report contract): `require_jsonl` adds
+    it when the pipeline lists no JSONL sink.
+    """
+    sinks: list = []
+    if require_jsonl and not any(isinstance(spec, JsonlSpec) for spec in specs):
+        specs = (*specs, JsonlSpec(kind="jsonl"))
+    for index, spec in enumerate(specs):
+        where = f"sinks[{index}].path"
+        if isinstance(spec, JsonlSpec):
+            from sdk.sinks.jsonl import JsonlSink
+
+            sinks.append(JsonlSink(confined_path(output_dir, spec.path, where=where)))
+        elif isinstance(spec, VideoSpec):
+            from sdk.sinks.video import VideoSink
+
+            sinks.append(VideoSink(confined_path(output_dir, spec.path, where=where), fourcc=spec.fourcc, fps=spec.fps or fps))
+        elif isinstance(spec, NullSpec):
+            sinks.append(NullSink())
+    return SinkGroup(sinks)
+
+
+__all__ = ["NullSink", "SinkGroup", "create_sinks"]

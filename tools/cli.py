@@ -1,0 +1,112 @@
+"""The host command line: `sdk ...` and its shortcut `deploy ...`.
+
+The one error boundary of the host: an SdkError becomes one `error:` line and one `hint:`
+line on stderr with its exit code, never a traceback (set SDK_DEBUG=1 to see one).
+Exit codes: 0 PASS, 1 user error, 2 usage, 3 budget FAIL, 4 INCONCLUSIVE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from sdk.errors import EXIT_USER_ERROR, SdkError
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("pipeline", type=Path, help="pipeline file (YAML)")
+    parser.add_argument("--target", "-t", required=True, help="target name: `local` or one from targets/")
+    parser.add_argument("--frames", type=_positive, help="stop after N frames (default: the pipeline's replay setting)")
+    parser.add_argument("--report-dir", type=Path, help="where report.json and detections.jsonl go (default: reports/<pipeline name>)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sdk", description="Deploy perception pipelines to NVIDIA vehicle computers.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    deploy = commands.add_parser("deploy", help="prepare, stage, run and judge a pipeline on a target")
+    _add_deploy_arguments(deploy)
+    prepare = commands.add_parser("prepare", help="prepare the model (graph cut, static shapes, constants)")
+    prepare.add_argument("pipeline", type=Path)
+    targets = commands.add_parser("targets", help="known targets")
+    targets_commands = targets.add_subparsers(dest="targets_command", required=True, metavar="SUBCOMMAND")
+    targets_commands.add_parser("list", help="list known targets")
+    return parser
+
+
+def _deploy(args: argparse.Namespace, console: Console) -> int:
+    from tools.console import RichProgress, render_report
+    from tools.deploy import Deploy
+
+    with RichProgress(console) as progress:
+        result = Deploy(args.pipeline, args.target, frames=args.frames, report_dir=args.report_dir, progress=progress)()
+    render_report(console, result.report, result.report_dir, result.staged)
+    return result.exit_code
+
+
+def _prepare(args: argparse.Namespace, console: Console) -> int:
+    from sdk.spec import load_pipeline
+    from tools.prepare import PrepareModel
+    from tools.state import cache_dir
+
+    pipeline = load_pipeline(args.pipeline)
+    prepare = PrepareModel(pipeline, cache_dir())
+    with console.status("preparing model"):
+        was_cached = prepare.cached
+        artifacts = prepare()
+    console.print(("cached: " if was_cached else "prepared: ") + str(artifacts.folder))
+    console.print(artifacts.meta_path.read_text().strip())
+    return 0
+
+
+def _targets(args: argparse.Namespace, console: Console) -> int:
+    from tools.targets import known_targets
+
+    for name in known_targets():
+        console.print(name)
+    return 0
+
+
+HANDLERS = {"deploy": _deploy, "prepare": _prepare, "targets": _targets}
+
+
+def run(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)  # usage errors exit 2 here
+    console = Console()
+    errors = Console(stderr=True)
+    try:
+        return HANDLERS[args.command](args, console)
+    except SdkError as exc:
+        if os.environ.get("SDK_DEBUG"):
+            raise
+        errors.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True, soft_wrap=True)
+        errors.print(f"[bold]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        errors.print("error: interrupted")
+        return 130
+
+
+def main() -> None:
+    sys.exit(run(sys.argv[1:]))
+
+
+def deploy_main() -> None:
+    """`deploy ...` is `sdk deploy ...`."""
+    sys.exit(run(["deploy", *sys.argv[1:]]))
+
+
+__all__ = ["EXIT_USER_ERROR", "build_parser", "deploy_main", "main", "run"]

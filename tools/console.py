@@ -1,0 +1,80 @@
+"""Everything the host CLI shows a person: rich progress bars and the run summary."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+VERDICT_STYLE = {"PASS": "bold green", "FAIL": "bold red", "INCONCLUSIVE": "bold yellow"}
+
+
+class _RichTask:
+    def __init__(self, progress: Progress, task_id) -> None:
+        self._progress, self._id = progress, task_id
+
+    def advance(self, amount: float = 1) -> None:
+        self._progress.advance(self._id, amount)
+
+    def update(self, *, completed: float | None = None, total: float | None = None) -> None:
+        kwargs = {k: v for k, v in (("completed", completed), ("total", total)) if v is not None}
+        self._progress.update(self._id, **kwargs)
+
+    def done(self) -> None:
+        task = self._progress.tasks[self._id]
+        if task.total is None:
+            self._progress.update(self._id, total=max(task.completed, 1), completed=max(task.completed, 1))
+        self._progress.stop_task(self._id)
+
+
+class RichProgress:
+    def __init__(self, console: Console) -> None:
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        )
+
+    def __enter__(self) -> RichProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def task(self, description: str, total: float | None = None) -> _RichTask:
+        return _RichTask(self._progress, self._progress.add_task(description, total=total))
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def render_report(console: Console, report: dict, report_dir, staged) -> None:
+    console.print(
+        f"[bold]{report['pipeline']}[/] on [bold]{report['target']}[/]: {report['measured_frames']} frames measured "
+        f"({report['warmup_frames']} warm-up), {report['dropped']} dropped, backend {report['backend']}"
+    )
+    table = Table()
+    for column in ("stage", "p50 ms", "p99 ms", "max ms", "mean ms"):
+        table.add_column(column, justify="left" if column == "stage" else "right")
+    for stage, stats in report["stages"].items():
+        table.add_row(stage, _ms(stats["p50_ms"]), _ms(stats["p99_ms"]), _ms(stats["max_ms"]), _ms(stats["mean_ms"]))
+    e2e = report["end_to_end"]
+    table.add_row("[bold]end to end[/]", _ms(e2e["p50_ms"]), _ms(e2e["p99_ms"]), _ms(e2e["max_ms"]), _ms(e2e["mean_ms"]))
+    console.print(table)
+    for check in report["checks"]:
+        style = VERDICT_STYLE[check["status"]]
+        measured = "-" if check["measured"] is None else f"{check['measured']:g}"
+        console.print(f"  [{style}]{check['status']:<12}[/] {check['name']}: {measured} (limit {check['limit']:g})")
+    for note in report["notes"]:
+        console.print(f"  [yellow]note[/] {note}")
+    if report.get("corrupt_frames") or report.get("stage_errors"):
+        console.print(f"  [yellow]skipped[/] {report['corrupt_frames']} corrupt frame(s), stage errors {report['stage_errors']}")
+    sent = f"{staged.files_sent} of {staged.files} file(s), {staged.bytes_sent / 1e6:.1f} MB sent"
+    console.print(f"release {staged.release_id} ({sent}); report in {report_dir}")
+    console.print(f"verdict: [{VERDICT_STYLE[report['verdict']]}]{report['verdict']}[/]")

@@ -1,0 +1,1 @@
+"""Release bundles and staging them into a target's store."""

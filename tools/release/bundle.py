@@ -1,0 +1,56 @@
+"""What a release carries: the `sdk` runtime (never `tools`), the pipeline and its replay media, the prepared model."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import sdk
+from sdk.artifacts import ModelArtifacts
+from sdk.spec.loader import PipelineFile
+
+PIPELINE_DIR = "pipeline"
+ARTIFACTS_DIR = "artifacts"
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """Release-relative path -> host file, plus what the manifest records about the build."""
+
+    files: dict[str, Path]
+    pipeline: str
+    artifacts: str
+    fingerprint: dict
+
+
+def runtime_files() -> dict[str, Path]:
+    root = Path(sdk.__file__).resolve().parent
+    return {
+        f"sdk/{path.relative_to(root).as_posix()}": path
+        for path in sorted(root.rglob("*.py"))
+        if "__pycache__" not in path.parts
+    }
+
+
+def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_key: str) -> Bundle:
+    files = runtime_files()
+    folder = pipeline.folder
+    pipeline_rel = f"{PIPELINE_DIR}/{pipeline.path.name}"
+    files[pipeline_rel] = pipeline.path
+    source = pipeline.source_file()
+    if source is not None:
+        # Replay media travel with the pipeline, at the same place relative to it.
+        media = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
+        for path in media:
+            files[f"{PIPELINE_DIR}/{path.relative_to(folder).as_posix()}"] = path
+    for path in artifacts.files():
+        files[f"{ARTIFACTS_DIR}/{path.name}"] = path
+    fingerprint = {
+        "sdk": sdk.__version__,
+        "prepare_key": prepare_key,
+        "host_python": sys.version.split()[0],
+        "host_machine": platform.machine(),
+    }
+    return Bundle(files, pipeline_rel, ARTIFACTS_DIR, fingerprint)
