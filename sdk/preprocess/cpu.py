@@ -3,9 +3,11 @@
 One `cv2.warpAffine` does crop + resize + letterbox placement for every coordinate mode:
 `cv2.resize` only knows half-pixel centres, and the asymmetric grid TF-trained models need
 moves detection scores by up to 0.3 when ignored. Edges are clamped (BORDER_REPLICATE), as
-in ONNX Resize and TF. With 8-bit input OpenCV interpolates in fixed point (1/32 pixel,
-15-bit weights): within 0.5 LSB of exact float bilinear, measured on vtest.avi.
-All buffers are allocated when the source size is first seen; a frame allocates nothing.
+in ONNX Resize and TF. The warp runs on float32 pixels: on 8-bit input OpenCV would round
+weights and result to fixed point, which is half an 8-bit step off TF's resize and enough
+to flip which of two near-equal anchors survives NMS. In float, only OpenCV's 1/32-pixel
+sampling grid remains (1e-4 of the normalised range on vtest.avi).
+Buffers are allocated when a source size is first seen; a frame allocates nothing.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ class CpuPreprocessor:
         self.spec = spec
         self.output = output
         h, w = spec.resize.height, spec.resize.width
-        self._canvas = np.full((h, w, 3), spec.resize.pad_value, np.uint8)
-        self._gray = np.empty((h, w), np.uint8) if spec.color == "gray" else None
-        self._scratch = np.empty((h, w), np.float32) if spec.dtype == "float16" else None
+        self._canvas = np.full((h, w, 3), spec.resize.pad_value, np.float32)
+        self._gray = np.empty((h, w), np.float32) if spec.color == "gray" else None
+        self._scratch = np.empty((h, w), np.float32) if spec.dtype != "float32" else None
+        self._source = np.empty((0, 0, 3), np.float32)  # the crop as float32, sized on first use
         n = spec.normalize
         channels = spec.channels
         self._gain = [np.float32(n.scale / n.std[c]) for c in range(channels)]
@@ -65,6 +68,10 @@ class CpuPreprocessor:
         height, width = image.shape[:2]
         g = self.geometry_for(width, height)
         crop = image[g.crop_y : g.crop_y + g.crop_height, g.crop_x : g.crop_x + g.crop_width]
+        if self._source.shape != crop.shape:
+            self._source = np.empty(crop.shape, np.float32)
+        np.copyto(self._source, crop, casting="unsafe")
+        crop = self._source
         content = self._canvas[g.pad_y : g.pad_y + g.content_height, g.pad_x : g.pad_x + g.content_width]
         cv2.warpAffine(
             crop,
@@ -86,8 +93,9 @@ class CpuPreprocessor:
         for c, source_c in enumerate(self._source_channel):
             plane = self.output[0, c] if nchw else self.output[0, :, :, c]
             pixels = canvas[:, :, source_c]
-            if self.spec.dtype == "uint8":
-                np.copyto(plane, pixels)
+            if self.spec.dtype == "uint8":  # raw pixels, rounded to the nearest step
+                np.add(pixels, np.float32(0.5), out=self._scratch)
+                np.copyto(plane, self._scratch, casting="unsafe")
             elif self._scratch is not None:  # float16: compute in float32, store half
                 np.multiply(pixels, self._gain[c], out=self._scratch, dtype=np.float32)
                 np.add(self._scratch, self._offset[c], out=self._scratch)

@@ -91,7 +91,7 @@ def test_noise_stays_within_the_fixed_point_bound():
 
 
 def test_matches_the_detector_graphs_own_preprocessing(detector_path, frames):
-    """The asymmetric grid reproduces TF's legacy resize and x * 2/255 - 1, NCHW, to half an 8-bit step."""
+    """The asymmetric grid reproduces TF's legacy resize and x * 2/255 - 1, NCHW, to an eighth of an 8-bit step."""
     model = onnx.load(str(detector_path))
     model.graph.output.append(helper.make_tensor_value_info("Preprocessor/sub:0", TensorProto.FLOAT, None))
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -103,7 +103,7 @@ def test_matches_the_detector_graphs_own_preprocessing(detector_path, frames):
     for image in frames:
         reference = session.run(None, {"image_tensor:0": cv2.cvtColor(image, cv2.COLOR_BGR2RGB)[None]})[-1]
         pre(image)
-        assert np.abs(output - reference).max() <= 0.6 * (2 / 255)  # measured 0.503 steps at most
+        assert np.abs(output - reference).max() <= 1e-3  # float warp: 1.2e-4 measured, 1/32-pixel grid only
 
 
 def test_letterbox_places_the_image_and_pads(frames):
