@@ -219,6 +219,15 @@ class Pipeline(Frozen):
     sinks: tuple[Sink, ...] = Field(default_factory=lambda: (JsonlSink(kind="jsonl"),))
     budgets: Budgets = Budgets()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _null_sink_kind(cls, data: object) -> object:
+        # YAML reads `kind: null` as None; the sink is called "null", so take both spellings.
+        if isinstance(data, dict) and isinstance(data.get("sinks"), list):
+            sinks = [dict(s, kind="null") if isinstance(s, dict) and "kind" in s and s["kind"] is None else s for s in data["sinks"]]
+            data = {**data, "sinks": sinks}
+        return data
+
     @model_validator(mode="after")
     def _prepared_input_matches_preprocess(self) -> Pipeline:
         if self.model.prepare is not None:

@@ -1,0 +1,75 @@
+"""Latency recording and the verdict: order statistics, sample-size rules, FAIL / INCONCLUSIVE / PASS."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sdk.runtime.recorder import LatencyRecorder
+from sdk.runtime.verdict import FAIL, INCONCLUSIVE, PASS, evaluate, frames_needed, summarize
+from sdk.spec.schema import Budgets
+
+
+def test_frames_needed_for_a_95_percent_bound():
+    assert frames_needed(0.5) == 5
+    assert frames_needed(0.99) == 299
+    assert frames_needed(0.999) == 2995
+    assert frames_needed(1.0) == 1
+    # The rule: the sample maximum bounds the quantile once 1 - q^n >= 0.95.
+    assert 1 - 0.99**299 >= 0.95 > 1 - 0.99**298
+
+
+def test_percentiles_are_measured_order_statistics():
+    values = np.arange(1, 101, dtype=float)  # 1 .. 100 ms
+    stats = summarize(values, ("p50_ms", "p99_ms", "p999_ms", "max_ms"))
+    assert (stats["p50_ms"], stats["p99_ms"], stats["p999_ms"], stats["max_ms"]) == (50, 99, 100, 100)
+    assert stats["mean_ms"] == 50.5
+    assert summarize(np.array([]))["p99_ms"] is None
+
+
+def test_recorder_keeps_the_newest_frames_in_order():
+    recorder = LatencyRecorder(capacity=4)
+    for i in range(6):
+        t = 1_000_000 * i
+        recorder.record(i, [t, t + 100, t + 200, t + 400, t + 700, t + 1100])
+    frames, times = recorder.rows()
+    assert frames.tolist() == [2, 3, 4, 5] and recorder.count == 6
+    lat = recorder.latencies_ms(skip=1)
+    assert np.allclose(lat["preprocess"], 0.0001) and np.allclose(lat["sink"], 0.0004)
+    assert np.allclose(lat["queue"], 0.0001) and np.allclose(lat["end_to_end"], 0.0011) and len(lat["infer"]) == 3
+
+
+def latencies(e2e, infer=None):
+    e2e = np.asarray(e2e, float)
+    return {"end_to_end": e2e, "infer": np.asarray(infer if infer is not None else e2e / 2, float)}
+
+
+def test_pass_fail_and_inconclusive():
+    budgets = Budgets(end_to_end={"p99_ms": 30, "max_ms": 100}, stages={"infer": {"p50_ms": 10}})
+    verdict, checks, notes = evaluate(budgets, latencies(np.full(300, 20.0)), dropped=0)
+    assert verdict == PASS and [c.status for c in checks] == [PASS, PASS, PASS]
+    slow = np.full(300, 20.0)
+    slow[-10:] = 40.0  # 10 of 300 over the p99 budget: p99 = 40
+    verdict, checks, _ = evaluate(budgets, latencies(slow), dropped=0)
+    assert verdict == FAIL and checks[0].measured == 40.0 and checks[0].status == FAIL
+    verdict, checks, notes = evaluate(budgets, latencies(np.full(100, 20.0)), dropped=0)
+    assert verdict == INCONCLUSIVE and checks[0].status == INCONCLUSIVE
+    assert "100 frame(s) measured, 299 needed" in notes[0]
+
+
+def test_one_frame_over_the_maximum_fails_at_any_sample_size():
+    budgets = Budgets(end_to_end={"p99_ms": 30, "max_ms": 100})
+    verdict, checks, _ = evaluate(budgets, latencies([10, 10, 150]), dropped=0)
+    assert verdict == FAIL and [c.status for c in checks] == [INCONCLUSIVE, FAIL]
+
+
+def test_dropped_frames_budget_and_no_budgets():
+    verdict, checks, _ = evaluate(Budgets(max_dropped=2), latencies([1.0]), dropped=3)
+    assert verdict == FAIL and checks[0].name == "dropped" and checks[0].measured == 3
+    verdict, checks, notes = evaluate(Budgets(), latencies([1.0]), dropped=0)
+    assert verdict == INCONCLUSIVE and checks == [] and "no budgets" in notes[0]
+
+
+def test_recorder_rejects_zero_capacity():
+    with pytest.raises(ValueError):
+        LatencyRecorder(0)

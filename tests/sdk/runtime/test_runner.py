@@ -1,0 +1,157 @@
+"""The frame loop end to end on a real (tiny) ONNX model, and the runtime process's report and signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import sdk.runtime.runner as runner_module
+from sdk.errors import SdkError
+from sdk.runtime import PipelineRunner
+from sdk.runtime.report import build_report, write_report
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_every_frame_flows_through_every_stage(tiny_pipeline, tmp_path):
+    pipeline, artifacts = tiny_pipeline(frames=12)
+    seen = []
+    result = PipelineRunner(pipeline, artifacts, tmp_path / "out", on_frame=seen.append).run()
+    assert result.frames == 12 and seen == list(range(1, 13))
+    lines = [json.loads(line) for line in (tmp_path / "out" / "detections.jsonl").read_text().splitlines()]
+    assert [line["frame"] for line in lines] == list(range(12))
+    first = lines[0]["detections"]
+    # 64 x 48 source, 32 x 32 stretch: x * 2, y * 1.5. person 0.81 at (8, 8, 4, 4), car 0.72 at (24, 20, 6, 8).
+    assert [(d["label"], d["score"]) for d in first] == [("person", 0.81), ("car", 0.72)]
+    assert first[0]["box"] == [12.0, 9.0, 20.0, 15.0]
+    report = build_report(pipeline, result, target="local")
+    assert report["frames"] == 12 and report["measured_frames"] == 10 and report["dropped"] == 0
+    assert set(report["stages"]) == {"preprocess", "infer", "postprocess", "sink"}
+    assert set(report["end_to_end"]) >= {"p50_ms", "p99_ms", "p999_ms", "max_ms"}
+    assert report["verdict"] == "PASS" and [c["name"] for c in report["checks"]] == ["end_to_end.p50_ms", "end_to_end.max_ms"]
+    write_report(report, tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "report.json").read_text()) == report
+
+
+def test_corrupt_frames_and_stage_errors_are_counted_and_skipped(tiny_pipeline, tmp_path, monkeypatch):
+    pipeline, artifacts = tiny_pipeline(uri="synthetic://boxes?width=64&height=48&frames=20&corrupt_every=5")
+    original = runner_module.create_postprocessor
+
+    def flaky(*args, **kwargs):
+        real = original(*args, **kwargs)
+        calls = {"n": 0}
+
+        class Flaky:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                pass
+
+            def __call__(self, geometry):
+                calls["n"] += 1
+                if calls["n"] % 4 == 0:
+                    raise ValueError("decoder hiccup")
+                return real(geometry)
+
+        return Flaky()
+
+    monkeypatch.setattr(runner_module, "create_postprocessor", flaky)
+    result = PipelineRunner(pipeline, artifacts, tmp_path / "out").run()
+    assert result.counters.corrupt == 4  # frames 4, 9, 14, 19
+    assert result.stage_errors == {"postprocess": 4}  # 16 decoded frames, every 4th fails
+    assert result.frames == 12 and "decoder hiccup" in result.last_error
+    assert len((tmp_path / "out" / "detections.jsonl").read_text().splitlines()) == 12
+
+
+def test_a_stage_failing_every_frame_stops_the_run(tiny_pipeline, tmp_path, monkeypatch):
+    pipeline, artifacts = tiny_pipeline(frames=100)
+
+    def broken(*args, **kwargs):
+        class Broken:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                pass
+
+            def __call__(self, geometry):
+                raise RuntimeError("always")
+
+        return Broken()
+
+    monkeypatch.setattr(runner_module, "create_postprocessor", broken)
+    with pytest.raises(SdkError, match="failed on 25 frames in a row"):
+        PipelineRunner(pipeline, artifacts, tmp_path / "out").run()
+    # Sinks still close cleanly: the output holds exactly the frames that succeeded (none).
+    assert (tmp_path / "out" / "detections.jsonl").read_text() == ""
+
+
+def run_process(pipeline, artifacts, out: Path, *extra: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "sdk", "run", "--pipeline", str(pipeline.path), "--artifacts", str(artifacts.folder),
+               "--report-dir", str(out), "--events", *extra]
+    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.parametrize(
+    ("frames", "max_ms", "verdict", "code"),
+    [
+        (8, 5000, "PASS", 0),  # 6 measured frames: enough for p50 (5) and max (1)
+        (8, 1e-6, "FAIL", 3),  # every frame over a 1 ns maximum
+        (4, 5000, "INCONCLUSIVE", 4),  # 2 measured frames: p50 needs 5
+    ],
+)
+def test_runtime_process_exit_code_is_the_verdict(tiny_pipeline, tmp_path, frames, max_ms, verdict, code):
+    pipeline, artifacts = tiny_pipeline(frames=frames, max_ms=max_ms)
+    child = run_process(pipeline, artifacts, tmp_path / "out")
+    stdout, stderr = child.communicate(timeout=60)
+    assert child.returncode == code, stderr
+    events = [json.loads(line) for line in stdout.splitlines()]
+    assert events[0]["event"] == "started" and events[-1]["event"] == "finished" and events[-1]["frames"] == frames
+    assert json.loads((tmp_path / "out" / "report.json").read_text())["verdict"] == verdict
+
+
+def test_runtime_process_error_is_one_line_and_exit_1(tiny_pipeline, tmp_path):
+    pipeline, artifacts = tiny_pipeline(frames=4)
+    artifacts.model_path.write_bytes(b"not a model")
+    child = run_process(pipeline, artifacts, tmp_path / "out")
+    _, stderr = child.communicate(timeout=60)
+    assert child.returncode == 1
+    assert stderr.startswith("error: ONNX Runtime cannot load") and "\nhint: " in stderr and "Traceback" not in stderr
+
+
+def test_sigterm_mid_run_still_writes_report_and_whole_files(tiny_pipeline, tmp_path):
+    pipeline, artifacts = tiny_pipeline(frames=10_000, rate="50")
+    out = tmp_path / "out"
+    child = run_process(pipeline, artifacts, out)
+    for line in child.stdout:  # wait until frames flow
+        if json.loads(line).get("event") == "progress":
+            break
+    child.send_signal(signal.SIGTERM)
+    child.wait(timeout=30)
+    report = json.loads((out / "report.json").read_text())
+    assert 0 < report["frames"] < 10_000
+    lines = (out / "detections.jsonl").read_text().splitlines()
+    assert len(lines) == report["frames"] and all(json.loads(line)["frame"] >= 0 for line in lines)
+    assert sorted(p.name for p in out.iterdir()) == ["detections.jsonl", "report.json"]
+
+
+def test_sigkill_mid_run_leaves_no_half_written_file_reachable(tiny_pipeline, tmp_path):
+    pipeline, artifacts = tiny_pipeline(frames=10_000, rate="50")
+    out = tmp_path / "out"
+    child = run_process(pipeline, artifacts, out)
+    for line in child.stdout:
+        if json.loads(line).get("event") == "progress":
+            break
+    time.sleep(0.2)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait(timeout=30)
+    visible = [p.name for p in out.iterdir() if not p.name.startswith(".")]
+    assert visible == []  # only hidden `.name.partial` files: nothing a reader would take for a result
