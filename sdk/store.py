@@ -61,12 +61,20 @@ class ReleaseStore:
             raise ReleaseError(f"invalid object name {sha256!r}")
         return self.objects / sha256
 
-    def has_object(self, sha256: str, size: int) -> bool:
+    def has_object(self, sha256: str, size: int, *, verify: bool = False) -> bool:
+        """Whether the store holds the object; with `verify`, a damaged one is removed and reported absent."""
         path = self.object_path(sha256)
         try:
-            return path.stat().st_size == size
+            if path.stat().st_size != size:
+                raise ValueError
+            if verify and sha256_of(path) != sha256:
+                raise ValueError
         except FileNotFoundError:
             return False
+        except ValueError:
+            path.unlink(missing_ok=True)  # never link a damaged object into a release: send it again
+            return False
+        return True
 
     def temporary_object(self, sha256: str) -> Path:
         """Where an object is written before `install_object` checks and publishes it."""

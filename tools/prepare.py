@@ -150,6 +150,14 @@ def _cut(model, inputs: dict[str, tuple[int, ...]], outputs: tuple[str, ...], fo
     for output in graph.outputs:
         output.dtype = output.dtype or np.float32
     graph.cleanup().toposort()
+    dangling = sorted(
+        {t.name for node in graph.nodes for t in node.inputs if isinstance(t, gs.Variable) and t.name and not t.inputs and t not in graph.inputs}
+    )
+    if dangling:
+        raise ModelError(
+            f"{source}: the outputs {list(outputs)} still depend on {', '.join(dangling)}, which the cut removes",
+            hint="choose model.prepare.outputs that are computed from model.prepare.inputs alone (before the graph's postprocessing)",
+        )
     if fold:
         # Shape inference exposes the Shape->Reshape chains as constants; repeat until nothing folds.
         for _ in range(4):
@@ -167,9 +175,4 @@ def _cut(model, inputs: dict[str, tuple[int, ...]], outputs: tuple[str, ...], fo
         onnx.checker.check_model(prepared)
     except Exception as exc:  # onnx raises several unrelated types here
         raise ModelError(f"{source}: the cut graph is not a valid model: {exc}") from None
-    if inputs and any(n.op_type in ("Loop", "If", "Scan", "NonMaxSuppression") for n in prepared.graph.node):
-        raise ModelError(
-            f"{source}: the cut still contains control flow or NMS",
-            hint="choose model.prepare.outputs before the graph's postprocessing",
-        )
     return prepared

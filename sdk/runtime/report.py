@@ -49,6 +49,7 @@ def build_report(pipeline: PipelineFile, result: RunResult, *, target: str, rele
         "backend": result.backend,
         "environment": {
             "sdk": __version__,
+            "sdk_location": str(Path(__file__).resolve().parents[1]),
             "python": sys.version.split()[0],
             "machine": platform.machine(),
             "system": f"{platform.system()} {platform.release()}",

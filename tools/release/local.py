@@ -31,7 +31,7 @@ def stage_release(store: ReleaseStore, bundle: Bundle, progress: Progress | None
         store.sweep_temporaries()
         missing: dict[str, tuple[str, FileEntry]] = {}
         for name, entry in manifest.files.items():
-            if entry.sha256 not in missing and not store.has_object(entry.sha256, entry.size):
+            if entry.sha256 not in missing and not store.has_object(entry.sha256, entry.size, verify=True):
                 missing[entry.sha256] = (name, entry)
         total = sum(entry.size for _, entry in missing.values())
         task = progress.task(f"staging release {manifest.release_id}", total=total or 1)

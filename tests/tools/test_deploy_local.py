@@ -1,0 +1,155 @@
+"""`deploy --target local` end to end on the real detector and video, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import cv2
+import pytest
+
+from sdk.release import ReleaseManifest
+from tools.deploy import Deploy
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
+
+
+def cli(*args: str, state: Path, cwd: Path = REPO, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SDK_STATE_DIR": str(state), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-c", "from tools.cli import main; main()", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_deploy_local_writes_the_report_contract(tmp_path):
+    state, reports = tmp_path / "state", tmp_path / "reports"
+    done = cli("deploy", "--target", "local", str(EXAMPLE), "--frames", "40", "--report-dir", str(reports), state=state)
+    assert done.returncode == 4, done.stderr  # 30 measured frames cannot back a p99: INCONCLUSIVE
+    assert "verdict: INCONCLUSIVE" in done.stdout and "end to end" in done.stdout
+    report = json.loads((reports / "report.json").read_text())
+    assert report["verdict"] == "INCONCLUSIVE" and report["target"] == "local" and report["pipeline"] == "pedestrian"
+    assert report["frames"] == 40 and report["dropped"] == 0
+    for stage in ("preprocess", "infer", "postprocess", "sink"):
+        assert set(report["stages"][stage]) >= {"p50_ms", "p99_ms", "max_ms"}
+        assert 0 < report["stages"][stage]["p50_ms"] <= report["stages"][stage]["max_ms"]
+    assert set(report["end_to_end"]) >= {"p50_ms", "p99_ms", "p999_ms", "max_ms"}
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["end_to_end.p99_ms"]["status"] == "INCONCLUSIVE" and checks["end_to_end.p99_ms"]["frames_needed"] == 299
+    assert checks["end_to_end.p50_ms"]["measured"] == report["end_to_end"]["p50_ms"]
+    # The runtime that ran is the release's own copy of sdk, not the checkout.
+    current = (state / "targets" / "local" / "current").resolve()
+    assert report["environment"]["sdk_location"] == str(current / "sdk")
+    assert report["release"] == current.name
+    lines = [json.loads(line) for line in (reports / "detections.jsonl").read_text().splitlines()]
+    assert [line["frame"] for line in lines] == list(range(40))
+    assert all(isinstance(line["t_capture_ns"], int) for line in lines)
+    people = [d for line in lines for d in line["detections"]]
+    assert len(people) > 40 and {d["label"] for d in people} == {"person"}
+    assert all(0 <= d["box"][0] < d["box"][2] <= 768 and 0 <= d["box"][1] < d["box"][3] <= 576 for d in people)
+    video = cv2.VideoCapture(str(reports / "annotated.mp4"))
+    assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == 40 and int(video.get(cv2.CAP_PROP_FRAME_WIDTH)) == 768
+    video.release()
+
+
+@pytest.mark.slow
+def test_second_deploy_sends_nothing_new(tmp_path, monkeypatch):
+    monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
+    first = Deploy(EXAMPLE, "local", frames=3, report_dir=tmp_path / "r1")()
+    store = tmp_path / "state" / "targets" / "local" / "store"
+    before = {p.name: p.stat().st_mtime_ns for p in store.iterdir()}
+    second = Deploy(EXAMPLE, "local", frames=3, report_dir=tmp_path / "r2")()
+    assert first.staged.files_sent == len(before) and first.staged.bytes_sent > 20_000_000
+    assert (second.staged.files_sent, second.staged.bytes_sent) == (0, 0)
+    assert second.staged.release_id == first.staged.release_id
+    assert {p.name: p.stat().st_mtime_ns for p in store.iterdir()} == before
+    release = ReleaseManifest.load(tmp_path / "state" / "targets" / "local" / "current")
+    assert not any(name.startswith("tools/") for name in release.files)  # the vehicle never gets host tools
+    assert {"artifacts/model.onnx", "pipeline/pedestrian.yaml", "pipeline/assets/vtest.avi", "sdk/__init__.py"} <= set(release.files)
+    assert "pipeline/assets/ssdlite_pedestrian.onnx" not in release.files  # the prepared model travels, not the original
+
+
+BAD_FILES = {
+    "unknown key": (("  threads: 2", "  thraeds: 2"), "did you mean 'threads'?"),
+    "wrong type": (("threads: 2", "threads: two"), "model.threads"),
+    "missing model": (("assets/ssdlite_pedestrian.onnx", "assets/gone.onnx"), "gone.onnx does not exist"),
+    "escaping path": (("assets/ssdlite_pedestrian.onnx", "../../../etc/passwd"), "leaves the folder"),
+    "python tag": (("name: pedestrian", "name: !!python/object/apply:os.system ['true']"), "python/object/apply"),
+    "duplicate key": (("name: pedestrian", "name: pedestrian\nname: again"), "duplicate key 'name'"),
+    "huge file": (("# Pedestrian", "#" + "x" * 300_000 + "\n# Pedestrian"), "at most 262144 bytes"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_bad_pipeline_files_exit_1_and_touch_nothing(tmp_path, case):
+    (old, new), expected = BAD_FILES[case]
+    folder = tmp_path / "p"
+    shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
+    (folder / "bad.yaml").write_text(EXAMPLE.read_text().replace(old, new, 1))
+    state = tmp_path / "state"
+    done = cli("deploy", "--target", "local", str(folder / "bad.yaml"), "--report-dir", str(tmp_path / "r"), state=state)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith("error: ") and expected in done.stderr and "bad.yaml" in lines[0]
+    assert lines[-1].startswith("hint: ") and "Traceback" not in done.stderr
+    assert not state.exists() and not (tmp_path / "r").exists()  # nothing written to the target or the reports
+
+
+def test_unknown_target_lists_the_known_ones(tmp_path):
+    done = cli("deploy", "--target", "orin-99", str(EXAMPLE), state=tmp_path / "state")
+    assert done.returncode == 1 and "unknown target 'orin-99'; known targets: local" in done.stderr
+    hostile = cli("deploy", "--target", "x; rm -rf /", str(EXAMPLE), state=tmp_path / "state")
+    assert hostile.returncode == 1 and "invalid target name" in hostile.stderr
+    assert not (tmp_path / "state").exists()
+
+
+def test_usage_errors_exit_2(tmp_path):
+    assert cli("deploy", str(EXAMPLE), state=tmp_path).returncode == 2  # no --target
+    assert cli("deploy", "--target", "local", str(EXAMPLE), "--frames", "0", state=tmp_path).returncode == 2
+    assert cli("calibrate-everything", state=tmp_path).returncode == 2
+
+
+@pytest.mark.slow
+def test_current_always_names_a_complete_release_when_deploy_is_killed(tmp_path):
+    """SIGKILL the deploy at random moments while a changed release is staged and switched."""
+    folder = tmp_path / "p"
+    shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
+    state = tmp_path / "state"
+    env = {**os.environ, "SDK_STATE_DIR": str(state)}
+    root = state / "targets" / "local"
+    rng = random.Random(20261122)
+    seen_releases = set()
+    for attempt in range(12):
+        # Each attempt is a new release: the pipeline file changes.
+        (folder / "p.yaml").write_text(EXAMPLE.read_text() + f"# attempt {attempt}\n")
+        child = subprocess.Popen(
+            [sys.executable, "-c", "from tools.cli import main; main()", "deploy", "--target", "local", str(folder / "p.yaml"),
+             "--frames", "2", "--report-dir", str(tmp_path / "r")],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        if attempt == 0:
+            child.wait(timeout=300)  # the first one completes (and prepares the model)
+        else:
+            time.sleep(rng.uniform(0.3, 3.0))
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+        if not (root / "current").exists():
+            assert attempt == 0 or not (root / "releases").exists()
+            continue
+        current = (root / "current").resolve()
+        manifest = ReleaseManifest.load(current)
+        manifest.verify(current)  # every reachable file matches its manifest
+        seen_releases.add(current.name)
+    assert seen_releases  # at least one release went live during the kills
+    done = cli("deploy", "--target", "local", str(folder / "p.yaml"), "--frames", "2", "--report-dir", str(tmp_path / "r"), state=state)
+    assert done.returncode in (0, 4), done.stderr  # and the next deploy recovers
+    current = (root / "current").resolve()
+    ReleaseManifest.load(current).verify(current)
+    assert not list(root.rglob(".tmp-*"))
