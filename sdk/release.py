@@ -34,23 +34,30 @@ class ReleaseManifest:
     @property
     def release_id(self) -> str:
         listing = json.dumps(
-            {"files": {k: [v.sha256, v.size] for k, v in sorted(self.files.items())}, "pipeline": self.pipeline, "artifacts": self.artifacts},
+            {
+                "files": {k: [v.sha256, v.size] for k, v in sorted(self.files.items())},
+                "pipeline": self.pipeline,
+                "artifacts": self.artifacts,
+            },
             sort_keys=True,
         )
         return hashlib.sha256(listing.encode()).hexdigest()[:16]
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "release": self.release_id,
-                "pipeline": self.pipeline,
-                "artifacts": self.artifacts,
-                "fingerprint": self.fingerprint,
-                "files": {k: {"sha256": v.sha256, "size": v.size} for k, v in sorted(self.files.items())},
-            },
-            indent=2,
-            sort_keys=True,
-        ) + "\n"
+        return (
+            json.dumps(
+                {
+                    "release": self.release_id,
+                    "pipeline": self.pipeline,
+                    "artifacts": self.artifacts,
+                    "fingerprint": self.fingerprint,
+                    "files": {k: {"sha256": v.sha256, "size": v.size} for k, v in sorted(self.files.items())},
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n"
+        )
 
     @classmethod
     def load(cls, release_dir: Path) -> ReleaseManifest:

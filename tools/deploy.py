@@ -77,14 +77,28 @@ class Deploy:
         return DeployResult(report, report_dir, staged, pipeline)
 
 
-def run_local(target: LocalTarget, store: ReleaseStore, release_id: str, report_dir: Path, frames: int | None, progress: Progress) -> dict:
+def run_local(
+    target: LocalTarget, store: ReleaseStore, release_id: str, report_dir: Path, frames: int | None, progress: Progress
+) -> dict:
     """Run the release's own `sdk` in a child process, as the device would, and read its report."""
     release = store.release_dir(release_id)
     report_dir.mkdir(parents=True, exist_ok=True)
     for stale in (REPORT_FILE, "detections.jsonl"):
         (report_dir / stale).unlink(missing_ok=True)  # never mistake an old report for this run's
-    command = [sys.executable, "-B", "-m", "sdk", "run", "--release", str(release), "--report-dir", str(report_dir),
-               "--target", target.name, "--events"]
+    command = [
+        sys.executable,
+        "-B",
+        "-m",
+        "sdk",
+        "run",
+        "--release",
+        str(release),
+        "--report-dir",
+        str(report_dir),
+        "--target",
+        target.name,
+        "--events",
+    ]
     if frames is not None:
         command += ["--frames", str(frames)]
     # cwd = the release: `-m sdk` imports the release's runtime, not the host's checkout.

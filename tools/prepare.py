@@ -151,12 +151,17 @@ def _cut(model, inputs: dict[str, tuple[int, ...]], outputs: tuple[str, ...], fo
         output.dtype = output.dtype or np.float32
     graph.cleanup().toposort()
     dangling = sorted(
-        {t.name for node in graph.nodes for t in node.inputs if isinstance(t, gs.Variable) and t.name and not t.inputs and t not in graph.inputs}
+        {
+            t.name
+            for node in graph.nodes
+            for t in node.inputs
+            if isinstance(t, gs.Variable) and t.name and not t.inputs and t not in graph.inputs
+        }
     )
     if dangling:
         raise ModelError(
             f"{source}: the outputs {list(outputs)} still depend on {', '.join(dangling)}, which the cut removes",
-            hint="choose model.prepare.outputs that are computed from model.prepare.inputs alone (before the graph's postprocessing)",
+            hint="choose model.prepare.outputs computed from model.prepare.inputs alone (before the postprocessing)",
         )
     if fold:
         # Shape inference exposes the Shape->Reshape chains as constants; repeat until nothing folds.

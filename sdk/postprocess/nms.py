@@ -17,6 +17,8 @@ def batched_nms(
     xywh[:, :2] = boxes_xyxy[:, :2]
     xywh[:, 2:] = boxes_xyxy[:, 2:] - boxes_xyxy[:, :2]
     # score_threshold 0: candidates are already thresholded; OpenCV's top_k would cut *before* NMS.
-    kept = np.asarray(cv2.dnn.NMSBoxesBatched(xywh, scores.astype(np.float32), class_ids.astype(np.int32), 0.0, iou_threshold), np.int64).reshape(-1)
+    kept = np.asarray(
+        cv2.dnn.NMSBoxesBatched(xywh, scores.astype(np.float32), class_ids.astype(np.int32), 0.0, iou_threshold), np.int64
+    ).reshape(-1)
     order = np.argsort(-scores[kept], kind="stable")
     return kept[order][:max_keep]

@@ -53,8 +53,10 @@ class ResizeGeometry:
 
     def sampling(self) -> tuple[float, float, float, float]:
         """(ax, bx, ay, by): content pixel u samples crop position a*u + b, per axis."""
-        return (*_axis(self.crop_width, self.content_width, self.coordinates),
-                *_axis(self.crop_height, self.content_height, self.coordinates))
+        return (
+            *_axis(self.crop_width, self.content_width, self.coordinates),
+            *_axis(self.crop_height, self.content_height, self.coordinates),
+        )
 
     def affine_to_source(self) -> np.ndarray:
         """2x3 matrix from content-pixel coordinates to crop-pixel coordinates (warpAffine, inverse map)."""

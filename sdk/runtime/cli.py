@@ -68,7 +68,9 @@ def run(argv: list[str]) -> int:
             last[0] = now
             _emit({"event": "progress", "frames": count, "total": total})
 
-    runner = PipelineRunner(pipeline, artifacts, args.report_dir, max_frames=args.frames, on_frame=on_frame if args.events else None)
+    runner = PipelineRunner(
+        pipeline, artifacts, args.report_dir, max_frames=args.frames, on_frame=on_frame if args.events else None
+    )
     # SIGTERM ends the run like the end of the stream: sinks and the report are still written.
     signal.signal(signal.SIGTERM, lambda *_: runner.stop())
     if args.events:

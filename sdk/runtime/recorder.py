@@ -31,7 +31,7 @@ class LatencyRecorder:
         if self.count <= self.capacity:
             return self._frames[:n].copy(), self._times[:n].copy()
         start = self.count % self.capacity
-        order = np.r_[start:self.capacity, 0:start]
+        order = np.r_[start : self.capacity, 0:start]
         return self._frames[order], self._times[order]
 
     def latencies_ms(self, skip: int = 0) -> dict[str, np.ndarray]:

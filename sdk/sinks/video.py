@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from sdk.errors import SdkError
 from sdk.frame import Frame
 from sdk.postprocess.detections import Detections
@@ -23,6 +25,7 @@ class VideoSink:
         self._partial = partial_path(self.path).with_suffix(".partial" + self.path.suffix)
         self._writer = None
         self._size: tuple[int, int] | None = None
+        self._canvas: np.ndarray | None = None
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -33,18 +36,27 @@ class VideoSink:
         image = frame.image
         if self._writer is None:
             self._size = (image.shape[1], image.shape[0])
+            self._canvas = np.empty((image.shape[0], image.shape[1], 3), np.uint8)
             self._writer = cv2.VideoWriter(str(self._partial), cv2.VideoWriter_fourcc(*self.fourcc), self.fps, self._size)
             if not self._writer.isOpened():
-                raise SdkError(f"cannot write video {self.path} with codec {self.fourcc}", hint="try fourcc: mp4v with a .mp4 path, or MJPG with .avi")
-        if (image.shape[1], image.shape[0]) != self._size:
-            image = cv2.resize(image, self._size)
+                raise SdkError(
+                    f"cannot write video {self.path} with codec {self.fourcc}",
+                    hint="try fourcc: mp4v with a .mp4 path, or MJPG with .avi",
+                )
+        # Draw on our own canvas (allocated once): the source owns the frame buffer.
+        if (image.shape[1], image.shape[0]) == self._size and image.ndim == 3:
+            np.copyto(self._canvas, image)
         else:
-            image = image.copy()  # the source owns the frame buffer; never draw into it
+            resized = cv2.resize(image, self._size)
+            self._canvas[...] = resized[..., None] if resized.ndim == 2 else resized
+        image = self._canvas
         for d in detections:
             x1, y1, x2, y2 = (int(round(v)) for v in d.box)
             colour = _COLOURS[d.class_id % len(_COLOURS)]
             cv2.rectangle(image, (x1, y1), (x2, y2), colour, 2)
-            cv2.putText(image, f"{d.label} {d.score:.2f}", (x1, max(12, y1 - 4)), cv2.FONT_HERSHEY_SIMPLEX, 0.45, colour, 1, cv2.LINE_AA)
+            cv2.putText(
+                image, f"{d.label} {d.score:.2f}", (x1, max(12, y1 - 4)), cv2.FONT_HERSHEY_SIMPLEX, 0.45, colour, 1, cv2.LINE_AA
+            )
         cv2.putText(image, f"frame {frame.index}", (8, 20), cv2.FONT_HERSHEY_SIMPLEX, 0.55, (255, 255, 255), 1, cv2.LINE_AA)
         self._writer.write(image)
 

@@ -61,7 +61,11 @@ class OpenCvCapture(FrameReader):
             capture.release()
             raise SourceError(f"cannot open {what}")
         if self.uri.scheme == "v4l2":
-            for prop, name in ((cv2.CAP_PROP_FRAME_WIDTH, "width"), (cv2.CAP_PROP_FRAME_HEIGHT, "height"), (cv2.CAP_PROP_FPS, "fps")):
+            for prop, name in (
+                (cv2.CAP_PROP_FRAME_WIDTH, "width"),
+                (cv2.CAP_PROP_FRAME_HEIGHT, "height"),
+                (cv2.CAP_PROP_FPS, "fps"),
+            ):
                 if name in self.uri.params:
                     capture.set(prop, self.uri.int_param(name, 0))
         self._capture = capture

@@ -24,8 +24,14 @@ EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
 
 def cli(*args: str, state: Path, cwd: Path = REPO, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "SDK_STATE_DIR": str(state), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-c", "from tools.cli import main; main()", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", "from tools.cli import main; main()", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.mark.slow
@@ -72,7 +78,9 @@ def test_second_deploy_sends_nothing_new(tmp_path, monkeypatch):
     assert {p.name: p.stat().st_mtime_ns for p in store.iterdir()} == before
     release = ReleaseManifest.load(tmp_path / "state" / "targets" / "local" / "current")
     assert not any(name.startswith("tools/") for name in release.files)  # the vehicle never gets host tools
-    assert {"artifacts/model.onnx", "pipeline/pedestrian.yaml", "pipeline/assets/vtest.avi", "sdk/__init__.py"} <= set(release.files)
+    assert {"artifacts/model.onnx", "pipeline/pedestrian.yaml", "pipeline/assets/vtest.avi", "sdk/__init__.py"} <= set(
+        release.files
+    )
     assert "pipeline/assets/ssdlite_pedestrian.onnx" not in release.files  # the prepared model travels, not the original
 
 
@@ -130,9 +138,23 @@ def test_current_always_names_a_complete_release_when_deploy_is_killed(tmp_path)
         # Each attempt is a new release: the pipeline file changes.
         (folder / "p.yaml").write_text(EXAMPLE.read_text() + f"# attempt {attempt}\n")
         child = subprocess.Popen(
-            [sys.executable, "-c", "from tools.cli import main; main()", "deploy", "--target", "local", str(folder / "p.yaml"),
-             "--frames", "2", "--report-dir", str(tmp_path / "r")],
-            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                sys.executable,
+                "-c",
+                "from tools.cli import main; main()",
+                "deploy",
+                "--target",
+                "local",
+                str(folder / "p.yaml"),
+                "--frames",
+                "2",
+                "--report-dir",
+                str(tmp_path / "r"),
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         if attempt == 0:
             child.wait(timeout=300)  # the first one completes (and prepares the model)
@@ -148,7 +170,9 @@ def test_current_always_names_a_complete_release_when_deploy_is_killed(tmp_path)
         manifest.verify(current)  # every reachable file matches its manifest
         seen_releases.add(current.name)
     assert seen_releases  # at least one release went live during the kills
-    done = cli("deploy", "--target", "local", str(folder / "p.yaml"), "--frames", "2", "--report-dir", str(tmp_path / "r"), state=state)
+    done = cli(
+        "deploy", "--target", "local", str(folder / "p.yaml"), "--frames", "2", "--report-dir", str(tmp_path / "r"), state=state
+    )
     assert done.returncode in (0, 4), done.stderr  # and the next deploy recovers
     current = (root / "current").resolve()
     ReleaseManifest.load(current).verify(current)

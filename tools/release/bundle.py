@@ -28,9 +28,7 @@ class Bundle:
 def runtime_files() -> dict[str, Path]:
     root = Path(sdk.__file__).resolve().parent
     return {
-        f"sdk/{path.relative_to(root).as_posix()}": path
-        for path in sorted(root.rglob("*.py"))
-        if "__pycache__" not in path.parts
+        f"sdk/{path.relative_to(root).as_posix()}": path for path in sorted(root.rglob("*.py")) if "__pycache__" not in path.parts
     }
 
 

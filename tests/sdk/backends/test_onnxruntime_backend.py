@@ -19,7 +19,10 @@ def small_model(path, shape=(1, 3, 8, 8)):
         ],
         "small",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
-        [helper.make_tensor_value_info("doubled", TensorProto.FLOAT, list(shape)), helper.make_tensor_value_info("total", TensorProto.FLOAT, [])],
+        [
+            helper.make_tensor_value_info("doubled", TensorProto.FLOAT, list(shape)),
+            helper.make_tensor_value_info("total", TensorProto.FLOAT, []),
+        ],
         initializer=[helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])],
     )
     save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))

@@ -86,15 +86,24 @@ def test_ssd_softmax_and_clipping():
 def test_ssd_checks_its_tensors():
     anchors = np.zeros((5, 4), np.float32)
     with pytest.raises(ModelError, match="holds 3 boxes but there are 5 anchors"):
-        create_postprocessor(ssd_spec(), {"boxes": np.zeros((1, 3, 4)), "logits": np.zeros((1, 3, 2))}, (300, 300), {"anchors": anchors})
+        create_postprocessor(
+            ssd_spec(), {"boxes": np.zeros((1, 3, 4)), "logits": np.zeros((1, 3, 2))}, (300, 300), {"anchors": anchors}
+        )
     with pytest.raises(ModelError, match="was not extracted"):
         create_postprocessor(ssd_spec(), {"boxes": np.zeros((1, 3, 4)), "logits": np.zeros((1, 3, 2))}, (300, 300), {})
     with pytest.raises(ModelError, match="names 1 class"):
-        create_postprocessor(ssd_spec(), {"boxes": np.zeros((1, 5, 4)), "logits": np.zeros((1, 5, 4))}, (300, 300), {"anchors": anchors})
+        create_postprocessor(
+            ssd_spec(), {"boxes": np.zeros((1, 5, 4)), "logits": np.zeros((1, 5, 4))}, (300, 300), {"anchors": anchors}
+        )
 
 
 def yolo_spec(layout):
-    return Postprocess(decoder={"kind": "yolo", "output": "out", "layout": layout}, classes=["car", "person"], score_threshold=0.25, iou_threshold=0.5)
+    return Postprocess(
+        decoder={"kind": "yolo", "output": "out", "layout": layout},
+        classes=["car", "person"],
+        score_threshold=0.25,
+        iou_threshold=0.5,
+    )
 
 
 def test_yolo_v5_and_v8_layouts_agree():
@@ -133,6 +142,10 @@ def test_detections_are_capped_and_sorted():
     anchors[:, [0, 2]] += np.arange(50)[:, None] * 0.019  # 50 disjoint boxes
     outputs = {"boxes": np.zeros((1, 50, 4), np.float32), "logits": np.zeros((1, 50, 2), np.float32)}
     outputs["logits"][0, :, 1] = np.linspace(1, 5, 50)
-    spec = Postprocess(decoder={"kind": "ssd", "box_encodings": "boxes", "class_logits": "logits", "anchors": "a"}, classes=["x"], max_detections=10)
+    spec = Postprocess(
+        decoder={"kind": "ssd", "box_encodings": "boxes", "class_logits": "logits", "anchors": "a"},
+        classes=["x"],
+        max_detections=10,
+    )
     found = list(create_postprocessor(spec, outputs, (300, 300), {"a": anchors})(identity_geometry()))
     assert len(found) == 10 and [d.score for d in found] == sorted((d.score for d in found), reverse=True)

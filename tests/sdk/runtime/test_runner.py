@@ -95,8 +95,20 @@ def test_a_stage_failing_every_frame_stops_the_run(tiny_pipeline, tmp_path, monk
 
 
 def run_process(pipeline, artifacts, out: Path, *extra: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "sdk", "run", "--pipeline", str(pipeline.path), "--artifacts", str(artifacts.folder),
-               "--report-dir", str(out), "--events", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "sdk",
+        "run",
+        "--pipeline",
+        str(pipeline.path),
+        "--artifacts",
+        str(artifacts.folder),
+        "--report-dir",
+        str(out),
+        "--events",
+        *extra,
+    ]
     return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -48,7 +47,9 @@ def test_first_stage_sends_each_distinct_content_once(store, src):
     release = store.release_dir(result.release_id)
     assert store.current() == result.release_id and (store.root / "current").resolve() == release.resolve()
     ReleaseManifest.load(release).verify(release)
-    assert (release / "artifacts" / "model.onnx").stat().st_ino == store.object_path(ReleaseManifest.load(release).files["artifacts/model.onnx"].sha256).stat().st_ino
+    assert (release / "artifacts" / "model.onnx").stat().st_ino == store.object_path(
+        ReleaseManifest.load(release).files["artifacts/model.onnx"].sha256
+    ).stat().st_ino
     assert oct(next(store.objects.iterdir()).stat().st_mode & 0o777) == "0o444"
 
 
