@@ -54,9 +54,11 @@ class VideoSink:
             x1, y1, x2, y2 = (int(round(v)) for v in d.box)
             colour = _COLOURS[d.class_id % len(_COLOURS)]
             cv2.rectangle(image, (x1, y1), (x2, y2), colour, 2)
-            cv2.putText(
-                image, f"{d.label} {d.score:.2f}", (x1, max(12, y1 - 4)), cv2.FONT_HERSHEY_SIMPLEX, 0.45, colour, 1, cv2.LINE_AA
-            )
+            text = f"{d.label} {d.score:.2f}"
+            (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.4, 1)
+            top = max(0, y1 - th - 4)
+            cv2.rectangle(image, (x1, top), (x1 + tw + 2, top + th + 4), colour, cv2.FILLED)
+            cv2.putText(image, text, (x1 + 1, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
         cv2.putText(image, f"frame {frame.index}", (8, 20), cv2.FONT_HERSHEY_SIMPLEX, 0.55, (255, 255, 255), 1, cv2.LINE_AA)
         self._writer.write(image)
 
