@@ -77,4 +77,4 @@ def test_prepared_pipeline_reproduces_the_whole_graph(example_pipeline, prepared
     capture.release()
     assert checked == FRAMES and checked >= 50
     assert matched >= 100, f"only {matched} detections compared: the test would prove little"
-    print(f"{checked} frames, {matched} detections matched; worst IoU {worst_iou:.4f}, worst score difference {worst_score:.4f}")
+    print(f"{checked} frames, {matched} detections matched; worst IoU {worst_iou:.6f}, worst score difference {worst_score:.6f}")
