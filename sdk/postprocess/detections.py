@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sdk.postprocess.nms import batched_nms
+from sdk.preprocess.geometry import ResizeGeometry
+
 
 @dataclass
 class Detection:
@@ -23,6 +26,19 @@ class Detections:
         self.scores = np.zeros(capacity, np.float32)
         self.class_ids = np.zeros(capacity, np.int32)
         self.count = 0
+
+    def select(
+        self, boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float, geometry: ResizeGeometry
+    ) -> Detections:
+        """Keep the NMS survivors of these candidates (network pixels), best first, in source pixels."""
+        kept = batched_nms(boxes, scores, class_ids, iou_threshold, len(self.scores))
+        n = len(kept)
+        self.boxes[:n] = boxes[kept]
+        self.scores[:n] = scores[kept]
+        self.class_ids[:n] = class_ids[kept]
+        self.count = n
+        geometry.boxes_to_source(self.boxes[:n])
+        return self
 
     def __len__(self) -> int:
         return self.count

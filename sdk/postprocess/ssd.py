@@ -8,12 +8,12 @@ import numpy as np
 
 from sdk.errors import ModelError
 from sdk.postprocess.detections import Detections
-from sdk.postprocess.nms import batched_nms
 from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Postprocess, SsdDecoder
+from sdk.stage import Stage
 
 
-class SsdPostprocessor:
+class SsdPostprocessor(Stage):
     name = "postprocess"
 
     def __init__(self, spec: Postprocess, anchors: np.ndarray, outputs: dict[str, np.ndarray], net_size: tuple[int, int]) -> None:
@@ -54,12 +54,6 @@ class SsdPostprocessor:
         self._net_w, self._net_h = net_size
         self.detections = Detections(spec.max_detections, spec.classes)
 
-    def __enter__(self) -> SsdPostprocessor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
     def __call__(self, geometry: ResizeGeometry) -> Detections:
         out = self.detections
         logits = self._logits
@@ -82,14 +76,7 @@ class SsdPostprocessor:
         # Normalised -> network-input pixels (x1, y1, x2, y2).
         boxes[:, 0::2] *= self._net_w
         boxes[:, 1::2] *= self._net_h
-        kept = batched_nms(boxes, scores, class_idx, self.spec.iou_threshold, self.spec.max_detections)
-        n = len(kept)
-        out.boxes[:n] = boxes[kept]
-        out.scores[:n] = scores[kept]
-        out.class_ids[:n] = class_idx[kept]
-        out.count = n
-        geometry.boxes_to_source(out.boxes[:n])
-        return out
+        return out.select(boxes, scores, class_idx, self.spec.iou_threshold, geometry)
 
     def _decode(self, idx: np.ndarray) -> np.ndarray:
         """Normalised x1, y1, x2, y2 of the given anchors."""

@@ -6,12 +6,12 @@ import numpy as np
 
 from sdk.errors import ModelError
 from sdk.postprocess.detections import Detections
-from sdk.postprocess.nms import batched_nms
 from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Postprocess, YoloDecoder
+from sdk.stage import Stage
 
 
-class YoloPostprocessor:
+class YoloPostprocessor(Stage):
     name = "postprocess"
 
     def __init__(self, spec: Postprocess, outputs: dict[str, np.ndarray]) -> None:
@@ -34,12 +34,6 @@ class YoloPostprocessor:
         self.spec, self.decoder, self._head = spec, decoder, head
         self.detections = Detections(spec.max_detections, spec.classes)
 
-    def __enter__(self) -> YoloPostprocessor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
     def __call__(self, geometry: ResizeGeometry) -> Detections:
         rows, head = self._rows, self._head
         class_scores = rows[:, head:]
@@ -55,11 +49,4 @@ class YoloPostprocessor:
         cx, cy, w, h = rows[keep, 0], rows[keep, 1], rows[keep, 2], rows[keep, 3]
         boxes = np.stack([cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h], axis=1).astype(np.float32)
         scores, best = scores[keep].astype(np.float32), best[keep]
-        kept = batched_nms(boxes, scores, best, self.spec.iou_threshold, self.spec.max_detections)
-        n = len(kept)
-        out.boxes[:n] = boxes[kept]
-        out.scores[:n] = scores[kept]
-        out.class_ids[:n] = best[kept]
-        out.count = n
-        geometry.boxes_to_source(out.boxes[:n])
-        return out
+        return out.select(boxes, scores, best, self.spec.iou_threshold, geometry)

@@ -17,9 +17,10 @@ import numpy as np
 from sdk.errors import ConfigError
 from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Preprocess
+from sdk.stage import Stage
 
 
-class CpuPreprocessor:
+class CpuPreprocessor(Stage):
     name = "preprocess"
 
     def __init__(self, spec: Preprocess, output: np.ndarray) -> None:
@@ -44,12 +45,6 @@ class CpuPreprocessor:
         self._source_channel = {"rgb": (2, 1, 0), "bgr": (0, 1, 2), "gray": (0,)}[spec.color]
         self._geometry: ResizeGeometry | None = None
         self._matrix: np.ndarray | None = None
-
-    def __enter__(self) -> CpuPreprocessor:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
 
     def geometry_for(self, width: int, height: int) -> ResizeGeometry:
         g = self._geometry

@@ -177,3 +177,15 @@ def test_current_always_names_a_complete_release_when_deploy_is_killed(tmp_path)
     current = (root / "current").resolve()
     ReleaseManifest.load(current).verify(current)
     assert not list(root.rglob(".tmp-*"))
+
+
+def test_sdk_prepare_and_targets_list(tmp_path):
+    state = tmp_path / "state"
+    first = cli("prepare", str(EXAMPLE), state=state)
+    assert first.returncode == 0, first.stderr
+    assert "prepared: " in first.stdout and '"concat:0"' in first.stdout
+    again = cli("prepare", str(EXAMPLE), state=state)
+    assert "cached: " in again.stdout
+    assert len(list((state / "cache" / "prepared").iterdir())) == 1
+    listed = cli("targets", "list", state=state)
+    assert listed.returncode == 0 and listed.stdout.split() == ["local"]
