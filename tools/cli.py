@@ -14,7 +14,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from sdk.errors import EXIT_USER_ERROR, SdkError
+from sdk.errors import SdkError
 
 
 def _positive(text: str) -> int:
@@ -111,4 +111,4 @@ def deploy_main() -> None:
     sys.exit(run(["deploy", *sys.argv[1:]]))
 
 
-__all__ = ["EXIT_USER_ERROR", "build_parser", "deploy_main", "main", "run"]
+__all__ = ["build_parser", "deploy_main", "main", "run"]

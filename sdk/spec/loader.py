@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,14 +42,6 @@ class PipelineFile:
         if scheme in ("file", "images"):
             return self.resolve(rest, "source.uri")
         return None
-
-    def referenced_files(self) -> list[Path]:
-        """Every file of the pipeline's folder the host needs (checked to exist)."""
-        files = [self.model_path]
-        source = self.source_file()
-        if source is not None:
-            files.append(source)
-        return files
 
     def check_files(self) -> None:
         for file, yaml_path in ((self.model_path, "model.path"), (self.source_file(), "source.uri")):
@@ -153,7 +146,7 @@ def _pick_model(annotation: Any, node: Any) -> Any:
     while typing.get_origin(annotation) is typing.Annotated:
         annotation = typing.get_args(annotation)[0]
     args = typing.get_args(annotation)
-    if args and typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if args and typing.get_origin(annotation) in (typing.Union, types.UnionType):
         members = [a for a in args if a is not type(None)]
         members = [_pick_model(a, node) for a in members]
         if len(members) == 1:
