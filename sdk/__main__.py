@@ -1,5 +1,33 @@
+"""`python -m sdk COMMAND`: what a target runs. Each command imports only what it needs, so that
+`store` and `probe` work on a device that has nothing but Python (before the first release)."""
+
+import json
 import sys
 
-from sdk.runtime.cli import main
+USAGE = """usage: python -m sdk COMMAND ...
+  run (--release DIR | --pipeline FILE --artifacts DIR) --report-dir DIR   run a pipeline and report
+  store --root DIR OP ...                                                 operate the release store
+  probe [ROOT]                                                            print the device fingerprint
+"""
 
-sys.exit(main())
+
+def main(argv: list[str]) -> int:
+    command = argv[0] if argv else None
+    if command == "run":
+        from sdk.runtime.cli import main as run
+
+        return run(argv[1:])
+    if command == "store":
+        from sdk.store_cli import run as store
+
+        return store(argv[1:])
+    if command == "probe":
+        from sdk.probe import fingerprint
+
+        sys.stdout.write(json.dumps(fingerprint(argv[1] if len(argv) > 1 else None), sort_keys=True) + "\n")
+        return 0
+    sys.stderr.write(USAGE)
+    return 2
+
+
+sys.exit(main(sys.argv[1:]))

@@ -63,16 +63,26 @@ class ReleaseManifest:
     def load(cls, release_dir: Path) -> ReleaseManifest:
         path = Path(release_dir) / MANIFEST
         try:
-            data = json.loads(path.read_text())
+            text = path.read_text()
+        except OSError as exc:
+            raise ReleaseError(f"{path}: cannot read the release manifest: {exc.strerror}") from None
+        return cls.from_json(text, where=str(path))
+
+    @classmethod
+    def from_json(cls, text: str, where: str = "manifest") -> ReleaseManifest:
+        try:
+            data = json.loads(text)
             files = {name: FileEntry(entry["sha256"], int(entry["size"])) for name, entry in data["files"].items()}
             manifest = cls(files, data["pipeline"], data["artifacts"], data.get("fingerprint", {}))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ReleaseError(f"{path}: not a valid release manifest: {exc}") from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ReleaseError(f"{where}: not a valid release manifest: {exc}") from None
         if data.get("release") != manifest.release_id:
-            raise ReleaseError(f"{path}: release id {data.get('release')!r} does not match its file list")
-        for name in files:
-            if name.startswith("/") or ".." in Path(name).parts:
-                raise ReleaseError(f"{path}: file name {name!r} leaves the release folder")
+            raise ReleaseError(f"{where}: release id {data.get('release')!r} does not match its file list")
+        for name, entry in files.items():
+            if name.startswith("/") or ".." in Path(name).parts or name == MANIFEST:
+                raise ReleaseError(f"{where}: file name {name!r} leaves the release folder")
+            if len(entry.sha256) != 64 or any(c not in "0123456789abcdef" for c in entry.sha256) or entry.size < 0:
+                raise ReleaseError(f"{where}: {name}: invalid hash or length")
         return manifest
 
     def verify(self, release_dir: Path) -> None:

@@ -4,6 +4,8 @@
     <root>/releases/<id>/...       one folder per release: hard links into the store + manifest.json
     <root>/current -> releases/<id>
     <root>/previous -> releases/<id>
+    <root>/history.json            activated releases, oldest first (rollback walks it back)
+    <root>/trial.json              present while a new release is on trial (RAUC's "pending")
 
 Every step is crash-safe: objects and release folders are built under temporary names and
 renamed into place once complete and fsynced; `current` is switched by renaming a new
@@ -14,8 +16,11 @@ complete release, whatever moment a crash or a kill comes at.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import re
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +29,8 @@ from sdk.errors import ReleaseError
 from sdk.release import MANIFEST, RELEASE_ID, ReleaseManifest, sha256_of
 
 TMP_PREFIX = ".tmp-"
+RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+UPLOAD_PREFIX = ".upload-"  # kept across crashes: an interrupted upload resumes from its length
 
 
 def fsync_dir(path: Path) -> None:
@@ -55,6 +62,38 @@ class ReleaseStore:
             finally:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
+    # Deploy lock ----------------------------------------------------------------------------
+    def acquire(self, owner: str):
+        """Take the deploy lock for the life of the returned handle, or raise naming who holds it.
+
+        A kernel lock (flock) on `deploy.lock`: it spans a whole deploy and vanishes with the
+        process that holds it, so a killed deploy never leaves the target locked. Over SSH the
+        holder is a device process tied to the session (`store hold-lock`): a dropped link ends it.
+        """
+        self.ensure()
+        handle = (self.root / "deploy.lock").open("a+")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another deploy"
+            handle.close()
+            raise ReleaseError(f"the target is busy: {holder} is deploying to it", hint="wait for that deploy to finish") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{owner} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+        handle.flush()
+        return handle
+
+    # Runs ---------------------------------------------------------------------------------
+    def run_dir(self, name: str) -> Path:
+        if not RUN_NAME.match(name):
+            raise ReleaseError(f"invalid run name {name!r}")
+        return self.root / "runs" / name
+
+    def clear_run(self, name: str) -> None:
+        shutil.rmtree(self.run_dir(name), ignore_errors=True)
+
     # Objects ------------------------------------------------------------------------------
     def object_path(self, sha256: str) -> Path:
         if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
@@ -79,6 +118,10 @@ class ReleaseStore:
     def temporary_object(self, sha256: str) -> Path:
         """Where an object is written before `install_object` checks and publishes it."""
         return self.objects / f"{TMP_PREFIX}{sha256}-{os.getpid()}"
+
+    def upload_path(self, sha256: str) -> Path:
+        """Where a remote upload writes an object; the same name on every try, so it can resume."""
+        return self.objects / f"{UPLOAD_PREFIX}{self.object_path(sha256).name}"
 
     def install_object(self, temporary: Path, sha256: str) -> None:
         """Verify the written bytes, fsync, make read-only, rename into the store."""
@@ -153,17 +196,124 @@ class ReleaseStore:
         except (FileNotFoundError, OSError):
             return None
 
-    def activate(self, release_id: str) -> None:
-        """Point `current` at the release (and `previous` at the one it replaces), atomically."""
+    def activate(self, release_id: str, *, trial: bool = False) -> None:
+        """Point `current` at the release (and `previous` at the one it replaces), atomically.
+
+        With `trial`, the switch is provisional until `commit()`: `recover()` (run before any
+        other store operation, also after a crash or power loss) puts the old release back.
+        """
         folder = self.release_dir(release_id)
         if not (folder / MANIFEST).is_file():
             raise ReleaseError(f"release {release_id} is not assembled")
         old = self.current()
         if old == release_id:
             return
+        if trial:
+            self._write_json("trial.json", {"release": release_id, "fallback": old})
         if old is not None:
             self._switch_link("previous", old)
         self._switch_link("current", release_id)
+        history = [r for r in self.history() if r != release_id] + [release_id]
+        self._write_json("history.json", history)
+
+    def commit(self) -> None:
+        """The release on trial passed its health check: it stays."""
+        (self.root / "trial.json").unlink(missing_ok=True)
+        fsync_dir(self.root)
+
+    def trial(self) -> dict | None:
+        return self._read_json("trial.json")
+
+    def recover(self) -> str | None:
+        """Undo an uncommitted trial; returns the release that was rolled back, if any."""
+        trial = self.trial()
+        if trial is None:
+            return None
+        failed, fallback = trial.get("release"), trial.get("fallback")
+        if self.current() == failed:
+            if fallback:
+                self._switch_link("current", fallback)
+            else:
+                (self.root / "current").unlink(missing_ok=True)
+        history = [r for r in self.history() if r != failed]
+        self._write_json("history.json", history)
+        if len(history) >= 2:
+            self._switch_link("previous", history[-2])
+        else:
+            (self.root / "previous").unlink(missing_ok=True)
+        self.commit()
+        return failed
+
+    def rollback(self) -> str:
+        """Go back one release in the activation history; returns the release now current."""
+        history = self.history()
+        if len(history) < 2 or self.current() != history[-1]:
+            raise ReleaseError("there is no earlier release to go back to", hint="deploy a release first")
+        back = history[-2]
+        if not (self.release_dir(back) / MANIFEST).is_file():
+            raise ReleaseError(f"the earlier release {back} is no longer on the target")
+        self._switch_link("current", back)
+        history = history[:-1]
+        self._write_json("history.json", history)
+        if len(history) >= 2:
+            self._switch_link("previous", history[-2])
+        else:
+            (self.root / "previous").unlink(missing_ok=True)
+        return back
+
+    def history(self) -> list[str]:
+        history = self._read_json("history.json") or []
+        return [r for r in history if isinstance(r, str) and RELEASE_ID.match(r)]
+
+    def prune(self, keep: int = 3) -> list[str]:
+        """Remove releases beyond the newest `keep` of the history (never current or previous),
+        then store objects no remaining release links to."""
+        keep_ids = set(self.history()[-keep:]) | {self.current(), self.previous()}
+        trial = self.trial()
+        if trial:
+            keep_ids |= {trial.get("release"), trial.get("fallback")}
+        removed = []
+        for folder in self.releases.iterdir():
+            if folder.name.startswith(TMP_PREFIX) or folder.name in keep_ids:
+                continue
+            shutil.rmtree(folder)
+            removed.append(folder.name)
+        used = {os.stat(p).st_ino for folder in self.releases.iterdir() for p in folder.rglob("*") if p.is_file()}
+        for obj in self.objects.iterdir():
+            if obj.name.startswith(UPLOAD_PREFIX) or (not obj.name.startswith(TMP_PREFIX) and obj.stat().st_ino not in used):
+                obj.unlink()
+        self._write_json("history.json", [r for r in self.history() if r not in removed])
+        return removed
+
+    def free_bytes(self) -> int:
+        self.ensure()
+        return shutil.disk_usage(self.root).free
+
+    def status(self) -> dict:
+        folders = self.releases.iterdir() if self.releases.is_dir() else ()
+        releases = sorted(p.name for p in folders if not p.name.startswith(TMP_PREFIX))
+        return {
+            "current": self.current(),
+            "previous": self.previous(),
+            "trial": self.trial(),
+            "history": self.history(),
+            "releases": releases,
+        }
+
+    def _write_json(self, name: str, value: object) -> None:
+        temporary = self.root / f"{TMP_PREFIX}{name}-{os.getpid()}"
+        with temporary.open("w") as handle:
+            json.dump(value, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.root / name)
+        fsync_dir(self.root)
+
+    def _read_json(self, name: str):
+        try:
+            return json.loads((self.root / name).read_text())
+        except (FileNotFoundError, ValueError):
+            return None
 
     def _switch_link(self, name: str, release_id: str) -> None:
         temporary = self.root / f"{TMP_PREFIX}{name}-{os.getpid()}"
@@ -172,11 +322,15 @@ class ReleaseStore:
         os.replace(temporary, self.root / name)
         fsync_dir(self.root)
 
-    def sweep_temporaries(self) -> int:
-        """Remove what crashed runs left under temporary names (never reachable from `current`)."""
+    def sweep_temporaries(self, *, keep_uploads: bool = True) -> int:
+        """Remove what crashed runs left under temporary names (never reachable from `current`).
+
+        Partial uploads are kept unless asked: the next deploy resumes them.
+        """
         removed = 0
-        for folder in (self.root, self.objects, self.releases):
-            for path in folder.glob(f"{TMP_PREFIX}*"):
+        patterns = [f"{TMP_PREFIX}*"] + ([] if keep_uploads else [f"{UPLOAD_PREFIX}*"])
+        for folder, pattern in ((f, p) for f in (self.root, self.objects, self.releases) for p in patterns):
+            for path in folder.glob(pattern):
                 if path.is_dir() and not path.is_symlink():
                     shutil.rmtree(path, ignore_errors=True)
                 else:

@@ -31,9 +31,7 @@ def _add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline", type=Path, help="pipeline file (YAML)")
     parser.add_argument("--target", "-t", required=True, help="target name: `local` or one from targets/")
     parser.add_argument("--frames", type=_positive, help="stop after N frames (default: the pipeline's replay setting)")
-    parser.add_argument(
-        "--report-dir", type=Path, help="where report.json and detections.jsonl go (default: reports/<pipeline name>)"
-    )
+    parser.add_argument("--report-dir", type=Path, help="where report.json and detections.jsonl go (default: reports/<pipeline name>)")
 
 
 def build_parser() -> argparse.ArgumentParser:

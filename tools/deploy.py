@@ -1,31 +1,32 @@
-"""`deploy --target T PIPELINE`: validate, prepare, stage the release, run it there, report.
+"""`deploy --target T PIPELINE`: validate, prepare, stage, activate on trial, health-check, run, report.
 
-Nothing reaches the target before the pipeline file has validated and the model has been
-prepared, so a bad file leaves the target untouched.
+Nothing reaches a target before the pipeline file has validated and the model is prepared, so a
+bad file leaves every target untouched. Activation is a trial (RAUC style): the new release must
+start, load its model and process a few frames on the target before it is committed; if it does
+not, the previous release comes back and the deploy fails with the runtime's own error.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, SdkError
+from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ReleaseError, SdkError
 from sdk.runtime.report import REPORT_FILE
 from sdk.spec.loader import PipelineFile, load_pipeline
-from sdk.store import ReleaseStore
 from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
-from tools.release.bundle import collect_bundle
-from tools.release.local import StageResult, stage_release
+from tools.release.bundle import Bundle, collect_bundle, runtime_files
+from tools.release.stage import StageResult, manifest_for, stage_release
+from tools.sessions import open_session
 from tools.state import cache_dir
-from tools.targets import LocalTarget, resolve_target
+from tools.targets import RemoteTarget, Target, resolve_target
 
 VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
+DEFAULT_HEALTH_FRAMES = 5
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,10 @@ class DeployResult:
 
 def default_report_dir(pipeline: PipelineFile) -> Path:
     return Path("reports") / pipeline.spec.name
+
+
+def deploy_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class Deploy:
@@ -70,75 +75,63 @@ class Deploy:
         artifacts = prepare()
         task.done()
         bundle = collect_bundle(pipeline, artifacts, prepare.key)
-        store = ReleaseStore(target.root)
-        staged = stage_release(store, bundle, self.progress)
+        manifest = manifest_for(bundle)
         report_dir = (self.report_dir or default_report_dir(pipeline)).resolve()
-        report = run_local(target, store, staged.release_id, report_dir, self.frames, self.progress)
+        with open_session(target) as session:
+            staged = install_release(session, target, bundle, manifest, self.progress)
+            report = measure(session, staged.release_id, report_dir, self.frames, self.progress)
         return DeployResult(report, report_dir, staged, pipeline)
 
 
-def run_local(
-    target: LocalTarget, store: ReleaseStore, release_id: str, report_dir: Path, frames: int | None, progress: Progress
-) -> dict:
-    """Run the release's own `sdk` in a child process, as the device would, and read its report."""
-    release = store.release_dir(release_id)
+def install_release(session, target: Target, bundle: Bundle, manifest, progress: Progress) -> StageResult:
+    """Stage, then activate on trial, health-check and commit, all under the target's deploy lock."""
+    session.ensure_agent(runtime_files())
+    owner = deploy_owner()
+    session.lock(owner)
+    try:
+        staged = stage_release(session, bundle, manifest, progress)
+        if staged.previous != staged.release_id:
+            session.store_op("activate", staged.release_id, "--trial")
+            health_frames = target.spec.health_frames if isinstance(target, RemoteTarget) else DEFAULT_HEALTH_FRAMES
+            task = progress.task(f"health check on {session.name}", total=health_frames)
+            outcome = session.run(staged.release_id, f"health-{staged.release_id}", health_frames, _progress_events(task))
+            task.done()
+            session.clear_run(f"health-{staged.release_id}")
+            if not outcome.ran:
+                status = session.store_op("recover")
+                back = status.get("current") or "none"
+                raise ReleaseError(
+                    f"release {staged.release_id} failed its health check on {session.name}: {outcome.error()}; rolled back to {back}",
+                    hint="the previous release is current again; fix the cause and deploy again",
+                )
+            session.store_op("commit")
+            session.store_op("prune")
+    finally:
+        session.unlock(owner)
+    return staged
+
+
+def measure(session, release_id: str, report_dir: Path, frames: int | None, progress: Progress) -> dict:
+    """The validation run on the target; its report and outputs land in `report_dir`."""
     report_dir.mkdir(parents=True, exist_ok=True)
     for stale in (REPORT_FILE, "detections.jsonl"):
         (report_dir / stale).unlink(missing_ok=True)  # never mistake an old report for this run's
-    command = [
-        sys.executable,
-        "-B",
-        "-m",
-        "sdk",
-        "run",
-        "--release",
-        str(release),
-        "--report-dir",
-        str(report_dir),
-        "--target",
-        target.name,
-        "--events",
-    ]
-    if frames is not None:
-        command += ["--frames", str(frames)]
-    # cwd = the release: `-m sdk` imports the release's runtime, not the host's checkout.
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    child = subprocess.Popen(command, cwd=release, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    task = progress.task(f"running on {target.name}", total=frames)
+    task = progress.task(f"running on {session.name}", total=frames)
     try:
-        for line in child.stdout:
-            event = _parse_event(line)
-            if event.get("event") == "started":
-                task.update(total=event.get("total"))
-            elif event.get("event") in ("progress", "finished"):
-                task.update(completed=event["frames"])
-        stderr = child.stderr.read()
-        code = child.wait()
-    except KeyboardInterrupt:
-        child.send_signal(signal.SIGTERM)  # the runtime stops cleanly and still writes its report
-        child.wait()
-        raise
+        outcome = session.run(release_id, "validation", frames, _progress_events(task))
     finally:
         task.done()
-    report_path = report_dir / REPORT_FILE
-    if code not in VERDICT_EXIT.values() or not report_path.is_file():
-        message = _last_error(stderr) or f"the runtime exited with status {code}"
-        raise SdkError(f"run on {target.name} failed: {message}", hint="the release stays current; see the message above")
-    return json.loads(report_path.read_text())
+    if not outcome.ran:
+        raise SdkError(f"run on {session.name} failed: {outcome.error()}", hint="the release stays current; see the message above")
+    session.fetch_run("validation", report_dir)
+    return json.loads((report_dir / REPORT_FILE).read_text())
 
 
-def _parse_event(line: str) -> dict:
-    try:
-        event = json.loads(line)
-    except ValueError:
-        return {}
-    return event if isinstance(event, dict) else {}
+def _progress_events(task):
+    def on_event(event: dict) -> None:
+        if event.get("event") == "started" and event.get("total"):
+            task.update(total=event["total"])
+        elif event.get("event") in ("progress", "finished"):
+            task.update(completed=event["frames"])
 
-
-def _last_error(stderr: str) -> str:
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    for line in reversed(lines):
-        if line.startswith("error:"):
-            return line.removeprefix("error:").strip()
-    return lines[-1] if lines else ""
+    return on_event

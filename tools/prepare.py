@@ -151,12 +151,7 @@ def _cut(model, inputs: dict[str, tuple[int, ...]], outputs: tuple[str, ...], fo
         output.dtype = output.dtype or np.float32
     graph.cleanup().toposort()
     dangling = sorted(
-        {
-            t.name
-            for node in graph.nodes
-            for t in node.inputs
-            if isinstance(t, gs.Variable) and t.name and not t.inputs and t not in graph.inputs
-        }
+        {t.name for node in graph.nodes for t in node.inputs if isinstance(t, gs.Variable) and t.name and not t.inputs and t not in graph.inputs}
     )
     if dangling:
         raise ModelError(

@@ -8,9 +8,7 @@ from sdk.postprocess.detections import Detection, Detections
 from sdk.spec.schema import Postprocess, SsdDecoder
 
 
-def create_postprocessor(
-    spec: Postprocess, outputs: dict[str, np.ndarray], net_size: tuple[int, int], tensors: dict[str, np.ndarray]
-):
+def create_postprocessor(spec: Postprocess, outputs: dict[str, np.ndarray], net_size: tuple[int, int], tensors: dict[str, np.ndarray]):
     """The decoder the pipeline names, bound to the backend's output buffers."""
     if isinstance(spec.decoder, SsdDecoder):
         from sdk.errors import ModelError

@@ -27,9 +27,7 @@ class Detections:
         self.class_ids = np.zeros(capacity, np.int32)
         self.count = 0
 
-    def select(
-        self, boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float, geometry: ResizeGeometry
-    ) -> Detections:
+    def select(self, boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float, geometry: ResizeGeometry) -> Detections:
         """Keep the NMS survivors of these candidates (network pixels), best first, in source pixels."""
         kept = batched_nms(boxes, scores, class_ids, iou_threshold, len(self.scores))
         n = len(kept)

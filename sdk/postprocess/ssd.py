@@ -28,8 +28,7 @@ class SsdPostprocessor(Stage):
         self._encodings = outputs[decoder.box_encodings].reshape(-1, 4)
         if self._encodings.shape[0] != count:
             raise ModelError(
-                f"postprocess.decoder.box_encodings: {decoder.box_encodings!r} holds {self._encodings.shape[0]} boxes "
-                f"but there are {count} anchors"
+                f"postprocess.decoder.box_encodings: {decoder.box_encodings!r} holds {self._encodings.shape[0]} boxes but there are {count} anchors"
             )
         self._logits = outputs[decoder.class_logits].reshape(count, -1)
         first = 1 if decoder.background_class else 0

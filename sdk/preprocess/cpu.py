@@ -26,8 +26,7 @@ class CpuPreprocessor(Stage):
     def __init__(self, spec: Preprocess, output: np.ndarray) -> None:
         if tuple(output.shape) != spec.tensor_shape or output.dtype != np.dtype(spec.dtype):
             raise ConfigError(
-                f"preprocess produces {list(spec.tensor_shape)} {spec.dtype} but the model input is "
-                f"{list(output.shape)} {output.dtype}",
+                f"preprocess produces {list(spec.tensor_shape)} {spec.dtype} but the model input is {list(output.shape)} {output.dtype}",
                 hint="make preprocess.resize, layout and dtype match the model's input tensor",
             )
         self.spec = spec

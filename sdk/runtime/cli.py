@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from sdk.artifacts import ModelArtifacts
-from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_USAGE, SdkError
+from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, SdkError
 from sdk.release import ReleaseManifest
 from sdk.runtime.report import build_report, write_report
 from sdk.runtime.runner import PipelineRunner
@@ -68,9 +68,7 @@ def run(argv: list[str]) -> int:
             last[0] = now
             _emit({"event": "progress", "frames": count, "total": total})
 
-    runner = PipelineRunner(
-        pipeline, artifacts, args.report_dir, max_frames=args.frames, on_frame=on_frame if args.events else None
-    )
+    runner = PipelineRunner(pipeline, artifacts, args.report_dir, max_frames=args.frames, on_frame=on_frame if args.events else None)
     # SIGTERM ends the run like the end of the stream: sinks and the report are still written.
     signal.signal(signal.SIGTERM, lambda *_: runner.stop())
     if args.events:
@@ -83,13 +81,9 @@ def run(argv: list[str]) -> int:
     return VERDICT_EXIT[report["verdict"]]
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] != "run":
-        sys.stderr.write("usage: python -m sdk run (--release DIR | --pipeline FILE --artifacts DIR) --report-dir DIR\n")
-        return EXIT_USAGE
+def main(argv: list[str]) -> int:
     try:
-        return run(argv[1:])
+        return run(argv)
     except SdkError as exc:
         sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
         return exc.exit_code

@@ -76,17 +76,13 @@ class PipelineRunner:
         stream = open_stream(spec.source.uri, spec.source.replay, self.pipeline.folder, max_frames=limit)
         self._stream = stream
         with ExitStack() as stack:
-            backend = stack.enter_context(
-                create_backend(spec.model.backend, self.artifacts.model_path, threads=spec.model.threads)
-            )
+            backend = stack.enter_context(create_backend(spec.model.backend, self.artifacts.model_path, threads=spec.model.threads))
             if len(backend.inputs) != 1:
                 raise ModelError(f"{self.artifacts.model_path}: the model must have one input, it has {len(backend.inputs)}")
             ((input_name, input_buffer),) = backend.inputs.items()
             preprocess = stack.enter_context(CpuPreprocessor(spec.preprocess, input_buffer))
             net_size = (spec.preprocess.resize.width, spec.preprocess.resize.height)
-            postprocess = stack.enter_context(
-                create_postprocessor(spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors())
-            )
+            postprocess = stack.enter_context(create_postprocessor(spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors()))
             frames = stack.enter_context(stream)
             fps = spec.source.replay.rate_fps or frames.reader.nominal_fps or 30.0
             sinks = stack.enter_context(create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl))

@@ -28,9 +28,7 @@ class JsonlSink:
         line = {
             "frame": frame.index,
             "t_capture_ns": frame.t_capture_ns,
-            "detections": [
-                {"label": d.label, "score": round(d.score, 4), "box": [round(v, r) for v in d.box]} for d in detections
-            ],
+            "detections": [{"label": d.label, "score": round(d.score, 4), "box": [round(v, r) for v in d.box]} for d in detections],
         }
         self._handle.write(json.dumps(line, separators=(",", ":")) + "\n")
 

@@ -58,7 +58,7 @@ def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile
     try:
         spec = Pipeline.model_validate(document.data)
     except ValidationError as exc:
-        raise _config_error(document, exc) from None
+        raise config_error(document, exc) from None
     pipeline = PipelineFile(spec=spec, path=path.resolve())
     # Paths are confined even when files are not checked (on the device).
     pipeline.model_path  # noqa: B018
@@ -68,7 +68,7 @@ def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile
     return pipeline
 
 
-def _config_error(document: YamlDocument, exc: ValidationError) -> ConfigError:
+def config_error(document: YamlDocument, exc: ValidationError, root: type[BaseModel] = Pipeline) -> ConfigError:
     errors = exc.errors(include_url=False)
     first = errors[0]
     yaml_path = _yaml_path(document.data, tuple(first["loc"]))
@@ -76,7 +76,7 @@ def _config_error(document: YamlDocument, exc: ValidationError) -> ConfigError:
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     if first["type"] == "extra_forbidden":
         key = yaml_path[-1]
-        allowed = _allowed_keys(Pipeline, yaml_path[:-1], document.data)
+        allowed = _allowed_keys(root, yaml_path[:-1], document.data)
         close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
         suggestion = f"; did you mean {close[0]!r}?" if close else ""
         return ConfigError(
@@ -85,7 +85,7 @@ def _config_error(document: YamlDocument, exc: ValidationError) -> ConfigError:
         )
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "missing":
-        return ConfigError(f"{where}: required key is missing{more}", hint="add the key; see pipelines/pedestrian.yaml")
+        return ConfigError(f"{where}: required key is missing{more}", hint="add the key; README.md lists every key")
     got = first.get("input")
     shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
     expected = re.findall(r"'([^']*)'", str(first.get("ctx", {}).get("expected", "")))

@@ -224,9 +224,7 @@ class Pipeline(Frozen):
     def _null_sink_kind(cls, data: object) -> object:
         # YAML reads `kind: null` as None; the sink is called "null", so take both spellings.
         if isinstance(data, dict) and isinstance(data.get("sinks"), list):
-            sinks = [
-                dict(s, kind="null") if isinstance(s, dict) and "kind" in s and s["kind"] is None else s for s in data["sinks"]
-            ]
+            sinks = [dict(s, kind="null") if isinstance(s, dict) and "kind" in s and s["kind"] is None else s for s in data["sinks"]]
             data = {**data, "sinks": sinks}
         return data
 

@@ -61,9 +61,7 @@ def test_prepared_pipeline_reproduces_the_whole_graph(example_pipeline, prepared
                     continue
                 candidates = [(iou(box, b), k) for k, (s, b) in enumerate(ours) if k not in used]
                 best_iou, k = max(candidates, default=(0.0, -1))
-                assert best_iou >= 0.9, (
-                    f"frame {index}: original detection {score:.3f} {box} has no match (best IoU {best_iou:.3f})"
-                )
+                assert best_iou >= 0.9, f"frame {index}: original detection {score:.3f} {box} has no match (best IoU {best_iou:.3f})"
                 assert abs(ours[k][0] - score) <= 0.03, f"frame {index}: score {ours[k][0]:.3f} vs original {score:.3f}"
                 used.add(k)
                 matched += 1

@@ -78,9 +78,7 @@ def test_second_deploy_sends_nothing_new(tmp_path, monkeypatch):
     assert {p.name: p.stat().st_mtime_ns for p in store.iterdir()} == before
     release = ReleaseManifest.load(tmp_path / "state" / "targets" / "local" / "current")
     assert not any(name.startswith("tools/") for name in release.files)  # the vehicle never gets host tools
-    assert {"artifacts/model.onnx", "pipeline/pedestrian.yaml", "pipeline/assets/vtest.avi", "sdk/__init__.py"} <= set(
-        release.files
-    )
+    assert {"artifacts/model.onnx", "pipeline/pedestrian.yaml", "pipeline/assets/vtest.avi", "sdk/__init__.py"} <= set(release.files)
     assert "pipeline/assets/ssdlite_pedestrian.onnx" not in release.files  # the prepared model travels, not the original
 
 
@@ -170,9 +168,7 @@ def test_current_always_names_a_complete_release_when_deploy_is_killed(tmp_path)
         manifest.verify(current)  # every reachable file matches its manifest
         seen_releases.add(current.name)
     assert seen_releases  # at least one release went live during the kills
-    done = cli(
-        "deploy", "--target", "local", str(folder / "p.yaml"), "--frames", "2", "--report-dir", str(tmp_path / "r"), state=state
-    )
+    done = cli("deploy", "--target", "local", str(folder / "p.yaml"), "--frames", "2", "--report-dir", str(tmp_path / "r"), state=state)
     assert done.returncode in (0, 4), done.stderr  # and the next deploy recovers
     current = (root / "current").resolve()
     ReleaseManifest.load(current).verify(current)

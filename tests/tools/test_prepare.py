@@ -54,9 +54,7 @@ def test_cache_key_follows_content_and_settings(tmp_path, example_pipeline, dete
     first = PrepareModel(copy_pipeline(tmp_path / "a", example_pipeline, detector_path), cache)
     same = PrepareModel(copy_pipeline(tmp_path / "b", example_pipeline, detector_path), cache)
     other = PrepareModel(copy_pipeline(tmp_path / "c", example_pipeline, detector_path, ("fold_constants: true", "")), cache)
-    changed = PrepareModel(
-        copy_pipeline(tmp_path / "d", example_pipeline, detector_path, ('"concat_1:0"]', '"concat_1:0", "concat:0"]')), cache
-    )
+    changed = PrepareModel(copy_pipeline(tmp_path / "d", example_pipeline, detector_path, ('"concat_1:0"]', '"concat_1:0", "concat:0"]')), cache)
     assert first.key == same.key == other.key  # the same settings (fold_constants defaults to true)
     assert changed.key != first.key
     artifacts = first()
@@ -73,9 +71,7 @@ def test_unknown_tensor_names_are_refused(tmp_path, example_pipeline, detector_p
 
 
 def test_computed_anchor_tensor_is_refused(tmp_path, example_pipeline, detector_path):
-    pipeline = copy_pipeline(
-        tmp_path, example_pipeline, detector_path, ('"Postprocessor/ExpandDims:0"', '"Postprocessor/Tile:0"')
-    )
+    pipeline = copy_pipeline(tmp_path, example_pipeline, detector_path, ('"Postprocessor/ExpandDims:0"', '"Postprocessor/Tile:0"'))
     with pytest.raises(ModelError, match="not a constant of the graph"):
         PrepareModel(pipeline, tmp_path / "cache")()
 

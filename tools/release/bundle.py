@@ -27,9 +27,7 @@ class Bundle:
 
 def runtime_files() -> dict[str, Path]:
     root = Path(sdk.__file__).resolve().parent
-    return {
-        f"sdk/{path.relative_to(root).as_posix()}": path for path in sorted(root.rglob("*.py")) if "__pycache__" not in path.parts
-    }
+    return {f"sdk/{path.relative_to(root).as_posix()}": path for path in sorted(root.rglob("*.py")) if "__pycache__" not in path.parts}
 
 
 def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_key: str) -> Bundle:

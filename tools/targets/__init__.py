@@ -1,16 +1,23 @@
-"""Targets a pipeline deploys to. `local` is built in: a release folder on this machine."""
+"""Targets a pipeline deploys to: `local` (built in), files in `targets/NAME.yaml`, groups in `targets/groups.yaml`."""
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from sdk.errors import TargetError
+from pydantic import ValidationError
+
+from sdk.errors import ConfigError, TargetError
+from sdk.spec.loader import config_error
+from sdk.spec.yaml_source import read_yaml
 from tools.state import state_dir
+from tools.targets.spec import TargetSpec
 
 TARGET_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 BUILT_IN = ("local",)
+GROUPS_FILE = "groups.yaml"
 
 
 @dataclass(frozen=True)
@@ -21,16 +28,80 @@ class LocalTarget:
     root: Path
 
 
-def known_targets() -> list[str]:
-    return list(BUILT_IN)
+@dataclass(frozen=True)
+class RemoteTarget:
+    name: str
+    spec: TargetSpec
+    path: Path  # the target file
+
+    def host_path(self, relative: str) -> Path:
+        """A host-side file named in the target file (key, known_hosts): `~` expands, relative is beside the file."""
+        path = Path(os.path.expanduser(relative))
+        return path if path.is_absolute() else (self.path.parent / path).resolve()
+
+    @property
+    def root(self) -> str:
+        return self.spec.remote_root.rstrip("/") or "/"
 
 
-def resolve_target(name: str) -> LocalTarget:
+Target = LocalTarget | RemoteTarget
+
+
+def targets_dir() -> Path:
+    return Path(os.environ.get("SDK_TARGETS_DIR") or "targets").resolve()
+
+
+def _check_name(name: str) -> None:
     if not TARGET_NAME.match(name):
         raise TargetError(
             f"invalid target name {name!r}: use letters, digits, '-' and '_' (at most 64)",
             hint=f"known targets: {', '.join(known_targets())}",
         )
+
+
+def known_targets() -> list[str]:
+    folder = targets_dir()
+    files = sorted(p.stem for p in folder.glob("*.yaml") if p.name != GROUPS_FILE and TARGET_NAME.match(p.stem)) if folder.is_dir() else []
+    return [*BUILT_IN, *files]
+
+
+def load_target_file(name: str) -> RemoteTarget:
+    path = targets_dir() / f"{name}.yaml"
+    document = read_yaml(path)
+    try:
+        spec = TargetSpec.model_validate(document.data)
+    except ValidationError as exc:
+        raise config_error(document, exc, TargetSpec) from None
+    return RemoteTarget(name, spec, path)
+
+
+def resolve_target(name: str) -> Target:
+    _check_name(name)
     if name == "local":
         return LocalTarget("local", state_dir() / "targets" / "local")
-    raise TargetError(f"unknown target {name!r}; known targets: {', '.join(known_targets())}")
+    if not (targets_dir() / f"{name}.yaml").is_file():
+        raise TargetError(f"unknown target {name!r}; known targets: {', '.join(known_targets())}")
+    return load_target_file(name)
+
+
+def groups() -> dict[str, list[str]]:
+    path = targets_dir() / GROUPS_FILE
+    if not path.is_file():
+        return {}
+    data = read_yaml(path).data
+    for group, members in data.items():
+        if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+            raise ConfigError(f"{path}: {group}: a group is a list of target names")
+    return {str(k): list(v) for k, v in data.items()}
+
+
+def resolve_targets(text: str) -> list[Target]:
+    """`orin-01`, `orin-01,orin-02`, or a group name from groups.yaml; duplicates removed, order kept."""
+    names: list[str] = []
+    known_groups = groups()
+    for part in (p.strip() for p in text.split(",")):
+        members = known_groups.get(part, [part])
+        names.extend(m for m in members if m not in names)
+    if not names:
+        raise TargetError("no target given")
+    return [resolve_target(name) for name in names]

@@ -86,15 +86,11 @@ def test_ssd_softmax_and_clipping():
 def test_ssd_checks_its_tensors():
     anchors = np.zeros((5, 4), np.float32)
     with pytest.raises(ModelError, match="holds 3 boxes but there are 5 anchors"):
-        create_postprocessor(
-            ssd_spec(), {"boxes": np.zeros((1, 3, 4)), "logits": np.zeros((1, 3, 2))}, (300, 300), {"anchors": anchors}
-        )
+        create_postprocessor(ssd_spec(), {"boxes": np.zeros((1, 3, 4)), "logits": np.zeros((1, 3, 2))}, (300, 300), {"anchors": anchors})
     with pytest.raises(ModelError, match="was not extracted"):
         create_postprocessor(ssd_spec(), {"boxes": np.zeros((1, 3, 4)), "logits": np.zeros((1, 3, 2))}, (300, 300), {})
     with pytest.raises(ModelError, match="names 1 class"):
-        create_postprocessor(
-            ssd_spec(), {"boxes": np.zeros((1, 5, 4)), "logits": np.zeros((1, 5, 4))}, (300, 300), {"anchors": anchors}
-        )
+        create_postprocessor(ssd_spec(), {"boxes": np.zeros((1, 5, 4)), "logits": np.zeros((1, 5, 4))}, (300, 300), {"anchors": anchors})
 
 
 def yolo_spec(layout):

@@ -111,9 +111,7 @@ def test_matches_the_detector_graphs_own_preprocessing(detector_path, frames):
 
 def test_letterbox_places_the_image_and_pads(frames):
     image = frames[0]  # 768 x 576 -> 640 x 640: scale 5/6, content 640 x 480, 80 rows of pad above and below
-    spec, output, pre = make(
-        {"width": 640, "height": 640, "mode": "letterbox", "pad_value": 114}, color="bgr", layout="nhwc", dtype="uint8"
-    )
+    spec, output, pre = make({"width": 640, "height": 640, "mode": "letterbox", "pad_value": 114}, color="bgr", layout="nhwc", dtype="uint8")
     geometry = pre(image)
     assert (geometry.pad_x, geometry.pad_y, geometry.content_width, geometry.content_height) == (0, 80, 640, 480)
     assert (output[0, :80] == 114).all() and (output[0, 560:] == 114).all()
@@ -178,9 +176,7 @@ def test_box_mapping_is_the_inverse_of_the_geometry():
     boxes = np.array([[0, 140, 640, 500], [320, 320, 330, 330]], np.float32)
     geometry.boxes_to_source(boxes)
     assert np.allclose(boxes, [[0, 0, 1280, 720], [640, 360, 660, 380]])
-    cropped = ResizeGeometry.plan(
-        1000, 1000, Preprocess(resize={"width": 100, "height": 100}).resize, crop=_crop(200, 100, 400, 200)
-    )
+    cropped = ResizeGeometry.plan(1000, 1000, Preprocess(resize={"width": 100, "height": 100}).resize, crop=_crop(200, 100, 400, 200))
     boxes = np.array([[0, 0, 100, 100]], np.float32)
     cropped.boxes_to_source(boxes)
     assert np.allclose(boxes, [[200, 100, 600, 300]])

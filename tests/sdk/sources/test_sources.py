@@ -111,9 +111,7 @@ def test_corrupt_frames_are_counted_and_skipped():
 
 def test_paced_replay_stamps_the_schedule_and_shows_lateness_as_latency():
     clock = FakeClock()
-    stream = FrameStream(
-        open_reader("synthetic://boxes?frames=6&width=8&height=8"), Replay(rate_fps=10), clock=clock, sleep=clock.sleep
-    )
+    stream = FrameStream(open_reader("synthetic://boxes?frames=6&width=8&height=8"), Replay(rate_fps=10), clock=clock, sleep=clock.sleep)
     start = clock.now
     # Each frame takes 150 ms of work at 10 fps (100 ms period): the pipeline falls behind.
     frames = collect(stream, work_ns=150_000_000, clock=clock)
@@ -124,9 +122,7 @@ def test_paced_replay_stamps_the_schedule_and_shows_lateness_as_latency():
 
 def test_paced_replay_waits_when_ahead():
     clock = FakeClock()
-    stream = FrameStream(
-        open_reader("synthetic://boxes?frames=3&width=8&height=8"), Replay(rate_fps=20), clock=clock, sleep=clock.sleep
-    )
+    stream = FrameStream(open_reader("synthetic://boxes?frames=3&width=8&height=8"), Replay(rate_fps=20), clock=clock, sleep=clock.sleep)
     start = clock.now
     collect(stream, work_ns=10_000_000, clock=clock)
     assert clock.now - start == 2 * 50_000_000 + 10_000_000

@@ -10,7 +10,9 @@ from sdk.errors import ReleaseError
 from sdk.release import ReleaseManifest
 from sdk.store import ReleaseStore
 from tools.release.bundle import Bundle
-from tools.release.local import stage_release
+from tools.release.stage import manifest_for, stage_release
+from tools.sessions import LocalSession
+from tools.targets import LocalTarget
 
 
 def bundle_of(folder: Path, contents: dict[str, bytes]) -> Bundle:
@@ -20,6 +22,13 @@ def bundle_of(folder: Path, contents: dict[str, bytes]) -> Bundle:
         path.write_bytes(data)
         files[name] = path
     return Bundle(files, "pipeline/p.yaml", "artifacts", {"test": True})
+
+
+def stage(store: ReleaseStore, bundle: Bundle):
+    """Stage through the local session (as deploy does) and make the release current."""
+    result = stage_release(LocalSession(LocalTarget("local", store.root)), bundle, manifest_for(bundle))
+    store.activate(result.release_id)
+    return result
 
 
 @pytest.fixture()
@@ -42,7 +51,7 @@ def objects(store: ReleaseStore) -> dict[str, int]:
 
 
 def test_first_stage_sends_each_distinct_content_once(store, src):
-    result = stage_release(store, bundle_of(src, FILES))
+    result = stage(store, bundle_of(src, FILES))
     assert (result.files, result.files_sent, result.bytes_sent) == (4, 3, 100_011)  # two empty files share one object
     release = store.release_dir(result.release_id)
     assert store.current() == result.release_id and (store.root / "current").resolve() == release.resolve()
@@ -54,9 +63,9 @@ def test_first_stage_sends_each_distinct_content_once(store, src):
 
 
 def test_restaging_the_same_content_sends_nothing(store, src):
-    first = stage_release(store, bundle_of(src, FILES))
+    first = stage(store, bundle_of(src, FILES))
     before = objects(store)
-    second = stage_release(store, bundle_of(src, FILES))
+    second = stage(store, bundle_of(src, FILES))
     assert second.release_id == first.release_id
     assert (second.files_sent, second.bytes_sent) == (0, 0)
     assert objects(store) == before
@@ -64,8 +73,8 @@ def test_restaging_the_same_content_sends_nothing(store, src):
 
 
 def test_a_changed_file_is_the_only_one_sent(store, src):
-    first = stage_release(store, bundle_of(src, FILES))
-    second = stage_release(store, bundle_of(src, {**FILES, "pipeline/p.yaml": b"version: 1\n# changed\n"}))
+    first = stage(store, bundle_of(src, FILES))
+    second = stage(store, bundle_of(src, {**FILES, "pipeline/p.yaml": b"version: 1\n# changed\n"}))
     assert second.release_id != first.release_id
     assert (second.files_sent, second.bytes_sent) == (1, len(b"version: 1\n# changed\n"))
     assert store.current() == second.release_id and store.previous() == first.release_id
@@ -73,7 +82,7 @@ def test_a_changed_file_is_the_only_one_sent(store, src):
 
 
 def test_a_damaged_store_object_is_detected_resent_and_never_activated(store, src):
-    first = stage_release(store, bundle_of(src, FILES))
+    first = stage(store, bundle_of(src, FILES))
     manifest = ReleaseManifest.load(store.release_dir(first.release_id))
     damaged = store.object_path(manifest.files["artifacts/model.onnx"].sha256)
     damaged.chmod(0o644)
@@ -82,18 +91,18 @@ def test_a_damaged_store_object_is_detected_resent_and_never_activated(store, sr
     with pytest.raises(ReleaseError, match="does not match its manifest"):
         manifest.verify(store.release_dir(first.release_id))
     # The next deploy of a different release needs the same object: it is re-sent, not linked.
-    second = stage_release(store, bundle_of(src, {**FILES, "sdk/x.py": b"# new\n"}))
+    second = stage(store, bundle_of(src, {**FILES, "sdk/x.py": b"# new\n"}))
     assert second.files_sent == 2
     release = store.release_dir(second.release_id)
     ReleaseManifest.load(release).verify(release)
 
 
 def test_a_truncated_release_is_rebuilt_before_activation(store, src):
-    first = stage_release(store, bundle_of(src, FILES))
+    first = stage(store, bundle_of(src, FILES))
     release = store.release_dir(first.release_id)
     (release / "sdk" / "x.py").unlink()
     assert not store.has_release(ReleaseManifest.load(release))
-    again = stage_release(store, bundle_of(src, FILES))
+    again = stage(store, bundle_of(src, FILES))
     assert again.release_id == first.release_id
     ReleaseManifest.load(release).verify(release)
 
@@ -108,11 +117,11 @@ def test_an_object_that_arrives_corrupt_is_not_installed(store, src):
 
 
 def test_leftovers_of_a_crash_are_swept_and_never_reachable(store, src):
-    first = stage_release(store, bundle_of(src, FILES))
+    first = stage(store, bundle_of(src, FILES))
     (store.releases / ".tmp-deadbeefdeadbeef-1").mkdir()
     (store.objects / f".tmp-{'a' * 64}-1").write_bytes(b"half")
     (store.root / ".tmp-current-1").symlink_to("releases/nowhere")
-    stage_release(store, bundle_of(src, FILES))
+    stage(store, bundle_of(src, FILES))
     assert [p.name for p in store.root.glob(".tmp-*")] == []
     assert [p.name for p in store.releases.iterdir()] == [first.release_id]
 
@@ -133,3 +142,44 @@ def test_ids_and_object_names_are_validated(store):
         store.release_dir("../../etc")
     with pytest.raises(ReleaseError):
         store.object_path("not-a-hash")
+
+
+def test_trial_activation_is_undone_by_recover_and_kept_by_commit(store, src):
+    first = stage(store, bundle_of(src, FILES))
+    second_bundle = bundle_of(src, {**FILES, "sdk/x.py": b"# two\n"})
+    second = stage_release(LocalSession(LocalTarget("local", store.root)), second_bundle, manifest_for(second_bundle))
+    store.activate(second.release_id, trial=True)
+    assert store.current() == second.release_id and store.trial() == {"release": second.release_id, "fallback": first.release_id}
+    assert store.recover() == second.release_id  # e.g. the deploy died, or the health check failed
+    assert store.current() == first.release_id and store.trial() is None and store.history() == [first.release_id]
+    store.activate(second.release_id, trial=True)
+    store.commit()
+    assert store.recover() is None and store.current() == second.release_id
+    assert store.history() == [first.release_id, second.release_id] and store.previous() == first.release_id
+
+
+def test_rollback_walks_back_through_the_history(store, src):
+    ids = [stage(store, bundle_of(src, {**FILES, "sdk/x.py": f"# {k}\n".encode()})).release_id for k in range(3)]
+    assert store.rollback() == ids[1] and store.current() == ids[1] and store.previous() == ids[0]
+    assert store.rollback() == ids[0] and store.previous() is None
+    with pytest.raises(ReleaseError, match="no earlier release"):
+        store.rollback()
+
+
+def test_prune_keeps_current_previous_and_drops_unused_objects(store, src):
+    ids = [stage(store, bundle_of(src, {**FILES, "sdk/x.py": f"# {k}\n".encode()})).release_id for k in range(5)]
+    removed = store.prune(keep=2)
+    assert sorted(removed) == sorted(ids[:3])
+    assert sorted(p.name for p in store.releases.iterdir()) == sorted(ids[3:])
+    for release in ids[3:]:
+        ReleaseManifest.load(store.release_dir(release)).verify(store.release_dir(release))
+    linked = {e.sha256 for r in ids[3:] for e in ReleaseManifest.load(store.release_dir(r)).files.values()}
+    assert {p.name for p in store.objects.iterdir()} == linked
+
+
+def test_the_deploy_lock_names_its_holder_and_dies_with_it(store):
+    held = store.acquire("host-a:1")
+    with pytest.raises(ReleaseError, match="the target is busy: host-a:1 since"):
+        store.acquire("host-b:2")
+    held.close()  # what the kernel does when the holding process dies
+    store.acquire("host-b:2").close()

@@ -1,0 +1,157 @@
+"""The device fingerprint, gathered on the device in one round trip (standard library only).
+
+The host sends this file to the device's `python3 -` and reads one JSON object back, so it
+must run before any release exists there. Every field is `null` where the device does not
+have it: a laptop has no L4T, a Thor has no DLA.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+
+# Compute capability by Tegra SoC (from /proc/device-tree/compatible).
+TEGRA_COMPUTE = {"tegra234": "8.7", "tegra264": "11.0", "tegra194": "7.2"}
+TEGRA_DLA_CORES = {"tegra234": 2, "tegra194": 2, "tegra264": 0}
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read().decode("utf-8", "replace").replace("\x00", "\n").strip()
+    except OSError:
+        return None
+
+
+def _run(*argv: str, timeout: float = 5.0) -> str | None:
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _os_release() -> str | None:
+    text = _read("/etc/os-release") or ""
+    match = re.search(r'^PRETTY_NAME="?([^"\n]*)"?', text, re.M)
+    return match.group(1) if match else None
+
+
+def _l4t() -> str | None:
+    text = _read("/etc/nv_tegra_release")  # "# R36 (release), REVISION: 4.0, ..."
+    match = re.search(r"R(\d+) \(release\), REVISION: ([\d.]+)", text or "")
+    return f"{match.group(1)}.{match.group(2)}" if match else None
+
+
+def _dpkg_version(package: str) -> str | None:
+    return _run("dpkg-query", "-W", "-f=${Version}", package) or None
+
+
+def _tensorrt() -> str | None:
+    for module in ("tensorrt", "tensorrt_lean"):
+        try:
+            return __import__(module).__version__
+        except Exception:  # noqa: BLE001 - any failure means "not usable here"
+            continue
+    return _dpkg_version("libnvinfer10") or _dpkg_version("libnvinfer8")
+
+
+def _cuda() -> str | None:
+    text = _read("/usr/local/cuda/version.json")
+    if text:
+        match = re.search(r'"cuda"\s*:\s*\{[^}]*"version"\s*:\s*"([\d.]+)"', text)
+        if match:
+            return match.group(1)
+    output = _run("nvcc", "--version") or ""
+    match = re.search(r"release ([\d.]+)", output)
+    return match.group(1) if match else None
+
+
+def _soc() -> str | None:
+    compatible = _read("/proc/device-tree/compatible") or ""
+    for soc in TEGRA_COMPUTE:
+        if soc in compatible:
+            return soc
+    return None
+
+
+def _compute_capability(soc: str | None) -> str | None:
+    if soc is not None:
+        return TEGRA_COMPUTE[soc]
+    output = _run("nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader")
+    return output.splitlines()[0].strip() if output else None
+
+
+def _dla_cores(soc: str | None) -> int | None:
+    devices = glob.glob("/dev/nvhost-*nvdla*")
+    if devices:
+        return len([d for d in devices if not d.endswith("-ctrl")]) or len(devices)
+    return TEGRA_DLA_CORES.get(soc) if soc else None
+
+
+def _power_mode() -> str | None:
+    output = _run("nvpmodel", "-q") or ""
+    match = re.search(r"NV Power Mode:\s*(\S+)", output)
+    return match.group(1) if match else None
+
+
+CLOCK_FILES = (("gpu", "/sys/devices/platform/*gpu*/devfreq/*/cur_freq"), ("emc", "/sys/kernel/debug/bpmp/debug/clk/emc/rate"))
+
+
+def _clocks() -> dict | None:
+    clocks = {}
+    for name, pattern in CLOCK_FILES:
+        for path in glob.glob(pattern):
+            value = _read(path)
+            if value and value.isdigit():
+                clocks[f"{name}_hz"] = int(value)
+                break
+    cpu = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_cur_freq")
+    if cpu and cpu.isdigit():
+        clocks["cpu0_hz"] = int(cpu) * 1000
+    governor = _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    if governor:
+        clocks["cpu_governor"] = governor
+    return clocks or None
+
+
+def fingerprint(root: str | None = None) -> dict:
+    soc = _soc()
+    disk_path = root if root and os.path.isdir(root) else os.path.dirname(root) if root else "/"
+    try:
+        usage = shutil.disk_usage(disk_path or "/")
+        free = usage.free
+    except OSError:
+        free = None
+    jetpack = _dpkg_version("nvidia-jetpack")
+    return {
+        "arch": platform.machine(),
+        "os": _os_release(),
+        "kernel": platform.release(),
+        "l4t": _l4t(),
+        "jetpack": jetpack.split("-")[0] if jetpack else None,
+        "soc": soc,
+        "python": platform.python_version(),
+        "python_executable": sys.executable,
+        "tensorrt": _tensorrt(),
+        "cuda": _cuda(),
+        "compute_capability": _compute_capability(soc),
+        "dla_cores": _dla_cores(soc),
+        "power_mode": _power_mode(),
+        "clocks": _clocks(),
+        "cpus": os.cpu_count(),
+        "free_disk_bytes": free,
+        "systemd": os.path.isdir("/run/systemd/system"),
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(fingerprint(sys.argv[1] if len(sys.argv) > 1 else None), sort_keys=True))

@@ -1,0 +1,346 @@
+"""One deploy's conversation with a target, the same for `local` and for a vehicle over SSH.
+
+LocalSession drives the release store directly and runs the runtime as a child process;
+SshSession drives the very same store code on the device (`python -m sdk store ...` from a
+small agent copy of `sdk`), uploads over SFTP, and runs the runtime there. The deploy flow in
+tools/deploy.py only speaks this interface.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sdk.errors import ReleaseError, TargetError
+from sdk.release import ReleaseManifest
+from sdk.store import ReleaseStore
+from tools.progress import Task
+from tools.targets import LocalTarget, RemoteTarget
+
+RUN_EXIT_CODES = (0, 3, 4)  # the runtime ran and judged; anything else is a failure to run
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    exit_code: int
+    stderr: str
+
+    @property
+    def ran(self) -> bool:
+        return self.exit_code in RUN_EXIT_CODES
+
+    def error(self) -> str:
+        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
+        for line in reversed(lines):
+            if line.startswith("error:"):
+                return line.removeprefix("error:").strip()
+        return lines[-1] if lines else f"the runtime exited with status {self.exit_code}"
+
+
+def run_arguments(release: str, run_dir: str, target: str, frames: int | None) -> list[str]:
+    argv = ["-B", "-m", "sdk", "run", "--release", release, "--report-dir", run_dir, "--target", target, "--events"]
+    return argv + (["--frames", str(frames)] if frames is not None else [])
+
+
+def parse_event(line: str) -> dict:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return {}
+    return event if isinstance(event, dict) else {}
+
+
+class LocalSession:
+    def __init__(self, target: LocalTarget) -> None:
+        self.target = target
+        self.name = target.name
+        self.store = ReleaseStore(target.root)
+
+    def __enter__(self) -> LocalSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def ensure_agent(self, runtime_files: dict[str, Path]) -> None:
+        """Nothing to install: the local store runs in this process."""
+
+    def lock(self, owner: str) -> None:
+        self._lock = self.store.acquire(owner)
+
+    def unlock(self, owner: str) -> None:
+        if getattr(self, "_lock", None) is not None:
+            self._lock.close()
+            self._lock = None
+
+    def prepare(self) -> dict:
+        with self.store.locked():
+            self.store.sweep_temporaries()
+            recovered = self.store.recover()
+            return {"recovered": recovered, "free_bytes": self.store.free_bytes(), **self.store.status()}
+
+    def present(self, objects: dict[str, int]) -> set[str]:
+        with self.store.locked():
+            return {sha for sha, size in objects.items() if self.store.has_object(sha, size, verify=True)}
+
+    def upload(self, sha256: str, size: int, source: Path, task: Task) -> None:
+        self.store.add_file(source, sha256)
+        task.advance(size)
+
+    def assemble(self, manifest: ReleaseManifest) -> None:
+        with self.store.locked():
+            self.store.assemble(manifest)
+
+    def store_op(self, op: str, *args: str) -> dict:
+        with self.store.locked():
+            if op == "activate":
+                self.store.activate(args[0], trial="--trial" in args)
+            elif op == "commit":
+                self.store.commit()
+            elif op == "recover":
+                return {"recovered": self.store.recover(), **self.store.status()}
+            elif op == "rollback":
+                self.store.rollback()
+            elif op == "prune":
+                self.store.prune()
+            return self.store.status()
+
+    def run(self, release_id: str, run_name: str, frames: int | None, on_event: Callable[[dict], None]) -> RunOutcome:
+        """The release's own runtime in a child process, its working directory the release folder."""
+        release = self.store.release_dir(release_id)
+        run_dir = self.store.run_dir(run_name)
+        shutil.rmtree(run_dir, ignore_errors=True)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        command = [sys.executable, *run_arguments(str(release), str(run_dir), self.name, frames)]
+        child = subprocess.Popen(command, cwd=release, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            for line in child.stdout:
+                on_event(parse_event(line))
+            stderr = child.stderr.read()
+            code = child.wait()
+        except KeyboardInterrupt:
+            child.send_signal(signal.SIGTERM)  # the runtime stops cleanly and still writes its report
+            child.wait()
+            raise
+        return RunOutcome(code, stderr)
+
+    def fetch_run(self, run_name: str, destination: Path) -> None:
+        """Move the run's files into the host report folder (same machine: a rename, not a copy)."""
+        run_dir = self.store.run_dir(run_name)
+        destination.mkdir(parents=True, exist_ok=True)
+        for path in run_dir.iterdir():
+            if not path.name.startswith("."):
+                shutil.move(str(path), destination / path.name)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+    def clear_run(self, run_name: str) -> None:
+        self.store.clear_run(run_name)
+
+    def status(self) -> dict:
+        return self.store.status()
+
+
+class SshSession:
+    """A vehicle over SSH: store operations run by an agent copy of `sdk` on the device."""
+
+    def __init__(self, target: RemoteTarget, connection) -> None:
+        self.target = target
+        self.name = target.name
+        self.connection = connection
+        self.root = target.root
+        self.python = target.spec.python
+        self._agent: str | None = None
+
+    def __enter__(self) -> SshSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.connection.close()
+
+    # The agent: the release store code, uploaded once per version, before any release exists.
+    def ensure_agent(self, runtime_files: dict[str, Path]) -> None:
+        digest = hashlib.sha256()
+        for name, path in sorted(runtime_files.items()):
+            digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+        version = digest.hexdigest()[:16]
+        agent = f"{self.root}/agent/{version}"
+        sftp = self.connection.sftp()
+        try:
+            sftp.stat(f"{agent}/sdk/__init__.py")
+        except FileNotFoundError:
+            staging = f"{self.root}/agent/.tmp-{version}-{os.getpid()}"
+            self.connection.run(["mkdir", "-p", "--", f"{self.root}/agent"]).check("creating the agent folder")
+            self.connection.run(["rm", "-rf", "--", staging]).check("clearing the agent staging folder")
+            for name, path in sorted(runtime_files.items()):
+                remote = f"{staging}/{name}"
+                _sftp_makedirs(sftp, remote.rsplit("/", 1)[0])
+                sftp.put(str(path), remote)
+            self.connection.run(["mv", "-T", "--", staging, agent]).check("publishing the agent")
+        self._agent = agent
+
+    def _store(self, op: str, *args: str, stdin: bytes | None = None) -> dict:
+        if self._agent is None:
+            raise TargetError("internal: the agent is not installed")
+        argv = [
+            "env",
+            f"PYTHONPATH={self._agent}",
+            "PYTHONDONTWRITEBYTECODE=1",
+            self.python,
+            "-B",
+            "-m",
+            "sdk",
+            "store",
+            "--root",
+            self.root,
+            op,
+            *args,
+        ]
+        result = self.connection.run(argv, stdin=stdin).check(f"store {op}")
+        try:
+            return json.loads(result.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise TargetError(f"{self.connection.where}: store {op} answered {result.stdout[:200]!r}") from None
+
+    def lock(self, owner: str) -> None:
+        """A device process holds the lock for as long as this channel lives (a dead host frees it)."""
+        argv = [*self._agent_command(), "store", "--root", self.root, "hold-lock", owner]
+        self._lock = self.connection.start(argv)
+        line = self._lock.read_line(timeout=self.target.spec.timeouts.command_s)
+        if parse_event(line).get("locked") != owner:
+            stderr = self._lock.close()
+            raise ReleaseError(f"{self.name}: {_first_error(stderr) or 'cannot take the deploy lock'}", hint="wait for the other deploy to finish")
+
+    def unlock(self, owner: str) -> None:
+        if getattr(self, "_lock", None) is not None:
+            self._lock.close()
+            self._lock = None
+
+    def _agent_command(self) -> list[str]:
+        if self._agent is None:
+            raise TargetError("internal: the agent is not installed")
+        return ["env", f"PYTHONPATH={self._agent}", "PYTHONDONTWRITEBYTECODE=1", self.python, "-B", "-m", "sdk"]
+
+    def prepare(self) -> dict:
+        return self._store("prepare")
+
+    def present(self, objects: dict[str, int]) -> set[str]:
+        found = self._store("have", *(f"{sha}:{size}" for sha, size in objects.items()))["present"]
+        return {entry.split(":")[0] for entry in found}
+
+    def upload(self, sha256: str, size: int, source: Path, task: Task) -> None:
+        """SFTP with pipelined writes into `store/.upload-<sha>`, resuming after what a cut link left there;
+        the device verifies the hash before the object becomes visible."""
+        sftp = self.connection.sftp()
+        remote = f"{self.root}/store/.upload-{sha256}"
+        try:
+            offset = sftp.stat(remote).st_size or 0
+        except FileNotFoundError:
+            offset = 0
+        if offset > size:
+            sftp.remove(remote)
+            offset = 0
+        task.advance(offset)
+        with source.open("rb") as local, sftp.open(remote, "r+b" if offset else "wb") as handle:
+            handle.set_pipelined(True)
+            handle.seek(offset)
+            local.seek(offset)
+            while block := local.read(1 << 18):
+                handle.write(block)
+                task.advance(len(block))
+        try:
+            self._store("install", sha256)
+        except TargetError as exc:
+            if "arrived corrupt" not in str(exc):
+                raise
+            raise ReleaseError(f"{self.name}: {exc.message}; the upload was discarded", hint="deploy again to resend it") from None
+
+    def assemble(self, manifest: ReleaseManifest) -> None:
+        remote = f"{self.root}/releases/.tmp-manifest-{manifest.release_id}.json"
+        with self.connection.sftp().open(remote, "w") as handle:
+            handle.write(manifest.to_json().encode())
+        self._store("assemble", remote)
+
+    def store_op(self, op: str, *args: str) -> dict:
+        return self._store(op, *args)
+
+    def run(self, release_id: str, run_name: str, frames: int | None, on_event: Callable[[dict], None]) -> RunOutcome:
+        release = f"{self.root}/releases/{release_id}"
+        run_dir = f"{self.root}/runs/{run_name}"
+        self._store("clear-run", run_name)
+        # cd into the release as a positional argument of a fixed script: no user value is parsed by the shell.
+        argv = [
+            "sh",
+            "-c",
+            'cd "$1" && shift && exec "$@"',
+            "sh",
+            release,
+            "env",
+            "PYTHONDONTWRITEBYTECODE=1",
+            self.python,
+            *run_arguments(release, run_dir, self.name, frames),
+        ]
+        result = self.connection.run(argv, on_stdout_line=lambda line: on_event(parse_event(line)), timeout=self.target.spec.timeouts.deadline_s)
+        return RunOutcome(result.exit_code, result.stderr)
+
+    def fetch_run(self, run_name: str, destination: Path) -> None:
+        sftp = self.connection.sftp()
+        run_dir = f"{self.root}/runs/{run_name}"
+        destination.mkdir(parents=True, exist_ok=True)
+        for entry in sftp.listdir_attr(run_dir):
+            if entry.filename.startswith(".") or "/" in entry.filename:
+                continue
+            partial = destination / f".{entry.filename}.partial"
+            sftp.get(f"{run_dir}/{entry.filename}", str(partial))
+            os.replace(partial, destination / entry.filename)
+        self._store("clear-run", run_name)
+
+    def clear_run(self, run_name: str) -> None:
+        self._store("clear-run", run_name)
+
+    def status(self) -> dict:
+        return self._store("status")
+
+
+def _first_error(stderr: str) -> str:
+    for line in stderr.splitlines():
+        if line.startswith("error:"):
+            return line.removeprefix("error:").strip()
+    return stderr.strip().splitlines()[-1] if stderr.strip() else ""
+
+
+def _sftp_makedirs(sftp, path: str) -> None:
+    parts = path.split("/")
+    for depth in range(2, len(parts) + 1):
+        folder = "/".join(parts[:depth])
+        try:
+            sftp.stat(folder)
+        except FileNotFoundError:
+            sftp.mkdir(folder)
+
+
+def open_session(target, progress=None):
+    """The session for a target; SSH connects lazily, through a jump host when the target names one."""
+    if isinstance(target, LocalTarget):
+        return LocalSession(target)
+    from tools.ssh import SshConnection
+    from tools.targets import resolve_target
+
+    jump = None
+    if target.spec.jump:
+        jump_target = resolve_target(target.spec.jump)
+        if not isinstance(jump_target, RemoteTarget):
+            raise TargetError(f"{target.path}: jump: {target.spec.jump!r} is not a remote target")
+        jump = SshConnection(jump_target)
+    return SshSession(target, SshConnection(target, jump=jump))
+
+
+__all__ = ["LocalSession", "RunOutcome", "SshSession", "open_session"]

@@ -1,0 +1,338 @@
+"""SSH to a target with paramiko, secure by default.
+
+- The host key is checked against the target's pin (its own known_hosts file or a SHA256
+  fingerprint) right after key exchange, before any authentication: an unknown or changed key
+  ends the connection with both fingerprints named, and nothing of ours was sent. Never auto-add.
+- Key-only: the server's offered methods are asked with `none` first; a server that does not
+  offer `publickey` is refused without offering our key. No agent, no agent forwarding.
+- Timeouts everywhere: connect, key exchange and auth, per command, keepalives, and an overall
+  deadline, so a frozen peer cannot hang the tool.
+- Remote commands are argv lists joined with `shlex.join`: user values never meet a shell unquoted.
+
+paramiko's `Transport` is used directly (not `SSHClient`) to control the order above exactly.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import shlex
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sdk.errors import TargetError
+from tools.targets import RemoteTarget
+
+
+def fingerprint_of(key) -> str:
+    """OpenSSH's `SHA256:...` form of a public key."""
+    return "SHA256:" + base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    argv: tuple[str, ...]
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    def check(self, what: str) -> CommandResult:
+        if self.exit_code != 0:
+            message = _last_error_line(self.stderr) or f"exit status {self.exit_code}"
+            raise TargetError(f"{what} failed on the target: {message}", hint="see the target's message above")
+        return self
+
+
+def _last_error_line(stderr: str) -> str:
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("error:"):
+            return line.removeprefix("error:").strip()
+    return lines[-1] if lines else ""
+
+
+class RemoteProcess:
+    """A command left running on the target; closing its channel ends it (EOF on stdin, then hang-up)."""
+
+    def __init__(self, channel, where: str) -> None:
+        self.channel = channel
+        self.where = where
+        self._buffer = bytearray()
+
+    def read_line(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        self.channel.settimeout(0.2)
+        while b"\n" not in self._buffer:
+            if time.monotonic() > deadline:
+                raise TargetError(f"{self.where}: no answer within {timeout:.0f} s")
+            try:
+                chunk = self.channel.recv(4096)
+            except TimeoutError:
+                continue
+            if not chunk:
+                break
+            self._buffer += chunk
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer = bytearray(rest)
+        return line.decode("utf-8", "replace")
+
+    def close(self) -> str:
+        """End the command; returns what it wrote on stderr."""
+        stderr = bytearray()
+        try:
+            self.channel.shutdown_write()
+            self.channel.settimeout(5.0)
+            while True:
+                chunk = self.channel.recv_stderr(65536)
+                if not chunk:
+                    break
+                stderr += chunk
+        except (OSError, EOFError, TimeoutError):
+            pass
+        finally:
+            self.channel.close()
+        return stderr.decode("utf-8", "replace")
+
+
+class SshConnection:
+    """Opens lazily on first use; a context manager that always closes."""
+
+    def __init__(self, target: RemoteTarget, *, jump: SshConnection | None = None) -> None:
+        self.target = target
+        self.spec = target.spec
+        self.jump = jump
+        self._transport = None
+        self._sftp = None
+        self._deadline = time.monotonic() + self.spec.timeouts.deadline_s
+
+    def __enter__(self) -> SshConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def where(self) -> str:
+        return f"{self.target.name} ({self.spec.user}@{self.spec.host}:{self.spec.port})"
+
+    def remaining(self, limit: float | None = None) -> float:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise TargetError(f"{self.where}: the overall deadline of {self.spec.timeouts.deadline_s:g} s has passed")
+        return min(left, limit) if limit is not None else left
+
+    # Connection ---------------------------------------------------------------------------
+    def transport(self):
+        if self._transport is None or not self._transport.is_active():
+            self._transport = self._connect()
+        return self._transport
+
+    def _connect(self):
+        import paramiko
+
+        timeouts = self.spec.timeouts
+        sock = self._socket()
+        transport = paramiko.Transport(sock)
+        transport.banner_timeout = timeouts.connect_s
+        transport.handshake_timeout = timeouts.connect_s
+        transport.auth_timeout = timeouts.connect_s
+        pinned = self._pinned_keys()
+        if pinned is not None:
+            # Ask the server for the key type we pinned, so a host with several keys is not misread as changed.
+            options = transport.get_security_options()
+            preferred = [t for t in options.key_types if t in pinned] or list(options.key_types)
+            options.key_types = preferred + [t for t in options.key_types if t not in preferred]
+        try:
+            transport.start_client(timeout=self.remaining(timeouts.connect_s))
+        except (paramiko.SSHException, OSError, EOFError) as exc:
+            transport.close()
+            raise TargetError(f"{self.where}: SSH handshake failed: {exc or type(exc).__name__}") from None
+        try:
+            self._check_host_key(transport.get_remote_server_key(), pinned)
+            self._authenticate(transport)
+        except BaseException:
+            transport.close()
+            raise
+        transport.set_keepalive(max(1, int(timeouts.keepalive_s)))
+        return transport
+
+    def _socket(self):
+        host, port = self.spec.host, self.spec.port
+        timeout = self.remaining(self.spec.timeouts.connect_s)
+        if self.jump is not None:
+            try:
+                channel = self.jump.transport().open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=timeout)
+            except Exception as exc:  # paramiko raises ChannelException or SSHException
+                raise TargetError(f"{self.where}: cannot reach it through jump host {self.jump.target.name}: {exc}") from None
+            return channel
+        try:
+            sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise TargetError(f"{self.where}: cannot connect: {exc.strerror or exc}", hint="is the target on and reachable?") from None
+        sock.settimeout(self.spec.timeouts.connect_s)
+        return sock
+
+    def _pinned_keys(self) -> dict | None:
+        """key type -> key from the target's known_hosts file, or None when a fingerprint is pinned."""
+        import paramiko
+
+        if self.spec.host_key.known_hosts is None:
+            return None
+        path = self.target.host_path(self.spec.host_key.known_hosts)
+        try:
+            host_keys = paramiko.HostKeys(str(path))
+        except (OSError, paramiko.SSHException) as exc:
+            raise TargetError(f"{self.target.path}: host_key.known_hosts: cannot read {path}: {exc}") from None
+        name = self.spec.host if self.spec.port == 22 else f"[{self.spec.host}]:{self.spec.port}"
+        entry = host_keys.lookup(name)
+        return dict(entry) if entry else {}
+
+    def _check_host_key(self, key, pinned: dict | None) -> None:
+        received = fingerprint_of(key)
+        if pinned is None:
+            expected = self.spec.host_key.fingerprint
+            if received != expected:
+                raise TargetError(
+                    f"{self.where}: HOST KEY MISMATCH: expected {expected}, received {received} ({key.get_name()})",
+                    hint="someone may be impersonating the target, or it was reinstalled: verify out of band, then update the pin",
+                )
+            return
+        if not pinned:
+            raise TargetError(
+                f"{self.where}: unknown host: no key for it in {self.spec.host_key.known_hosts}; received {received} ({key.get_name()})",
+                hint="verify the fingerprint out of band (on the device: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub), then pin it",
+            )
+        expected_key = pinned.get(key.get_name())
+        if expected_key is None or expected_key.asbytes() != key.asbytes():
+            expected = ", ".join(f"{fingerprint_of(k)} ({t})" for t, k in pinned.items())
+            raise TargetError(
+                f"{self.where}: HOST KEY MISMATCH: expected {expected}, received {received} ({key.get_name()})",
+                hint="someone may be impersonating the target, or it was reinstalled: verify out of band, then update the pin",
+            )
+
+    def _authenticate(self, transport) -> None:
+        import paramiko
+
+        user = self.spec.user
+        try:
+            transport.auth_none(user)  # learns the offered methods; sends no credential
+            return  # a server that lets anyone in: accepted, nothing of ours exposed
+        except paramiko.BadAuthenticationType as exc:
+            offered = list(exc.allowed_types)
+        except paramiko.SSHException as exc:
+            raise TargetError(f"{self.where}: authentication failed: {exc}") from None
+        if "publickey" not in offered:
+            raise TargetError(
+                f"{self.where}: the server offers only {', '.join(offered) or 'nothing'}; this tool authenticates with keys only",
+                hint="enable PubkeyAuthentication on the target and install the key from the target file",
+            )
+        key_path = self.target.host_path(self.spec.key_file)
+        try:
+            key = paramiko.PKey.from_path(str(key_path))
+        except FileNotFoundError:
+            raise TargetError(f"{self.target.path}: key_file: {key_path} does not exist") from None
+        except paramiko.PasswordRequiredException:
+            raise TargetError(
+                f"{self.target.path}: key_file: {key_path} is passphrase-protected",
+                hint="use a deploy key without passphrase, readable only by you",
+            ) from None
+        except (paramiko.SSHException, OSError, ValueError) as exc:
+            raise TargetError(f"{self.target.path}: key_file: cannot load {key_path}: {exc}") from None
+        try:
+            transport.auth_publickey(user, key)
+        except paramiko.AuthenticationException:
+            raise TargetError(
+                f"{self.where}: the target refused the key {key_path} for user {user}",
+                hint="install its public key in the user's authorized_keys",
+            ) from None
+        except paramiko.SSHException as exc:
+            raise TargetError(f"{self.where}: authentication failed: {exc}") from None
+
+    # Commands -----------------------------------------------------------------------------
+    def run(
+        self,
+        argv: list[str],
+        *,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+        on_stdout_line: Callable[[str], None] | None = None,
+    ) -> CommandResult:
+        """Run argv on the target (joined with shlex.join, never concatenated) and wait for it."""
+        command = shlex.join(argv)
+        limit = self.remaining(timeout or self.spec.timeouts.command_s)
+        try:
+            channel = self.transport().open_session(timeout=self.spec.timeouts.connect_s)
+        except Exception as exc:  # paramiko's SSHException / ChannelException
+            raise TargetError(f"{self.where}: cannot open a session: {exc}") from None
+        channel.settimeout(1.0)
+        out, err, pending = bytearray(), bytearray(), bytearray()
+        started = time.monotonic()
+        try:
+            channel.exec_command(command)
+            if stdin is not None:
+                channel.sendall(stdin)
+            channel.shutdown_write()
+            while True:
+                if time.monotonic() - started > limit:
+                    raise TargetError(
+                        f"{self.where}: `{argv[0]}` did not finish within {limit:.0f} s",
+                        hint="the target may be frozen or overloaded",
+                    )
+                if not self.transport().is_active():
+                    raise TargetError(f"{self.where}: the connection dropped while `{argv[0]}` ran")
+                got = False
+                while channel.recv_ready():
+                    chunk = channel.recv(65536)
+                    out += chunk
+                    got = True
+                    if on_stdout_line is not None:
+                        pending += chunk
+                        *lines, rest = pending.split(b"\n")
+                        pending = bytearray(rest)
+                        for line in lines:
+                            on_stdout_line(line.decode("utf-8", "replace"))
+                while channel.recv_stderr_ready():
+                    err += channel.recv_stderr(65536)
+                    got = True
+                if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
+                    break
+                if not got:
+                    time.sleep(0.01)
+            code = channel.recv_exit_status()
+        except TimeoutError:
+            raise TargetError(f"{self.where}: `{argv[0]}` timed out") from None
+        finally:
+            channel.close()
+        return CommandResult(tuple(argv), code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"))
+
+    def start(self, argv: list[str]) -> RemoteProcess:
+        """Start argv on the target and leave it running (its stdin open) until `close()`."""
+        try:
+            channel = self.transport().open_session(timeout=self.spec.timeouts.connect_s)
+            channel.exec_command(shlex.join(argv))
+        except Exception as exc:  # paramiko's SSHException / ChannelException
+            raise TargetError(f"{self.where}: cannot start `{argv[0]}`: {exc}") from None
+        return RemoteProcess(channel, self.where)
+
+    def sftp(self):
+        import paramiko
+
+        if self._sftp is None:
+            try:
+                self._sftp = paramiko.SFTPClient.from_transport(self.transport())
+            except paramiko.SSHException as exc:
+                raise TargetError(f"{self.where}: SFTP is not available: {exc}", hint="enable the sftp subsystem in sshd_config") from None
+            self._sftp.get_channel().settimeout(self.spec.timeouts.command_s)
+        return self._sftp
+
+    def close(self) -> None:
+        if self._sftp is not None:
+            self._sftp.close()
+            self._sftp = None
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+        if self.jump is not None:
+            self.jump.close()

@@ -1,0 +1,59 @@
+"""Target files: `targets/NAME.yaml`, validated like pipeline files, frozen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from sdk.spec.schema import Frozen
+
+PLATFORMS = ("jetson-agx-orin", "jetson-orin-nx", "jetson-orin-nano", "jetson-thor", "drive-orin", "linux-generic")
+
+# Allow-lists, not escaping: these values reach remote command lines (always quoted as well).
+HOST = r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}$"
+USER = r"^[a-z_][a-z0-9_.-]{0,31}$"
+REMOTE_PATH = r"^/[A-Za-z0-9._/+-]{0,250}$"
+PYTHON = r"^[A-Za-z0-9._/+-]{1,200}$"
+FINGERPRINT = r"^SHA256:[A-Za-z0-9+/]{43}$"
+
+
+class HostKey(Frozen):
+    """The pinned host key: a known_hosts file (relative to the target file) or an OpenSSH SHA256 fingerprint."""
+
+    known_hosts: str | None = None
+    fingerprint: Annotated[str, Field(pattern=FINGERPRINT)] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> HostKey:
+        if (self.known_hosts is None) == (self.fingerprint is None):
+            raise ValueError("give exactly one of known_hosts or fingerprint")
+        return self
+
+
+class Timeouts(Frozen):
+    connect_s: Annotated[float, Field(gt=0, le=300)] = 10.0
+    command_s: Annotated[float, Field(gt=0, le=86400)] = 300.0
+    deadline_s: Annotated[float, Field(gt=0, le=86400)] = 3600.0
+    keepalive_s: Annotated[float, Field(gt=0, le=300)] = 5.0
+
+
+class TargetSpec(Frozen):
+    host: Annotated[str, Field(pattern=HOST)]
+    port: Annotated[int, Field(ge=1, le=65535)] = 22
+    user: Annotated[str, Field(pattern=USER)]
+    key_file: str
+    host_key: HostKey
+    platform: Literal["jetson-agx-orin", "jetson-orin-nx", "jetson-orin-nano", "jetson-thor", "drive-orin", "linux-generic"]
+    remote_root: Annotated[str, Field(pattern=REMOTE_PATH)]
+    python: Annotated[str, Field(pattern=PYTHON)] = "python3"
+    jump: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")] | None = None
+    timeouts: Timeouts = Timeouts()
+    health_frames: Annotated[int, Field(ge=1, le=10000)] = 5
+
+    @model_validator(mode="after")
+    def _no_parent_segments(self) -> TargetSpec:
+        if ".." in Path(self.remote_root).parts:
+            raise ValueError(f"remote_root {self.remote_root!r} must not contain '..'")
+        return self
