@@ -27,8 +27,8 @@ def main(argv: list[str]) -> dict:
     ops = parser.add_subparsers(dest="op", required=True)
     have = ops.add_parser("have", help="which objects (SHA:SIZE) the store holds intact")
     have.add_argument("objects", nargs="*", type=_object_spec)
-    install = ops.add_parser("install", help="verify an uploaded temporary object and publish it")
-    install.add_argument("sha256")
+    install = ops.add_parser("install", help="verify uploaded temporary objects and publish them")
+    install.add_argument("sha256", nargs="+")
     assemble = ops.add_parser("assemble", help="build a release from a manifest file")
     assemble.add_argument("manifest", type=Path)
     activate = ops.add_parser("activate")
@@ -63,7 +63,8 @@ def main(argv: list[str]) -> dict:
         if args.op == "have":
             return {"present": [f"{sha}:{size}" for sha, size in args.objects if store.has_object(sha, size, verify=True)]}
         if args.op == "install":
-            store.install_object(store.upload_path(args.sha256), args.sha256)
+            for sha256 in args.sha256:
+                store.install_object(store.upload_path(sha256), sha256)
             return {"installed": args.sha256}
         if args.op == "assemble":
             manifest = ReleaseManifest.from_json(args.manifest.read_text())

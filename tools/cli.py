@@ -44,6 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
     targets = commands.add_parser("targets", help="known targets")
     targets_commands = targets.add_subparsers(dest="targets_command", required=True, metavar="SUBCOMMAND")
     targets_commands.add_parser("list", help="list known targets")
+    probe = targets_commands.add_parser("probe", help="print a target's device fingerprint (one round trip)")
+    probe.add_argument("target")
+    sim = targets_commands.add_parser("sim", help="start a simulated target (real sshd on loopback) and write targets/sim.yaml")
+    sim.add_argument("--stop", action="store_true", help="stop the simulated target")
+    for name, text in (("rollback", "go back one release on the target"), ("status", "the target's releases and deploy state")):
+        command = commands.add_parser(name, help=text)
+        command.add_argument("--target", "-t", required=True)
     return parser
 
 
@@ -73,14 +80,45 @@ def _prepare(args: argparse.Namespace, console: Console) -> int:
 
 
 def _targets(args: argparse.Namespace, console: Console) -> int:
-    from tools.targets import known_targets
+    import json
 
-    for name in known_targets():
-        console.print(name)
+    from tools.targets import known_targets, resolve_target, targets_dir
+
+    if args.targets_command == "list":
+        for name in known_targets():
+            console.print(name)
+    elif args.targets_command == "probe":
+        from tools.remote import probe
+
+        console.print_json(json.dumps(probe(resolve_target(args.target))))
+    elif args.targets_command == "sim":
+        from tools.state import state_dir
+        from tools.targets.sim import SimServer
+
+        server = SimServer(state_dir() / "sim")
+        server.stop()
+        if args.stop:
+            console.print("simulated target stopped")
+            return 0
+        server.start()
+        path = server.write_target(targets_dir() / "sim.yaml")
+        console.print(f"simulated target on 127.0.0.1:{server.port} (sshd pid {server.pid}); target file {path}")
+        console.print("deploy to it with: deploy --target sim PIPELINE; stop it with: sdk targets sim --stop")
     return 0
 
 
-HANDLERS = {"deploy": _deploy, "prepare": _prepare, "targets": _targets}
+def _store_command(args: argparse.Namespace, console: Console) -> int:
+    import json
+
+    from tools.remote import store_command
+    from tools.targets import resolve_target
+
+    result = store_command(resolve_target(args.target), args.command)
+    console.print_json(json.dumps(result))
+    return 0
+
+
+HANDLERS = {"deploy": _deploy, "prepare": _prepare, "targets": _targets, "rollback": _store_command, "status": _store_command}
 
 
 def run(argv: list[str]) -> int:

@@ -91,9 +91,11 @@ class LocalSession:
         with self.store.locked():
             return {sha for sha, size in objects.items() if self.store.has_object(sha, size, verify=True)}
 
-    def upload(self, sha256: str, size: int, source: Path, task: Task) -> None:
-        self.store.add_file(source, sha256)
-        task.advance(size)
+    def upload(self, objects: dict[str, tuple[int, Path]], task: Task) -> int:
+        for sha256, (size, source) in objects.items():
+            self.store.add_file(source, sha256)
+            task.advance(size)
+        return sum(size for size, _ in objects.values())
 
     def assemble(self, manifest: ReleaseManifest) -> None:
         with self.store.locked():
@@ -236,32 +238,38 @@ class SshSession:
         found = self._store("have", *(f"{sha}:{size}" for sha, size in objects.items()))["present"]
         return {entry.split(":")[0] for entry in found}
 
-    def upload(self, sha256: str, size: int, source: Path, task: Task) -> None:
+    def upload(self, objects: dict[str, tuple[int, Path]], task: Task) -> int:
         """SFTP with pipelined writes into `store/.upload-<sha>`, resuming after what a cut link left there;
-        the device verifies the hash before the object becomes visible."""
+        then one command on the device verifies every hash before the objects become visible."""
         sftp = self.connection.sftp()
-        remote = f"{self.root}/store/.upload-{sha256}"
+        sent = 0
+        for sha256, (size, source) in objects.items():
+            remote = f"{self.root}/store/.upload-{sha256}"
+            try:
+                offset = sftp.stat(remote).st_size or 0
+            except FileNotFoundError:
+                offset = 0
+            if offset > size:
+                sftp.remove(remote)
+                offset = 0
+            task.advance(offset)
+            with source.open("rb") as local, sftp.open(remote, "r+b" if offset else "wb") as handle:
+                handle.set_pipelined(True)
+                handle.seek(offset)
+                local.seek(offset)
+                while block := local.read(1 << 20):
+                    handle.write(block)
+                    task.advance(len(block))
+                    sent += len(block)
+        if not objects:
+            return 0
         try:
-            offset = sftp.stat(remote).st_size or 0
-        except FileNotFoundError:
-            offset = 0
-        if offset > size:
-            sftp.remove(remote)
-            offset = 0
-        task.advance(offset)
-        with source.open("rb") as local, sftp.open(remote, "r+b" if offset else "wb") as handle:
-            handle.set_pipelined(True)
-            handle.seek(offset)
-            local.seek(offset)
-            while block := local.read(1 << 18):
-                handle.write(block)
-                task.advance(len(block))
-        try:
-            self._store("install", sha256)
+            self._store("install", *objects)
         except TargetError as exc:
             if "arrived corrupt" not in str(exc):
                 raise
             raise ReleaseError(f"{self.name}: {exc.message}; the upload was discarded", hint="deploy again to resend it") from None
+        return sent
 
     def assemble(self, manifest: ReleaseManifest) -> None:
         remote = f"{self.root}/releases/.tmp-manifest-{manifest.release_id}.json"

@@ -17,7 +17,7 @@ class StageResult:
     release_id: str
     files: int
     files_sent: int
-    bytes_sent: int
+    bytes_sent: int  # file bytes that crossed to the target (a resumed upload sends only its rest)
     previous: str | None  # what was current before this deploy
     recovered: str | None  # an unfinished trial this deploy rolled back first
 
@@ -43,8 +43,7 @@ def stage_release(session, bundle: Bundle, manifest: ReleaseManifest, progress: 
         )
     source_of = {entry.sha256: bundle.files[name] for name, entry in manifest.files.items()}
     task = progress.task(f"sending release {manifest.release_id} to {session.name}", total=need or 1)
-    for sha, size in missing.items():
-        session.upload(sha, size, source_of[sha], task)
+    sent = session.upload({sha: (size, source_of[sha]) for sha, size in missing.items()}, task)
     task.done()
     session.assemble(manifest)
-    return StageResult(manifest.release_id, len(manifest.files), len(missing), need, status.get("current"), status.get("recovered"))
+    return StageResult(manifest.release_id, len(manifest.files), len(missing), sent, status.get("current"), status.get("recovered"))

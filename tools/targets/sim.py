@@ -1,0 +1,172 @@
+"""A simulated target: a real OpenSSH server on loopback, as the current user, with fresh keys.
+
+`sdk targets sim` starts it and writes `targets/sim.yaml`, so `deploy --target sim` runs over
+real SSH on a laptop through the same bundle, upload, trial activation and remote run as a
+vehicle. The tests use the same class for their SSH targets.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from sdk.errors import TargetError
+
+SSHD_CANDIDATES = ("/usr/sbin/sshd", "/usr/local/sbin/sshd")
+SFTP_CANDIDATES = ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server", "/usr/libexec/sftp-server")
+
+
+def find_sshd() -> str:
+    for candidate in (*SSHD_CANDIDATES, shutil.which("sshd") or ""):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise TargetError("OpenSSH server (sshd) is not installed", hint="install it: apt-get install openssh-server")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _keygen(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    path.with_suffix(".pub").unlink(missing_ok=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sdk-sim", "-f", str(path)], check=True)
+
+
+@dataclass
+class SimServer:
+    """sshd on 127.0.0.1:port with its own host key, one authorized client key, key-only auth."""
+
+    folder: Path
+    port: int = 0
+    password_only: bool = False  # for tests: a server that refuses keys
+
+    def __post_init__(self) -> None:
+        self.folder = Path(self.folder).resolve()
+        self.port = self.port or free_port()
+
+    @property
+    def host_key(self) -> Path:
+        return self.folder / "ssh_host_ed25519_key"
+
+    @property
+    def client_key(self) -> Path:
+        return self.folder / "client_ed25519_key"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.folder / "known_hosts"
+
+    @property
+    def remote_root(self) -> Path:
+        return self.folder / "root"
+
+    @property
+    def log(self) -> Path:
+        return self.folder / "sshd.log"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.folder / "sshd.pid"
+
+    def start(self) -> SimServer:
+        sshd = find_sshd()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.remote_root.mkdir(exist_ok=True)
+        _keygen(self.host_key)
+        if not self.client_key.exists():
+            _keygen(self.client_key)
+        (self.folder / "authorized_keys").write_text(self.client_key.with_suffix(".pub").read_text())
+        (self.folder / "authorized_keys").chmod(0o600)
+        host_public = self.host_key.with_suffix(".pub").read_text().split()
+        self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {host_public[0]} {host_public[1]}\n")
+        sftp = next((c for c in SFTP_CANDIDATES if os.path.exists(c)), "internal-sftp")
+        config = [
+            f"Port {self.port}",
+            "ListenAddress 127.0.0.1",
+            f"HostKey {self.host_key}",
+            f"PidFile {self.pid_file}",
+            f"AuthorizedKeysFile {self.folder / 'authorized_keys'}",
+            f"PubkeyAuthentication {'no' if self.password_only else 'yes'}",
+            f"PasswordAuthentication {'yes' if self.password_only else 'no'}",
+            "KbdInteractiveAuthentication no",
+            "UsePAM no",
+            "StrictModes no",
+            "AllowAgentForwarding no",
+            "X11Forwarding no",
+            "PermitRootLogin prohibit-password",
+            f"AllowUsers {getpass.getuser()}",
+            "LogLevel VERBOSE",
+            "MaxStartups 50",
+            f"Subsystem sftp {sftp}",
+        ]
+        (self.folder / "sshd_config").write_text("\n".join(config) + "\n")
+        if os.geteuid() == 0:
+            Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
+        self.pid_file.unlink(missing_ok=True)
+        done = subprocess.run([sshd, "-f", str(self.folder / "sshd_config"), "-E", str(self.log)], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise TargetError(f"sshd did not start: {done.stderr.strip() or self.log.read_text()[-500:]}")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return self
+            except OSError:
+                time.sleep(0.05)
+        raise TargetError(f"sshd did not listen on 127.0.0.1:{self.port}: {self.log.read_text()[-500:]}")
+
+    @property
+    def pid(self) -> int | None:
+        try:
+            return int(self.pid_file.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def stop(self) -> None:
+        pid = self.pid
+        if pid is not None:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        self.pid_file.unlink(missing_ok=True)
+
+    def __enter__(self) -> SimServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def target_document(self, **overrides) -> dict:
+        document = {
+            "host": "127.0.0.1",
+            "port": self.port,
+            "user": getpass.getuser(),
+            "key_file": str(self.client_key),
+            "host_key": {"known_hosts": str(self.known_hosts)},
+            "platform": "linux-generic",
+            "remote_root": str(self.remote_root),
+            "python": sys.executable,
+            "timeouts": {"connect_s": 10, "command_s": 300, "deadline_s": 1800, "keepalive_s": 5},
+        }
+        document.update(overrides)
+        return document
+
+    def write_target(self, path: Path, **overrides) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        text = "# Simulated target: a real OpenSSH server on loopback (sdk targets sim).\n"
+        path.write_text(text + yaml.safe_dump(self.target_document(**overrides), sort_keys=False))
+        return path
