@@ -182,10 +182,11 @@ class SshSession:
             staging = f"{self.root}/agent/.tmp-{version}-{os.getpid()}"
             self.connection.run(["mkdir", "-p", "--", f"{self.root}/agent"]).check("creating the agent folder")
             self.connection.run(["rm", "-rf", "--", staging]).check("clearing the agent staging folder")
-            for name, path in sorted(runtime_files.items()):
-                remote = f"{staging}/{name}"
-                _sftp_makedirs(sftp, remote.rsplit("/", 1)[0])
-                sftp.put(str(path), remote)
+            with self.connection.transfer("installing the agent"):
+                for name, path in sorted(runtime_files.items()):
+                    remote = f"{staging}/{name}"
+                    _sftp_makedirs(sftp, remote.rsplit("/", 1)[0])
+                    sftp.put(str(path), remote)
             self.connection.run(["mv", "-T", "--", staging, agent]).check("publishing the agent")
         self._agent = agent
 
@@ -241,6 +242,19 @@ class SshSession:
     def upload(self, objects: dict[str, tuple[int, Path]], task: Task) -> int:
         """SFTP with pipelined writes into `store/.upload-<sha>`, resuming after what a cut link left there;
         then one command on the device verifies every hash before the objects become visible."""
+        with self.connection.transfer("uploading the release"):
+            sent = self._send(objects, task)
+        if not objects:
+            return 0
+        try:
+            self._store("install", *objects)
+        except TargetError as exc:
+            if "arrived corrupt" not in str(exc):
+                raise
+            raise ReleaseError(f"{self.name}: {exc.message}; the upload was discarded", hint="deploy again to resend it") from None
+        return sent
+
+    def _send(self, objects: dict[str, tuple[int, Path]], task: Task) -> int:
         sftp = self.connection.sftp()
         sent = 0
         for sha256, (size, source) in objects.items():
@@ -261,19 +275,11 @@ class SshSession:
                     handle.write(block)
                     task.advance(len(block))
                     sent += len(block)
-        if not objects:
-            return 0
-        try:
-            self._store("install", *objects)
-        except TargetError as exc:
-            if "arrived corrupt" not in str(exc):
-                raise
-            raise ReleaseError(f"{self.name}: {exc.message}; the upload was discarded", hint="deploy again to resend it") from None
         return sent
 
     def assemble(self, manifest: ReleaseManifest) -> None:
         remote = f"{self.root}/releases/.tmp-manifest-{manifest.release_id}.json"
-        with self.connection.sftp().open(remote, "w") as handle:
+        with self.connection.transfer("sending the manifest"), self.connection.sftp().open(remote, "w") as handle:
             handle.write(manifest.to_json().encode())
         self._store("assemble", remote)
 
@@ -303,12 +309,13 @@ class SshSession:
         sftp = self.connection.sftp()
         run_dir = f"{self.root}/runs/{run_name}"
         destination.mkdir(parents=True, exist_ok=True)
-        for entry in sftp.listdir_attr(run_dir):
-            if entry.filename.startswith(".") or "/" in entry.filename:
-                continue
-            partial = destination / f".{entry.filename}.partial"
-            sftp.get(f"{run_dir}/{entry.filename}", str(partial))
-            os.replace(partial, destination / entry.filename)
+        with self.connection.transfer("fetching the run's report"):
+            for entry in sftp.listdir_attr(run_dir):
+                if entry.filename.startswith(".") or "/" in entry.filename:
+                    continue
+                partial = destination / f".{entry.filename}.partial"
+                sftp.get(f"{run_dir}/{entry.filename}", str(partial))
+                os.replace(partial, destination / entry.filename)
         self._store("clear-run", run_name)
 
     def clear_run(self, run_name: str) -> None:

@@ -19,7 +19,8 @@ import hashlib
 import shlex
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from sdk.errors import TargetError
@@ -150,7 +151,11 @@ class SshConnection:
             transport.close()
             raise TargetError(f"{self.where}: SSH handshake failed: {exc or type(exc).__name__}") from None
         try:
-            self._check_host_key(transport.get_remote_server_key(), pinned)
+            try:
+                server_key = transport.get_remote_server_key()
+            except paramiko.SSHException:
+                raise TargetError(f"{self.where}: SSH handshake timed out after {timeouts.connect_s:g} s", hint="the target may be frozen") from None
+            self._check_host_key(server_key, pinned)
             self._authenticate(transport)
         except BaseException:
             transport.close()
@@ -262,8 +267,9 @@ class SshConnection:
         """Run argv on the target (joined with shlex.join, never concatenated) and wait for it."""
         command = shlex.join(argv)
         limit = self.remaining(timeout or self.spec.timeouts.command_s)
+        transport = self.transport()
         try:
-            channel = self.transport().open_session(timeout=self.spec.timeouts.connect_s)
+            channel = transport.open_session(timeout=self.spec.timeouts.connect_s)
         except Exception as exc:  # paramiko's SSHException / ChannelException
             raise TargetError(f"{self.where}: cannot open a session: {exc}") from None
         channel.settimeout(1.0)
@@ -309,12 +315,28 @@ class SshConnection:
 
     def start(self, argv: list[str]) -> RemoteProcess:
         """Start argv on the target and leave it running (its stdin open) until `close()`."""
+        transport = self.transport()
         try:
-            channel = self.transport().open_session(timeout=self.spec.timeouts.connect_s)
+            channel = transport.open_session(timeout=self.spec.timeouts.connect_s)
             channel.exec_command(shlex.join(argv))
         except Exception as exc:  # paramiko's SSHException / ChannelException
             raise TargetError(f"{self.where}: cannot start `{argv[0]}`: {exc}") from None
         return RemoteProcess(channel, self.where)
+
+    @contextmanager
+    def transfer(self, what: str) -> Iterator[None]:
+        """Turn a connection lost mid-transfer into a TargetError (the device keeps the partial file to resume)."""
+        import paramiko
+
+        try:
+            yield
+        except (OSError, EOFError, paramiko.SSHException) as exc:
+            if isinstance(exc, FileNotFoundError):
+                raise
+            raise TargetError(
+                f"{self.where}: connection lost while {what}: {exc or type(exc).__name__}",
+                hint="the current release is untouched; deploy again to resume",
+            ) from None
 
     def sftp(self):
         import paramiko

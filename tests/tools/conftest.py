@@ -1,0 +1,44 @@
+"""A real OpenSSH server on loopback for the deploy-over-SSH tests (Debian's openssh-server)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from sdk.errors import TargetError
+from tools.targets.sim import SimServer, find_sshd
+
+
+def _require_sshd() -> None:
+    try:
+        find_sshd()
+    except TargetError:
+        if os.environ.get("CI"):
+            pytest.fail("CI must install openssh-server (.ci/run does)")
+        pytest.skip("sshd is not installed here (apt-get install openssh-server)")
+
+
+@pytest.fixture(scope="session")
+def sim_server(tmp_path_factory):
+    _require_sshd()
+    server = SimServer(tmp_path_factory.mktemp("sim")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture()
+def ssh_target(sim_server, tmp_path, monkeypatch):
+    """Target `sim` on the shared server, with a remote root of its own for this test."""
+    targets, state, root = tmp_path / "targets", tmp_path / "state", tmp_path / "remote"
+    root.mkdir()
+    sim_server.write_target(targets / "sim.yaml", remote_root=str(root))
+    monkeypatch.setenv("SDK_TARGETS_DIR", str(targets))
+    monkeypatch.setenv("SDK_STATE_DIR", str(state))
+
+    def write(name: str = "sim", **overrides) -> Path:
+        return sim_server.write_target(targets / f"{name}.yaml", **{"remote_root": str(root), **overrides})
+
+    return SimpleNamespace(name="sim", root=root, targets=targets, state=state, server=sim_server, write=write)

@@ -1,0 +1,337 @@
+"""Deploy over SSH against a real OpenSSH server: releases, reuse, rollback, trial activation, security, faults."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from sdk.errors import ConfigError, ReleaseError, SdkError, TargetError
+from sdk.release import ReleaseManifest
+from tools.deploy import Deploy
+from tools.remote import probe, store_command
+from tools.ssh import SshConnection, fingerprint_of
+from tools.targets import resolve_target
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
+
+
+def pipeline_copy(tmp_path: Path, extra: str = "", replace: tuple[str, str] | None = None) -> Path:
+    folder = tmp_path / "pipeline"
+    if not folder.exists():
+        shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
+    text = EXAMPLE.read_text()
+    if replace:
+        text = text.replace(*replace)
+    (folder / "p.yaml").write_text(text + extra)
+    return folder / "p.yaml"
+
+
+class RecordingProgress:
+    """Keeps every advance of every task, to see what an upload really sent."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, list[float]] = {}
+
+    def task(self, description: str, total: float | None = None):
+        calls = self.tasks.setdefault(description, [])
+
+        class Task:
+            def advance(self, amount: float = 1) -> None:
+                calls.append(amount)
+
+            def update(self, *, completed=None, total=None) -> None:
+                pass
+
+            def done(self) -> None:
+                pass
+
+        return Task()
+
+
+def current_of(root: Path) -> str:
+    return (root / "current").resolve().name
+
+
+def verify_current(root: Path) -> ReleaseManifest:
+    current = (root / "current").resolve()
+    manifest = ReleaseManifest.load(current)
+    manifest.verify(current)
+    return manifest
+
+
+@pytest.mark.slow
+def test_deploy_redeploy_change_and_rollback_over_ssh(ssh_target, tmp_path):
+    pipeline = pipeline_copy(tmp_path)
+    first = Deploy(pipeline, "sim", frames=12, report_dir=tmp_path / "r1")()
+    report = first.report
+    assert report["target"] == "sim" and report["frames"] == 12 and report["release"] == first.staged.release_id
+    assert report["environment"]["sdk_location"] == str(ssh_target.root / "releases" / first.staged.release_id / "sdk")
+    assert len((tmp_path / "r1" / "detections.jsonl").read_text().splitlines()) == 12
+    assert (tmp_path / "r1" / "annotated.mp4").stat().st_size > 0
+    assert current_of(ssh_target.root) == first.staged.release_id
+    verify_current(ssh_target.root)
+    assert not (ssh_target.root / "runs" / "validation").exists()  # fetched, then cleared on the device
+
+    again = Deploy(pipeline, "sim", frames=3, report_dir=tmp_path / "r2")()
+    assert (again.staged.files_sent, again.staged.bytes_sent) == (0, 0)
+    assert again.staged.release_id == first.staged.release_id
+
+    changed = Deploy(pipeline_copy(tmp_path, extra="# tuned\n"), "sim", frames=3, report_dir=tmp_path / "r3")()
+    assert changed.staged.files_sent == 1 and changed.staged.bytes_sent == pipeline.stat().st_size
+    assert current_of(ssh_target.root) == changed.staged.release_id
+
+    status = store_command(resolve_target("sim"), "rollback")
+    assert status["current"] == first.staged.release_id == current_of(ssh_target.root)
+    verify_current(ssh_target.root)
+
+
+@pytest.mark.slow
+def test_a_release_failing_its_health_check_is_rolled_back(ssh_target, tmp_path):
+    good = Deploy(pipeline_copy(tmp_path), "sim", frames=2, report_dir=tmp_path / "r")()
+    # Valid on the host, broken on the device: the camera does not exist there.
+    broken = pipeline_copy(tmp_path, replace=("file://assets/vtest.avi", "v4l2:///dev/video-missing"))
+    with pytest.raises(ReleaseError, match=r"failed its health check on sim: cannot open V4L2 device .*rolled back to " + good.staged.release_id):
+        Deploy(broken, "sim", frames=2, report_dir=tmp_path / "r")()
+    assert current_of(ssh_target.root) == good.staged.release_id
+    status = store_command(resolve_target("sim"), "status")
+    assert status["trial"] is None and status["history"] == [good.staged.release_id]
+
+
+def test_probe_reports_the_fingerprint_with_honest_nulls(ssh_target):
+    facts = probe(resolve_target("sim"))
+    assert facts["target"] == "sim" and facts["arch"] == os.uname().machine
+    assert facts["python"] == ".".join(map(str, sys.version_info[:3]))
+    assert facts["free_disk_bytes"] > 0 and facts["l4t"] is None and facts["dla_cores"] is None
+    assert set(facts) >= {"os", "tensorrt", "cuda", "compute_capability", "power_mode", "clocks", "jetpack"}
+
+
+def publickey_attempts(server) -> int:
+    return sum(1 for line in server.log.read_text().splitlines() if "publickey" in line)
+
+
+def other_host_key(tmp_path: Path) -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "other")], check=True)
+    return " ".join((tmp_path / "other.pub").read_text().split()[:2])
+
+
+def test_changed_host_key_is_refused_before_any_credential(ssh_target, tmp_path):
+    known = tmp_path / "known_hosts_changed"
+    known.write_text(f"[127.0.0.1]:{ssh_target.server.port} {other_host_key(tmp_path)}\n")
+    ssh_target.write(host_key={"known_hosts": str(known)})
+    before = publickey_attempts(ssh_target.server)
+    with pytest.raises(TargetError) as info:
+        probe(resolve_target("sim"))
+    message = info.value.message
+    expected = fingerprint_of_file(tmp_path / "other.pub")
+    received = fingerprint_of_file(ssh_target.server.host_key.with_suffix(".pub"))
+    assert "HOST KEY MISMATCH" in message and f"expected {expected}" in message and f"received {received}" in message
+    time.sleep(0.2)
+    assert publickey_attempts(ssh_target.server) == before
+    assert not list(ssh_target.root.iterdir())
+
+
+def fingerprint_of_file(public: Path) -> str:
+    import paramiko
+
+    kind, data = public.read_text().split()[:2]
+    return fingerprint_of(paramiko.PKey.from_type_string(kind, __import__("base64").b64decode(data)))
+
+
+def test_unknown_host_is_refused_and_never_added(ssh_target, tmp_path):
+    known = tmp_path / "empty_known_hosts"
+    known.write_text("")
+    ssh_target.write(host_key={"known_hosts": str(known)})
+    with pytest.raises(TargetError, match=r"unknown host: no key for it .* received SHA256:"):
+        probe(resolve_target("sim"))
+    assert known.read_text() == ""  # never auto-added
+
+
+def test_pinned_fingerprint(ssh_target):
+    right = fingerprint_of_file(ssh_target.server.host_key.with_suffix(".pub"))
+    ssh_target.write(host_key={"fingerprint": right})
+    assert probe(resolve_target("sim"))["arch"]
+    wrong = "SHA256:" + "A" * 43
+    ssh_target.write(host_key={"fingerprint": wrong})
+    with pytest.raises(TargetError, match=re.escape(f"expected {wrong}, received {right}")):
+        probe(resolve_target("sim"))
+
+
+def test_password_only_server_is_refused_without_offering_the_key(tmp_path, sim_server, monkeypatch):
+    from tools.targets.sim import SimServer
+
+    with SimServer(tmp_path / "pw", password_only=True) as server:
+        server.write_target(tmp_path / "targets" / "pw.yaml", key_file=str(sim_server.client_key))
+        monkeypatch.setenv("SDK_TARGETS_DIR", str(tmp_path / "targets"))
+        with pytest.raises(TargetError, match="offers only password; this tool authenticates with keys only"):
+            probe(resolve_target("pw"))
+        time.sleep(0.2)
+        assert publickey_attempts(server) == 0
+
+
+def test_a_wrong_key_is_refused_clearly(ssh_target, tmp_path):
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "stranger")], check=True)
+    ssh_target.write(key_file=str(tmp_path / "stranger"))
+    with pytest.raises(TargetError, match="refused the key"):
+        probe(resolve_target("sim"))
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("remote_root", "/tmp/x; rm -rf /"),
+        ("remote_root", "/srv/$(reboot)"),
+        ("remote_root", "/srv/../etc"),
+        ("user", "root; reboot"),
+        ("host", "--help"),
+        ("python", "python3 -c 'import os'"),
+    ],
+)
+def test_hostile_values_in_a_target_file_are_refused(ssh_target, field, value):
+    ssh_target.write(**{field: value})
+    with pytest.raises(ConfigError, match=field):
+        resolve_target("sim")
+
+
+@pytest.mark.parametrize("name", ["orin-01; rm -rf /", "$(reboot)", "--help", "../x"])
+def test_hostile_target_names_are_refused(ssh_target, name):
+    with pytest.raises(TargetError, match="invalid target name"):
+        resolve_target(name)
+
+
+def test_remote_arguments_stay_literal(ssh_target):
+    hostile = '$(touch /tmp/sdk-pwned); rm -rf "$HOME" `id` --help ../x'
+    with SshConnection(resolve_target("sim")) as connection:
+        result = connection.run(["printf", "%s", hostile]).check("printf")
+    assert result.stdout == hostile
+    assert not Path("/tmp/sdk-pwned").exists()
+
+
+def test_a_frozen_server_times_out_within_the_deadline(ssh_target):
+    ssh_target.write(timeouts={"connect_s": 1.5, "command_s": 5, "deadline_s": 10, "keepalive_s": 1})
+    pid = ssh_target.server.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(TargetError, match="handshake failed|timed out|did not finish"):
+            probe(resolve_target("sim"))
+        assert time.monotonic() - started < 10
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert not [t for t in threading.enumerate() if t.name.startswith("paramiko") and t.is_alive()]
+
+
+def test_a_full_disk_is_refused_up_front_and_nothing_changes(ssh_target, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(small)], capture_output=True).returncode != 0:
+        pytest.skip("cannot mount tmpfs here")
+    try:
+        ssh_target.write(remote_root=str(small))
+        with pytest.raises(ReleaseError, match=r"not enough space .* need 2\d\.\d MB, have [0-4]\.\d MB"):
+            Deploy(pipeline_copy(tmp_path), "sim", frames=2, report_dir=tmp_path / "r")()
+        assert not (small / "current").exists() and not list((small / "store").iterdir())
+    finally:
+        subprocess.run(["umount", str(small)], check=False)
+
+
+def sshd_children(server) -> list[int]:
+    done = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True, text=True)
+    return [int(pid) for pid in done.stdout.split()]
+
+
+@pytest.mark.slow
+def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resumes(ssh_target, tmp_path):
+    good = Deploy(pipeline_copy(tmp_path), "sim", frames=2, report_dir=tmp_path / "r")()
+    big = tmp_path / "pipeline" / "assets" / "big.avi"
+    big.write_bytes(os.urandom(40_000_000))
+    changed = pipeline_copy(tmp_path, replace=("file://assets/vtest.avi", "file://assets/big.avi"))
+
+    def cut_when_uploading() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            partial = list((ssh_target.root / "store").glob(".upload-*"))
+            if partial and partial[0].stat().st_size > 5_000_000:
+                for pid in sshd_children(ssh_target.server):
+                    os.kill(pid, signal.SIGKILL)
+                return
+            time.sleep(0.01)
+
+    cutter = threading.Thread(target=cut_when_uploading)
+    cutter.start()
+    with pytest.raises(SdkError):
+        Deploy(changed, "sim", frames=2, report_dir=tmp_path / "r")()
+    cutter.join()
+    assert current_of(ssh_target.root) == good.staged.release_id
+    verify_current(ssh_target.root)
+    digest = hashlib.sha256(big.read_bytes()).hexdigest()
+    partial = ssh_target.root / "store" / f".upload-{digest}"
+    already = partial.stat().st_size
+    assert 5_000_000 < already < 40_000_000  # kept on the device for the retry
+    # The retry fails its health check (random bytes are no video) but first it must resume the upload.
+    progress = RecordingProgress()
+    with pytest.raises(ReleaseError, match="health check"):
+        Deploy(changed, "sim", frames=2, report_dir=tmp_path / "r", progress=progress)()
+    sending = next(calls for name, calls in progress.tasks.items() if name.startswith("sending"))
+    assert already in sending  # resumed: the bytes already on the device are counted once, not sent again
+    assert sum(sending) == 40_000_000 + changed.stat().st_size
+    store = ssh_target.root / "store"
+    assert not list(store.glob(".upload-*"))
+    assert (store / digest).stat().st_size == 40_000_000  # complete and verified on the device
+    assert current_of(ssh_target.root) == good.staged.release_id
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, tmp_path):
+    """SIGKILL the deploy at 20 moments spread over staging, activation, health check and run."""
+    import random
+
+    pipeline = pipeline_copy(tmp_path)
+    env = {**os.environ, "COLUMNS": "200"}
+    command = [
+        sys.executable,
+        "-c",
+        "from tools.cli import main; main()",
+        "deploy",
+        "--target",
+        "sim",
+        str(pipeline),
+        "--frames",
+        "2",
+        "--report-dir",
+        str(tmp_path / "r"),
+    ]
+    first = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode in (0, 4), first.stderr
+    started = time.monotonic()
+    subprocess.run(command, cwd=REPO, env=env, capture_output=True, timeout=300)
+    span = time.monotonic() - started  # one full redeploy, to spread the kills over
+    rng = random.Random(7)
+    seen = set()
+    for attempt in range(20):
+        pipeline_copy(tmp_path, extra=f"# attempt {attempt}\n")  # a new release each time
+        child = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.2, span + 1.0))
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        manifest = verify_current(ssh_target.root)  # always exactly one complete release
+        seen.add(manifest.release_id)
+    assert len(seen) >= 2  # some kills landed after a switch, some before
+    final = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert final.returncode in (0, 4), final.stderr
+    status = store_command(resolve_target("sim"), "status")
+    assert status["trial"] is None and status["current"] == current_of(ssh_target.root)
+    assert json.loads((tmp_path / "r" / "report.json").read_text())["release"] == status["current"]
