@@ -32,6 +32,8 @@ def _add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--target", "-t", required=True, help="target name: `local` or one from targets/")
     parser.add_argument("--frames", type=_positive, help="stop after N frames (default: the pipeline's replay setting)")
     parser.add_argument("--report-dir", type=Path, help="where report.json and detections.jsonl go (default: reports/<pipeline name>)")
+    parser.add_argument("--parallel", type=_positive, default=4, help="fleets: targets deployed at once (default 4)")
+    parser.add_argument("--canary", action="store_true", help="fleets: the first target must pass before the others start")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,12 +57,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _deploy(args: argparse.Namespace, console: Console) -> int:
-    from tools.console import RichProgress, render_report
+    from tools.console import RichProgress, render_fleet, render_report
     from tools.deploy import Deploy
+    from tools.fleet import FleetResult
 
     with RichProgress(console) as progress:
-        result = Deploy(args.pipeline, args.target, frames=args.frames, report_dir=args.report_dir, progress=progress)()
-    render_report(console, result.report, result.report_dir, result.staged)
+        deploy = Deploy(
+            args.pipeline, args.target, frames=args.frames, report_dir=args.report_dir, progress=progress, parallel=args.parallel, canary=args.canary
+        )
+        result = deploy()
+    if isinstance(result, FleetResult):
+        render_fleet(console, result)
+    else:
+        render_report(console, result.report, result.report_dir, result.staged)
     return result.exit_code
 
 

@@ -78,3 +78,17 @@ def render_report(console: Console, report: dict, report_dir, staged) -> None:
     sent = f"{staged.files_sent} of {staged.files} file(s), {staged.bytes_sent / 1e6:.1f} MB sent"
     console.print(f"release {staged.release_id} ({sent}); report in {report_dir}")
     console.print(f"verdict: [{VERDICT_STYLE[report['verdict']]}]{report['verdict']}[/]")
+
+
+def render_fleet(console: Console, result) -> None:
+    table = Table(title=f"fleet: {len(result.outcomes)} targets")
+    for column in ("target", "verdict", "release", "error"):
+        table.add_column(column)
+    for o in result.outcomes:
+        verdict = f"[{VERDICT_STYLE[o.verdict]}]{o.verdict}[/]" if o.verdict else "[bold red]ERROR[/]"
+        table.add_row(o.target, verdict, o.release or "-", o.error or "")
+    console.print(table)
+    failures = result.failures()
+    if failures:
+        console.print(f"[bold red]{len(failures)} of {len(result.outcomes)} did not pass:[/] " + ", ".join(o.target for o in failures))
+    console.print(f"summary in {result.report_dir / 'fleet.json'}; one report folder per target")

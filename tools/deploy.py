@@ -17,13 +17,14 @@ from pathlib import Path
 from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ReleaseError, SdkError
 from sdk.runtime.report import REPORT_FILE
 from sdk.spec.loader import PipelineFile, load_pipeline
+from tools.fleet import FleetResult, deploy_fleet
 from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import Bundle, collect_bundle, runtime_files
 from tools.release.stage import StageResult, manifest_for, stage_release
 from tools.sessions import open_session
 from tools.state import cache_dir
-from tools.targets import RemoteTarget, Target, resolve_target
+from tools.targets import RemoteTarget, Target, resolve_targets
 
 VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
 DEFAULT_HEALTH_FRAMES = 5
@@ -60,15 +61,20 @@ class Deploy:
         frames: int | None = None,
         report_dir: Path | None = None,
         progress: Progress | None = None,
+        parallel: int = 4,
+        canary: bool = False,
     ) -> None:
         self.pipeline_path = Path(pipeline_path)
         self.target_name = target
         self.frames = frames
         self.report_dir = report_dir
         self.progress = progress or SilentProgress()
+        self.parallel = parallel
+        self.canary = canary
 
-    def __call__(self) -> DeployResult:
-        target = resolve_target(self.target_name)
+    def __call__(self) -> DeployResult | FleetResult:
+        """One target: its result (errors raise). Several (`a,b` or a group): a FleetResult naming each failure."""
+        targets = resolve_targets(self.target_name)
         pipeline = load_pipeline(self.pipeline_path)
         prepare = PrepareModel(pipeline, cache_dir())
         task = self.progress.task("preparing model" + (" (cached)" if prepare.cached else ""), total=None)
@@ -77,6 +83,18 @@ class Deploy:
         bundle = collect_bundle(pipeline, artifacts, prepare.key)
         manifest = manifest_for(bundle)
         report_dir = (self.report_dir or default_report_dir(pipeline)).resolve()
+        if len(targets) > 1:
+            return deploy_fleet(
+                targets,
+                lambda session, target: install_release(session, target, bundle, manifest, self.progress),
+                lambda session, release, folder: measure(session, release, folder, self.frames, self.progress),
+                self.frames,
+                report_dir,
+                self.progress,
+                parallel=self.parallel,
+                canary=self.canary,
+            )
+        (target,) = targets
         with open_session(target) as session:
             staged = install_release(session, target, bundle, manifest, self.progress)
             report = measure(session, staged.release_id, report_dir, self.frames, self.progress)

@@ -19,9 +19,9 @@ def probe(target: Target) -> dict:
         from sdk.probe import fingerprint
 
         return {"target": target.name, **fingerprint(str(target.root))}
-    from tools.ssh import SshConnection
+    from tools.ssh import connect
 
-    with SshConnection(target) as connection:
+    with connect(target) as connection:
         result = connection.run([target.spec.python, "-", target.root], stdin=source).check("probe")
     try:
         return {"target": target.name, **json.loads(result.stdout)}

@@ -342,20 +342,13 @@ def _sftp_makedirs(sftp, path: str) -> None:
             sftp.mkdir(folder)
 
 
-def open_session(target, progress=None):
+def open_session(target):
     """The session for a target; SSH connects lazily, through a jump host when the target names one."""
     if isinstance(target, LocalTarget):
         return LocalSession(target)
-    from tools.ssh import SshConnection
-    from tools.targets import resolve_target
+    from tools.ssh import connect
 
-    jump = None
-    if target.spec.jump:
-        jump_target = resolve_target(target.spec.jump)
-        if not isinstance(jump_target, RemoteTarget):
-            raise TargetError(f"{target.path}: jump: {target.spec.jump!r} is not a remote target")
-        jump = SshConnection(jump_target)
-    return SshSession(target, SshConnection(target, jump=jump))
+    return SshSession(target, connect(target))
 
 
 __all__ = ["LocalSession", "RunOutcome", "SshSession", "open_session"]

@@ -358,3 +358,18 @@ class SshConnection:
             self._transport = None
         if self.jump is not None:
             self.jump.close()
+
+
+def connect(target: RemoteTarget) -> SshConnection:
+    """A lazy connection to the target, through its jump host (itself a target) when it names one."""
+    from tools.targets import resolve_target
+
+    jump = None
+    if target.spec.jump:
+        jump_target = resolve_target(target.spec.jump)
+        if not isinstance(jump_target, RemoteTarget):
+            raise TargetError(f"{target.path}: jump: {target.spec.jump!r} is not a remote target")
+        if jump_target.spec.jump:
+            raise TargetError(f"{target.path}: jump: {target.spec.jump!r} has a jump host of its own; one hop is supported")
+        jump = SshConnection(jump_target)
+    return SshConnection(target, jump=jump)

@@ -335,3 +335,58 @@ def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, 
     status = store_command(resolve_target("sim"), "status")
     assert status["trial"] is None and status["current"] == current_of(ssh_target.root)
     assert json.loads((tmp_path / "r" / "report.json").read_text())["release"] == status["current"]
+
+
+@pytest.mark.slow
+def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path):
+    from tools.fleet import FleetResult
+    from tools.targets.sim import SimServer
+
+    servers = [SimServer(tmp_path / f"host{k}").start() for k in range(3)]
+    try:
+        for k, server in enumerate(servers):
+            root = tmp_path / f"root{k}"
+            root.mkdir()
+            server.write_target(ssh_target.targets / f"orin-0{k + 1}.yaml", remote_root=str(root))
+        down = SimServer(tmp_path / "down")  # never started: its port refuses connections
+        down.write_target(
+            ssh_target.targets / "orin-04.yaml",
+            remote_root=str(tmp_path / "root3"),
+            key_file=str(servers[0].client_key),
+            host_key={"known_hosts": str(servers[0].known_hosts)},
+        )
+        (ssh_target.targets / "groups.yaml").write_text("vehicles: [orin-01, orin-02, orin-03, orin-04]\n")
+        result = Deploy(pipeline_copy(tmp_path), "vehicles", frames=2, report_dir=tmp_path / "fleet")()
+        assert isinstance(result, FleetResult)
+        by_name = {o.target: o for o in result.outcomes}
+        assert [o.target for o in result.outcomes] == ["orin-01", "orin-02", "orin-03", "orin-04"]
+        assert all(by_name[f"orin-0{k}"].error is None and by_name[f"orin-0{k}"].verdict for k in (1, 2, 3))
+        assert "cannot connect" in by_name["orin-04"].error
+        assert result.exit_code == 1
+        summary = json.loads((tmp_path / "fleet" / "fleet.json").read_text())
+        assert summary["failures"][-1] == "orin-04" and summary["exit_code"] == 1
+        for k in (1, 2, 3):
+            assert json.loads((tmp_path / "fleet" / f"orin-0{k}" / "report.json").read_text())["target"] == f"orin-0{k}"
+            verify_current(tmp_path / f"root{k - 1}")
+        canary = Deploy(pipeline_copy(tmp_path), "orin-04,orin-01", frames=2, report_dir=tmp_path / "canary", canary=True)()
+        assert "cannot connect" in canary.outcomes[0].error
+        assert canary.outcomes[1].error == "not attempted: the canary orin-04 did not pass"
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def test_a_target_behind_a_jump_host(ssh_target, tmp_path):
+    from tools.targets.sim import SimServer
+
+    def accepted() -> int:
+        return ssh_target.server.log.read_text().count("Accepted publickey")
+
+    before = accepted()
+    with SimServer(tmp_path / "inner") as inner:
+        ssh_target.write("gateway")
+        inner.write_target(ssh_target.targets / "inner.yaml", remote_root=str(tmp_path), jump="gateway")
+        facts = probe(resolve_target("inner"))
+    assert facts["target"] == "inner" and facts["arch"]
+    assert "Accepted publickey" in (tmp_path / "inner" / "sshd.log").read_text()
+    assert accepted() == before + 1  # one session on the gateway carried the connection to the inner host
