@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from sdk.errors import TargetError
 from tools.targets import RemoteTarget
 
+WINDOW_BYTES = 32 * 1024 * 1024
+
 
 def fingerprint_of(key) -> str:
     """OpenSSH's `SHA256:...` form of a public key."""
@@ -135,7 +137,8 @@ class SshConnection:
 
         timeouts = self.spec.timeouts
         sock = self._socket()
-        transport = paramiko.Transport(sock)
+        # A window well above one round trip's worth of data keeps SFTP's pipelined writes flowing.
+        transport = paramiko.Transport(sock, default_window_size=WINDOW_BYTES)
         transport.banner_timeout = timeouts.connect_s
         transport.handshake_timeout = timeouts.connect_s
         transport.auth_timeout = timeouts.connect_s
