@@ -16,6 +16,15 @@ import shutil
 import subprocess
 import sys
 
+# What the runtime imports, and the distribution that provides it where the device lacks it.
+RUNTIME_MODULES = {
+    "numpy": "numpy>=1.24",
+    "cv2": "opencv-python-headless>=4.8",
+    "yaml": "pyyaml>=6.0",
+    "pydantic": "pydantic>=2.5",
+    "onnxruntime": "onnxruntime>=1.17",
+}
+
 # Compute capability by Tegra SoC (from /proc/device-tree/compatible).
 TEGRA_COMPUTE = {"tegra234": "8.7", "tegra264": "11.0", "tegra194": "7.2"}
 TEGRA_DLA_CORES = {"tegra234": 2, "tegra194": 2, "tegra264": 0}
@@ -123,6 +132,20 @@ def _clocks() -> dict | None:
     return clocks or None
 
 
+def _missing_modules() -> list[str]:
+    """Runtime modules this Python cannot import (each tried in a child, so a crash costs nothing)."""
+    missing = []
+    for module in RUNTIME_MODULES:
+        try:
+            done = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, timeout=60, check=False)
+        except (OSError, subprocess.SubprocessError):
+            missing.append(module)
+            continue
+        if done.returncode != 0:
+            missing.append(module)
+    return missing
+
+
 def fingerprint(root: str | None = None) -> dict:
     soc = _soc()
     disk_path = root if root and os.path.isdir(root) else os.path.dirname(root) if root else "/"
@@ -150,6 +173,8 @@ def fingerprint(root: str | None = None) -> dict:
         "cpus": os.cpu_count(),
         "free_disk_bytes": free,
         "systemd": os.path.isdir("/run/systemd/system"),
+        "python_abi": f"cp{sys.version_info.major}{sys.version_info.minor}",
+        "missing_modules": _missing_modules(),
     }
 
 

@@ -34,6 +34,8 @@ def main(argv: list[str]) -> dict:
     activate = ops.add_parser("activate")
     activate.add_argument("release")
     activate.add_argument("--trial", action="store_true")
+    env = ops.add_parser("env", help="build the release's offline environment from its wheels; print its python")
+    env.add_argument("release")
     ops.add_parser("commit")
     ops.add_parser("recover")
     ops.add_parser("rollback")
@@ -74,6 +76,9 @@ def main(argv: list[str]) -> dict:
         if args.op == "clear-run":
             store.clear_run(args.name)
             return {"cleared": args.name}
+        if args.op == "env":
+            python = store.build_env(args.release)
+            return {"python": str(python) if python else None}
         if args.op == "activate":
             store.activate(args.release, trial=args.trial)
         elif args.op == "commit":

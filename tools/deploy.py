@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ReleaseError, SdkError
@@ -20,14 +20,16 @@ from sdk.spec.loader import PipelineFile, load_pipeline
 from tools.fleet import FleetResult, deploy_fleet
 from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
-from tools.release.bundle import Bundle, collect_bundle, runtime_files
+from tools.release.bundle import Bundle, collect_bundle, runtime_files, with_wheels
 from tools.release.stage import StageResult, manifest_for, stage_release
+from tools.release.wheels import download_wheels, requirements_for
 from tools.sessions import open_session
 from tools.state import cache_dir
 from tools.targets import RemoteTarget, Target, resolve_targets
 
 VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
 DEFAULT_HEALTH_FRAMES = 5
+DEVICE_FILE = "device.json"  # the target's fingerprint, probed by this deploy
 
 
 @dataclass(frozen=True)
@@ -80,14 +82,13 @@ class Deploy:
         task = self.progress.task("preparing model" + (" (cached)" if prepare.cached else ""), total=None)
         artifacts = prepare()
         task.done()
-        bundle = collect_bundle(pipeline, artifacts, prepare.key)
-        manifest = manifest_for(bundle)
+        base = collect_bundle(pipeline, artifacts, prepare.key)
         report_dir = (self.report_dir or default_report_dir(pipeline)).resolve()
         if len(targets) > 1:
             return deploy_fleet(
                 targets,
-                lambda session, target: install_release(session, target, bundle, manifest, self.progress),
-                lambda session, release, folder: measure(session, release, folder, self.frames, self.progress),
+                lambda session, target: install_release(session, target, base, self.progress),
+                lambda session, staged, folder: measure(session, staged, folder, self.frames, self.progress),
                 self.frames,
                 report_dir,
                 self.progress,
@@ -96,23 +97,40 @@ class Deploy:
             )
         (target,) = targets
         with open_session(target) as session:
-            staged = install_release(session, target, bundle, manifest, self.progress)
-            report = measure(session, staged.release_id, report_dir, self.frames, self.progress)
+            staged = install_release(session, target, base, self.progress)
+            report = measure(session, staged, report_dir, self.frames, self.progress)
         return DeployResult(report, report_dir, staged, pipeline)
 
 
-def install_release(session, target: Target, bundle: Bundle, manifest, progress: Progress) -> StageResult:
-    """Stage, then activate on trial, health-check and commit, all under the target's deploy lock."""
+def bundle_for_device(session, base: Bundle, progress: Progress) -> tuple[Bundle, dict]:
+    """Probe the device once; add wheels of whatever runtime modules its Python lacks."""
+    task = progress.task(f"probing {session.name}", total=None)
+    facts = session.probe()
+    task.done()
+    requirements = requirements_for(facts.get("missing_modules") or [])
+    if not requirements:
+        return base, facts
+    task = progress.task(f"fetching wheels for {facts['arch']} {facts['python_abi']}: {', '.join(requirements)}", total=None)
+    wheels = download_wheels(requirements, facts["arch"], facts["python_abi"], cache_dir())
+    task.done()
+    return with_wheels(base, wheels), facts
+
+
+def install_release(session, target: Target, base: Bundle, progress: Progress) -> StageResult:
+    """Probe, stage, build the offline environment, activate on trial, health-check and commit, under the deploy lock."""
     session.ensure_agent(runtime_files())
+    bundle, facts = bundle_for_device(session, base, progress)
+    manifest = manifest_for(bundle)
     owner = deploy_owner()
     session.lock(owner)
     try:
         staged = stage_release(session, bundle, manifest, progress)
+        staged = replace(staged, device=facts, python=session.env(staged.release_id))
         if staged.previous != staged.release_id:
             session.store_op("activate", staged.release_id, "--trial")
             health_frames = target.spec.health_frames if isinstance(target, RemoteTarget) else DEFAULT_HEALTH_FRAMES
             task = progress.task(f"health check on {session.name}", total=health_frames)
-            outcome = session.run(staged.release_id, f"health-{staged.release_id}", health_frames, _progress_events(task))
+            outcome = session.run(staged.release_id, f"health-{staged.release_id}", health_frames, _progress_events(task), staged.python)
             task.done()
             session.clear_run(f"health-{staged.release_id}")
             if not outcome.ran:
@@ -129,19 +147,20 @@ def install_release(session, target: Target, bundle: Bundle, manifest, progress:
     return staged
 
 
-def measure(session, release_id: str, report_dir: Path, frames: int | None, progress: Progress) -> dict:
-    """The validation run on the target; its report and outputs land in `report_dir`."""
+def measure(session, staged: StageResult, report_dir: Path, frames: int | None, progress: Progress) -> dict:
+    """The validation run on the target; its report and outputs land in `report_dir`, with the device's fingerprint."""
     report_dir.mkdir(parents=True, exist_ok=True)
     for stale in (REPORT_FILE, "detections.jsonl"):
         (report_dir / stale).unlink(missing_ok=True)  # never mistake an old report for this run's
     task = progress.task(f"running on {session.name}", total=frames)
     try:
-        outcome = session.run(release_id, "validation", frames, _progress_events(task))
+        outcome = session.run(staged.release_id, "validation", frames, _progress_events(task), staged.python)
     finally:
         task.done()
     if not outcome.ran:
         raise SdkError(f"run on {session.name} failed: {outcome.error()}", hint="the release stays current; see the message above")
     session.fetch_run("validation", report_dir)
+    (report_dir / DEVICE_FILE).write_text(json.dumps({"target": session.name, **staged.device}, indent=2, sort_keys=True) + "\n")
     return json.loads((report_dir / REPORT_FILE).read_text())
 
 

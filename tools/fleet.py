@@ -54,14 +54,14 @@ class FleetResult:
 
 
 def deploy_fleet(targets, install, measure, frames: int | None, report_dir: Path, progress: Progress, *, parallel: int, canary: bool) -> FleetResult:
-    """`install(session, target)` stages and activates; `measure(session, release, dir)` runs and returns the report."""
+    """`install(session, target)` stages and activates; `measure(session, staged, dir)` runs and returns the report."""
 
     def one(target) -> TargetOutcome:
         folder = report_dir / target.name
         try:
             with open_session(target) as session:
                 staged = install(session, target)
-                report = measure(session, staged.release_id, folder)
+                report = measure(session, staged, folder)
             return TargetOutcome(target.name, report["verdict"], None, staged.release_id, folder)
         except SdkError as exc:
             return TargetOutcome(target.name, None, exc.message, None, folder)

@@ -2,31 +2,15 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-import sdk
-from sdk.errors import TargetError
 from tools.release.bundle import runtime_files
 from tools.sessions import open_session
-from tools.targets import LocalTarget, RemoteTarget, Target
+from tools.targets import Target
 
 
 def probe(target: Target) -> dict:
-    """The device fingerprint in one round trip: the probe's source goes to the device's `python3 -`."""
-    source = (Path(sdk.__file__).parent / "probe.py").read_bytes()
-    if isinstance(target, LocalTarget):
-        from sdk.probe import fingerprint
-
-        return {"target": target.name, **fingerprint(str(target.root))}
-    from tools.ssh import connect
-
-    with connect(target) as connection:
-        result = connection.run([target.spec.python, "-", target.root], stdin=source).check("probe")
-    try:
-        return {"target": target.name, **json.loads(result.stdout)}
-    except ValueError:
-        raise TargetError(f"{target.name}: the probe answered {result.stdout[:200]!r}") from None
+    """The device fingerprint in one round trip (`sdk targets probe`)."""
+    with open_session(target) as session:
+        return {"target": target.name, **session.probe()}
 
 
 def store_command(target: Target, op: str) -> dict:
@@ -43,4 +27,4 @@ def store_command(target: Target, op: str) -> dict:
             session.unlock(owner)
 
 
-__all__ = ["RemoteTarget", "probe", "store_command"]
+__all__ = ["probe", "store_command"]

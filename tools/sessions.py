@@ -115,14 +115,24 @@ class LocalSession:
                 self.store.prune()
             return self.store.status()
 
-    def run(self, release_id: str, run_name: str, frames: int | None, on_event: Callable[[dict], None]) -> RunOutcome:
+    def probe(self) -> dict:
+        from sdk.probe import fingerprint
+
+        return fingerprint(str(self.target.root))
+
+    def env(self, release_id: str) -> str | None:
+        with self.store.locked():
+            python = self.store.build_env(release_id)
+        return str(python) if python else None
+
+    def run(self, release_id: str, run_name: str, frames: int | None, on_event: Callable[[dict], None], python: str | None = None) -> RunOutcome:
         """The release's own runtime in a child process, its working directory the release folder."""
         release = self.store.release_dir(release_id)
         run_dir = self.store.run_dir(run_name)
         shutil.rmtree(run_dir, ignore_errors=True)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         env["PYTHONDONTWRITEBYTECODE"] = "1"
-        command = [sys.executable, *run_arguments(str(release), str(run_dir), self.name, frames)]
+        command = [python or sys.executable, *run_arguments(str(release), str(run_dir), self.name, frames)]
         child = subprocess.Popen(command, cwd=release, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             for line in child.stdout:
@@ -286,7 +296,21 @@ class SshSession:
     def store_op(self, op: str, *args: str) -> dict:
         return self._store(op, *args)
 
-    def run(self, release_id: str, run_name: str, frames: int | None, on_event: Callable[[dict], None]) -> RunOutcome:
+    def probe(self) -> dict:
+        """The device fingerprint in one round trip: the probe's source goes to the device's `python3 -`."""
+        import sdk
+
+        source = (Path(sdk.__file__).parent / "probe.py").read_bytes()
+        result = self.connection.run([self.python, "-", self.root], stdin=source).check("probe")
+        try:
+            return json.loads(result.stdout)
+        except ValueError:
+            raise TargetError(f"{self.name}: the probe answered {result.stdout[:200]!r}") from None
+
+    def env(self, release_id: str) -> str | None:
+        return self._store("env", release_id)["python"]
+
+    def run(self, release_id: str, run_name: str, frames: int | None, on_event: Callable[[dict], None], python: str | None = None) -> RunOutcome:
         release = f"{self.root}/releases/{release_id}"
         run_dir = f"{self.root}/runs/{run_name}"
         self._store("clear-run", run_name)
@@ -299,7 +323,7 @@ class SshSession:
             release,
             "env",
             "PYTHONDONTWRITEBYTECODE=1",
-            self.python,
+            python or self.python,
             *run_arguments(release, run_dir, self.name, frames),
         ]
         result = self.connection.run(argv, on_stdout_line=lambda line: on_event(parse_event(line)), timeout=self.target.spec.timeouts.deadline_s)

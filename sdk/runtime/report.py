@@ -54,8 +54,19 @@ def build_report(pipeline: PipelineFile, result: RunResult, *, target: str, rele
             "machine": platform.machine(),
             "system": f"{platform.system()} {platform.release()}",
             "cpus": os.cpu_count(),
+            "packages": _packages(),
         },
     }
+
+
+def _packages() -> dict:
+    """Version and location of each runtime module this process loaded (what really ran)."""
+    found = {}
+    for name in ("numpy", "cv2", "onnxruntime", "pydantic", "yaml"):
+        module = sys.modules.get(name)
+        if module is not None:
+            found[name] = {"version": getattr(module, "__version__", None), "location": str(Path(module.__file__).parent)}
+    return found
 
 
 def write_report(report: dict, folder: Path) -> Path:

@@ -121,7 +121,7 @@ def redeploy_and_fleet(work: Path) -> None:
         targets = [resolve_target(f"v{k}") for k in range(8)]
 
         def install(session, target):
-            return install_release(session, target, bundle, manifest, SilentProgress())
+            return install_release(session, target, bundle, SilentProgress())
 
         def no_run(session, release, folder):
             return {"verdict": "PASS"}

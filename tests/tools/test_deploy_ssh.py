@@ -390,3 +390,28 @@ def test_a_target_behind_a_jump_host(ssh_target, tmp_path):
     assert facts["target"] == "inner" and facts["arch"]
     assert "Accepted publickey" in (tmp_path / "inner" / "sshd.log").read_text()
     assert accepted() == before + 1  # one session on the gateway carried the connection to the inner host
+
+
+@pytest.mark.slow
+def test_a_device_python_without_the_runtime_gets_an_offline_environment(ssh_target, tmp_path):
+    """Debian's own python3 lacks numpy, OpenCV, pydantic and ONNX Runtime, like a fresh JetPack:
+    the deploy ships wheels for its platform and the device installs them with no network."""
+    device_python = "/usr/bin/python3"
+    if not Path(device_python).exists() or subprocess.run([device_python, "-c", "import numpy"], capture_output=True).returncode == 0:
+        pytest.skip("needs a system python3 without numpy")
+    ssh_target.write(python=device_python)
+    result = Deploy(pipeline_copy(tmp_path), "sim", frames=3, report_dir=tmp_path / "r")()
+    manifest = verify_current(ssh_target.root)
+    wheels = sorted(name for name in manifest.files if name.startswith("wheels/"))
+    assert any("onnxruntime" in w for w in wheels) and any("numpy" in w for w in wheels) and any("opencv" in w for w in wheels)
+    env = ssh_target.root / "envs" / manifest.release_id
+    assert result.staged.python == str(env / "bin" / "python")
+    packages = result.report["environment"]["packages"]
+    assert (
+        result.report["environment"]["python"]
+        == subprocess.run([device_python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True).stdout.strip()
+    )
+    for name in ("numpy", "cv2", "onnxruntime", "pydantic"):
+        assert packages[name]["location"].startswith(str(env)), packages[name]
+    device = json.loads((tmp_path / "r" / "device.json").read_text())
+    assert set(device["missing_modules"]) >= {"numpy", "onnxruntime"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import sdk
@@ -50,3 +50,9 @@ def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_ke
         "host_machine": platform.machine(),
     }
     return Bundle(files, pipeline_rel, ARTIFACTS_DIR, fingerprint)
+
+
+def with_wheels(bundle: Bundle, wheels: list[Path]) -> Bundle:
+    """The bundle plus `wheels/<file>` for the device's offline environment."""
+    files = {**bundle.files, **{f"wheels/{wheel.name}": wheel for wheel in wheels}}
+    return replace(bundle, files=files, fingerprint={**bundle.fingerprint, "wheels": sorted(w.name for w in wheels)})

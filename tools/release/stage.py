@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sdk.errors import ReleaseError
 from sdk.release import FileEntry, ReleaseManifest, sha256_of
@@ -20,6 +20,8 @@ class StageResult:
     bytes_sent: int  # file bytes that crossed to the target (a resumed upload sends only its rest)
     previous: str | None  # what was current before this deploy
     recovered: str | None  # an unfinished trial this deploy rolled back first
+    device: dict = field(default_factory=dict)  # the target's fingerprint, probed by this deploy
+    python: str | None = None  # the release's offline environment on the target, when it ships wheels
 
 
 def manifest_for(bundle: Bundle) -> ReleaseManifest:
