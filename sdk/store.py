@@ -86,22 +86,29 @@ class ReleaseStore:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     # Deploy lock ----------------------------------------------------------------------------
-    def acquire(self, owner: str):
+    def acquire(self, owner: str, *, wait_s: float = 0.0):
         """Take the deploy lock for the life of the returned handle, or raise naming who holds it.
 
         A kernel lock (flock) on `deploy.lock`: it spans a whole deploy and vanishes with the
         process that holds it, so a killed deploy never leaves the target locked. Over SSH the
-        holder is a device process tied to the session (`store hold-lock`): a dropped link ends it.
+        holder is a device process kept alive by the host's heartbeats (`store hold-lock`).
+        A busy lock is retried for `wait_s` (the lease of a host that vanished runs out meanwhile).
         """
         self.ensure()
+        deadline = time.monotonic() + wait_s
         handle = (self.root / "deploy.lock").open("a+")
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another deploy"
-            handle.close()
-            raise ReleaseError(f"the target is busy: {holder} is deploying to it", hint="wait for that deploy to finish") from None
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                handle.seek(0)
+                holder = handle.read().strip() or "another deploy"
+                handle.close()
+                raise ReleaseError(f"the target is busy: {holder} is deploying to it", hint="wait for that deploy to finish") from None
         handle.seek(0)
         handle.truncate()
         handle.write(f"{owner} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")

@@ -21,6 +21,18 @@ def _object_spec(text: str) -> tuple[str, int]:
     return sha256, int(size)
 
 
+def _hold_while_heartbeats(lease: float) -> None:
+    """Return when the host closes the channel, or sends nothing for `lease` seconds (a pulled cable:
+    the SSH session itself may take minutes to notice)."""
+    import select
+
+    stdin = sys.stdin.buffer.raw if hasattr(sys.stdin.buffer, "raw") else sys.stdin.buffer
+    while True:
+        ready, _, _ = select.select([stdin], [], [], lease)
+        if not ready or not stdin.read(4096):
+            return
+
+
 def main(argv: list[str]) -> dict:
     parser = argparse.ArgumentParser(prog="python -m sdk store")
     parser.add_argument("--root", type=Path, required=True)
@@ -42,8 +54,10 @@ def main(argv: list[str]) -> dict:
     prune = ops.add_parser("prune")
     prune.add_argument("--keep", type=int, default=3)
     ops.add_parser("status")
-    hold = ops.add_parser("hold-lock", help="hold the deploy lock until standard input closes (the SSH session ends)")
+    hold = ops.add_parser("hold-lock", help="hold the deploy lock while the host's heartbeats (lines on stdin) keep coming")
     hold.add_argument("owner")
+    hold.add_argument("--lease", type=float, default=30.0, help="seconds without a heartbeat after which the host is taken for dead")
+    hold.add_argument("--wait", type=float, default=0.0, help="seconds to wait for a busy lock")
     clear = ops.add_parser("clear-run", help="remove a run's output folder")
     clear.add_argument("name")
     ops.add_parser("prepare", help="create the folders, sweep crash leftovers, recover a trial; report free space")
@@ -51,10 +65,10 @@ def main(argv: list[str]) -> dict:
 
     store = ReleaseStore(args.root)
     if args.op == "hold-lock":
-        handle = store.acquire(args.owner)
+        handle = store.acquire(args.owner, wait_s=args.wait)
         sys.stdout.write(json.dumps({"locked": args.owner}) + "\n")
         sys.stdout.flush()
-        sys.stdin.read()  # returns when the host closes the channel or the connection dies
+        _hold_while_heartbeats(args.lease)
         handle.close()
         return {"unlocked": args.owner}
     with store.locked():

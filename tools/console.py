@@ -88,7 +88,10 @@ def render_fleet(console: Console, result) -> None:
         verdict = f"[{VERDICT_STYLE[o.verdict]}]{o.verdict}[/]" if o.verdict else "[bold red]ERROR[/]"
         table.add_row(o.target, verdict, o.release or "-", o.error or "")
     console.print(table)
-    failures = result.failures()
-    if failures:
-        console.print(f"[bold red]{len(failures)} of {len(result.outcomes)} did not pass:[/] " + ", ".join(o.target for o in failures))
+    errors = result.errors()
+    if errors:
+        console.print(f"[bold red]{len(errors)} of {len(result.outcomes)} failed to deploy or run:[/] " + ", ".join(o.target for o in errors))
+    others = [o for o in result.failures() if o.error is None]
+    if others:
+        console.print(f"[yellow]{len(others)} ran but did not pass:[/] " + ", ".join(f"{o.target} ({o.verdict})" for o in others))
     console.print(f"summary in {result.report_dir / 'fleet.json'}; one report folder per target")

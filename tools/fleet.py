@@ -50,7 +50,12 @@ class FleetResult:
         return EXIT_PASS
 
     def failures(self) -> list[TargetOutcome]:
+        """Targets that did not PASS (an error, a budget FAIL or INCONCLUSIVE)."""
         return [o for o in self.outcomes if o.exit_code != EXIT_PASS]
+
+    def errors(self) -> list[TargetOutcome]:
+        """Targets where the deploy or the run itself failed."""
+        return [o for o in self.outcomes if o.error is not None]
 
 
 def deploy_fleet(targets, install, measure, frames: int | None, report_dir: Path, progress: Progress, *, parallel: int, canary: bool) -> FleetResult:
@@ -94,7 +99,8 @@ def write_summary(result: FleetResult) -> Path:
             {"target": o.target, "verdict": o.verdict, "error": o.error, "release": o.release, "report_dir": str(o.report_dir)}
             for o in result.outcomes
         ],
-        "failures": [o.target for o in result.failures()],
+        "not_passed": [o.target for o in result.failures()],
+        "errors": {o.target: o.error for o in result.errors()},
     }
     partial = partial_path(final)
     partial.write_text(json.dumps(summary, indent=2) + "\n")

@@ -63,6 +63,7 @@ class LocalSession:
         self.target = target
         self.name = target.name
         self.store = ReleaseStore(target.root)
+        self._lock = None
 
     def __enter__(self) -> LocalSession:
         return self
@@ -77,7 +78,7 @@ class LocalSession:
         self._lock = self.store.acquire(owner)
 
     def unlock(self, owner: str) -> None:
-        if getattr(self, "_lock", None) is not None:
+        if self._lock is not None:
             self._lock.close()
             self._lock = None
 
@@ -171,6 +172,7 @@ class SshSession:
         self.root = target.root
         self.python = target.spec.python
         self._agent: str | None = None
+        self._lock = None
 
     def __enter__(self) -> SshSession:
         return self
@@ -192,48 +194,38 @@ class SshSession:
             staging = f"{self.root}/agent/.tmp-{version}-{os.getpid()}"
             self.connection.run(["mkdir", "-p", "--", f"{self.root}/agent"]).check("creating the agent folder")
             self.connection.run(["rm", "-rf", "--", staging]).check("clearing the agent staging folder")
-            with self.connection.transfer("installing the agent"):
+            with self.connection.transfer("installing the agent") as tick:
                 for name, path in sorted(runtime_files.items()):
                     remote = f"{staging}/{name}"
                     _sftp_makedirs(sftp, remote.rsplit("/", 1)[0])
-                    sftp.put(str(path), remote)
+                    sftp.put(str(path), remote, callback=lambda *_: tick())
             self.connection.run(["mv", "-T", "--", staging, agent]).check("publishing the agent")
         self._agent = agent
 
-    def _store(self, op: str, *args: str, stdin: bytes | None = None) -> dict:
-        if self._agent is None:
-            raise TargetError("internal: the agent is not installed")
-        argv = [
-            "env",
-            f"PYTHONPATH={self._agent}",
-            "PYTHONDONTWRITEBYTECODE=1",
-            self.python,
-            "-B",
-            "-m",
-            "sdk",
-            "store",
-            "--root",
-            self.root,
-            op,
-            *args,
-        ]
-        result = self.connection.run(argv, stdin=stdin).check(f"store {op}")
+    def _store(self, op: str, *args: str) -> dict:
+        argv = [*self._agent_command(), "store", "--root", self.root, op, *args]
+        result = self.connection.run(argv).check(f"store {op}")
         try:
             return json.loads(result.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise TargetError(f"{self.connection.where}: store {op} answered {result.stdout[:200]!r}") from None
 
     def lock(self, owner: str) -> None:
-        """A device process holds the lock for as long as this channel lives (a dead host frees it)."""
-        argv = [*self._agent_command(), "store", "--root", self.root, "hold-lock", owner]
-        self._lock = self.connection.start(argv)
-        line = self._lock.read_line(timeout=self.target.spec.timeouts.command_s)
+        """A device process holds the lock while this host's heartbeats reach it: a host that dies or
+        loses its link frees the target within one lease, whatever the SSH session notices."""
+        timeouts = self.target.spec.timeouts
+        lease = max(5.0, 3 * timeouts.keepalive_s)
+        argv = [*self._agent_command(), "store", "--root", self.root, "hold-lock", owner, "--lease", f"{lease:g}", "--wait", f"{lease + 2:g}"]
+        process = self.connection.start(argv)
+        line = process.read_line(timeout=timeouts.command_s + lease)
         if parse_event(line).get("locked") != owner:
-            stderr = self._lock.close()
+            stderr = process.close()
             raise ReleaseError(f"{self.name}: {_first_error(stderr) or 'cannot take the deploy lock'}", hint="wait for the other deploy to finish")
+        process.heartbeat(every=lease / 4)
+        self._lock = process
 
     def unlock(self, owner: str) -> None:
-        if getattr(self, "_lock", None) is not None:
+        if self._lock is not None:
             self._lock.close()
             self._lock = None
 
@@ -252,8 +244,8 @@ class SshSession:
     def upload(self, objects: dict[str, tuple[int, Path]], task: Task) -> int:
         """SFTP with pipelined writes into `store/.upload-<sha>`, resuming after what a cut link left there;
         then one command on the device verifies every hash before the objects become visible."""
-        with self.connection.transfer("uploading the release"):
-            sent = self._send(objects, task)
+        with self.connection.transfer("uploading the release") as tick:
+            sent = self._send(objects, task, tick)
         if not objects:
             return 0
         try:
@@ -264,7 +256,7 @@ class SshSession:
             raise ReleaseError(f"{self.name}: {exc.message}; the upload was discarded", hint="deploy again to resend it") from None
         return sent
 
-    def _send(self, objects: dict[str, tuple[int, Path]], task: Task) -> int:
+    def _send(self, objects: dict[str, tuple[int, Path]], task: Task, tick: Callable[[], None]) -> int:
         sftp = self.connection.sftp()
         sent = 0
         for sha256, (size, source) in objects.items():
@@ -285,6 +277,7 @@ class SshSession:
                     handle.write(block)
                     task.advance(len(block))
                     sent += len(block)
+                    tick()
         return sent
 
     def assemble(self, manifest: ReleaseManifest) -> None:
@@ -333,12 +326,12 @@ class SshSession:
         sftp = self.connection.sftp()
         run_dir = f"{self.root}/runs/{run_name}"
         destination.mkdir(parents=True, exist_ok=True)
-        with self.connection.transfer("fetching the run's report"):
+        with self.connection.transfer("fetching the run's report") as tick:
             for entry in sftp.listdir_attr(run_dir):
                 if entry.filename.startswith(".") or "/" in entry.filename:
                     continue
                 partial = destination / f".{entry.filename}.partial"
-                sftp.get(f"{run_dir}/{entry.filename}", str(partial))
+                sftp.get(f"{run_dir}/{entry.filename}", str(partial), callback=lambda *_: tick())
                 os.replace(partial, destination / entry.filename)
         self._store("clear-run", run_name)
 

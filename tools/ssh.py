@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import shlex
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,6 +29,9 @@ from sdk.errors import TargetError
 from tools.targets import RemoteTarget
 
 WINDOW_BYTES = 32 * 1024 * 1024
+
+# paramiko logs its own tracebacks for failures we turn into one clear error; keep them off the terminal.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 def fingerprint_of(key) -> str:
@@ -63,6 +68,7 @@ class RemoteProcess:
         self.channel = channel
         self.where = where
         self._buffer = bytearray()
+        self._beating: threading.Event | None = None
 
     def read_line(self, timeout: float) -> str:
         deadline = time.monotonic() + timeout
@@ -81,8 +87,23 @@ class RemoteProcess:
         self._buffer = bytearray(rest)
         return line.decode("utf-8", "replace")
 
+    def heartbeat(self, every: float) -> None:
+        """Send a line every `every` seconds until closed (the device side takes silence for death)."""
+        self._beating = threading.Event()
+
+        def beat() -> None:
+            while not self._beating.wait(every):
+                try:
+                    self.channel.sendall(b"\n")
+                except (OSError, EOFError):
+                    return
+
+        threading.Thread(target=beat, name="sdk-lock-heartbeat", daemon=True).start()
+
     def close(self) -> str:
         """End the command; returns what it wrote on stderr."""
+        if self._beating is not None:
+            self._beating.set()
         stderr = bytearray()
         try:
             self.channel.shutdown_write()
@@ -283,13 +304,15 @@ class SshConnection:
             if stdin is not None:
                 channel.sendall(stdin)
             channel.shutdown_write()
+            last_data = started
+            silence = self.spec.timeouts.command_s
             while True:
-                if time.monotonic() - started > limit:
-                    raise TargetError(
-                        f"{self.where}: `{argv[0]}` did not finish within {limit:.0f} s",
-                        hint="the target may be frozen or overloaded",
-                    )
-                if not self.transport().is_active():
+                now = time.monotonic()
+                if now - started > limit:
+                    raise TargetError(f"{self.where}: `{argv[0]}` did not finish within {limit:.0f} s", hint="the target may be frozen or overloaded")
+                if now - last_data > silence:
+                    raise TargetError(f"{self.where}: `{argv[0]}` sent nothing for {silence:g} s", hint="the link or the target may be down")
+                if not transport.is_active():
                     raise TargetError(f"{self.where}: the connection dropped while `{argv[0]}` ran")
                 got = False
                 while channel.recv_ready():
@@ -307,7 +330,9 @@ class SshConnection:
                     got = True
                 if channel.exit_status_ready() and not channel.recv_ready() and not channel.recv_stderr_ready():
                     break
-                if not got:
+                if got:
+                    last_data = time.monotonic()
+                else:
                     time.sleep(0.01)
             code = channel.recv_exit_status()
         except TimeoutError:
@@ -327,19 +352,55 @@ class SshConnection:
         return RemoteProcess(channel, self.where)
 
     @contextmanager
-    def transfer(self, what: str) -> Iterator[None]:
-        """Turn a connection lost mid-transfer into a TargetError (the device keeps the partial file to resume)."""
+    def transfer(self, what: str) -> Iterator[Callable[[], None]]:
+        """Guard a transfer: yields `tick`, to call whenever bytes move.
+
+        A pulled cable loses packets without resetting anything, and paramiko would wait on its
+        socket forever; a watchdog closes the connection when no tick came for `command_s`, which
+        wakes the blocked call. Any lost connection becomes one TargetError (the device keeps the
+        partial upload, so the next deploy resumes it).
+        """
         import paramiko
 
+        limit = self.spec.timeouts.command_s
+        state = {"last": time.monotonic(), "done": False, "stalled": False}
+
+        def tick() -> None:
+            state["last"] = time.monotonic()
+
+        def watch() -> None:
+            while not state["done"]:
+                if time.monotonic() - state["last"] > limit:
+                    state["stalled"] = True
+                    self.abort()
+                    return
+                time.sleep(0.2)
+
+        watchdog = threading.Thread(target=watch, name="sdk-ssh-watchdog", daemon=True)
+        watchdog.start()
         try:
-            yield
+            yield tick
         except (OSError, EOFError, paramiko.SSHException) as exc:
-            if isinstance(exc, FileNotFoundError):
+            if isinstance(exc, FileNotFoundError) and not state["stalled"]:
                 raise
+            reason = f"no progress for {limit:g} s" if state["stalled"] else f"{exc or type(exc).__name__}"
             raise TargetError(
-                f"{self.where}: connection lost while {what}: {exc or type(exc).__name__}",
+                f"{self.where}: connection lost while {what}: {reason}",
                 hint="the current release is untouched; deploy again to resume",
             ) from None
+        finally:
+            state["done"] = True
+            watchdog.join()
+
+    def abort(self) -> None:
+        """Tear the connection down from another thread: blocked reads and writes fail at once."""
+        transport = self._transport
+        if transport is not None:
+            try:
+                transport.sock.close()
+            except OSError:
+                pass
+            transport.close()
 
     def sftp(self):
         import paramiko

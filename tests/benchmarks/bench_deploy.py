@@ -63,8 +63,8 @@ def upload_vs_scp(work: Path) -> None:
                 session.prepare()
                 connected = time.perf_counter()
                 objects = {e.sha256: (e.size, files[name]) for name, e in manifest.files.items()}
-                with session.connection.transfer("benchmark"):
-                    sent = session._send(objects, _NoTask())  # SFTP only
+                with session.connection.transfer("benchmark") as tick:
+                    sent = session._send(objects, _NoTask(), tick)  # SFTP only
                 transferred = time.perf_counter()
                 session._store("install", *objects)  # sha256 + fsync + rename on the device
                 uploaded = time.perf_counter()

@@ -364,7 +364,7 @@ def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path):
         assert "cannot connect" in by_name["orin-04"].error
         assert result.exit_code == 1
         summary = json.loads((tmp_path / "fleet" / "fleet.json").read_text())
-        assert summary["failures"][-1] == "orin-04" and summary["exit_code"] == 1
+        assert list(summary["errors"]) == ["orin-04"] and summary["exit_code"] == 1
         for k in (1, 2, 3):
             assert json.loads((tmp_path / "fleet" / f"orin-0{k}" / "report.json").read_text())["target"] == f"orin-0{k}"
             verify_current(tmp_path / f"root{k - 1}")
@@ -415,3 +415,24 @@ def test_a_device_python_without_the_runtime_gets_an_offline_environment(ssh_tar
         assert packages[name]["location"].startswith(str(env)), packages[name]
     device = json.loads((tmp_path / "r" / "device.json").read_text())
     assert set(device["missing_modules"]) >= {"numpy", "onnxruntime"}
+
+
+@pytest.mark.slow
+def test_deploys_are_serialised_and_a_silent_host_loses_the_lock(ssh_target):
+    from tools.release.bundle import runtime_files
+    from tools.sessions import open_session
+
+    ssh_target.write(timeouts={"connect_s": 5, "command_s": 30, "deadline_s": 120, "keepalive_s": 1})  # lease: 5 s
+    target = resolve_target("sim")
+    with open_session(target) as first, open_session(target) as second:
+        first.ensure_agent(runtime_files())
+        second.ensure_agent(runtime_files())
+        first.lock("host-a:1")
+        started = time.monotonic()
+        with pytest.raises(ReleaseError, match="the target is busy: host-a:1 since"):
+            second.lock("host-b:2")
+        assert 5 <= time.monotonic() - started < 20  # it waited one lease for the holder to go away, then named it
+        first._lock._beating.set()  # host A goes silent (a pulled cable): its channel stays open, its heartbeats stop
+        second.lock("host-b:2")  # within one lease, the device released A's lock
+        second.unlock("host-b:2")
+        first.unlock("host-a:1")

@@ -52,6 +52,8 @@ class SimServer:
     folder: Path
     port: int = 0
     password_only: bool = False  # for tests: a server that refuses keys
+    address: str = "127.0.0.1"
+    netns: str | None = None  # run inside this network namespace (test hosts with their own address)
 
     def __post_init__(self) -> None:
         self.folder = Path(self.folder).resolve()
@@ -91,11 +93,12 @@ class SimServer:
         (self.folder / "authorized_keys").write_text(self.client_key.with_suffix(".pub").read_text())
         (self.folder / "authorized_keys").chmod(0o600)
         host_public = self.host_key.with_suffix(".pub").read_text().split()
-        self.known_hosts.write_text(f"[127.0.0.1]:{self.port} {host_public[0]} {host_public[1]}\n")
+        name = self.address if self.port == 22 else f"[{self.address}]:{self.port}"  # known_hosts' own convention
+        self.known_hosts.write_text(f"{name} {host_public[0]} {host_public[1]}\n")
         sftp = next((c for c in SFTP_CANDIDATES if os.path.exists(c)), "internal-sftp")
         config = [
             f"Port {self.port}",
-            "ListenAddress 127.0.0.1",
+            f"ListenAddress {self.address}",
             f"HostKey {self.host_key}",
             f"PidFile {self.pid_file}",
             f"AuthorizedKeysFile {self.folder / 'authorized_keys'}",
@@ -116,17 +119,18 @@ class SimServer:
         if os.geteuid() == 0:
             Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # privilege separation directory
         self.pid_file.unlink(missing_ok=True)
-        done = subprocess.run([sshd, "-f", str(self.folder / "sshd_config"), "-E", str(self.log)], capture_output=True, text=True)
+        prefix = ["ip", "netns", "exec", self.netns] if self.netns else []
+        done = subprocess.run([*prefix, sshd, "-f", str(self.folder / "sshd_config"), "-E", str(self.log)], capture_output=True, text=True)
         if done.returncode != 0:
             raise TargetError(f"sshd did not start: {done.stderr.strip() or self.log.read_text()[-500:]}")
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                socket.create_connection((self.address, self.port), timeout=0.5).close()
                 return self
             except OSError:
                 time.sleep(0.05)
-        raise TargetError(f"sshd did not listen on 127.0.0.1:{self.port}: {self.log.read_text()[-500:]}")
+        raise TargetError(f"sshd did not listen on {self.address}:{self.port}: {self.log.read_text()[-500:]}")
 
     @property
     def pid(self) -> int | None:
@@ -152,7 +156,7 @@ class SimServer:
 
     def target_document(self, **overrides) -> dict:
         document = {
-            "host": "127.0.0.1",
+            "host": self.address,
             "port": self.port,
             "user": getpass.getuser(),
             "key_file": str(self.client_key),
