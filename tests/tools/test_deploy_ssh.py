@@ -254,7 +254,8 @@ def sshd_children(server) -> list[int]:
 
 
 @pytest.mark.slow
-def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resumes(ssh_target, tmp_path):
+@pytest.mark.parametrize("cut_at", [1_000_000, 15_000_000, 32_000_000])
+def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resumes(ssh_target, tmp_path, cut_at):
     good = Deploy(pipeline_copy(tmp_path), "sim", frames=2, report_dir=tmp_path / "r")()
     big = tmp_path / "pipeline" / "assets" / "big.avi"
     big.write_bytes(os.urandom(40_000_000))
@@ -263,8 +264,8 @@ def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resume
     def cut_when_uploading() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            partial = list((ssh_target.root / "store").glob(".upload-*"))
-            if partial and partial[0].stat().st_size > 5_000_000:
+            sizes = [p.stat().st_size for p in (ssh_target.root / "store").glob(".upload-*")]
+            if sizes and max(sizes) > cut_at:
                 for pid in sshd_children(ssh_target.server):
                     os.kill(pid, signal.SIGKILL)
                 return
@@ -280,7 +281,7 @@ def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resume
     digest = hashlib.sha256(big.read_bytes()).hexdigest()
     partial = ssh_target.root / "store" / f".upload-{digest}"
     already = partial.stat().st_size
-    assert 5_000_000 < already < 40_000_000  # kept on the device for the retry
+    assert cut_at < already < 40_000_000  # kept on the device for the retry
     # The retry fails its health check (random bytes are no video) but first it must resume the upload.
     progress = RecordingProgress()
     with pytest.raises(ReleaseError, match="health check"):
