@@ -75,6 +75,8 @@ def render_report(console: Console, report: dict, report_dir, staged) -> None:
         console.print(f"  [yellow]note[/] {note}")
     if report.get("corrupt_frames") or report.get("stage_errors"):
         console.print(f"  [yellow]skipped[/] {report['corrupt_frames']} corrupt frame(s), stage errors {report['stage_errors']}")
+    if staged.recovered:
+        console.print(f"  [yellow]note[/] an unfinished trial of release {staged.recovered} was rolled back before this deploy")
     sent = f"{staged.files_sent} of {staged.files} file(s), {staged.bytes_sent / 1e6:.1f} MB sent"
     console.print(f"release {staged.release_id} ({sent}); report in {report_dir}")
     console.print(f"verdict: [{VERDICT_STYLE[report['verdict']]}]{report['verdict']}[/]")

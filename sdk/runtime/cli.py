@@ -39,7 +39,6 @@ def run(argv: list[str]) -> int:
     parser.add_argument("--frames", type=int, default=None)
     parser.add_argument("--target", default="local")
     parser.add_argument("--events", action="store_true", help="print JSON progress events on stdout")
-    parser.add_argument("--verify", action="store_true", help="check every release file against the manifest first")
     args = parser.parse_args(argv)
     if args.frames is not None and args.frames < 1:
         parser.error("--frames must be at least 1")
@@ -48,8 +47,6 @@ def run(argv: list[str]) -> int:
     if args.release is not None:
         release_dir = args.release.resolve()
         manifest = ReleaseManifest.load(release_dir)
-        if args.verify:
-            manifest.verify(release_dir)
         release_id = manifest.release_id
         pipeline = load_pipeline(release_dir / manifest.pipeline, check_files=False)
         artifacts = ModelArtifacts(release_dir / manifest.artifacts)
