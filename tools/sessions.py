@@ -23,6 +23,7 @@ from sdk.errors import ReleaseError, TargetError
 from sdk.release import ReleaseManifest
 from sdk.store import ReleaseStore
 from tools.progress import Task
+from tools.ssh import error_line
 from tools.targets import LocalTarget, RemoteTarget
 
 RUN_EXIT_CODES = (0, 3, 4)  # the runtime ran and judged; anything else is a failure to run
@@ -38,11 +39,7 @@ class RunOutcome:
         return self.exit_code in RUN_EXIT_CODES
 
     def error(self) -> str:
-        lines = [line.strip() for line in self.stderr.splitlines() if line.strip()]
-        for line in reversed(lines):
-            if line.startswith("error:"):
-                return line.removeprefix("error:").strip()
-        return lines[-1] if lines else f"the runtime exited with status {self.exit_code}"
+        return error_line(self.stderr) or f"the runtime exited with status {self.exit_code}"
 
 
 def run_arguments(release: str, run_dir: str, target: str, frames: int | None) -> list[str]:
@@ -220,7 +217,7 @@ class SshSession:
         line = process.read_line(timeout=timeouts.command_s + lease)
         if parse_event(line).get("locked") != owner:
             stderr = process.close()
-            raise ReleaseError(f"{self.name}: {_first_error(stderr) or 'cannot take the deploy lock'}", hint="wait for the other deploy to finish")
+            raise ReleaseError(f"{self.name}: {error_line(stderr) or 'cannot take the deploy lock'}", hint="wait for the other deploy to finish")
         process.heartbeat(every=lease / 4)
         self._lock = process
 
@@ -340,13 +337,6 @@ class SshSession:
 
     def status(self) -> dict:
         return self._store("status")
-
-
-def _first_error(stderr: str) -> str:
-    for line in stderr.splitlines():
-        if line.startswith("error:"):
-            return line.removeprefix("error:").strip()
-    return stderr.strip().splitlines()[-1] if stderr.strip() else ""
 
 
 def _sftp_makedirs(sftp, path: str) -> None:

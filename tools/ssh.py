@@ -48,12 +48,13 @@ class CommandResult:
 
     def check(self, what: str) -> CommandResult:
         if self.exit_code != 0:
-            message = _last_error_line(self.stderr) or f"exit status {self.exit_code}"
+            message = error_line(self.stderr) or f"exit status {self.exit_code}"
             raise TargetError(f"{what} failed on the target: {message}", hint="see the target's message above")
         return self
 
 
-def _last_error_line(stderr: str) -> str:
+def error_line(stderr: str) -> str:
+    """The `error:` line a runtime or store command printed (the CLI's one-line contract), else its last line."""
     lines = [line.strip() for line in stderr.splitlines() if line.strip()]
     for line in reversed(lines):
         if line.startswith("error:"):
