@@ -1,0 +1,1 @@
+"""INT8 artifacts the TensorRT builder consumes on the device: the implicit-quantization calibration cache."""

@@ -1,0 +1,112 @@
+"""TensorRT's calibration cache (implicit INT8, TensorRT 8.6 and 10.x; the only INT8 route onto DLA).
+
+Format, as TensorRT writes and reads it:
+
+    TRT-<NV_TENSORRT_VERSION>-<Algorithm>
+    <tensor name>: <hex>
+
+where NV_TENSORRT_VERSION is major*1000 + minor*100 + patch up to TensorRT 9 (8.6.1 -> 8601) and
+major*10000 + minor*100 + patch from TensorRT 10 (10.3.0 -> 100300), and <hex> is the bit pattern
+of the float32 scale = amax / 127, big-endian, lowercase, without leading zeros (0.0 is "0").
+TensorRT refuses a cache whose version or algorithm differs from the builder's, so the header is
+written for the target's exact TensorRT and checked again when read.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from dataclasses import dataclass
+
+from sdk.errors import ModelError
+
+ALGORITHMS = ("EntropyCalibration2", "EntropyCalibration", "MinMaxCalibration", "LegacyCalibration")
+HEADER = re.compile(r"^TRT-(\d+)-([A-Za-z0-9]+)$")
+
+
+def tensorrt_version_code(version: str) -> int:
+    """`8.6.1` -> 8601, `10.3` -> 100300 (NV_TENSORRT_VERSION)."""
+    parts = version.strip().split(".")
+    if not 2 <= len(parts) <= 4 or not all(p.isdigit() for p in parts):
+        raise ModelError(f"TensorRT version {version!r} is not like 10.3 or 8.6.1")
+    major, minor = int(parts[0]), int(parts[1])
+    patch = int(parts[2]) if len(parts) > 2 else 0
+    if major < 8:
+        raise ModelError(f"TensorRT {version}: calibration caches are written for TensorRT 8.6 and later")
+    return major * (10000 if major >= 10 else 1000) + minor * 100 + patch
+
+
+def scale_to_hex(scale: float) -> str:
+    (bits,) = struct.unpack(">I", struct.pack(">f", scale))
+    return format(bits, "x")
+
+
+def hex_to_scale(text: str) -> float:
+    bits = int(text, 16)
+    if bits >= 1 << 32:
+        raise ValueError(f"{text!r} is longer than a float32")
+    (scale,) = struct.unpack(">f", struct.pack(">I", bits))
+    return scale
+
+
+@dataclass(frozen=True)
+class CalibrationCache:
+    version_code: int
+    algorithm: str
+    scales: dict[str, float]  # tensor name -> float32 scale (amax / 127)
+
+    @classmethod
+    def from_amax(cls, amax: dict[str, float], tensorrt: str, algorithm: str = "EntropyCalibration2") -> CalibrationCache:
+        if algorithm not in ALGORITHMS:
+            raise ModelError(f"calibration algorithm {algorithm!r}; allowed: {', '.join(ALGORITHMS)}")
+        scales = {}
+        for name, value in amax.items():
+            if not math.isfinite(value) or value < 0:
+                raise ModelError(f"calibration range of {name!r} is {value}: not a finite, non-negative amax")
+            # In float32, as TensorRT computes it (amax / 127), so that the bits are the ones it would write.
+            scales[name] = _float32(_float32(value) / 127.0)
+        return cls(tensorrt_version_code(tensorrt), algorithm, scales)
+
+    def render(self) -> str:
+        lines = [f"TRT-{self.version_code}-{self.algorithm}"]
+        lines += [f"{name}: {scale_to_hex(scale)}" for name, scale in sorted(self.scales.items())]
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def parse(cls, text: str, *, where: str = "calibration cache") -> CalibrationCache:
+        lines = [line.rstrip("\r") for line in text.splitlines() if line.strip()]
+        if not lines:
+            raise ModelError(f"{where}: empty")
+        match = HEADER.match(lines[0])
+        if match is None or match.group(2) not in ALGORITHMS:
+            raise ModelError(f"{where}: first line {lines[0][:80]!r} is not a TensorRT header like TRT-100300-EntropyCalibration2")
+        scales: dict[str, float] = {}
+        for number, line in enumerate(lines[1:], start=2):
+            name, sep, value = line.rpartition(": ")
+            if not sep or not name:
+                raise ModelError(f"{where}:{number}: {line[:80]!r} is not `tensor: hex`")
+            if name in scales:
+                raise ModelError(f"{where}:{number}: tensor {name!r} appears twice")
+            try:
+                scales[name] = hex_to_scale(value)
+            except ValueError:
+                raise ModelError(f"{where}:{number}: {value!r} is not a float32 in hex") from None
+        return cls(int(match.group(1)), match.group(2), scales)
+
+    def check_for(self, tensorrt: str, tensors: list[str], *, where: str = "calibration cache") -> None:
+        """Refuse a cache TensorRT would reject or silently under-use: other version, missing tensors."""
+        expected = tensorrt_version_code(tensorrt)
+        if self.version_code != expected:
+            raise ModelError(
+                f"{where}: written for TensorRT code {self.version_code}, the target runs TensorRT {tensorrt} ({expected})",
+                hint="calibrate again for the target's TensorRT (`sdk calibrate PIPELINE --tensorrt VERSION`)",
+            )
+        missing = [t for t in tensors if t not in self.scales]
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            raise ModelError(f"{where}: no scale for {len(missing)} tensor(s) of the model: {shown}", hint="calibrate again")
+
+
+def _float32(value: float) -> float:
+    return struct.unpack(">f", struct.pack(">f", value))[0]

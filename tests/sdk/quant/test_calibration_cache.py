@@ -1,0 +1,79 @@
+"""TensorRT calibration cache: header per TensorRT version, scales bit for bit, clear refusals."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from sdk.errors import ModelError
+from sdk.quant.calibration_cache import CalibrationCache, hex_to_scale, scale_to_hex, tensorrt_version_code
+
+
+def test_known_values():
+    assert scale_to_hex(1 / 127) == "3c010204"
+    assert scale_to_hex(0.0) == "0"  # no padding, so zero is a single digit
+    assert hex_to_scale("3c010204") == np.float32(1 / 127)
+    assert tensorrt_version_code("8.6.1") == 8601
+    assert tensorrt_version_code("10.3") == tensorrt_version_code("10.3.0") == 100300
+    assert tensorrt_version_code("11.4.2") == 110402
+
+
+@pytest.mark.parametrize("bad", ["10", "ten", "7.1.3", "10.3.0.1.2"])
+def test_bad_versions(bad):
+    with pytest.raises(ModelError):
+        tensorrt_version_code(bad)
+
+
+def test_round_trip_is_bit_exact_amax_over_127():
+    rng = np.random.default_rng(0)
+    amax = {f"tensor_{i}:0": float(v) for i, v in enumerate(rng.uniform(1e-4, 300, 500).astype(np.float32))}
+    amax["zero:0"] = 0.0
+    text = CalibrationCache.from_amax(amax, "10.3").render()
+    assert text.splitlines()[0] == "TRT-100300-EntropyCalibration2"
+    back = CalibrationCache.parse(text)
+    for name, value in amax.items():
+        expected = np.float32(value) / np.float32(127)  # float32 arithmetic, as TensorRT does it
+        assert struct.pack(">f", back.scales[name]) == struct.pack(">f", expected), name
+    assert CalibrationCache.parse(text).render() == text
+
+
+def test_header_for_tensorrt_8_6_and_minmax():
+    text = CalibrationCache.from_amax({"x": 1.0}, "8.6.1", "MinMaxCalibration").render()
+    assert text == "TRT-8601-MinMaxCalibration\nx: 3c010204\n"
+
+
+def test_a_cache_for_another_tensorrt_is_refused_by_name():
+    cache = CalibrationCache.parse(CalibrationCache.from_amax({"x": 1.0}, "8.6.1").render())
+    with pytest.raises(ModelError, match=r"written for TensorRT code 8601, the target runs TensorRT 10.3 \(100300\)"):
+        cache.check_for("10.3", ["x"])
+
+
+def test_missing_tensors_are_refused():
+    cache = CalibrationCache.from_amax({"x": 1.0}, "10.3")
+    with pytest.raises(ModelError, match="no scale for 2 tensor"):
+        cache.check_for("10.3", ["x", "y", "z"])
+    cache.check_for("10.3", ["x"])
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "empty"),
+        ("TRT-100300-Mystery\nx: 3c010204\n", "not a TensorRT header"),
+        ("garbage\n", "not a TensorRT header"),
+        ("TRT-100300-EntropyCalibration2\nx 3c010204\n", "not `tensor: hex`"),
+        ("TRT-100300-EntropyCalibration2\nx: zz\n", "not a float32 in hex"),
+        ("TRT-100300-EntropyCalibration2\nx: 1ffffffff\n", "not a float32 in hex"),
+        ("TRT-100300-EntropyCalibration2\nx: 1\nx: 2\n", "appears twice"),
+    ],
+)
+def test_corrupted_caches_are_refused(text, message):
+    with pytest.raises(ModelError, match=message):
+        CalibrationCache.parse(text)
+
+
+def test_invalid_ranges_are_refused():
+    with pytest.raises(ModelError, match="not a finite"):
+        CalibrationCache.from_amax({"x": float("nan")}, "10.3")
