@@ -43,6 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_deploy_arguments(deploy)
     prepare = commands.add_parser("prepare", help="prepare the model (graph cut, static shapes, constants)")
     prepare.add_argument("pipeline", type=Path)
+    calibrate = commands.add_parser("calibrate", help="INT8: ranges, Q/DQ model and TensorRT calibration caches from one run")
+    calibrate.add_argument("pipeline", type=Path)
+    calibrate.add_argument(
+        "--tensorrt",
+        action="append",
+        default=[],
+        metavar="VERSION",
+        help="also write a calibration cache for this TensorRT (e.g. 10.3, 8.6.1); repeatable",
+    )
+    calibrate.add_argument("--out", type=Path, help="folder for the artifacts (default: reports/<pipeline name>/int8)")
     targets = commands.add_parser("targets", help="known targets")
     targets_commands = targets.add_subparsers(dest="targets_command", required=True, metavar="SUBCOMMAND")
     targets_commands.add_parser("list", help="list known targets")
@@ -88,6 +98,30 @@ def _prepare(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _calibrate(args: argparse.Namespace, console: Console) -> int:
+    import shutil
+
+    from sdk.spec import load_pipeline
+    from tools.calibrate import Calibrate
+    from tools.console import RichProgress
+    from tools.prepare import PrepareModel
+    from tools.state import cache_dir
+
+    pipeline = load_pipeline(args.pipeline)
+    with RichProgress(console) as progress:
+        model = PrepareModel(pipeline, cache_dir())()
+        artifacts = Calibrate(pipeline, model, cache_dir(), progress)()
+    out = (args.out or Path("reports") / pipeline.spec.name / "int8").resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(artifacts.qdq_model, out / artifacts.qdq_model.name)
+    shutil.copyfile(artifacts.ranges, out / artifacts.ranges.name)
+    for version in args.tensorrt:
+        (out / f"calibration-trt{version}.cache").write_text(artifacts.trt_cache(version))
+    amax = artifacts.amax()
+    console.print(f"{len(amax)} tensors calibrated ({pipeline.spec.calibration.method}); artifacts in {out}")
+    return 0
+
+
 def _targets(args: argparse.Namespace, console: Console) -> int:
     import json
 
@@ -127,7 +161,14 @@ def _store_command(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-HANDLERS = {"deploy": _deploy, "prepare": _prepare, "targets": _targets, "rollback": _store_command, "status": _store_command}
+HANDLERS = {
+    "deploy": _deploy,
+    "prepare": _prepare,
+    "calibrate": _calibrate,
+    "targets": _targets,
+    "rollback": _store_command,
+    "status": _store_command,
+}
 
 
 def run(argv: list[str]) -> int:

@@ -43,8 +43,15 @@ class PipelineFile:
             return self.resolve(rest, "source.uri")
         return None
 
+    def calibration_source_file(self) -> Path | None:
+        calibration = self.spec.calibration
+        if calibration is None or calibration.source is None:
+            return None
+        return self.resolve(calibration.source.partition("://")[2], "calibration.source")
+
     def check_files(self) -> None:
-        for file, yaml_path in ((self.model_path, "model.path"), (self.source_file(), "source.uri")):
+        files = ((self.model_path, "model.path"), (self.source_file(), "source.uri"), (self.calibration_source_file(), "calibration.source"))
+        for file, yaml_path in files:
             if file is not None and not file.exists():
                 raise ConfigError(
                     f"{self.path}: {yaml_path}: {file} does not exist",
@@ -63,6 +70,7 @@ def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile
     # Paths are confined even when files are not checked (on the device).
     pipeline.model_path  # noqa: B018
     pipeline.source_file()
+    pipeline.calibration_source_file()
     if check_files:
         pipeline.check_files()
     return pipeline

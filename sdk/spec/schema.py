@@ -209,6 +209,35 @@ class Budgets(Frozen):
     max_dropped: Annotated[int, Field(ge=0)] | None = None
 
 
+class AccuracyGate(Frozen):
+    """INT8 against FP32 on held-out frames; a calibration that misses any of these is refused."""
+
+    min_cosine: Annotated[float, Field(ge=-1, le=1)] = 0.99
+    min_recall: Annotated[float, Field(ge=0, le=1)] = 0.9
+    min_precision: Annotated[float, Field(ge=0, le=1)] = 0.9
+    max_mean_score_drift: Annotated[float, Field(ge=0, le=1)] = 0.05
+
+
+class Calibration(Frozen):
+    """INT8 calibration: which frames (deterministic), which range method, and the accuracy gate."""
+
+    source: str | None = None  # a file:// or images:// URI; default: the pipeline's own source
+    frames: Annotated[int, Field(ge=1, le=100_000)] = 300
+    stride: Annotated[int, Field(ge=1)] = 1
+    seed: int = 0
+    holdout_frames: Annotated[int, Field(ge=1)] = 50
+    method: Literal["entropy", "minmax", "percentile"] = "entropy"
+    percentile: Annotated[float, Field(gt=90, lt=100)] = 99.99
+    accuracy: AccuracyGate = AccuracyGate()
+
+    @field_validator("source")
+    @classmethod
+    def _recorded_source(cls, uri: str | None) -> str | None:
+        if uri is not None and uri.partition("://")[0] not in ("file", "images"):
+            raise ValueError(f"calibration frames come from a recording (file://, images://), not {uri!r}")
+        return uri
+
+
 class Pipeline(Frozen):
     version: Literal[1]
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
@@ -218,6 +247,7 @@ class Pipeline(Frozen):
     postprocess: Postprocess
     sinks: tuple[Sink, ...] = Field(default_factory=lambda: (JsonlSink(kind="jsonl"),))
     budgets: Budgets = Budgets()
+    calibration: Calibration | None = None
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,103 @@
+"""INT8 calibration on the real detector and video: one preprocessing path, deterministic frames and
+artifacts, Q/DQ model and TensorRT caches from one run."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from sdk.errors import ConfigError
+from sdk.preprocess import CpuPreprocessor
+from sdk.quant.calibration_cache import CalibrationCache
+from sdk.spec import load_pipeline
+from sdk.spec.schema import Calibration
+from tools.calibrate import Calibrate, preprocessed_frames, select_frames
+from tools.prepare import PrepareModel
+from tools.progress import SilentProgress
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def small_pipeline(tmp_path: Path, method: str = "minmax", frames: int = 8):
+    folder = tmp_path / "p"
+    if not folder.exists():
+        shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
+    text = (REPO / "pipelines" / "pedestrian.yaml").read_text()
+    text = text.replace("  frames: 300 ", f"  frames: {frames} ").replace("holdout_frames: 50", "holdout_frames: 4")
+    text = text.replace("stride: 1\n", "stride: 7\n").replace("method: entropy ", f"method: {method} ")
+    (folder / "p.yaml").write_text(text)
+    return load_pipeline(folder / "p.yaml")
+
+
+def test_frame_selection_is_deterministic_and_disjoint():
+    spec = Calibration(frames=30, holdout_frames=10, stride=3, seed=5)
+    first, again = select_frames(795, spec), select_frames(795, spec)
+    assert first == again and len(first.calibration) == 30 and len(first.holdout) == 10
+    assert not set(first.calibration) & set(first.holdout)
+    assert all(i % 3 == 5 % 3 for i in first.calibration + first.holdout)
+    assert select_frames(795, Calibration(frames=30, holdout_frames=10, stride=3, seed=6)) != first
+    with pytest.raises(ConfigError, match="40 frames needed; the source has 100, 33 of them at stride 3"):
+        select_frames(100, spec)
+
+
+def test_calibration_frames_are_exactly_what_the_runtime_preprocessing_makes(tmp_path, video_path):
+    """One code path: the tensors calibrated on equal the runtime's own preprocessing of the same frames."""
+    import cv2
+
+    pipeline = small_pipeline(tmp_path)
+    frames = preprocessed_frames(pipeline, {0, 5, 40}, (1, 3, 300, 300), SilentProgress())
+    capture = cv2.VideoCapture(str(video_path))
+    runtime_buffer = np.zeros((1, 3, 300, 300), np.float32)
+    runtime = CpuPreprocessor(pipeline.spec.preprocess, runtime_buffer)
+    for index in range(41):
+        ok, image = capture.read()
+        if index in frames:
+            runtime(image)
+            assert np.array_equal(frames[index], runtime_buffer)
+    assert sorted(frames) == [0, 5, 40]
+
+
+@pytest.mark.slow
+def test_one_run_gives_a_qdq_model_and_caches_identically_twice(tmp_path):
+    pipeline = small_pipeline(tmp_path)
+    model = PrepareModel(pipeline, tmp_path / "cache")()
+    first = Calibrate(pipeline, model, tmp_path / "cache-a")()
+    second = Calibrate(pipeline, model, tmp_path / "cache-b")()
+    assert first.qdq_model.read_bytes() == second.qdq_model.read_bytes()
+    assert first.ranges.read_text() == second.ranges.read_text()
+    assert first.trt_cache("10.3") == second.trt_cache("10.3")
+    # The Q/DQ model is explicit symmetric INT8 that ONNX Runtime runs.
+    qdq = onnx.load(str(first.qdq_model))
+    ops = {n.op_type for n in qdq.graph.node}
+    assert {"QuantizeLinear", "DequantizeLinear", "Conv"} <= ops
+    zero_points = [i for i in qdq.graph.initializer if i.name.endswith("zero_point")]
+    assert zero_points and all(not onnx.numpy_helper.to_array(z).any() for z in zero_points)
+    session = ort.InferenceSession(str(first.qdq_model), providers=["CPUExecutionProvider"])
+    outputs = session.run(None, {"Preprocessor/sub:0": np.zeros((1, 3, 300, 300), np.float32)})
+    assert [o.shape for o in outputs] == [(1, 1917, 1, 4), (1, 1917, 2)]
+    # Every activation TensorRT would quantize has a range, and the cache carries each as amax / 127.
+    amax = first.amax()
+    prepared = onnx.load(str(model.model_path))
+    activations = {t for n in prepared.graph.node for t in n.output} | {"Preprocessor/sub:0"}
+    assert activations <= set(amax)
+    cache = CalibrationCache.parse(first.trt_cache("10.3"))
+    cache.check_for("10.3", sorted(activations))
+    assert cache.algorithm == "MinMaxCalibration"
+    assert cache.scales["Preprocessor/sub:0"] == pytest.approx(1 / 127, rel=1e-6)  # the input spans [-1, 1]
+    assert CalibrationCache.parse(first.trt_cache("8.6.1")).version_code == 8601
+
+
+def test_calibrating_needs_a_calibration_section(tmp_path, example_pipeline, prepared_example):
+    text = example_pipeline.path.read_text()
+    start = text.index("calibration:")
+    end = text.index("budgets:")
+    folder = tmp_path / "p"
+    shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
+    (folder / "p.yaml").write_text(text[:start] + text[end:])
+    with pytest.raises(ConfigError, match="no `calibration` section"):
+        Calibrate(load_pipeline(folder / "p.yaml"), prepared_example, tmp_path)

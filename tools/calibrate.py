@@ -1,0 +1,260 @@
+"""`sdk calibrate PIPELINE`: INT8 ranges from one calibration run, as a Q/DQ model and TensorRT caches.
+
+Frames are chosen deterministically (stride, seed), drawn from a recording and passed through the
+very `CpuPreprocessor` the runtime uses, so calibration never sees other pixels than inference.
+ONNX Runtime's own calibrators (entropy, min-max, percentile) collect the ranges while
+`quantize_static` writes the Q/DQ model (explicit INT8: TensorRT 11, strongly typed networks); the
+same ranges, saved by ONNX Runtime's calibration cache, become TensorRT 8.6/10 calibration caches
+(implicit INT8, the DLA route) for any target version. Cached by the hash of (prepared model,
+calibration frames, method).
+
+ModelOpt (`nvidia-modelopt[onnx]`) places Q/DQ the way TensorRT fuses best but pins onnxruntime-gpu,
+torch and cupy, which clash with the CPU runtime here (see DESIGN.md); ONNX Runtime's quantizer is
+the one that installs and runs on any host.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sdk.artifacts import ModelArtifacts
+from sdk.errors import ConfigError, ModelError
+from sdk.preprocess import CpuPreprocessor
+from sdk.quant.calibration_cache import CalibrationCache
+from sdk.release import sha256_of
+from sdk.sources import CorruptFrame, open_reader
+from sdk.spec.loader import PipelineFile
+from sdk.spec.schema import Calibration
+from tools.progress import Progress, SilentProgress
+
+CALIBRATE_FORMAT = 1
+# The calibrator class the engine builder presents the cache through: its name is the cache header's.
+# Percentile ranges go through the entropy calibrator's interface (DLA accepts only EntropyCalibration2).
+TRT_ALGORITHM = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "percentile": "EntropyCalibration2"}
+
+
+@dataclass(frozen=True)
+class FrameSelection:
+    calibration: tuple[int, ...]
+    holdout: tuple[int, ...]
+
+
+def select_frames(total: int, spec: Calibration) -> FrameSelection:
+    """`frames` for calibration and `holdout_frames` for the accuracy gate, disjoint, from every
+    `stride`-th frame, drawn with `seed`: the same settings always give the same frames."""
+    candidates = list(range(spec.seed % spec.stride, total, spec.stride))
+    need = spec.frames + spec.holdout_frames
+    if len(candidates) < need:
+        raise ConfigError(
+            f"calibration: frames ({spec.frames}) + holdout_frames ({spec.holdout_frames}) = {need} frames needed; the source has "
+            f"{total}, {len(candidates)} of them at stride {spec.stride}",
+            hint="lower calibration.frames, holdout_frames or stride, or loop a longer recording",
+        )
+    order = np.random.default_rng(spec.seed).permutation(len(candidates))
+    calibration = tuple(sorted(candidates[i] for i in order[: spec.frames]))
+    holdout = tuple(sorted(candidates[i] for i in order[spec.frames : need]))
+    return FrameSelection(calibration, holdout)
+
+
+def source_uri(pipeline: PipelineFile) -> str:
+    spec = pipeline.spec.calibration
+    uri = (spec.source if spec and spec.source else None) or pipeline.spec.source.uri
+    if uri.partition("://")[0] not in ("file", "images"):
+        raise ConfigError(f"{pipeline.path}: calibration.source: calibration needs a recording (file://, images://), the pipeline reads {uri!r}")
+    return uri
+
+
+def preprocessed_frames(pipeline: PipelineFile, indices: set[int], input_shape: tuple[int, ...], progress: Progress) -> dict[int, np.ndarray]:
+    """The chosen frames, through the runtime's own preprocessing (the one code path)."""
+    buffer = np.zeros(input_shape, pipeline.spec.preprocess.dtype)
+    preprocess = CpuPreprocessor(pipeline.spec.preprocess, buffer)
+    frames: dict[int, np.ndarray] = {}
+    task = progress.task("reading calibration frames", total=len(indices))
+    with open_reader(source_uri(pipeline), pipeline.folder) as reader:
+        index = 0
+        while len(frames) < len(indices):
+            try:
+                image = reader.read()
+            except CorruptFrame:
+                index += 1
+                continue
+            if image is None:
+                break
+            if index in indices:
+                preprocess(image)
+                frames[index] = buffer.copy()
+                task.advance()
+            index += 1
+    task.done()
+    return frames
+
+
+def count_frames(pipeline: PipelineFile) -> int:
+    count = 0
+    with open_reader(source_uri(pipeline), pipeline.folder) as reader:
+        while True:
+            try:
+                if reader.read() is None:
+                    return count
+            except CorruptFrame:
+                pass
+            count += 1
+
+
+@dataclass(frozen=True)
+class CalibrationArtifacts:
+    folder: Path
+
+    @property
+    def qdq_model(self) -> Path:
+        return self.folder / "model.qdq.onnx"
+
+    @property
+    def ranges(self) -> Path:
+        return self.folder / "ranges.json"
+
+    def amax(self) -> dict[str, float]:
+        return {name: entry["amax"] for name, entry in json.loads(self.ranges.read_text())["tensors"].items()}
+
+    def trt_cache(self, tensorrt: str) -> str:
+        data = json.loads(self.ranges.read_text())
+        return CalibrationCache.from_amax(self.amax(), tensorrt, TRT_ALGORITHM[data["method"]]).render()
+
+
+class Calibrate:
+    """Settings in the constructor; calling it returns cached or fresh artifacts."""
+
+    def __init__(self, pipeline: PipelineFile, model: ModelArtifacts, cache_root: Path, progress: Progress | None = None) -> None:
+        if pipeline.spec.calibration is None:
+            raise ConfigError(f"{pipeline.path}: no `calibration` section", hint="add one (see README.md) to calibrate for INT8")
+        self.pipeline = pipeline
+        self.spec = pipeline.spec.calibration
+        self.model = model
+        self.cache_root = Path(cache_root)
+        self.progress = progress or SilentProgress()
+        self._selection: FrameSelection | None = None
+
+    @property
+    def selection(self) -> FrameSelection:
+        if self._selection is None:
+            self._selection = select_frames(count_frames(self.pipeline), self.spec)
+        return self._selection
+
+    @property
+    def key(self) -> str:
+        uri = source_uri(self.pipeline)
+        source = self.pipeline.resolve(uri.partition("://")[2], "calibration.source")
+        media = [source] if source.is_file() else sorted(p for p in source.iterdir() if p.is_file())
+        settings = {
+            "format": CALIBRATE_FORMAT,
+            "model": sha256_of(self.model.model_path),
+            "media": [sha256_of(p) for p in media],
+            "preprocess": self.pipeline.spec.preprocess.model_dump(mode="json"),
+            "frames": self.selection.calibration,
+            "method": self.spec.method,
+            "percentile": self.spec.percentile if self.spec.method == "percentile" else None,
+        }
+        return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:24]
+
+    def __call__(self) -> CalibrationArtifacts:
+        target = CalibrationArtifacts(self.cache_root / "calibration" / self.key)
+        if target.ranges.is_file() and target.qdq_model.is_file():
+            return target
+        target.folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{self.key}.", dir=target.folder.parent))
+        try:
+            self._calibrate_into(CalibrationArtifacts(staging))
+            if target.folder.exists():
+                shutil.rmtree(target.folder)
+            os.replace(staging, target.folder)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        return target
+
+    def _calibrate_into(self, out: CalibrationArtifacts) -> None:
+        from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+        from onnxruntime.quantization.calibrate import load_tensors_data
+
+        meta = json.loads(self.model.meta_path.read_text())
+        ((input_name, input_shape),) = meta["inputs"].items()
+        frames = preprocessed_frames(self.pipeline, set(self.selection.calibration), tuple(input_shape), self.progress)
+        if len(frames) != len(self.selection.calibration):
+            raise ModelError(f"calibration: the source delivered {len(frames)} of the {len(self.selection.calibration)} chosen frames")
+        method = {"entropy": CalibrationMethod.Entropy, "minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile}[
+            self.spec.method
+        ]
+        reader = _FramesReader(input_name, [frames[i] for i in self.selection.calibration])
+        ort_ranges = out.folder / "onnxruntime_ranges.json"
+        task = self.progress.task(f"calibrating ({self.spec.method}, {len(frames)} frames)", total=None)
+        with _quiet_onnxruntime_quantization():
+            quantize_static(
+                str(self.model.model_path),
+                str(out.qdq_model),
+                reader,
+                quant_format=QuantFormat.QDQ,
+                per_channel=True,
+                activation_type=QuantType.QInt8,  # symmetric signed INT8: what TensorRT executes
+                weight_type=QuantType.QInt8,
+                calibrate_method=method,
+                extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "CalibPercentile": self.spec.percentile},
+                calibration_cache_path=str(ort_ranges),
+            )
+        task.done()
+        data = load_tensors_data(str(ort_ranges))
+        tensors = {}
+        for name, entry in sorted(data.items()):
+            low, high = (float(np.asarray(v).reshape(-1)[0]) for v in entry.range_value)
+            tensors[name] = {"min": low, "max": high, "amax": max(abs(low), abs(high))}
+        out.ranges.write_text(
+            json.dumps(
+                {"method": self.spec.method, "frames": list(self.selection.calibration), "holdout": list(self.selection.holdout), "tensors": tensors},
+                indent=1,
+                sort_keys=True,
+            )
+            + "\n"
+        )
+
+
+class _FramesReader:
+    """ONNX Runtime's CalibrationDataReader protocol over preprocessed frames (deep-copied by quantize_static)."""
+
+    def __init__(self, input_name: str, frames: list[np.ndarray]) -> None:
+        self.input_name, self.frames, self.position = input_name, frames, 0
+
+    def get_next(self):
+        if self.position >= len(self.frames):
+            return None
+        self.position += 1
+        return {self.input_name: self.frames[self.position - 1]}
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    def set_range(self, start_index: int, end_index: int) -> None:
+        self.frames = self.frames[start_index:end_index]
+        self.position = 0
+
+    def rewind(self) -> None:
+        self.position = 0
+
+
+@contextlib.contextmanager
+def _quiet_onnxruntime_quantization():
+    """ONNX Runtime's quantizer logs advice on the root logger; the CLI prints our own summary instead."""
+    root = logging.getLogger()
+    previous = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(previous)
