@@ -99,6 +99,22 @@ def preprocessed_frames(pipeline: PipelineFile, indices: set[int], input_shape: 
     return frames
 
 
+def source_geometry(pipeline: PipelineFile):
+    """The resize geometry of the calibration source's frames (boxes map back to its pixels)."""
+    from sdk.preprocess import ResizeGeometry
+
+    with open_reader(source_uri(pipeline), pipeline.folder) as reader:
+        while True:
+            try:
+                image = reader.read()
+            except CorruptFrame:
+                continue
+            if image is None:
+                raise ModelError(f"{pipeline.path}: the calibration source has no readable frame")
+            height, width = image.shape[:2]
+            return ResizeGeometry.plan(width, height, pipeline.spec.preprocess.resize, pipeline.spec.preprocess.crop)
+
+
 def count_frames(pipeline: PipelineFile) -> int:
     count = 0
     with open_reader(source_uri(pipeline), pipeline.folder) as reader:
@@ -258,3 +274,15 @@ def _quiet_onnxruntime_quantization():
         yield
     finally:
         root.setLevel(previous)
+
+
+def check_accuracy(pipeline: PipelineFile, model: ModelArtifacts, artifacts: CalibrationArtifacts, progress: Progress | None = None):
+    """Run the accuracy gate on the held-out frames recorded with the calibration; returns the report."""
+    from tools.accuracy import evaluate_int8
+
+    progress = progress or SilentProgress()
+    holdout = json.loads(artifacts.ranges.read_text())["holdout"]
+    meta = json.loads(model.meta_path.read_text())
+    ((_, input_shape),) = meta["inputs"].items()
+    frames = preprocessed_frames(pipeline, set(holdout), tuple(input_shape), progress)
+    return evaluate_int8(pipeline, model, artifacts.qdq_model, frames, pipeline.spec.calibration.accuracy, progress)

@@ -99,11 +99,13 @@ def _prepare(args: argparse.Namespace, console: Console) -> int:
 
 
 def _calibrate(args: argparse.Namespace, console: Console) -> int:
+    import json
     import shutil
 
     from sdk.spec import load_pipeline
-    from tools.calibrate import Calibrate
-    from tools.console import RichProgress
+    from tools.accuracy import require_passed
+    from tools.calibrate import Calibrate, check_accuracy
+    from tools.console import RichProgress, render_accuracy
     from tools.prepare import PrepareModel
     from tools.state import cache_dir
 
@@ -111,8 +113,12 @@ def _calibrate(args: argparse.Namespace, console: Console) -> int:
     with RichProgress(console) as progress:
         model = PrepareModel(pipeline, cache_dir())()
         artifacts = Calibrate(pipeline, model, cache_dir(), progress)()
+        accuracy = check_accuracy(pipeline, model, artifacts, progress)
     out = (args.out or Path("reports") / pipeline.spec.name / "int8").resolve()
     out.mkdir(parents=True, exist_ok=True)
+    (out / "accuracy.json").write_text(json.dumps(accuracy.as_dict(), indent=2) + "\n")
+    render_accuracy(console, accuracy)
+    require_passed(accuracy, str(pipeline.path))  # refused: no INT8 artifact is published
     shutil.copyfile(artifacts.qdq_model, out / artifacts.qdq_model.name)
     shutil.copyfile(artifacts.ranges, out / artifacts.ranges.name)
     for version in args.tensorrt:

@@ -101,3 +101,62 @@ def test_calibrating_needs_a_calibration_section(tmp_path, example_pipeline, pre
     (folder / "p.yaml").write_text(text[:start] + text[end:])
     with pytest.raises(ConfigError, match="no `calibration` section"):
         Calibrate(load_pipeline(folder / "p.yaml"), prepared_example, tmp_path)
+
+
+def gate_pipeline(tmp_path: Path, extra: str = ""):
+    folder = tmp_path / "g"
+    shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
+    text = (REPO / "pipelines" / "pedestrian.yaml").read_text()
+    text = text.replace("  frames: 300 ", "  frames: 32 ").replace("stride: 1\n", "stride: 3\n").replace("method: entropy ", "method: minmax ")
+    text = text.replace("  method: minmax ", f"{extra}  method: minmax ")
+    (folder / "p.yaml").write_text(text)
+    return folder / "p.yaml"
+
+
+@pytest.mark.slow
+def test_the_gate_passes_on_the_example_and_refuses_an_absurd_threshold(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SDK_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
+    good = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from tools.cli import main; main()",
+            "calibrate",
+            str(gate_pipeline(tmp_path)),
+            "--tensorrt",
+            "10.3",
+            "--out",
+            str(tmp_path / "int8"),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert good.returncode == 0, good.stderr
+    report = json.loads((tmp_path / "int8" / "accuracy.json").read_text())
+    assert report["passed"] and report["frames"] == 50 and report["fp32_detections"] > 100
+    assert report["recall"] >= 0.9 and report["precision"] >= 0.9 and report["outputs"]["concat_1:0"]["mean_cosine"] >= 0.99
+    cache = (tmp_path / "int8" / "calibration-trt10.3.cache").read_text()
+    assert cache.startswith("TRT-100300-MinMaxCalibration\n")
+    assert (tmp_path / "int8" / "model.qdq.onnx").is_file()
+
+    absurd = gate_pipeline(tmp_path / "absurd", extra="  accuracy: {min_cosine: 1.0, max_mean_score_drift: 0.0}\n")
+    bad = subprocess.run(
+        [sys.executable, "-c", "from tools.cli import main; main()", "calibrate", str(absurd), "--out", str(tmp_path / "bad")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert bad.returncode == 1
+    assert "INT8 fails the accuracy gate on 50 held-out frames" in bad.stderr and "cosine similarity 0.99" in bad.stderr and "< 1.0" in bad.stderr
+    assert "mean score drift" in bad.stderr and "Traceback" not in bad.stderr
+    assert (tmp_path / "bad" / "accuracy.json").is_file() and not (tmp_path / "bad" / "model.qdq.onnx").exists()  # refused

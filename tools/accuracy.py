@@ -1,0 +1,131 @@
+"""The INT8 accuracy gate: FP32 and INT8 (the Q/DQ model, run by ONNX Runtime on CPU) on frames
+held out from calibration, compared per output tensor and per detection."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from sdk.artifacts import ModelArtifacts
+from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
+from sdk.errors import ModelError
+from sdk.postprocess import create_postprocessor
+from sdk.spec.loader import PipelineFile
+from sdk.spec.schema import AccuracyGate
+from tools.progress import Progress, SilentProgress
+
+MATCH_IOU = 0.5
+
+
+@dataclass(frozen=True)
+class AccuracyReport:
+    frames: int
+    outputs: dict[str, dict[str, float]]  # tensor -> cosine (worst frame), mean cosine, max abs error
+    fp32_detections: int
+    int8_detections: int
+    recall: float
+    precision: float
+    mean_iou: float
+    mean_score_drift: float
+    failures: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "passed": self.passed}
+
+
+def _iou(a: np.ndarray, b: np.ndarray) -> float:
+    x1, y1 = max(a[0], b[0]), max(a[1], b[1])
+    x2, y2 = min(a[2], b[2]), min(a[3], b[3])
+    inter = max(0.0, x2 - x1) * max(0.0, y2 - y1)
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return float(inter / union) if union > 0 else 0.0
+
+
+def match_detections(reference: list, candidate: list) -> list[tuple[float, float]]:
+    """Greedy, best reference score first: (IoU, |score difference|) per matched pair of the same class."""
+    used: set[int] = set()
+    pairs = []
+    for ref_class, ref_score, ref_box in sorted(reference, key=lambda d: -d[1]):
+        best, best_k = 0.0, -1
+        for k, (cls, _, box) in enumerate(candidate):
+            if k in used or cls != ref_class:
+                continue
+            value = _iou(ref_box, box)
+            if value > best:
+                best, best_k = value, k
+        if best >= MATCH_IOU:
+            used.add(best_k)
+            pairs.append((best, abs(candidate[best_k][1] - ref_score)))
+    return pairs
+
+
+def evaluate_int8(
+    pipeline: PipelineFile, fp32: ModelArtifacts, qdq_model, frames: dict[int, np.ndarray], gate: AccuracyGate, progress: Progress | None = None
+) -> AccuracyReport:
+    """`frames` are preprocessed tensors of held-out frames (index -> tensor) from a source of the pipeline's size."""
+    progress = progress or SilentProgress()
+    spec = pipeline.spec
+    net = (spec.preprocess.resize.width, spec.preprocess.resize.height)
+    tensors = fp32.load_tensors()
+    cosines: dict[str, list[float]] = {}
+    max_abs: dict[str, float] = {}
+    reference, candidate, pairs = 0, 0, []
+    from tools.calibrate import source_geometry
+
+    geometry = source_geometry(pipeline)
+    with OnnxRuntimeBackend(fp32.model_path) as full, OnnxRuntimeBackend(qdq_model) as quantized:
+        posts = [create_postprocessor(spec.postprocess, b.outputs, net, tensors) for b in (full, quantized)]
+        ((name, full_input),) = full.inputs.items()
+        quantized_input = quantized.inputs[name]
+        task = progress.task(f"accuracy gate: FP32 vs INT8 on {len(frames)} held-out frames", total=len(frames))
+        for tensor in frames.values():
+            np.copyto(full_input, tensor)
+            np.copyto(quantized_input, tensor)
+            full.infer()
+            quantized.infer()
+            for output, a in full.outputs.items():
+                b = quantized.outputs[output]
+                x, y = a.reshape(-1).astype(np.float64), b.reshape(-1).astype(np.float64)
+                denominator = np.linalg.norm(x) * np.linalg.norm(y)
+                cosines.setdefault(output, []).append(float(x @ y / denominator) if denominator else 1.0)
+                max_abs[output] = max(max_abs.get(output, 0.0), float(np.abs(x - y).max()))
+            found = [[(d.class_id, d.score, np.array(d.box)) for d in post(geometry)] for post in posts]
+            reference += len(found[0])
+            candidate += len(found[1])
+            pairs += match_detections(found[0], found[1])
+            task.advance()
+        task.done()
+    outputs = {
+        name: {"min_cosine": round(min(values), 6), "mean_cosine": round(float(np.mean(values)), 6), "max_abs_error": round(max_abs[name], 6)}
+        for name, values in cosines.items()
+    }
+    recall = len(pairs) / reference if reference else 1.0
+    precision = len(pairs) / candidate if candidate else 1.0
+    mean_iou = float(np.mean([p[0] for p in pairs])) if pairs else 0.0
+    drift = float(np.mean([p[1] for p in pairs])) if pairs else 0.0
+    failures = []
+    for name, stats in outputs.items():
+        if stats["mean_cosine"] < gate.min_cosine:
+            failures.append(f"{name}: cosine similarity {stats['mean_cosine']:.4f} < {gate.min_cosine}")
+    if recall < gate.min_recall:
+        failures.append(f"detection recall {recall:.3f} < {gate.min_recall} ({len(pairs)} of {reference} FP32 detections found)")
+    if precision < gate.min_precision:
+        failures.append(f"detection precision {precision:.3f} < {gate.min_precision} ({len(pairs)} of {candidate} INT8 detections match)")
+    if drift > gate.max_mean_score_drift:
+        failures.append(f"mean score drift {drift:.4f} > {gate.max_mean_score_drift}")
+    return AccuracyReport(
+        len(frames), outputs, reference, candidate, round(recall, 4), round(precision, 4), round(mean_iou, 4), round(drift, 4), failures
+    )
+
+
+def require_passed(report: AccuracyReport, where: str) -> None:
+    if not report.passed:
+        raise ModelError(
+            f"{where}: INT8 fails the accuracy gate on {report.frames} held-out frames: " + "; ".join(report.failures),
+            hint="calibrate with more frames or another method, or relax calibration.accuracy in the pipeline file",
+        )
