@@ -37,7 +37,8 @@ from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Calibration
 from tools.progress import Progress, SilentProgress
 
-CALIBRATE_FORMAT = 1
+CALIBRATE_FORMAT = 2
+CHUNK_FRAMES = 16
 # The calibrator class the engine builder presents the cache through: its name is the cache header's.
 # Percentile ranges go through the entropy calibrator's interface (DLA accepts only EntropyCalibration2).
 TRT_ALGORITHM = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "percentile": "EntropyCalibration2"}
@@ -199,7 +200,7 @@ class Calibrate:
 
     def _calibrate_into(self, out: CalibrationArtifacts) -> None:
         from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
-        from onnxruntime.quantization.calibrate import load_tensors_data
+        from onnxruntime.quantization.calibrate import create_calibrator, load_tensors_data, save_tensors_data
 
         meta = json.loads(self.model.meta_path.read_text())
         ((input_name, input_shape),) = meta["inputs"].items()
@@ -209,23 +210,42 @@ class Calibrate:
         method = {"entropy": CalibrationMethod.Entropy, "minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile}[
             self.spec.method
         ]
-        reader = _FramesReader(input_name, [frames[i] for i in self.selection.calibration])
+        ordered = [frames[i] for i in self.selection.calibration]
         ort_ranges = out.folder / "onnxruntime_ranges.json"
-        task = self.progress.task(f"calibrating ({self.spec.method}, {len(frames)} frames)", total=None)
-        with _quiet_onnxruntime_quantization():
+        with quiet_onnxruntime_quantization():
+            # Collected chunk by chunk: ONNX Runtime's calibrators keep every activation of what one
+            # collect_data call sees (300 frames of this detector: more than 24 GB), but merge
+            # histograms and ranges across calls.
+            with tempfile.TemporaryDirectory() as scratch:
+                calibrator = create_calibrator(
+                    str(self.model.model_path),
+                    None,
+                    augmented_model_path=str(Path(scratch) / "augmented.onnx"),
+                    calibrate_method=method,
+                    extra_options={"symmetric": True, "percentile": self.spec.percentile},
+                )
+                task = self.progress.task(f"calibrating ({self.spec.method})", total=len(ordered))
+                for start in range(0, len(ordered), CHUNK_FRAMES):
+                    chunk = ordered[start : start + CHUNK_FRAMES]
+                    calibrator.collect_data(_FramesReader(input_name, chunk))
+                    task.advance(len(chunk))
+                save_tensors_data(calibrator.compute_data(), ort_ranges)
+                task.done()
+                del calibrator
+            task = self.progress.task("writing the Q/DQ model", total=None)
             quantize_static(
                 str(self.model.model_path),
                 str(out.qdq_model),
-                reader,
+                None,  # the ranges come from the cache written above
                 quant_format=QuantFormat.QDQ,
                 per_channel=True,
                 activation_type=QuantType.QInt8,  # symmetric signed INT8: what TensorRT executes
                 weight_type=QuantType.QInt8,
                 calibrate_method=method,
-                extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "CalibPercentile": self.spec.percentile},
+                extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
                 calibration_cache_path=str(ort_ranges),
             )
-        task.done()
+            task.done()
         data = load_tensors_data(str(ort_ranges))
         tensors = {}
         for name, entry in sorted(data.items()):
@@ -265,7 +285,7 @@ class _FramesReader:
 
 
 @contextlib.contextmanager
-def _quiet_onnxruntime_quantization():
+def quiet_onnxruntime_quantization():
     """ONNX Runtime's quantizer logs advice on the root logger; the CLI prints our own summary instead."""
     root = logging.getLogger()
     previous = root.level

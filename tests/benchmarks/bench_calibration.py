@@ -1,0 +1,79 @@
+"""Benchmark: INT8 calibration time vs plain FP32 inference over the same frames, and the accuracy
+of INT8 against FP32 for each method, on the example detector and video. Ratios from one run.
+
+    python tests/benchmarks/bench_calibration.py [--frames 300] [--methods minmax,entropy,percentile]
+
+Target (issue #4): calibration time <= 3x plain FP32 inference over the same frames.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend  # noqa: E402
+from sdk.spec import load_pipeline  # noqa: E402
+from tools.calibrate import Calibrate, check_accuracy, preprocessed_frames  # noqa: E402
+from tools.prepare import PrepareModel  # noqa: E402
+from tools.progress import SilentProgress  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=300)
+    parser.add_argument("--methods", default="minmax,entropy,percentile")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-calibration-"))
+    try:
+        shutil.copytree(REPO / "pipelines" / "assets", work / "p" / "assets")
+        rows = []
+        for method in args.methods.split(","):
+            text = (REPO / "pipelines" / "pedestrian.yaml").read_text()
+            text = text.replace("  frames: 300 ", f"  frames: {args.frames} ").replace("method: entropy ", f"method: {method} ")
+            (work / "p" / f"{method}.yaml").write_text(text)
+            pipeline = load_pipeline(work / "p" / f"{method}.yaml")
+            model = PrepareModel(pipeline, work / "cache")()
+            calibrate = Calibrate(pipeline, model, work / "cache")
+            selection = calibrate.selection
+            frames = preprocessed_frames(pipeline, set(selection.calibration), (1, 3, 300, 300), SilentProgress())
+            with OnnxRuntimeBackend(model.model_path) as backend:
+                (buffer,) = backend.inputs.values()
+                started = time.perf_counter()
+                for tensor in frames.values():
+                    np.copyto(buffer, tensor)
+                    backend.infer()
+                fp32 = time.perf_counter() - started
+            started = time.perf_counter()
+            artifacts = calibrate()
+            calibration = time.perf_counter() - started
+            report = check_accuracy(pipeline, model, artifacts)
+            cosine = min(o["mean_cosine"] for o in report.outputs.values())
+            rows.append((method, calibration, fp32, report, cosine))
+            print(
+                f"{method:<10} calibration {calibration:7.1f} s, FP32 inference of the same {len(frames)} frames {fp32:5.1f} s: "
+                f"{calibration / fp32:5.1f}x (target <= 3x); gate {'PASS' if report.passed else 'FAIL'}",
+                flush=True,
+            )
+        print()
+        print("| method | calibration / FP32 | min mean cosine | recall | precision | mean IoU | score drift | gate |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for method, calibration, fp32, report, cosine in rows:
+            print(
+                f"| {method} | {calibration / fp32:.1f}x | {cosine:.4f} | {report.recall:.3f} | {report.precision:.3f} | "
+                f"{report.mean_iou:.3f} | {report.mean_score_drift:.4f} | {'PASS' if report.passed else 'FAIL'} |"
+            )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
