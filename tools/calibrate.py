@@ -286,23 +286,14 @@ class _FramesReader:
 
 @contextlib.contextmanager
 def quiet_onnxruntime_quantization():
-    """ONNX Runtime's quantizer logs advice on the root logger; the CLI prints our own summary instead."""
+    """ONNX Runtime's quantizer prints progress and logs advice on the root logger; the CLI shows our own."""
+    import io
+
     root = logging.getLogger()
     previous = root.level
     root.setLevel(logging.ERROR)
     try:
-        yield
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
     finally:
         root.setLevel(previous)
-
-
-def check_accuracy(pipeline: PipelineFile, model: ModelArtifacts, artifacts: CalibrationArtifacts, progress: Progress | None = None):
-    """Run the accuracy gate on the held-out frames recorded with the calibration; returns the report."""
-    from tools.accuracy import evaluate_int8
-
-    progress = progress or SilentProgress()
-    holdout = json.loads(artifacts.ranges.read_text())["holdout"]
-    meta = json.loads(model.meta_path.read_text())
-    ((_, input_shape),) = meta["inputs"].items()
-    frames = preprocessed_frames(pipeline, set(holdout), tuple(input_shape), progress)
-    return evaluate_int8(pipeline, model, artifacts.qdq_model, frames, pipeline.spec.calibration.accuracy, progress)
