@@ -297,3 +297,15 @@ def quiet_onnxruntime_quantization():
             yield
     finally:
         root.setLevel(previous)
+
+
+def check_accuracy(pipeline: PipelineFile, model: ModelArtifacts, artifacts: CalibrationArtifacts, progress: Progress | None = None):
+    """Run the accuracy gate on the held-out frames recorded with the calibration; returns the report."""
+    from tools.accuracy import evaluate_int8
+
+    progress = progress or SilentProgress()
+    holdout = json.loads(artifacts.ranges.read_text())["holdout"]
+    meta = json.loads(model.meta_path.read_text())
+    ((_, input_shape),) = meta["inputs"].items()
+    frames = preprocessed_frames(pipeline, set(holdout), tuple(input_shape), progress)
+    return evaluate_int8(pipeline, model, artifacts.qdq_model, frames, pipeline.spec.calibration.accuracy, progress)
