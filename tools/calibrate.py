@@ -19,8 +19,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import os
-import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +33,7 @@ from sdk.release import sha256_of
 from sdk.sources import CorruptFrame, open_reader
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Calibration
+from tools.cache import build_folder
 from tools.progress import Progress, SilentProgress
 
 CALIBRATE_FORMAT = 2
@@ -187,15 +186,7 @@ class Calibrate:
         target = CalibrationArtifacts(self.cache_root / "calibration" / self.key)
         if target.ranges.is_file() and target.qdq_model.is_file():
             return target
-        target.folder.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{self.key}.", dir=target.folder.parent))
-        try:
-            self._calibrate_into(CalibrationArtifacts(staging))
-            if target.folder.exists():
-                shutil.rmtree(target.folder)
-            os.replace(staging, target.folder)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        build_folder(target.folder, lambda folder: self._calibrate_into(CalibrationArtifacts(folder)))
         return target
 
     def _calibrate_into(self, out: CalibrationArtifacts) -> None:

@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +20,7 @@ from sdk.errors import ModelError
 from sdk.release import sha256_of
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import SsdDecoder
+from tools.cache import build_folder
 
 PREPARE_FORMAT = 1  # bump when the preparation's output changes for the same inputs
 
@@ -66,17 +64,7 @@ class PrepareModel:
         target = self.artifacts
         if self.cached:
             return target
-        target.folder.parent.mkdir(parents=True, exist_ok=True)
-        # Built in a temporary folder beside the target and renamed: a crash leaves no half cache entry.
-        staging = Path(tempfile.mkdtemp(prefix=f".{self.key}.", dir=target.folder.parent))
-        try:
-            self._prepare_into(ModelArtifacts(staging))
-            if target.folder.exists():
-                shutil.rmtree(target.folder)  # an incomplete entry from an older crash
-            os.replace(staging, target.folder)
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
+        build_folder(target.folder, lambda folder: self._prepare_into(ModelArtifacts(folder)))
         return target
 
     def _prepare_into(self, out: ModelArtifacts) -> None:
