@@ -29,6 +29,8 @@ class AccuracyReport:
     mean_iou: float
     mean_score_drift: float
     failures: list[str]
+    score_pairs: list[tuple[float, float]] = ()  # (FP32, INT8) score of each matched detection
+    frame_cosines: dict[str, list[float]] = None  # output -> cosine per held-out frame
 
     @property
     def passed(self) -> bool:
@@ -46,8 +48,8 @@ def _iou(a: np.ndarray, b: np.ndarray) -> float:
     return float(inter / union) if union > 0 else 0.0
 
 
-def match_detections(reference: list, candidate: list) -> list[tuple[float, float]]:
-    """Greedy, best reference score first: (IoU, |score difference|) per matched pair of the same class."""
+def match_detections(reference: list, candidate: list) -> list[tuple[float, float, float]]:
+    """Greedy, best reference score first: (IoU, reference score, candidate score) per matched pair of the same class."""
     used: set[int] = set()
     pairs = []
     for ref_class, ref_score, ref_box in sorted(reference, key=lambda d: -d[1]):
@@ -60,7 +62,7 @@ def match_detections(reference: list, candidate: list) -> list[tuple[float, floa
                 best, best_k = value, k
         if best >= MATCH_IOU:
             used.add(best_k)
-            pairs.append((best, abs(candidate[best_k][1] - ref_score)))
+            pairs.append((best, float(ref_score), float(candidate[best_k][1])))
     return pairs
 
 
@@ -107,7 +109,7 @@ def evaluate_int8(
     recall = len(pairs) / reference if reference else 1.0
     precision = len(pairs) / candidate if candidate else 1.0
     mean_iou = float(np.mean([p[0] for p in pairs])) if pairs else 0.0
-    drift = float(np.mean([p[1] for p in pairs])) if pairs else 0.0
+    drift = float(np.mean([abs(p[1] - p[2]) for p in pairs])) if pairs else 0.0
     failures = []
     for name, stats in outputs.items():
         if stats["mean_cosine"] < gate.min_cosine:
@@ -119,7 +121,17 @@ def evaluate_int8(
     if drift > gate.max_mean_score_drift:
         failures.append(f"mean score drift {drift:.4f} > {gate.max_mean_score_drift}")
     return AccuracyReport(
-        len(frames), outputs, reference, candidate, round(recall, 4), round(precision, 4), round(mean_iou, 4), round(drift, 4), failures
+        len(frames),
+        outputs,
+        reference,
+        candidate,
+        round(recall, 4),
+        round(precision, 4),
+        round(mean_iou, 4),
+        round(drift, 4),
+        failures,
+        [(round(p[1], 5), round(p[2], 5)) for p in pairs],
+        {name: [round(v, 6) for v in values] for name, values in cosines.items()},
     )
 
 
@@ -129,3 +141,32 @@ def require_passed(report: AccuracyReport, where: str) -> None:
             f"{where}: INT8 fails the accuracy gate on {report.frames} held-out frames: " + "; ".join(report.failures),
             hint="calibrate with more frames or another method, or relax calibration.accuracy in the pipeline file",
         )
+
+
+def plot_accuracy(report: AccuracyReport, path) -> None:
+    """accuracy.png: INT8 against FP32 scores of matched detections, and each output's cosine per frame."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (scatter, timeline) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=100)
+    if report.score_pairs:
+        fp32, int8 = zip(*report.score_pairs, strict=True)
+        scatter.scatter(fp32, int8, s=10, alpha=0.6)
+    scatter.plot([0, 1], [0, 1], color="grey", linewidth=1, linestyle="--")
+    scatter.set(
+        xlim=(0, 1),
+        ylim=(0, 1),
+        xlabel="FP32 score",
+        ylabel="INT8 score",
+        title=f"matched detections: recall {report.recall:.3f}, precision {report.precision:.3f}",
+    )
+    for name, values in (report.frame_cosines or {}).items():
+        timeline.plot(range(len(values)), values, marker=".", label=name)
+    timeline.set(xlabel="held-out frame", ylabel="cosine similarity INT8 vs FP32", title="output tensors")
+    timeline.legend()
+    figure.suptitle("INT8 accuracy gate: " + ("PASS" if report.passed else "FAIL: " + "; ".join(report.failures)[:120]))
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)

@@ -103,7 +103,7 @@ def _calibrate(args: argparse.Namespace, console: Console) -> int:
     import shutil
 
     from sdk.spec import load_pipeline
-    from tools.accuracy import require_passed
+    from tools.accuracy import plot_accuracy, require_passed
     from tools.calibrate import Calibrate, check_accuracy
     from tools.console import RichProgress, render_accuracy
     from tools.prepare import PrepareModel
@@ -117,6 +117,7 @@ def _calibrate(args: argparse.Namespace, console: Console) -> int:
     out = (args.out or Path("reports") / pipeline.spec.name / "int8").resolve()
     out.mkdir(parents=True, exist_ok=True)
     (out / "accuracy.json").write_text(json.dumps(accuracy.as_dict(), indent=2) + "\n")
+    plot_accuracy(accuracy, out / "accuracy.png")
     render_accuracy(console, accuracy)
     require_passed(accuracy, str(pipeline.path))  # refused: no INT8 artifact is published
     shutil.copyfile(artifacts.qdq_model, out / artifacts.qdq_model.name)

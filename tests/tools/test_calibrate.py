@@ -146,6 +146,12 @@ def test_the_gate_passes_on_the_example_and_refuses_an_absurd_threshold(tmp_path
     cache = (tmp_path / "int8" / "calibration-trt10.3.cache").read_text()
     assert cache.startswith("TRT-100300-MinMaxCalibration\n")
     assert (tmp_path / "int8" / "model.qdq.onnx").is_file()
+    assert len(report["score_pairs"]) == round(report["recall"] * report["fp32_detections"])
+    assert all(0 < a <= 1 and 0 < b <= 1 for a, b in report["score_pairs"])
+    import matplotlib.image
+
+    plot = matplotlib.image.imread(tmp_path / "int8" / "accuracy.png")
+    assert plot.shape[:2] == (450, 1100)  # the report's figure a person reads
 
     absurd = gate_pipeline(tmp_path / "absurd", extra="  accuracy: {min_cosine: 1.0, max_mean_score_drift: 0.0}\n")
     bad = subprocess.run(
@@ -160,3 +166,4 @@ def test_the_gate_passes_on_the_example_and_refuses_an_absurd_threshold(tmp_path
     assert "INT8 fails the accuracy gate on 50 held-out frames" in bad.stderr and "cosine similarity 0.99" in bad.stderr and "< 1.0" in bad.stderr
     assert "mean score drift" in bad.stderr and "Traceback" not in bad.stderr
     assert (tmp_path / "bad" / "accuracy.json").is_file() and not (tmp_path / "bad" / "model.qdq.onnx").exists()  # refused
+    assert (tmp_path / "bad" / "accuracy.png").is_file()  # the numbers of a refusal are plotted too
