@@ -37,7 +37,15 @@ def cli(*args: str, state: Path, cwd: Path = REPO, timeout: float = 300) -> subp
 @pytest.mark.slow
 def test_deploy_local_writes_the_report_contract(tmp_path):
     state, reports = tmp_path / "state", tmp_path / "reports"
-    done = cli("deploy", "--target", "local", str(EXAMPLE), "--frames", "40", "--report-dir", str(reports), state=state)
+    # The verdict must not depend on how loaded this machine is: budgets no frame can miss, so only
+    # the sample size decides (30 measured frames back a p50 and a max, not a p99).
+    folder = tmp_path / "p"
+    shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
+    relaxed = "end_to_end: {p50_ms: 60000, p99_ms: 60000, max_ms: 60000}"
+    text = EXAMPLE.read_text().replace("end_to_end: {p50_ms: 33.3, p99_ms: 50.0, max_ms: 200.0}", relaxed)
+    assert "p50_ms: 60000" in text
+    (folder / "pedestrian.yaml").write_text(text)
+    done = cli("deploy", "--target", "local", str(folder / "pedestrian.yaml"), "--frames", "40", "--report-dir", str(reports), state=state)
     assert done.returncode == 4, done.stderr  # 30 measured frames cannot back a p99: INCONCLUSIVE
     assert "verdict: INCONCLUSIVE" in done.stdout and "end to end" in done.stdout
     report = json.loads((reports / "report.json").read_text())
