@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,28 +31,6 @@ from sdk.release import MANIFEST, RELEASE_ID, ReleaseManifest, sha256_of
 TMP_PREFIX = ".tmp-"
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 UPLOAD_PREFIX = ".upload-"  # kept across crashes: an interrupted upload resumes from its length
-
-
-def _unpack_wheel(wheel: Path, site: Path) -> None:
-    """Install a wheel the way pip lays it out: files into site-packages, `*.data/{purelib,platlib}` too."""
-    import zipfile
-
-    root = site.resolve()
-    with zipfile.ZipFile(wheel) as archive:
-        for member in archive.infolist():
-            if member.is_dir():
-                continue
-            parts = Path(member.filename).parts
-            if len(parts) > 2 and parts[0].endswith(".data"):
-                if parts[1] not in ("purelib", "platlib"):
-                    continue  # scripts and headers: the runtime needs neither
-                parts = parts[2:]
-            destination = (root / Path(*parts)).resolve()
-            if root not in destination.parents:
-                raise ReleaseError(f"{wheel.name}: member {member.filename!r} leaves site-packages")
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(member) as source, destination.open("wb") as target:
-                shutil.copyfileobj(source, target)
 
 
 def fsync_dir(path: Path) -> None:
@@ -218,34 +195,10 @@ class ReleaseStore:
         return self.root / "envs" / self.release_dir(release_id).name
 
     def build_env(self, release_id: str) -> Path | None:
-        """A virtual environment for the release's wheels (offline), seeing the system's packages.
+        """The release's offline environment (sdk/offline_env.py); its python, or None without wheels."""
+        from sdk.offline_env import build_env
 
-        Made with the standard library only (venv without pip; wheels are zip archives laid
-        into site-packages), so it works on a device that has no pip and no network. Returns
-        the environment's python, or None when the release carries no wheels.
-        """
-        import venv
-
-        wheels = sorted((self.release_dir(release_id) / "wheels").glob("*.whl"))
-        if not wheels:
-            return None
-        final = self.env_dir(release_id)
-        python = final / "bin" / "python"
-        if (final / ".complete").is_file():
-            return python
-        (self.root / "envs").mkdir(exist_ok=True)
-        staging = self.root / "envs" / f"{TMP_PREFIX}{release_id}-{os.getpid()}"
-        shutil.rmtree(staging, ignore_errors=True)
-        # System site packages stay visible: JetPack's own TensorRT and GStreamer-enabled OpenCV.
-        venv.EnvBuilder(system_site_packages=True, with_pip=False, symlinks=True).create(staging)
-        site = staging / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
-        for wheel in wheels:
-            _unpack_wheel(wheel, site)
-        (staging / ".complete").write_text("\n".join(w.name for w in wheels) + "\n")
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(staging, final)
-        fsync_dir(final.parent)
-        return python
+        return build_env(self, release_id)
 
     # Activation ---------------------------------------------------------------------------
     def current(self) -> str | None:
