@@ -17,6 +17,7 @@ from pathlib import Path
 from sdk.artifacts import ModelArtifacts
 from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, SdkError
 from sdk.release import ReleaseManifest
+from sdk.runtime.junit import write_junit
 from sdk.runtime.report import build_report, write_report
 from sdk.runtime.runner import PipelineRunner
 from sdk.spec.loader import load_pipeline
@@ -73,6 +74,7 @@ def run(argv: list[str]) -> int:
     result = runner.run()
     report = build_report(pipeline, result, target=args.target, release=release_id)
     path = write_report(report, args.report_dir)
+    write_junit(report, args.report_dir)
     if args.events:
         _emit({"event": "finished", "frames": result.frames, "report": str(path), "verdict": report["verdict"]})
     return VERDICT_EXIT[report["verdict"]]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -115,6 +116,17 @@ def test_runtime_process_exit_code_is_the_verdict(tiny_pipeline, tmp_path, frame
     events = [json.loads(line) for line in stdout.splitlines()]
     assert events[0]["event"] == "started" and events[-1]["event"] == "finished" and events[-1]["frames"] == frames
     assert json.loads((tmp_path / "out" / "report.json").read_text())["verdict"] == verdict
+    # junit.xml: one case per budget, FAIL as <failure>, INCONCLUSIVE as <skipped>.
+    suite = ElementTree.parse(tmp_path / "out" / "junit.xml").getroot()
+    cases = {case.get("name"): case for case in suite.iter("testcase")}
+    assert sorted(cases) == ["end_to_end.max_ms", "end_to_end.p50_ms"] and suite.get("tests") == "2"
+    failures, skipped = {"PASS": (0, 0), "FAIL": (1, 0), "INCONCLUSIVE": (0, 1)}[verdict]
+    assert (len(list(suite.iter("failure"))), len(list(suite.iter("skipped")))) == (failures, skipped)
+    assert (suite.get("failures"), suite.get("skipped")) == (str(failures), str(skipped))
+    if verdict == "FAIL":
+        assert cases["end_to_end.max_ms"].find("failure").get("message").startswith("end_to_end.max_ms: measured")
+    if verdict == "INCONCLUSIVE":
+        assert "5 frames needed" in cases["end_to_end.p50_ms"].find("skipped").get("message")
 
 
 def test_runtime_process_error_is_one_line_and_exit_1(tiny_pipeline, tmp_path):
@@ -139,7 +151,7 @@ def test_sigterm_mid_run_still_writes_report_and_whole_files(tiny_pipeline, tmp_
     assert 0 < report["frames"] < 10_000
     lines = (out / "detections.jsonl").read_text().splitlines()
     assert len(lines) == report["frames"] and all(json.loads(line)["frame"] >= 0 for line in lines)
-    assert sorted(p.name for p in out.iterdir()) == ["detections.jsonl", "report.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["detections.jsonl", "junit.xml", "report.json"]
 
 
 def test_sigkill_mid_run_leaves_no_half_written_file_reachable(tiny_pipeline, tmp_path):
