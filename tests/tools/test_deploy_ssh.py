@@ -248,50 +248,60 @@ def test_a_full_disk_is_refused_up_front_and_nothing_changes(ssh_target, tmp_pat
         subprocess.run(["umount", str(small)], check=False)
 
 
+SIZE = 80_000_000  # large enough that the upload outlasts the watcher's reaction at every cut offset
+
+
 def sshd_children(server) -> list[int]:
     done = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True, text=True)
     return [int(pid) for pid in done.stdout.split()]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("cut_at", [1_000_000, 15_000_000, 32_000_000])
+@pytest.mark.parametrize("cut_at", [1_000_000, 25_000_000, 50_000_000])
 def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resumes(ssh_target, tmp_path, cut_at):
     good = Deploy(pipeline_copy(tmp_path), "sim", frames=2, report_dir=tmp_path / "r")()
     big = tmp_path / "pipeline" / "assets" / "big.avi"
-    big.write_bytes(os.urandom(40_000_000))
+    big.write_bytes(os.urandom(SIZE))
     changed = pipeline_copy(tmp_path, replace=("file://assets/vtest.avi", "file://assets/big.avi"))
+    watched = ssh_target.root / "store" / f".upload-{hashlib.sha256(big.read_bytes()).hexdigest()}"
+    fired = threading.Event()
 
     def cut_when_uploading() -> None:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            sizes = [p.stat().st_size for p in (ssh_target.root / "store").glob(".upload-*")]
-            if sizes and max(sizes) > cut_at:
+            try:
+                size = watched.stat().st_size
+            except FileNotFoundError:
+                size = 0
+            if size > cut_at:
                 for pid in sshd_children(ssh_target.server):
                     os.kill(pid, signal.SIGKILL)
+                fired.set()
                 return
-            time.sleep(0.01)
+            time.sleep(0.002)
 
     cutter = threading.Thread(target=cut_when_uploading)
     cutter.start()
     with pytest.raises(SdkError):
         Deploy(changed, "sim", frames=2, report_dir=tmp_path / "r")()
     cutter.join()
+    assert fired.is_set(), "the upload finished before the connection could be cut"
     assert current_of(ssh_target.root) == good.staged.release_id
     verify_current(ssh_target.root)
     digest = hashlib.sha256(big.read_bytes()).hexdigest()
     partial = ssh_target.root / "store" / f".upload-{digest}"
     already = partial.stat().st_size
-    assert cut_at < already < 40_000_000  # kept on the device for the retry
+    assert cut_at < already < SIZE  # kept on the device for the retry
     # The retry fails its health check (random bytes are no video) but first it must resume the upload.
     progress = RecordingProgress()
     with pytest.raises(ReleaseError, match="health check"):
         Deploy(changed, "sim", frames=2, report_dir=tmp_path / "r", progress=progress)()
     sending = next(calls for name, calls in progress.tasks.items() if name.startswith("sending"))
     assert already in sending  # resumed: the bytes already on the device are counted once, not sent again
-    assert sum(sending) == 40_000_000 + changed.stat().st_size
+    assert sum(sending) == SIZE + changed.stat().st_size
     store = ssh_target.root / "store"
     assert not list(store.glob(".upload-*"))
-    assert (store / digest).stat().st_size == 40_000_000  # complete and verified on the device
+    assert (store / digest).stat().st_size == SIZE  # complete and verified on the device
     assert current_of(ssh_target.root) == good.staged.release_id
 
 
