@@ -97,13 +97,20 @@ def test_a_cable_pulled_mid_upload_keeps_the_old_release_and_the_retry_resumes(e
             digest = hashlib.sha256(big.read_bytes()).hexdigest()
             partial = root / "store" / f".upload-{digest}"
 
+            pulled = threading.Event()
+
             def pull_the_cable() -> None:
                 deadline = time.monotonic() + 60
                 while time.monotonic() < deadline:
-                    if partial.exists() and partial.stat().st_size > 5_000_000:
+                    try:
+                        size = partial.stat().st_size
+                    except FileNotFoundError:
+                        size = 0
+                    if size > 5_000_000:
                         host.link(up=False)
+                        pulled.set()
                         return
-                    time.sleep(0.005)
+                    time.sleep(0.002)
 
             puller = threading.Thread(target=pull_the_cable)
             puller.start()
@@ -111,6 +118,7 @@ def test_a_cable_pulled_mid_upload_keeps_the_old_release_and_the_retry_resumes(e
             with pytest.raises(SdkError):
                 Deploy(pipeline(env, "big.avi"), "orin-01", frames=2, report_dir=env / "r")()
             puller.join()
+            assert pulled.is_set(), "the upload finished before the cable could be pulled"
             assert time.monotonic() - started < 60  # a dead link is noticed within the timeouts
             assert current(root).release_id == good.staged.release_id
             already = partial.stat().st_size
