@@ -3,7 +3,7 @@ held out from calibration, compared per output tensor and per detection."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -29,8 +29,8 @@ class AccuracyReport:
     mean_iou: float
     mean_score_drift: float
     failures: list[str]
-    score_pairs: list[tuple[float, float]] = ()  # (FP32, INT8) score of each matched detection
-    frame_cosines: dict[str, list[float]] = None  # output -> cosine per held-out frame
+    score_pairs: list[tuple[float, float]] = field(default_factory=list)  # (FP32, INT8) score of each matched detection
+    frame_cosines: dict[str, list[float]] = field(default_factory=dict)  # output -> cosine per held-out frame
 
     @property
     def passed(self) -> bool:
@@ -162,7 +162,7 @@ def plot_accuracy(report: AccuracyReport, path) -> None:
         ylabel="INT8 score",
         title=f"matched detections: recall {report.recall:.3f}, precision {report.precision:.3f}",
     )
-    for name, values in (report.frame_cosines or {}).items():
+    for name, values in report.frame_cosines.items():
         timeline.plot(range(len(values)), values, marker=".", label=name)
     timeline.set(xlabel="held-out frame", ylabel="cosine similarity INT8 vs FP32", title="output tensors")
     timeline.legend()

@@ -253,7 +253,7 @@ class Calibrate:
 
 
 class _FramesReader:
-    """ONNX Runtime's CalibrationDataReader protocol over preprocessed frames (deep-copied by quantize_static)."""
+    """ONNX Runtime's CalibrationDataReader protocol over one chunk of preprocessed frames."""
 
     def __init__(self, input_name: str, frames: list[np.ndarray]) -> None:
         self.input_name, self.frames, self.position = input_name, frames, 0
@@ -266,13 +266,6 @@ class _FramesReader:
 
     def __len__(self) -> int:
         return len(self.frames)
-
-    def set_range(self, start_index: int, end_index: int) -> None:
-        self.frames = self.frames[start_index:end_index]
-        self.position = 0
-
-    def rewind(self) -> None:
-        self.position = 0
 
 
 @contextlib.contextmanager

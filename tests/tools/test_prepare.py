@@ -53,7 +53,9 @@ def test_cache_key_follows_content_and_settings(tmp_path, example_pipeline, dete
     cache = tmp_path / "cache"
     first = PrepareModel(copy_pipeline(tmp_path / "a", example_pipeline, detector_path), cache)
     same = PrepareModel(copy_pipeline(tmp_path / "b", example_pipeline, detector_path), cache)
-    other = PrepareModel(copy_pipeline(tmp_path / "c", example_pipeline, detector_path, ("fold_constants: true", "")), cache)
+    explicit = ('outputs: ["concat:0", "concat_1:0"]', 'outputs: ["concat:0", "concat_1:0"]\n    fold_constants: true')
+    other = PrepareModel(copy_pipeline(tmp_path / "c", example_pipeline, detector_path, explicit), cache)
+    assert other.pipeline.path.read_text().count("fold_constants: true") == 1
     changed = PrepareModel(copy_pipeline(tmp_path / "d", example_pipeline, detector_path, ('"concat_1:0"]', '"concat_1:0", "concat:0"]')), cache)
     assert first.key == same.key == other.key  # the same settings (fold_constants defaults to true)
     assert changed.key != first.key

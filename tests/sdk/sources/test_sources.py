@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -209,7 +208,3 @@ def test_file_reader_reuses_its_buffer(video_path):
 def test_bad_synthetic_parameters(uri):
     with pytest.raises(SourceError):
         open_reader(uri)
-
-
-def test_path_type_is_kept(tmp_path: Path):
-    assert isinstance(parse_source_uri("images://.", tmp_path).target, str)
