@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -40,6 +41,14 @@ class Detections:
 
     def __len__(self) -> int:
         return self.count
+
+    def digest(self) -> int:
+        """64-bit hash of this frame's exact output (boxes, scores, classes): two runs compare frame by frame."""
+        n = self.count
+        h = hashlib.blake2b(self.boxes[:n].data, digest_size=8)
+        h.update(self.scores[:n].data)
+        h.update(self.class_ids[:n].data)
+        return int.from_bytes(h.digest(), "little")
 
     def __iter__(self) -> Iterator[Detection]:
         for i in range(self.count):

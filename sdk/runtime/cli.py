@@ -12,14 +12,18 @@ import json
 import signal
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 from sdk.artifacts import ModelArtifacts
 from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, SdkError
 from sdk.release import ReleaseManifest
+from sdk.runtime import environment
+from sdk.runtime.interference import Interference, InterferencePlan
 from sdk.runtime.junit import write_junit
 from sdk.runtime.report import build_report, write_report
 from sdk.runtime.runner import PipelineRunner
+from sdk.runtime.timeline import write_timeline
 from sdk.spec.loader import load_pipeline
 
 VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
@@ -40,6 +44,7 @@ def run(argv: list[str]) -> int:
     parser.add_argument("--frames", type=int, default=None)
     parser.add_argument("--target", default="local")
     parser.add_argument("--events", action="store_true", help="print JSON progress events on stdout")
+    parser.add_argument("--stress", default=None, help="interference during the run, e.g. cpu=2,memory=1,memory_mb=256")
     args = parser.parse_args(argv)
     if args.frames is not None and args.frames < 1:
         parser.error("--frames must be at least 1")
@@ -71,8 +76,21 @@ def run(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: runner.stop())
     if args.events:
         _emit({"event": "started", "pipeline": pipeline.spec.name, "release": release_id, "total": total})
-    result = runner.run()
-    report = build_report(pipeline, result, target=args.target, release=release_id)
+    plan = InterferencePlan.parse(args.stress) if args.stress else None
+    before = environment.capture()
+    with Interference(plan) if plan else nullcontext():
+        result = runner.run()
+    after = environment.capture()
+    report = build_report(
+        pipeline,
+        result,
+        target=args.target,
+        release=release_id,
+        artifacts=artifacts,
+        environment=(before, after),
+        interference=plan.describe() if plan else None,
+    )
+    write_timeline(result.recorder, report["warmup_frames"], args.report_dir)
     path = write_report(report, args.report_dir)
     write_junit(report, args.report_dir)
     if args.events:

@@ -24,14 +24,24 @@ def write_junit(report: dict, folder: Path) -> Path:
     )
     for check in checks:
         case = ET.SubElement(suite, "testcase", classname=f"{report['pipeline']}.{report['target']}", name=check["name"], time="0")
-        measured = "not measured" if check["measured"] is None else f"{check['measured']:g}"
-        detail = f"measured {measured}, limit {check['limit']:g}, over {check['frames']} frame(s)"
+        detail = f"measured {_value(check['measured'])}, limit {_value(check['limit'])}, over {check['frames']} frame(s)"
+        if check.get("detail"):
+            detail += f" ({check['detail']})"
         if check["status"] == "FAIL":
-            ET.SubElement(case, "failure", message=f"{check['name']}: {detail}", type="LatencyBudget").text = detail
+            ET.SubElement(case, "failure", message=f"{check['name']}: {detail}", type="Budget").text = detail
         elif check["status"] == "INCONCLUSIVE":
-            ET.SubElement(case, "skipped", message=f"{check['name']}: {detail}; {check['frames_needed']} frames needed for a 95% bound")
-    final = folder / JUNIT_FILE
+            needed = f"{check['frames_needed']} frames needed" if check["frames_needed"] else "more frames needed"
+            ET.SubElement(case, "skipped", message=f"{check['name']}: {detail}; {needed} for a 95% bound")
+        elif check["status"] == "WARN":
+            ET.SubElement(case, "system-out").text = f"warning: {check['name']}: {detail}"
+    final = Path(folder) / JUNIT_FILE
     partial = partial_path(final)
     ET.ElementTree(suite).write(partial, encoding="utf-8", xml_declaration=True)
     publish(partial, final)
     return final
+
+
+def _value(value) -> str:
+    if value is None:
+        return "not measured"
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)

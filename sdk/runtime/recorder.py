@@ -1,4 +1,4 @@
-"""Per-frame timestamps in one preallocated array: recording a frame allocates nothing."""
+"""Per-frame timestamps and output digests in preallocated arrays: recording a frame allocates nothing."""
 
 from __future__ import annotations
 
@@ -17,26 +17,28 @@ class LatencyRecorder:
         self.capacity = capacity
         self._times = np.zeros((capacity, COLUMNS), np.int64)
         self._frames = np.zeros(capacity, np.int64)
+        self._digests = np.zeros(capacity, np.uint64)  # 64-bit hash of each frame's detections
         self.count = 0  # frames recorded in all (the array keeps the newest `capacity`)
 
-    def record(self, frame_index: int, marks: list[int]) -> None:
+    def record(self, frame_index: int, marks: list[int], digest: int = 0) -> None:
         row = self.count % self.capacity
         self._times[row] = marks
         self._frames[row] = frame_index
+        self._digests[row] = digest
         self.count += 1
 
-    def rows(self) -> tuple[np.ndarray, np.ndarray]:
-        """(frame indices, timestamps) of the kept frames, oldest first."""
+    def rows(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(frame indices, timestamps, digests) of the kept frames, oldest first."""
         n = min(self.count, self.capacity)
         if self.count <= self.capacity:
-            return self._frames[:n].copy(), self._times[:n].copy()
+            return self._frames[:n].copy(), self._times[:n].copy(), self._digests[:n].copy()
         start = self.count % self.capacity
         order = np.r_[start : self.capacity, 0:start]
-        return self._frames[order], self._times[order]
+        return self._frames[order], self._times[order], self._digests[order]
 
     def latencies_ms(self, skip: int = 0) -> dict[str, np.ndarray]:
         """Per stage and end to end, in milliseconds, without the first `skip` kept frames."""
-        _, times = self.rows()
+        _, times, _ = self.rows()
         times = times[skip:]
         result: dict[str, np.ndarray] = {}
         previous = times[:, START]

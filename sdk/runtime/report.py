@@ -1,30 +1,67 @@
-"""report.json: the run's verdict, counts, per-stage and end-to-end latency, and every budget check."""
+"""report.json: the run's verdict, counts, per-stage and end-to-end latency, and every budget check.
+
+Format 2 extends the foundation's contract (every key of format 1 is still there) with the
+confidence bounds of each percentile, deadline misses and streaks, jitter and drift, the device's
+environment before and after the run, the hashes of what ran, and the output digest that two
+runs on the same replay are compared by.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from sdk import __version__
+from sdk.artifacts import ModelArtifacts
+from sdk.release import sha256_of
+from sdk.runtime.environment import check_requirements
 from sdk.runtime.recorder import STAGES
 from sdk.runtime.runner import RunResult
+from sdk.runtime.statistics import deadline_misses, drift_ms, quantile_estimate
 from sdk.runtime.verdict import evaluate, summarize
 from sdk.sinks.files import partial_path, publish
 from sdk.spec.loader import PipelineFile
 
 REPORT_FILE = "report.json"
-REPORT_FORMAT = 1
+REPORT_FORMAT = 2
+END_TO_END_KEYS = ("p50_ms", "p99_ms", "p999_ms", "p9999_ms", "max_ms")
 
 
-def build_report(pipeline: PipelineFile, result: RunResult, *, target: str, release: str | None = None) -> dict:
+def build_report(
+    pipeline: PipelineFile,
+    result: RunResult,
+    *,
+    target: str,
+    release: str | None = None,
+    artifacts: ModelArtifacts | None = None,
+    environment: tuple[dict, dict] | None = None,
+    interference: dict | None = None,
+) -> dict:
     spec = pipeline.spec
-    warmup = min(spec.budgets.warmup_frames, result.frames)
+    budgets = spec.budgets
+    warmup = min(budgets.warmup_frames, result.frames)
     latencies = result.recorder.latencies_ms(skip=warmup)
+    frames, _, digests = result.recorder.rows()
+    frames, digests = frames[warmup:], digests[warmup:]
+    e2e = latencies["end_to_end"]
     dropped = result.counters.dropped
-    verdict, checks, notes = evaluate(spec.budgets, latencies, dropped)
+    misses = deadline_misses(frames, e2e, budgets.deadline_ms) if budgets.deadline_ms is not None else None
+    before, after = environment if environment is not None else (None, None)
+    environment_checks = check_requirements(budgets.environment, before, after) if before is not None else []
+    verdict, checks, notes = evaluate(budgets, latencies, dropped, misses, environment_checks)
+    if budgets.environment is not None and before is None:
+        notes.append("budgets.environment was not checked: no environment was captured")
+    first_third, last_third = drift_ms(e2e)
+    end_to_end = summarize(e2e, END_TO_END_KEYS)
+    if len(e2e):
+        end_to_end["jitter_ms"] = round(quantile_estimate(e2e, 0.999).value - quantile_estimate(e2e, 0.5).value, 4)
+    end_to_end["drift"] = {"first_third_p50_ms": _round(first_third), "last_third_p50_ms": _round(last_third)}
     return {
         "format": REPORT_FORMAT,
         "verdict": verdict,
@@ -41,12 +78,17 @@ def build_report(pipeline: PipelineFile, result: RunResult, *, target: str, rele
         "last_error": result.last_error,
         "stages": {stage: summarize(latencies[stage]) for stage in STAGES},
         "queue": summarize(latencies["queue"]),
-        "end_to_end": summarize(latencies["end_to_end"], ("p50_ms", "p99_ms", "p999_ms", "max_ms")),
+        "end_to_end": end_to_end,
+        "deadline": _deadline(misses),
         "checks": [c.as_dict() for c in checks],
         "notes": notes,
+        "confidence": 0.95,
         "replay": spec.source.replay.model_dump(),
         "wall_s": round(result.wall_s, 3),
         "backend": result.backend,
+        "hashes": _hashes(pipeline, artifacts),
+        "determinism": {"frames": len(frames), "digest": outputs_digest(frames, digests)},
+        "interference": interference,
         "environment": {
             "sdk": __version__,
             "sdk_location": str(Path(__file__).resolve().parents[1]),
@@ -55,8 +97,42 @@ def build_report(pipeline: PipelineFile, result: RunResult, *, target: str, rele
             "system": f"{platform.system()} {platform.release()}",
             "cpus": os.cpu_count(),
             "packages": _packages(),
+            "before": before,
+            "after": after,
         },
     }
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _deadline(misses) -> dict | None:
+    if misses is None:
+        return None
+    return {
+        "deadline_ms": misses.deadline_ms,
+        "frames": misses.frames,
+        "late": misses.late,
+        "dropped": misses.dropped,
+        "misses": misses.misses,
+        "miss_ratio": round(misses.ratio, 6),
+        "longest_streak": misses.longest_streak,
+    }
+
+
+def outputs_digest(frames: np.ndarray, digests: np.ndarray) -> str:
+    """sha256 over (frame, per-frame digest) in frame order: equal digests, identical outputs."""
+    order = np.argsort(frames, kind="stable")
+    pairs = np.stack([frames[order].astype(np.uint64), digests[order].astype(np.uint64)], axis=1)
+    return hashlib.sha256(np.ascontiguousarray(pairs).tobytes()).hexdigest()
+
+
+def _hashes(pipeline: PipelineFile, artifacts: ModelArtifacts | None) -> dict:
+    hashes = {"pipeline_sha256": sha256_of(pipeline.path)}
+    if artifacts is not None and artifacts.model_path.is_file():
+        hashes["model_sha256"] = sha256_of(artifacts.model_path)
+    return hashes
 
 
 def _packages() -> dict:

@@ -129,6 +129,6 @@ class PipelineRunner:
                     ) from exc
                 continue
             consecutive = 0
-            record(frame.index, marks)
+            record(frame.index, marks, detections.digest())  # after the last mark: not part of the latency
             if on_frame is not None:
                 on_frame(result.recorder.count)

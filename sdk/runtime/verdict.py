@@ -1,9 +1,10 @@
-"""Latency statistics and the acceptance verdict against the pipeline's budgets.
+"""The acceptance verdict: every budget of the pipeline file checked against what the run measured.
 
-A measured percentile is only evidence when enough frames back it: with n samples the
-largest is a 95 % upper confidence bound of the q-quantile once 1 - q^n >= 0.95, i.e.
-n >= ln(0.05) / ln(q) (299 frames for p99, 2995 for p99.9). With fewer frames the check
-is INCONCLUSIVE, never PASS, and the report says how many frames it would need.
+A percentile budget PASSes only when the distribution-free 95 % upper bound of that percentile
+is within it (see statistics.py); the measured percentile over the budget FAILs; anything
+between is INCONCLUSIVE, with the frames that would be needed. The maximum is an observation,
+never a worst-case bound, and the report says so. FAIL beats INCONCLUSIVE beats PASS; WARN (an
+unmet environment requirement the pipeline only warns about) never changes the verdict.
 """
 
 from __future__ import annotations
@@ -13,67 +14,151 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from sdk.runtime.statistics import (
+    CONFIDENCE,
+    DeadlineMisses,
+    drift_ms,
+    frames_needed,
+    proportion_upper_bound,
+    quantile_estimate,
+)
 from sdk.spec.schema import Budgets
 
-PASS, FAIL, INCONCLUSIVE = "PASS", "FAIL", "INCONCLUSIVE"
-CONFIDENCE = 0.95
-QUANTILES = {"p50_ms": 0.50, "p99_ms": 0.99, "p999_ms": 0.999, "max_ms": 1.0}
+PASS, FAIL, INCONCLUSIVE, WARN = "PASS", "FAIL", "INCONCLUSIVE", "WARN"
+QUANTILES = {"p50_ms": 0.50, "p99_ms": 0.99, "p999_ms": 0.999, "p9999_ms": 0.9999, "max_ms": 1.0}
+Z_95 = 1.6449  # one-sided normal quantile, only for "about N frames" estimates
+
+__all__ = ["PASS", "FAIL", "INCONCLUSIVE", "WARN", "QUANTILES", "BudgetCheck", "combine", "evaluate", "frames_needed", "summarize"]
 
 
-def frames_needed(quantile: float, confidence: float = CONFIDENCE) -> int:
-    if quantile >= 1.0:
-        return 1
-    return math.ceil(math.log(1 - confidence) / math.log(quantile))
-
-
-def summarize(values_ms: np.ndarray, keys: tuple[str, ...] = ("p50_ms", "p99_ms", "max_ms")) -> dict[str, float | None]:
-    """Percentiles as measured order statistics (the smallest sample at or above the quantile)."""
+def summarize(values_ms: np.ndarray, keys: tuple[str, ...] = ("p50_ms", "p99_ms", "max_ms")) -> dict:
+    """Measured percentiles (order statistics), the mean, and each percentile's 95 % bounds."""
     if len(values_ms) == 0:
-        return {key: None for key in (*keys, "mean_ms")}
-    out: dict[str, float | None] = {}
+        return {key: None for key in (*keys, "mean_ms")} | {"bounds": {}}
+    out: dict = {}
+    bounds: dict = {}
     for key in keys:
-        q = QUANTILES[key]
-        value = values_ms.max() if q >= 1 else np.percentile(values_ms, q * 100, method="inverted_cdf")
-        out[key] = round(float(value), 4)
+        estimate = quantile_estimate(values_ms, QUANTILES[key])
+        out[key] = round(estimate.value, 4)
+        if QUANTILES[key] < 1.0:
+            bounds[key] = [_round(estimate.lower), _round(estimate.upper)]
     out["mean_ms"] = round(float(values_ms.mean()), 4)
+    out["bounds"] = bounds
     return out
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 @dataclass(frozen=True)
 class BudgetCheck:
     name: str
-    limit: float
-    measured: float | None
+    limit: float | str | None
+    measured: float | str | None
     status: str
     frames: int
-    frames_needed: int
+    frames_needed: int | None
+    detail: str = ""
+    bound: float | None = None  # the confidence bound the status rests on, where there is one
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def evaluate(budgets: Budgets, latencies_ms: dict[str, np.ndarray], dropped: int) -> tuple[str, list[BudgetCheck], list[str]]:
-    """(verdict, checks, notes). FAIL beats INCONCLUSIVE beats PASS."""
+def _percentile_check(name: str, key: str, values: np.ndarray, limit: float) -> BudgetCheck:
+    q = QUANTILES[key]
+    n = len(values)
+    if n == 0:
+        return BudgetCheck(name, limit, None, INCONCLUSIVE, 0, frames_needed(q), "no frames measured")
+    estimate = quantile_estimate(values, q)
+    measured = round(estimate.value, 4)
+    if q >= 1.0:
+        status = FAIL if measured > limit else PASS
+        return BudgetCheck(name, limit, measured, status, n, 1, "observed maximum (a measurement, not a worst-case bound)")
+    if measured > limit:
+        return BudgetCheck(name, limit, measured, FAIL, n, frames_needed(q), "the measured percentile is over the budget", _round(estimate.upper))
+    if estimate.upper is not None and estimate.upper <= limit:
+        return BudgetCheck(name, limit, measured, PASS, n, frames_needed(q), f"95% upper bound {estimate.upper:.4g} ms is within", _round(estimate.upper))
+    if estimate.upper is None:
+        return BudgetCheck(name, limit, measured, INCONCLUSIVE, n, frames_needed(q), "too few frames for a 95% upper bound")
+    # Within budget, but the bound is not: more frames of the same distribution would settle it.
+    within = float((values <= limit).mean())
+    needed = math.ceil(Z_95**2 * q * (1 - q) / (within - q) ** 2) if within > q else None
+    detail = f"measured within budget but the 95% upper bound {estimate.upper:.4g} ms is not"
+    return BudgetCheck(name, limit, measured, INCONCLUSIVE, n, needed, detail, _round(estimate.upper))
+
+
+def _miss_ratio_check(misses: DeadlineMisses, limit: float) -> BudgetCheck:
+    ratio = round(misses.ratio, 6)
+    upper = proportion_upper_bound(misses.misses, misses.frames)
+    zero_miss_frames = frames_needed(1 - limit) if 0 < limit < 1 else 1
+    if misses.frames == 0:
+        return BudgetCheck("deadline.miss_ratio", limit, None, INCONCLUSIVE, 0, zero_miss_frames, "no frames measured")
+    if ratio > limit:
+        return BudgetCheck("deadline.miss_ratio", limit, ratio, FAIL, misses.frames, None, f"{misses.misses} of {misses.frames} frames missed", round(upper, 6))
+    if upper <= limit:
+        return BudgetCheck("deadline.miss_ratio", limit, ratio, PASS, misses.frames, None, f"95% upper bound {upper:.3g} is within", round(upper, 6))
+    if misses.misses == 0:
+        needed = zero_miss_frames
+    else:
+        needed = math.ceil(Z_95**2 * ratio * (1 - ratio) / (limit - ratio) ** 2) if limit > ratio else None
+    detail = f"{misses.misses} of {misses.frames} frames missed; the 95% upper bound {upper:.3g} is over the limit"
+    return BudgetCheck("deadline.miss_ratio", limit, ratio, INCONCLUSIVE, misses.frames, needed, detail, round(upper, 6))
+
+
+def evaluate(
+    budgets: Budgets,
+    latencies_ms: dict[str, np.ndarray],
+    dropped: int,
+    misses: DeadlineMisses | None = None,
+    environment_checks: list[BudgetCheck] = (),
+) -> tuple[str, list[BudgetCheck], list[str]]:
+    """(verdict, checks, notes) of the latency budgets, deadline, drops and environment requirements."""
     checks: list[BudgetCheck] = []
     groups = [("end_to_end", budgets.end_to_end)] + [(stage, limits) for stage, limits in budgets.stages.items()]
     for group, limits in groups:
         if limits is None:
             continue
-        values = latencies_ms[group]
-        n = len(values)
         for key, limit in limits.items():
-            needed = frames_needed(QUANTILES[key])
-            measured = summarize(values, (key,))[key]
-            if measured is not None and key == "max_ms" and measured > limit:
-                status = FAIL  # one frame over the maximum is conclusive at any sample size
-            elif n < needed or measured is None:
-                status = INCONCLUSIVE
-            else:
-                status = PASS if measured <= limit else FAIL
-            checks.append(BudgetCheck(f"{group}.{key}", limit, measured, status, n, needed))
+            checks.append(_percentile_check(f"{group}.{key}", key, latencies_ms[group], limit))
+    e2e = latencies_ms["end_to_end"]
+    if budgets.max_jitter_ms is not None:
+        checks.append(_jitter_check(e2e, budgets.max_jitter_ms))
+    if budgets.max_drift_ms is not None:
+        first, last = drift_ms(e2e)
+        if first is None:
+            checks.append(BudgetCheck("end_to_end.drift_ms", budgets.max_drift_ms, None, INCONCLUSIVE, len(e2e), 3, "fewer than 3 frames"))
+        else:
+            drift = round(last - first, 4)
+            status = FAIL if drift > budgets.max_drift_ms else PASS
+            checks.append(BudgetCheck("end_to_end.drift_ms", budgets.max_drift_ms, drift, status, len(e2e), 3, f"median first third {first:.4g} ms, last third {last:.4g} ms"))
+    if misses is not None and budgets.max_miss_ratio is not None:
+        checks.append(_miss_ratio_check(misses, budgets.max_miss_ratio))
+    if misses is not None and budgets.max_consecutive_misses is not None:
+        status = FAIL if misses.longest_streak > budgets.max_consecutive_misses else PASS
+        detail = f"deadline {misses.deadline_ms:g} ms; a dropped frame counts as a miss"
+        checks.append(BudgetCheck("deadline.consecutive_misses", budgets.max_consecutive_misses, misses.longest_streak, status, misses.frames, None, detail))
     if budgets.max_dropped is not None:
         status = PASS if dropped <= budgets.max_dropped else FAIL
         checks.append(BudgetCheck("dropped", float(budgets.max_dropped), float(dropped), status, dropped, 0))
+    checks.extend(environment_checks)
+    return combine(checks)
+
+
+def _jitter_check(e2e: np.ndarray, limit: float) -> BudgetCheck:
+    needed = frames_needed(0.999)
+    if len(e2e) == 0:
+        return BudgetCheck("end_to_end.jitter_ms", limit, None, INCONCLUSIVE, 0, needed, "no frames measured")
+    jitter = round(quantile_estimate(e2e, 0.999).value - quantile_estimate(e2e, 0.5).value, 4)
+    if jitter > limit:
+        status = FAIL
+    else:
+        status = PASS if len(e2e) >= needed else INCONCLUSIVE
+    return BudgetCheck("end_to_end.jitter_ms", limit, jitter, status, len(e2e), needed, "p99.9 - p50")
+
+
+def combine(checks: list[BudgetCheck]) -> tuple[str, list[BudgetCheck], list[str]]:
     notes: list[str] = []
     if not checks:
         notes.append("the pipeline declares no budgets: nothing was checked")
@@ -82,5 +167,8 @@ def evaluate(budgets: Budgets, latencies_ms: dict[str, np.ndarray], dropped: int
     verdict = FAIL if FAIL in statuses else INCONCLUSIVE if INCONCLUSIVE in statuses else PASS
     for c in checks:
         if c.status == INCONCLUSIVE:
-            notes.append(f"{c.name}: {c.frames} frame(s) measured, {c.frames_needed} needed for a {int(CONFIDENCE * 100)}% bound")
+            needed = f"{c.frames_needed} needed" if c.frames_needed else "more needed"
+            notes.append(f"{c.name}: {c.frames} frame(s) measured, {needed} for a {int(CONFIDENCE * 100)}% bound ({c.detail})")
+        elif c.status == WARN:
+            notes.append(f"{c.name}: warning: {c.detail}")
     return verdict, checks, notes

@@ -196,10 +196,42 @@ class LatencyLimits(Frozen):
     p50_ms: PositiveMs | None = None
     p99_ms: PositiveMs | None = None
     p999_ms: PositiveMs | None = None
+    p9999_ms: PositiveMs | None = None
     max_ms: PositiveMs | None = None
 
     def items(self) -> list[tuple[str, float]]:
         return [(name, value) for name, value in self.model_dump().items() if value is not None]
+
+
+class EnvironmentRequirements(Frozen):
+    """What the device must be set to for the measurement to count (checked against the captured environment)."""
+
+    power_mode: str | None = None  # nvpmodel mode, by name ("MAXN") or number ("0")
+    clocks_locked: bool = False  # jetson_clocks: CPU, GPU and EMC at their maximum, min == max
+    cpu_governor: str | None = None  # e.g. "performance", on every online CPU
+    max_temperature_c: Annotated[float, Field(gt=0, le=150)] | None = None
+    on_unmet: Literal["fail", "warn"] = "fail"
+
+    @field_validator("power_mode", mode="before")
+    @classmethod
+    def _mode_as_text(cls, mode: object) -> object:
+        return str(mode) if isinstance(mode, int) and not isinstance(mode, bool) else mode
+
+
+class AccuracyAcceptance(Frozen):
+    """The validation run's detections against the host's FP32 reference on the same frames."""
+
+    min_recall: Annotated[float, Field(ge=0, le=1)] = 0.95
+    min_precision: Annotated[float, Field(ge=0, le=1)] = 0.95
+    min_mean_iou: Annotated[float, Field(ge=0, le=1)] = 0.9
+    max_mean_score_drift: Annotated[float, Field(ge=0, le=1)] = 0.05
+
+
+class Determinism(Frozen):
+    """Two runs on the same replay: identical outputs, or within these tolerances per matched detection."""
+
+    max_score_diff: Annotated[float, Field(ge=0, le=1)] = 0.0
+    min_iou: Annotated[float, Field(ge=0, le=1)] = 1.0
 
 
 class Budgets(Frozen):
@@ -207,6 +239,21 @@ class Budgets(Frozen):
     end_to_end: LatencyLimits | None = None
     stages: dict[Literal["preprocess", "infer", "postprocess", "sink"], LatencyLimits] = {}
     max_dropped: Annotated[int, Field(ge=0)] | None = None
+    deadline_ms: PositiveMs | None = None  # per frame, end to end from capture; a dropped frame misses it
+    max_miss_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
+    max_consecutive_misses: Annotated[int, Field(ge=0)] | None = None
+    max_jitter_ms: PositiveMs | None = None  # end to end p99.9 - p50
+    max_drift_ms: PositiveMs | None = None  # median of the last third - median of the first third
+    environment: EnvironmentRequirements | None = None
+    accuracy: AccuracyAcceptance | None = None
+    determinism: Determinism | None = None
+
+    @model_validator(mode="after")
+    def _misses_need_a_deadline(self) -> Budgets:
+        for key in ("max_miss_ratio", "max_consecutive_misses"):
+            if getattr(self, key) is not None and self.deadline_ms is None:
+                raise ValueError(f"{key} counts deadline misses: set budgets.deadline_ms too (e.g. 33.3 at 30 fps)")
+        return self
 
 
 class AccuracyGate(Frozen):

@@ -31,9 +31,9 @@ def test_recorder_keeps_the_newest_frames_in_order():
     recorder = LatencyRecorder(capacity=4)
     for i in range(6):
         t = 1_000_000 * i
-        recorder.record(i, [t, t + 100, t + 200, t + 400, t + 700, t + 1100])
-    frames, times = recorder.rows()
-    assert frames.tolist() == [2, 3, 4, 5] and recorder.count == 6
+        recorder.record(i, [t, t + 100, t + 200, t + 400, t + 700, t + 1100], digest=100 + i)
+    frames, times, digests = recorder.rows()
+    assert frames.tolist() == [2, 3, 4, 5] and recorder.count == 6 and digests.tolist() == [102, 103, 104, 105]
     lat = recorder.latencies_ms(skip=1)
     assert np.allclose(lat["preprocess"], 0.0001) and np.allclose(lat["sink"], 0.0004)
     assert np.allclose(lat["queue"], 0.0001) and np.allclose(lat["end_to_end"], 0.0011) and len(lat["infer"]) == 3
@@ -57,10 +57,12 @@ def test_pass_fail_and_inconclusive():
     assert "100 frame(s) measured, 299 needed" in notes[0]
 
 
-def test_one_frame_over_the_maximum_fails_at_any_sample_size():
+def test_a_measured_value_over_the_budget_fails_at_any_sample_size():
     budgets = Budgets(end_to_end={"p99_ms": 30, "max_ms": 100})
     verdict, checks, _ = evaluate(budgets, latencies([10, 10, 150]), dropped=0)
-    assert verdict == FAIL and [c.status for c in checks] == [INCONCLUSIVE, FAIL]
+    assert verdict == FAIL and [c.status for c in checks] == [FAIL, FAIL]
+    verdict, checks, _ = evaluate(budgets, latencies([10, 10, 20]), dropped=0)
+    assert verdict == INCONCLUSIVE and [c.status for c in checks] == [INCONCLUSIVE, PASS]
 
 
 def test_dropped_frames_budget_and_no_budgets():
@@ -73,3 +75,41 @@ def test_dropped_frames_budget_and_no_budgets():
 def test_recorder_rejects_zero_capacity():
     with pytest.raises(ValueError):
         LatencyRecorder(0)
+
+
+def test_inconclusive_when_within_budget_but_the_bound_is_not():
+    values = np.full(1000, 20.0)
+    values[-8:] = 45.0  # p99 measured 20 ms, but 8 slow frames put the 95 % upper bound (rank 995) at 45 ms
+    verdict, checks, notes = evaluate(Budgets(end_to_end={"p99_ms": 30}), latencies(values), dropped=0)
+    check = checks[0]
+    assert (verdict, check.measured, check.bound) == (INCONCLUSIVE, 20.0, 45.0)
+    assert check.frames_needed > 1000 and "upper bound 45" in notes[0]
+
+
+def test_deadline_miss_ratio_and_streak_budgets():
+    from sdk.runtime.statistics import deadline_misses
+
+    budgets = Budgets(deadline_ms=33.3, max_miss_ratio=0.01, max_consecutive_misses=2)
+    e2e = np.full(1000, 10.0)
+    frames = np.arange(1000)
+    verdict, checks, _ = evaluate(budgets, latencies(e2e), 0, deadline_misses(frames, e2e, 33.3))
+    assert verdict == PASS and [c.name for c in checks] == ["deadline.miss_ratio", "deadline.consecutive_misses"]
+    e2e[500:503] = 50.0  # three late frames in a row: ratio fine, streak over
+    verdict, checks, _ = evaluate(budgets, latencies(e2e), 0, deadline_misses(frames, e2e, 33.3))
+    assert verdict == FAIL and [c.status for c in checks] == [PASS, FAIL] and checks[1].measured == 3
+    few = np.full(100, 10.0)  # no miss in 100 frames does not bound a 1 % rate: 299 would
+    verdict, checks, _ = evaluate(budgets, latencies(few), 0, deadline_misses(np.arange(100), few, 33.3))
+    assert verdict == INCONCLUSIVE and checks[0].frames_needed == 299
+
+
+def test_jitter_and_drift_budgets():
+    rising = np.linspace(10, 30, 3000)
+    budgets = Budgets(max_jitter_ms=25, max_drift_ms=5)
+    verdict, checks, _ = evaluate(budgets, latencies(rising), 0)
+    assert [c.name for c in checks] == ["end_to_end.jitter_ms", "end_to_end.drift_ms"]
+    assert checks[0].status == PASS and checks[1].status == FAIL and checks[1].measured == pytest.approx(13.33, abs=0.01)
+
+
+def test_miss_budgets_need_a_deadline():
+    with pytest.raises(ValueError, match="deadline_ms"):
+        Budgets(max_consecutive_misses=1)

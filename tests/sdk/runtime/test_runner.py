@@ -151,7 +151,7 @@ def test_sigterm_mid_run_still_writes_report_and_whole_files(tiny_pipeline, tmp_
     assert 0 < report["frames"] < 10_000
     lines = (out / "detections.jsonl").read_text().splitlines()
     assert len(lines) == report["frames"] and all(json.loads(line)["frame"] >= 0 for line in lines)
-    assert sorted(p.name for p in out.iterdir()) == ["detections.jsonl", "junit.xml", "report.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["detections.jsonl", "junit.xml", "report.json", "timeline.npz"]
 
 
 def test_sigkill_mid_run_leaves_no_half_written_file_reachable(tiny_pipeline, tmp_path):
