@@ -60,6 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("target")
     sim = targets_commands.add_parser("sim", help="start a simulated target (real sshd on loopback) and write targets/sim.yaml")
     sim.add_argument("--stop", action="store_true", help="stop the simulated target")
+    validate = commands.add_parser("validate", help="latency and accuracy acceptance run on the target's current release")
+    validate.add_argument("pipeline", type=Path, help="pipeline file (YAML): the one the current release runs")
+    validate.add_argument("--target", "-t", required=True)
+    validate.add_argument("--frames", type=_positive, help="stop after N frames (default: the pipeline's replay setting)")
+    validate.add_argument("--report-dir", type=Path, help="where report.json, report.html and the plots go (default: reports/<pipeline name>)")
+    validate.add_argument("--repeat", type=_positive, help="runs on the same replay, outputs compared (default 1, or 2 with budgets.determinism)")
+    validate.add_argument("--stress", help="interference on the device during the run, e.g. cpu=2,memory=1,memory_mb=256")
+    validate.add_argument("--deploy", action="store_true", help="deploy the pipeline first (nothing is sent when it is current)")
     for name, text in (("rollback", "go back one release on the target"), ("status", "the target's releases and deploy state")):
         command = commands.add_parser(name, help=text)
         command.add_argument("--target", "-t", required=True)
@@ -80,6 +88,26 @@ def _deploy(args: argparse.Namespace, console: Console) -> int:
         render_fleet(console, result)
     else:
         render_report(console, result.report, result.report_dir, result.staged)
+    return result.exit_code
+
+
+def _validate(args: argparse.Namespace, console: Console) -> int:
+    from tools.console import RichProgress, render_report
+    from tools.validation.validate import Validate
+
+    with RichProgress(console) as progress:
+        validate = Validate(
+            args.pipeline,
+            args.target,
+            frames=args.frames,
+            report_dir=args.report_dir,
+            repeat=args.repeat,
+            stress=args.stress,
+            deploy=args.deploy,
+            progress=progress,
+        )
+        result = validate()
+    render_report(console, result.report, result.report_dir, result.staged)
     return result.exit_code
 
 
@@ -170,6 +198,7 @@ def _store_command(args: argparse.Namespace, console: Console) -> int:
 
 HANDLERS = {
     "deploy": _deploy,
+    "validate": _validate,
     "prepare": _prepare,
     "calibrate": _calibrate,
     "targets": _targets,

@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-VERDICT_STYLE = {"PASS": "bold green", "FAIL": "bold red", "INCONCLUSIVE": "bold yellow"}
+VERDICT_STYLE = {"PASS": "bold green", "FAIL": "bold red", "INCONCLUSIVE": "bold yellow", "WARN": "yellow"}
 
 
 class _RichTask:
@@ -50,6 +50,12 @@ class RichProgress:
         return _RichTask(self._progress, self._progress.add_task(description, total=total))
 
 
+def _value(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
@@ -69,16 +75,21 @@ def render_report(console: Console, report: dict, report_dir, staged) -> None:
     console.print(table)
     for check in report["checks"]:
         style = VERDICT_STYLE[check["status"]]
-        measured = "-" if check["measured"] is None else f"{check['measured']:g}"
-        console.print(f"  [{style}]{check['status']:<12}[/] {check['name']}: {measured} (limit {check['limit']:g})")
+        bound = f", 95% bound {check['bound']:g}" if check.get("bound") is not None else ""
+        console.print(
+            f"  [{style}]{check['status']:<12}[/] {check['name']}: {_value(check['measured'])} (limit {_value(check['limit'])}{bound})",
+            highlight=False,
+        )
     for note in report["notes"]:
         console.print(f"  [yellow]note[/] {note}")
     if report.get("corrupt_frames") or report.get("stage_errors"):
         console.print(f"  [yellow]skipped[/] {report['corrupt_frames']} corrupt frame(s), stage errors {report['stage_errors']}")
     if staged.recovered:
         console.print(f"  [yellow]note[/] an unfinished trial of release {staged.recovered} was rolled back before this deploy")
-    sent = f"{staged.files_sent} of {staged.files} file(s), {staged.bytes_sent / 1e6:.1f} MB sent"
-    console.print(f"release {staged.release_id} ({sent}); report in {report_dir}")
+    sent = (
+        f"{staged.files_sent} of {staged.files} file(s), {staged.bytes_sent / 1e6:.1f} MB sent" if staged.files else "current release, nothing sent"
+    )
+    console.print(f"release {staged.release_id} ({sent}); report in {report_dir} (report.html)")
     console.print(f"verdict: [{VERDICT_STYLE[report['verdict']]}]{report['verdict']}[/]")
 
 

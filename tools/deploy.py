@@ -15,7 +15,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ReleaseError, SdkError
+from sdk.runtime.junit import JUNIT_FILE
 from sdk.runtime.report import REPORT_FILE
+from sdk.runtime.timeline import TIMELINE_FILE
 from sdk.spec.loader import PipelineFile, load_pipeline
 from tools.fleet import FleetResult, deploy_fleet
 from tools.prepare import PrepareModel
@@ -26,10 +28,14 @@ from tools.release.wheels import download_wheels, requirements_for
 from tools.sessions import open_session
 from tools.state import cache_dir
 from tools.targets import RemoteTarget, Target, resolve_targets
+from tools.validation.acceptance import accept
+from tools.validation.html_report import HTML_FILE
+from tools.validation.reference import REFERENCE_FILE
 
 VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
 DEFAULT_HEALTH_FRAMES = 5
 DEVICE_FILE = "device.json"  # the target's fingerprint, probed by this deploy
+RUN_FILES = (REPORT_FILE, "detections.jsonl", TIMELINE_FILE, JUNIT_FILE, HTML_FILE, REFERENCE_FILE)
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,9 @@ class Deploy:
             return deploy_fleet(
                 targets,
                 lambda session, target: install_release(session, target, base, self.progress),
-                lambda session, staged, folder: measure(session, staged, folder, self.frames, self.progress),
+                lambda session, staged, folder: accept(
+                    folder, pipeline, artifacts, measure(session, staged, folder, self.frames, self.progress), self.progress
+                ),
                 self.frames,
                 report_dir,
                 self.progress,
@@ -99,6 +107,7 @@ class Deploy:
         with open_session(target) as session:
             staged = install_release(session, target, base, self.progress)
             report = measure(session, staged, report_dir, self.frames, self.progress)
+        report = accept(report_dir, pipeline, artifacts, report, self.progress)
         return DeployResult(report, report_dir, staged, pipeline)
 
 
@@ -147,19 +156,21 @@ def install_release(session, target: Target, base: Bundle, progress: Progress) -
     return staged
 
 
-def measure(session, staged: StageResult, report_dir: Path, frames: int | None, progress: Progress) -> dict:
+def measure(
+    session, staged: StageResult, report_dir: Path, frames: int | None, progress: Progress, *, stress: str | None = None, run_name: str = "validation"
+) -> dict:
     """The validation run on the target; its report and outputs land in `report_dir`, with the device's fingerprint."""
     report_dir.mkdir(parents=True, exist_ok=True)
-    for stale in (REPORT_FILE, "detections.jsonl"):
+    for stale in RUN_FILES:
         (report_dir / stale).unlink(missing_ok=True)  # never mistake an old report for this run's
-    task = progress.task(f"running on {session.name}", total=frames)
+    task = progress.task(f"running on {session.name}" + (f" under stress {stress}" if stress else ""), total=frames)
     try:
-        outcome = session.run(staged.release_id, "validation", frames, _progress_events(task), staged.python)
+        outcome = session.run(staged.release_id, run_name, frames, _progress_events(task), staged.python, stress)
     finally:
         task.done()
     if not outcome.ran:
         raise SdkError(f"run on {session.name} failed: {outcome.error()}", hint="the release stays current; see the message above")
-    session.fetch_run("validation", report_dir)
+    session.fetch_run(run_name, report_dir)
     (report_dir / DEVICE_FILE).write_text(json.dumps({"target": session.name, **staged.device}, indent=2, sort_keys=True) + "\n")
     return json.loads((report_dir / REPORT_FILE).read_text())
 

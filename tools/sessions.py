@@ -42,9 +42,10 @@ class RunOutcome:
         return error_line(self.stderr) or f"the runtime exited with status {self.exit_code}"
 
 
-def run_arguments(release: str, run_dir: str, target: str, frames: int | None) -> list[str]:
+def run_arguments(release: str, run_dir: str, target: str, frames: int | None, stress: str | None = None) -> list[str]:
     argv = ["-B", "-m", "sdk", "run", "--release", release, "--report-dir", run_dir, "--target", target, "--events"]
-    return argv + (["--frames", str(frames)] if frames is not None else [])
+    argv += ["--frames", str(frames)] if frames is not None else []
+    return argv + (["--stress", stress] if stress else [])
 
 
 def parse_event(line: str) -> dict:
@@ -123,14 +124,22 @@ class LocalSession:
             python = self.store.build_env(release_id)
         return str(python) if python else None
 
-    def run(self, release_id: str, run_name: str, frames: int | None, on_event: Callable[[dict], None], python: str | None = None) -> RunOutcome:
+    def run(
+        self,
+        release_id: str,
+        run_name: str,
+        frames: int | None,
+        on_event: Callable[[dict], None],
+        python: str | None = None,
+        stress: str | None = None,
+    ) -> RunOutcome:
         """The release's own runtime in a child process, its working directory the release folder."""
         release = self.store.release_dir(release_id)
         run_dir = self.store.run_dir(run_name)
         shutil.rmtree(run_dir, ignore_errors=True)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         env["PYTHONDONTWRITEBYTECODE"] = "1"
-        command = [python or sys.executable, *run_arguments(str(release), str(run_dir), self.name, frames)]
+        command = [python or sys.executable, *run_arguments(str(release), str(run_dir), self.name, frames, stress)]
         child = subprocess.Popen(command, cwd=release, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             for line in child.stdout:
@@ -300,7 +309,15 @@ class SshSession:
     def env(self, release_id: str) -> str | None:
         return self._store("env", release_id)["python"]
 
-    def run(self, release_id: str, run_name: str, frames: int | None, on_event: Callable[[dict], None], python: str | None = None) -> RunOutcome:
+    def run(
+        self,
+        release_id: str,
+        run_name: str,
+        frames: int | None,
+        on_event: Callable[[dict], None],
+        python: str | None = None,
+        stress: str | None = None,
+    ) -> RunOutcome:
         release = f"{self.root}/releases/{release_id}"
         run_dir = f"{self.root}/runs/{run_name}"
         self._store("clear-run", run_name)
@@ -314,7 +331,7 @@ class SshSession:
             "env",
             "PYTHONDONTWRITEBYTECODE=1",
             python or self.python,
-            *run_arguments(release, run_dir, self.name, frames),
+            *run_arguments(release, run_dir, self.name, frames, stress),
         ]
         result = self.connection.run(argv, on_stdout_line=lambda line: on_event(parse_event(line)), timeout=self.target.spec.timeouts.deadline_s)
         return RunOutcome(result.exit_code, result.stderr)

@@ -1,0 +1,65 @@
+"""The host's part of an acceptance run: checks only the host can make, merged into the device's verdict.
+
+The device judges latency, deadline, drops and its own environment. The host adds what needs the
+workstation: accuracy against the FP32 reference, and determinism across repeated runs. Their
+checks join report.json's (verdict recombined: FAIL beats INCONCLUSIVE beats PASS), junit.xml
+is rewritten with one case per check, and report.html with its plots is drawn.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sdk.artifacts import ModelArtifacts
+from sdk.runtime.junit import write_junit
+from sdk.runtime.report import write_report
+from sdk.runtime.verdict import BudgetCheck, combine
+from sdk.spec.loader import PipelineFile
+from sdk.spec.schema import Determinism
+from tools.progress import Progress, SilentProgress
+from tools.validation.detections_file import read_detections
+from tools.validation.determinism import compare_runs
+from tools.validation.html_report import write_html
+from tools.validation.reference import REFERENCE_FILE, compare_with_reference, run_reference
+
+
+def accept(
+    report_dir: Path,
+    pipeline: PipelineFile,
+    artifacts: ModelArtifacts,
+    report: dict,
+    progress: Progress | None = None,
+    repeats: list[Path] = (),
+) -> dict:
+    """Add the host's checks to `report` (from `report_dir`), rewrite report.json and junit.xml, draw report.html."""
+    progress = progress or SilentProgress()
+    budgets = pipeline.spec.budgets
+    added: list[BudgetCheck] = []
+    if budgets.accuracy is not None:
+        run_frames = read_detections(report_dir / "detections.jsonl")
+        frames = max(run_frames, default=-1) + 1
+        task = progress.task(f"FP32 reference on the host: {frames} frames", total=None)
+        reference = run_reference(pipeline, artifacts, frames, report_dir / REFERENCE_FILE)
+        task.done()
+        result = compare_with_reference(reference, report_dir / "detections.jsonl", budgets.accuracy)
+        report["accuracy"] = result.as_dict() | {"thresholds": budgets.accuracy.model_dump()}
+        added += result.checks()
+    if repeats:
+        tolerance = budgets.determinism or Determinism()
+        report["determinism_runs"] = []
+        for run, folder in enumerate(repeats, start=2):
+            result = compare_runs(report_dir, folder, tolerance)
+            report["determinism_runs"].append({"run": run, "folder": folder.name, **result.as_dict()} | {"tolerance": tolerance.model_dump()})
+            added.append(result.check(run))
+    if added:
+        checks = [BudgetCheck(**c) for c in report["checks"]] + added
+        verdict, _, _ = combine(checks)
+        _, _, new_notes = combine(added)
+        report = {**report, "verdict": verdict, "checks": [c.as_dict() for c in checks], "notes": report["notes"] + new_notes}
+        write_report(report, report_dir)
+    write_junit(report, report_dir)
+    task = progress.task("drawing report.html", total=None)
+    write_html(report_dir)
+    task.done()
+    return json.loads((Path(report_dir) / "report.json").read_text())

@@ -1,0 +1,98 @@
+"""Accuracy acceptance: the validation run's detections against the host's FP32 reference.
+
+The host runs the prepared FP32 model through the same preprocessing and decoding (sdk's own
+runtime, ONNX Runtime on the CPU) on the same source frames, unpaced, and matches detections per
+frame (same class, IoU >= 0.5). On a device running an INT8 TensorRT engine this is the check
+that what runs on the vehicle still sees what the model saw on the workstation.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from sdk.artifacts import ModelArtifacts
+from sdk.runtime.runner import PipelineRunner
+from sdk.runtime.verdict import FAIL, PASS, BudgetCheck
+from sdk.spec.loader import PipelineFile
+from sdk.spec.schema import AccuracyAcceptance, JsonlSink
+from tools.accuracy import match_detections
+from tools.validation.detections_file import read_detections
+
+REFERENCE_FILE = "reference_detections.jsonl"
+
+
+@dataclass(frozen=True)
+class AccuracyResult:
+    frames: int
+    reference_detections: int
+    run_detections: int
+    matched: int
+    mean_iou: float
+    mean_score_drift: float
+    thresholds: AccuracyAcceptance
+
+    @property
+    def recall(self) -> float:
+        return self.matched / self.reference_detections if self.reference_detections else 1.0
+
+    @property
+    def precision(self) -> float:
+        return self.matched / self.run_detections if self.run_detections else 1.0
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "recall": round(self.recall, 6), "precision": round(self.precision, 6)}
+
+    def checks(self) -> list[BudgetCheck]:
+        t = self.thresholds
+        rows = [
+            ("recall", t.min_recall, self.recall, self.recall >= t.min_recall),
+            ("precision", t.min_precision, self.precision, self.precision >= t.min_precision),
+            ("mean_iou", t.min_mean_iou, self.mean_iou, self.mean_iou >= t.min_mean_iou),
+            ("mean_score_drift", t.max_mean_score_drift, self.mean_score_drift, self.mean_score_drift <= t.max_mean_score_drift),
+        ]
+        detail = f"{self.matched} matched of {self.reference_detections} reference / {self.run_detections} run detections"
+        return [
+            BudgetCheck(f"accuracy.{name}", limit, round(value, 6), PASS if ok else FAIL, self.frames, None, detail)
+            for name, limit, value, ok in rows
+        ]
+
+
+def run_reference(pipeline: PipelineFile, artifacts: ModelArtifacts, frames: int, destination: Path) -> Path:
+    """The FP32 reference detections for the first `frames` source frames, written to `destination`."""
+    spec = pipeline.spec
+    replay = spec.source.replay.model_copy(update={"rate_fps": None, "late_frames": "keep"})
+    reference = PipelineFile(
+        spec.model_copy(update={"source": spec.source.model_copy(update={"replay": replay}), "sinks": (JsonlSink(kind="jsonl"),)}),
+        pipeline.path,
+    )
+    with tempfile.TemporaryDirectory(prefix=".reference-", dir=destination.parent) as scratch:
+        PipelineRunner(reference, artifacts, Path(scratch), max_frames=frames).run()
+        (Path(scratch) / "detections.jsonl").replace(destination)
+    return destination
+
+
+def compare_with_reference(reference: Path, run: Path, thresholds: AccuracyAcceptance) -> AccuracyResult:
+    ref_frames, run_frames = read_detections(reference), read_detections(run)
+    common = sorted(set(ref_frames) & set(run_frames))  # a dropped frame is the latency budget's business
+    n_ref = n_run = 0
+    ious: list[float] = []
+    drifts: list[float] = []
+    for frame in common:
+        pairs = match_detections(ref_frames[frame], run_frames[frame])
+        n_ref += len(ref_frames[frame])
+        n_run += len(run_frames[frame])
+        ious.extend(iou for iou, _, _ in pairs)
+        drifts.extend(abs(r - c) for _, r, c in pairs)
+    return AccuracyResult(
+        len(common),
+        n_ref,
+        n_run,
+        len(ious),
+        float(np.round(np.mean(ious), 6)) if ious else 1.0,
+        float(np.round(np.mean(drifts), 6)) if drifts else 0.0,
+        thresholds,
+    )
