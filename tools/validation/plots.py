@@ -35,6 +35,11 @@ def latencies_from_timeline(timeline: dict) -> dict[str, np.ndarray]:
     return out
 
 
+def _legend(axis, **kwargs) -> None:
+    if axis.get_legend_handles_labels()[0]:  # a run with no measured frames has nothing to label
+        axis.legend(fontsize=8, **kwargs)
+
+
 def _save(figure, folder: Path, name: str) -> str:
     figure.tight_layout()
     figure.savefig(folder / name, dpi=110)
@@ -57,7 +62,7 @@ def draw_plots(report: dict, timeline: dict, folder: Path) -> dict[str, str]:
         axis.axhline(deadline, color="tab:red", ls="--", lw=1, label=f"deadline {deadline:g} ms")
         axis.scatter(frames[late], e2e[late], s=10, color="tab:red", zorder=3, label=f"{int(late.sum())} late")
     axis.set(xlabel="source frame", ylabel="ms", title="latency per frame (from capture / scheduled time)")
-    axis.legend(loc="upper right", fontsize=8)
+    _legend(axis, loc="upper right")
     pngs["timeline"] = _save(figure, folder, "latency_timeline.png")
 
     figure, axis = plt.subplots(figsize=(7, 4.2))
@@ -67,7 +72,7 @@ def draw_plots(report: dict, timeline: dict, folder: Path) -> dict[str, str]:
             axis.plot(values, np.arange(1, len(values) + 1) / len(values), lw=1.6 if stage == "end_to_end" else 1, label=stage)
     axis.set_xscale("log")
     axis.set(xlabel="ms (log)", ylabel="fraction of frames", title="latency CDF per stage")
-    axis.legend(fontsize=8)
+    _legend(axis)
     pngs["cdf"] = _save(figure, folder, "stage_cdf.png")
 
     figure, axis = plt.subplots(figsize=(7, 4.2))
@@ -78,7 +83,7 @@ def draw_plots(report: dict, timeline: dict, folder: Path) -> dict[str, str]:
     if deadline is not None:
         axis.axvline(deadline, color="tab:red", lw=1.2, label=f"deadline {deadline:g}")
     axis.set(xlabel="end-to-end ms", ylabel="frames", title="end-to-end latency with budgets")
-    axis.legend(fontsize=8)
+    _legend(axis)
     pngs["histogram"] = _save(figure, folder, "latency_histogram.png")
 
     if deadline is not None and len(frames):

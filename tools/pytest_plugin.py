@@ -1,0 +1,145 @@
+"""pytest plugin for safety acceptance suites: `pytest --target orin-01 --pipeline P tests/acceptance`.
+
+Once per session it deploys the pipeline (nothing is sent when the release is current; or
+`--no-deploy` to validate what is there), runs the validation on the target and hands the
+measured statistics to test functions through the `acceptance` fixture, so a team writes its
+safety requirements as plain asserts. Tests that ask for `budget_check` are parametrized with
+every check the pipeline file declares, one test per budget. Registered as a pytest11 entry point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from sdk.errors import SdkError
+from sdk.runtime.timeline import TIMELINE_FILE, read_timeline
+from sdk.spec.loader import load_pipeline
+from sdk.spec.schema import Budgets
+
+ACCEPTED = ("PASS", "WARN")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("perception-sdk", "latency and accuracy acceptance on a target (perception deploy SDK)")
+    group.addoption("--pipeline", type=Path, default=None, help="pipeline file whose budgets the acceptance suite checks")
+    group.addoption("--target", default="local", help="target name (default: local)")
+    group.addoption("--frames", type=int, default=None, help="frames to run (default: the pipeline's replay setting)")
+    group.addoption("--repeat", type=int, default=None, help="runs compared for determinism (default 1, or 2 with budgets.determinism)")
+    group.addoption("--stress", default=None, help="interference on the device during the run, e.g. cpu=2,memory=1")
+    group.addoption("--no-deploy", action="store_true", help="validate the target's current release without deploying")
+    group.addoption("--acceptance-report-dir", type=Path, default=None, help="where report.json/html go (default: reports/<pipeline>)")
+
+
+def declared_checks(budgets: Budgets, repeat: int) -> list[str]:
+    """The names of the checks a validation of these budgets reports, in the report's order."""
+    names = []
+    groups = [("end_to_end", budgets.end_to_end)] + list(budgets.stages.items())
+    for group, limits in groups:
+        names += [f"{group}.{key}" for key, _ in (limits.items() if limits is not None else [])]
+    if budgets.max_jitter_ms is not None:
+        names.append("end_to_end.jitter_ms")
+    if budgets.max_drift_ms is not None:
+        names.append("end_to_end.drift_ms")
+    if budgets.deadline_ms is not None and budgets.max_miss_ratio is not None:
+        names.append("deadline.miss_ratio")
+    if budgets.deadline_ms is not None and budgets.max_consecutive_misses is not None:
+        names.append("deadline.consecutive_misses")
+    if budgets.max_dropped is not None:
+        names.append("dropped")
+    env = budgets.environment
+    if env is not None:
+        wanted = {"power_mode": env.power_mode is not None, "clocks_locked": env.clocks_locked, "cpu_governor": env.cpu_governor is not None}
+        wanted["max_temperature_c"] = env.max_temperature_c is not None
+        names += [f"environment.{key}" for key, on in wanted.items() if on]
+    if budgets.accuracy is not None:
+        names += [f"accuracy.{key}" for key in ("recall", "precision", "mean_iou", "mean_score_drift")]
+    names += [f"determinism.run{run}" for run in range(2, repeat + 1)]
+    return names
+
+
+def _repeat(config: pytest.Config, budgets: Budgets) -> int:
+    return config.getoption("--repeat") or (2 if budgets.determinism is not None else 1)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "budget_check" not in metafunc.fixturenames:
+        return
+    path = metafunc.config.getoption("--pipeline")
+    if path is None:
+        metafunc.parametrize("budget_check", [pytest.param(None, marks=pytest.mark.skip(reason="no --pipeline given"))], ids=["no-pipeline"])
+        return
+    budgets = load_pipeline(path).spec.budgets
+    names = declared_checks(budgets, _repeat(metafunc.config, budgets))
+    metafunc.parametrize("budget_check", names or [pytest.param(None, marks=pytest.mark.skip(reason="the pipeline declares no budgets"))])
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """What one validation measured, for plain asserts: `acceptance.end_to_end.p99_ms < 40`."""
+
+    report: dict
+    report_dir: Path
+
+    @property
+    def verdict(self) -> str:
+        return self.report["verdict"]
+
+    def check(self, name: str) -> dict:
+        for check in self.report["checks"]:
+            if check["name"] == name:
+                return check
+        raise KeyError(f"no check {name!r} in the report; it has {[c['name'] for c in self.report['checks']]}")
+
+    @property
+    def end_to_end(self) -> SimpleNamespace:
+        return SimpleNamespace(**self.report["end_to_end"])
+
+    def stage(self, name: str) -> SimpleNamespace:
+        return SimpleNamespace(**self.report["stages"][name])
+
+    @property
+    def deadline(self) -> SimpleNamespace | None:
+        return SimpleNamespace(**self.report["deadline"]) if self.report.get("deadline") else None
+
+    @property
+    def dropped(self) -> int:
+        return self.report["dropped"]
+
+    @property
+    def environment(self) -> dict:
+        return self.report["environment"]
+
+    def latencies_ms(self, stage: str = "end_to_end") -> np.ndarray:
+        """Every measured frame's latency (warm-up excluded), for percentiles of your own."""
+        from tools.validation.plots import latencies_from_timeline
+
+        return latencies_from_timeline(read_timeline(self.report_dir / TIMELINE_FILE))[stage]
+
+
+@pytest.fixture(scope="session")
+def acceptance(request: pytest.FixtureRequest) -> Acceptance:
+    config = request.config
+    path = config.getoption("--pipeline")
+    if path is None:
+        pytest.skip("no --pipeline given: run the acceptance suite as pytest --target T --pipeline P tests/acceptance")
+    from tools.validation.validate import Validate
+
+    validate = Validate(
+        path,
+        config.getoption("--target"),
+        frames=config.getoption("--frames"),
+        report_dir=config.getoption("--acceptance-report-dir"),
+        repeat=config.getoption("--repeat"),
+        stress=config.getoption("--stress"),
+        deploy=not config.getoption("--no-deploy"),
+    )
+    try:
+        result = validate()
+    except SdkError as exc:  # one readable line, like the CLI, instead of a traceback into the SDK
+        pytest.fail(f"validation on {config.getoption('--target')} failed: {exc.message} (hint: {exc.hint})", pytrace=False)
+    return Acceptance(result.report, result.report_dir)
