@@ -8,6 +8,9 @@ USAGE = """usage: python -m sdk COMMAND ...
   run (--release DIR | --pipeline FILE --artifacts DIR) --report-dir DIR   run a pipeline and report
   store --root DIR OP ...                                                 operate the release store
   probe [ROOT]                                                            print the device fingerprint
+  serve --release DIR --status-dir DIR                                    run a release as a service
+  supervise --release DIR --status-dir DIR                                serve under a supervisor (no systemd)
+  service --root DIR (start|stop|status|logs)                             the service of the current release
 """
 
 
@@ -21,6 +24,18 @@ def main(argv: list[str]) -> int:
         from sdk.store_cli import run as store
 
         return store(argv[1:])
+    if command == "serve":
+        from sdk.service.serve import main as serve
+
+        return serve(argv[1:])
+    if command == "supervise":
+        from sdk.service.supervisor import supervise
+
+        return supervise(argv[1:])
+    if command == "service":
+        from sdk.service.control import main as service
+
+        return service(argv[1:])
     if command == "probe":
         from sdk.probe import fingerprint
 

@@ -68,9 +68,16 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--repeat", type=_positive, help="runs on the same replay, outputs compared (default 1, or 2 with budgets.determinism)")
     validate.add_argument("--stress", help="interference on the device during the run, e.g. cpu=2,memory=1,memory_mb=256")
     validate.add_argument("--deploy", action="store_true", help="deploy the pipeline first (nothing is sent when it is current)")
-    for name, text in (("rollback", "go back one release on the target"), ("status", "the target's releases and deploy state")):
+    for name, text in (
+        ("rollback", "go back one release on the target"),
+        ("status", "the target's releases, deploy state and service health"),
+        ("start", "run the current release as a service (supervised; waits for READY)"),
+        ("stop", "stop the service (SIGTERM, bounded wait)"),
+        ("logs", "the service's log"),
+    ):
         command = commands.add_parser(name, help=text)
         command.add_argument("--target", "-t", required=True)
+    commands.choices["logs"].add_argument("--lines", type=_positive, default=100)
     return parser
 
 
@@ -196,6 +203,22 @@ def _store_command(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _service_command(args: argparse.Namespace, console: Console) -> int:
+    import json
+
+    from tools.remote import service_command
+    from tools.targets import resolve_target
+
+    extra = ["--lines", str(args.lines)] if args.command == "logs" else []
+    result = service_command(resolve_target(args.target), args.command, *extra)
+    if args.command == "logs":
+        for line in result["lines"]:
+            console.print(line, highlight=False, markup=False)
+    else:
+        console.print_json(json.dumps(result))
+    return 0
+
+
 HANDLERS = {
     "deploy": _deploy,
     "validate": _validate,
@@ -204,6 +227,9 @@ HANDLERS = {
     "targets": _targets,
     "rollback": _store_command,
     "status": _store_command,
+    "start": _service_command,
+    "stop": _service_command,
+    "logs": _service_command,
 }
 
 

@@ -1,4 +1,4 @@
-"""Target operations outside a deploy: probe, rollback, status."""
+"""Target operations outside a deploy: probe, rollback, status, and the service (start, stop, logs)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def store_command(target: Target, op: str) -> dict:
     with open_session(target) as session:
         session.ensure_agent(runtime_files())
         if op == "status":
-            return session.status()
+            return {**session.status(), "service": session.service_op("status")}
         owner = f"rollback:{target.name}"
         session.lock(owner)
         try:
@@ -27,4 +27,11 @@ def store_command(target: Target, op: str) -> dict:
             session.unlock(owner)
 
 
-__all__ = ["probe", "store_command"]
+def service_command(target: Target, op: str, *args: str) -> dict:
+    """`start` (the current release under the supervisor, waits for READY), `stop` (bounded), `logs`."""
+    with open_session(target) as session:
+        session.ensure_agent(runtime_files())
+        return session.service_op(op, *args)
+
+
+__all__ = ["probe", "service_command", "store_command"]

@@ -119,6 +119,14 @@ class LocalSession:
 
         return fingerprint(str(self.target.root))
 
+    def service_op(self, op: str, *args: str) -> dict:
+        """`python -m sdk service OP` in a child process, as a device runs it (start detaches the supervisor)."""
+        command = [sys.executable, "-B", "-m", "sdk", "service", "--root", str(self.store.root), op, *args]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise TargetError(f"local: service {op}: {error_line(done.stderr) or done.stderr[-300:]}", hint="see `sdk logs --target local`")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
     def env(self, release_id: str) -> str | None:
         with self.store.locked():
             python = self.store.build_env(release_id)
@@ -215,6 +223,18 @@ class SshSession:
             return json.loads(result.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise TargetError(f"{self.connection.where}: store {op} answered {result.stdout[:200]!r}") from None
+
+    def service_op(self, op: str, *args: str) -> dict:
+        argv = [*self._agent_command(), "service", "--root", self.root, op, *args]
+        result = self.connection.run(argv)
+        if result.exit_code != 0:
+            raise TargetError(
+                f"{self.name}: service {op}: {error_line(result.stderr) or result.stderr[-300:]}", hint=f"see `sdk logs --target {self.name}`"
+            )
+        try:
+            return json.loads(result.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise TargetError(f"{self.connection.where}: service {op} answered {result.stdout[:200]!r}") from None
 
     def lock(self, owner: str) -> None:
         """A device process holds the lock while this host's heartbeats reach it: a host that dies or

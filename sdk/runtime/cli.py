@@ -24,7 +24,7 @@ from sdk.runtime.junit import write_junit
 from sdk.runtime.report import build_report, write_report
 from sdk.runtime.runner import PipelineRunner
 from sdk.runtime.timeline import write_timeline
-from sdk.spec.loader import load_pipeline
+from sdk.spec.loader import PipelineFile, load_pipeline
 
 VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
 
@@ -32,6 +32,14 @@ VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXI
 def _emit(event: dict) -> None:
     sys.stdout.write(json.dumps(event) + "\n")
     sys.stdout.flush()
+
+
+def load_release(folder: Path) -> tuple[str, PipelineFile, ModelArtifacts]:
+    """(release id, pipeline, prepared model) of a release folder, verified against nothing but its manifest."""
+    release_dir = Path(folder).resolve()
+    manifest = ReleaseManifest.load(release_dir)
+    pipeline = load_pipeline(release_dir / manifest.pipeline, check_files=False)
+    return manifest.release_id, pipeline, ModelArtifacts(release_dir / manifest.artifacts)
 
 
 def run(argv: list[str]) -> int:
@@ -51,11 +59,7 @@ def run(argv: list[str]) -> int:
 
     release_id = None
     if args.release is not None:
-        release_dir = args.release.resolve()
-        manifest = ReleaseManifest.load(release_dir)
-        release_id = manifest.release_id
-        pipeline = load_pipeline(release_dir / manifest.pipeline, check_files=False)
-        artifacts = ModelArtifacts(release_dir / manifest.artifacts)
+        release_id, pipeline, artifacts = load_release(args.release)
     else:
         if args.artifacts is None:
             parser.error("--pipeline needs --artifacts")

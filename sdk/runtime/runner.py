@@ -19,6 +19,7 @@ from sdk.errors import ModelError, SdkError
 from sdk.postprocess import create_postprocessor
 from sdk.preprocess import CpuPreprocessor
 from sdk.runtime.recorder import LatencyRecorder
+from sdk.service.health import HealthMonitor
 from sdk.sinks import create_sinks
 from sdk.sources import FrameStream, StreamCounters, open_stream
 from sdk.spec.loader import PipelineFile
@@ -53,6 +54,7 @@ class PipelineRunner:
         max_frames: int | None = None,
         on_frame: Callable[[int], None] | None = None,
         require_jsonl: bool = True,
+        monitor: HealthMonitor | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.artifacts = artifacts
@@ -60,6 +62,7 @@ class PipelineRunner:
         self.max_frames = max_frames
         self.on_frame = on_frame
         self.require_jsonl = require_jsonl
+        self.monitor = monitor  # a service's health: degraded-mode shedding and per-frame latency
         self._stream: FrameStream | None = None
         self._stopping = False
 
@@ -98,9 +101,12 @@ class PipelineRunner:
         on_frame = self.on_frame
         consecutive = 0
         marks = [0] * 6
+        monitor = self.monitor
         for frame in frames:
             if self._stopping:
                 break
+            if monitor is not None and not monitor.admit(frame.index):
+                continue  # DEGRADED: shed, and counted by the monitor
             stage = "preprocess"
             try:
                 marks[0] = frame.t_capture_ns
@@ -122,6 +128,8 @@ class PipelineRunner:
                 result.stage_errors[stage] = result.stage_errors.get(stage, 0) + 1
                 result.last_error = f"frame {frame.index}: {stage}: {type(exc).__name__}: {exc}"
                 consecutive += 1
+                if monitor is not None:
+                    monitor.failed()  # an error storm is a run of misses: it escalates to DEGRADED
                 if consecutive >= MAX_CONSECUTIVE_ERRORS:
                     raise SdkError(
                         f"stage {stage} failed on {consecutive} frames in a row; last: {result.last_error}",
@@ -130,5 +138,7 @@ class PipelineRunner:
                 continue
             consecutive = 0
             record(frame.index, marks, detections.digest())  # after the last mark: not part of the latency
+            if monitor is not None:
+                monitor.frame(marks[5] - marks[0])
             if on_frame is not None:
                 on_frame(result.recorder.count)

@@ -285,6 +285,30 @@ class Calibration(Frozen):
         return uri
 
 
+class DegradedMode(Frozen):
+    """When the runtime declares itself DEGRADED, what it does then, and when it is NOMINAL again."""
+
+    after_misses: Annotated[int, Field(ge=1, le=100_000)] = 5  # consecutive deadline misses
+    recover_after: Annotated[int, Field(ge=1, le=100_000)] = 30  # consecutive frames within the deadline
+    process_every: Annotated[int, Field(ge=1, le=100)] = 2  # while DEGRADED: one frame in N, the rest shed and counted
+
+
+class Service(Frozen):
+    """The runtime as a long-running service on the vehicle (`python -m sdk serve`, systemd or the supervisor)."""
+
+    watchdog_s: Annotated[float, Field(ge=0.5, le=600)] = 5.0  # no frame for this long: killed and restarted
+    status_interval_s: Annotated[float, Field(ge=0.05, le=60)] = 1.0
+    stop_timeout_s: Annotated[float, Field(ge=0.5, le=600)] = 10.0
+    max_restarts: Annotated[int, Field(ge=0, le=1000)] = 5  # within restart_window_s, then the supervisor gives up
+    restart_window_s: Annotated[float, Field(gt=0, le=86_400)] = 60.0
+    restart_backoff_s: Annotated[float, Field(ge=0, le=600)] = 1.0  # doubles per restart within the window
+    degraded: DegradedMode = DegradedMode()
+    heartbeat_udp: Annotated[str, Field(pattern=r"^[A-Za-z0-9.\-]{1,253}:[0-9]{1,5}$")] | None = None  # host:port
+    cpu_affinity: tuple[Annotated[int, Field(ge=0, le=1023)], ...] | None = None
+    realtime_priority: Annotated[int, Field(ge=1, le=99)] | None = None  # SCHED_FIFO, where permitted
+    lock_memory: bool = False  # mlockall: no page faults in the frame loop, where permitted
+
+
 class Pipeline(Frozen):
     version: Literal[1]
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
@@ -295,6 +319,7 @@ class Pipeline(Frozen):
     sinks: tuple[Sink, ...] = Field(default_factory=lambda: (JsonlSink(kind="jsonl"),))
     budgets: Budgets = Budgets()
     calibration: Calibration | None = None
+    service: Service = Service()
 
     @model_validator(mode="before")
     @classmethod

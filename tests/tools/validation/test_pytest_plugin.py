@@ -33,7 +33,13 @@ def acceptance_suite(pipeline: Path, target: str, out: Path, *extra: str) -> tup
 def outcomes(suite: ElementTree.Element) -> dict[str, str]:
     result = {}
     for case in suite.iter("testcase"):
-        state = "failed" if case.find("failure") is not None or case.find("error") is not None else "skipped" if case.find("skipped") is not None else "passed"
+        state = (
+            "failed"
+            if case.find("failure") is not None or case.find("error") is not None
+            else "skipped"
+            if case.find("skipped") is not None
+            else "passed"
+        )
         result[case.get("name")] = state
     return result
 

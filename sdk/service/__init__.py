@@ -1,0 +1,1 @@
+"""The runtime as a service: health and degraded mode, systemd notifications, supervisor, unit file."""

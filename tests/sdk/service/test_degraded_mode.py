@@ -1,0 +1,41 @@
+"""A stage that stalls: the monitor goes DEGRADED, sheds frames, and comes back NOMINAL when the budget holds."""
+
+from __future__ import annotations
+
+import time
+
+import sdk.runtime.runner as runner_module
+from sdk.runtime import PipelineRunner
+from sdk.service.health import DEGRADED, NOMINAL, HealthMonitor
+from sdk.spec.schema import DegradedMode
+from sdk.stage import Stage
+
+
+def test_stall_degrades_then_recovers(tiny_pipeline, tmp_path, monkeypatch):
+    pipeline, artifacts = tiny_pipeline(frames=90, rate=30)
+    original = runner_module.create_postprocessor
+    states = []
+
+    def wrapped(*args, **kwargs):
+        real = original(*args, **kwargs)
+
+        class Stalling(Stage):
+            calls = 0
+
+            def __call__(self, geometry):
+                Stalling.calls += 1
+                if 10 <= Stalling.calls < 22:
+                    time.sleep(0.06)  # two frame periods: every frame of this stretch misses 40 ms
+                return real(geometry)
+
+        return Stalling()
+
+    monkeypatch.setattr(runner_module, "create_postprocessor", wrapped)
+    monitor = HealthMonitor(40, DegradedMode(after_misses=4, recover_after=10, process_every=2))
+    runner = PipelineRunner(pipeline, artifacts, tmp_path / "out", monitor=monitor, on_frame=lambda _: states.append(monitor.state))
+    result = runner.run()
+    assert DEGRADED in states and states[-1] == NOMINAL
+    first_degraded = states.index(DEGRADED)
+    assert states[:first_degraded] and set(states[:9]) == {NOMINAL}  # before the stall the budget held
+    assert monitor.shed > 0 and result.frames + monitor.shed == 90  # every source frame processed or shed, none lost
+    assert monitor.transitions >= 3  # STARTING -> NOMINAL -> DEGRADED -> NOMINAL

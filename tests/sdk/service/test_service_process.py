@@ -1,0 +1,151 @@
+"""The runtime as a service, as real processes: serve (systemd protocol), the supervisor, faults, stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sdk.store import ReleaseStore
+from tools.deploy import Deploy
+
+SERVICE = """
+service:
+  watchdog_s: 1.0
+  status_interval_s: 0.2
+  stop_timeout_s: 5
+  max_restarts: 2
+  restart_window_s: 60
+  restart_backoff_s: 0.1
+"""
+
+
+@pytest.fixture()
+def deployed(tiny_pipeline, tmp_path, state_dir):
+    """A long-running tiny pipeline (synthetic camera at 30 fps) deployed to the local target."""
+    pipeline, _ = tiny_pipeline(rate=30, uri="synthetic://boxes?width=64&height=48&frames=100000")
+    pipeline.path.write_text(pipeline.path.read_text() + SERVICE)
+    Deploy(pipeline.path, "local", frames=3, report_dir=tmp_path / "deploy")()
+    store = ReleaseStore(state_dir / "targets" / "local")
+    return store, store.release_dir(store.current())
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def test_serve_notifies_ready_feeds_the_watchdog_and_stops_cleanly_on_sigterm(deployed, tmp_path):
+    _, release = deployed
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(tmp_path / "notify"))
+    listener.settimeout(30)
+    env = {**os.environ, "NOTIFY_SOCKET": str(tmp_path / "notify"), "WATCHDOG_USEC": "1000000"}
+    status_dir = tmp_path / "status"
+    command = [sys.executable, "-m", "sdk", "serve", "--release", str(release), "--status-dir", str(status_dir)]
+    child = subprocess.Popen(command, cwd=release, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        messages = []
+        while not any(m.startswith("READY=1") for m in messages):
+            messages.append(listener.recv(4096).decode())
+        started = time.monotonic()
+        pings = 0
+        while time.monotonic() - started < 2.0:
+            pings += listener.recv(4096).decode() == "WATCHDOG=1"
+        assert pings >= 3  # every half watchdog period while frames flow
+        status = wait_for(lambda: read_json(status_dir / "status.json").get("frames", 0) > 20 and read_json(status_dir / "status.json"), 10, "frames")
+        assert status["state"] == "NOMINAL" and status["pid"] == child.pid and status["release"] == release.name
+        child.send_signal(signal.SIGTERM)
+        stop_started = time.monotonic()
+        assert child.wait(timeout=5) == 0, child.stderr.read()
+        assert time.monotonic() - stop_started < 5
+    finally:
+        child.kill()
+        listener.close()
+    final = read_json(status_dir / "status.json")
+    assert final["state"] == "STOPPED" and final["frames"] >= 20
+    lines = (status_dir / "output" / "detections.jsonl").read_text().splitlines()
+    assert len(lines) >= final["frames"] - 1 and all(json.loads(line)["detections"] for line in lines)  # whole lines only
+    assert not [p.name for p in (status_dir / "output").iterdir() if p.name.startswith(".")]  # no partial file left
+
+
+def service(store: ReleaseStore, *args: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "sdk", "service", "--root", str(store.root), *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_supervisor_restarts_a_killed_or_hung_runtime_and_stops_within_bound(deployed):
+    store, _ = deployed
+    folder = store.root / "service"
+    started = service(store, "start", "--wait", "60")
+    assert started["running"] and started["supervisor"]["state"] == "running"
+    first_child = started["supervisor"]["child_pid"]
+    assert service(store, "start")["note"] == "already running"
+    # SIGKILL: a crash. The supervisor restarts it.
+    os.kill(first_child, signal.SIGKILL)
+    state = wait_for(lambda: (s := read_json(folder / "supervisor.json")).get("restarts") == 1 and s.get("state") == "running" and s, 30, "restart")
+    assert state["child_pid"] != first_child and "status -9" in state["last_reason"]
+    # SIGSTOP: a hang. No frames, no watchdog pings: killed after watchdog_s and restarted.
+    os.kill(state["child_pid"], signal.SIGSTOP)
+    state = wait_for(lambda: (s := read_json(folder / "supervisor.json")).get("restarts") == 2 and s.get("state") == "running" and s, 30, "watchdog")
+    assert state["last_reason"].startswith("watchdog")
+    runtime = wait_for(lambda: (s := read_json(folder / "status.json")).get("frames", 0) > 5 and s, 20, "frames after restart")
+    assert runtime["state"] == "NOMINAL"
+    stopped = service(store, "stop", "--wait", "10")
+    assert stopped["stopped"] and not stopped["running"] and stopped["supervisor"]["state"] == "stopped"
+    assert stopped["runtime"]["state"] == "STOPPED"
+    log = service(store, "logs", "--lines", "50")
+    assert log["lines"] is not None
+
+
+def test_a_model_that_will_not_load_is_restarted_then_given_up(deployed, tmp_path):
+    _, release = deployed
+    broken = tmp_path / "broken"
+    shutil.copytree(release, broken)  # a copy: the store's objects stay intact
+    (broken / "artifacts" / "model.onnx").write_bytes(b"not an onnx model")
+    status_dir = tmp_path / "status"
+    command = [sys.executable, "-m", "sdk", "supervise", "--release", str(broken), "--status-dir", str(status_dir)]
+    done = subprocess.run(command, cwd=broken, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    state = read_json(status_dir / "supervisor.json")
+    assert state["state"] == "failed" and state["restarts"] == 2 and "failed with status 1" in state["last_reason"]
+    runtime = read_json(status_dir / "status.json")
+    assert runtime["state"] == "FAILED" and "model.onnx" in runtime["last_error"]
+    assert "error:" in (status_dir / "service.log").read_text()
+
+
+def test_the_unit_file_passes_systemd_analyze(tmp_path, example_pipeline):
+    from sdk.service.unit import render_unit, unit_name
+
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed here")
+    text = render_unit("pedestrian", example_pipeline.spec.service, root=str(tmp_path / "root 1"), python=sys.executable, user="root")
+    (tmp_path / "root 1" / "current").mkdir(parents=True)
+    assert "Type=notify" in text and "WatchdogSec=5" in text and "Restart=on-failure" in text and "StartLimitBurst=6" in text
+    path = tmp_path / unit_name("pedestrian")
+    path.write_text(text)
+    done = subprocess.run([analyze, "verify", str(path)], capture_output=True, text=True, timeout=60)
+    problems = [line for line in done.stderr.splitlines() if str(path) in line or "perception-pedestrian" in line]
+    assert done.returncode == 0 and not problems, done.stderr
