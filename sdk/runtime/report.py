@@ -74,6 +74,7 @@ def build_report(
         "measured_frames": result.frames - warmup,
         "dropped": dropped,
         "corrupt_frames": result.counters.corrupt,
+        "disconnects": result.counters.disconnects,
         "stage_errors": result.stage_errors,
         "last_error": result.last_error,
         "stages": {stage: summarize(latencies[stage]) for stage in STAGES},

@@ -76,7 +76,7 @@ class PipelineRunner:
         spec = self.pipeline.spec
         limit = self.max_frames or spec.source.replay.frames
         recorder = LatencyRecorder(limit or DEFAULT_RECORDER_CAPACITY)
-        stream = open_stream(spec.source.uri, spec.source.replay, self.pipeline.folder, max_frames=limit)
+        stream = open_stream(spec.source.uri, spec.source.replay, self.pipeline.folder, max_frames=limit, reconnect=spec.source.reconnect)
         self._stream = stream
         with ExitStack() as stack:
             backend = stack.enter_context(create_backend(spec.model.backend, self.artifacts.model_path, threads=spec.model.threads))

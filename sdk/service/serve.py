@@ -140,6 +140,7 @@ def serve(argv: list[str]) -> int:
         extra["stage_errors"] = result.stage_errors
         extra["dropped"] = result.counters.dropped
         extra["corrupt_frames"] = result.counters.corrupt
+        extra["disconnects"] = result.counters.disconnects
     reporter.publish()
     notifier.close()
     return 0

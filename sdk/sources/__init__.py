@@ -7,7 +7,7 @@ from pathlib import Path
 from sdk.sources.base import CorruptFrame, FrameReader
 from sdk.sources.stream import FrameStream, StreamCounters
 from sdk.sources.uri import SourceUri, parse_source_uri
-from sdk.spec.schema import Replay
+from sdk.spec.schema import Reconnect, Replay
 
 
 def open_reader(uri: str, base: Path | None = None) -> FrameReader:
@@ -26,8 +26,8 @@ def open_reader(uri: str, base: Path | None = None) -> FrameReader:
     return OpenCvCapture(parsed)
 
 
-def open_stream(uri: str, replay: Replay, base: Path | None = None, max_frames: int | None = None) -> FrameStream:
-    return FrameStream(open_reader(uri, base), replay, max_frames=max_frames)
+def open_stream(uri: str, replay: Replay, base: Path | None = None, max_frames: int | None = None, reconnect: Reconnect | None = None) -> FrameStream:
+    return FrameStream(open_reader(uri, base), replay, max_frames=max_frames, reconnect=reconnect)
 
 
 __all__ = [

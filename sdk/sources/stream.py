@@ -18,7 +18,7 @@ import numpy as np
 
 from sdk.frame import Frame
 from sdk.sources.base import CorruptFrame, FrameReader
-from sdk.spec.schema import Replay
+from sdk.spec.schema import Reconnect, Replay
 
 
 @dataclass
@@ -27,6 +27,8 @@ class StreamCounters:
     dropped: int = 0  # frames that existed but were never processed (late or overwritten)
     corrupt: int = 0  # frames that could not be decoded, skipped
     loops: int = 0
+    disconnects: int = 0  # a live camera vanished and was reopened (or is being)
+    reconnect_attempts: int = 0
 
 
 class FrameStream:
@@ -38,8 +40,10 @@ class FrameStream:
         max_frames: int | None = None,
         clock: Callable[[], int] = time.monotonic_ns,
         sleep: Callable[[float], None] = time.sleep,
+        reconnect: Reconnect | None = None,
     ) -> None:
         self.reader = reader
+        self.reconnect = reconnect
         self.replay = replay
         self.max_frames = max_frames if max_frames is not None else replay.frames
         self.counters = StreamCounters()
@@ -50,7 +54,7 @@ class FrameStream:
     def __enter__(self) -> FrameStream:
         self.reader.open()
         if self.reader.live:
-            self._live = _LiveCapture(self.reader, self._clock, self.counters)
+            self._live = _LiveCapture(self.reader, self._clock, self.counters, self.reconnect)
             self._live.start()
         return self
 
@@ -123,8 +127,9 @@ class FrameStream:
 class _LiveCapture:
     """A capture thread with a one-frame mailbox; buffers rotate, none is allocated per frame."""
 
-    def __init__(self, reader: FrameReader, clock: Callable[[], int], counters: StreamCounters) -> None:
+    def __init__(self, reader: FrameReader, clock: Callable[[], int], counters: StreamCounters, reconnect: Reconnect | None = None) -> None:
         self.reader = reader
+        self.reconnect = reconnect
         self.clock = clock
         self.counters = counters
         self._condition = threading.Condition()
@@ -154,9 +159,13 @@ class _LiveCapture:
                     self.counters.corrupt += 1
                 index += 1
                 continue
+            except Exception:  # the device went away mid-read: the same as a camera that stopped
+                image = None
             t_arrival = self.clock()
             if image is None:
-                break
+                if self.reconnect is None or not self._reopen():
+                    break
+                continue
             with self._condition:
                 slot = self._free_buffer(image)
                 np.copyto(slot, image)
@@ -169,6 +178,27 @@ class _LiveCapture:
         with self._condition:
             self._ended = True
             self._condition.notify_all()
+
+    def _reopen(self) -> bool:
+        """Close and reopen the camera with a doubling backoff until it answers or the stream is stopped."""
+        with self._condition:
+            self.counters.disconnects += 1
+        delay = self.reconnect.initial_backoff_s
+        while True:
+            try:
+                self.reader.close()
+            except Exception:
+                pass  # a vanished device may fail to close; opening again is what matters
+            with self._condition:
+                self._condition.wait_for(lambda: self._stopping, timeout=delay)  # stop() cuts the wait short
+                if self._stopping:
+                    return False
+                self.counters.reconnect_attempts += 1
+            try:
+                self.reader.open()
+                return True
+            except Exception:
+                delay = min(delay * 2, self.reconnect.max_backoff_s)
 
     def _free_buffer(self, like: np.ndarray) -> np.ndarray:
         while self._pool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from sdk.errors import SourceError
@@ -15,6 +17,8 @@ class SyntheticReader(FrameReader):
     """`boxes`: bright rectangles moving over a grey background; `noise`: seeded noise.
 
     `corrupt_every=K` marks every K-th frame corrupt, to exercise the skip-and-count path.
+    `live=1&fps=F` makes it a camera that delivers on its own clock; `unplug_at=N&unplug_ms=M`
+    pulls its cable after N frames for M milliseconds (reads end, opening fails, then it is back).
     """
 
     def __init__(self, uri: SourceUri) -> None:
@@ -26,17 +30,36 @@ class SyntheticReader(FrameReader):
         self.frames = uri.int_param("frames", 100)
         self.seed = uri.int_param("seed", 0)
         self.corrupt_every = uri.int_param("corrupt_every", 0)
+        self.live = bool(uri.int_param("live", 0))
+        self.fps = uri.int_param("fps", 30)
+        self.unplug_at = uri.int_param("unplug_at", 0)
+        self.unplug_s = uri.int_param("unplug_ms", 500) / 1000
+        self._unplugged_until: float | None = None
+        self._next_due = 0.0
+        if self.fps < 1:
+            raise SourceError("synthetic://: fps must be at least 1")
         if self.width < 1 or self.height < 1:
             raise SourceError("synthetic://: width and height must be at least 1")
         self._buffer = np.zeros((self.height, self.width, 3), np.uint8)
         self._position = 0
 
     def open(self) -> None:
+        if self.live:
+            if self._unplugged_until is not None and time.monotonic() < self._unplugged_until:
+                raise SourceError("synthetic camera: not connected")
+            self._next_due = time.monotonic()
+            return  # a camera goes on from where it was: frame numbers do not restart
         self._position = 0
 
     def read(self) -> np.ndarray | None:
         if self._position >= self.frames:
             return None
+        if self.live:
+            if self.unplug_at and self._position == self.unplug_at and self._unplugged_until is None:
+                self._unplugged_until = time.monotonic() + self.unplug_s
+                return None  # the cable is out
+            self._next_due += 1 / self.fps
+            time.sleep(max(0.0, self._next_due - time.monotonic()))
         index = self._position
         self._position += 1
         if self.corrupt_every and (index + 1) % self.corrupt_every == 0:

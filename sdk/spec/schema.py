@@ -33,9 +33,17 @@ class Replay(Frozen):
     late_frames: Literal["keep", "drop"] = "keep"
 
 
+class Reconnect(Frozen):
+    """A live camera that vanishes (cable, driver reset) is reopened with a doubling backoff."""
+
+    initial_backoff_s: Annotated[float, Field(gt=0, le=60)] = 0.1
+    max_backoff_s: Annotated[float, Field(gt=0, le=600)] = 5.0
+
+
 class Source(Frozen):
     uri: str
     replay: Replay = Replay()
+    reconnect: Reconnect | None = Reconnect()  # live sources only; null: the stream ends with the camera
 
     @field_validator("uri")
     @classmethod
