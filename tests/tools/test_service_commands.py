@@ -18,7 +18,9 @@ SERVICE = "\nservice: {watchdog_s: 2.0, status_interval_s: 0.2, stop_timeout_s: 
 
 def sdk(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "COLUMNS": "400"}
-    return subprocess.run([sys.executable, "-c", "from tools.cli import main; main()", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", "from tools.cli import main; main()", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def run_service_cycle(target: str) -> None:
