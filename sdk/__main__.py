@@ -10,7 +10,7 @@ USAGE = """usage: python -m sdk COMMAND ...
   probe [ROOT]                                                            print the device fingerprint
   serve --release DIR --status-dir DIR                                    run a release as a service
   supervise --release DIR --status-dir DIR                                serve under a supervisor (no systemd)
-  service --root DIR (start|stop|status|logs)                             the service of the current release
+  service --root DIR (start|stop|status|logs|unit)                        the service of the current release
 """
 
 

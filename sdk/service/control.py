@@ -1,4 +1,4 @@
-"""`python -m sdk service --root DIR (start|stop|status|logs)`: the current release's service on a target.
+"""`python -m sdk service --root DIR (start|stop|status|logs|unit)`: the current release's service on a target.
 
 Without systemd (containers, the simulated target, a bench board) `start` launches the
 supervisor detached (its own session, so an SSH disconnect does not end it) and waits until the
@@ -116,6 +116,23 @@ def logs(folder: Path, lines: int) -> dict:
     return {"log": str(folder / LOG_FILE), "lines": text.splitlines()[-lines:]}
 
 
+def write_unit(store: ReleaseStore, folder: Path, user: str | None) -> dict:
+    """service/perception-<pipeline>.service for the current release (rendered, not installed: that needs root)."""
+    from sdk.runtime.cli import load_release
+    from sdk.service.unit import render_unit, unit_name
+
+    current = store.current()
+    if current is None:
+        raise TargetError(f"{store.root}: no release is current", hint="deploy one first")
+    _, pipeline, _ = load_release(store.release_dir(current))
+    env_python = store.env_dir(current) / "bin" / "python"
+    python = str(env_python if env_python.exists() else Path(sys.executable))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / unit_name(pipeline.spec.name)
+    path.write_text(render_unit(pipeline.spec.name, pipeline.spec.service, root=str(store.root.resolve()), python=python, user=user))
+    return {"unit": str(path), "install": f"sudo systemctl link {path} && sudo systemctl enable --now {path.name}"}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m sdk service")
     parser.add_argument("--root", type=Path, required=True)
@@ -126,6 +143,7 @@ def main(argv: list[str]) -> int:
     ops.add_parser("stop").add_argument("--wait", type=float, default=30.0)
     ops.add_parser("status")
     ops.add_parser("logs").add_argument("--lines", type=int, default=100)
+    ops.add_parser("unit").add_argument("--user", default=None)
     args = parser.parse_args(argv)
     store = ReleaseStore(args.root)
     folder = store.root / SERVICE_DIR
@@ -136,6 +154,8 @@ def main(argv: list[str]) -> int:
             result = stop(folder, args.wait)
         elif args.op == "status":
             result = status(folder)
+        elif args.op == "unit":
+            result = write_unit(store, folder, args.user)
         else:
             result = logs(folder, args.lines)
     except TargetError as exc:

@@ -149,3 +149,11 @@ def test_the_unit_file_passes_systemd_analyze(tmp_path, example_pipeline):
     done = subprocess.run([analyze, "verify", str(path)], capture_output=True, text=True, timeout=60)
     problems = [line for line in done.stderr.splitlines() if str(path) in line or "perception-pedestrian" in line]
     assert done.returncode == 0 and not problems, done.stderr
+
+
+def test_the_unit_is_rendered_for_the_current_release(deployed):
+    store, _ = deployed
+    result = service(store, "unit", "--user", "nvidia")
+    text = Path(result["unit"]).read_text()
+    assert Path(result["unit"]).name == "perception-tiny.service" and "User=nvidia" in text and "WatchdogSec=1" in text
+    assert f'"--release" "{store.root.resolve()}/current"' in text and "sudo systemctl link" in result["install"]
