@@ -25,7 +25,7 @@ from tools.progress import Progress, SilentProgress
 from tools.release.bundle import Bundle, collect_bundle, runtime_files, with_wheels
 from tools.release.stage import StageResult, manifest_for, stage_release
 from tools.release.wheels import download_wheels, requirements_for
-from tools.sessions import open_session
+from tools.sessions import open_session, paused_service
 from tools.state import cache_dir
 from tools.targets import RemoteTarget, Target, resolve_targets
 from tools.validation.acceptance import accept
@@ -104,7 +104,7 @@ class Deploy:
                 canary=self.canary,
             )
         (target,) = targets
-        with open_session(target) as session:
+        with open_session(target) as session, paused_service(session, self.progress):
             staged = install_release(session, target, base, self.progress)
             report = measure(session, staged, report_dir, self.frames, self.progress)
         report = accept(report_dir, pipeline, artifacts, report, self.progress)

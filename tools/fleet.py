@@ -15,7 +15,7 @@ from pathlib import Path
 from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_USER_ERROR, SdkError
 from sdk.sinks.files import partial_path, publish
 from tools.progress import Progress
-from tools.sessions import open_session
+from tools.sessions import open_session, paused_service
 
 FLEET_FILE = "fleet.json"
 
@@ -64,7 +64,7 @@ def deploy_fleet(targets, install, measure, frames: int | None, report_dir: Path
     def one(target) -> TargetOutcome:
         folder = report_dir / target.name
         try:
-            with open_session(target) as session:
+            with open_session(target) as session, paused_service(session, progress):
                 staged = install(session, target)
                 report = measure(session, staged, folder)
             return TargetOutcome(target.name, report["verdict"], None, staged.release_id, folder)

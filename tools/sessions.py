@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -396,3 +397,29 @@ def open_session(target):
 
 
 __all__ = ["LocalSession", "RunOutcome", "SshSession", "open_session"]
+
+
+@contextmanager
+def paused_service(session, progress=None):
+    """Stop the target's running service for a deploy or a validation, and start it again afterwards.
+
+    A measurement next to the running pipeline would measure the contention, and a trial activation
+    must not race the service for the camera. Afterwards the service runs whatever is current: the
+    new release when it was committed, the previous one when it was rolled back."""
+    from tools.release.bundle import runtime_files
+
+    session.ensure_agent(runtime_files())
+    was_running = session.service_op("status")["running"]
+    if was_running:
+        task = progress.task(f"stopping the service on {session.name}", total=None) if progress else None
+        session.service_op("stop")
+        if task:
+            task.done()
+    try:
+        yield was_running
+    finally:
+        if was_running:
+            task = progress.task(f"restarting the service on {session.name}", total=None) if progress else None
+            session.service_op("start")
+            if task:
+                task.done()

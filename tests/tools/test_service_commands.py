@@ -49,8 +49,24 @@ def long_running(tiny_pipeline) -> Path:
 def test_service_commands_on_the_local_target(tiny_pipeline, tmp_path, state_dir):
     refused = sdk("start", "--target", "local")
     assert refused.returncode == 1 and "no release is current" in refused.stderr
-    Deploy(long_running(tiny_pipeline), "local", frames=3, report_dir=tmp_path / "r")()
+    path = long_running(tiny_pipeline)
+    Deploy(path, "local", frames=3, report_dir=tmp_path / "r")()
     run_service_cycle("local")
+
+
+@pytest.mark.slow
+def test_a_deploy_pauses_the_running_service_and_restarts_it_on_the_new_release(tiny_pipeline, tmp_path, state_dir):
+    path = long_running(tiny_pipeline)
+    first = Deploy(path, "local", frames=3, report_dir=tmp_path / "r1")()
+    assert sdk("start", "--target", "local").returncode == 0
+    before = json.loads(sdk("status", "--target", "local").stdout)["service"]
+    path.write_text(path.read_text() + "# a new release\n")
+    second = Deploy(path, "local", frames=3, report_dir=tmp_path / "r2")()
+    assert second.staged.release_id != first.staged.release_id
+    after = json.loads(sdk("status", "--target", "local").stdout)["service"]
+    assert after["running"] and after["supervisor_pid"] != before["supervisor_pid"]
+    assert after["supervisor"]["release"].endswith(second.staged.release_id)
+    assert sdk("stop", "--target", "local").returncode == 0
 
 
 @pytest.mark.slow

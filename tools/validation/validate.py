@@ -21,7 +21,7 @@ from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import collect_bundle
 from tools.release.stage import StageResult
-from tools.sessions import open_session
+from tools.sessions import open_session, paused_service
 from tools.state import cache_dir
 from tools.targets import resolve_targets
 from tools.validation.acceptance import accept
@@ -90,7 +90,7 @@ class Validate:
         report_dir = (self.report_dir or default_report_dir(pipeline)).resolve()
         repeats: list[Path] = []
         ((target,),) = (targets,)
-        with open_session(target) as session:
+        with open_session(target) as session, paused_service(session, self.progress):
             if self.deploy:
                 staged = install_release(session, target, collect_bundle(pipeline, artifacts, prepare.key), self.progress)
             else:
