@@ -12,6 +12,9 @@ from sdk.errors import ModelError
 MODEL_FILE = "model.onnx"
 TENSORS_FILE = "tensors.npz"
 META_FILE = "prepare.json"
+QDQ_FILE = "model.qdq.onnx"  # INT8: the calibrated Q/DQ model (what ONNX Runtime and TensorRT 11 run)
+RANGES_FILE = "ranges.json"  # INT8: the ranges behind it, from which TensorRT 8.6/10 caches are made
+TRT_CACHE_FILE = "calibration.cache"  # INT8: the cache for the target's own TensorRT, when it has one
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,18 @@ class ModelArtifacts:
     @property
     def meta_path(self) -> Path:
         return self.folder / META_FILE
+
+    def model_for(self, precision: str) -> Path:
+        """The model file a backend without its own precision control runs for `precision`."""
+        if precision != "int8":
+            return self.model_path
+        qdq = self.folder / QDQ_FILE
+        if not qdq.is_file():
+            raise ModelError(
+                f"{self.folder}: model.precision is int8 but the release has no {QDQ_FILE}",
+                hint="deploy calibrates INT8 itself; or run `sdk calibrate PIPELINE` and deploy again",
+            )
+        return qdq
 
     def files(self) -> list[Path]:
         return [self.model_path, self.tensors_path, self.meta_path]

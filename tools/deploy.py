@@ -19,10 +19,12 @@ from sdk.runtime.junit import JUNIT_FILE
 from sdk.runtime.report import REPORT_FILE
 from sdk.runtime.timeline import TIMELINE_FILE
 from sdk.spec.loader import PipelineFile, load_pipeline
+from tools.calibrate import CalibrationArtifacts
 from tools.fleet import FleetResult, deploy_fleet
+from tools.int8 import Int8ForDeploy, trt_cache_file
 from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
-from tools.release.bundle import Bundle, collect_bundle, runtime_files, with_wheels
+from tools.release.bundle import Bundle, collect_bundle, runtime_files, with_int8, with_wheels
 from tools.release.stage import StageResult, manifest_for, stage_release
 from tools.release.wheels import download_wheels, requirements_for
 from tools.sessions import open_session, paused_service
@@ -88,12 +90,13 @@ class Deploy:
         task = self.progress.task("preparing model" + (" (cached)" if prepare.cached else ""), total=None)
         artifacts = prepare()
         task.done()
-        base = collect_bundle(pipeline, artifacts, prepare.key)
+        int8 = int8_artifacts(pipeline, artifacts, self.progress)
+        base = collect_bundle(pipeline, artifacts, prepare.key, int8)
         report_dir = (self.report_dir or default_report_dir(pipeline)).resolve()
         if len(targets) > 1:
             return deploy_fleet(
                 targets,
-                lambda session, target: install_release(session, target, base, self.progress),
+                lambda session, target: install_release(session, target, base, self.progress, int8),
                 lambda session, staged, folder: accept(
                     folder, pipeline, artifacts, measure(session, staged, folder, self.frames, self.progress), self.progress
                 ),
@@ -105,17 +108,26 @@ class Deploy:
             )
         (target,) = targets
         with open_session(target) as session, paused_service(session, self.progress):
-            staged = install_release(session, target, base, self.progress)
+            staged = install_release(session, target, base, self.progress, int8)
             report = measure(session, staged, report_dir, self.frames, self.progress)
         report = accept(report_dir, pipeline, artifacts, report, self.progress)
         return DeployResult(report, report_dir, staged, pipeline)
 
 
-def bundle_for_device(session, base: Bundle, progress: Progress) -> tuple[Bundle, dict]:
-    """Probe the device once; add wheels of whatever runtime modules its Python lacks."""
+def int8_artifacts(pipeline: PipelineFile, artifacts, progress: Progress) -> CalibrationArtifacts | None:
+    """For `model.precision: int8`: calibrated (or cached) INT8 artifacts that passed the accuracy gate."""
+    if pipeline.spec.model.precision != "int8":
+        return None
+    return Int8ForDeploy(pipeline, artifacts, cache_dir(), progress)()
+
+
+def bundle_for_device(session, base: Bundle, progress: Progress, int8: CalibrationArtifacts | None = None) -> tuple[Bundle, dict]:
+    """Probe the device once; add the calibration cache for its TensorRT and wheels of whatever runtime modules its Python lacks."""
     task = progress.task(f"probing {session.name}", total=None)
     facts = session.probe()
     task.done()
+    if int8 is not None and facts.get("tensorrt"):
+        base = with_int8(base, int8.qdq_model, int8.ranges, trt_cache_file(int8, facts["tensorrt"]))
     requirements = requirements_for(facts.get("missing_modules") or [])
     if not requirements:
         return base, facts
@@ -125,10 +137,10 @@ def bundle_for_device(session, base: Bundle, progress: Progress) -> tuple[Bundle
     return with_wheels(base, wheels), facts
 
 
-def install_release(session, target: Target, base: Bundle, progress: Progress) -> StageResult:
+def install_release(session, target: Target, base: Bundle, progress: Progress, int8: CalibrationArtifacts | None = None) -> StageResult:
     """Probe, stage, build the offline environment, activate on trial, health-check and commit, under the deploy lock."""
     session.ensure_agent(runtime_files())
-    bundle, facts = bundle_for_device(session, base, progress)
+    bundle, facts = bundle_for_device(session, base, progress, int8)
     manifest = manifest_for(bundle)
     owner = deploy_owner()
     session.lock(owner)

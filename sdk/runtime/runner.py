@@ -79,9 +79,10 @@ class PipelineRunner:
         stream = open_stream(spec.source.uri, spec.source.replay, self.pipeline.folder, max_frames=limit, reconnect=spec.source.reconnect)
         self._stream = stream
         with ExitStack() as stack:
-            backend = stack.enter_context(create_backend(spec.model.backend, self.artifacts.model_path, threads=spec.model.threads))
+            model_path = self.artifacts.model_for(spec.model.precision)
+            backend = stack.enter_context(create_backend(spec.model.backend, model_path, threads=spec.model.threads))
             if len(backend.inputs) != 1:
-                raise ModelError(f"{self.artifacts.model_path}: the model must have one input, it has {len(backend.inputs)}")
+                raise ModelError(f"{model_path}: the model must have one input, it has {len(backend.inputs)}")
             ((input_name, input_buffer),) = backend.inputs.items()
             preprocess = stack.enter_context(CpuPreprocessor(spec.preprocess, input_buffer))
             net_size = (spec.preprocess.resize.width, spec.preprocess.resize.height)
@@ -89,7 +90,7 @@ class PipelineRunner:
             frames = stack.enter_context(stream)
             fps = spec.source.replay.rate_fps or frames.reader.nominal_fps or 30.0
             sinks = stack.enter_context(create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl))
-            result = RunResult(recorder, stream.counters, backend=backend.describe())
+            result = RunResult(recorder, stream.counters, backend=f"{backend.describe()}, {_precision_note(spec.model.precision)}")
             started = time.perf_counter()
             self._loop(frames, preprocess, backend, postprocess, sinks, result)
             result.wall_s = time.perf_counter() - started
@@ -142,3 +143,8 @@ class PipelineRunner:
                 monitor.frame(marks[5] - marks[0])
             if on_frame is not None:
                 on_frame(result.recorder.count)
+
+
+def _precision_note(precision: str) -> str:
+    # The CPU backend has no FP16 kernels worth the name: it runs the FP32 model and says so.
+    return {"fp32": "FP32 model", "int8": "INT8 Q/DQ model", "fp16": "FP32 model (fp16 is a TensorRT setting)"}[precision]

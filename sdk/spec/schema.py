@@ -143,6 +143,9 @@ class Model(Frozen):
     prepare: Prepare | None = None
     backend: Literal["auto", "onnxruntime"] = "auto"
     threads: Annotated[int, Field(ge=1, le=256)] | None = None
+    # int8: the host calibrates (the `calibration` section) and deploys only what passes its accuracy gate;
+    # the CPU backend runs the Q/DQ model, TensorRT builds from the same ranges. fp16 is TensorRT's alone.
+    precision: Literal["fp32", "fp16", "int8"] = "fp32"
 
 
 class SsdDecoder(Frozen):
@@ -337,6 +340,12 @@ class Pipeline(Frozen):
             sinks = [dict(s, kind="null") if isinstance(s, dict) and "kind" in s and s["kind"] is None else s for s in data["sinks"]]
             data = {**data, "sinks": sinks}
         return data
+
+    @model_validator(mode="after")
+    def _int8_needs_calibration(self) -> Pipeline:
+        if self.model.precision == "int8" and self.calibration is None:
+            raise ValueError("model.precision is int8 but there is no `calibration` section: INT8 ranges come from calibration frames")
+        return self
 
     @model_validator(mode="after")
     def _prepared_input_matches_preprocess(self) -> Pipeline:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import sdk
-from sdk.artifacts import ModelArtifacts
+from sdk.artifacts import QDQ_FILE, RANGES_FILE, TRT_CACHE_FILE, ModelArtifacts
 from sdk.spec.loader import PipelineFile
 
 PIPELINE_DIR = "pipeline"
@@ -30,7 +30,7 @@ def runtime_files() -> dict[str, Path]:
     return {f"sdk/{path.relative_to(root).as_posix()}": path for path in sorted(root.rglob("*.py")) if "__pycache__" not in path.parts}
 
 
-def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_key: str) -> Bundle:
+def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_key: str, int8=None) -> Bundle:
     files = runtime_files()
     folder = pipeline.folder
     pipeline_rel = f"{PIPELINE_DIR}/{pipeline.path.name}"
@@ -49,7 +49,16 @@ def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_ke
         "host_python": sys.version.split()[0],
         "host_machine": platform.machine(),
     }
-    return Bundle(files, pipeline_rel, ARTIFACTS_DIR, fingerprint)
+    bundle = Bundle(files, pipeline_rel, ARTIFACTS_DIR, fingerprint)
+    return with_int8(bundle, int8.qdq_model, int8.ranges) if int8 is not None else bundle
+
+
+def with_int8(bundle: Bundle, qdq_model: Path, ranges: Path, trt_cache: Path | None = None) -> Bundle:
+    """The bundle plus the INT8 artifacts: the Q/DQ model, its ranges, and the cache for the target's TensorRT."""
+    files = {**bundle.files, f"{ARTIFACTS_DIR}/{QDQ_FILE}": qdq_model, f"{ARTIFACTS_DIR}/{RANGES_FILE}": ranges}
+    if trt_cache is not None:
+        files[f"{ARTIFACTS_DIR}/{TRT_CACHE_FILE}"] = trt_cache
+    return replace(bundle, files=files)
 
 
 def with_wheels(bundle: Bundle, wheels: list[Path]) -> Bundle:

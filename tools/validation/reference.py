@@ -66,7 +66,13 @@ def run_reference(pipeline: PipelineFile, artifacts: ModelArtifacts, frames: int
     spec = pipeline.spec
     replay = spec.source.replay.model_copy(update={"rate_fps": None, "late_frames": "keep"})
     reference = PipelineFile(
-        spec.model_copy(update={"source": spec.source.model_copy(update={"replay": replay}), "sinks": (JsonlSink(kind="jsonl"),)}),
+        spec.model_copy(
+            update={
+                "source": spec.source.model_copy(update={"replay": replay}),
+                "sinks": (JsonlSink(kind="jsonl"),),
+                "model": spec.model.model_copy(update={"precision": "fp32"}),  # the reference is the FP32 model, whatever ran
+            }
+        ),
         pipeline.path,
     )
     with tempfile.TemporaryDirectory(prefix=".reference-", dir=destination.parent) as scratch:

@@ -16,7 +16,7 @@ from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ConfigErr
 from sdk.release import sha256_of
 from sdk.runtime.interference import InterferencePlan
 from sdk.spec.loader import PipelineFile, load_pipeline
-from tools.deploy import default_report_dir, install_release, measure
+from tools.deploy import default_report_dir, install_release, int8_artifacts, measure
 from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import collect_bundle
@@ -92,7 +92,8 @@ class Validate:
         ((target,),) = (targets,)
         with open_session(target) as session, paused_service(session, self.progress):
             if self.deploy:
-                staged = install_release(session, target, collect_bundle(pipeline, artifacts, prepare.key), self.progress)
+                int8 = int8_artifacts(pipeline, artifacts, self.progress)
+                staged = install_release(session, target, collect_bundle(pipeline, artifacts, prepare.key, int8), self.progress, int8)
             else:
                 staged = current_release(session)
             report = measure(session, staged, report_dir, self.frames, self.progress, stress=self.stress)

@@ -1,0 +1,60 @@
+"""`model.precision: int8` on deploy: calibrated once on the host, gated on accuracy, run as Q/DQ on the CPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sdk.errors import ModelError
+from sdk.release import ReleaseManifest
+from tools.deploy import Deploy
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def int8_pipeline(folder: Path, min_cosine: float = 0.9) -> Path:
+    """The example with a small min-max calibration (fast), INT8, relaxed latency budgets, accuracy acceptance on."""
+    if not folder.exists():
+        shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
+    text = (REPO / "pipelines" / "pedestrian.yaml").read_text()
+    text = text.replace("  threads: 2\n", "  threads: 2\n  precision: int8\n")
+    text = text.replace("  frames: 300 ", "  frames: 12 ").replace("holdout_frames: 50", "holdout_frames: 6")
+    text = text.replace("stride: 1\n", "stride: 9\n").replace("method: entropy ", "method: minmax ")
+    text = text[: text.index("budgets:")] + (
+        "budgets:\n  warmup_frames: 2\n  end_to_end: {p50_ms: 60000}\n"
+        "  accuracy: {min_recall: 0.5, min_precision: 0.5, min_mean_iou: 0.5, max_mean_score_drift: 0.5}\n"
+    )
+    text = text.replace("calibration:            #", f"calibration:\n  accuracy: {{min_cosine: {min_cosine}}}\n  #", 1)
+    (folder / "p.yaml").write_text(text)
+    return folder / "p.yaml"
+
+
+@pytest.mark.slow
+def test_int8_deploy_calibrates_once_ships_the_qdq_model_and_runs_it(tmp_path, state_dir):
+    pipeline = int8_pipeline(tmp_path / "p")
+    first = Deploy(pipeline, "local", frames=20, report_dir=tmp_path / "r1")()
+    report = first.report
+    assert "INT8 Q/DQ model" in report["backend"] and report["verdict"] == "PASS"
+    release = ReleaseManifest.load(state_dir / "targets" / "local" / "current")
+    assert {"artifacts/model.qdq.onnx", "artifacts/ranges.json", "artifacts/model.onnx"} <= set(release.files)
+    # The device ran INT8, the host reference FP32: close, but not bit-identical.
+    accuracy = report["accuracy"]
+    assert accuracy["frames"] == 20 and accuracy["recall"] >= 0.5 and 0 < accuracy["mean_score_drift"] < 0.5
+    calibrations = list((state_dir / "cache" / "calibration").iterdir())
+    assert len(calibrations) == 1 and json.loads((calibrations[0] / "accuracy.json").read_text())["report"]["passed"]
+    stamp = (calibrations[0] / "model.qdq.onnx").stat().st_mtime_ns
+    Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "r2")()  # cached: no second calibration
+    assert (calibrations[0] / "model.qdq.onnx").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.slow
+def test_an_int8_model_that_fails_its_gate_is_never_deployed(tmp_path, state_dir):
+    pipeline = int8_pipeline(tmp_path / "p", min_cosine=0.999999)
+    with pytest.raises(ModelError, match="INT8 fails the accuracy gate on 6 held-out frames: .*cosine similarity"):
+        Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "r")()
+    assert not (state_dir / "targets" / "local" / "current").exists()  # nothing reached the target
+    with pytest.raises(ModelError, match="INT8 fails the accuracy gate"):  # the verdict is cached with its gate
+        Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "r")()
