@@ -15,6 +15,7 @@ META_FILE = "prepare.json"
 QDQ_FILE = "model.qdq.onnx"  # INT8: the calibrated Q/DQ model (what ONNX Runtime and TensorRT 11 run)
 RANGES_FILE = "ranges.json"  # INT8: the ranges behind it, from which TensorRT 8.6/10 caches are made
 TRT_CACHE_FILE = "calibration.cache"  # INT8: the cache for the target's own TensorRT, when it has one
+PRECISION_FILE = "precision.json"  # INT8: layers kept out of INT8 by the accuracy fallback (FP16 on TensorRT 10)
 
 
 @dataclass(frozen=True)

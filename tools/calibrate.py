@@ -139,6 +139,10 @@ class CalibrationArtifacts:
     def ranges(self) -> Path:
         return self.folder / "ranges.json"
 
+    @property
+    def onnxruntime_ranges(self) -> Path:
+        return self.folder / "onnxruntime_ranges.json"
+
     def amax(self) -> dict[str, float]:
         return {name: entry["amax"] for name, entry in json.loads(self.ranges.read_text())["tensors"].items()}
 
@@ -190,7 +194,7 @@ class Calibrate:
         return target
 
     def _calibrate_into(self, out: CalibrationArtifacts) -> None:
-        from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+        from onnxruntime.quantization import CalibrationMethod
         from onnxruntime.quantization.calibrate import create_calibrator, load_tensors_data, save_tensors_data
 
         meta = json.loads(self.model.meta_path.read_text())
@@ -224,18 +228,7 @@ class Calibrate:
                 task.done()
                 del calibrator
             task = self.progress.task("writing the Q/DQ model", total=None)
-            quantize_static(
-                str(self.model.model_path),
-                str(out.qdq_model),
-                None,  # the ranges come from the cache written above
-                quant_format=QuantFormat.QDQ,
-                per_channel=True,
-                activation_type=QuantType.QInt8,  # symmetric signed INT8: what TensorRT executes
-                weight_type=QuantType.QInt8,
-                calibrate_method=method,
-                extra_options={"ActivationSymmetric": True, "WeightSymmetric": True},
-                calibration_cache_path=str(ort_ranges),
-            )
+            write_qdq(self.model.model_path, out.qdq_model, ort_ranges)
             task.done()
         data = load_tensors_data(str(ort_ranges))
         tensors = {}
@@ -249,6 +242,29 @@ class Calibrate:
                 sort_keys=True,
             )
             + "\n"
+        )
+
+
+def write_qdq(model: Path, out: Path, ort_ranges: Path, *, exclude: list[str] = (), only: list[str] | None = None) -> None:
+    """The Q/DQ model from saved ranges (no calibration here). `exclude`: nodes kept out of INT8;
+    `only`: quantize just these (sensitivity analysis). Each node reads its own Q/DQ pair, so a node
+    kept in float reads the float tensor even where a neighbour quantizes it."""
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    with quiet_onnxruntime_quantization():
+        quantize_static(
+            str(model),
+            str(out),
+            None,  # the ranges come from the cache
+            quant_format=QuantFormat.QDQ,
+            per_channel=True,
+            activation_type=QuantType.QInt8,  # symmetric signed INT8: what TensorRT executes
+            weight_type=QuantType.QInt8,
+            calibrate_method=CalibrationMethod.MinMax,  # unused: ranges are read from the cache
+            nodes_to_exclude=list(exclude),
+            nodes_to_quantize=list(only) if only is not None else None,
+            extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "DedicatedQDQPair": bool(exclude or only)},
+            calibration_cache_path=str(ort_ranges),
         )
 
 

@@ -134,32 +134,33 @@ def _prepare(args: argparse.Namespace, console: Console) -> int:
 
 
 def _calibrate(args: argparse.Namespace, console: Console) -> int:
-    import json
     import shutil
 
     from sdk.spec import load_pipeline
-    from tools.accuracy import plot_accuracy, require_passed
-    from tools.calibrate import Calibrate, check_accuracy
     from tools.console import RichProgress, render_accuracy
+    from tools.int8 import Int8ForDeploy, trt_cache_file
     from tools.prepare import PrepareModel
     from tools.state import cache_dir
 
     pipeline = load_pipeline(args.pipeline)
-    with RichProgress(console) as progress:
-        model = PrepareModel(pipeline, cache_dir())()
-        artifacts = Calibrate(pipeline, model, cache_dir(), progress)()
-        accuracy = check_accuracy(pipeline, model, artifacts, progress)
     out = (args.out or Path("reports") / pipeline.spec.name / "int8").resolve()
     out.mkdir(parents=True, exist_ok=True)
-    (out / "accuracy.json").write_text(json.dumps(accuracy.as_dict(), indent=2) + "\n")
-    plot_accuracy(accuracy, out / "accuracy.png")
-    render_accuracy(console, accuracy)
-    require_passed(accuracy, str(pipeline.path))  # refused: no INT8 artifact is published
-    shutil.copyfile(artifacts.qdq_model, out / artifacts.qdq_model.name)
-    shutil.copyfile(artifacts.ranges, out / artifacts.ranges.name)
+    with RichProgress(console) as progress:
+        model = PrepareModel(pipeline, cache_dir())()
+        step = Int8ForDeploy(pipeline, model, cache_dir(), progress)
+        try:
+            choice = step()
+        finally:
+            step.copy_reports(out)  # accuracy.json/png (and sensitivity.png) also when the gate refused
+    render_accuracy(console, choice.accuracy)
+    shutil.copyfile(choice.qdq_model, out / "model.qdq.onnx")
+    shutil.copyfile(choice.ranges, out / choice.ranges.name)
+    if choice.precision_file is not None:
+        shutil.copyfile(choice.precision_file, out / choice.precision_file.name)
+        console.print(f"kept out of INT8 to pass the gate: {', '.join(choice.fp16_layers)}")
     for version in args.tensorrt:
-        (out / f"calibration-trt{version}.cache").write_text(artifacts.trt_cache(version))
-    amax = artifacts.amax()
+        shutil.copyfile(trt_cache_file(choice.calibration, version), out / f"calibration-trt{version}.cache")
+    amax = choice.calibration.amax()
     console.print(f"{len(amax)} tensors calibrated ({pipeline.spec.calibration.method}); artifacts in {out}")
     return 0
 

@@ -110,17 +110,18 @@ def render_fleet(console: Console, result) -> None:
     console.print(f"summary in {result.report_dir / 'fleet.json'}; one report folder per target")
 
 
-def render_accuracy(console: Console, report) -> None:
-    table = Table(title=f"INT8 vs FP32 on {report.frames} held-out frames")
+def render_accuracy(console: Console, report: dict) -> None:
+    """The accuracy gate's report (AccuracyReport.as_dict())."""
+    table = Table(title=f"INT8 vs FP32 on {report['frames']} held-out frames")
     for column in ("output", "mean cosine", "worst cosine", "max abs error"):
         table.add_column(column, justify="left" if column == "output" else "right")
-    for name, stats in report.outputs.items():
+    for name, stats in report["outputs"].items():
         table.add_row(name, f"{stats['mean_cosine']:.5f}", f"{stats['min_cosine']:.5f}", f"{stats['max_abs_error']:.4f}")
     console.print(table)
     console.print(
-        f"detections: FP32 {report.fp32_detections}, INT8 {report.int8_detections}; recall {report.recall:.3f}, precision "
-        f"{report.precision:.3f}, mean IoU {report.mean_iou:.3f}, mean score drift {report.mean_score_drift:.4f}"
+        f"detections: FP32 {report['fp32_detections']}, INT8 {report['int8_detections']}; recall {report['recall']:.3f}, precision "
+        f"{report['precision']:.3f}, mean IoU {report['mean_iou']:.3f}, mean score drift {report['mean_score_drift']:.4f}"
     )
-    for failure in report.failures:
+    for failure in report["failures"]:
         console.print(f"  [bold red]FAIL[/] {failure}")
-    console.print("accuracy gate: " + ("[bold green]PASS[/]" if report.passed else "[bold red]FAIL[/]"))
+    console.print("accuracy gate: " + ("[bold green]PASS[/]" if report["passed"] else "[bold red]FAIL[/]"))

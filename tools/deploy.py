@@ -19,9 +19,8 @@ from sdk.runtime.junit import JUNIT_FILE
 from sdk.runtime.report import REPORT_FILE
 from sdk.runtime.timeline import TIMELINE_FILE
 from sdk.spec.loader import PipelineFile, load_pipeline
-from tools.calibrate import CalibrationArtifacts
 from tools.fleet import FleetResult, deploy_fleet
-from tools.int8 import Int8ForDeploy, trt_cache_file
+from tools.int8 import Int8Choice, Int8ForDeploy, trt_cache_file
 from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import Bundle, collect_bundle, runtime_files, with_int8, with_wheels
@@ -114,20 +113,20 @@ class Deploy:
         return DeployResult(report, report_dir, staged, pipeline)
 
 
-def int8_artifacts(pipeline: PipelineFile, artifacts, progress: Progress) -> CalibrationArtifacts | None:
+def int8_artifacts(pipeline: PipelineFile, artifacts, progress: Progress) -> Int8Choice | None:
     """For `model.precision: int8`: calibrated (or cached) INT8 artifacts that passed the accuracy gate."""
     if pipeline.spec.model.precision != "int8":
         return None
     return Int8ForDeploy(pipeline, artifacts, cache_dir(), progress)()
 
 
-def bundle_for_device(session, base: Bundle, progress: Progress, int8: CalibrationArtifacts | None = None) -> tuple[Bundle, dict]:
+def bundle_for_device(session, base: Bundle, progress: Progress, int8: Int8Choice | None = None) -> tuple[Bundle, dict]:
     """Probe the device once; add the calibration cache for its TensorRT and wheels of whatever runtime modules its Python lacks."""
     task = progress.task(f"probing {session.name}", total=None)
     facts = session.probe()
     task.done()
     if int8 is not None and facts.get("tensorrt"):
-        base = with_int8(base, int8.qdq_model, int8.ranges, trt_cache_file(int8, facts["tensorrt"]))
+        base = with_int8(base, int8.qdq_model, int8.ranges, trt_cache_file(int8.calibration, facts["tensorrt"]), int8.precision_file)
     requirements = requirements_for(facts.get("missing_modules") or [])
     if not requirements:
         return base, facts
@@ -137,7 +136,7 @@ def bundle_for_device(session, base: Bundle, progress: Progress, int8: Calibrati
     return with_wheels(base, wheels), facts
 
 
-def install_release(session, target: Target, base: Bundle, progress: Progress, int8: CalibrationArtifacts | None = None) -> StageResult:
+def install_release(session, target: Target, base: Bundle, progress: Progress, int8: Int8Choice | None = None) -> StageResult:
     """Probe, stage, build the offline environment, activate on trial, health-check and commit, under the deploy lock."""
     session.ensure_agent(runtime_files())
     bundle, facts = bundle_for_device(session, base, progress, int8)

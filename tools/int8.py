@@ -2,28 +2,61 @@
 
 `deploy` of a pipeline with `model.precision: int8` runs this before anything reaches a target:
 the calibration is cached by its content key (prepared model, media, preprocessing, frames,
-method), so a second deploy reuses it; the accuracy gate's verdict is cached beside it. A gate
-that fails stops the deploy with the numbers, and no target is touched.
+method), so a second deploy reuses it; the gate's verdict is cached beside it with the gate it
+was judged by. A failing gate runs the sensitivity fallback (`calibration.fallback: fp16`): the
+worst layers stay out of INT8 until it passes. What still fails stops the deploy with the numbers,
+and no target is touched. `sdk calibrate` runs the same step.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sdk.artifacts import ModelArtifacts
 from sdk.errors import ModelError
 from sdk.sinks.files import partial_path, publish
 from sdk.spec.loader import PipelineFile
-from tools.accuracy import plot_accuracy, require_passed
+from tools.accuracy import plot_accuracy
 from tools.calibrate import Calibrate, CalibrationArtifacts, check_accuracy
 from tools.progress import Progress, SilentProgress
 
 ACCURACY_FILE = "accuracy.json"
 
 
+@dataclass(frozen=True)
+class Int8Choice:
+    """What INT8 deploys: the Q/DQ model (all INT8, or with layers kept in higher precision) and its ranges."""
+
+    calibration: CalibrationArtifacts
+    qdq_model: Path
+    accuracy: dict  # the gate's report on this very model
+    fp16_layers: list[str] = field(default_factory=list)
+    precision_file: Path | None = None  # precision.json: the ranking, the search, the kept layers
+
+    @property
+    def ranges(self) -> Path:
+        return self.calibration.ranges
+
+
+def _write_json(path: Path, value: dict) -> None:
+    partial = partial_path(path)
+    partial.write_text(json.dumps(value, indent=2, default=str) + "\n")
+    publish(partial, path)
+
+
+def _refuse(where: str, report: dict, detail: str) -> ModelError:
+    return ModelError(
+        f"{where}: INT8 fails the accuracy gate on {report['frames']} held-out frames: " + "; ".join(report["failures"]) + detail,
+        hint="calibrate with more frames or another method, allow more fallback layers, or relax calibration.accuracy",
+    )
+
+
 class Int8ForDeploy:
-    """Settings in the constructor; calling it returns calibration artifacts whose accuracy gate passed."""
+    """Settings in the constructor; calling it returns the INT8 choice whose accuracy gate passed (or raises)."""
 
     def __init__(self, pipeline: PipelineFile, model: ModelArtifacts, cache_root: Path, progress: Progress | None = None) -> None:
         self.pipeline = pipeline
@@ -31,27 +64,68 @@ class Int8ForDeploy:
         self.cache_root = Path(cache_root)
         self.progress = progress or SilentProgress()
 
-    def __call__(self) -> CalibrationArtifacts:
-        calibrate = Calibrate(self.pipeline, self.model, self.cache_root, self.progress)
-        artifacts = calibrate()
-        gate = self.pipeline.spec.calibration.accuracy.model_dump()
-        recorded = artifacts.folder / ACCURACY_FILE
+    def __call__(self) -> Int8Choice:
+        spec = self.pipeline.spec.calibration
+        where = f"{self.pipeline.path}: model.precision int8"
+        artifacts = Calibrate(self.pipeline, self.model, self.cache_root, self.progress)()
+        judged = {"gate": spec.accuracy.model_dump(), "fallback": spec.fallback, "fallback_max_layers": spec.fallback_max_layers}
+        key = hashlib.sha256(json.dumps(judged, sort_keys=True).encode()).hexdigest()[:12]
+        recorded = artifacts.folder / f"judged-{key}" / ACCURACY_FILE
+        self.judged_folder = recorded.parent
         cached = json.loads(recorded.read_text()) if recorded.is_file() else None
-        if cached is not None and cached.get("gate") == gate:  # this calibration was already judged by this very gate
-            if cached["report"]["passed"]:
-                return artifacts
-            raise ModelError(
-                f"{self.pipeline.path}: model.precision int8: INT8 fails the accuracy gate on {cached['report']['frames']} held-out frames: "
-                + "; ".join(cached["report"]["failures"]),
-                hint=f"calibrate with more frames or another method, or relax calibration.accuracy (report: {recorded})",
-            )
+        if cached is None:
+            cached = self._judge(artifacts, recorded.parent)
+            _write_json(recorded, cached)
+        if not cached["report"]["passed"]:
+            kept = cached.get("fp16_layers") or []
+            detail = f" (also with {len(kept)} layer(s) kept out of INT8)" if cached.get("fallback_ran") else ""
+            raise _refuse(where, cached["report"], detail)
+        return Int8Choice(
+            artifacts,
+            Path(cached["qdq_model"]),
+            cached["report"],
+            cached.get("fp16_layers") or [],
+            Path(cached["precision_file"]) if cached.get("precision_file") else None,
+        )
+
+    judged_folder: Path | None = None
+
+    def copy_reports(self, out: Path) -> None:
+        """The gate's reports (accuracy.json/png, sensitivity.png, precision.json) into `out`, passed or not."""
+        if self.judged_folder is None:
+            return
+        for name in (ACCURACY_FILE, "accuracy.png", "sensitivity.png", "precision.json"):
+            if (self.judged_folder / name).is_file():
+                shutil.copyfile(self.judged_folder / name, Path(out) / name)
+
+    def _judge(self, artifacts: CalibrationArtifacts, folder: Path) -> dict:
+        from tools.sensitivity import FallbackToFp16, activation_samples, plot_sensitivity
+
+        folder.mkdir(parents=True, exist_ok=True)
         report = check_accuracy(self.pipeline, self.model, artifacts, self.progress)
-        partial = partial_path(recorded)
-        partial.write_text(json.dumps({"gate": gate, "report": report.as_dict()}, indent=2) + "\n")
-        publish(partial, recorded)
-        plot_accuracy(report, artifacts.folder / "accuracy.png")
-        require_passed(report, f"{self.pipeline.path}: model.precision int8")
-        return artifacts
+        plot_accuracy(report, folder / "accuracy.png")
+        spec = self.pipeline.spec.calibration
+        if report.passed or spec.fallback == "none":
+            return {"report": report.as_dict(), "qdq_model": str(artifacts.qdq_model), "fallback_ran": False}
+        search = FallbackToFp16(self.pipeline, self.model, artifacts, folder, self.progress, max_trials=spec.fallback_max_layers)
+        mixed = search()
+        holdout = json.loads(artifacts.ranges.read_text())["holdout"][:4]
+        from tools.calibrate import preprocessed_frames
+
+        meta = json.loads(self.model.meta_path.read_text())
+        ((_, shape),) = meta["inputs"].items()
+        frames = list(preprocessed_frames(self.pipeline, set(holdout), tuple(shape), SilentProgress()).values())
+        worst = [name for name, _ in mixed.ranking[:4]]
+        plot_sensitivity(mixed, activation_samples(self.model, artifacts, worst, frames), folder / "sensitivity.png")
+        plot_accuracy(mixed.report, folder / "accuracy.png")
+        return {
+            "report": mixed.report.as_dict(),
+            "qdq_model": str(mixed.qdq_model),
+            "fallback_ran": True,
+            "fp16_layers": mixed.fp16_layers,
+            "precision_file": str(folder / "precision.json"),
+            "baseline": report.as_dict(),
+        }
 
 
 def trt_cache_file(artifacts: CalibrationArtifacts, tensorrt: str) -> Path:

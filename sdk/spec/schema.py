@@ -287,6 +287,9 @@ class Calibration(Frozen):
     method: Literal["entropy", "minmax", "percentile"] = "entropy"
     percentile: Annotated[float, Field(gt=90, lt=100)] = 99.99
     accuracy: AccuracyGate = AccuracyGate()
+    # A failing gate: rank layers by sensitivity and keep the worst out of INT8 until it passes (fp16), or refuse (none).
+    fallback: Literal["fp16", "none"] = "fp16"
+    fallback_max_layers: Annotated[int, Field(ge=1, le=1000)] = 12  # candidates tried, worst first
 
     @field_validator("source")
     @classmethod

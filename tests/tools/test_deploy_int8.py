@@ -15,7 +15,7 @@ from tools.deploy import Deploy
 REPO = Path(__file__).resolve().parents[2]
 
 
-def int8_pipeline(folder: Path, min_cosine: float = 0.9) -> Path:
+def int8_pipeline(folder: Path, min_cosine: float = 0.9, fallback: str = "fp16") -> Path:
     """The example with a small min-max calibration (fast), INT8, relaxed latency budgets, accuracy acceptance on."""
     if not folder.exists():
         shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
@@ -27,7 +27,8 @@ def int8_pipeline(folder: Path, min_cosine: float = 0.9) -> Path:
         "budgets:\n  warmup_frames: 2\n  end_to_end: {p50_ms: 60000}\n"
         "  accuracy: {min_recall: 0.5, min_precision: 0.5, min_mean_iou: 0.5, max_mean_score_drift: 0.5}\n"
     )
-    text = text.replace("calibration:            #", f"calibration:\n  accuracy: {{min_cosine: {min_cosine}}}\n  #", 1)
+    gate = f"calibration:\n  accuracy: {{min_cosine: {min_cosine}}}\n  fallback: {fallback}\n  #"
+    text = text.replace("calibration:            #", gate, 1)
     (folder / "p.yaml").write_text(text)
     return folder / "p.yaml"
 
@@ -44,7 +45,8 @@ def test_int8_deploy_calibrates_once_ships_the_qdq_model_and_runs_it(tmp_path, s
     accuracy = report["accuracy"]
     assert accuracy["frames"] == 20 and accuracy["recall"] >= 0.5 and 0 < accuracy["mean_score_drift"] < 0.5
     calibrations = list((state_dir / "cache" / "calibration").iterdir())
-    assert len(calibrations) == 1 and json.loads((calibrations[0] / "accuracy.json").read_text())["report"]["passed"]
+    (judged,) = calibrations[0].glob("judged-*")  # the gate's verdict, cached with the gate it was judged by
+    assert len(calibrations) == 1 and json.loads((judged / "accuracy.json").read_text())["report"]["passed"]
     stamp = (calibrations[0] / "model.qdq.onnx").stat().st_mtime_ns
     Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "r2")()  # cached: no second calibration
     assert (calibrations[0] / "model.qdq.onnx").stat().st_mtime_ns == stamp
@@ -52,9 +54,27 @@ def test_int8_deploy_calibrates_once_ships_the_qdq_model_and_runs_it(tmp_path, s
 
 @pytest.mark.slow
 def test_an_int8_model_that_fails_its_gate_is_never_deployed(tmp_path, state_dir):
-    pipeline = int8_pipeline(tmp_path / "p", min_cosine=0.999999)
+    pipeline = int8_pipeline(tmp_path / "p", min_cosine=0.999999, fallback="none")  # the fallback's own test is below
     with pytest.raises(ModelError, match="INT8 fails the accuracy gate on 6 held-out frames: .*cosine similarity"):
         Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "r")()
     assert not (state_dir / "targets" / "local" / "current").exists()  # nothing reached the target
     with pytest.raises(ModelError, match="INT8 fails the accuracy gate"):  # the verdict is cached with its gate
         Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "r")()
+
+
+@pytest.mark.slow
+def test_a_failing_gate_keeps_the_worst_layers_out_of_int8_until_it_passes(tmp_path, state_dir):
+    # min-max on 12 frames gives box-encoding cosine ~0.9971 here: 0.998 fails all-INT8, and keeping
+    # the stem convolution and the first depthwise convolution in float reaches ~0.9985.
+    pipeline = int8_pipeline(tmp_path / "p", min_cosine=0.998)
+    result = Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "r")()
+    release = ReleaseManifest.load(state_dir / "targets" / "local" / "current")
+    assert "artifacts/precision.json" in release.files
+    precision = json.loads((state_dir / "targets" / "local" / "current" / "artifacts" / "precision.json").read_text())
+    assert precision["passed"] and precision["fp16_layers"] and precision["fp16_layers"][0] == precision["ranking"][0]["layer"]
+    assert precision["baseline_cosine"] < 0.998 <= precision["final"]["outputs"]["concat:0"]["mean_cosine"]
+    assert [step["kept"] for step in precision["steps"]].count(True) == len(precision["fp16_layers"])
+    ranking = [entry["cosine_loss"] for entry in precision["ranking"]]
+    assert ranking == sorted(ranking, reverse=True) and len(ranking) == 88  # every Conv of the detector, worst first
+    judged = next((state_dir / "cache" / "calibration").glob("*/judged-*"))
+    assert (judged / "sensitivity.png").stat().st_size > 10_000 and result.report["verdict"] in ("PASS", "INCONCLUSIVE")

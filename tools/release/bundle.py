@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import sdk
-from sdk.artifacts import QDQ_FILE, RANGES_FILE, TRT_CACHE_FILE, ModelArtifacts
+from sdk.artifacts import PRECISION_FILE, QDQ_FILE, RANGES_FILE, TRT_CACHE_FILE, ModelArtifacts
 from sdk.spec.loader import PipelineFile
 
 PIPELINE_DIR = "pipeline"
@@ -50,14 +50,17 @@ def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_ke
         "host_machine": platform.machine(),
     }
     bundle = Bundle(files, pipeline_rel, ARTIFACTS_DIR, fingerprint)
-    return with_int8(bundle, int8.qdq_model, int8.ranges) if int8 is not None else bundle
+    return with_int8(bundle, int8.qdq_model, int8.ranges, precision=int8.precision_file) if int8 is not None else bundle
 
 
-def with_int8(bundle: Bundle, qdq_model: Path, ranges: Path, trt_cache: Path | None = None) -> Bundle:
-    """The bundle plus the INT8 artifacts: the Q/DQ model, its ranges, and the cache for the target's TensorRT."""
+def with_int8(bundle: Bundle, qdq_model: Path, ranges: Path, trt_cache: Path | None = None, precision: Path | None = None) -> Bundle:
+    """The bundle plus the INT8 artifacts: the Q/DQ model, its ranges, the cache for the target's TensorRT,
+    and the layers kept out of INT8 (precision.json, TensorRT 10's per-layer precision list)."""
     files = {**bundle.files, f"{ARTIFACTS_DIR}/{QDQ_FILE}": qdq_model, f"{ARTIFACTS_DIR}/{RANGES_FILE}": ranges}
     if trt_cache is not None:
         files[f"{ARTIFACTS_DIR}/{TRT_CACHE_FILE}"] = trt_cache
+    if precision is not None:
+        files[f"{ARTIFACTS_DIR}/{PRECISION_FILE}"] = precision
     return replace(bundle, files=files)
 
 
