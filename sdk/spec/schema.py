@@ -130,11 +130,27 @@ class Prepare(Frozen):
         return outputs
 
 
+class DlaPlacement(Frozen):
+    """The DLA placement contract: the build fails (host prediction, then TensorRT's own answer) rather than fall back silently."""
+
+    core: Annotated[int, Field(ge=0, le=1)] = 0  # Orin has DLA cores 0 and 1
+    gpu_fallback: Literal["allowed", "forbidden"] = "allowed"
+    max_gpu_layers: Annotated[int, Field(ge=0)] | None = None
+    max_transitions: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DlaPlacement:
+        if self.gpu_fallback == "forbidden" and self.max_gpu_layers:
+            raise ValueError(f"gpu_fallback: forbidden allows no GPU layer, but max_gpu_layers is {self.max_gpu_layers}")
+        return self
+
+
 class Model(Frozen):
     path: str
     prepare: Prepare | None = None
     backend: Literal["auto", "onnxruntime"] = "auto"
     threads: Annotated[int, Field(ge=1, le=256)] | None = None
+    dla: DlaPlacement | None = None  # run on a DLA core under this contract (TensorRT builds only)
 
 
 class SsdDecoder(Frozen):
