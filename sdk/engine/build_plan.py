@@ -76,8 +76,9 @@ class BuildPlan:
         return asdict(self)
 
     def digest(self) -> str:
-        """What the engine depends on: the build settings (not the predictions, which TensorRT decides)."""
-        settings = {k: v for k, v in self.as_dict().items() if k != "layers"}
+        """The build settings, without the predictions (TensorRT decides those) and without the TensorRT
+        version (the engine cache keys on it as a field of its own, so a miss can name it)."""
+        settings = {k: v for k, v in self.as_dict().items() if k not in ("layers", "tensorrt")}
         return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
 

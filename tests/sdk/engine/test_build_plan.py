@@ -55,10 +55,11 @@ def test_the_digest_follows_settings_not_predictions():
     version = TensorRTVersion.parse("10.3")
     base = plan_build(version, SHAPES, "int8", predicted=PREDICTED)
     assert base.digest() == plan_build(version, SHAPES, "int8", predicted=PREDICTED[:1]).digest()
+    assert base.digest() == plan_build(TensorRTVersion.parse("10.3.1"), SHAPES, "int8").digest()  # the cache keys on the version itself
     for other in (
         plan_build(version, SHAPES, "fp16"),
         plan_build(version, {"images": (1, 3, 320, 320)}, "int8"),
         plan_build(version, SHAPES, "int8", workspace_bytes=1 << 28),
-        plan_build(TensorRTVersion.parse("10.3.1"), SHAPES, "int8"),
+        plan_build(TensorRTVersion.parse("11.4"), SHAPES, "int8"),  # another INT8 route
     ):
         assert other.digest() != base.digest()
