@@ -203,10 +203,11 @@ def analyse(graph: Graph, model: str, platform: str, tensorrt: TensorRTVersion, 
     table = RULE_TABLES[tensorrt.series]
     verdicts = []
     for node in graph.nodes:
+        kind = table.layers[node.op].layer if node.op in table.layers else ""  # the GPU runs the same TensorRT layer
         if not availability.available:
-            device, layer, reason, fix = GPU, "", availability.reason, ""
+            device, layer, reason, fix = GPU, kind, availability.reason, ""
         elif precision not in ("int8", "fp16"):
-            device, layer, reason, fix = GPU, "", f"DLA runs FP16 or INT8 only; the build is {precision}", "build INT8 or FP16"
+            device, layer, reason, fix = GPU, kind, f"DLA runs FP16 or INT8 only; the build is {precision}", "build INT8 or FP16"
         else:
             device, layer, reason, fix = judge_node(node, table)
         verdicts.append([node, device, layer, reason, fix])
