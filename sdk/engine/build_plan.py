@@ -27,6 +27,7 @@ DEFAULT_DLA_SRAM_BYTES = 1 << 20
 # Layer kinds with INT8 kernels (GPU and DLA); others run FP16 (implicit) or stay FP32 (strongly typed).
 INT8_LAYERS = {"Convolution", "Deconvolution", "Pooling", "Activation", "ElementWise", "Scale", "Concatenation", "Shuffle", "Resize"}
 PLAN_FORMAT = 1
+CALIBRATORS = ("EntropyCalibration2", "MinMaxCalibration")
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class BuildPlan:
     tensorrt: str
     precision: str  # the network's: "int8", "fp16" or "fp32"
     int8_source: str | None  # "calibration_cache" (8.6, 10.x) or "qdq" (11.x)
+    calibrator: str | None  # the cache's algorithm: the calibrator class that presents it (TensorRT checks they agree)
     strongly_typed: bool
     fp16_fallback: bool  # implicit INT8 also allows FP16 for layers without INT8 kernels
     device: str  # "GPU" or "DLA": the default device type
@@ -92,6 +94,7 @@ def plan_build(
     workspace_bytes: int = DEFAULT_WORKSPACE_BYTES,
     dla_sram_bytes: int = DEFAULT_DLA_SRAM_BYTES,
     timing_cache: bool = True,
+    calibrator: str = "EntropyCalibration2",  # the calibration cache header's algorithm (tools/calibrate.py)
 ) -> BuildPlan:
     if precision not in ("int8", "fp16", "fp32"):
         raise EngineBuildError(f"unknown precision {precision!r}", hint="int8, fp16 or fp32")
@@ -102,6 +105,12 @@ def plan_build(
         # No FP16 flag in TensorRT 11: a strongly typed network runs in the types of its tensors.
         raise EngineBuildError("TensorRT 11 builds strongly typed networks: FP16 needs an FP16 model", hint="build INT8 (Q/DQ) or FP32")
     on_dla = dla is not None
+    if calibrator not in CALIBRATORS:
+        raise EngineBuildError(f"unknown calibrator {calibrator!r}", hint=f"one of {', '.join(CALIBRATORS)}")
+    if on_dla and int8_source == "calibration_cache" and calibrator != "EntropyCalibration2":
+        raise EngineBuildError(
+            f"DLA takes INT8 only from EntropyCalibration2, the calibration is {calibrator}", hint="calibrate with method: entropy or percentile"
+        )
     if on_dla:
         if precision == "fp32":
             raise EngineBuildError("DLA runs FP16 or INT8 only, the plan asks FP32", hint="build int8 or fp16, or remove model.dla")
@@ -119,6 +128,7 @@ def plan_build(
         tensorrt=str(tensorrt),
         precision=precision,
         int8_source=int8_source,
+        calibrator=calibrator if int8_source == "calibration_cache" else None,
         strongly_typed=explicit,
         fp16_fallback=precision == "int8" and not explicit,
         device="DLA" if on_dla else "GPU",

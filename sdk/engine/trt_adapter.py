@@ -117,15 +117,17 @@ def _configure_implicit_int8(trt, config, plan: BuildPlan, calibration_cache: Pa
         if calibration_cache is None:
             raise EngineBuildError("an INT8 build for TensorRT 8.6/10 needs the calibration cache", hint="run `sdk calibrate PIPELINE --tensorrt V`")
         config.set_flag(trt.BuilderFlag.INT8)
-        config.int8_calibrator = _calibrator(trt, Path(calibration_cache).read_bytes())
+        config.int8_calibrator = _calibrator(trt, plan.calibrator, Path(calibration_cache).read_bytes())
     if plan.precision == "fp16" or plan.fp16_fallback:
         config.set_flag(trt.BuilderFlag.FP16)
 
 
-def _calibrator(trt, cache: bytes):
-    """EntropyCalibration2 (the one DLA takes) that never calibrates: it replays the host's cache."""
+def _calibrator(trt, algorithm: str, cache: bytes):
+    """A calibrator that never calibrates: it replays the host's cache. Its class must be the cache
+    header's algorithm (EntropyCalibration2, the one DLA takes, or MinMaxCalibration)."""
+    base = trt.IInt8EntropyCalibrator2 if algorithm == "EntropyCalibration2" else trt.IInt8MinMaxCalibrator
 
-    class CacheReplay(trt.IInt8EntropyCalibrator2):
+    class CacheReplay(base):
         def get_batch_size(self) -> int:
             return 1
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sdk.engine.build_plan import BuildPlan, plan_build
 from sdk.engine.platforms import dla_availability
+from tools.calibrate import TRT_ALGORITHM
 from tools.dla.analysis import DlaReport
 from tools.dla.report import DlaAnalysis, TargetFacts
 
@@ -40,5 +41,7 @@ class PlanEngineBuild:
         shapes = {i.name: tuple(d.dim_value for d in i.type.tensor_type.shape.dim) for i in model.graph.input}
         cores = dla_availability(self.facts.platform, self.facts.tensorrt, self.facts.dla_cores).cores
         predicted = tuple((v.name, v.layer, v.device) for v in report.layers)
-        plan = plan_build(self.facts.tensorrt, shapes, self.precision, contract, cores, predicted)
+        calibration = self.analysis.pipeline.spec.calibration
+        algorithm = TRT_ALGORITHM[calibration.method] if calibration is not None else "EntropyCalibration2"
+        plan = plan_build(self.facts.tensorrt, shapes, self.precision, contract, cores, predicted, calibrator=algorithm)
         return PlannedBuild(report, plan)

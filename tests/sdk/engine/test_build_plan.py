@@ -41,14 +41,16 @@ def test_a_dla_plan_carries_core_fallback_and_sram():
     [
         ("10.3", "fp32", DlaPlacement(), 2, "DLA runs FP16 or INT8 only"),
         ("10.3", "int8", DlaPlacement(core=1), 1, "model.dla.core 1"),
+        ("10.3", "int8:MinMaxCalibration", DlaPlacement(), 2, "DLA takes INT8 only from EntropyCalibration2"),
         ("11.2", "int8", DlaPlacement(), 0, "offers 0 DLA cores"),
         ("11.4", "fp16", None, 0, "strongly typed"),
         ("10.3", "int4", None, 0, "unknown precision"),
     ],
 )
 def test_impossible_plans_are_refused(tensorrt, precision, dla, cores, message):
+    precision, _, calibrator = precision.partition(":")
     with pytest.raises(EngineBuildError, match=message):
-        plan_build(TensorRTVersion.parse(tensorrt), SHAPES, precision, dla, dla_cores=cores)
+        plan_build(TensorRTVersion.parse(tensorrt), SHAPES, precision, dla, dla_cores=cores, calibrator=calibrator or "EntropyCalibration2")
 
 
 def test_the_digest_follows_settings_not_predictions():

@@ -100,7 +100,8 @@ def fake_tensorrt(series: str, layers):
         DeviceType=enum.Enum("DeviceType", ["GPU", "DLA"]),
     )
     if series != "11":
-        trt.IInt8EntropyCalibrator2 = object
+        trt.IInt8EntropyCalibrator2 = type("IInt8EntropyCalibrator2", (), {})
+        trt.IInt8MinMaxCalibrator = type("IInt8MinMaxCalibrator", (), {})
     return trt, calls
 
 
@@ -122,6 +123,7 @@ def test_implicit_int8_on_dla_for_8_6_and_10(tmp_path, series, tensorrt, network
     assert ("flag", "INT8") in calls and ("flag", "FP16") in calls and ("flag", "GPU_FALLBACK") in calls
     calibrator = dict(c for c in calls if len(c) == 2 and c[0] == "int8_calibrator")["int8_calibrator"]
     assert calibrator.read_calibration_cache().startswith(b"TRT-100300-EntropyCalibration2") and calibrator.get_batch(["x"]) is None
+    assert type(calibrator).__mro__[1].__name__ == "IInt8EntropyCalibrator2"
     assert ("DLA_core", 1) in calls and ("pool", "DLA_MANAGED_SRAM", 1 << 20) in calls and ("pool", "WORKSPACE", 1 << 30) in calls
     assert ("profile", [("x", (1, 3, 8, 8), (1, 3, 8, 8), (1, 3, 8, 8))]) in calls
     assert (built.placement.dla_layers, built.placement.gpu_layers, built.placement.subgraphs, built.placement.transitions) == (3, 1, 2, 2)
@@ -140,6 +142,15 @@ def test_the_contract_is_checked_with_tensorrt_answers_before_building(tmp_path)
         build("10", "10.3", "int8", DlaPlacement(core=0), tmp_path, contract=DlaPlacement(gpu_fallback="forbidden"))
     _, calls = build("10", "10.3", "int8", DlaPlacement(core=0), tmp_path, contract=DlaPlacement(max_gpu_layers=1))
     assert ("build",) in calls
+
+
+def test_a_min_max_cache_is_replayed_through_the_min_max_calibrator(tmp_path):
+    plan = plan_build(TensorRTVersion.parse("10.3"), {"x": (1, 3, 8, 8)}, "int8", calibrator="MinMaxCalibration")
+    (tmp_path / "calib.cache").write_bytes(b"TRT-100300-MinMaxCalibration\n")
+    trt, calls = fake_tensorrt("10", LAYERS)
+    _build(trt, plan, tmp_path / "m.onnx", tmp_path / "calib.cache", None, None)
+    calibrator = dict(c for c in calls if len(c) == 2 and c[0] == "int8_calibrator")["int8_calibrator"]
+    assert type(calibrator).__mro__[1].__name__ == "IInt8MinMaxCalibrator"
 
 
 def test_an_implicit_int8_build_without_its_cache_is_refused(tmp_path):
