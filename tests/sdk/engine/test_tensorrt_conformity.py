@@ -14,6 +14,7 @@ PyPI the tests skip and say so.
 from __future__ import annotations
 
 import ast
+import bisect
 import functools
 import json
 import os
@@ -25,11 +26,14 @@ from pathlib import Path
 
 import pytest
 
+from sdk.backends import tensorrt_gpu
 from sdk.engine import trt_adapter
 
 ADAPTER = Path(trt_adapter.__file__)
 # Variables in the adapter that hold TensorRT objects (everything else is the SDK's own).
-TRT_OBJECTS = {"trt", "builder", "network", "parser", "config", "profile", "layer", "tensor", "cache", "logger"}
+TRT_OBJECTS = {"trt", "builder", "network", "parser", "config", "profile", "layer", "tensor", "cache", "logger", "runtime", "engine", "context"}
+SELF_TRT_OBJECTS = {"_engine", "_context"}
+RUNTIME_BACKEND = Path(tensorrt_gpu.__file__)
 FULL_BINDINGS = {
     "8.6": ("tensorrt-bindings==8.6.1", "3.10", "manylinux_2_17_x86_64"),
     "10": ("tensorrt-cu12-bindings==10.3.0", "3.10", "manylinux_2_17_x86_64"),
@@ -43,6 +47,8 @@ def _chain(node: ast.AST) -> tuple[str, list[str]] | None:
     while isinstance(node, ast.Attribute):
         attrs.append(node.attr)
         node = node.value
+    if isinstance(node, ast.Name) and node.id == "self" and attrs and attrs[-1] in SELF_TRT_OBJECTS:
+        node, attrs = ast.Name(id=attrs[-1].lstrip("_")), attrs[:-1]  # self._engine.x is engine.x
     while isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):  # layer.get_output(i).name
         inner = _chain(node.func)
         if inner is None:
@@ -56,16 +62,26 @@ def adapter_names(series: str) -> tuple[set[str], set[tuple[str, ...]]]:
     """(every attribute name used on a TensorRT object, qualified `trt.A.B` chains) for one series."""
     steps = set(trt_adapter.COMMON_STEPS) | set(trt_adapter.SERIES_STEPS[series])
     tree = ast.parse(ADAPTER.read_text())
+    return names_in([n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in steps])
+
+
+def _is_local_base(node: ast.AST) -> bool:
+    """`class CacheReplay(base)` where base is picked from TensorRT's calibrator interfaces."""
+    return isinstance(node, ast.ClassDef) and any(isinstance(b, ast.Name) and b.id == "base" for b in node.bases)
+
+
+def names_in(scopes: list[ast.AST], bases: set[str] = TRT_OBJECTS) -> tuple[set[str], set[tuple[str, ...]]]:
     names, qualified = set(), set()
-    for function in (n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in steps):
+    for function in scopes:
         for node in ast.walk(function):
-            if isinstance(node, ast.ClassDef):  # a TensorRT interface implemented in Python: its overrides
+            if isinstance(node, ast.ClassDef) and any(_chain(b) and _chain(b)[0] in bases for b in node.bases) or _is_local_base(node):
+                # a TensorRT interface implemented in Python: its overrides must be the interface's names
                 names |= {item.name for item in node.body if isinstance(item, ast.FunctionDef)}
             if isinstance(node, ast.Attribute):
                 found = _chain(node)
-                if found and found[0] in TRT_OBJECTS:
+                if found and found[0] in bases:
                     names |= {a for a in found[1] if not a.startswith("__")}
-                    if found[0] == "trt":
+                    if found[0] in ("trt", "cudart"):
                         qualified.add(tuple(found[1]))
     return names, qualified
 
@@ -98,7 +114,21 @@ def identifiers_in(wheel: Path) -> frozenset[str]:
 
 
 def missing_from(names: set[str], identifiers: frozenset[str]) -> set[str]:
-    return names - identifiers
+    """Names found neither whole nor as the tail of a longer string: linkers merge string constants
+    by their tails, so `INPUT` (TensorIOMode) is stored inside `CONDITIONAL_INPUT`."""
+    tails = _reversed_sorted(identifiers)
+    missing = set()
+    for name in names - identifiers:
+        key = name[::-1]
+        at = bisect.bisect_left(tails, key)
+        if not (at < len(tails) and tails[at].startswith(key)):
+            missing.add(name)
+    return missing
+
+
+@functools.cache
+def _reversed_sorted(identifiers: frozenset[str]) -> list[str]:
+    return sorted(i[::-1] for i in identifiers)
 
 
 @pytest.mark.parametrize("series", sorted(FULL_BINDINGS))
@@ -108,6 +138,29 @@ def test_every_name_a_series_uses_is_in_its_bindings(series):
     (wheel,) = fetch((FULL_BINDINGS[series][0],), *FULL_BINDINGS[series][1:])
     module = identifiers_in(wheel)
     assert not missing_from(names | {part for chain in qualified for part in chain}, module)
+
+
+@pytest.mark.parametrize("series", sorted(FULL_BINDINGS))
+def test_the_runtime_backend_uses_only_names_every_series_has(series):
+    names, qualified = names_in([ast.parse(RUNTIME_BACKEND.read_text())])
+    assert {"deserialize_cuda_engine", "set_tensor_address", "execute_async_v3", "num_io_tensors"} <= names
+    (wheel,) = fetch((FULL_BINDINGS[series][0],), *FULL_BINDINGS[series][1:])
+    assert not missing_from(names | {part for chain in qualified for part in chain}, identifiers_in(wheel))
+
+
+def test_the_runtime_backend_cuda_names_exist_in_cuda_python():
+    cudart = pytest.importorskip("cuda.bindings.runtime", reason="cuda-python is not installed here")
+    _, qualified = names_in([ast.parse(RUNTIME_BACKEND.read_text())], {"cudart"})
+    assert {("cudaMallocHost",), ("cudaEventElapsedTime",), ("cudaMemcpyKind", "cudaMemcpyHostToDevice")} <= qualified
+    missing = []
+    for chain in qualified:
+        value = cudart
+        for part in chain:
+            if not hasattr(value, part):
+                missing.append(".".join(chain))
+                break
+            value = getattr(value, part)
+    assert not missing
 
 
 def test_the_check_fails_for_a_name_the_bindings_lack():
