@@ -101,3 +101,17 @@ def test_cli_refuses_a_pipeline_whose_contract_the_prediction_breaks(tmp_path, e
         assert "placement contract violated" in err and f"{gpu} on GPU" in err and "model.dla" in err
     exact = pipeline_with_contract(tmp_path / "c", example_pipeline, detector_path, f"{{max_gpu_layers: {gpu}}}")
     assert run(["dla-report", str(exact), *offline]) == 0
+
+
+def test_cli_target_form_takes_platform_and_dla_cores_from_the_target(prepared_example, tmp_path, monkeypatch, capsys):
+    """`local` is a linux-generic machine; its DLA cores are what the probe finds (none here, two on a Jetson)."""
+    from sdk.probe import fingerprint
+
+    cores = fingerprint()["dla_cores"] or 0
+    monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
+    out = tmp_path / "local.json"
+    assert run(["dla-report", str(prepared_example.model_path), "--target", "local", "--tensorrt", "10.3", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["platform"] == "linux-generic" and data["dla_cores"] == cores
+    if cores == 0:
+        assert data["summary"]["dla_layers"] == 0 and all(entry["reason"] == "linux-generic has no DLA core" for entry in data["layers"])
