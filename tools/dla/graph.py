@@ -151,12 +151,14 @@ def _op_facts(node, inputs: list[Tensor | None], outputs: list[Tensor | None], w
         return {"spatial_rank": len(window), "window": window, "stride": (1,), "pads": (0,)}
     if op == "Clip":
         return {"clip_min": _clip_bound(node, 1, "min", weights, float("-inf")), "clip_max": _clip_bound(node, 2, "max", weights, float("inf"))}
-    if op in ("Add", "Sub", "Mul", "Max", "Min"):
+    if op == "LRN":
+        return {"size": _ints(node, "size", 0)}
+    if op in ("Add", "Sub", "Mul", "Max", "Min", "Div", "Pow"):
         return {"broadcast": _broadcast(node, inputs, weights, out_shape)}
     if op in ("Concat", "Softmax"):
         axis = _ints(node, "axis", 1 if op == "Concat" else -1)
         rank = len(out_shape) if out_shape else None
-        return {"axis": axis % rank if rank and axis < 0 else axis}
+        return {"axis": axis % rank if rank and axis < 0 else axis, "inputs": len(inputs)}
     if op in ("Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze"):
         kept = bool(in_shape and out_shape and in_shape[0] == out_shape[0])
         if op == "Transpose":

@@ -1,7 +1,8 @@
 """The DLA restrictions as data: one rule table per TensorRT series, read by tools/dla/analysis.py.
 
 Source: TensorRT developer guide, "DLA Supported Layers and Restrictions" (8.6 and 10.x editions),
-General Restrictions and the per-layer list. A rule names a fact that tools/dla/graph.py reads off
+General Restrictions and the per-layer list (docs.nvidia.com/deeplearning/tensorrt/latest/
+inference-library/dla-layer-restrictions.html, Table "DLA Layer Support Summary"). A rule names a fact that tools/dla/graph.py reads off
 an ONNX node (kernel, stride, pads, ...) and the values DLA accepts; the analysis code knows only
 the four check kinds below, never a layer. Where no difference between 8.6 and 10.x was found in
 the guides, the two tables hold the same rules (copied by construction, so a change is one line).
@@ -139,10 +140,17 @@ LAYERS_8_6 = {
     "Mul": ELEMENTWISE,
     "Max": ELEMENTWISE,
     "Min": ELEMENTWISE,
+    "Div": ELEMENTWISE,  # the guide's ElementWise list: Sum, Sub, Product, Max, Min, Div, Pow
+    "Pow": ELEMENTWISE,
+    "LRN": LayerRule("LRN", (FOUR_D, Check("size", "one_of", (3, 5, 7, 9), "DLA LRN windows are 3, 5, 7 or 9 (across channels)"))),
     "BatchNormalization": LayerRule("Scale", (FOUR_D,)),
     "Concat": LayerRule(
         "Concatenation",
-        (FOUR_D, Check("axis", "equals", 1, "DLA concatenates along channels only", "concatenate along channels, or after the DLA part")),
+        (
+            FOUR_D,
+            Check("axis", "equals", 1, "DLA concatenates along channels only", "concatenate along channels, or after the DLA part"),
+            Check("inputs", "range", (2, 1 << 16), "DLA concatenations take at least 2 inputs", "drop the single-input Concat"),
+        ),
     ),
     "Resize": LayerRule(
         "Resize",
@@ -164,10 +172,8 @@ LAYERS_8_6 = {
 
 NO_LAYER_FIX = {
     "Gather": "replace the Gather by a Slice, or move it behind the DLA part (after the last convolution)",
-    "Div": "multiply by the reciprocal constant instead of dividing",
     "Shape": "prepare the model with static shapes so the Shape folds away",
     "Cast": "keep the whole network in floating point",
-    "Pow": "use Mul for squares",
     "Exp": "move the exponential into the decoder (host or GPU)",
 }
 

@@ -55,7 +55,7 @@ def clip_maximum(b, ok):
 
 
 def elementwise_operation(b, ok):
-    b.add("Mul" if ok else "Div", b.const(np.full((1, 8, 1, 1), 2.0, np.float32)))
+    b.add("Div" if ok else "Mod", b.const(np.full((1, 8, 1, 1), 2.0, np.float32)), **({} if ok else {"fmod": 1}))
 
 
 def elementwise_broadcast(b, ok):
@@ -66,6 +66,16 @@ def concat_axis(b, ok):
     first = b.last
     second = b.conv()
     b.add("Concat", inputs=[first, second], axis=1 if ok else 2)
+    b.add("Conv", b.const(np.zeros((8, 16 if ok else 8, 1, 1), np.float32)))
+
+
+def lrn_window(b, ok):
+    b.add("LRN", size=5 if ok else 4)
+
+
+def concat_inputs(b, ok):
+    first = b.last
+    b.add("Concat", inputs=[first, first] if ok else [first], axis=1)
     b.add("Conv", b.const(np.zeros((8, 16 if ok else 8, 1, 1), np.float32)))
 
 
@@ -90,7 +100,9 @@ CASES = {
     "activation_kind": (activation_kind, "Elu has no DLA layer"),
     "clip_minimum": (clip_minimum, "Clip only as clipped ReLU"),
     "clip_maximum": (clip_maximum, "maximum in [1, 127]"),
-    "elementwise_operation": (elementwise_operation, "Div has no DLA layer"),
+    "elementwise_operation": (elementwise_operation, "Mod has no DLA layer"),
+    "lrn_window": (lrn_window, "LRN windows are 3, 5, 7 or 9"),
+    "concat_inputs": (concat_inputs, "at least 2 inputs"),
     "elementwise_broadcast": (elementwise_broadcast, "same shape, N,C,1,1 or N,1,1,1"),
     "concat_axis": (concat_axis, "concatenates along channels only"),
     "resize_scale": (resize_scale, "resize scales are integers"),
