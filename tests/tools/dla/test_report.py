@@ -115,3 +115,17 @@ def test_cli_target_form_takes_platform_and_dla_cores_from_the_target(prepared_e
     assert data["platform"] == "linux-generic" and data["dla_cores"] == cores
     if cores == 0:
         assert data["summary"]["dla_layers"] == 0 and all(entry["reason"] == "linux-generic has no DLA core" for entry in data["layers"])
+
+
+def test_cli_target_form_probes_a_remote_target_over_ssh(prepared_example, ssh_target, tmp_path, capsys):
+    """A simulated AGX Orin (real sshd): the platform comes from its target file, TensorRT from its probe or --tensorrt."""
+    ssh_target.write(platform="jetson-agx-orin")
+    model = str(prepared_example.model_path)
+    assert run(["dla-report", model, "--target", "sim"]) == 1  # this "device" has no TensorRT
+    err = capsys.readouterr().err
+    assert "error: target sim: no TensorRT found on the device" in err and "--tensorrt" in err
+    out = tmp_path / "sim.json"
+    assert run(["dla-report", model, "--target", "sim", "--tensorrt", "10.3", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert (data["platform"], data["tensorrt"], data["dla_cores"]) == ("jetson-agx-orin", "10.3.0", 2)
+    assert data["summary"]["dla_layers"] > 0
