@@ -8,6 +8,7 @@ USAGE = """usage: python -m sdk COMMAND ...
   run (--release DIR | --pipeline FILE --artifacts DIR) --report-dir DIR   run a pipeline and report
   store --root DIR OP ...                                                 operate the release store
   probe [ROOT]                                                            print the device fingerprint
+  engine build --plan FILE --model FILE --out DIR [...]                   build a TensorRT engine here
 """
 
 
@@ -26,6 +27,10 @@ def main(argv: list[str]) -> int:
 
         sys.stdout.write(json.dumps(fingerprint(argv[1] if len(argv) > 1 else None), sort_keys=True) + "\n")
         return 0
+    if command == "engine":
+        from sdk.engine.build_cli import main as engine
+
+        return engine(argv[1:])
     sys.stderr.write(USAGE)
     return 2
 

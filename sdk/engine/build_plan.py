@@ -77,6 +77,15 @@ class BuildPlan:
     def as_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: dict) -> BuildPlan:
+        """The plan as the host wrote it (plan.json travels to the device with the model)."""
+        if data.get("format") != PLAN_FORMAT:
+            raise EngineBuildError(f"build plan format {data.get('format')!r}, this SDK reads {PLAN_FORMAT}", hint="plan and build with one SDK")
+        profiles = tuple(Profile(p["tensor"], *(tuple(p[k]) for k in ("minimum", "optimum", "maximum"))) for p in data["profiles"])
+        layers = tuple(LayerPlan(**layer) for layer in data.get("layers", ()))
+        return cls(**{**data, "profiles": profiles, "layers": layers})
+
     def digest(self) -> str:
         """The build settings, without the predictions (TensorRT decides those) and without the TensorRT
         version (the engine cache keys on it as a field of its own, so a miss can name it)."""
