@@ -15,9 +15,12 @@ import json
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 from sdk.engine.build_plan import BuildPlan
 from sdk.errors import SdkError
+
+CONTRACT_DEFAULTS = {"core": 0, "gpu_fallback": "allowed", "max_gpu_layers": None, "max_transitions": None}
 
 
 def _event(**fields) -> None:
@@ -37,10 +40,10 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         from sdk.engine.trt_adapter import TensorRTBuilder
-        from sdk.spec.schema import DlaPlacement
 
         plan = BuildPlan.from_dict(json.loads(args.plan.read_text()))
-        contract = DlaPlacement(**json.loads(args.contract)) if args.contract else None
+        # The host validated model.dla; the device (which may have no pydantic yet) only reads its values.
+        contract = SimpleNamespace(**{**CONTRACT_DEFAULTS, **json.loads(args.contract)}) if args.contract else None
         _event(event="start", tensorrt=plan.tensorrt, device=plan.device, dla_core=plan.dla_core)
         built = TensorRTBuilder(plan, args.model, args.calibration, args.timing_cache, contract)()
         args.out.mkdir(parents=True, exist_ok=True)
