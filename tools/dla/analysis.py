@@ -49,6 +49,7 @@ class DlaReport:
     io_boundaries: int
     loadables_per_core: int
     recommendations: tuple[str, ...] = field(default=())
+    constants: tuple[str, ...] = ()
 
     @property
     def dla_layers(self) -> int:
@@ -91,7 +92,8 @@ class DlaReport:
                 {"index": v.index, "name": v.name, "op": v.op, "layer": v.layer, "device": v.device}
                 | {"reason": v.reason, "fix": v.fix, "subgraph": v.subgraph}
                 for v in self.layers
-            ],
+            ]
+            + [{"name": name, "op": "Constant", "device": "none", "reason": "weights, folded into their layers"} for name in self.constants],
             "recommendations": list(self.recommendations),
         }
 
@@ -221,7 +223,7 @@ def analyse(graph: Graph, model: str, platform: str, tensorrt: TensorRTVersion, 
     recommendations = _recommend(graph, layers, len(subgraphs), table.loadables_per_core)
     return DlaReport(
         model, platform, str(tensorrt), tensorrt.series, precision, availability.cores, availability.reason, table.source,
-        layers, subgraphs, transitions, io_boundaries, table.loadables_per_core, recommendations,
+        layers, subgraphs, transitions, io_boundaries, table.loadables_per_core, recommendations, graph.constants,
     )
 
 

@@ -36,6 +36,7 @@ class Graph:
     nodes: tuple[Node, ...]
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    constants: tuple[str, ...] = ()  # Constant nodes: weights, not layers (reported, never placed)
 
 
 def load_graph(path: Path) -> Graph:
@@ -66,9 +67,10 @@ def graph_from_model(model) -> Graph:
         if tensor_type.HasField("shape"):
             shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor_type.shape.dim)
         tensors[info.name] = Tensor(info.name, shape, tensor_type.elem_type in FLOAT_TYPES)
-    nodes = []
-    for node in graph.node:
+    nodes, constants = [], []
+    for index, node in enumerate(graph.node):
         if node.op_type == "Constant":
+            constants.append(node.name or f"Constant_{index}")
             continue
         inputs = tuple(name for name in node.input if name and name not in weights)
         outputs = tuple(name for name in node.output if name)
@@ -76,7 +78,7 @@ def graph_from_model(model) -> Graph:
         facts.update(_op_facts(node, [tensors.get(n) for n in inputs], [tensors.get(n) for n in outputs], weights))
         nodes.append(Node(len(nodes), node.name or f"{node.op_type}_{len(nodes)}", node.op_type, inputs, outputs, facts))
     graph_inputs = tuple(i.name for i in graph.input if i.name not in weights)
-    return Graph(tuple(nodes), graph_inputs, tuple(o.name for o in graph.output))
+    return Graph(tuple(nodes), graph_inputs, tuple(o.name for o in graph.output), tuple(constants))
 
 
 def _common_facts(tensors: list[Tensor]) -> dict:

@@ -63,10 +63,22 @@ def test_cli_writes_one_json_entry_per_node(prepared_example, tmp_path, capsys):
     data = json.loads(out.read_text())
     nodes = [n for n in onnx.load(str(prepared_example.model_path)).graph.node if n.op_type != "Constant"]
     assert [entry["name"] for entry in data["layers"]] == [n.name for n in nodes]
-    assert {entry["device"] for entry in data["layers"]} <= {"DLA", "GPU"}
+    assert {entry["device"] for entry in data["layers"]} <= {"DLA", "GPU"} and all(entry["reason"] for entry in data["layers"])
     assert data["summary"]["dla_layers"] + data["summary"]["gpu_layers"] == len(nodes)
     printed = capsys.readouterr().out
     assert "DLA placement (predicted)" in printed and str(data["summary"]["transitions"]) in printed
+
+
+def test_json_names_every_onnx_node_including_constants(builder, analysis):
+    import numpy as np
+
+    b = builder()
+    b.conv()
+    b.nodes.append(onnx.helper.make_node("Constant", [], ["c"], name="two", value=onnx.numpy_helper.from_array(np.float32(2.0))))
+    b.add("Mul", "c")
+    data = analysis(b.model()).as_dict()
+    assert [(e["name"], e["device"]) for e in data["layers"]] == [("conv_2", "DLA"), ("mul_3", "DLA"), ("two", "none")]
+    assert data["summary"]["layers"] == 2
 
 
 def test_cli_offline_form_needs_a_tensorrt_version(prepared_example, capsys):
