@@ -34,9 +34,13 @@ def _check(result, what: str):
 class TensorRTBackend(Backend):
     name = "tensorrt"
 
-    def __init__(self, engine_path: Path, *, declared: tuple[TensorSpec, ...] = (), dla_core: int | None = None) -> None:
+    def __init__(
+        self, engine_path: Path, *, declared: tuple[TensorSpec, ...] = (), dla_core: int | None = None, profile_layers: bool = False
+    ) -> None:
         super().__init__()
         self.engine_path = Path(engine_path)
+        self.profile_layers = profile_layers  # TensorRT's per-layer profiler: names the bottleneck layers, costs time
+        self.layer_ms: dict[str, float] = {}  # summed over every infer() since open
         self.declared = declared  # the tensors the pipeline expects (name, shape, dtype); empty: take the engine's
         self.dla_core = dla_core
         self.last_infer_ms: float | None = None
@@ -71,6 +75,8 @@ class TensorRTBackend(Backend):
         self._engine = engine
         self._read_io(trt, engine)
         self._context = engine.create_execution_context()
+        if self.profile_layers:
+            self._context.profiler = _layer_profiler(trt, self.layer_ms)
         self._stream = _check(cudart.cudaStreamCreate(), "stream creation")
         self._events = (_check(cudart.cudaEventCreate(), "event creation"), _check(cudart.cudaEventCreate(), "event creation"))
         for name, spec in self._specs.items():
@@ -135,8 +141,25 @@ class TensorRTBackend(Backend):
     def output_specs(self) -> tuple[TensorSpec, ...]:
         return tuple(s for n, s in self._specs.items() if not self._is_input[n])
 
+    def slowest_layers(self, count: int = 5) -> list[tuple[str, float]]:
+        """The layers that took longest (ms summed over the run), from TensorRT's profiler."""
+        return sorted(self.layer_ms.items(), key=lambda item: -item[1])[:count]
+
     def describe(self) -> str:
         return f"tensorrt ({'DLA core ' + str(self.dla_core) if self.dla_core is not None else 'GPU'})"
+
+
+def _layer_profiler(trt, sink: dict[str, float]):
+    """TensorRT calls report_layer_time once per layer per execution; DLA loadables report as one layer."""
+
+    class LayerTimes(trt.IProfiler):
+        def __init__(self) -> None:
+            trt.IProfiler.__init__(self)
+
+        def report_layer_time(self, layer_name: str, ms: float) -> None:
+            sink[layer_name] = sink.get(layer_name, 0.0) + ms
+
+    return LayerTimes()
 
 
 def check_io(declared: tuple[TensorSpec, ...], engine: tuple[TensorSpec, ...]) -> list[str]:

@@ -61,13 +61,14 @@ def test_engine_built_here_runs_like_onnx_runtime(prepared_example, tmp_path):
     plan = plan_build(version, {"Preprocessor/sub:0": (1, 3, 300, 300)}, "fp32" if version.major == 11 else "fp16")
     engine = tmp_path / "model.engine"
     engine.write_bytes(TensorRTBuilder(plan, prepared_example.model_path)().plan)
-    with OnnxRuntimeBackend(prepared_example.model_path) as reference, TensorRTBackend(engine, declared=ENGINE[:0]) as backend:
+    with OnnxRuntimeBackend(prepared_example.model_path) as reference, TensorRTBackend(engine, profile_layers=True) as backend:
         assert check_io(reference.input_specs + reference.output_specs, backend.input_specs + backend.output_specs) == []
         frame = np.random.default_rng(0).uniform(-1, 1, reference.input_specs[0].shape).astype(np.float32)
         for target in (reference, backend):
             target.inputs["Preprocessor/sub:0"][...] = frame
             target.infer()
         assert backend.last_infer_ms and backend.last_infer_ms > 0
+        assert backend.slowest_layers(3) and all(ms >= 0 for _, ms in backend.slowest_layers(3))
         for name, expected in reference.outputs.items():
             got = backend.outputs[name].astype(np.float32).ravel()
             cosine = float(got @ expected.ravel() / (np.linalg.norm(got) * np.linalg.norm(expected) + 1e-12))
