@@ -34,6 +34,9 @@ class EngineOnTarget:
 
 
 class BuildEngineOnTarget:
+    """`prepared_model` is what TensorRT parses: the prepared model, or for a Q/DQ plan (TensorRT 11,
+    strongly typed) the Q/DQ model from `sdk calibrate`, which then carries the INT8 scales itself."""
+
     def __init__(self, target, prepared_model: Path, plan: BuildPlan, calibration: Path | None, contract, cache_root: Path,
                  on_event: Callable[[dict], None] | None = None) -> None:  # fmt: skip
         self.target = target
@@ -45,6 +48,8 @@ class BuildEngineOnTarget:
         self.on_event = on_event or (lambda event: None)
 
     def __call__(self) -> EngineOnTarget:
+        if self.plan.int8_source == "calibration_cache" and self.calibration is None:
+            raise EngineBuildError("an implicit-INT8 plan (TensorRT 8.6/10) needs its calibration cache", hint="sdk calibrate PIPELINE --tensorrt V")
         with open_session(self.target) as session:
             if not isinstance(session, SshSession):
                 raise TargetError(f"target {self.target.name}: engines are built on a device over SSH", hint="use a target from targets/")

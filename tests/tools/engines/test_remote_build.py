@@ -72,3 +72,9 @@ def test_a_twin_with_the_same_fingerprint_reuses_the_cached_engine(orin_without_
     result = BuildEngineOnTarget(orin_without_gpu, prepared_example.model_path, plan(), None, None, cache_root)()
     assert (result.built, result.cache_reason, result.engine) == (False, "hit", stored)
     assert not (ssh_target.root / "builds").exists()  # nothing was uploaded or built
+
+
+def test_an_implicit_int8_plan_without_its_cache_is_refused_before_contacting_the_target(prepared_example, tmp_path):
+    int8 = plan_build(TensorRTVersion.parse("10.3"), {"Preprocessor/sub:0": (1, 3, 300, 300)}, "int8")
+    with pytest.raises(EngineBuildError, match="needs its calibration cache"):
+        BuildEngineOnTarget(object(), prepared_example.model_path, int8, None, None, tmp_path / "cache")()
