@@ -38,7 +38,8 @@ DLA_BY_TENSORRT = (
     ((11, 4), (11, 99), False, "TensorRT 11.4 supports DLA only on Windows on ARM (beta), not on JetPack or DRIVE OS"),
 )
 
-VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?$")
+# A Debian revision may follow (the probe falls back to dpkg's libnvinfer version: 10.3.0.30-1+cuda12.5).
+VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-\d[A-Za-z0-9.+~]*|\+[A-Za-z0-9.+~]+)?$")
 
 
 @dataclass(frozen=True, order=True)

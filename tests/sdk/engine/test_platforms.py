@@ -14,7 +14,13 @@ def test_every_target_platform_has_dla_facts():
 
 
 @pytest.mark.parametrize(
-    ("text", "parts", "series"), [("8.6.1", (8, 6, 1, 0), "8.6"), ("10.3", (10, 3, 0, 0), "10"), ("11.4.0.106", (11, 4, 0, 106), "11")]
+    ("text", "parts", "series"),
+    [
+        ("8.6.1", (8, 6, 1, 0), "8.6"),
+        ("10.3", (10, 3, 0, 0), "10"),
+        ("11.4.0.106", (11, 4, 0, 106), "11"),
+        ("10.3.0.30-1+cuda12.5", (10, 3, 0, 30), "10"),
+    ],
 )
 def test_versions_parse_into_their_rule_series(text, parts, series):
     version = TensorRTVersion.parse(text)
