@@ -11,6 +11,7 @@ USAGE = """usage: python -m sdk COMMAND ...
   serve --release DIR --status-dir DIR                                    run a release as a service
   supervise --release DIR --status-dir DIR                                serve under a supervisor (no systemd)
   service --root DIR (start|stop|status|logs|unit)                        the service of the current release
+  engine build --plan FILE --model FILE --out DIR [...]                   build a TensorRT engine here
 """
 
 
@@ -41,6 +42,10 @@ def main(argv: list[str]) -> int:
 
         sys.stdout.write(json.dumps(fingerprint(argv[1] if len(argv) > 1 else None), sort_keys=True) + "\n")
         return 0
+    if command == "engine":
+        from sdk.engine.build_cli import main as engine
+
+        return engine(argv[1:])
     sys.stderr.write(USAGE)
     return 2
 

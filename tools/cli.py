@@ -53,6 +53,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="also write a calibration cache for this TensorRT (e.g. 10.3, 8.6.1); repeatable",
     )
     calibrate.add_argument("--out", type=Path, help="folder for the artifacts (default: reports/<pipeline name>/int8)")
+    dla = commands.add_parser("dla-report", help="predict which layers land on DLA, and why not (no device needed with --platform)")
+    dla.add_argument("source", type=Path, metavar="PIPELINE|MODEL.onnx", help="a pipeline file (its model is prepared first) or an ONNX model")
+    where = dla.add_mutually_exclusive_group(required=True)
+    where.add_argument("--target", "-t", help="probe this target for its platform, TensorRT and DLA cores")
+    where.add_argument("--platform", help="offline: the platform (jetson-agx-orin, jetson-orin-nx, drive-orin, ...); needs --tensorrt")
+    dla.add_argument("--tensorrt", metavar="VERSION", help="TensorRT version (e.g. 10.3, 8.6.1); overrides the probe's")
+    dla.add_argument("--precision", choices=("int8", "fp16", "fp32"), default="int8", help="the build's precision (default int8)")
+    dla.add_argument("--json", type=Path, metavar="FILE", help="also write the report (one entry per ONNX node) as JSON")
+    dla.add_argument("--all", action="store_true", help="list every layer, not only those that leave DLA")
     targets = commands.add_parser("targets", help="known targets")
     targets_commands = targets.add_subparsers(dest="targets_command", required=True, metavar="SUBCOMMAND")
     targets_commands.add_parser("list", help="list known targets")
@@ -165,6 +174,31 @@ def _calibrate(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _dla_report(args: argparse.Namespace, console: Console) -> int:
+    from sdk.engine.platforms import TensorRTVersion
+    from sdk.errors import ConfigError
+    from tools.dla.render import render_dla_report, write_dla_json
+    from tools.dla.report import DlaAnalysis, TargetFacts, target_facts
+
+    if args.platform is not None:
+        if not args.tensorrt:
+            raise ConfigError(
+                "--platform needs --tensorrt (the version the engine will be built with)", hint="e.g. --platform jetson-agx-orin --tensorrt 10.3"
+            )
+        facts = TargetFacts(args.platform, TensorRTVersion.parse(args.tensorrt))
+    else:
+        facts = target_facts(args.target, args.tensorrt)
+    analysis = DlaAnalysis(args.source, facts, args.precision)
+    with console.status("analysing"):
+        report = analysis()
+    render_dla_report(console, report, every_layer=args.all)
+    if args.json:
+        write_dla_json(report, args.json)
+        console.print(f"JSON: {args.json}")
+    analysis.check_contract(report)  # after the table: the numbers that break the contract are on screen
+    return 0
+
+
 def _targets(args: argparse.Namespace, console: Console) -> int:
     import json
 
@@ -225,6 +259,7 @@ HANDLERS = {
     "validate": _validate,
     "prepare": _prepare,
     "calibrate": _calibrate,
+    "dla-report": _dla_report,
     "targets": _targets,
     "rollback": _store_command,
     "status": _store_command,

@@ -138,6 +138,21 @@ class Prepare(Frozen):
         return outputs
 
 
+class DlaPlacement(Frozen):
+    """The DLA placement contract: the build fails (host prediction, then TensorRT's own answer) rather than fall back silently."""
+
+    core: Annotated[int, Field(ge=0, le=1)] = 0  # Orin has DLA cores 0 and 1
+    gpu_fallback: Literal["allowed", "forbidden"] = "allowed"
+    max_gpu_layers: Annotated[int, Field(ge=0)] | None = None
+    max_transitions: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DlaPlacement:
+        if self.gpu_fallback == "forbidden" and self.max_gpu_layers:
+            raise ValueError(f"gpu_fallback: forbidden allows no GPU layer, but max_gpu_layers is {self.max_gpu_layers}")
+        return self
+
+
 class Model(Frozen):
     path: str
     prepare: Prepare | None = None
@@ -146,6 +161,7 @@ class Model(Frozen):
     # int8: the host calibrates (the `calibration` section) and deploys only what passes its accuracy gate;
     # the CPU backend runs the Q/DQ model, TensorRT builds from the same ranges. fp16 is TensorRT's alone.
     precision: Literal["fp32", "fp16", "int8"] = "fp32"
+    dla: DlaPlacement | None = None  # run on a DLA core under this contract (TensorRT builds only)
 
 
 class SsdDecoder(Frozen):

@@ -1,0 +1,180 @@
+"""TensorRT on the device's GPU or a DLA core: an engine built for this device, buffers bound once.
+
+open(): CUDA driver and device checked first (deserializing without one crashes the process), the
+plan header checked against the installed TensorRT (a mismatch is named, not a crash), the engine's
+IO checked against the tensors the pipeline declares, then every buffer allocated once: device
+memory bound to the execution context with set_tensor_address, pinned host memory behind the numpy
+arrays callers fill and read. infer(): copy in, execute_async_v3 on the backend's CUDA stream, copy
+out, synchronise; CUDA events around the execution give `last_infer_ms` (the GPU/DLA time alone).
+tensorrt and cuda-python (`cuda.bindings.runtime`) are imported here only, when opened.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import numpy as np
+
+from sdk.backends.base import Backend, TensorSpec
+from sdk.engine.cuda_check import require_cuda_device
+from sdk.engine.plan_header import read_plan_header
+from sdk.engine.platforms import TensorRTVersion
+from sdk.errors import BackendError, ModelError, missing_dependency
+
+
+def _check(result, what: str):
+    """cuda-python returns (error, value...): raise on an error, return the value(s)."""
+    error, *values = result if isinstance(result, tuple) else (result,)
+    if int(error) != 0:
+        raise BackendError(f"CUDA {what} failed: {error}")
+    return values[0] if len(values) == 1 else values
+
+
+class TensorRTBackend(Backend):
+    name = "tensorrt"
+
+    def __init__(
+        self, engine_path: Path, *, declared: tuple[TensorSpec, ...] = (), dla_core: int | None = None, profile_layers: bool = False
+    ) -> None:
+        super().__init__()
+        self.engine_path = Path(engine_path)
+        self.profile_layers = profile_layers  # TensorRT's per-layer profiler: names the bottleneck layers, costs time
+        self.layer_ms: dict[str, float] = {}  # summed over every infer() since open
+        self.declared = declared  # the tensors the pipeline expects (name, shape, dtype); empty: take the engine's
+        self.dla_core = dla_core
+        self.last_infer_ms: float | None = None
+        self._specs: dict[str, TensorSpec] = {}
+        self._is_input: dict[str, bool] = {}
+        self._device: dict[str, int] = {}
+        self._host: dict[str, int] = {}
+        self._cudart = self._engine = self._context = self._stream = None
+        self._events = ()
+
+    def open(self) -> None:
+        require_cuda_device(BackendError)
+        try:
+            import tensorrt as trt
+        except ImportError:
+            raise missing_dependency("tensorrt", "JetPack's python3-libnvinfer (apt) or the TensorRT wheel matching the device") from None
+        try:
+            from cuda.bindings import runtime as cudart
+        except ImportError:
+            raise missing_dependency("cuda.bindings", "pip install cuda-python (the major of the device's CUDA)") from None
+        header = read_plan_header(self.engine_path)
+        installed = TensorRTVersion.parse(trt.__version__)
+        if not header.matches(installed):
+            raise BackendError(f"{self.engine_path}: built by TensorRT {header.tensorrt}, this device runs TensorRT {installed}")
+        self._cudart = cudart
+        runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
+        if self.dla_core is not None:
+            runtime.DLA_core = self.dla_core
+        engine = runtime.deserialize_cuda_engine(self.engine_path.read_bytes())
+        if engine is None:
+            raise BackendError(f"TensorRT could not deserialize {self.engine_path}")
+        self._engine = engine
+        self._read_io(trt, engine)
+        self._context = engine.create_execution_context()
+        if self.profile_layers:
+            self._context.profiler = _layer_profiler(trt, self.layer_ms)
+        self._stream = _check(cudart.cudaStreamCreate(), "stream creation")
+        self._events = (_check(cudart.cudaEventCreate(), "event creation"), _check(cudart.cudaEventCreate(), "event creation"))
+        for name, spec in self._specs.items():
+            size = int(np.prod(spec.shape)) * spec.dtype.itemsize
+            self._device[name] = _check(cudart.cudaMalloc(size), f"allocating {size} bytes for {name}")
+            self._host[name] = _check(cudart.cudaMallocHost(size), f"allocating {size} pinned bytes for {name}")
+            buffer = (ctypes.c_byte * size).from_address(self._host[name])
+            array = np.frombuffer(buffer, dtype=spec.dtype).reshape(spec.shape)
+            (self.inputs if self._is_input[name] else self.outputs)[name] = array
+            if not self._context.set_tensor_address(name, self._device[name]):
+                raise BackendError(f"TensorRT refused the buffer for {name}")
+
+    def _read_io(self, trt, engine) -> None:
+        for index in range(engine.num_io_tensors):
+            name = engine.get_tensor_name(index)
+            shape = tuple(engine.get_tensor_shape(name))
+            spec = TensorSpec(name, shape, np.dtype(trt.nptype(engine.get_tensor_dtype(name))))
+            if any(d < 1 for d in shape):
+                raise ModelError(f"{self.engine_path}: tensor {name} has a dynamic shape {list(shape)}; build with static profiles")
+            self._specs[name] = spec
+            self._is_input[name] = engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
+        problems = check_io(self.declared, tuple(self._specs.values()))
+        if problems:
+            raise ModelError(f"{self.engine_path}: the engine's tensors do not match the pipeline: {'; '.join(problems)}")
+
+    def infer(self) -> None:
+        cudart, stream = self._cudart, self._stream
+        to_device, to_host = cudart.cudaMemcpyKind.cudaMemcpyHostToDevice, cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
+        for name, array in self.inputs.items():
+            _check(cudart.cudaMemcpyAsync(self._device[name], self._host[name], array.nbytes, to_device, stream), "copy in")
+        _check(cudart.cudaEventRecord(self._events[0], stream), "event record")
+        if not self._context.execute_async_v3(stream):
+            raise BackendError("TensorRT execution failed (see the TensorRT log)")
+        _check(cudart.cudaEventRecord(self._events[1], stream), "event record")
+        for name, array in self.outputs.items():
+            _check(cudart.cudaMemcpyAsync(self._host[name], self._device[name], array.nbytes, to_host, stream), "copy out")
+        _check(cudart.cudaStreamSynchronize(stream), "stream synchronisation")
+        self.last_infer_ms = _check(cudart.cudaEventElapsedTime(*self._events), "event timing")
+
+    def close(self) -> None:
+        cudart = self._cudart
+        if cudart is None:
+            return
+        self.inputs.clear()
+        self.outputs.clear()
+        for pointer in self._host.values():
+            cudart.cudaFreeHost(pointer)
+        for pointer in self._device.values():
+            cudart.cudaFree(pointer)
+        for event in self._events:
+            cudart.cudaEventDestroy(event)
+        if self._stream is not None:
+            cudart.cudaStreamDestroy(self._stream)
+        self._host, self._device, self._events = {}, {}, ()
+        self._context = self._engine = self._stream = self._cudart = None
+
+    @property
+    def input_specs(self) -> tuple[TensorSpec, ...]:
+        return tuple(s for n, s in self._specs.items() if self._is_input[n])
+
+    @property
+    def output_specs(self) -> tuple[TensorSpec, ...]:
+        return tuple(s for n, s in self._specs.items() if not self._is_input[n])
+
+    def slowest_layers(self, count: int = 5) -> list[tuple[str, float]]:
+        """The layers that took longest (ms summed over the run), from TensorRT's profiler."""
+        return sorted(self.layer_ms.items(), key=lambda item: -item[1])[:count]
+
+    def describe(self) -> str:
+        return f"tensorrt ({'DLA core ' + str(self.dla_core) if self.dla_core is not None else 'GPU'})"
+
+
+def _layer_profiler(trt, sink: dict[str, float]):
+    """TensorRT calls report_layer_time once per layer per execution; DLA loadables report as one layer."""
+
+    class LayerTimes(trt.IProfiler):
+        def __init__(self) -> None:
+            trt.IProfiler.__init__(self)
+
+        def report_layer_time(self, layer_name: str, ms: float) -> None:
+            sink[layer_name] = sink.get(layer_name, 0.0) + ms
+
+    return LayerTimes()
+
+
+def check_io(declared: tuple[TensorSpec, ...], engine: tuple[TensorSpec, ...]) -> list[str]:
+    """What differs between the tensors the pipeline declares and the engine's (empty: they agree)."""
+    if not declared:
+        return []
+    have = {s.name: s for s in engine}
+    problems = []
+    for spec in declared:
+        found = have.get(spec.name)
+        if found is None:
+            problems.append(f"{spec.name} is missing (engine has {', '.join(sorted(have))})")
+        elif tuple(found.shape) != tuple(spec.shape) or np.dtype(found.dtype) != np.dtype(spec.dtype):
+            problems.append(f"{spec.name} is {found.describe()}, the pipeline expects {spec.describe()}")
+    extra = sorted(set(have) - {s.name for s in declared})
+    if extra:
+        problems.append(f"the engine also has {', '.join(extra)}")
+    return problems

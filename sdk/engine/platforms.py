@@ -1,0 +1,93 @@
+"""What each platform and TensorRT version offers for DLA, as data.
+
+Sources (checked 2026-11):
+- DLA cores per module: Jetson AGX Orin 2 (NVIDIA Jetson AGX Orin technical brief); Jetson Orin NX
+  16GB 2, Orin NX 8GB 1 (Jetson Orin NX series data sheet: the platform name covers both, so the
+  probe's `dla_cores` decides on a real device); Jetson Orin Nano 0 (its NVDLA blocks are fused
+  off); Jetson Thor 0; DRIVE Orin 2 (NVIDIA Deep-Learning-Accelerator-SW FAQ: "All Jetson AGX Orin &
+  Orin NX boards ... DRIVE Orin have DLA cores").
+- TensorRT and DLA: TensorRT developer guide, "Working with DLA" of 11.1 ("DLA is not supported in
+  TensorRT 11.0 or 11.1"), 11.3 ("not supported in 11.3.0 or 11.3.1 for DriveOS. TensorRT 10.7 was
+  the last release that supported DLA") and 11.4 ("Not supported: Linux SBSA, NVIDIA JetPack, and
+  NVIDIA DriveOS"; only Windows on ARM, beta). JetPack 6.x ships TensorRT 10.3, DRIVE OS 6 ships 8.6.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sdk.errors import ConfigError
+
+# Platform names are those of target files (tools/targets/spec.py; a test keeps the two equal).
+PLATFORM_DLA_CORES = {
+    "jetson-agx-orin": 2,
+    "jetson-orin-nx": 2,  # the 16GB module; the 8GB module has 1 (the probe says which)
+    "jetson-orin-nano": 0,
+    "jetson-thor": 0,
+    "drive-orin": 2,
+    "linux-generic": 0,
+}
+
+# (first version, last version or None, DLA available, why) — the first matching row wins.
+DLA_BY_TENSORRT = (
+    ((8, 6), (8, 6), True, "TensorRT 8.6 (DRIVE OS 6) supports DLA"),
+    ((10, 0), (10, 7), True, "TensorRT 10.0-10.7 support DLA (JetPack 6 ships 10.3)"),
+    ((10, 8), (10, 99), False, "TensorRT 10.7 was the last release with DLA support (TensorRT 11.3 developer guide)"),
+    ((11, 0), (11, 3), False, "TensorRT 11.0-11.3 have no DLA support"),
+    ((11, 4), (11, 99), False, "TensorRT 11.4 supports DLA only on Windows on ARM (beta), not on JetPack or DRIVE OS"),
+)
+
+# A Debian revision may follow (the probe falls back to dpkg's libnvinfer version: 10.3.0.30-1+cuda12.5).
+VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:-\d[A-Za-z0-9.+~]*|\+[A-Za-z0-9.+~]+)?$")
+
+
+@dataclass(frozen=True, order=True)
+class TensorRTVersion:
+    major: int
+    minor: int
+    patch: int = 0
+    build: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> TensorRTVersion:
+        match = VERSION.match(str(text).strip())
+        if not match:
+            raise ConfigError(f"TensorRT version {text!r} is not like 10.3, 8.6.1 or 10.3.0.26", hint="give major.minor[.patch[.build]]")
+        return cls(*(int(part) if part else 0 for part in match.groups()))
+
+    @property
+    def series(self) -> str:
+        """The rule table a version reads: `8.6`, `10` or `11`."""
+        if (self.major, self.minor) == (8, 6):
+            return "8.6"
+        if self.major in (10, 11):
+            return str(self.major)
+        raise ConfigError(f"TensorRT {self} is not supported", hint="supported: TensorRT 8.6 (DRIVE OS 6), 10.x (JetPack 6), 11.x")
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}" + (f".{self.build}" if self.build else "")
+
+
+@dataclass(frozen=True)
+class DlaAvailability:
+    cores: int
+    reason: str  # why there is no DLA, or which facts allow it
+
+    @property
+    def available(self) -> bool:
+        return self.cores > 0
+
+
+def dla_availability(platform: str, tensorrt: TensorRTVersion, probed_cores: int | None = None) -> DlaAvailability:
+    """How many DLA cores a build for (platform, TensorRT) can use, and why."""
+    if platform not in PLATFORM_DLA_CORES:
+        raise ConfigError(f"unknown platform {platform!r}", hint=f"known platforms: {', '.join(PLATFORM_DLA_CORES)}")
+    cores = PLATFORM_DLA_CORES[platform] if probed_cores is None else probed_cores
+    if cores == 0:
+        return DlaAvailability(0, f"{platform} has no DLA core")
+    key = (tensorrt.major, tensorrt.minor)
+    for first, last, supported, why in DLA_BY_TENSORRT:
+        if first <= key <= last:
+            return DlaAvailability(cores if supported else 0, f"{why}" if not supported else f"{platform}: {cores} DLA cores; {why}")
+    return DlaAvailability(0, f"TensorRT {tensorrt} has no known DLA support")

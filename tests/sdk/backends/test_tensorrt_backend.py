@@ -1,0 +1,75 @@
+"""The TensorRT backend: IO checked against the pipeline, no TensorRT without a driver; on a GPU, the real thing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sdk.backends.base import TensorSpec
+from sdk.backends.tensorrt_gpu import TensorRTBackend, check_io
+from sdk.engine.cuda_check import require_cuda_device
+from sdk.errors import BackendError, SdkError
+
+ENGINE = (TensorSpec("images", (1, 3, 300, 300), np.dtype(np.float32)), TensorSpec("boxes", (1, 1917, 1, 4), np.dtype(np.float32)))
+
+
+def test_matching_io_passes_and_every_difference_is_named():
+    assert check_io(ENGINE, ENGINE) == [] and check_io((), ENGINE) == []
+    declared = (
+        TensorSpec("images", (1, 3, 320, 320), np.dtype(np.float32)),
+        TensorSpec("scores", (1, 1917, 2), np.dtype(np.float32)),
+    )
+    problems = check_io(declared, ENGINE)
+    assert problems == [
+        "images is images [1, 3, 300, 300] float32, the pipeline expects images [1, 3, 320, 320] float32",
+        "scores is missing (engine has boxes, images)",
+        "the engine also has boxes",
+    ]
+    half = (TensorSpec("images", (1, 3, 300, 300), np.dtype(np.float16)), ENGINE[1])
+    assert check_io(half, ENGINE) == ["images is images [1, 3, 300, 300] float32, the pipeline expects images [1, 3, 300, 300] float16"]
+
+
+def test_without_a_driver_open_is_a_clear_error_before_tensorrt(monkeypatch, tmp_path):
+    monkeypatch.setattr(require_cuda_device, "__defaults__", ("libcuda-missing.so.1",))
+    monkeypatch.setitem(__import__("sys").modules, "tensorrt", None)  # importing it would fail differently
+    with pytest.raises(BackendError, match="no CUDA driver on this machine"):
+        TensorRTBackend(tmp_path / "model.engine").open()
+
+
+def _gpu_or_skip():
+    pytest.importorskip("tensorrt", reason="needs TensorRT (JetPack or a GPU machine)")
+    pytest.importorskip("cuda.bindings.runtime", reason="needs cuda-python")
+    try:
+        require_cuda_device(SdkError)
+    except SdkError as exc:
+        pytest.skip(f"needs a CUDA device: {exc.message}")
+
+
+@pytest.mark.gpu
+@pytest.mark.trt
+def test_engine_built_here_runs_like_onnx_runtime(prepared_example, tmp_path):
+    """Build an FP16 GPU engine from the prepared detector, run it, compare with ONNX Runtime on the same input."""
+    _gpu_or_skip()
+    import tensorrt as trt
+
+    from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
+    from sdk.engine.build_plan import plan_build
+    from sdk.engine.platforms import TensorRTVersion
+    from sdk.engine.trt_adapter import TensorRTBuilder
+
+    version = TensorRTVersion.parse(trt.__version__)
+    plan = plan_build(version, {"Preprocessor/sub:0": (1, 3, 300, 300)}, "fp32" if version.major == 11 else "fp16")
+    engine = tmp_path / "model.engine"
+    engine.write_bytes(TensorRTBuilder(plan, prepared_example.model_path)().plan)
+    with OnnxRuntimeBackend(prepared_example.model_path) as reference, TensorRTBackend(engine, profile_layers=True) as backend:
+        assert check_io(reference.input_specs + reference.output_specs, backend.input_specs + backend.output_specs) == []
+        frame = np.random.default_rng(0).uniform(-1, 1, reference.input_specs[0].shape).astype(np.float32)
+        for target in (reference, backend):
+            target.inputs["Preprocessor/sub:0"][...] = frame
+            target.infer()
+        assert backend.last_infer_ms and backend.last_infer_ms > 0
+        assert backend.slowest_layers(3) and all(ms >= 0 for _, ms in backend.slowest_layers(3))
+        for name, expected in reference.outputs.items():
+            got = backend.outputs[name].astype(np.float32).ravel()
+            cosine = float(got @ expected.ravel() / (np.linalg.norm(got) * np.linalg.norm(expected) + 1e-12))
+            assert cosine > 0.999, name

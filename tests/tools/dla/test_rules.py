@@ -1,0 +1,210 @@
+"""Each DLA restriction flips the verdict of one layer: the allowed variant runs on DLA, the other on
+the GPU with the rule's reason. The layer under test sits between two convolutions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto
+
+
+def conv_kernel(b, ok):
+    b.conv(kernel=5 if ok else 33, pads=[0] * 4)
+
+
+def conv_stride(b, ok):
+    b.conv(strides=[8, 8] if ok else [9, 9])
+
+
+def conv_padding_range(b, ok):
+    b.conv(kernel=32, pads=[31 if ok else 32] * 4)  # 32 also fails 'below the kernel'; 0-31 is what the guide states
+
+
+def conv_padding_below_kernel(b, ok):
+    b.conv(kernel=3, pads=[2 if ok else 3] * 4)
+
+
+def conv_dilation(b, ok):
+    b.conv(kernel=1, pads=[0] * 4, dilations=[32, 32] if ok else [33, 33])
+
+
+def conv_output_channels(b, ok):
+    b.conv(out_channels=8192 if ok else 8193, kernel=1)
+    b.conv(in_channels=8192 if ok else 8193, kernel=1)
+
+
+def pooling_window(b, ok):
+    b.add("MaxPool", kernel_shape=[8, 8] if ok else [9, 9], strides=[1, 1])
+
+
+def global_pool_window(b, ok):
+    b.shape_hw = (8, 8) if ok else (9, 9)  # read by the test: the input plane is the window
+    b.add("GlobalAveragePool")
+
+
+def activation_kind(b, ok):
+    b.add("Sigmoid" if ok else "Elu")
+
+
+def clip_minimum(b, ok):
+    b.add("Clip", b.const(np.float32(0.0 if ok else -1.0)), b.const(np.float32(6.0)))
+
+
+def clip_maximum(b, ok):
+    b.add("Clip", b.const(np.float32(0.0)), b.const(np.float32(127.0 if ok else 200.0)))
+
+
+def elementwise_operation(b, ok):
+    b.add("Div" if ok else "Mod", b.const(np.full((1, 8, 1, 1), 2.0, np.float32)), **({} if ok else {"fmod": 1}))
+
+
+def elementwise_broadcast(b, ok):
+    b.add("Add", b.const(np.ones((1, 8, 1, 1) if ok else (1, 1, 40, 1), np.float32)))
+
+
+def concat_axis(b, ok):
+    first = b.last
+    second = b.conv()
+    b.add("Concat", inputs=[first, second], axis=1 if ok else 2)
+    b.add("Conv", b.const(np.zeros((8, 16 if ok else 8, 1, 1), np.float32)))
+
+
+def lrn_window(b, ok):
+    b.add("LRN", size=5 if ok else 4)
+
+
+def concat_inputs(b, ok):
+    first = b.last
+    b.add("Concat", inputs=[first, first] if ok else [first], axis=1)
+    b.add("Conv", b.const(np.zeros((8, 16 if ok else 8, 1, 1), np.float32)))
+
+
+def resize_scale(b, ok):
+    b.add("Resize", "", b.const(np.array([1, 1, 2, 2] if ok else [1, 1, 1.5, 1.5], np.float32)), mode="nearest")
+
+
+def shuffle_rank(b, ok):
+    b.add("Reshape", b.const(np.array([1, 8, 256, 1] if ok else [1, 8, 256])))
+    b.add("Reshape", b.const(np.array([1, 8, 16, 16])))
+
+
+CASES = {
+    "conv_kernel": (conv_kernel, "kernel sizes are 1-32"),
+    "conv_stride": (conv_stride, "strides are 1-8"),
+    "conv_padding_range": (conv_padding_range, "padding is 0-31"),
+    "conv_padding_below_kernel": (conv_padding_below_kernel, "padding must be smaller than the kernel"),
+    "conv_dilation": (conv_dilation, "dilation is 1-32"),
+    "conv_output_channels": (conv_output_channels, "at most 8192 output channels"),
+    "pooling_window": (pooling_window, "pooling windows are 1-8"),
+    "global_pool_window": (global_pool_window, "pooling windows are 1-8"),
+    "activation_kind": (activation_kind, "Elu has no DLA layer"),
+    "clip_minimum": (clip_minimum, "Clip only as clipped ReLU"),
+    "clip_maximum": (clip_maximum, "maximum in [1, 127]"),
+    "elementwise_operation": (elementwise_operation, "Mod has no DLA layer"),
+    "lrn_window": (lrn_window, "LRN windows are 3, 5, 7 or 9"),
+    "concat_inputs": (concat_inputs, "at least 2 inputs"),
+    "elementwise_broadcast": (elementwise_broadcast, "same shape, N,C,1,1 or N,1,1,1"),
+    "concat_axis": (concat_axis, "concatenates along channels only"),
+    "resize_scale": (resize_scale, "resize scales are integers"),
+    "shuffle_rank": (shuffle_rank, "shuffles produce 4-D tensors"),
+}
+
+
+def build(builder, case, ok):
+    add_layers, _ = CASES[case]
+    probe = builder()
+    add_layers(probe, ok)  # a dry run learns the input plane a case needs
+    b = builder(shape=(1, 8, *getattr(probe, "shape_hw", (40, 40))))
+    b.conv()
+    first = len(b.nodes)
+    add_layers(b, ok)
+    under_test = [node.name for node in b.nodes[first:]]
+    b.conv(in_channels=b_channels(b), kernel=1)
+    return b.model(), under_test
+
+
+def b_channels(b) -> int:
+    import onnx
+
+    inferred = onnx.shape_inference.infer_shapes(b.model())
+    shapes = {v.name: v.type.tensor_type.shape.dim for v in (*inferred.graph.value_info, *inferred.graph.output)}
+    return shapes[b.last][1].dim_value
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_restriction_flips_the_verdict(builder, analysis, case):
+    expected_reason = CASES[case][1]
+    allowed, names = build(builder, case, ok=True)
+    report = analysis(allowed)
+    assert all(v.device == "DLA" for v in report.layers), [(v.name, v.reason) for v in report.layers if v.device != "DLA"]
+    assert len(report.subgraphs) == 1 and report.transitions == 0
+
+    violating, names = build(builder, case, ok=False)
+    report = analysis(violating)
+    on_gpu = [v for v in report.layers if v.device == "GPU"]
+    assert on_gpu and {v.name for v in on_gpu} <= set(names), [(v.name, v.reason) for v in on_gpu]
+    assert any(expected_reason in v.reason for v in on_gpu), [v.reason for v in on_gpu]
+    assert report.transitions >= 2  # DLA -> GPU -> DLA around the offending layer
+
+
+def test_a_gather_between_convolutions_splits_the_subgraph_and_is_named(builder, analysis):
+    b = builder()
+    b.conv()
+    b.add("Gather", b.const(np.arange(8)), axis=1)
+    b.conv()
+    report = analysis(b.model())
+    assert [v.device for v in report.layers] == ["DLA", "GPU", "DLA"]
+    assert len(report.subgraphs) == 2 and report.transitions == 2
+    assert any("Gather gather_" in note and "splits DLA subgraphs [0] -> [1]" in note and "Slice" in note for note in report.recommendations)
+
+    b = builder()
+    b.conv()
+    b.add("Relu")
+    b.conv()
+    report = analysis(b.model())
+    assert len(report.subgraphs) == 1 and report.transitions == 0 and not report.recommendations
+
+
+def test_a_subgraph_never_depends_on_itself_through_the_gpu(builder, analysis):
+    """conv -> Gather (GPU) -> Add(conv, gather): the Add cannot join the conv's loadable."""
+    for middle, subgraphs in (("Gather", 2), ("Relu", 1)):
+        b = builder()
+        first = b.conv()
+        extra = (b.const(np.arange(8)),) if middle == "Gather" else ()
+        side = b.add(middle, *extra, **({"axis": 1} if middle == "Gather" else {}))
+        b.add("Add", inputs=[first, side])
+        report = analysis(b.model())
+        assert len(report.subgraphs) == subgraphs, middle
+
+
+@pytest.mark.parametrize(
+    ("fact", "shape", "dtype", "reason"),
+    [
+        ("static", ("N", 8, 16, 16), TensorProto.FLOAT, "static shapes"),
+        ("float", (1, 8, 16, 16), TensorProto.INT32, "FP16/INT8 tensors only"),
+        ("max_rank", (1, 2, 8, 16, 16), TensorProto.FLOAT, "at most 4 dimensions"),
+        ("max_chw", (1, 1, 1, 8193), TensorProto.FLOAT, "at most 8192"),
+    ],
+)
+def test_general_restrictions(builder, analysis, fact, shape, dtype, reason):
+    bad = builder(shape=shape, dtype=dtype)
+    bad.add("Relu")
+    report = analysis(bad.model())
+    assert report.layers[0].device == "GPU" and reason in report.layers[0].reason
+    good = builder(shape=(1, 8, 16, 16))
+    good.add("Relu")
+    assert analysis(good.model()).layers[0].device == "DLA"
+
+
+def test_more_subgraphs_than_a_core_holds_are_flagged(builder, analysis):
+    def chain(splits):
+        b = builder()
+        b.conv()
+        for _ in range(splits):
+            b.add("Gather", b.const(np.arange(8)), axis=1)
+            b.conv()
+        return analysis(b.model())
+
+    within, beyond = chain(15), chain(16)
+    assert len(within.subgraphs) == 16 and not any("loadables a core can hold" in n for n in within.recommendations)
+    assert len(beyond.subgraphs) == 17 and any("17 DLA subgraphs exceed the 16" in n for n in beyond.recommendations)
