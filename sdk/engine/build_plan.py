@@ -62,6 +62,9 @@ class BuildPlan:
     timing_cache: bool
     profiles: tuple[Profile, ...]
     layers: tuple[LayerPlan, ...] = ()
+    # Layers the host's accuracy fallback kept out of INT8 (precision.json): FP16 constraints for an
+    # implicit-INT8 build; in a Q/DQ model they simply have no Q/DQ.
+    higher_precision: tuple[str, ...] = ()
     format: int = PLAN_FORMAT
 
     @property
@@ -84,7 +87,7 @@ class BuildPlan:
             raise EngineBuildError(f"build plan format {data.get('format')!r}, this SDK reads {PLAN_FORMAT}", hint="plan and build with one SDK")
         profiles = tuple(Profile(p["tensor"], *(tuple(p[k]) for k in ("minimum", "optimum", "maximum"))) for p in data["profiles"])
         layers = tuple(LayerPlan(**layer) for layer in data.get("layers", ()))
-        return cls(**{**data, "profiles": profiles, "layers": layers})
+        return cls(**{**data, "profiles": profiles, "layers": layers, "higher_precision": tuple(data.get("higher_precision", ()))})
 
     def digest(self) -> str:
         """The build settings, without the predictions (TensorRT decides those) and without the TensorRT
@@ -104,6 +107,7 @@ def plan_build(
     dla_sram_bytes: int = DEFAULT_DLA_SRAM_BYTES,
     timing_cache: bool = True,
     calibrator: str = "EntropyCalibration2",  # the calibration cache header's algorithm (tools/calibrate.py)
+    higher_precision: tuple[str, ...] = (),  # layers kept out of INT8 by the accuracy fallback
 ) -> BuildPlan:
     if precision not in ("int8", "fp16", "fp32"):
         raise EngineBuildError(f"unknown precision {precision!r}", hint="int8, fp16 or fp32")
@@ -128,8 +132,14 @@ def plan_build(
                 f"model.dla.core {dla.core}: TensorRT {tensorrt} on this platform offers {dla_cores} DLA cores",
                 hint="see `sdk dla-report` for why, or remove model.dla to build for the GPU",
             )
+    kept = set(higher_precision) if precision == "int8" else set()
     layers = tuple(
-        LayerPlan(name, kind, device if on_dla else "GPU", _layer_precision(kind, device if on_dla else "GPU", precision, explicit))
+        LayerPlan(
+            name,
+            kind,
+            device if on_dla else "GPU",
+            ("fp32" if explicit else "fp16") if name in kept else _layer_precision(kind, device if on_dla else "GPU", precision, explicit),
+        )
         for name, kind, device in predicted
     )
     profiles = tuple(Profile(name, tuple(shape), tuple(shape), tuple(shape)) for name, shape in sorted(input_shapes.items()))
@@ -148,6 +158,7 @@ def plan_build(
         timing_cache=timing_cache,
         profiles=profiles,
         layers=layers,
+        higher_precision=tuple(sorted(kept)),
     )
 
 

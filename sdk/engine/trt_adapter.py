@@ -79,6 +79,7 @@ def _build(trt, plan: BuildPlan, onnx_model: Path, calibration_cache: Path | Non
     _configure_profiles(builder, config, plan)
     if "_configure_implicit_int8" in steps:
         _configure_implicit_int8(trt, config, plan, calibration_cache)
+        _constrain_precision(trt, network, config, plan)
     _configure_dla(trt, config, plan)
     cache = _configure_timing_cache(config, plan, timing_cache)
     placement = _placement(builder, network, config, plan)
@@ -120,6 +121,26 @@ def _configure_implicit_int8(trt, config, plan: BuildPlan, calibration_cache: Pa
         config.int8_calibrator = _calibrator(trt, plan.calibrator, Path(calibration_cache).read_bytes())
     if plan.precision == "fp16" or plan.fp16_fallback:
         config.set_flag(trt.BuilderFlag.FP16)
+
+
+def _constrain_precision(trt, network, config, plan: BuildPlan) -> None:
+    """The accuracy fallback's layers in FP16 (implicit INT8 only; the ONNX parser names layers after their nodes)."""
+    if not plan.higher_precision:
+        return
+    wanted = set(plan.higher_precision)
+    found = set()
+    for index in range(network.num_layers):
+        layer = network.get_layer(index)
+        if layer.name in wanted:
+            layer.precision = trt.float16
+            for output in range(layer.num_outputs):
+                layer.set_output_type(output, trt.float16)
+            found.add(layer.name)
+    missing = wanted - found
+    if missing:
+        raise EngineBuildError(f"layers kept out of INT8 are not in the network: {sorted(missing)[:5]}", hint="plan with this model's precision.json")
+    # PREFER, not OBEY: where TensorRT has no FP16 kernel it may choose, and the build still succeeds.
+    config.set_flag(trt.BuilderFlag.PREFER_PRECISION_CONSTRAINTS)
 
 
 def _calibrator(trt, algorithm: str, cache: bytes):

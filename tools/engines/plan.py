@@ -26,10 +26,13 @@ class PlannedBuild:
 class PlanEngineBuild:
     """Lazy: settings now; analysis, contract check and the frozen plan when called."""
 
-    def __init__(self, pipeline: Path, facts: TargetFacts, precision: str = "int8", cache_root: Path | None = None) -> None:
+    def __init__(
+        self, pipeline: Path, facts: TargetFacts, precision: str = "int8", cache_root: Path | None = None, higher_precision: tuple[str, ...] = ()
+    ) -> None:
         self.analysis = DlaAnalysis(pipeline, facts, precision, cache_root)
         self.facts = facts
         self.precision = precision
+        self.higher_precision = tuple(higher_precision)  # from the INT8 accuracy fallback (Int8Choice.fp16_layers)
 
     def __call__(self) -> PlannedBuild:
         import onnx
@@ -43,5 +46,7 @@ class PlanEngineBuild:
         predicted = tuple((v.name, v.layer, v.device) for v in report.layers)
         calibration = self.analysis.pipeline.spec.calibration
         algorithm = TRT_ALGORITHM[calibration.method] if calibration is not None else "EntropyCalibration2"
-        plan = plan_build(self.facts.tensorrt, shapes, self.precision, contract, cores, predicted, calibrator=algorithm)
+        plan = plan_build(
+            self.facts.tensorrt, shapes, self.precision, contract, cores, predicted, calibrator=algorithm, higher_precision=self.higher_precision
+        )
         return PlannedBuild(report, plan)

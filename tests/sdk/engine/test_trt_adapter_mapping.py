@@ -34,11 +34,14 @@ class Layer:
     def get_output(self, i):
         return self.outputs[i]
 
+    def set_output_type(self, i, dtype):
+        self.outputs[i].dtype = dtype
+
 
 def fake_tensorrt(series: str, layers):
     calls = []
     flags = {"8.6": ["EXPLICIT_BATCH", "STRONGLY_TYPED"], "10": ["EXPLICIT_BATCH", "STRONGLY_TYPED"], "11": ["STRONGLY_TYPED"]}[series]
-    builder_flags = ["GPU_FALLBACK"] + ([] if series == "11" else ["INT8", "FP16"])
+    builder_flags = ["GPU_FALLBACK", "PREFER_PRECISION_CONSTRAINTS"] + ([] if series == "11" else ["INT8", "FP16"])
 
     class Network:
         num_layers = len(layers)
@@ -98,6 +101,7 @@ def fake_tensorrt(series: str, layers):
         BuilderFlag=enum.Enum("BuilderFlag", builder_flags),
         MemoryPoolType=enum.Enum("MemoryPoolType", ["WORKSPACE", "DLA_MANAGED_SRAM"]),
         DeviceType=enum.Enum("DeviceType", ["GPU", "DLA"]),
+        float16="float16",
     )
     if series != "11":
         trt.IInt8EntropyCalibrator2 = type("IInt8EntropyCalibrator2", (), {})
@@ -159,3 +163,26 @@ def test_an_implicit_int8_build_without_its_cache_is_refused(tmp_path):
     with pytest.raises(EngineBuildError, match="needs the calibration cache"):
         _build(trt, plan, tmp_path / "m.onnx", None, None, None)
     assert ("build",) not in calls
+
+
+def test_layers_kept_out_of_int8_are_fp16_constraints_in_an_implicit_build(tmp_path):
+    layers = [Layer("conv", ["x"], ["a"]), Layer("relu", ["a"], ["b"]), Layer("conv2", ["b"], ["y"])]
+    plan = plan_build(
+        TensorRTVersion.parse("10.3"), {"x": (1, 3, 8, 8)}, "int8", predicted=(("conv", "Convolution", "GPU"),), higher_precision=("conv",)
+    )
+    assert plan.layers[0].precision == "fp16" and plan.higher_precision == ("conv",)
+    (tmp_path / "calib.cache").write_bytes(b"TRT-100300-EntropyCalibration2\n")
+    trt, calls = fake_tensorrt("10", layers)
+    _build(trt, plan, tmp_path / "m.onnx", tmp_path / "calib.cache", None, None)
+    assert layers[0].precision == "float16" and layers[0].outputs[0].dtype == "float16" and not hasattr(layers[2], "precision")
+    assert ("flag", "PREFER_PRECISION_CONSTRAINTS") in calls
+    stale = plan_build(TensorRTVersion.parse("10.3"), {"x": (1, 3, 8, 8)}, "int8", higher_precision=("no_such_layer",))
+    with pytest.raises(EngineBuildError, match="not in the network"):
+        _build(trt, stale, tmp_path / "m.onnx", tmp_path / "calib.cache", None, None)
+
+
+def test_in_a_strongly_typed_build_kept_layers_are_simply_float():
+    plan = plan_build(
+        TensorRTVersion.parse("11.4"), {"x": (1, 3, 8, 8)}, "int8", predicted=(("conv", "Convolution", "GPU"),), higher_precision=("conv",)
+    )
+    assert plan.layers[0].precision == "fp32" and plan.digest() != plan_build(TensorRTVersion.parse("11.4"), {"x": (1, 3, 8, 8)}, "int8").digest()
