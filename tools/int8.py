@@ -92,9 +92,11 @@ class Int8ForDeploy:
 
     def copy_reports(self, out: Path) -> None:
         """The gate's reports (accuracy.json/png, sensitivity.png, precision.json) into `out`, passed or not."""
-        if self.judged_folder is None:
+        if self.judged_folder is None or not (self.judged_folder / ACCURACY_FILE).is_file():
             return
-        for name in (ACCURACY_FILE, "accuracy.png", "sensitivity.png", "precision.json"):
+        judged = json.loads((self.judged_folder / ACCURACY_FILE).read_text())
+        _write_json(Path(out) / ACCURACY_FILE, judged["report"])  # the report itself, as a person reads it
+        for name in ("accuracy.png", "sensitivity.png", "precision.json"):
             if (self.judged_folder / name).is_file():
                 shutil.copyfile(self.judged_folder / name, Path(out) / name)
 

@@ -153,7 +153,7 @@ def test_the_gate_passes_on_the_example_and_refuses_an_absurd_threshold(tmp_path
     plot = matplotlib.image.imread(tmp_path / "int8" / "accuracy.png")
     assert plot.shape[:2] == (450, 1100)  # the report's figure a person reads
 
-    absurd = gate_pipeline(tmp_path / "absurd", extra="  accuracy: {min_cosine: 1.0, max_mean_score_drift: 0.0}\n")
+    absurd = gate_pipeline(tmp_path / "absurd", extra="  accuracy: {min_cosine: 1.0, max_mean_score_drift: 0.0}\n  fallback: none\n")
     bad = subprocess.run(
         [sys.executable, "-c", "from tools.cli import main; main()", "calibrate", str(absurd), "--out", str(tmp_path / "bad")],
         cwd=REPO,
