@@ -114,3 +114,30 @@ def tiny_pipeline(tmp_path):
         return pipeline, PrepareModel(pipeline, tmp_path / "cache")()
 
     return build
+
+
+@pytest.fixture()
+def postprocess_hook(monkeypatch):
+    """A test stage: the real decoder, after `hook(call)` (1-based) runs before each call: sleep to stall, raise to fail."""
+    import sdk.runtime.runner as runner_module
+    from sdk.stage import Stage
+
+    def install(hook) -> None:
+        original = runner_module.create_postprocessor
+
+        def wrapped(*args, **kwargs):
+            real = original(*args, **kwargs)
+
+            class Hooked(Stage):
+                calls = 0
+
+                def __call__(self, geometry):
+                    Hooked.calls += 1
+                    hook(Hooked.calls)
+                    return real(geometry)
+
+            return Hooked()
+
+        monkeypatch.setattr(runner_module, "create_postprocessor", wrapped)
+
+    return install

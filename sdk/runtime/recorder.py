@@ -39,13 +39,17 @@ class LatencyRecorder:
     def latencies_ms(self, skip: int = 0) -> dict[str, np.ndarray]:
         """Per stage and end to end, in milliseconds, without the first `skip` kept frames."""
         _, times, _ = self.rows()
-        times = times[skip:]
-        result: dict[str, np.ndarray] = {}
-        previous = times[:, START]
-        for i, stage in enumerate(STAGES):
-            end = times[:, START + 1 + i]
-            result[stage] = (end - previous) / 1e6
-            previous = end
-        result["queue"] = (times[:, START] - times[:, CAPTURE]) / 1e6
-        result["end_to_end"] = (times[:, -1] - times[:, CAPTURE]) / 1e6
-        return result
+        return latencies_from_times(times[skip:])
+
+
+def latencies_from_times(times: np.ndarray, stages: tuple[str, ...] = STAGES) -> dict[str, np.ndarray]:
+    """Stage latency = difference of consecutive marks; queue = pickup - capture; end to end = last mark - capture."""
+    result: dict[str, np.ndarray] = {}
+    previous = times[:, START]
+    for i, stage in enumerate(stages):
+        end = times[:, START + 1 + i]
+        result[stage] = (end - previous) / 1e6
+        previous = end
+    result["queue"] = (times[:, START] - times[:, CAPTURE]) / 1e6
+    result["end_to_end"] = (times[:, -1] - times[:, CAPTURE]) / 1e6
+    return result

@@ -14,7 +14,7 @@ matplotlib.use("Agg")  # files only: no display on a build server
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from sdk.runtime.recorder import CAPTURE, START  # noqa: E402
+from sdk.runtime.recorder import latencies_from_times  # noqa: E402
 from sdk.runtime.statistics import deadline_misses  # noqa: E402
 
 BUDGET_COLOURS = {"p50_ms": "tab:green", "p99_ms": "tab:orange", "p999_ms": "tab:red", "p9999_ms": "darkred", "max_ms": "black"}
@@ -23,16 +23,8 @@ BUDGET_COLOURS = {"p50_ms": "tab:green", "p99_ms": "tab:orange", "p999_ms": "tab
 def latencies_from_timeline(timeline: dict) -> dict[str, np.ndarray]:
     """(frames, per-stage and end-to-end ms) of the measured frames, warm-up excluded."""
     warmup = int(timeline["warmup"])
-    times = timeline["times_ns"][warmup:]
-    out = {"frames": timeline["frames"][warmup:]}
-    previous = times[:, START]
-    for i, stage in enumerate(timeline["stages"].tolist()):
-        end = times[:, START + 1 + i]
-        out[stage] = (end - previous) / 1e6
-        previous = end
-    out["queue"] = (times[:, START] - times[:, CAPTURE]) / 1e6
-    out["end_to_end"] = (times[:, -1] - times[:, CAPTURE]) / 1e6
-    return out
+    latencies = latencies_from_times(timeline["times_ns"][warmup:], tuple(timeline["stages"].tolist()))
+    return {"frames": timeline["frames"][warmup:], **latencies}
 
 
 def _legend(axis, **kwargs) -> None:

@@ -9,14 +9,13 @@ the outputs compared frame by frame.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ConfigError, TargetError
+from sdk.errors import ConfigError, TargetError
 from sdk.release import sha256_of
 from sdk.runtime.interference import InterferencePlan
 from sdk.spec.loader import PipelineFile, load_pipeline
-from tools.deploy import default_report_dir, install_release, int8_artifacts, measure
+from tools.deploy import DeployResult, default_report_dir, install_release, int8_artifacts, measure
 from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import collect_bundle
@@ -26,19 +25,7 @@ from tools.state import cache_dir
 from tools.targets import resolve_targets
 from tools.validation.acceptance import accept
 
-VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
-
-
-@dataclass(frozen=True)
-class ValidationResult:
-    report: dict
-    report_dir: Path
-    staged: StageResult
-    pipeline: PipelineFile
-
-    @property
-    def exit_code(self) -> int:
-        return VERDICT_EXIT[self.report["verdict"]]
+ValidationResult = DeployResult  # the same facts: the judged report, where it is, the release it ran
 
 
 def current_release(session) -> StageResult:

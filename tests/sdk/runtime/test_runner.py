@@ -13,11 +13,9 @@ from xml.etree import ElementTree
 
 import pytest
 
-import sdk.runtime.runner as runner_module
 from sdk.errors import SdkError
 from sdk.runtime import PipelineRunner
 from sdk.runtime.report import build_report, write_report
-from sdk.stage import Stage
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -42,30 +40,19 @@ def test_every_frame_flows_through_every_stage(tiny_pipeline, tmp_path):
     assert json.loads((tmp_path / "out" / "report.json").read_text()) == report
 
 
-def failing_postprocessor(monkeypatch, fails) -> None:
-    """Wrap the real decoder so that it raises on the calls `fails(n)` picks (1-based)."""
-    original = runner_module.create_postprocessor
+def fail_on(fails):
+    """A hook that raises on the calls `fails(n)` picks."""
 
-    def wrapped(*args, **kwargs):
-        real = original(*args, **kwargs)
+    def hook(call: int) -> None:
+        if fails(call):
+            raise ValueError(f"decoder hiccup on call {call}")
 
-        class Failing(Stage):
-            calls = 0
-
-            def __call__(self, geometry):
-                Failing.calls += 1
-                if fails(Failing.calls):
-                    raise ValueError(f"decoder hiccup on call {Failing.calls}")
-                return real(geometry)
-
-        return Failing()
-
-    monkeypatch.setattr(runner_module, "create_postprocessor", wrapped)
+    return hook
 
 
-def test_corrupt_frames_and_stage_errors_are_counted_and_skipped(tiny_pipeline, tmp_path, monkeypatch):
+def test_corrupt_frames_and_stage_errors_are_counted_and_skipped(tiny_pipeline, tmp_path, postprocess_hook):
     pipeline, artifacts = tiny_pipeline(uri="synthetic://boxes?width=64&height=48&frames=20&corrupt_every=5")
-    failing_postprocessor(monkeypatch, lambda n: n % 4 == 0)
+    postprocess_hook(fail_on(lambda n: n % 4 == 0))
     result = PipelineRunner(pipeline, artifacts, tmp_path / "out").run()
     assert result.counters.corrupt == 4  # frames 4, 9, 14, 19
     assert result.stage_errors == {"postprocess": 4}  # 16 decoded frames, every 4th fails
@@ -73,9 +60,9 @@ def test_corrupt_frames_and_stage_errors_are_counted_and_skipped(tiny_pipeline, 
     assert len((tmp_path / "out" / "detections.jsonl").read_text().splitlines()) == 12
 
 
-def test_a_stage_failing_every_frame_stops_the_run(tiny_pipeline, tmp_path, monkeypatch):
+def test_a_stage_failing_every_frame_stops_the_run(tiny_pipeline, tmp_path, postprocess_hook):
     pipeline, artifacts = tiny_pipeline(frames=100)
-    failing_postprocessor(monkeypatch, lambda n: True)
+    postprocess_hook(fail_on(lambda n: True))
     with pytest.raises(SdkError, match="failed on 25 frames in a row"):
         PipelineRunner(pipeline, artifacts, tmp_path / "out").run()
     # Sinks still close cleanly: the output holds exactly the frames that succeeded (none).

@@ -6,39 +6,17 @@ import time
 
 import numpy as np
 
-import sdk.runtime.runner as runner_module
 from sdk.runtime import PipelineRunner
 from sdk.runtime.statistics import deadline_misses
 from sdk.runtime.verdict import FAIL, evaluate
 from sdk.spec.schema import Budgets
-from sdk.stage import Stage
 
 
-def stalling_postprocessor(monkeypatch, stall_s) -> None:
-    """A test stage: the real decoder, after sleeping `stall_s(call)` seconds on the calls it picks."""
-    original = runner_module.create_postprocessor
-
-    def wrapped(*args, **kwargs):
-        real = original(*args, **kwargs)
-
-        class Stalling(Stage):
-            calls = 0
-
-            def __call__(self, geometry):
-                Stalling.calls += 1
-                time.sleep(stall_s(Stalling.calls))
-                return real(geometry)
-
-        return Stalling()
-
-    monkeypatch.setattr(runner_module, "create_postprocessor", wrapped)
-
-
-def test_one_200_ms_stall_shows_in_the_frames_behind_it(tiny_pipeline, tmp_path, monkeypatch):
+def test_one_200_ms_stall_shows_in_the_frames_behind_it(tiny_pipeline, tmp_path, postprocess_hook):
     """Coordinated omission: latency is measured from each frame's scheduled time, so the frames
     queued behind a stall carry it too; a harness timing from pickup would show one slow frame."""
     pipeline, artifacts = tiny_pipeline(frames=30, rate=30)
-    stalling_postprocessor(monkeypatch, lambda call: 0.2 if call == 10 else 0.0)
+    postprocess_hook(lambda call: time.sleep(0.2 if call == 10 else 0.0))
     result = PipelineRunner(pipeline, artifacts, tmp_path / "out").run()
     e2e = result.recorder.latencies_ms()["end_to_end"]
     frames = result.recorder.rows()[0]
@@ -52,9 +30,9 @@ def test_one_200_ms_stall_shows_in_the_frames_behind_it(tiny_pipeline, tmp_path,
     assert pickup["queue"][10] >= 150  # the wait happened before the pipeline took the frame
 
 
-def test_a_slow_stage_is_caught_as_misses_and_a_streak(tiny_pipeline, tmp_path, monkeypatch):
+def test_a_slow_stage_is_caught_as_misses_and_a_streak(tiny_pipeline, tmp_path, postprocess_hook):
     pipeline, artifacts = tiny_pipeline(frames=40, rate=30)
-    stalling_postprocessor(monkeypatch, lambda call: 0.06 if 20 <= call < 24 else 0.0)
+    postprocess_hook(lambda call: time.sleep(0.06 if 20 <= call < 24 else 0.0))
     result = PipelineRunner(pipeline, artifacts, tmp_path / "out").run()
     latencies = result.recorder.latencies_ms()
     frames = result.recorder.rows()[0]

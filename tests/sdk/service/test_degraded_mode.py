@@ -4,33 +4,15 @@ from __future__ import annotations
 
 import time
 
-import sdk.runtime.runner as runner_module
 from sdk.runtime import PipelineRunner
 from sdk.service.health import DEGRADED, NOMINAL, HealthMonitor
 from sdk.spec.schema import DegradedMode
-from sdk.stage import Stage
 
 
-def test_stall_degrades_then_recovers(tiny_pipeline, tmp_path, monkeypatch):
+def test_stall_degrades_then_recovers(tiny_pipeline, tmp_path, postprocess_hook):
     pipeline, artifacts = tiny_pipeline(frames=90, rate=30)
-    original = runner_module.create_postprocessor
     states = []
-
-    def wrapped(*args, **kwargs):
-        real = original(*args, **kwargs)
-
-        class Stalling(Stage):
-            calls = 0
-
-            def __call__(self, geometry):
-                Stalling.calls += 1
-                if 10 <= Stalling.calls < 22:
-                    time.sleep(0.06)  # two frame periods: every frame of this stretch misses 40 ms
-                return real(geometry)
-
-        return Stalling()
-
-    monkeypatch.setattr(runner_module, "create_postprocessor", wrapped)
+    postprocess_hook(lambda call: time.sleep(0.06 if 10 <= call < 22 else 0.0))  # two frame periods: each of these misses 40 ms
     monitor = HealthMonitor(40, DegradedMode(after_misses=4, recover_after=10, process_every=2))
     runner = PipelineRunner(pipeline, artifacts, tmp_path / "out", monitor=monitor, on_frame=lambda _: states.append(monitor.state))
     result = runner.run()
