@@ -83,3 +83,14 @@ except SdkError as exc:
 """
     done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60)
     assert "'onnxruntime' is not installed | install it with: pip install onnxruntime" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("module", ["sdk.store_cli", "sdk.probe", "sdk.service.control"])
+def test_what_runs_on_a_bare_device_python_needs_only_the_standard_library(module):
+    """`store`, `probe` and `service status` run on the device's own Python before any release
+    environment exists (a deploy asks them first): no numpy, OpenCV, pydantic, YAML or ONNX Runtime."""
+    script = f"import json, sys; sys.path.insert(0, {str(REPO)!r}); import {module}; print(json.dumps(sorted(m.split('.')[0] for m in sys.modules)))"
+    done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(done.stdout))
+    assert not loaded & {"numpy", "cv2", "pydantic", "yaml", "onnxruntime", "onnx"}, loaded

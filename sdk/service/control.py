@@ -19,18 +19,10 @@ import time
 from pathlib import Path
 
 from sdk.errors import TargetError
-from sdk.service.serve import STATUS_FILE
-from sdk.service.supervisor import LOG_FILE, PID_FILE, SUPERVISOR_FILE
+from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, read_json
 from sdk.store import ReleaseStore
 
 SERVICE_DIR = "service"
-
-
-def _read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _alive(pid: int) -> bool:
@@ -60,8 +52,8 @@ def status(folder: Path) -> dict:
     return {
         "running": pid is not None,
         "supervisor_pid": pid,
-        "supervisor": _read_json(folder / SUPERVISOR_FILE),
-        "runtime": _read_json(folder / STATUS_FILE),
+        "supervisor": read_json(folder / SUPERVISOR_FILE),
+        "runtime": read_json(folder / STATUS_FILE),
     }
 
 
@@ -84,7 +76,7 @@ def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None =
         subprocess.Popen(command, cwd=release, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        state = (_read_json(folder / SUPERVISOR_FILE) or {}).get("state")
+        state = (read_json(folder / SUPERVISOR_FILE) or {}).get("state")
         if state in ("running", "stopped"):
             return {**status(folder), "started": True}
         if state == "failed":

@@ -23,19 +23,14 @@ from pathlib import Path
 
 from sdk.errors import SdkError
 from sdk.runtime.runner import PipelineRunner
+from sdk.service.files import STATUS_FILE, write_json_atomic
 from sdk.service.health import HealthMonitor
 from sdk.service.notify import Notifier
 from sdk.service.realtime import GcOutOfTheLoop, apply_realtime
-from sdk.sinks.files import partial_path, publish
-
-STATUS_FILE = "status.json"
 
 
 def write_status(folder: Path, status: dict) -> None:
-    final = folder / STATUS_FILE
-    partial = partial_path(final)
-    partial.write_text(json.dumps(status, indent=1) + "\n")
-    publish(partial, final)
+    write_json_atomic(folder / STATUS_FILE, status)
 
 
 class StatusReporter:

@@ -11,7 +11,6 @@ ended) is not restarted, like Restart=on-failure.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import select
 import signal
@@ -22,11 +21,8 @@ import time
 from collections import deque
 from pathlib import Path
 
-from sdk.sinks.files import partial_path, publish
+from sdk.service.files import LOG_FILE, PID_FILE, SUPERVISOR_FILE, write_json_atomic
 
-SUPERVISOR_FILE = "supervisor.json"
-PID_FILE = "supervisor.pid"
-LOG_FILE = "service.log"
 START_TIMEOUT_S = 120.0  # READY must come within this (model load included), like TimeoutStartSec
 MAX_BACKOFF_S = 30.0
 
@@ -60,10 +56,7 @@ class Supervisor:
             "release": str(self.release),
             "time": time.time(),
         }
-        final = self.status_dir / SUPERVISOR_FILE
-        partial = partial_path(final)
-        partial.write_text(json.dumps(state, indent=1) + "\n")
-        publish(partial, final)
+        write_json_atomic(self.status_dir / SUPERVISOR_FILE, state)
 
     def stop(self, *_: object) -> None:
         self._stopping = True

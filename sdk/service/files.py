@@ -1,0 +1,30 @@
+"""The service's files on the target, and their atomic writer (standard library only).
+
+`python -m sdk service status` runs on the device's bare Python before any release environment
+exists (the deploy asks it first), so nothing here may import numpy, OpenCV or pydantic.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+STATUS_FILE = "status.json"  # the runtime's health (serve.py)
+SUPERVISOR_FILE = "supervisor.json"  # the supervisor's state
+PID_FILE = "supervisor.pid"
+LOG_FILE = "service.log"
+
+
+def write_json_atomic(path: Path, value: dict) -> None:
+    """A reader sees the old file or the new one, never half of one."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(json.dumps(value, indent=1) + "\n")
+    os.replace(partial, path)
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
