@@ -1,0 +1,13 @@
+"""The CUDA preprocessing path: plans in plain Python (tested anywhere), a thin cuda-python adapter (device only).
+
+plan.py      kernel choice, parameter block, launch geometry and buffer sizes for one source size
+params.py    the kernels' parameter block (ctypes, the layout of plugins_cuda/include/pp_params.h)
+binaries.py  which image to load for a compute capability and driver: cubin, PTX, or NVRTC from source
+nvrtc.py     NVRTC compilation of the same source (runs without a GPU)
+driver.py    the adapter: cuModuleLoadData, cuLaunchKernel, streams, events; imports cuda-python lazily
+"""
+
+from sdk.cuda.binaries import ImageChoice, KernelManifest, choose_image
+from sdk.cuda.plan import PreprocessPlan, launch_geometry
+
+__all__ = ["ImageChoice", "KernelManifest", "PreprocessPlan", "choose_image", "launch_geometry"]
