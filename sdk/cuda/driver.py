@@ -64,7 +64,7 @@ DRIVER_ATTRIBUTES = (
 
 
 def input_memory(integrated: bool, can_map_host_memory: bool) -> str:
-    """"mapped": the kernel reads the pinned frame buffer in place (unified memory SoC); "copy": one H2D copy."""
+    """ "mapped": the kernel reads the pinned frame buffer in place (unified memory SoC); "copy": one H2D copy."""
     return "mapped" if integrated and can_map_host_memory else "copy"
 
 

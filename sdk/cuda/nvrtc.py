@@ -6,6 +6,7 @@ and how the tests prove the source compiles with NVRTC for sm_87 and sm_110.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,3 +77,29 @@ def _log(nvrtc, program) -> str:
 def _check(nvrtc, err, call: str) -> None:
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         raise BackendError(f"{call} failed: {err!r}")
+
+
+@dataclass(frozen=True)
+class KernelResources:
+    registers: int
+    spill_stores: int
+    spill_loads: int
+    stack_bytes: int
+
+
+def resource_usage(ptxas_log: str) -> dict[str, KernelResources]:
+    """Per kernel, from ptxas' -v report (nvcc -Xptxas -v or NVRTC --ptxas-options=-v)."""
+    usage: dict[str, KernelResources] = {}
+    name, frame = None, (0, 0, 0)
+    for line in ptxas_log.splitlines():
+        entry = re.search(r"(?:Compiling entry function|Function properties for) '?([A-Za-z_]\w*)'?", line)
+        if entry:
+            name = entry.group(1)
+        stack = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", line)
+        if stack:
+            frame = tuple(int(v) for v in stack.groups())
+        registers = re.search(r"Used (\d+) registers", line)
+        if registers and name:
+            usage[name] = KernelResources(int(registers.group(1)), frame[1], frame[2], frame[0])
+            frame = (0, 0, 0)
+    return usage

@@ -23,6 +23,8 @@ BLOCK = (32, 8, 1)
 MAX_GRID_Y = 65535
 _SPEC_DTYPES = {"float32": "f32", "float16": "f16", "uint8": "u8"}
 _NUMPY = {"f32": np.float32, "f16": np.float16, "u8": np.uint8, "i8": np.int8}
+# Every kernel plugins_cuda/src/preprocess.cu defines: pp_<format>_<type>_<layout>.
+KERNEL_NAMES = tuple(f"pp_{f}_{d}_{layout}" for f in FORMATS for d in DTYPES for layout in ("nchw", "nhwc"))
 _PICK = {"rgb": (2, 1, 0), "bgr": (0, 1, 2), "gray": (0, 0, 0)}  # which B, G, R channel feeds output channel c
 
 

@@ -38,7 +38,7 @@ def cmake_build(folder: Path, *options: str, env: dict | None = None) -> Build:
 
 @pytest.fixture(scope="session")
 def host_build(tmp_path_factory) -> Build:
-    """The host reference, configured as on a machine without CUDA (nvcc off PATH, no toolkit root)."""
+    """The host reference, configured as on a machine without CUDA (nvcc off PATH and out of CMake's search)."""
     if shutil.which("g++") is None:
         pytest.skip("g++ is not installed")
     path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if not (Path(p) / "nvcc").exists())
@@ -48,6 +48,7 @@ def host_build(tmp_path_factory) -> Build:
         tmp_path_factory.mktemp("pp-host"),
         f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAINS / 'toolchain-x86_64-linux.cmake'}",
         "-DPLUGINS_CUDA_ROOT=/nonexistent",
+        "-DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF",  # CMake would otherwise look in /usr/local/bin
         env=env,
     )
 
