@@ -1,0 +1,43 @@
+"""What a release carries of the kernels for Orin and Thor, from a real build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sdk.cuda.binaries import KernelManifest, choose_image
+from tools.release.bundle import Bundle
+from tools.release.kernels import kernel_files, with_kernels
+
+
+def test_orin_and_thor_releases_carry_their_own_cubin(kernel_build):
+    orin = kernel_files(kernel_build.folder, (8, 7))
+    thor = kernel_files(kernel_build.folder, (11, 0))
+    assert "kernels/preprocess.sm_87.cubin" in orin and "kernels/preprocess.sm_110.cubin" not in orin
+    assert "kernels/preprocess.sm_110.cubin" in thor and "kernels/preprocess.sm_87.cubin" not in thor
+    for files in (orin, thor):
+        assert {"kernels/src/preprocess.cu", "kernels/include/pp_math.cuh", "kernels/include/pp_params.h"} <= set(files)
+        assert all(path.is_file() for path in files.values())
+
+
+def test_the_device_finds_in_a_release_what_it_would_choose(kernel_build, tmp_path):
+    """Lay the Orin files out as a release does; the device's choice names a file that is there."""
+    release = tmp_path / "release"
+    for rel, path in kernel_files(kernel_build.folder, (8, 7)).items():
+        (release / rel).parent.mkdir(parents=True, exist_ok=True)
+        (release / rel).write_bytes(path.read_bytes())
+    folder = release / "kernels"
+    choice = choose_image(KernelManifest.load(folder / "preprocess.json"), (8, 7), 13000, {p.name for p in folder.iterdir()})
+    assert choice.kind == "cubin" and (folder / choice.file).read_bytes()[:4] == b"\x7fELF"
+
+
+def test_a_build_without_kernels_is_refused(host_build):
+    with pytest.raises(FileNotFoundError):
+        kernel_files(host_build.folder, (8, 7))
+
+
+def test_bundle_gains_the_kernel_files():
+    bundle = Bundle({"sdk/__init__.py": Path("x")}, "pipeline/p.yaml", "artifacts", {"sdk": "0"})
+    grown = with_kernels(bundle, {"kernels/preprocess.json": Path("y")})
+    assert set(grown.files) == {"sdk/__init__.py", "kernels/preprocess.json"} and grown.fingerprint["kernels"] == ["kernels/preprocess.json"]
