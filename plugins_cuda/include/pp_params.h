@@ -1,5 +1,5 @@
 // The parameter block of the preprocessing kernels, passed by value to every kernel and to the
-// host reference. Python packs the same layout (sdk/cuda/params.py); a test compares the offsets.
+// host reference. Python packs the same layout (sdk/gpu/params.py); a test compares the offsets.
 // Only 8-byte addresses, then 4-byte fields: no padding on any ABI we target (x86-64, aarch64, PTX).
 #ifndef PP_PARAMS_H
 #define PP_PARAMS_H

@@ -1,9 +1,9 @@
 // The fused preprocessing kernels: one thread per output pixel (all channels), reading only the
 // source pixels its bilinear taps need and writing the output once. One kernel per (input format,
-// output type, layout), with C names the runtime looks up (sdk/cuda/plan.py: kernel_name).
+// output type, layout), with C names the runtime looks up (sdk/gpu/plan.py: kernel_name).
 #include "pp_math.cuh"
 
-#define PP_BLOCK_THREADS 256  // sdk/cuda/plan.py launches at most this many threads per block
+#define PP_BLOCK_THREADS 256  // sdk/gpu/plan.py launches at most this many threads per block
 
 template <int FMT, int DT, int LAYOUT>
 __device__ __forceinline__ void pp_kernel_body(const PpParams& p) {

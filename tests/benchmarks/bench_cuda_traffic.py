@@ -22,7 +22,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from sdk.cuda.plan import PreprocessPlan  # noqa: E402
+from sdk.gpu.plan import PreprocessPlan  # noqa: E402
 from sdk.spec.schema import Preprocess  # noqa: E402
 
 ORIN_BYTES_PER_S = 204.8e9

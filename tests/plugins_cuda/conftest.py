@@ -1,5 +1,5 @@
 """Builds of plugins_cuda, once per session: host reference (no CUDA), kernels (nvcc), aarch64 (cross),
-and the host reference library called through ctypes with the plans sdk/cuda makes."""
+and the host reference library called through ctypes with the plans sdk/gpu makes."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from sdk.cuda.plan import PreprocessPlan
+from sdk.gpu.plan import PreprocessPlan
 
 
 class HostReference:

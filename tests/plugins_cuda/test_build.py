@@ -9,9 +9,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from sdk.cuda.binaries import KernelManifest
-from sdk.cuda.nvrtc import compile_source, resource_usage
-from sdk.cuda.plan import KERNEL_NAMES, PreprocessPlan
+from sdk.gpu.binaries import KernelManifest
+from sdk.gpu.nvrtc import compile_source, resource_usage
+from sdk.gpu.plan import KERNEL_NAMES, PreprocessPlan
 from sdk.spec.schema import Preprocess
 
 from .conftest import PLUGINS

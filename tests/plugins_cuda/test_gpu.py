@@ -12,7 +12,7 @@ import statistics
 import numpy as np
 import pytest
 
-from sdk.cuda.plan import PreprocessPlan
+from sdk.gpu.plan import PreprocessPlan
 from sdk.spec.schema import Preprocess
 from tools.release.kernels import kernel_files
 
@@ -51,7 +51,7 @@ CASES = [
 
 @pytest.mark.parametrize(("source_format", "spec_args", "int8_scale"), CASES)
 def test_kernel_equals_the_host_reference(gpu_kernels, reference, real_frames, source_format, spec_args, int8_scale):
-    from sdk.cuda.driver import CudaPreprocessor
+    from sdk.gpu.driver import CudaPreprocessor
 
     image = real_frames[0]
     h, w = image.shape[:2]
@@ -74,7 +74,7 @@ def test_kernel_equals_the_host_reference(gpu_kernels, reference, real_frames, s
 
 
 def test_kernel_time_by_cuda_events(gpu_kernels):
-    from sdk.cuda.driver import CudaPreprocessor
+    from sdk.gpu.driver import CudaPreprocessor
 
     plan = PreprocessPlan.build(Preprocess(resize={"width": 640, "height": 640, "mode": "letterbox"}, dtype="float16"), "nv12", 1920, 1080)
     with CudaPreprocessor(plan, gpu_kernels) as gpu:

@@ -11,8 +11,8 @@ import cv2
 import numpy as np
 import pytest
 
-from sdk.cuda.params import field_offsets
-from sdk.cuda.plan import PreprocessPlan
+from sdk.gpu.params import field_offsets
+from sdk.gpu.plan import PreprocessPlan
 from sdk.preprocess import CpuPreprocessor
 from sdk.spec.schema import Preprocess
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sdk.cuda.binaries import KernelManifest, choose_image
+from sdk.gpu.binaries import KernelManifest, choose_image
 from tools.release.bundle import Bundle
 from tools.release.kernels import kernel_files, with_kernels
 

@@ -1,7 +1,7 @@
 """The CUDA kernels a release carries: the target's cubin, the PTX, the manifest and the source (for NVRTC).
 
 Built by plugins_cuda's CMake project on the host; chosen per target by its compute capability
-(from the probe), with the same rules the device applies when it loads them (sdk/cuda/binaries.py).
+(from the probe), with the same rules the device applies when it loads them (sdk/gpu/binaries.py).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from sdk.cuda.binaries import SOURCES, KernelManifest, files_for_target
+from sdk.gpu.binaries import SOURCES, KernelManifest, files_for_target
 from tools.release.bundle import Bundle
 
 KERNELS_DIR = "kernels"

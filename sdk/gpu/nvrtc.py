@@ -1,6 +1,6 @@
 """NVRTC: compile the shipped kernel source for the device's exact architecture (no GPU needed to compile).
 
-The fallback when no prebuilt cubin or loadable PTX matches the device (sdk/cuda/binaries.py),
+The fallback when no prebuilt cubin or loadable PTX matches the device (sdk/gpu/binaries.py),
 and how the tests prove the source compiles with NVRTC for sm_87 and sm_110.
 """
 

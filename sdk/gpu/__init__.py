@@ -7,7 +7,7 @@ nvrtc.py     NVRTC compilation of the same source (runs without a GPU)
 driver.py    the adapter: cuModuleLoadData, cuLaunchKernel, streams, events; imports cuda-python lazily
 """
 
-from sdk.cuda.binaries import ImageChoice, KernelManifest, choose_image
-from sdk.cuda.plan import PreprocessPlan, launch_geometry
+from sdk.gpu.binaries import ImageChoice, KernelManifest, choose_image
+from sdk.gpu.plan import PreprocessPlan, launch_geometry
 
 __all__ = ["ImageChoice", "KernelManifest", "PreprocessPlan", "choose_image", "launch_geometry"]

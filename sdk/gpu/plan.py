@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sdk.cuda.params import DTYPES, FORMATS, PpParams
 from sdk.errors import ConfigError
+from sdk.gpu.params import DTYPES, FORMATS, PpParams
 from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Preprocess
 

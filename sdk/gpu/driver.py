@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from sdk.cuda.binaries import ImageChoice, KernelManifest, choose_image, load_image
-from sdk.cuda.params import kernel_arguments
-from sdk.cuda.plan import PreprocessPlan
 from sdk.errors import BackendError, missing_dependency
+from sdk.gpu.binaries import ImageChoice, KernelManifest, choose_image, load_image
+from sdk.gpu.params import kernel_arguments
+from sdk.gpu.plan import PreprocessPlan
 
 INSTALL_HINT = "pip install 'perception-deploy-sdk[cuda]'  (on Jetson: JetPack's CUDA driver plus cuda-bindings)"
 # Every name of cuda.bindings.driver used below; a test checks them against the installed package.
@@ -116,7 +116,7 @@ class CudaPreprocessor:
         available = {p.name for p in self.kernels_dir.iterdir()} if self.kernels_dir.is_dir() else set()
         self.choice = choose_image(manifest, cc, self._call("cuDriverGetVersion"), available)
         if self.choice.kind == "nvrtc":
-            from sdk.cuda.nvrtc import compile_source
+            from sdk.gpu.nvrtc import compile_source
 
             image = compile_source(self.kernels_dir, self.choice.arch).cubin
         else:

@@ -7,9 +7,9 @@ import ctypes
 import numpy as np
 import pytest
 
-from sdk.cuda.params import PpParams, field_offsets, kernel_arguments
-from sdk.cuda.plan import BLOCK_THREADS, KERNEL_NAMES, PreprocessPlan, launch_geometry, source_layout
 from sdk.errors import ConfigError
+from sdk.gpu.params import PpParams, field_offsets, kernel_arguments
+from sdk.gpu.plan import BLOCK_THREADS, KERNEL_NAMES, PreprocessPlan, launch_geometry, source_layout
 from sdk.preprocess import ResizeGeometry
 from sdk.spec.schema import Preprocess, Resize
 

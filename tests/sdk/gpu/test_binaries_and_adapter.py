@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from sdk.cuda import driver as adapter
-from sdk.cuda import nvrtc as nvrtc_module
-from sdk.cuda.binaries import SOURCES, KernelManifest, choose_image, driver_version, files_for_target, load_image
 from sdk.errors import BackendError, MissingDependencyError
+from sdk.gpu import driver as adapter
+from sdk.gpu import nvrtc as nvrtc_module
+from sdk.gpu.binaries import SOURCES, KernelManifest, choose_image, driver_version, files_for_target, load_image
 
 BUILT = KernelManifest.parse({"module": "preprocess", "toolkit": "13.0", "sass": [87, 110], "ptx": 87})
 
