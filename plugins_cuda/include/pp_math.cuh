@@ -19,6 +19,15 @@
 
 typedef unsigned char pp_u8;
 
+// A product that the GPU compiler must not fuse into a following add (the host build does not either).
+PP_HD float pp_mul(float a, float b) {
+#if defined(__CUDA_ARCH__)
+    return __fmul_rn(a, b);
+#else
+    return a * b;
+#endif
+}
+
 PP_HD int pp_clamp(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 // BT.601 limited range YUV -> 8-bit BGR in Q20 fixed point, the integer arithmetic of OpenCV's

@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "pp_math.cuh"
+#include "ssd_decode.cuh"
 
 template <int FMT, int DT, int LAYOUT>
 static void pp_run(const PpParams& p) {
@@ -42,6 +43,13 @@ int pp_reference(const PpParams* p, int format, int dtype, int layout) {
         default: return -1;
     }
 }
+
+// Anchors in order: the candidate list is the GPU's up to its (atomic) order.
+void ssd_reference(const SsdParams* p) {
+    for (int i = 0; i < p->count; ++i) ssd_anchor(*p, i);
+}
+
+unsigned int ssd_params_size(void) { return (unsigned int)sizeof(SsdParams); }
 
 unsigned short pp_half(float value) { return pp_f32_to_f16(value); }
 

@@ -31,3 +31,11 @@ PP_TYPES(bgr8, PP_FMT_BGR8)
 PP_TYPES(rgb8, PP_FMT_RGB8)
 PP_TYPES(nv12, PP_FMT_NV12)
 PP_TYPES(yuyv, PP_FMT_YUYV)
+
+// SSD decode: one thread per anchor, candidates appended with an atomic counter (order varies).
+#include "ssd_decode.cuh"
+
+extern "C" __global__ void __launch_bounds__(PP_BLOCK_THREADS) ssd_decode(const SsdParams p) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < p.count) ssd_anchor(p, i);
+}
