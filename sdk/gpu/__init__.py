@@ -3,8 +3,10 @@
 plan.py      kernel choice, parameter block, launch geometry and buffer sizes for one source size
 params.py    the kernels' parameter block (ctypes, the layout of plugins_cuda/include/pp_params.h)
 binaries.py  which image to load for a compute capability and driver: cubin, PTX, or NVRTC from source
-nvrtc.py     NVRTC compilation of the same source (runs without a GPU)
-driver.py    the adapter: cuModuleLoadData, cuLaunchKernel, streams, events; imports cuda-python lazily
+decode.py    the SSD decode kernel's plan: parameter block, anchors in centre form, launch geometry
+nvrtc.py     NVRTC compilation of the same source (runs without a GPU), ptxas resource report
+driver.py    the adapter: CudaModule (context, module, stream, events), CudaPreprocessor, CudaSsdDecoder;
+             imports cuda-python lazily
 """
 
 from sdk.gpu.binaries import ImageChoice, KernelManifest, choose_image

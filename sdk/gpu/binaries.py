@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sdk.errors import BackendError
 
-SOURCES = ("src/preprocess.cu", "include/pp_math.cuh", "include/pp_params.h")
+SOURCES = ("src/preprocess.cu", "include/pp_math.cuh", "include/pp_params.h", "include/ssd_decode.cuh")
 
 
 @dataclass(frozen=True)

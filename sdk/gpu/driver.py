@@ -1,4 +1,4 @@
-"""The CUDA adapter: maps a PreprocessPlan onto cuda-python driver calls. Nothing is decided here.
+"""The CUDA adapter: maps the plans (PreprocessPlan, SsdDecodePlan) onto cuda-python driver calls. Nothing is decided here.
 
 Runs only where a driver and a GPU exist (tests marked `gpu`). cuda-python is imported when a
 preprocessor opens, never at import time. Memory (ARCHITECTURE.md, "zero copy on Jetson"):
@@ -16,6 +16,7 @@ import numpy as np
 
 from sdk.errors import BackendError, missing_dependency
 from sdk.gpu.binaries import ImageChoice, KernelManifest, choose_image, load_image
+from sdk.gpu.decode import SsdDecodePlan
 from sdk.gpu.params import kernel_arguments
 from sdk.gpu.plan import PreprocessPlan
 
@@ -51,6 +52,7 @@ DRIVER_NAMES = (
     "cuMemFreeHost",
     "cuMemcpyHtoDAsync",
     "cuMemcpyDtoHAsync",
+    "cuMemsetD32Async",
     "cuGetErrorName",
     "CUresult",
     "CU_MEMHOSTALLOC_DEVICEMAP",
@@ -76,11 +78,10 @@ def import_driver():
     return driver
 
 
-class CudaPreprocessor:
-    """One plan, its module, stream, events and buffers; `__call__` runs one frame and returns the kernel time (ms)."""
+class CudaModule:
+    """The device's context, the kernels module it can load, one stream and a pair of timing events."""
 
-    def __init__(self, plan: PreprocessPlan, kernels_dir: Path, device: int = 0) -> None:
-        self.plan = plan
+    def __init__(self, kernels_dir: Path, device: int = 0) -> None:
         self.kernels_dir = Path(kernels_dir)
         self.device_index = device
         self.choice: ImageChoice | None = None
@@ -88,7 +89,7 @@ class CudaPreprocessor:
         self._cu = None
         self._owned: list[tuple[str, object]] = []  # (free function name, handle), released in reverse
 
-    def _call(self, name: str, *args):
+    def call(self, name: str, *args):
         result = getattr(self._cu, name)(*args)
         err, rest = result[0], result[1:]
         if err != self._cu.CUresult.CUDA_SUCCESS:
@@ -96,63 +97,103 @@ class CudaPreprocessor:
             raise BackendError(f"{name} failed: {text.decode() if isinstance(text, bytes) else text}")
         return rest[0] if len(rest) == 1 else rest
 
-    def open(self) -> CudaPreprocessor:
+    def own(self, free: str, handle):
+        self._owned.append((free, handle))
+        return handle
+
+    def open(self) -> CudaModule:
         cu = self._cu = import_driver()
-        self._call("cuInit", 0)
-        device = self._call("cuDeviceGet", self.device_index)
+        call = self.call
+        call("cuInit", 0)
+        device = call("cuDeviceGet", self.device_index)
         attr = cu.CUdevice_attribute
         cc = (
-            self._call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
-            self._call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+            call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+            call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
         )
-        integrated = self._call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_INTEGRATED, device)
-        can_map = self._call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, device)
-        self._device = device
-        self._context = self._call("cuDevicePrimaryCtxRetain", device)
-        self._owned.append(("cuDevicePrimaryCtxRelease", device))
-        self._call("cuCtxSetCurrent", self._context)
+        integrated = call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_INTEGRATED, device)
+        can_map = call("cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, device)
+        self.memory = input_memory(bool(integrated), bool(can_map))
+        context = call("cuDevicePrimaryCtxRetain", device)
+        self.own("cuDevicePrimaryCtxRelease", device)
+        call("cuCtxSetCurrent", context)
         manifest_path = self.kernels_dir / "preprocess.json"
         manifest = KernelManifest.load(manifest_path) if manifest_path.is_file() else None
         available = {p.name for p in self.kernels_dir.iterdir()} if self.kernels_dir.is_dir() else set()
-        self.choice = choose_image(manifest, cc, self._call("cuDriverGetVersion"), available)
+        self.choice = choose_image(manifest, cc, call("cuDriverGetVersion"), available)
         if self.choice.kind == "nvrtc":
             from sdk.gpu.nvrtc import compile_source
 
             image = compile_source(self.kernels_dir, self.choice.arch).cubin
         else:
             image = load_image(self.kernels_dir, self.choice)
-        self._module = self._call("cuModuleLoadData", image)
-        self._owned.append(("cuModuleUnload", self._module))
-        self._function = self._call("cuModuleGetFunction", self._module, self.plan.kernel.encode())
-        self._stream = self._call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value)
-        self._owned.append(("cuStreamDestroy", self._stream))
-        self._events = []
-        for _ in range(2):
-            event = self._call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DEFAULT.value)
-            self._owned.append(("cuEventDestroy", event))
-            self._events.append(event)
-        self.memory = input_memory(bool(integrated), bool(can_map))
-        self._allocate()
+        # By address: the driver copies the image during the call.
+        image_buffer = np.frombuffer(image, np.uint8)
+        self.module = self.own("cuModuleUnload", call("cuModuleLoadData", image_buffer.ctypes.data))
+        self.stream = self.own("cuStreamDestroy", call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value))
+        self.events = [self.own("cuEventDestroy", call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DEFAULT.value)) for _ in range(2)]
         return self
 
-    def _allocate(self) -> None:
-        plan = self.plan
+    def function(self, name: str):
+        return self.call("cuModuleGetFunction", self.module, name.encode())
+
+    def device_buffer(self, nbytes: int) -> int:
+        return int(self.own("cuMemFree", self.call("cuMemAlloc", max(1, nbytes))))
+
+    def pinned_buffer(self, nbytes: int, mapped: bool) -> tuple[np.ndarray, int]:
+        """Pinned host memory as a uint8 array, and the address the GPU reads it at (mapped) or 0."""
+        host = int(self.own("cuMemFreeHost", self.call("cuMemHostAlloc", max(1, nbytes), self._cu.CU_MEMHOSTALLOC_DEVICEMAP if mapped else 0)))
+        array = np.frombuffer((ctypes.c_ubyte * nbytes).from_address(host), np.uint8)
+        return array, (int(self.call("cuMemHostGetDevicePointer", host, 0)) if mapped else 0)
+
+    def upload(self, device: int, host: np.ndarray) -> None:
+        self.call("cuMemcpyHtoDAsync", device, host.ctypes.data, host.nbytes, self.stream)
+
+    def download(self, host: np.ndarray, device: int) -> None:
+        self.call("cuMemcpyDtoHAsync", host.ctypes.data, device, host.nbytes, self.stream)
+
+    def launch(self, function, grid: tuple[int, int, int], block: tuple[int, int, int], params: ctypes.Structure) -> None:
+        """Enqueue one launch between the two events (kernel time: elapsed_ms after synchronize)."""
+        _pointers, address = kernel_arguments(params)  # keeps the pointer array alive for the call
+        start, stop = self.events
+        self.call("cuEventRecord", start, self.stream)
+        self.call("cuLaunchKernel", function, *grid, *block, 0, self.stream, address, 0)
+        self.call("cuEventRecord", stop, self.stream)
+
+    def elapsed_ms(self) -> float:
+        start, stop = self.events
+        self.call("cuEventSynchronize", stop)
+        return float(self.call("cuEventElapsedTime", start, stop))
+
+    def synchronize(self) -> None:
+        self.call("cuStreamSynchronize", self.stream)
+
+    def close(self) -> None:
+        while self._owned:
+            name, handle = self._owned.pop()
+            getattr(self._cu, name)(handle)
+
+    def __enter__(self) -> CudaModule:
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class CudaPreprocessor:
+    """One plan's buffers on an open CudaModule; `__call__` runs one frame and returns the kernel time (ms)."""
+
+    def __init__(self, plan: PreprocessPlan, cuda: CudaModule) -> None:
+        self.plan, self.cuda = plan, cuda
         total = plan.source_bytes + plan.uv_bytes
-        host = self._call("cuMemHostAlloc", total, self._cu.CU_MEMHOSTALLOC_DEVICEMAP if self.memory == "mapped" else 0)
-        self._owned.append(("cuMemFreeHost", host))
-        self._host = int(host)
+        mapped = cuda.memory == "mapped"
         # The frame buffer a reader decodes into: source bytes, then the NV12 chroma plane.
-        self.input_array = np.frombuffer((ctypes.c_ubyte * total).from_address(self._host), np.uint8)
-        if self.memory == "mapped":
-            self._source = int(self._call("cuMemHostGetDevicePointer", self._host, 0))
-        else:
-            self._source = int(self._call("cuMemAlloc", total))
-            self._owned.append(("cuMemFree", self._source))
-        self._output = int(self._call("cuMemAlloc", plan.output_bytes))
-        self._owned.append(("cuMemFree", self._output))
+        self.input_array, source = cuda.pinned_buffer(total, mapped)
+        self._source = source if mapped else cuda.device_buffer(total)
+        self._output = cuda.device_buffer(plan.output_bytes)
         uv = self._source + plan.source_bytes if plan.uv_bytes else 0
         self._params = plan.bound(self._source, self._output, uv)
-        self._args, self._args_address = kernel_arguments(self._params)
+        self._function = cuda.function(plan.kernel)
 
     @property
     def output_pointer(self) -> int:
@@ -163,29 +204,46 @@ class CudaPreprocessor:
         """Run one frame (already in input_array when frame is None); returns the kernel's time in ms."""
         if frame is not None:
             np.copyto(self.input_array, frame.reshape(-1).view(np.uint8))
-        start, stop = self._events
-        if self.memory == "copy":
-            self._call("cuMemcpyHtoDAsync", self._source, self._host, self.input_array.nbytes, self._stream)
-        self._call("cuEventRecord", start, self._stream)
-        grid, block = self.plan.grid, self.plan.block
-        self._call("cuLaunchKernel", self._function, *grid, *block, 0, self._stream, self._args_address, 0)
-        self._call("cuEventRecord", stop, self._stream)
-        self._call("cuEventSynchronize", stop)
-        return float(self._call("cuEventElapsedTime", start, stop))
+        if self.cuda.memory == "copy":
+            self.cuda.upload(self._source, self.input_array)
+        self.cuda.launch(self._function, self.plan.grid, self.plan.block, self._params)
+        return self.cuda.elapsed_ms()
 
     def download(self) -> np.ndarray:
         out = np.empty(self.plan.output_shape, self.plan.numpy_dtype)
-        self._call("cuMemcpyDtoHAsync", out.ctypes.data, self._output, out.nbytes, self._stream)
-        self._call("cuStreamSynchronize", self._stream)
+        self.cuda.download(out, self._output)
+        self.cuda.synchronize()
         return out
 
-    def close(self) -> None:
-        while self._owned:
-            name, handle = self._owned.pop()
-            getattr(self._cu, name)(handle)
 
-    def __enter__(self) -> CudaPreprocessor:
-        return self.open()
+class CudaSsdDecoder:
+    """SSD candidates on the GPU from the engine's output buffers; NMS follows on the host (Detections.select)."""
 
-    def __exit__(self, *exc) -> None:
-        self.close()
+    def __init__(self, plan: SsdDecodePlan, cuda: CudaModule) -> None:
+        self.plan, self.cuda = plan, cuda
+        count, classes = plan.params.count, plan.params.classes
+        self.encodings = cuda.device_buffer(count * 4 * 4)
+        self.logits = cuda.device_buffer(count * classes * 4)
+        anchors = cuda.device_buffer(plan.anchors.nbytes)
+        cuda.upload(anchors, plan.anchors)  # once: the anchors are constants of the model
+        self.host = plan.output_buffers()
+        self._device = {name: cuda.device_buffer(array.nbytes) for name, array in self.host.items()}
+        d = self._device
+        self._params = plan.bound(self.encodings, self.logits, anchors, d["boxes"], d["scores"], d["classes"], d["count"])
+        self._function = cuda.function(plan.kernel)
+
+    def __call__(self, encodings: np.ndarray | None = None, logits: np.ndarray | None = None):
+        """Decode (uploading host outputs if given); returns (boxes, scores, classes, found) views of host buffers."""
+        cuda = self.cuda
+        if encodings is not None:
+            cuda.upload(self.encodings, np.ascontiguousarray(encodings, np.float32))
+        if logits is not None:
+            cuda.upload(self.logits, np.ascontiguousarray(logits, np.float32))
+        cuda.call("cuMemsetD32Async", self._device["count"], 0, 1, cuda.stream)
+        cuda.launch(self._function, self.plan.grid, self.plan.block, self._params)
+        for name, array in self.host.items():
+            cuda.download(array, self._device[name])
+        cuda.synchronize()
+        found = int(self.host["count"][0])
+        n = min(found, self.plan.capacity)
+        return self.host["boxes"][:n], self.host["scores"][:n], self.host["classes"][:n], found

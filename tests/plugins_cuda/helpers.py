@@ -8,6 +8,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from sdk.gpu.decode import SsdDecodePlan
 from sdk.gpu.plan import PreprocessPlan
 
 
@@ -64,3 +65,18 @@ def nv12_to_bgr(y: np.ndarray, uv: np.ndarray) -> np.ndarray:
 def yuyv_to_bgr(packed: np.ndarray) -> np.ndarray:
     h, w2 = packed.shape
     return cv2.cvtColor(packed.reshape(h, w2 // 2, 2), cv2.COLOR_YUV2BGR_YUYV)
+
+
+def host_decode(reference, plan: SsdDecodePlan, encodings: np.ndarray, logits: np.ndarray):
+    """Candidates from the host reference: (boxes, scores, classes, found)."""
+    reference.lib.ssd_reference.argtypes = [ctypes.c_void_p]
+    encodings, logits = np.ascontiguousarray(encodings, np.float32), np.ascontiguousarray(logits, np.float32)
+    out = plan.output_buffers()
+    params = plan.bound(
+        encodings.ctypes.data, logits.ctypes.data, plan.anchors.ctypes.data,
+        out["boxes"].ctypes.data, out["scores"].ctypes.data, out["classes"].ctypes.data, out["count"].ctypes.data,
+    )  # fmt: skip
+    reference.lib.ssd_reference(ctypes.byref(params))
+    found = int(out["count"][0])
+    n = min(found, plan.capacity)
+    return out["boxes"][:n], out["scores"][:n], out["classes"][:n], found

@@ -16,7 +16,7 @@ from sdk.gpu.plan import PreprocessPlan
 from sdk.spec.schema import Preprocess
 from tools.release.kernels import kernel_files
 
-from .helpers import to_nv12, to_yuyv
+from .helpers import host_decode, to_nv12, to_yuyv
 
 pytestmark = pytest.mark.gpu
 
@@ -51,7 +51,7 @@ CASES = [
 
 @pytest.mark.parametrize(("source_format", "spec_args", "int8_scale"), CASES)
 def test_kernel_equals_the_host_reference(gpu_kernels, reference, real_frames, source_format, spec_args, int8_scale):
-    from sdk.gpu.driver import CudaPreprocessor
+    from sdk.gpu.driver import CudaModule, CudaPreprocessor
 
     image = real_frames[0]
     h, w = image.shape[:2]
@@ -65,21 +65,49 @@ def test_kernel_equals_the_host_reference(gpu_kernels, reference, real_frames, s
     else:
         source = frame = image if source_format == "bgr8" else np.ascontiguousarray(image[:, :, ::-1])
     expected = reference.run(plan, source, uv)
-    with CudaPreprocessor(plan, gpu_kernels) as gpu:
+    with CudaModule(gpu_kernels) as cuda:
+        gpu = CudaPreprocessor(plan, cuda)
         gpu(frame)
         ours = gpu.download()
-        print(f"{plan.kernel}: {gpu.choice.kind} sm_{gpu.choice.arch}, input memory {gpu.memory}")
+        print(f"{plan.kernel}: {cuda.choice.kind} sm_{cuda.choice.arch}, input memory {cuda.memory}")
     # Same explicit roundings on both sides: bit for bit.
     assert ours.tobytes() == expected.tobytes()
 
 
 def test_kernel_time_by_cuda_events(gpu_kernels):
-    from sdk.gpu.driver import CudaPreprocessor
+    from sdk.gpu.driver import CudaModule, CudaPreprocessor
 
     plan = PreprocessPlan.build(Preprocess(resize={"width": 640, "height": 640, "mode": "letterbox"}, dtype="float16"), "nv12", 1920, 1080)
-    with CudaPreprocessor(plan, gpu_kernels) as gpu:
+    with CudaModule(gpu_kernels) as cuda:
+        gpu = CudaPreprocessor(plan, cuda)
         gpu.input_array[:] = np.random.default_rng(0).integers(0, 256, gpu.input_array.size, dtype=np.uint8)
         times = [gpu() for _ in range(200)][20:]
     median = statistics.median(times)
     print(f"{plan.kernel} 1920x1080 NV12 -> 640x640 fp16: median {median * 1000:.1f} us, {plan.minimum_bytes() / median / 1e6:.1f} GB/s effective")
     assert 0 < median < 5.0
+
+
+def test_ssd_decode_kernel_finds_the_host_references_candidates(gpu_kernels, reference, example_pipeline, prepared_example, real_frames):
+    """Same candidates as the host reference (in atomic order: compared sorted), scores and boxes to an ulp or two of expf."""
+    from sdk.backends import create_backend
+    from sdk.gpu.decode import SsdDecodePlan
+    from sdk.gpu.driver import CudaModule, CudaSsdDecoder
+    from sdk.preprocess import CpuPreprocessor
+
+    spec = example_pipeline.spec
+    decoder = spec.postprocess.decoder
+    anchors = prepared_example.load_tensors()[decoder.anchors]
+    with create_backend("onnxruntime", prepared_example.model_path) as backend:
+        (buffer,) = backend.inputs.values()
+        CpuPreprocessor(spec.preprocess, buffer)(real_frames[0])
+        backend.infer()
+        encodings, logits = backend.outputs[decoder.box_encodings].copy(), backend.outputs[decoder.class_logits].copy()
+    logits = logits.reshape(anchors.reshape(-1, 4).shape[0], -1)
+    plan = SsdDecodePlan.build(spec.postprocess.model_copy(update={"score_threshold": 0.05}), anchors, logits.shape[1], (300, 300))
+    boxes, scores, classes, found = host_decode(reference, plan, encodings, logits)
+    with CudaModule(gpu_kernels) as cuda:
+        g_boxes, g_scores, g_classes, g_found = CudaSsdDecoder(plan, cuda)(encodings, logits)
+        assert g_found == found > 0
+        ours, theirs = np.lexsort((g_boxes[:, 1], g_boxes[:, 0], g_scores)), np.lexsort((boxes[:, 1], boxes[:, 0], scores))
+        assert np.allclose(g_scores[ours], scores[theirs], rtol=1e-5)
+        assert np.allclose(g_boxes[ours], boxes[theirs], atol=1e-3)

@@ -32,6 +32,18 @@ def test_the_device_finds_in_a_release_what_it_would_choose(kernel_build, tmp_pa
     assert choice.kind == "cubin" and (folder / choice.file).read_bytes()[:4] == b"\x7fELF"
 
 
+def test_the_source_a_release_carries_compiles_with_nvrtc(kernel_build, tmp_path):
+    """The NVRTC fallback on a device has every header it needs in the release itself."""
+    pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings is not installed")
+    from sdk.gpu.nvrtc import compile_source
+
+    for rel, path in kernel_files(kernel_build.folder, (8, 7)).items():
+        if not rel.endswith((".cubin", ".ptx")):
+            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / rel).write_bytes(path.read_bytes())
+    assert compile_source(tmp_path / "kernels", 87).cubin[:4] == b"\x7fELF"
+
+
 def test_a_build_without_kernels_is_refused(host_build):
     with pytest.raises(FileNotFoundError):
         kernel_files(host_build.folder, (8, 7))

@@ -14,20 +14,7 @@ from sdk.postprocess import create_postprocessor
 from sdk.postprocess.detections import Detections
 from sdk.preprocess import CpuPreprocessor
 
-
-def host_decode(reference, plan: SsdDecodePlan, encodings: np.ndarray, logits: np.ndarray):
-    """Candidates from the host reference: (boxes, scores, classes, found)."""
-    reference.lib.ssd_reference.argtypes = [ctypes.c_void_p]
-    encodings, logits = np.ascontiguousarray(encodings, np.float32), np.ascontiguousarray(logits, np.float32)
-    out = plan.output_buffers()
-    params = plan.bound(
-        encodings.ctypes.data, logits.ctypes.data, plan.anchors.ctypes.data,
-        out["boxes"].ctypes.data, out["scores"].ctypes.data, out["classes"].ctypes.data, out["count"].ctypes.data,
-    )  # fmt: skip
-    reference.lib.ssd_reference(ctypes.byref(params))
-    found = int(out["count"][0])
-    n = min(found, plan.capacity)
-    return out["boxes"][:n], out["scores"][:n], out["classes"][:n], found
+from .helpers import host_decode
 
 
 @pytest.fixture(scope="module")
