@@ -104,3 +104,35 @@ def test_missing_cuda_python_says_how_to_install_it(monkeypatch, importer):
     with pytest.raises(MissingDependencyError) as caught:
         importer()
     assert "perception-deploy-sdk[cuda]" in caught.value.hint
+
+
+def test_the_adapters_argument_forms_pass_cuda_pythons_conversion():
+    """Without a driver each call gets past argument conversion and fails only at loading libcuda: the Python
+    types the adapter passes (int addresses, int kernelParams, bytes names) are ones cuda-python accepts."""
+    import ctypes
+
+    driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings is not installed")
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("a CUDA driver is installed: the gpu tests exercise these calls for real")
+    except OSError:
+        pass
+    stream, address = driver.CUstream(0), 0x1000
+    calls = [
+        ("cuLaunchKernel", (driver.CUfunction(), 3, 2, 1, 32, 8, 1, 0, stream, address, 0)),
+        ("cuModuleLoadData", (address,)),
+        ("cuModuleGetFunction", (driver.CUmodule(), b"pp_nv12_f16_nchw")),
+        ("cuMemHostAlloc", (4096, driver.CU_MEMHOSTALLOC_DEVICEMAP)),
+        ("cuMemHostGetDevicePointer", (address, 0)),
+        ("cuMemcpyHtoDAsync", (address, address, 16, stream)),
+        ("cuMemcpyDtoHAsync", (address, address, 16, stream)),
+        ("cuMemsetD32Async", (address, 0, 1, stream)),
+        ("cuStreamCreate", (driver.CUstream_flags.CU_STREAM_NON_BLOCKING.value,)),
+        ("cuEventCreate", (driver.CUevent_flags.CU_EVENT_DEFAULT.value,)),
+        ("cuEventRecord", (driver.CUevent(), stream)),
+    ]
+    for name, args in calls:
+        with pytest.raises(Exception) as caught:  # noqa: B017 - which error is the point, checked below
+            getattr(driver, name)(*args)
+        assert not isinstance(caught.value, TypeError | ValueError), f"{name}: {caught.value}"
+        assert "driver" in str(caught.value).lower(), f"{name}: {caught.value!r}"
