@@ -1,7 +1,8 @@
 // SSD decode (TF Object Detection API box coder) per anchor, shared by the kernel and the host
 // reference: scores above the threshold become candidates (box in network pixels, score, class)
 // appended to a fixed-capacity list; NMS follows on the candidates (sdk/postprocess/nms.py).
-// Mirrors sdk/postprocess/ssd.py step for step, in float32 with the threshold compared in double.
+// Mirrors sdk/postprocess/ssd.py step for step, in float32, the threshold too (numpy compares a float32
+// array with a Python float in float32).
 // expf differs between the GPU, glibc and numpy by an ulp or two: scores and boxes agree to ~1e-6
 // relative, not bit for bit (the preprocessing kernels, which need no transcendental, do).
 #ifndef SSD_DECODE_CUH
@@ -25,7 +26,7 @@ struct SsdParams {
     int clip;                      // clip normalised boxes to [0, 1] and drop empty ones
     float scale[4];                // box coder scale factors (y, x, h, w)
     float net_w, net_h;
-    double threshold;              // sigmoid: on the logit (logit(t)); softmax: on the probability
+    double threshold;              // sigmoid: on the logit (logit(t)); softmax: on the probability; used as float
 };
 
 PP_HD unsigned int pp_claim(unsigned int* counter) {
@@ -51,9 +52,9 @@ PP_HD void ssd_anchor(const SsdParams& p, int i) {
         float score;
         if (p.softmax) {
             score = expf(logits[c] - top) / denominator;
-            if (!((double)score > p.threshold)) continue;
+            if (!(score > (float)p.threshold)) continue;
         } else {
-            if (!((double)logits[c] > p.threshold)) continue;
+            if (!(logits[c] > (float)p.threshold)) continue;
             score = 1.0f / (1.0f + expf(-logits[c]));
         }
         if (!decoded) {
@@ -83,6 +84,45 @@ PP_HD void ssd_anchor(const SsdParams& p, int i) {
         ((float*)p.out_scores)[slot] = score;
         ((int*)p.out_classes)[slot] = c - p.first_class;
     }
+}
+
+struct YoloParams {
+    unsigned long long rows;        // the output tensor: v5 [N, 5 + C], v8 [4 + C, N] (float)
+    unsigned long long out_boxes;   // [capacity, 4] float: x1, y1, x2, y2 in network pixels
+    unsigned long long out_scores;  // [capacity] float
+    unsigned long long out_classes; // [capacity] int
+    unsigned long long out_count;   // one unsigned int
+    int count;                      // candidate rows N
+    int classes;
+    int head;                       // 5 (v5: box + objectness) or 4 (v8)
+    int row_stride, col_stride;     // element (i, k) is at i * row_stride + k * col_stride
+    int capacity;
+    int objectness;                 // v5: score = best class score x objectness
+    float threshold;
+};
+
+// sdk/postprocess/yolo.py per row: first best class, its score (x objectness for v5), threshold, box.
+PP_HD void yolo_row(const YoloParams& p, int i) {
+    const float* row = (const float*)p.rows + (long long)i * p.row_stride;
+    const long long cs = p.col_stride;
+    int best = 0;
+    float top = row[p.head * cs];
+    for (int c = 1; c < p.classes; ++c) {
+        const float v = row[(p.head + c) * cs];
+        if (v > top) top = v, best = c;
+    }
+    const float score = p.objectness ? pp_mul(top, row[4 * cs]) : top;
+    if (!(score > p.threshold)) return;
+    const float cx = row[0], cy = row[cs], w = row[2 * cs], h = row[3 * cs];
+    const unsigned int slot = pp_claim((unsigned int*)p.out_count);
+    if (slot >= (unsigned int)p.capacity) return;
+    float* out = (float*)p.out_boxes + 4LL * slot;
+    out[0] = cx - pp_mul(0.5f, w);
+    out[1] = cy - pp_mul(0.5f, h);
+    out[2] = cx + pp_mul(0.5f, w);
+    out[3] = cy + pp_mul(0.5f, h);
+    ((float*)p.out_scores)[slot] = score;
+    ((int*)p.out_classes)[slot] = best;
 }
 
 #endif

@@ -49,7 +49,13 @@ void ssd_reference(const SsdParams* p) {
     for (int i = 0; i < p->count; ++i) ssd_anchor(*p, i);
 }
 
+void yolo_reference(const YoloParams* p) {
+    for (int i = 0; i < p->count; ++i) yolo_row(*p, i);
+}
+
 unsigned int ssd_params_size(void) { return (unsigned int)sizeof(SsdParams); }
+
+unsigned int yolo_params_size(void) { return (unsigned int)sizeof(YoloParams); }
 
 unsigned short pp_half(float value) { return pp_f32_to_f16(value); }
 

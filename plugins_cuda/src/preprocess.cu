@@ -32,10 +32,15 @@ PP_TYPES(rgb8, PP_FMT_RGB8)
 PP_TYPES(nv12, PP_FMT_NV12)
 PP_TYPES(yuyv, PP_FMT_YUYV)
 
-// SSD decode: one thread per anchor, candidates appended with an atomic counter (order varies).
+// SSD and YOLO decode: one thread per anchor / row, candidates appended with an atomic counter (order varies).
 #include "ssd_decode.cuh"
 
 extern "C" __global__ void __launch_bounds__(PP_BLOCK_THREADS) ssd_decode(const SsdParams p) {
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < p.count) ssd_anchor(p, i);
+}
+
+extern "C" __global__ void __launch_bounds__(PP_BLOCK_THREADS) yolo_decode(const YoloParams p) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < p.count) yolo_row(p, i);
 }

@@ -1,8 +1,8 @@
-"""The SSD decode kernel's plan: parameter block, anchors in centre form, launch geometry, buffers.
+"""The decode kernels' plans (SSD, YOLO): parameter blocks, launch geometry, buffers.
 
-The kernel (plugins_cuda/include/ssd_decode.cuh) turns box encodings and class logits into
-candidates (network-pixel boxes, scores, classes) on the GPU; NMS and the mapping to source
-pixels stay in sdk/postprocess (Detections.select), so both decoders end in the same code.
+The kernels (plugins_cuda/include/ssd_decode.cuh) turn the model's outputs into candidates
+(network-pixel boxes, scores, classes) on the GPU; NMS and the mapping to source pixels stay in
+sdk/postprocess (Detections.select), so the GPU and CPU decoders end in the same code.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdk.gpu.plan import BLOCK_THREADS
-from sdk.spec.schema import Postprocess, SsdDecoder
+from sdk.spec.schema import Postprocess, SsdDecoder, YoloDecoder
 
-DECODE_KERNELS = ("ssd_decode",)
+DECODE_KERNELS = ("ssd_decode", "yolo_decode")
 
 
 class SsdParams(ctypes.Structure):
@@ -39,6 +39,34 @@ class SsdParams(ctypes.Structure):
         ("net_h", ctypes.c_float),
         ("threshold", ctypes.c_double),
     ]
+
+
+class YoloParams(ctypes.Structure):
+    _fields_ = [
+        ("rows", ctypes.c_uint64),
+        ("out_boxes", ctypes.c_uint64),
+        ("out_scores", ctypes.c_uint64),
+        ("out_classes", ctypes.c_uint64),
+        ("out_count", ctypes.c_uint64),
+        ("count", ctypes.c_int32),
+        ("classes", ctypes.c_int32),
+        ("head", ctypes.c_int32),
+        ("row_stride", ctypes.c_int32),
+        ("col_stride", ctypes.c_int32),
+        ("capacity", ctypes.c_int32),
+        ("objectness", ctypes.c_int32),
+        ("threshold", ctypes.c_float),
+    ]
+
+
+def candidate_buffers(capacity: int) -> dict[str, np.ndarray]:
+    """Host arrays shaped as a decode kernel's outputs (boxes, scores, classes, count)."""
+    return {
+        "boxes": np.zeros((capacity, 4), np.float32),
+        "scores": np.zeros(capacity, np.float32),
+        "classes": np.zeros(capacity, np.int32),
+        "count": np.zeros(1, np.uint32),
+    }
 
 
 def centre_anchors(anchors: np.ndarray, layout: str) -> np.ndarray:
@@ -87,16 +115,49 @@ class SsdDecodePlan:
         return cls(centre, grid, (BLOCK_THREADS, 1, 1), capacity, params)
 
     def output_buffers(self) -> dict[str, np.ndarray]:
-        """Host arrays shaped as the kernel's outputs (boxes, scores, classes, count)."""
-        return {
-            "boxes": np.zeros((self.capacity, 4), np.float32),
-            "scores": np.zeros(self.capacity, np.float32),
-            "classes": np.zeros(self.capacity, np.int32),
-            "count": np.zeros(1, np.uint32),
-        }
+        return candidate_buffers(self.capacity)
 
     def bound(self, encodings: int, logits: int, anchors: int, boxes: int, scores: int, classes: int, count: int) -> SsdParams:
         params = SsdParams.from_buffer_copy(self.params)
         params.encodings, params.logits, params.anchors = encodings, logits, anchors
         params.out_boxes, params.out_scores, params.out_classes, params.out_count = boxes, scores, classes, count
+        return params
+
+
+@dataclass(frozen=True)
+class YoloDecodePlan:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    capacity: int
+    input_bytes: int
+    params: YoloParams
+    kernel: str = "yolo_decode"
+
+    @classmethod
+    def build(cls, spec: Postprocess, output_shape: tuple[int, ...], capacity: int = 4096) -> YoloDecodePlan:
+        decoder = spec.decoder
+        assert isinstance(decoder, YoloDecoder)
+        _, a, b = output_shape
+        v5 = decoder.layout == "v5"
+        count, width = (a, b) if v5 else (b, a)  # v5 [1, N, 5 + C]; v8 [1, 4 + C, N]
+        head = 5 if v5 else 4
+        params = YoloParams(
+            count=count,
+            classes=width - head,
+            head=head,
+            row_stride=width if v5 else 1,
+            col_stride=1 if v5 else count,
+            capacity=capacity,
+            objectness=int(v5),
+            threshold=spec.score_threshold,  # float32, as numpy compares the float32 scores
+        )
+        grid = (-(-count // BLOCK_THREADS), 1, 1)
+        return cls(grid, (BLOCK_THREADS, 1, 1), capacity, 4 * a * b, params)
+
+    def output_buffers(self) -> dict[str, np.ndarray]:
+        return candidate_buffers(self.capacity)
+
+    def bound(self, rows: int, boxes: int, scores: int, classes: int, count: int) -> YoloParams:
+        params = YoloParams.from_buffer_copy(self.params)
+        params.rows, params.out_boxes, params.out_scores, params.out_classes, params.out_count = rows, boxes, scores, classes, count
         return params

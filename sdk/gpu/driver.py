@@ -16,7 +16,7 @@ import numpy as np
 
 from sdk.errors import BackendError, missing_dependency
 from sdk.gpu.binaries import ImageChoice, KernelManifest, choose_image, load_image
-from sdk.gpu.decode import SsdDecodePlan
+from sdk.gpu.decode import SsdDecodePlan, YoloDecodePlan
 from sdk.gpu.params import kernel_arguments
 from sdk.gpu.plan import PreprocessPlan
 
@@ -216,29 +216,25 @@ class CudaPreprocessor:
         return out
 
 
-class CudaSsdDecoder:
-    """SSD candidates on the GPU from the engine's output buffers; NMS follows on the host (Detections.select)."""
+class _CudaDecoder:
+    """Candidate buffers on the GPU and their host copies; subclasses bind the model's outputs."""
 
-    def __init__(self, plan: SsdDecodePlan, cuda: CudaModule) -> None:
+    def __init__(self, plan, cuda: CudaModule) -> None:
         self.plan, self.cuda = plan, cuda
-        count, classes = plan.params.count, plan.params.classes
-        self.encodings = cuda.device_buffer(count * 4 * 4)
-        self.logits = cuda.device_buffer(count * classes * 4)
-        anchors = cuda.device_buffer(plan.anchors.nbytes)
-        cuda.upload(anchors, plan.anchors)  # once: the anchors are constants of the model
         self.host = plan.output_buffers()
         self._device = {name: cuda.device_buffer(array.nbytes) for name, array in self.host.items()}
-        d = self._device
-        self._params = plan.bound(self.encodings, self.logits, anchors, d["boxes"], d["scores"], d["classes"], d["count"])
         self._function = cuda.function(plan.kernel)
 
-    def __call__(self, encodings: np.ndarray | None = None, logits: np.ndarray | None = None):
-        """Decode (uploading host outputs if given); returns (boxes, scores, classes, found) views of host buffers."""
+    def _outputs(self) -> tuple[int, int, int, int]:
+        d = self._device
+        return d["boxes"], d["scores"], d["classes"], d["count"]
+
+    def _run(self, uploads: list[tuple[int, np.ndarray | None]]):
+        """Upload what is given, decode, download; returns (boxes, scores, classes, found) views of host buffers."""
         cuda = self.cuda
-        if encodings is not None:
-            cuda.upload(self.encodings, np.ascontiguousarray(encodings, np.float32))
-        if logits is not None:
-            cuda.upload(self.logits, np.ascontiguousarray(logits, np.float32))
+        for device, array in uploads:
+            if array is not None:
+                cuda.upload(device, np.ascontiguousarray(array, np.float32))
         cuda.call("cuMemsetD32Async", self._device["count"], 0, 1, cuda.stream)
         cuda.launch(self._function, self.plan.grid, self.plan.block, self._params)
         for name, array in self.host.items():
@@ -247,3 +243,31 @@ class CudaSsdDecoder:
         found = int(self.host["count"][0])
         n = min(found, self.plan.capacity)
         return self.host["boxes"][:n], self.host["scores"][:n], self.host["classes"][:n], found
+
+
+class CudaSsdDecoder(_CudaDecoder):
+    """SSD candidates on the GPU from the engine's output buffers; NMS follows on the host (Detections.select)."""
+
+    def __init__(self, plan: SsdDecodePlan, cuda: CudaModule) -> None:
+        super().__init__(plan, cuda)
+        count, classes = plan.params.count, plan.params.classes
+        self.encodings = cuda.device_buffer(count * 4 * 4)
+        self.logits = cuda.device_buffer(count * classes * 4)
+        anchors = cuda.device_buffer(plan.anchors.nbytes)
+        cuda.upload(anchors, plan.anchors)  # once: the anchors are constants of the model
+        self._params = plan.bound(self.encodings, self.logits, anchors, *self._outputs())
+
+    def __call__(self, encodings: np.ndarray | None = None, logits: np.ndarray | None = None):
+        return self._run([(self.encodings, encodings), (self.logits, logits)])
+
+
+class CudaYoloDecoder(_CudaDecoder):
+    """YOLO (v5 / v8 layout) candidates on the GPU; NMS follows on the host."""
+
+    def __init__(self, plan: YoloDecodePlan, cuda: CudaModule) -> None:
+        super().__init__(plan, cuda)
+        self.rows = cuda.device_buffer(plan.input_bytes)
+        self._params = plan.bound(self.rows, *self._outputs())
+
+    def __call__(self, output: np.ndarray | None = None):
+        return self._run([(self.rows, output)])

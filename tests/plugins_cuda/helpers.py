@@ -8,7 +8,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from sdk.gpu.decode import SsdDecodePlan
+from sdk.gpu.decode import SsdDecodePlan, YoloDecodePlan
 from sdk.gpu.plan import PreprocessPlan
 
 
@@ -80,3 +80,34 @@ def host_decode(reference, plan: SsdDecodePlan, encodings: np.ndarray, logits: n
     found = int(out["count"][0])
     n = min(found, plan.capacity)
     return out["boxes"][:n], out["scores"][:n], out["classes"][:n], found
+
+
+def host_yolo(reference, plan: YoloDecodePlan, output: np.ndarray):
+    """Candidates of the YOLO decode's host build: (boxes, scores, classes, found)."""
+    reference.lib.yolo_reference.argtypes = [ctypes.c_void_p]
+    output = np.ascontiguousarray(output, np.float32)
+    out = plan.output_buffers()
+    params = plan.bound(output.ctypes.data, out["boxes"].ctypes.data, out["scores"].ctypes.data, out["classes"].ctypes.data, out["count"].ctypes.data)
+    reference.lib.yolo_reference(ctypes.byref(params))
+    found = int(out["count"][0])
+    n = min(found, plan.capacity)
+    return out["boxes"][:n], out["scores"][:n], out["classes"][:n], found
+
+
+def yolo_outputs(layout: str, rows: int = 8400, classes: int = 80) -> np.ndarray:
+    """Mostly background, some confident rows, tied best classes, and scores at the 0.25 threshold's edge."""
+    rng = np.random.default_rng(11)
+    head = 5 if layout == "v5" else 4
+    out = np.empty((rows, head + classes), np.float32)
+    out[:, 0:2] = rng.uniform(0, 640, (rows, 2))
+    out[:, 2:4] = rng.uniform(4, 300, (rows, 2))
+    out[:, head:] = rng.uniform(0, 0.2, (rows, classes))
+    hot = rng.choice(rows, 400, replace=False)
+    out[hot, head + rng.integers(0, classes, 400)] = rng.uniform(0.3, 1.0, 400)
+    out[hot[:50], head + 7] = out[hot[:50], head + 3] = 0.9  # ties: the first class wins
+    if layout == "v5":
+        out[:, 4] = rng.uniform(0.5, 1.0, rows)
+        out[hot[50:100], 4] = 1.0
+    out[hot[50:75], head:] = np.float32(0.25)  # at the edge: not above the threshold
+    out[hot[75:100], head + 1] = np.nextafter(np.float32(0.25), np.float32(1))
+    return np.ascontiguousarray(out[None] if layout == "v5" else out.T[None])

@@ -16,7 +16,7 @@ from sdk.gpu.plan import PreprocessPlan
 from sdk.spec.schema import Preprocess
 from tools.release.kernels import kernel_files
 
-from .helpers import host_decode, to_nv12, to_yuyv
+from .helpers import host_decode, host_yolo, to_nv12, to_yuyv, yolo_outputs
 
 pytestmark = pytest.mark.gpu
 
@@ -111,3 +111,23 @@ def test_ssd_decode_kernel_finds_the_host_references_candidates(gpu_kernels, ref
         ours, theirs = np.lexsort((g_boxes[:, 1], g_boxes[:, 0], g_scores)), np.lexsort((boxes[:, 1], boxes[:, 0], scores))
         assert np.allclose(g_scores[ours], scores[theirs], rtol=1e-5)
         assert np.allclose(g_boxes[ours], boxes[theirs], atol=1e-3)
+
+
+@pytest.mark.parametrize("layout", ["v5", "v8"])
+def test_yolo_decode_kernel_finds_the_host_references_candidates(gpu_kernels, reference, layout):
+    """No transcendental in YOLO decode: the same candidates bit for bit, in atomic order."""
+    from sdk.gpu.decode import YoloDecodePlan
+    from sdk.gpu.driver import CudaModule, CudaYoloDecoder
+    from sdk.spec.schema import Postprocess
+
+    spec = Postprocess(decoder={"kind": "yolo", "output": "out", "layout": layout}, classes=tuple(f"c{i}" for i in range(80)), score_threshold=0.25)
+    output = yolo_outputs(layout)
+    plan = YoloDecodePlan.build(spec, output.shape)
+    boxes, scores, classes, found = host_yolo(reference, plan, output)
+    with CudaModule(gpu_kernels) as cuda:
+        g_boxes, g_scores, g_classes, g_found = CudaYoloDecoder(plan, cuda)(output)
+        assert g_found == found > 100
+        ours = np.lexsort((g_boxes[:, 1], g_boxes[:, 0], g_scores))
+        theirs = np.lexsort((boxes[:, 1], boxes[:, 0], scores))
+        assert (g_scores[ours] == scores[theirs]).all() and (g_boxes[ours] == boxes[theirs]).all()
+        assert (g_classes[ours] == classes[theirs]).all()

@@ -1,4 +1,5 @@
-"""The SSD decode kernel's per-anchor code (host build) against the CPU decoder, on the real detector's outputs."""
+"""The decode kernels' per-row code (host build) against the CPU decoders: SSD on the real detector's outputs,
+YOLO on outputs of the v8/v5 shapes (no YOLO model among the assets), both at the score threshold's edge."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import numpy as np
 import pytest
 
 from sdk.backends import create_backend
-from sdk.gpu.decode import SsdDecodePlan, SsdParams
+from sdk.gpu.decode import SsdDecodePlan, SsdParams, YoloDecodePlan, YoloParams
 from sdk.postprocess import create_postprocessor
 from sdk.postprocess.detections import Detections
-from sdk.preprocess import CpuPreprocessor
+from sdk.preprocess import CpuPreprocessor, ResizeGeometry
+from sdk.spec.schema import Postprocess, Resize
 
-from .helpers import host_decode
+from .helpers import host_decode, host_yolo, yolo_outputs
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +39,11 @@ def detector_outputs(example_pipeline, prepared_example, video_path):
     return results
 
 
-def test_parameter_block_size_is_the_compilers(reference):
+def test_parameter_block_sizes_are_the_compilers(reference):
     reference.lib.ssd_params_size.restype = ctypes.c_uint
+    reference.lib.yolo_params_size.restype = ctypes.c_uint
     assert reference.lib.ssd_params_size() == ctypes.sizeof(SsdParams) == 112
+    assert reference.lib.yolo_params_size() == ctypes.sizeof(YoloParams) == 72
 
 
 @pytest.mark.parametrize("threshold", [0.3, 0.05])
@@ -91,3 +95,37 @@ def test_launch_covers_every_anchor(example_pipeline, prepared_example):
     plan = SsdDecodePlan.build(spec, anchors, 2, (300, 300))
     count = plan.params.count
     assert count == 1917 and plan.grid[0] * plan.block[0] >= count > (plan.grid[0] - 1) * plan.block[0]
+
+
+def test_ssd_threshold_edge_is_numpys(reference, example_pipeline, prepared_example):
+    """Logits exactly at float32(logit(t)) are out, the next float up is in: numpy compares in float32."""
+    spec = example_pipeline.spec.postprocess
+    anchors = prepared_example.load_tensors()[spec.decoder.anchors]
+    count = anchors.reshape(-1, 4).shape[0]
+    edge = np.float32(np.log(spec.score_threshold / (1 - spec.score_threshold)))
+    logits = np.random.default_rng(5).normal(-4, 2, (count, 2)).astype(np.float32)
+    logits[:300, 1] = edge
+    logits[300:600, 1] = np.nextafter(edge, np.float32(np.inf))
+    logits[600:900, 1] = np.nextafter(edge, np.float32(-np.inf))
+    encodings = np.random.default_rng(6).normal(0, 0.5, (count, 4)).astype(np.float32)
+    plan = SsdDecodePlan.build(spec, anchors, 2, (300, 300))
+    _, _, _, found = host_decode(reference, plan, encodings, logits)
+    assert found == int((logits[:, 1] > float(np.log(spec.score_threshold / (1 - spec.score_threshold)))).sum())
+    assert found >= 300
+
+
+@pytest.mark.parametrize("layout", ["v5", "v8"])
+def test_yolo_decode_then_nms_is_the_cpu_decoder_bit_for_bit(reference, layout):
+    classes = tuple(f"c{i}" for i in range(80))
+    spec = Postprocess(decoder={"kind": "yolo", "output": "out", "layout": layout}, classes=classes, score_threshold=0.25, max_detections=300)
+    output = yolo_outputs(layout)
+    geometry = ResizeGeometry.plan(1280, 720, Resize(width=640, height=640, mode="letterbox"))
+    cpu = create_postprocessor(spec, {"out": output}, (640, 640), {})(geometry)
+    plan = YoloDecodePlan.build(spec, output.shape)
+    boxes, scores, classes_found, found = host_yolo(reference, plan, output)
+    ours = Detections(spec.max_detections, spec.classes).select(boxes.copy(), scores, classes_found, spec.iou_threshold, geometry)
+    assert 100 < len(cpu) == len(ours)
+    n = len(cpu)
+    assert (ours.scores[:n] == cpu.scores[:n]).all() and (ours.boxes[:n] == cpu.boxes[:n]).all()
+    assert (ours.class_ids[:n] == cpu.class_ids[:n]).all()
+    assert plan.grid[0] * plan.block[0] >= 8400 > (plan.grid[0] - 1) * plan.block[0]
