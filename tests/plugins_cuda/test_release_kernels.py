@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sdk.gpu.binaries import KernelManifest, choose_image
+from sdk.gpu.binaries import SOURCES, KernelManifest, choose_image
 from tools.release.bundle import Bundle
 from tools.release.kernels import kernel_files, with_kernels
 
@@ -53,3 +53,46 @@ def test_bundle_gains_the_kernel_files():
     bundle = Bundle({"sdk/__init__.py": Path("x")}, "pipeline/p.yaml", "artifacts", {"sdk": "0"})
     grown = with_kernels(bundle, {"kernels/preprocess.json": Path("y")})
     assert set(grown.files) == {"sdk/__init__.py", "kernels/preprocess.json"} and grown.fingerprint["kernels"] == ["kernels/preprocess.json"]
+
+
+class ProbedSession:
+    """What bundle_for_device needs of a session: a name and the device's fingerprint."""
+
+    def __init__(self, facts: dict) -> None:
+        self.name, self.facts = "orin-test", facts
+
+    def probe(self) -> dict:
+        return self.facts
+
+
+@pytest.mark.parametrize(("probed", "cubin"), [("8.7", "sm_87"), ("11.0", "sm_110"), ("7.5", None), (None, None)])
+def test_deploy_adds_the_kernels_for_the_probed_gpu(kernel_build, monkeypatch, probed, cubin):
+    import tools.deploy as deploy
+    from tools.progress import SilentProgress
+
+    monkeypatch.setattr(deploy, "build_kernels", lambda cache: kernel_build.folder)  # the session's build
+    base = Bundle({"sdk/__init__.py": Path("x")}, "pipeline/p.yaml", "artifacts", {"sdk": "0"})
+    bundle, _ = deploy.bundle_for_device(ProbedSession({"compute_capability": probed, "missing_modules": []}), base, SilentProgress())
+    cubins = [name for name in bundle.files if name.endswith(".cubin")]
+    if probed is None:
+        assert bundle is base  # no GPU: the release is what it was
+    else:
+        assert cubins == ([f"kernels/preprocess.{cubin}.cubin"] if cubin else [])
+        assert "kernels/src/preprocess.cu" in bundle.files and "kernels/preprocess.compute_87.ptx" in bundle.files
+
+
+def test_host_build_is_cached_and_without_nvcc_only_the_source_travels(tmp_path, monkeypatch):
+    import shutil
+
+    from tools.release.kernels import build_kernels, parse_compute_capability
+
+    if shutil.which("nvcc") is None or shutil.which("cmake") is None:
+        pytest.skip("nvcc or cmake is not installed")
+    first = build_kernels(tmp_path)
+    assert (first / "preprocess.sm_87.cubin").is_file() and (first / "preprocess.sm_110.cubin").is_file()
+    stamp = (first / "preprocess.json").stat().st_mtime_ns
+    assert build_kernels(tmp_path) == first and (first / "preprocess.json").stat().st_mtime_ns == stamp  # not rebuilt
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert build_kernels(tmp_path) is None
+    assert set(kernel_files(None, (8, 7))) == {f"kernels/{name}" for name in SOURCES}
+    assert parse_compute_capability("8.7") == (8, 7) and parse_compute_capability(None) is None and parse_compute_capability("n/a") is None
