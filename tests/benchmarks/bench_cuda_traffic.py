@@ -9,11 +9,16 @@ Orin's 4 MiB L2. Time = modelled bytes / 204.8 GB/s (AGX Orin 64 GB LPDDR5 peak)
 On Jetson the frame is read in place from mapped pinned memory (no copy); on a discrete GPU the
 H2D copy adds the source bytes once more over PCIe.
 
-    python tests/benchmarks/bench_cuda_traffic.py
+With --ptx (the build's preprocess.compute_87.ptx) it also estimates instruction issue time: PTX
+instructions of the kernel (a proxy for SASS; both branches counted) x output pixels, over AGX Orin's
+16 SMs x 4 schedulers x 32 lanes at 1.3 GHz. Whichever bound is larger is the better prediction.
+
+    python tests/benchmarks/bench_cuda_traffic.py [--ptx build/plugins_cuda/preprocess.compute_87.ptx]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -26,6 +31,7 @@ from sdk.gpu.plan import PreprocessPlan  # noqa: E402
 from sdk.spec.schema import Preprocess  # noqa: E402
 
 ORIN_BYTES_PER_S = 204.8e9
+ORIN_LANE_INSTRUCTIONS_PER_S = 16 * 4 * 32 * 1.3e9
 SECTOR = 32
 
 
@@ -93,12 +99,28 @@ CASES = [
 ]
 
 
+def ptx_instructions(ptx: str, kernel: str) -> int:
+    start = ptx.index(f".entry {kernel}(")
+    end = ptx.find(".entry ", start + 1)
+    lines = (line.strip() for line in ptx[start : end if end > 0 else None].splitlines())
+    return sum(1 for line in lines if line.endswith(";") and not line.startswith((".reg", ".param", ".local", ".shared", "//")))
+
+
 def main() -> None:
-    print(f"{'case':58} {'minimum':>10} {'modelled':>10} {'ratio':>6} {'Orin us':>8}")
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ptx", type=Path, help="the build's preprocess.compute_87.ptx, for the instruction-issue estimate")
+    args = parser.parse_args()
+    ptx = args.ptx.read_text() if args.ptx else None
+    print(f"{'case':58} {'minimum':>10} {'modelled':>10} {'ratio':>6} {'Orin us':>8}" + (f" {'PTX/px':>6} {'issue us':>8}" if ptx else ""))
     for label, fmt, w, h, spec, int8_scale in CASES:
         plan = PreprocessPlan.build(Preprocess(**spec), fmt, w, h, int8_scale=int8_scale)
         minimum, modelled = plan.minimum_bytes(), modelled_bytes(plan)
-        print(f"{label:58} {minimum:>10,} {modelled:>10,} {modelled / minimum:>6.3f} {modelled / ORIN_BYTES_PER_S * 1e6:>8.1f}")
+        line = f"{label:58} {minimum:>10,} {modelled:>10,} {modelled / minimum:>6.3f} {modelled / ORIN_BYTES_PER_S * 1e6:>8.1f}"
+        if ptx:
+            per_pixel = ptx_instructions(ptx, plan.kernel)
+            pixels = plan.geometry.out_width * plan.geometry.out_height
+            line += f" {per_pixel:>6} {pixels * per_pixel / ORIN_LANE_INSTRUCTIONS_PER_S * 1e6:>8.1f}"
+        print(line)
 
 
 if __name__ == "__main__":
