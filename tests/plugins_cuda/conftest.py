@@ -27,11 +27,12 @@ class Build:
 
 
 def cmake_build(folder: Path, *options: str, env: dict | None = None) -> Build:
-    if shutil.which("cmake") is None:
+    cmake = shutil.which("cmake")  # resolved here: `env` may leave nvcc's folder (and what else is in it) off PATH
+    if cmake is None:
         pytest.skip("cmake is not installed")
-    configure = subprocess.run(["cmake", "-S", str(PLUGINS), "-B", str(folder), *options], capture_output=True, text=True, env=env, timeout=120)
+    configure = subprocess.run([cmake, "-S", str(PLUGINS), "-B", str(folder), *options], capture_output=True, text=True, env=env, timeout=120)
     assert configure.returncode == 0, configure.stdout + configure.stderr
-    build = subprocess.run(["cmake", "--build", str(folder), "-j", "2"], capture_output=True, text=True, env=env, timeout=300)
+    build = subprocess.run([cmake, "--build", str(folder), "-j", "2"], capture_output=True, text=True, env=env, timeout=300)
     assert build.returncode == 0, build.stdout + build.stderr
     return Build(folder, configure.stdout)
 
