@@ -39,10 +39,11 @@ class HostReference:
 def to_nv12(bgr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Y plane and interleaved UV plane (2x2 chroma) of an even-sized BGR image, as a camera delivers them."""
     h, w = bgr.shape[:2]
-    i420 = cv2.cvtColor(bgr, cv2.COLOR_BGR2YUV_I420)
-    y = i420[:h]
-    u = i420[h : h + h // 4].reshape(h // 2, w // 2)
-    v = i420[h + h // 4 :].reshape(h // 2, w // 2)
+    i420 = cv2.cvtColor(bgr, cv2.COLOR_BGR2YUV_I420).reshape(-1)  # Y, then U and V planes of (h/2) x (w/2)
+    quarter = (h // 2) * (w // 2)
+    y = i420[: h * w].reshape(h, w)
+    u = i420[h * w : h * w + quarter].reshape(h // 2, w // 2)
+    v = i420[h * w + quarter :].reshape(h // 2, w // 2)
     return np.ascontiguousarray(y), np.ascontiguousarray(np.stack([u, v], axis=2).reshape(h // 2, w))
 
 

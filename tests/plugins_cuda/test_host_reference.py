@@ -178,16 +178,22 @@ ODD_OUTPUTS = [{"width": 300, "height": 300}, {"width": 64, "height": 17, "mode"
 @pytest.mark.parametrize("coordinates", ["half_pixel", "asymmetric", "align_corners"])
 @pytest.mark.parametrize("source", ODD_SOURCES, ids=lambda s: f"{s[0]}x{s[1]}")
 def test_odd_sizes_every_layout_and_dtype(reference, real_frames, source, coordinates):
-    """Real content squeezed to odd sizes; every output type and layout, packed and (for even sizes) NV12 input."""
+    """Real content squeezed to odd sizes; every output type and layout; packed input, and YUV where OpenCV can convert it."""
     width, height = source
     image = cv2.resize(real_frames[0], (width, height), interpolation=cv2.INTER_AREA)
-    for resize in ODD_OUTPUTS:
-        for dtype in ("float32", "float16", "uint8"):
+    formats = ["rgb8"] + (["yuyv"] if width % 2 == 0 else []) + (["nv12"] if width % 2 == 0 and height % 2 == 0 else [])
+    for source_format in formats:
+        for resize in ODD_OUTPUTS:
             for layout in ("nchw", "nhwc"):
-                normalize = IMAGENET if dtype != "uint8" else {}
-                spec = Preprocess(resize={**resize, "coordinates": coordinates}, color="rgb", layout=layout, dtype=dtype, normalize=normalize)
-                ours, seen = run_format(reference, spec, image, "rgb8")
-                assert_close(ours, cpu(spec, seen), spec)
+                for dtype in ("float32", "float16", "uint8"):
+                    normalize = IMAGENET if dtype != "uint8" else {}
+                    spec = Preprocess(resize={**resize, "coordinates": coordinates}, color="rgb", layout=layout, dtype=dtype, normalize=normalize)
+                    ours, seen = run_format(reference, spec, image, source_format)
+                    assert_close(ours, cpu(spec, seen), spec)
+                spec = Preprocess(resize={**resize, "coordinates": coordinates}, layout=layout, normalize=IMAGENET)
+                ours, seen = run_format(reference, spec, image, source_format, int8_scale=QUANT)
+                expected = np.clip(np.rint(cpu(spec, seen) / np.float32(QUANT)), -128, 127)
+                assert np.abs(ours.astype(np.float64) - expected).max() <= 1
 
 
 @pytest.mark.parametrize("source_format", ["nv12", "yuyv"])
