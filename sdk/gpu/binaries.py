@@ -89,6 +89,16 @@ def choose_image(manifest: KernelManifest | None, compute_capability: tuple[int,
     return ImageChoice("nvrtc", arch, None, "; ".join(why) + f"; compiling the source with NVRTC for sm_{arch}")
 
 
+def check_nvrtc_for_driver(nvrtc: tuple[int, int], driver: int) -> None:
+    """NVRTC's cubins need a driver of at least its major version (as nvcc's do): refuse before compiling."""
+    drv = driver_version(driver)
+    if nvrtc[0] > drv[0]:
+        raise BackendError(
+            f"NVRTC {nvrtc[0]}.{nvrtc[1]} builds kernels that the CUDA {drv[0]}.{drv[1]} driver cannot load",
+            hint=f"install the NVRTC of CUDA {drv[0]} (JetPack's own, or pip's nvidia-cuda-nvrtc-cu{drv[0]}) or upgrade the driver",
+        )
+
+
 def files_for_target(manifest: KernelManifest, compute_capability: tuple[int, int] | None) -> list[str]:
     """What a release carries for a device: its cubin (if one fits), the PTX, the manifest, and the source."""
     files = [f"{manifest.module}.json", *SOURCES]

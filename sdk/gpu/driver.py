@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from sdk.errors import BackendError, missing_dependency
-from sdk.gpu.binaries import ImageChoice, KernelManifest, choose_image, load_image
+from sdk.gpu.binaries import ImageChoice, KernelManifest, check_nvrtc_for_driver, choose_image, load_image
 from sdk.gpu.decode import SsdDecodePlan, YoloDecodePlan
 from sdk.gpu.params import kernel_arguments
 from sdk.gpu.plan import PreprocessPlan
@@ -120,10 +120,12 @@ class CudaModule:
         manifest_path = self.kernels_dir / "preprocess.json"
         manifest = KernelManifest.load(manifest_path) if manifest_path.is_file() else None
         available = {p.name for p in self.kernels_dir.iterdir()} if self.kernels_dir.is_dir() else set()
-        self.choice = choose_image(manifest, cc, call("cuDriverGetVersion"), available)
+        driver_version = call("cuDriverGetVersion")
+        self.choice = choose_image(manifest, cc, driver_version, available)
         if self.choice.kind == "nvrtc":
-            from sdk.gpu.nvrtc import compile_source
+            from sdk.gpu.nvrtc import compile_source, nvrtc_version
 
+            check_nvrtc_for_driver(nvrtc_version(), driver_version)
             image = compile_source(self.kernels_dir, self.choice.arch).cubin
         else:
             image = load_image(self.kernels_dir, self.choice)

@@ -65,6 +65,13 @@ def compile_source(kernels_dir: Path, arch: int, extra_options: tuple[str, ...] 
         nvrtc.nvrtcDestroyProgram(program)
 
 
+def nvrtc_version() -> tuple[int, int]:
+    nvrtc = import_nvrtc()
+    err, major, minor = nvrtc.nvrtcVersion()
+    _check(nvrtc, err, "nvrtcVersion")
+    return int(major), int(minor)
+
+
 def _log(nvrtc, program) -> str:
     err, size = nvrtc.nvrtcGetProgramLogSize(program)
     _check(nvrtc, err, "nvrtcGetProgramLogSize")

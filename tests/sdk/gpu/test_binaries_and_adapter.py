@@ -9,7 +9,7 @@ import pytest
 from sdk.errors import BackendError, MissingDependencyError
 from sdk.gpu import driver as adapter
 from sdk.gpu import nvrtc as nvrtc_module
-from sdk.gpu.binaries import SOURCES, KernelManifest, choose_image, driver_version, files_for_target, load_image
+from sdk.gpu.binaries import SOURCES, KernelManifest, check_nvrtc_for_driver, choose_image, driver_version, files_for_target, load_image
 
 BUILT = KernelManifest.parse({"module": "preprocess", "toolkit": "13.0", "sass": [87, 110], "ptx": 87})
 
@@ -44,6 +44,21 @@ def test_missing_files_and_missing_manifest_fall_back():
     assert choose_image(BUILT, (8, 7), 13000, available={"preprocess.compute_87.ptx"}).kind == "ptx"
     assert choose_image(BUILT, (8, 7), 13000, available=set()).kind == "nvrtc"
     assert choose_image(None, (8, 7), 13000).reason == "no prebuilt kernels shipped"
+
+
+def test_nvrtc_must_not_be_newer_than_the_driver():
+    check_nvrtc_for_driver((12, 6), 12060)  # JetPack 6's own NVRTC
+    check_nvrtc_for_driver((12, 8), 12060)  # minor-version compatibility
+    check_nvrtc_for_driver((12, 6), 13000)
+    with pytest.raises(BackendError, match="cannot load") as caught:
+        check_nvrtc_for_driver((13, 5), 12060)  # pip's CUDA 13 NVRTC on JetPack 6
+    assert "cu12" in caught.value.hint
+
+
+def test_installed_nvrtc_reports_its_version():
+    pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings is not installed")
+    major, minor = nvrtc_module.nvrtc_version()
+    assert major >= 12 and minor >= 0
 
 
 def test_driver_version_encoding():
