@@ -24,6 +24,7 @@ from tools.int8 import Int8Choice, Int8ForDeploy, trt_cache_file
 from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import Bundle, collect_bundle, runtime_files, with_int8, with_wheels
+from tools.release.kernels import build_kernels, kernel_files, parse_compute_capability, with_kernels
 from tools.release.stage import StageResult, manifest_for, stage_release
 from tools.release.wheels import download_wheels, requirements_for
 from tools.sessions import open_session, paused_service
@@ -121,12 +122,18 @@ def int8_artifacts(pipeline: PipelineFile, artifacts, progress: Progress) -> Int
 
 
 def bundle_for_device(session, base: Bundle, progress: Progress, int8: Int8Choice | None = None) -> tuple[Bundle, dict]:
-    """Probe the device once; add the calibration cache for its TensorRT and wheels of whatever runtime modules its Python lacks."""
+    """Probe the device once; add the calibration cache for its TensorRT, the CUDA kernels for its GPU, and
+    wheels of whatever runtime modules its Python lacks."""
     task = progress.task(f"probing {session.name}", total=None)
     facts = session.probe()
     task.done()
     if int8 is not None and facts.get("tensorrt"):
         base = with_int8(base, int8.qdq_model, int8.ranges, trt_cache_file(int8.calibration, facts["tensorrt"]), int8.precision_file)
+    compute_capability = parse_compute_capability(facts.get("compute_capability"))
+    if compute_capability is not None:
+        task = progress.task(f"CUDA kernels for compute capability {compute_capability[0]}.{compute_capability[1]}", total=None)
+        base = with_kernels(base, kernel_files(build_kernels(cache_dir()), compute_capability))
+        task.done()
     requirements = requirements_for(facts.get("missing_modules") or [])
     if not requirements:
         return base, facts

@@ -1,0 +1,92 @@
+"""Builds of plugins_cuda, once per session: host reference (no CUDA), kernels (nvcc), aarch64 (cross),
+and the host reference library called through ctypes with the plans sdk/gpu makes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from .helpers import HostReference
+
+REPO = Path(__file__).resolve().parents[2]
+PLUGINS = REPO / "plugins_cuda"
+TOOLCHAINS = REPO / "cmake"
+
+
+@dataclass(frozen=True)
+class Build:
+    folder: Path
+    configure_log: str
+
+
+def cmake_build(folder: Path, *options: str, env: dict | None = None) -> Build:
+    cmake = shutil.which("cmake")  # resolved here: `env` may leave nvcc's folder (and what else is in it) off PATH
+    if cmake is None:
+        pytest.skip("cmake is not installed")
+    configure = subprocess.run([cmake, "-S", str(PLUGINS), "-B", str(folder), *options], capture_output=True, text=True, env=env, timeout=120)
+    assert configure.returncode == 0, configure.stdout + configure.stderr
+    build = subprocess.run([cmake, "--build", str(folder), "-j", "2"], capture_output=True, text=True, env=env, timeout=300)
+    assert build.returncode == 0, build.stdout + build.stderr
+    return Build(folder, configure.stdout)
+
+
+@pytest.fixture(scope="session")
+def host_build(tmp_path_factory) -> Build:
+    """The host reference, configured as on a machine without CUDA (nvcc off PATH and out of CMake's search)."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if not (Path(p) / "nvcc").exists())
+    env = {**os.environ, "PATH": path}
+    env.pop("CUDACXX", None)
+    return cmake_build(
+        tmp_path_factory.mktemp("pp-host"),
+        f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAINS / 'toolchain-x86_64-linux.cmake'}",
+        "-DPLUGINS_CUDA_ROOT=/nonexistent",
+        "-DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF",  # CMake would otherwise look in /usr/local/bin
+        env=env,
+    )
+
+
+@pytest.fixture(scope="session")
+def kernel_build(tmp_path_factory) -> Build:
+    """The CMake project with nvcc: a cubin and a ptxas report per architecture, the PTX, the manifest."""
+    if shutil.which("nvcc") is None or shutil.which("g++") is None:
+        pytest.skip("nvcc (CUDA toolkit) is not installed")
+    return cmake_build(tmp_path_factory.mktemp("pp-cuda"), f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAINS / 'toolchain-x86_64-linux.cmake'}")
+
+
+@pytest.fixture(scope="session")
+def aarch64_build(tmp_path_factory) -> Build:
+    missing = [tool for tool in ("aarch64-linux-gnu-g++", "qemu-aarch64-static") if shutil.which(tool) is None]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)} (apt-get install g++-aarch64-linux-gnu qemu-user-static)")
+    return cmake_build(
+        tmp_path_factory.mktemp("pp-aarch64"),
+        f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAINS / 'toolchain-aarch64-linux-gnu.cmake'}",
+        "-DPLUGINS_CUDA_KERNELS=OFF",
+    )
+
+
+@pytest.fixture(scope="session")
+def reference(host_build) -> HostReference:
+    return HostReference(host_build.folder / "libpp_reference.so")
+
+
+@pytest.fixture(scope="session")
+def real_frames(video_path) -> list[np.ndarray]:
+    capture = cv2.VideoCapture(str(video_path))
+    frames = []
+    for index in range(120):
+        ok, image = capture.read()
+        assert ok
+        if index in (0, 119):
+            frames.append(image.copy())
+    capture.release()
+    return frames

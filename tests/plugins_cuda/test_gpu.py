@@ -1,0 +1,133 @@
+"""On a GPU: the kernels give the host reference's bytes, and their time by CUDA events.
+
+Marked `gpu`; skipped unless the CUDA driver library loads and reports a device. Nothing here
+has run on this project's CI machines (no GPU); run with `python -m pytest -m gpu` on a device.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+
+import numpy as np
+import pytest
+
+from sdk.gpu.plan import PreprocessPlan
+from sdk.spec.schema import Preprocess
+from tools.release.kernels import kernel_files
+
+from .helpers import host_decode, host_yolo, to_nv12, to_yuyv, yolo_outputs
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="session")
+def gpu_kernels(request, tmp_path_factory):
+    """A release-style kernels folder with every binary; skips unless a driver and a device exist."""
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        pytest.skip("no CUDA driver (libcuda.so.1)")
+    driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings is not installed")
+    (err,) = driver.cuInit(0)
+    err2, count = driver.cuDeviceGetCount()
+    if err != driver.CUresult.CUDA_SUCCESS or err2 != driver.CUresult.CUDA_SUCCESS or count == 0:
+        pytest.skip(f"no CUDA device ({err!r})")
+    kernel_build = request.getfixturevalue("kernel_build")  # only where a GPU can run it
+    folder = tmp_path_factory.mktemp("release")
+    for rel, path in kernel_files(kernel_build.folder, None).items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(path.read_bytes())
+    return folder / "kernels"
+
+
+CASES = [
+    ("bgr8", {"resize": {"width": 300, "height": 300, "coordinates": "asymmetric"}, "normalize": {"scale": 2 / 255, "mean": [1, 1, 1]}}, None),
+    ("nv12", {"resize": {"width": 640, "height": 640, "mode": "letterbox"}, "layout": "nhwc", "dtype": "float16"}, None),
+    ("yuyv", {"resize": {"width": 320, "height": 320}, "color": "gray", "dtype": "uint8"}, None),
+    ("rgb8", {"resize": {"width": 640, "height": 384, "mode": "letterbox"}, "normalize": {"scale": 1 / 255}}, 1 / 127),
+]
+
+
+@pytest.mark.parametrize(("source_format", "spec_args", "int8_scale"), CASES)
+def test_kernel_equals_the_host_reference(gpu_kernels, reference, real_frames, source_format, spec_args, int8_scale):
+    from sdk.gpu.driver import CudaModule, CudaPreprocessor
+
+    image = real_frames[0]
+    h, w = image.shape[:2]
+    plan = PreprocessPlan.build(Preprocess(**spec_args), source_format, w, h, int8_scale=int8_scale)
+    uv = None
+    if source_format == "nv12":
+        source, uv = to_nv12(image)
+        frame = np.concatenate([source.reshape(-1), uv.reshape(-1)])
+    elif source_format == "yuyv":
+        source = frame = to_yuyv(image)
+    else:
+        source = frame = image if source_format == "bgr8" else np.ascontiguousarray(image[:, :, ::-1])
+    expected = reference.run(plan, source, uv)
+    with CudaModule(gpu_kernels) as cuda:
+        gpu = CudaPreprocessor(plan, cuda)
+        gpu(frame)
+        ours = gpu.download()
+        print(f"{plan.kernel}: {cuda.choice.kind} sm_{cuda.choice.arch}, input memory {cuda.memory}")
+    # Same explicit roundings on both sides: bit for bit.
+    assert ours.tobytes() == expected.tobytes()
+
+
+def test_kernel_time_by_cuda_events(gpu_kernels):
+    from sdk.gpu.driver import CudaModule, CudaPreprocessor
+
+    plan = PreprocessPlan.build(Preprocess(resize={"width": 640, "height": 640, "mode": "letterbox"}, dtype="float16"), "nv12", 1920, 1080)
+    with CudaModule(gpu_kernels) as cuda:
+        gpu = CudaPreprocessor(plan, cuda)
+        gpu.input_array[:] = np.random.default_rng(0).integers(0, 256, gpu.input_array.size, dtype=np.uint8)
+        times = [gpu() for _ in range(200)][20:]
+    median = statistics.median(times)
+    print(f"{plan.kernel} 1920x1080 NV12 -> 640x640 fp16: median {median * 1000:.1f} us, {plan.minimum_bytes() / median / 1e6:.1f} GB/s effective")
+    assert 0 < median < 5.0
+
+
+def test_ssd_decode_kernel_finds_the_host_references_candidates(gpu_kernels, reference, example_pipeline, prepared_example, real_frames):
+    """Same candidates as the host reference (in atomic order: compared sorted), scores and boxes to an ulp or two of expf."""
+    from sdk.backends import create_backend
+    from sdk.gpu.decode import SsdDecodePlan
+    from sdk.gpu.driver import CudaModule, CudaSsdDecoder
+    from sdk.preprocess import CpuPreprocessor
+
+    spec = example_pipeline.spec
+    decoder = spec.postprocess.decoder
+    anchors = prepared_example.load_tensors()[decoder.anchors]
+    with create_backend("onnxruntime", prepared_example.model_path) as backend:
+        (buffer,) = backend.inputs.values()
+        CpuPreprocessor(spec.preprocess, buffer)(real_frames[0])
+        backend.infer()
+        encodings, logits = backend.outputs[decoder.box_encodings].copy(), backend.outputs[decoder.class_logits].copy()
+    logits = logits.reshape(anchors.reshape(-1, 4).shape[0], -1)
+    plan = SsdDecodePlan.build(spec.postprocess.model_copy(update={"score_threshold": 0.05}), anchors, logits.shape[1], (300, 300))
+    boxes, scores, classes, found = host_decode(reference, plan, encodings, logits)
+    with CudaModule(gpu_kernels) as cuda:
+        g_boxes, g_scores, g_classes, g_found = CudaSsdDecoder(plan, cuda)(encodings, logits)
+        assert g_found == found > 0
+        ours, theirs = np.lexsort((g_boxes[:, 1], g_boxes[:, 0], g_scores)), np.lexsort((boxes[:, 1], boxes[:, 0], scores))
+        assert np.allclose(g_scores[ours], scores[theirs], rtol=1e-5)
+        assert np.allclose(g_boxes[ours], boxes[theirs], atol=1e-3)
+
+
+@pytest.mark.parametrize("layout", ["v5", "v8"])
+def test_yolo_decode_kernel_finds_the_host_references_candidates(gpu_kernels, reference, layout):
+    """No transcendental in YOLO decode: the same candidates bit for bit, in atomic order."""
+    from sdk.gpu.decode import YoloDecodePlan
+    from sdk.gpu.driver import CudaModule, CudaYoloDecoder
+    from sdk.spec.schema import Postprocess
+
+    spec = Postprocess(decoder={"kind": "yolo", "output": "out", "layout": layout}, classes=tuple(f"c{i}" for i in range(80)), score_threshold=0.25)
+    output = yolo_outputs(layout)
+    plan = YoloDecodePlan.build(spec, output.shape)
+    boxes, scores, classes, found = host_yolo(reference, plan, output)
+    with CudaModule(gpu_kernels) as cuda:
+        g_boxes, g_scores, g_classes, g_found = CudaYoloDecoder(plan, cuda)(output)
+        assert g_found == found > 100
+        ours = np.lexsort((g_boxes[:, 1], g_boxes[:, 0], g_scores))
+        theirs = np.lexsort((boxes[:, 1], boxes[:, 0], scores))
+        assert (g_scores[ours] == scores[theirs]).all() and (g_boxes[ours] == boxes[theirs]).all()
+        assert (g_classes[ours] == classes[theirs]).all()
