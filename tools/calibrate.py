@@ -127,6 +127,13 @@ def count_frames(pipeline: PipelineFile) -> int:
             count += 1
 
 
+ORT_METHODS = {  # lazily: onnxruntime.quantization is imported only when calibrating
+    "entropy": lambda m: m.Entropy,
+    "minmax": lambda m: m.MinMax,
+    "percentile": lambda m: m.Percentile,
+}
+
+
 @dataclass(frozen=True)
 class CalibrationArtifacts:
     folder: Path
@@ -202,9 +209,7 @@ class Calibrate:
         frames = preprocessed_frames(self.pipeline, set(self.selection.calibration), tuple(input_shape), self.progress)
         if len(frames) != len(self.selection.calibration):
             raise ModelError(f"calibration: the source delivered {len(frames)} of the {len(self.selection.calibration)} chosen frames")
-        method = {"entropy": CalibrationMethod.Entropy, "minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile}[
-            self.spec.method
-        ]
+        method = ORT_METHODS[self.spec.method](CalibrationMethod)
         ordered = [frames[i] for i in self.selection.calibration]
         ort_ranges = out.folder / "onnxruntime_ranges.json"
         with quiet_onnxruntime_quantization():
@@ -228,7 +233,7 @@ class Calibrate:
                 task.done()
                 del calibrator
             task = self.progress.task("writing the Q/DQ model", total=None)
-            write_qdq(self.model.model_path, out.qdq_model, ort_ranges)
+            write_qdq(self.model.model_path, out.qdq_model, ort_ranges, self.spec.method)
             task.done()
         data = load_tensors_data(str(ort_ranges))
         tensors = {}
@@ -245,7 +250,7 @@ class Calibrate:
         )
 
 
-def write_qdq(model: Path, out: Path, ort_ranges: Path, *, exclude: list[str] = (), only: list[str] | None = None) -> None:
+def write_qdq(model: Path, out: Path, ort_ranges: Path, method: str, *, exclude: list[str] = (), only: list[str] | None = None) -> None:
     """The Q/DQ model from saved ranges (no calibration here). `exclude`: nodes kept out of INT8;
     `only`: quantize just these (sensitivity analysis). Each node reads its own Q/DQ pair, so a node
     kept in float reads the float tensor even where a neighbour quantizes it."""
@@ -260,7 +265,7 @@ def write_qdq(model: Path, out: Path, ort_ranges: Path, *, exclude: list[str] = 
             per_channel=True,
             activation_type=QuantType.QInt8,  # symmetric signed INT8: what TensorRT executes
             weight_type=QuantType.QInt8,
-            calibrate_method=CalibrationMethod.MinMax,  # unused: ranges are read from the cache
+            calibrate_method=ORT_METHODS[method](CalibrationMethod),  # must name the cache's method; ranges are read from it
             nodes_to_exclude=list(exclude),
             nodes_to_quantize=list(only) if only is not None else None,
             extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "DedicatedQDQPair": bool(exclude or only)},

@@ -101,6 +101,7 @@ class FallbackToFp16:
         self.pipeline, self.model, self.artifacts, self.out = pipeline, model, artifacts, Path(out)
         self.progress = progress or SilentProgress()
         self.max_trials, self.ranking_frames = max_trials, ranking_frames
+        self.method = pipeline.spec.calibration.method
 
     def layers(self) -> list[str]:
         import onnx
@@ -122,7 +123,7 @@ class FallbackToFp16:
         costs = []
         probe = self.out / ".one-layer.onnx"
         for layer in layers:
-            write_qdq(self.model.model_path, probe, self.artifacts.onnxruntime_ranges, only=[layer])
+            write_qdq(self.model.model_path, probe, self.artifacts.onnxruntime_ranges, self.method, only=[layer])
             costs.append((layer, round(1.0 - _cosines(run(probe), reference), 8)))
             task.advance(1)
         probe.unlink(missing_ok=True)
@@ -144,7 +145,7 @@ class FallbackToFp16:
         for layer, cost in ranking[: self.max_trials]:
             if best.passed:
                 break
-            write_qdq(self.model.model_path, trial_path, self.artifacts.onnxruntime_ranges, exclude=[*kept, layer])
+            write_qdq(self.model.model_path, trial_path, self.artifacts.onnxruntime_ranges, self.method, exclude=[*kept, layer])
             trial = evaluate_int8(self.pipeline, self.model, trial_path, frames, gate)
             better = worst_cosine(trial) > worst_cosine(best)
             steps.append(FallbackStep(layer, cost, worst_cosine(best), worst_cosine(trial), better, trial.passed))
@@ -156,7 +157,7 @@ class FallbackToFp16:
         task.done()
         trial_path.unlink(missing_ok=True)
         if not kept:
-            write_qdq(self.model.model_path, final, self.artifacts.onnxruntime_ranges)
+            write_qdq(self.model.model_path, final, self.artifacts.onnxruntime_ranges, self.method)
         result = MixedPrecision(final, kept, ranking, steps, best, worst_cosine(baseline))
         (self.out / PRECISION_FILE).write_text(json.dumps(result.as_dict(), indent=1, default=str) + "\n")
         return result

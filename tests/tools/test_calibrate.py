@@ -167,3 +167,20 @@ def test_the_gate_passes_on_the_example_and_refuses_an_absurd_threshold(tmp_path
     assert "mean score drift" in bad.stderr and "Traceback" not in bad.stderr
     assert (tmp_path / "bad" / "accuracy.json").is_file() and not (tmp_path / "bad" / "model.qdq.onnx").exists()  # refused
     assert (tmp_path / "bad" / "accuracy.png").is_file()  # the numbers of a refusal are plotted too
+
+
+@pytest.mark.parametrize("method", ["entropy", "percentile"])
+def test_histogram_methods_write_the_qdq_model_and_their_cache_header(tmp_path, method):
+    """The Q/DQ model is written from the saved ranges by the method that made them (ONNX Runtime
+    refuses a cache of another method), also for one layer alone, as the sensitivity analysis does."""
+    from tools.calibrate import write_qdq
+
+    pipeline = small_pipeline(tmp_path, method=method, frames=4)
+    model = PrepareModel(pipeline, tmp_path / "cache")()
+    artifacts = Calibrate(pipeline, model, tmp_path / "cache")()
+    assert onnx.load(str(artifacts.qdq_model)).graph.node[0].op_type in ("QuantizeLinear", "DequantizeLinear")
+    assert artifacts.trt_cache("10.3").startswith("TRT-100300-EntropyCalibration2\n")  # DLA's calibrator, for both
+    first_conv = next(n.name for n in onnx.load(str(model.model_path)).graph.node if n.op_type == "Conv")
+    write_qdq(model.model_path, tmp_path / "one.onnx", artifacts.onnxruntime_ranges, method, only=[first_conv])
+    quantized = [n for n in onnx.load(str(tmp_path / "one.onnx")).graph.node if n.op_type == "QuantizeLinear"]
+    assert 1 <= len(quantized) <= 3  # its input (and weight) only: the rest stays float
