@@ -120,7 +120,7 @@ class LocalSession:
 
         return fingerprint(str(self.target.root))
 
-    def service_op(self, op: str, *args: str) -> dict:
+    def service_op(self, op: str, *args: str, python: str | None = None) -> dict:
         """`python -m sdk service OP` in a child process, as a device runs it (start detaches the supervisor)."""
         command = [sys.executable, "-B", "-m", "sdk", "service", "--root", str(self.store.root), op, *args]
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
@@ -225,8 +225,12 @@ class SshSession:
         except (ValueError, IndexError):
             raise TargetError(f"{self.connection.where}: store {op} answered {result.stdout[:200]!r}") from None
 
-    def service_op(self, op: str, *args: str) -> dict:
-        argv = [*self._agent_command(), "service", "--root", self.root, op, *args]
+    def service_op(self, op: str, *args: str, python: str | None = None) -> dict:
+        """`python` (a release's environment) for the ops that read the pipeline file (`unit`); else the device's own."""
+        command = self._agent_command()
+        if python is not None:
+            command = [*command[:3], python, *command[4:]]  # env PYTHONPATH=agent PYTHONDONTWRITEBYTECODE=1 <python> -B -m sdk
+        argv = [*command, "service", "--root", self.root, op, *args]
         result = self.connection.run(argv)
         if result.exit_code != 0:
             raise TargetError(

@@ -51,6 +51,8 @@ def test_service_commands_on_the_local_target(tiny_pipeline, tmp_path, state_dir
     assert refused.returncode == 1 and "no release is current" in refused.stderr
     path = long_running(tiny_pipeline)
     Deploy(path, "local", frames=3, report_dir=tmp_path / "r")()
+    unit = state_dir / "targets" / "local" / "service" / "perception-tiny.service"
+    assert "WatchdogSec=2" in unit.read_text()  # the deploy rendered the unit of the release it committed
     run_service_cycle("local")
 
 
@@ -72,4 +74,5 @@ def test_a_deploy_pauses_the_running_service_and_restarts_it_on_the_new_release(
 @pytest.mark.slow
 def test_service_commands_over_real_ssh(tiny_pipeline, tmp_path, ssh_target):
     Deploy(long_running(tiny_pipeline), ssh_target.name, frames=3, report_dir=tmp_path / "r")()
+    assert "Type=notify" in (ssh_target.root / "service" / "perception-tiny.service").read_text()
     run_service_cycle(ssh_target.name)

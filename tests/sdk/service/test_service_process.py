@@ -157,3 +157,24 @@ def test_the_unit_is_rendered_for_the_current_release(deployed):
     text = Path(result["unit"]).read_text()
     assert Path(result["unit"]).name == "perception-tiny.service" and "User=nvidia" in text and "WatchdogSec=1" in text
     assert f'"--release" "{store.root.resolve()}/current"' in text and "sudo systemctl link" in result["install"]
+
+
+def test_the_vehicle_gets_the_status_as_udp_heartbeats(deployed, tmp_path):
+    _, release = deployed
+    listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.settimeout(20)
+    copy = tmp_path / "release"
+    shutil.copytree(release, copy)
+    (pipeline,) = (copy / "pipeline").glob("*.yaml")
+    port = listener.getsockname()[1]
+    pipeline.write_text(pipeline.read_text().replace("status_interval_s: 0.2", f"status_interval_s: 0.2\n  heartbeat_udp: 127.0.0.1:{port}"))
+    command = [sys.executable, "-m", "sdk", "serve", "--release", str(copy), "--status-dir", str(tmp_path / "status"), "--frames", "60"]
+    child = subprocess.Popen(command, cwd=copy, stderr=subprocess.PIPE, text=True)
+    try:
+        beats = [json.loads(listener.recv(65536)) for _ in range(3)]
+    finally:
+        assert child.wait(timeout=30) == 0, child.stderr.read()
+        listener.close()
+    assert {beat["pid"] for beat in beats} == {child.pid} and all(beat["pipeline"] == "tiny" for beat in beats)
+    assert beats[-1]["frames"] >= beats[0]["frames"] and beats[-1]["state"] in ("STARTING", "NOMINAL", "STOPPED")
