@@ -66,6 +66,11 @@ class PipelineRunner:
         self._stream: FrameStream | None = None
         self._stopping = False
 
+    @property
+    def counters(self) -> StreamCounters | None:
+        """The source's counters while it runs (read by a service's status thread)."""
+        return self._stream.counters if self._stream is not None else None
+
     def stop(self) -> None:
         """End the run after the current frame (safe from a signal handler)."""
         self._stopping = True

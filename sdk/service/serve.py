@@ -36,8 +36,9 @@ def write_status(folder: Path, status: dict) -> None:
 class StatusReporter:
     """A thread that publishes the monitor's snapshot (file, manager STATUS, UDP) every interval."""
 
-    def __init__(self, folder: Path, monitor: HealthMonitor, notifier: Notifier, interval_s: float, extra: dict, udp: str | None) -> None:
+    def __init__(self, folder: Path, monitor: HealthMonitor, notifier: Notifier, interval_s: float, extra: dict, udp: str | None, live=None) -> None:
         self.folder, self.monitor, self.notifier, self.interval_s, self.extra = folder, monitor, notifier, interval_s, extra
+        self.live = live  # counters that change while running (the source's drops, corrupt frames, disconnects)
         self._udp = None
         if udp:
             host, _, port = udp.rpartition(":")
@@ -47,7 +48,8 @@ class StatusReporter:
         self.gc: GcOutOfTheLoop | None = None
 
     def publish(self) -> dict:
-        status = {**self.monitor.snapshot(), **self.extra, "pid": os.getpid(), "time": time.time()}
+        live = self.live() if self.live is not None else {}
+        status = {**self.monitor.snapshot(), **live, **self.extra, "pid": os.getpid(), "time": time.time()}
         write_status(self.folder, status)
         self.notifier.status(f"{status['state']}: {status['frames']} frames, {status['misses']} misses")
         if self._udp is not None:
@@ -120,7 +122,13 @@ def serve(argv: list[str]) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    reporter = StatusReporter(status_dir, monitor, notifier, service.status_interval_s, extra, service.heartbeat_udp)
+    def source_counters() -> dict:
+        counters = runner.counters
+        if counters is None:
+            return {}
+        return {"dropped": counters.dropped, "corrupt_frames": counters.corrupt, "disconnects": counters.disconnects}
+
+    reporter = StatusReporter(status_dir, monitor, notifier, service.status_interval_s, extra, service.heartbeat_udp, source_counters)
     with reporter, GcOutOfTheLoop() as gc_guard:
         reporter.gc = gc_guard
         try:
@@ -133,9 +141,6 @@ def serve(argv: list[str]) -> int:
         monitor.stop()
         extra["last_error"] = result.last_error
         extra["stage_errors"] = result.stage_errors
-        extra["dropped"] = result.counters.dropped
-        extra["corrupt_frames"] = result.counters.corrupt
-        extra["disconnects"] = result.counters.disconnects
     reporter.publish()
     notifier.close()
     return 0

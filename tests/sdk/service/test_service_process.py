@@ -178,3 +178,52 @@ def test_the_vehicle_gets_the_status_as_udp_heartbeats(deployed, tmp_path):
         listener.close()
     assert {beat["pid"] for beat in beats} == {child.pid} and all(beat["pipeline"] == "tiny" for beat in beats)
     assert beats[-1]["frames"] >= beats[0]["frames"] and beats[-1]["state"] in ("STARTING", "NOMINAL", "STOPPED")
+
+
+def edited_release(release: Path, folder: Path, *edits: tuple[str, str]) -> Path:
+    """A copy of the release whose pipeline file has these (old, new) replacements (the store stays intact)."""
+    shutil.copytree(release, folder)
+    (pipeline,) = (folder / "pipeline").glob("*.yaml")
+    text = pipeline.read_text()
+    for old, new in edits:
+        assert old in text
+        text = text.replace(old, new)
+    pipeline.write_text(text)
+    return folder
+
+
+def test_the_service_reconnects_a_pulled_camera_and_reports_it(deployed, tmp_path):
+    _, release = deployed
+    live = "synthetic://boxes?width=64&height=48&frames=100000&live=1&fps=60&unplug_at=20&unplug_ms=300"
+    copy = edited_release(release, tmp_path / "release", ("synthetic://boxes?width=64&height=48&frames=100000", live))
+    command = [sys.executable, "-m", "sdk", "serve", "--release", str(copy), "--status-dir", str(tmp_path / "status"), "--frames", "50"]
+    done = subprocess.run(command, cwd=copy, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    status = read_json(tmp_path / "status" / "status.json")
+    assert status["state"] == "STOPPED" and status["frames"] == 50 and status["disconnects"] == 1
+
+
+def test_a_stalled_runtime_goes_degraded_sheds_frames_and_recovers(deployed, tmp_path):
+    """SIGSTOP for 0.6 s is a stall of the whole process: the frames behind it miss their deadline."""
+    _, release = deployed
+    copy = edited_release(
+        release,
+        tmp_path / "release",
+        ("budgets:\n", "budgets:\n  deadline_ms: 40\n"),
+        ("status_interval_s: 0.2", "status_interval_s: 0.2\n  degraded: {after_misses: 3, recover_after: 10, process_every: 2}"),
+    )
+    status_dir = tmp_path / "status"
+    command = [sys.executable, "-m", "sdk", "serve", "--release", str(copy), "--status-dir", str(status_dir), "--frames", "150"]
+    child = subprocess.Popen(command, cwd=copy, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: read_json(status_dir / "status.json").get("frames", 0) > 20, 30, "frames")
+        os.kill(child.pid, signal.SIGSTOP)
+        time.sleep(0.6)
+        os.kill(child.pid, signal.SIGCONT)
+        assert child.wait(timeout=60) == 0, child.stderr.read()
+    finally:
+        child.kill()
+    final = read_json(status_dir / "status.json")
+    # STARTING -> NOMINAL -> DEGRADED -> NOMINAL -> STOPPED, with shed frames and the misses counted
+    assert final["state"] == "STOPPED" and final["transitions"] >= 4 and final["shed"] > 0 and final["misses"] >= 3
+    assert final["frames"] + final["shed"] >= 150
