@@ -15,6 +15,7 @@ META_FILE = "prepare.json"
 QDQ_FILE = "model.qdq.onnx"  # INT8: the calibrated Q/DQ model (what ONNX Runtime and TensorRT 11 run)
 RANGES_FILE = "ranges.json"  # INT8: the ranges behind it, from which TensorRT 8.6/10 caches are made
 TRT_CACHE_FILE = "calibration.cache"  # INT8: the cache for the target's own TensorRT, when it has one
+ENGINE_FILE = "model.engine"  # a TensorRT engine built on the target (or its twin) for this release
 PRECISION_FILE = "precision.json"  # INT8: layers kept out of INT8 by the accuracy fallback (FP16 on TensorRT 10)
 
 
@@ -45,6 +46,23 @@ class ModelArtifacts:
                 hint="deploy calibrates INT8 itself; or run `sdk calibrate PIPELINE` and deploy again",
             )
         return qdq
+
+    @property
+    def engine_path(self) -> Path:
+        return self.folder / ENGINE_FILE
+
+    def declared_tensors(self) -> tuple:
+        """The prepared model's inputs and outputs (float32) as the preparation recorded them: what an engine must match."""
+        import json
+
+        from sdk.backends.base import TensorSpec
+
+        try:
+            meta = json.loads(self.meta_path.read_text())
+        except (OSError, ValueError):
+            return ()
+        tensors = {**meta.get("inputs", {}), **meta.get("outputs", {})}
+        return tuple(TensorSpec(name, tuple(shape), np.dtype(np.float32)) for name, shape in tensors.items())
 
     def files(self) -> list[Path]:
         return [self.model_path, self.tensors_path, self.meta_path]

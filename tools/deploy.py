@@ -19,11 +19,12 @@ from sdk.runtime.junit import JUNIT_FILE
 from sdk.runtime.report import REPORT_FILE
 from sdk.runtime.timeline import TIMELINE_FILE
 from sdk.spec.loader import PipelineFile, load_pipeline
+from tools.engines.for_deploy import engine_for_device, wants_engine
 from tools.fleet import FleetResult, deploy_fleet
 from tools.int8 import Int8Choice, Int8ForDeploy, trt_cache_file
 from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
-from tools.release.bundle import Bundle, collect_bundle, runtime_files, with_int8, with_wheels
+from tools.release.bundle import Bundle, collect_bundle, runtime_files, with_engine, with_int8, with_wheels
 from tools.release.kernels import build_kernels, kernel_files, parse_compute_capability, with_kernels
 from tools.release.stage import StageResult, manifest_for, stage_release
 from tools.release.wheels import download_wheels, requirements_for
@@ -96,7 +97,9 @@ class Deploy:
         if len(targets) > 1:
             return deploy_fleet(
                 targets,
-                lambda session, target: install_release(session, target, base, self.progress, int8),
+                lambda session, target: install_release(
+                    session, target, base, self.progress, int8, engine_step(pipeline, artifacts, int8, target, self.progress)
+                ),
                 lambda session, staged, folder: accept(
                     folder, pipeline, artifacts, measure(session, staged, folder, self.frames, self.progress), self.progress
                 ),
@@ -108,7 +111,7 @@ class Deploy:
             )
         (target,) = targets
         with open_session(target) as session, paused_service(session, self.progress):
-            staged = install_release(session, target, base, self.progress, int8)
+            staged = install_release(session, target, base, self.progress, int8, engine_step(pipeline, artifacts, int8, target, self.progress))
             report = measure(session, staged, report_dir, self.frames, self.progress)
         report = accept(report_dir, pipeline, artifacts, report, self.progress)
         return DeployResult(report, report_dir, staged, pipeline)
@@ -121,7 +124,18 @@ def int8_artifacts(pipeline: PipelineFile, artifacts, progress: Progress) -> Int
     return Int8ForDeploy(pipeline, artifacts, cache_dir(), progress)()
 
 
-def bundle_for_device(session, base: Bundle, progress: Progress, int8: Int8Choice | None = None) -> tuple[Bundle, dict]:
+def engine_step(pipeline: PipelineFile, artifacts, int8: Int8Choice | None, target, progress: Progress):
+    """facts -> the TensorRT engine for that device (built on it, or cached), or None where the pipeline runs without one."""
+
+    def engine(facts: dict):
+        if not wants_engine(pipeline, target, facts):
+            return None
+        return engine_for_device(pipeline, artifacts, int8, target, facts, cache_dir(), progress)
+
+    return engine
+
+
+def bundle_for_device(session, base: Bundle, progress: Progress, int8: Int8Choice | None = None, engine=None) -> tuple[Bundle, dict]:
     """Probe the device once; add the calibration cache for its TensorRT, the CUDA kernels for its GPU, and
     wheels of whatever runtime modules its Python lacks."""
     task = progress.task(f"probing {session.name}", total=None)
@@ -129,6 +143,10 @@ def bundle_for_device(session, base: Bundle, progress: Progress, int8: Int8Choic
     task.done()
     if int8 is not None and facts.get("tensorrt"):
         base = with_int8(base, int8.qdq_model, int8.ranges, trt_cache_file(int8.calibration, facts["tensorrt"]), int8.precision_file)
+    if engine is not None:  # engine(facts) -> the TensorRT engine this device gets, or None
+        built = engine(facts)
+        if built is not None:
+            base = with_engine(base, built)
     compute_capability = parse_compute_capability(facts.get("compute_capability"))
     if compute_capability is not None:
         task = progress.task(f"CUDA kernels for compute capability {compute_capability[0]}.{compute_capability[1]}", total=None)
@@ -143,10 +161,10 @@ def bundle_for_device(session, base: Bundle, progress: Progress, int8: Int8Choic
     return with_wheels(base, wheels), facts
 
 
-def install_release(session, target: Target, base: Bundle, progress: Progress, int8: Int8Choice | None = None) -> StageResult:
+def install_release(session, target: Target, base: Bundle, progress: Progress, int8: Int8Choice | None = None, engine=None) -> StageResult:
     """Probe, stage, build the offline environment, activate on trial, health-check and commit, under the deploy lock."""
     session.ensure_agent(runtime_files())
-    bundle, facts = bundle_for_device(session, base, progress, int8)
+    bundle, facts = bundle_for_device(session, base, progress, int8, engine)
     manifest = manifest_for(bundle)
     owner = deploy_owner()
     session.lock(owner)

@@ -7,16 +7,46 @@ from pathlib import Path
 from sdk.backends.base import Backend, TensorSpec
 from sdk.errors import ConfigError
 
-BACKENDS = ("onnxruntime",)
+BACKENDS = ("onnxruntime", "tensorrt")
 
 
-def create_backend(name: str, model_path: Path, *, threads: int | None = None) -> Backend:
-    """`auto` picks the best backend installed for the model; today that is ONNX Runtime on CPU."""
+def create_backend(
+    name: str,
+    model_path: Path,
+    *,
+    threads: int | None = None,
+    engine_path: Path | None = None,
+    declared: tuple[TensorSpec, ...] = (),
+    dla_core: int | None = None,
+) -> Backend:
+    """`tensorrt`: the release's engine (an error without one or without a GPU). `auto`: the engine
+    when the release has one and this machine has a CUDA device, else ONNX Runtime on the CPU."""
+    has_engine = engine_path is not None and Path(engine_path).is_file()
+    if name == "tensorrt" or (name == "auto" and has_engine and _cuda_device()):
+        if not has_engine:
+            raise ConfigError(
+                f"model.backend is tensorrt but the release has no engine ({engine_path})",
+                hint="deploy to a target with TensorRT: the engine is built there (sdk dla-report shows what it will be)",
+            )
+        from sdk.backends.tensorrt_gpu import TensorRTBackend
+
+        return TensorRTBackend(engine_path, declared=declared, dla_core=dla_core)
     if name in ("auto", "onnxruntime"):
         from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
 
         return OnnxRuntimeBackend(model_path, threads=threads)
     raise ConfigError(f"model.backend: unknown backend {name!r}; allowed: auto, {', '.join(BACKENDS)}")
+
+
+def _cuda_device() -> bool:
+    from sdk.engine.cuda_check import require_cuda_device
+    from sdk.errors import BackendError
+
+    try:
+        require_cuda_device(BackendError)
+    except BackendError:
+        return False
+    return True
 
 
 __all__ = ["BACKENDS", "Backend", "TensorSpec", "create_backend"]

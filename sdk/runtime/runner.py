@@ -85,7 +85,16 @@ class PipelineRunner:
         self._stream = stream
         with ExitStack() as stack:
             model_path = self.artifacts.model_for(spec.model.precision)
-            backend = stack.enter_context(create_backend(spec.model.backend, model_path, threads=spec.model.threads))
+            backend = stack.enter_context(
+                create_backend(
+                    spec.model.backend,
+                    model_path,
+                    threads=spec.model.threads,
+                    engine_path=self.artifacts.engine_path,
+                    declared=self.artifacts.declared_tensors(),
+                    dla_core=spec.model.dla.core if spec.model.dla is not None else None,
+                )
+            )
             if len(backend.inputs) != 1:
                 raise ModelError(f"{model_path}: the model must have one input, it has {len(backend.inputs)}")
             ((input_name, input_buffer),) = backend.inputs.items()
@@ -95,7 +104,8 @@ class PipelineRunner:
             frames = stack.enter_context(stream)
             fps = spec.source.replay.rate_fps or frames.reader.nominal_fps or 30.0
             sinks = stack.enter_context(create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl))
-            result = RunResult(recorder, stream.counters, backend=f"{backend.describe()}, {_precision_note(spec.model.precision)}")
+            note = f"TensorRT engine, {spec.model.precision}" if backend.name == "tensorrt" else _precision_note(spec.model.precision)
+            result = RunResult(recorder, stream.counters, backend=f"{backend.describe()}, {note}")
             started = time.perf_counter()
             self._loop(frames, preprocess, backend, postprocess, sinks, result)
             result.wall_s = time.perf_counter() - started

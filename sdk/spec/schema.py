@@ -156,7 +156,7 @@ class DlaPlacement(Frozen):
 class Model(Frozen):
     path: str
     prepare: Prepare | None = None
-    backend: Literal["auto", "onnxruntime"] = "auto"
+    backend: Literal["auto", "onnxruntime", "tensorrt"] = "auto"  # auto: TensorRT where the release has an engine and a GPU
     threads: Annotated[int, Field(ge=1, le=256)] | None = None
     # int8: the host calibrates (the `calibration` section) and deploys only what passes its accuracy gate;
     # the CPU backend runs the Q/DQ model, TensorRT builds from the same ranges. fp16 is TensorRT's alone.

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import sdk
-from sdk.artifacts import PRECISION_FILE, QDQ_FILE, RANGES_FILE, TRT_CACHE_FILE, ModelArtifacts
+from sdk.artifacts import ENGINE_FILE, PRECISION_FILE, QDQ_FILE, RANGES_FILE, TRT_CACHE_FILE, ModelArtifacts
 from sdk.spec.loader import PipelineFile
 
 PIPELINE_DIR = "pipeline"
@@ -62,6 +62,11 @@ def with_int8(bundle: Bundle, qdq_model: Path, ranges: Path, trt_cache: Path | N
     if precision is not None:
         files[f"{ARTIFACTS_DIR}/{PRECISION_FILE}"] = precision
     return replace(bundle, files=files)
+
+
+def with_engine(bundle: Bundle, engine: Path) -> Bundle:
+    """The bundle plus the TensorRT engine built for this device (content-addressed like every file)."""
+    return replace(bundle, files={**bundle.files, f"{ARTIFACTS_DIR}/{ENGINE_FILE}": engine})
 
 
 def with_wheels(bundle: Bundle, wheels: list[Path]) -> Bundle:

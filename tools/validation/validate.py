@@ -15,7 +15,7 @@ from sdk.errors import ConfigError, TargetError
 from sdk.release import sha256_of
 from sdk.runtime.interference import InterferencePlan
 from sdk.spec.loader import PipelineFile, load_pipeline
-from tools.deploy import DeployResult, default_report_dir, install_release, int8_artifacts, measure
+from tools.deploy import DeployResult, default_report_dir, engine_step, install_release, int8_artifacts, measure
 from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import collect_bundle
@@ -80,7 +80,8 @@ class Validate:
         with open_session(target) as session, paused_service(session, self.progress):
             if self.deploy:
                 int8 = int8_artifacts(pipeline, artifacts, self.progress)
-                staged = install_release(session, target, collect_bundle(pipeline, artifacts, prepare.key, int8), self.progress, int8)
+                bundle = collect_bundle(pipeline, artifacts, prepare.key, int8)
+                staged = install_release(session, target, bundle, self.progress, int8, engine_step(pipeline, artifacts, int8, target, self.progress))
             else:
                 staged = current_release(session)
             report = measure(session, staged, report_dir, self.frames, self.progress, stress=self.stress)
