@@ -36,6 +36,7 @@ class RunResult:
     last_error: str | None = None
     backend: str = ""
     wall_s: float = 0.0
+    slowest_layers: list[tuple[str, float]] = field(default_factory=list)  # (layer, ms per frame), TensorRT profiling only
 
     @property
     def frames(self) -> int:
@@ -93,6 +94,7 @@ class PipelineRunner:
                     engine_path=self.artifacts.engine_path,
                     declared=self.artifacts.declared_tensors(),
                     dla_core=spec.model.dla.core if spec.model.dla is not None else None,
+                    profile_layers=spec.model.profile_layers,
                 )
             )
             if len(backend.inputs) != 1:
@@ -109,6 +111,8 @@ class PipelineRunner:
             started = time.perf_counter()
             self._loop(frames, preprocess, backend, postprocess, sinks, result)
             result.wall_s = time.perf_counter() - started
+            if hasattr(backend, "slowest_layers"):  # TensorRT with profile_layers: the bottleneck layers, by name
+                result.slowest_layers = [(name, round(ms / max(result.frames, 1), 4)) for name, ms in backend.slowest_layers(10)]
         return result
 
     def _loop(self, frames, preprocess, backend, postprocess, sinks, result: RunResult) -> None:

@@ -162,6 +162,7 @@ class Model(Frozen):
     # the CPU backend runs the Q/DQ model, TensorRT builds from the same ranges. fp16 is TensorRT's alone.
     precision: Literal["fp32", "fp16", "int8"] = "fp32"
     dla: DlaPlacement | None = None  # run on a DLA core under this contract (TensorRT builds only)
+    profile_layers: bool = False  # TensorRT: per-layer times in the report (names the bottleneck layers; costs time)
 
 
 class SsdDecoder(Frozen):

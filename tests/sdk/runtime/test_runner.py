@@ -13,6 +13,7 @@ from xml.etree import ElementTree
 
 import pytest
 
+import sdk.runtime.runner as runner_module
 from sdk.errors import SdkError
 from sdk.runtime import PipelineRunner
 from sdk.runtime.report import build_report, write_report
@@ -153,3 +154,19 @@ def test_sigkill_mid_run_leaves_no_half_written_file_reachable(tiny_pipeline, tm
     child.wait(timeout=30)
     visible = [p.name for p in out.iterdir() if not p.name.startswith(".")]
     assert visible == []  # only hidden `.name.partial` files: nothing a reader would take for a result
+
+
+def test_a_profiling_backends_slowest_layers_reach_the_report(tiny_pipeline, tmp_path, monkeypatch):
+    """TensorRT's per-layer profiler (a GPU-only path) stood in for by the real ORT backend plus layer totals."""
+    pipeline, artifacts = tiny_pipeline(frames=10)
+    original = runner_module.create_backend
+
+    def profiled(*args, **kwargs):
+        backend = original(*args, **kwargs)
+        backend.slowest_layers = lambda count: [("conv_stem", 20.0), ("conv_head", 5.0)][:count]  # ms summed over the run
+        return backend
+
+    monkeypatch.setattr(runner_module, "create_backend", profiled)
+    result = PipelineRunner(pipeline, artifacts, tmp_path / "out").run()
+    report = build_report(pipeline, result, target="local")
+    assert report["slowest_layers"] == [{"layer": "conv_stem", "ms_per_frame": 2.0}, {"layer": "conv_head", "ms_per_frame": 0.5}]
