@@ -10,6 +10,7 @@ USAGE = """usage: python -m sdk COMMAND ...
   probe [ROOT]                                                            print the device fingerprint
   serve --release DIR --status-dir DIR                                    run a release as a service
   supervise --release DIR --status-dir DIR                                serve under a supervisor (no systemd)
+  selftest --release DIR                                                  hardware checks of a release on this device
   service --root DIR (start|stop|status|logs|unit)                        the service of the current release
   engine build --plan FILE --model FILE --out DIR [...]                   build a TensorRT engine here
 """
@@ -37,6 +38,10 @@ def main(argv: list[str]) -> int:
         from sdk.service.control import main as service
 
         return service(argv[1:])
+    if command == "selftest":
+        from sdk.selftest import main as selftest
+
+        return selftest(argv[1:])
     if command == "probe":
         from sdk.probe import fingerprint
 

@@ -69,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("target")
     sim = targets_commands.add_parser("sim", help="start a simulated target (real sshd on loopback) and write targets/sim.yaml")
     sim.add_argument("--stop", action="store_true", help="stop the simulated target")
+    selftest = commands.add_parser("selftest", help="the hardware checks (CUDA, TensorRT engine, CUDA preprocessing) on the target")
+    selftest.add_argument("--target", "-t", required=True)
     validate = commands.add_parser("validate", help="latency and accuracy acceptance run on the target's current release")
     validate.add_argument("pipeline", type=Path, help="pipeline file (YAML): the one the current release runs")
     validate.add_argument("--target", "-t", required=True)
@@ -254,9 +256,31 @@ def _service_command(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _selftest(args: argparse.Namespace, console: Console) -> int:
+    from rich.table import Table
+
+    from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
+    from tools.remote import selftest
+    from tools.targets import resolve_target
+
+    result = selftest(resolve_target(args.target))
+    table = Table(title=f"selftest of release {result['release']} on {args.target}")
+    for column in ("check", "status", "detail"):
+        table.add_column(column)
+    style = {"PASS": "bold green", "FAIL": "bold red", "SKIP": "yellow", "N/A": "dim"}
+    for check in result["checks"]:
+        table.add_row(check["name"], f"[{style[check['status']]}]{check['status']}[/]", check["detail"])
+    console.print(table)
+    statuses = {check["status"] for check in result["checks"]}
+    if "FAIL" in statuses:
+        return EXIT_BUDGET_FAIL
+    return EXIT_INCONCLUSIVE if "SKIP" in statuses else EXIT_PASS  # a check skipped for lack of hardware proves nothing
+
+
 HANDLERS = {
     "deploy": _deploy,
     "validate": _validate,
+    "selftest": _selftest,
     "prepare": _prepare,
     "calibrate": _calibrate,
     "dla-report": _dla_report,

@@ -34,4 +34,21 @@ def service_command(target: Target, op: str, *args: str) -> dict:
         return session.service_op(op, *args)
 
 
-__all__ = ["probe", "service_command", "store_command"]
+def selftest(target: Target) -> dict:
+    """`python -m sdk selftest` of the target's current release, run there: its hardware checks."""
+    import json
+
+    from sdk.errors import TargetError
+
+    with open_session(target) as session:
+        session.ensure_agent(runtime_files())
+        current = session.status().get("current")
+        if current is None:
+            raise TargetError(f"no release is current on {target.name}", hint=f"deploy one first: deploy --target {target.name} PIPELINE")
+        done = session.release_command(current, ["selftest", "--release", "."], session.env(current))
+        if done.returncode != 0:
+            raise TargetError(f"{target.name}: selftest failed to run: {done.stderr.strip()[-300:]}", hint="see the release's Python environment")
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+__all__ = ["probe", "selftest", "service_command", "store_command"]

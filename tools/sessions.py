@@ -161,6 +161,13 @@ class LocalSession:
             raise
         return RunOutcome(code, stderr)
 
+    def release_command(self, release_id: str, args: list[str], python: str | None = None) -> subprocess.CompletedProcess:
+        """`python -m sdk ARGS` of the release itself, in its folder (its own sdk, not the host's)."""
+        release = self.store.release_dir(release_id)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+        command = [python or sys.executable, "-B", "-m", "sdk", *args]
+        return subprocess.run(command, cwd=release, env=env, capture_output=True, text=True, timeout=3600)
+
     def fetch_run(self, run_name: str, destination: Path) -> None:
         """Move the run's files into the host report folder (same machine: a rename, not a copy)."""
         run_dir = self.store.run_dir(run_name)
@@ -360,6 +367,25 @@ class SshSession:
         ]
         result = self.connection.run(argv, on_stdout_line=lambda line: on_event(parse_event(line)), timeout=self.target.spec.timeouts.deadline_s)
         return RunOutcome(result.exit_code, result.stderr)
+
+    def release_command(self, release_id: str, args: list[str], python: str | None = None) -> subprocess.CompletedProcess:
+        release = f"{self.root}/releases/{release_id}"
+        argv = [
+            "sh",
+            "-c",
+            'cd "$1" && shift && exec "$@"',
+            "sh",
+            release,
+            "env",
+            "PYTHONDONTWRITEBYTECODE=1",
+            python or self.python,
+            "-B",
+            "-m",
+            "sdk",
+            *args,
+        ]
+        result = self.connection.run(argv, timeout=self.target.spec.timeouts.deadline_s)
+        return subprocess.CompletedProcess(argv, result.exit_code, result.stdout, result.stderr)
 
     def fetch_run(self, run_name: str, destination: Path) -> None:
         sftp = self.connection.sftp()

@@ -1,0 +1,127 @@
+"""`python -m sdk selftest --release DIR`: the hardware checks, run on the device against its release.
+
+What no host can prove: that this device's CUDA driver answers, that its TensorRT loads the
+release's engine and runs it, and that the release's CUDA preprocessing kernel gives what the CPU
+path gives on a frame of the pipeline's own source. Each check is PASS, FAIL or SKIP with the
+reason (a device without a GPU skips what needs one), or N/A where the release has nothing for it
+to check; one JSON object on stdout for the host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+PASS, FAIL, SKIP, NOT_APPLICABLE = "PASS", "FAIL", "SKIP", "N/A"  # SKIP: the hardware is missing; N/A: the release has nothing to check
+
+
+def _check(name: str, function, *args) -> dict:
+    started = time.perf_counter()
+    try:
+        status, detail = function(*args)
+    except Exception as exc:  # a check that raises has failed; the others still run
+        status, detail = FAIL, f"{type(exc).__name__}: {exc}"
+    return {"name": name, "status": status, "detail": detail, "seconds": round(time.perf_counter() - started, 3)}
+
+
+def cuda_driver() -> tuple[str, str]:
+    from sdk.engine.cuda_check import require_cuda_device
+    from sdk.errors import BackendError
+
+    try:
+        count = require_cuda_device(BackendError)
+    except BackendError as exc:
+        return SKIP, exc.message
+    return PASS, f"{count} CUDA device(s)"
+
+
+def tensorrt_version() -> tuple[str, str]:
+    for module in ("tensorrt", "tensorrt_lean"):
+        try:
+            trt = __import__(module)
+        except ImportError:
+            continue
+        return PASS, f"{module} {trt.__version__}"
+    return SKIP, "TensorRT is not installed"
+
+
+def engine_runs(release: Path, gpu: bool) -> tuple[str, str]:
+    from sdk.runtime.cli import load_release
+
+    _, pipeline, artifacts = load_release(release)
+    if not artifacts.engine_path.is_file():
+        return NOT_APPLICABLE, "the release has no TensorRT engine"
+    if not gpu:
+        return SKIP, "no CUDA device"
+    import numpy as np
+
+    from sdk.backends.tensorrt_gpu import TensorRTBackend
+
+    dla = pipeline.spec.model.dla
+    with TensorRTBackend(artifacts.engine_path, declared=artifacts.declared_tensors(), dla_core=dla.core if dla else None) as backend:
+        for buffer in backend.inputs.values():
+            buffer[...] = np.random.default_rng(0).standard_normal(buffer.shape).astype(buffer.dtype)
+        times = []
+        for _ in range(5):
+            backend.infer()
+            times.append(backend.last_infer_ms)
+        bad = [name for name, out in backend.outputs.items() if not np.isfinite(out).all()]
+    if bad:
+        return FAIL, f"non-finite outputs: {bad}"
+    return PASS, f"engine ran 5 times, infer {min(times):.3f}-{max(times):.3f} ms (CUDA events)"
+
+
+def cuda_preprocess_matches_cpu(release: Path, gpu: bool) -> tuple[str, str]:
+    if not (release / "kernels").is_dir():
+        return NOT_APPLICABLE, "the release carries no CUDA kernels"
+    if not gpu:
+        return SKIP, "no CUDA device"
+    import numpy as np
+
+    from sdk.gpu.driver import CudaModule, CudaPreprocessor
+    from sdk.gpu.plan import PreprocessPlan
+    from sdk.preprocess import CpuPreprocessor
+    from sdk.runtime.cli import load_release
+    from sdk.sources import open_reader
+
+    _, pipeline, _ = load_release(release)
+    spec = pipeline.spec.preprocess
+    reader = open_reader(pipeline.spec.source.uri, pipeline.folder)
+    with reader:
+        frame = reader.read()
+    if frame is None or frame.ndim != 3 or spec.dtype != "float32":
+        return SKIP, "needs a colour frame from the pipeline's source and float32 preprocessing"
+    h, w = frame.shape[:2]
+    plan = PreprocessPlan.build(spec, "bgr8", w, h)
+    cpu_out = np.zeros(spec.tensor_shape, np.float32)
+    with CpuPreprocessor(spec, cpu_out) as cpu:
+        cpu(frame)
+    with CudaModule(release / "kernels") as cuda:
+        kernel = CudaPreprocessor(plan, cuda)
+        kernel_ms = kernel(frame)
+        gpu_out = kernel.download().reshape(cpu_out.shape)
+    # The documented bound: a quarter of an 8-bit input step after normalisation.
+    step = spec.normalize.scale / min(spec.normalize.std)
+    worst = float(np.abs(gpu_out - cpu_out).max())
+    status = PASS if worst <= 0.25 * step else FAIL
+    return status, f"max |GPU - CPU| = {worst / step:.4f} of an 8-bit step (bound 0.25), kernel {kernel_ms:.3f} ms"
+
+
+def run(release: Path) -> dict:
+    checks = [_check("cuda_driver", cuda_driver), _check("tensorrt", tensorrt_version)]
+    gpu = checks[0]["status"] == PASS
+    checks.append(_check("engine_runs", engine_runs, release, gpu))
+    checks.append(_check("cuda_preprocess_matches_cpu", cuda_preprocess_matches_cpu, release, gpu))
+    return {"release": release.name, "checks": checks}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m sdk selftest")
+    parser.add_argument("--release", type=Path, required=True)
+    args = parser.parse_args(argv)
+    result = run(args.release.resolve())
+    sys.stdout.write(json.dumps(result) + "\n")
+    return 0
