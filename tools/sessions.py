@@ -121,7 +121,13 @@ class LocalSession:
         return fingerprint(str(self.target.root))
 
     def service_op(self, op: str, *args: str, python: str | None = None) -> dict:
-        """`python -m sdk service OP` in a child process, as a device runs it (start detaches the supervisor)."""
+        """`python -m sdk service OP` in a child process, as a device runs it (start detaches the supervisor).
+        `status` is read in-process: it is asked on every deploy, and a Python start-up costs more than it."""
+        if op == "status":
+            from sdk.service.control import SERVICE_DIR
+            from sdk.service.control import status as service_status
+
+            return service_status(self.store.root / SERVICE_DIR)
         command = [sys.executable, "-B", "-m", "sdk", "service", "--root", str(self.store.root), op, *args]
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:

@@ -6,6 +6,7 @@ was measured. Each plot is also saved as a PNG beside the report.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import matplotlib
@@ -39,8 +40,18 @@ def _save(figure, folder: Path, name: str) -> str:
     return name
 
 
+# Matplotlib (pyplot's state, its text parser) is not thread-safe, and a fleet deploys targets in a
+# thread pool: one target's plots at a time.
+_PLOTTING = threading.Lock()
+
+
 def draw_plots(report: dict, timeline: dict, folder: Path) -> dict[str, str]:
     """PNG file names by plot, written into `folder`."""
+    with _PLOTTING:
+        return _draw_plots(report, timeline, folder)
+
+
+def _draw_plots(report: dict, timeline: dict, folder: Path) -> dict[str, str]:
     data = latencies_from_timeline(timeline)
     frames, e2e = data["frames"], data["end_to_end"]
     deadline = (report.get("deadline") or {}).get("deadline_ms")

@@ -68,5 +68,5 @@ def test_unreadable_model(tmp_path):
 
 
 def test_unknown_backend():
-    with pytest.raises(ConfigError, match="unknown backend 'tensorrt'"):
-        create_backend("tensorrt", "x.onnx")
+    with pytest.raises(ConfigError, match="unknown backend 'openvino'; allowed: auto, onnxruntime, tensorrt"):
+        create_backend("openvino", "x.onnx")
