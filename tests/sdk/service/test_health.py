@@ -78,3 +78,30 @@ def test_notifier_speaks_the_systemd_protocol_to_a_real_socket(tmp_path, monkeyp
     assert not notifier.watchdog()  # the manager went away: no exception, the service keeps running
     monkeypatch.delenv("NOTIFY_SOCKET")
     assert not Notifier().enabled and not Notifier().ready()
+
+
+def test_cyclic_garbage_is_collected_while_the_gc_is_kept_out_of_the_loop():
+    import gc
+    import weakref
+
+    from sdk.service.realtime import GcOutOfTheLoop
+
+    class Node:
+        pass
+
+    with GcOutOfTheLoop() as guard:
+        assert not gc.isenabled()
+        holder, survivors = [], []
+        for _ in range(3):
+            a, b = Node(), Node()
+            a.other, b.other = b, a  # a cycle: reference counting alone never frees it
+            holder.append(a)
+            survivors.append(weakref.ref(a))
+            del a, b
+        for _ in range(25):
+            guard.collect()  # still reachable: promoted out of the young generation
+        holder.clear()  # now garbage, but in an old generation
+        for _ in range(GcOutOfTheLoop.FULL_EVERY):
+            guard.collect()
+        assert all(ref() is None for ref in survivors)  # the rotation reaches the oldest generation too
+    assert gc.isenabled()
