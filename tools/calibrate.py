@@ -2,11 +2,11 @@
 
 Frames are chosen deterministically (stride, seed), drawn from a recording and passed through the
 very `CpuPreprocessor` the runtime uses, so calibration never sees other pixels than inference.
-ONNX Runtime's own calibrators (entropy, min-max, percentile) collect the ranges while
-`quantize_static` writes the Q/DQ model (explicit INT8: TensorRT 11, strongly typed networks); the
-same ranges, saved by ONNX Runtime's calibration cache, become TensorRT 8.6/10 calibration caches
-(implicit INT8, the DLA route) for any target version. Cached by the hash of (prepared model,
-calibration frames, method).
+Statistics are collected inside the graph (`tools.activation_stats`) and turned into ranges the
+way TensorRT does (`tools.range_methods`: entropy, min-max, percentile); ONNX Runtime's
+`quantize_static` writes the Q/DQ model from them (explicit INT8: TensorRT 11, strongly typed
+networks), and the same ranges become TensorRT 8.6/10 calibration caches (implicit INT8, the DLA
+route) for any target version. Cached by the hash of (prepared model, calibration frames, method).
 
 ModelOpt (`nvidia-modelopt[onnx]`) places Q/DQ the way TensorRT fuses best but pins onnxruntime-gpu,
 torch and cupy, which clash with the CPU runtime here (see DESIGN.md); ONNX Runtime's quantizer is
@@ -19,7 +19,6 @@ import contextlib
 import hashlib
 import json
 import logging
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,11 +32,12 @@ from sdk.release import sha256_of
 from sdk.sources import CorruptFrame, open_reader
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Calibration
+from tools.activation_stats import ActivationStatistics, CollectStatistics
 from tools.cache import build_folder
 from tools.progress import Progress, SilentProgress
+from tools.range_methods import entropy_amax, percentile_amax
 
-CALIBRATE_FORMAT = 2
-CHUNK_FRAMES = 16
+CALIBRATE_FORMAT = 3  # 3: in-graph statistics, TensorRT's entropy (2: ONNX Runtime's calibrators)
 # The calibrator class the engine builder presents the cache through: its name is the cache header's.
 # Percentile ranges go through the entropy calibrator's interface (DLA accepts only EntropyCalibration2).
 TRT_ALGORITHM = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "percentile": "EntropyCalibration2"}
@@ -201,45 +201,19 @@ class Calibrate:
         return target
 
     def _calibrate_into(self, out: CalibrationArtifacts) -> None:
-        from onnxruntime.quantization import CalibrationMethod
-        from onnxruntime.quantization.calibrate import create_calibrator, load_tensors_data, save_tensors_data
-
         meta = json.loads(self.model.meta_path.read_text())
-        ((input_name, input_shape),) = meta["inputs"].items()
+        ((_, input_shape),) = meta["inputs"].items()
         frames = preprocessed_frames(self.pipeline, set(self.selection.calibration), tuple(input_shape), self.progress)
         if len(frames) != len(self.selection.calibration):
             raise ModelError(f"calibration: the source delivered {len(frames)} of the {len(self.selection.calibration)} chosen frames")
-        method = ORT_METHODS[self.spec.method](CalibrationMethod)
-        ordered = [frames[i] for i in self.selection.calibration]
-        ort_ranges = out.folder / "onnxruntime_ranges.json"
-        with quiet_onnxruntime_quantization():
-            # Collected chunk by chunk: ONNX Runtime's calibrators keep every activation of what one
-            # collect_data call sees (300 frames of this detector: more than 24 GB), but merge
-            # histograms and ranges across calls.
-            with tempfile.TemporaryDirectory() as scratch:
-                calibrator = create_calibrator(
-                    str(self.model.model_path),
-                    None,
-                    augmented_model_path=str(Path(scratch) / "augmented.onnx"),
-                    calibrate_method=method,
-                    extra_options={"symmetric": True, "percentile": self.spec.percentile},
-                )
-                task = self.progress.task(f"calibrating ({self.spec.method})", total=len(ordered))
-                for start in range(0, len(ordered), CHUNK_FRAMES):
-                    chunk = ordered[start : start + CHUNK_FRAMES]
-                    calibrator.collect_data(_FramesReader(input_name, chunk))
-                    task.advance(len(chunk))
-                save_tensors_data(calibrator.compute_data(), ort_ranges)
-                task.done()
-                del calibrator
-            task = self.progress.task("writing the Q/DQ model", total=None)
-            write_qdq(self.model.model_path, out.qdq_model, ort_ranges, self.spec.method)
-            task.done()
-        data = load_tensors_data(str(ort_ranges))
-        tensors = {}
-        for name, entry in sorted(data.items()):
-            low, high = (float(np.asarray(v).reshape(-1)[0]) for v in entry.range_value)
-            tensors[name] = {"min": low, "max": high, "amax": max(abs(low), abs(high))}
+        statistics = CollectStatistics(self.model.model_path, histograms=self.spec.method != "minmax")(
+            [frames[i] for i in self.selection.calibration], self.progress
+        )
+        tensors = chosen_ranges(statistics, self.spec.method, self.spec.percentile)
+        write_onnxruntime_ranges(tensors, self.spec.method, out.onnxruntime_ranges)
+        task = self.progress.task("writing the Q/DQ model", total=None)
+        write_qdq(self.model.model_path, out.qdq_model, out.onnxruntime_ranges, self.spec.method)
+        task.done()
         out.ranges.write_text(
             json.dumps(
                 {"method": self.spec.method, "frames": list(self.selection.calibration), "holdout": list(self.selection.holdout), "tensors": tensors},
@@ -248,6 +222,31 @@ class Calibrate:
             )
             + "\n"
         )
+
+
+def chosen_ranges(statistics: ActivationStatistics, method: str, percentile: float) -> dict[str, dict[str, float]]:
+    """Per tensor: the observed min and max and the amax the method keeps (the INT8 scale is amax/127)."""
+    tensors = {}
+    for name in statistics.plan.names:
+        row = statistics.index_of(name)
+        low, high, amax = float(statistics.minimum[row]), float(statistics.maximum[row]), float(statistics.amax[row])
+        if method != "minmax" and amax > 0:
+            histogram = statistics.histograms[row]
+            amax = entropy_amax(histogram, amax) if method == "entropy" else percentile_amax(histogram, amax, percentile)
+        tensors[name] = {"min": low, "max": high, "amax": amax}
+    return tensors
+
+
+def write_onnxruntime_ranges(tensors: dict[str, dict[str, float]], method: str, path: Path) -> None:
+    """The ranges in ONNX Runtime's calibration-cache format, which `quantize_static` reads back."""
+    from onnxruntime.quantization import CalibrationMethod
+    from onnxruntime.quantization.calibrate import TensorData, TensorsData, save_tensors_data
+
+    data = {
+        name: TensorData(lowest=np.array(-entry["amax"], np.float32), highest=np.array(entry["amax"], np.float32))
+        for name, entry in tensors.items()
+    }
+    save_tensors_data(TensorsData(ORT_METHODS[method](CalibrationMethod), data), path)
 
 
 def write_qdq(model: Path, out: Path, ort_ranges: Path, method: str, *, exclude: list[str] = (), only: list[str] | None = None) -> None:
@@ -271,22 +270,6 @@ def write_qdq(model: Path, out: Path, ort_ranges: Path, method: str, *, exclude:
             extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "DedicatedQDQPair": bool(exclude or only)},
             calibration_cache_path=str(ort_ranges),
         )
-
-
-class _FramesReader:
-    """ONNX Runtime's CalibrationDataReader protocol over one chunk of preprocessed frames."""
-
-    def __init__(self, input_name: str, frames: list[np.ndarray]) -> None:
-        self.input_name, self.frames, self.position = input_name, frames, 0
-
-    def get_next(self):
-        if self.position >= len(self.frames):
-            return None
-        self.position += 1
-        return {self.input_name: self.frames[self.position - 1]}
-
-    def __len__(self) -> int:
-        return len(self.frames)
 
 
 @contextlib.contextmanager

@@ -3,6 +3,7 @@ artifacts, Q/DQ model and TensorRT caches from one run."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -184,3 +185,19 @@ def test_histogram_methods_write_the_qdq_model_and_their_cache_header(tmp_path, 
     write_qdq(model.model_path, tmp_path / "one.onnx", artifacts.onnxruntime_ranges, method, only=[first_conv])
     quantized = [n for n in onnx.load(str(tmp_path / "one.onnx")).graph.node if n.op_type == "QuantizeLinear"]
     assert 1 <= len(quantized) <= 3  # its input (and weight) only: the rest stays float
+
+
+def test_entropy_clips_tails_where_min_max_keeps_them(tmp_path):
+    """TensorRT's entropy keeps a threshold below the observed maximum for most tensors of the real
+    detector (ONNX Runtime's own entropy calibrator, with its defaults, returned min-max instead)."""
+    ranges = {}
+    for method in ("minmax", "entropy"):
+        pipeline = small_pipeline(tmp_path / method, method=method, frames=6)
+        model = PrepareModel(pipeline, tmp_path / "cache")()
+        ranges[method] = json.loads(Calibrate(pipeline, model, tmp_path / "cache")().ranges.read_text())["tensors"]
+    assert ranges["minmax"].keys() == ranges["entropy"].keys() and len(ranges["minmax"]) == 194
+    for name, entry in ranges["minmax"].items():
+        assert entry["amax"] == max(abs(entry["min"]), abs(entry["max"]))
+        assert ranges["entropy"][name]["amax"] <= entry["amax"]
+    clipped = [n for n, e in ranges["entropy"].items() if e["amax"] < 0.99 * ranges["minmax"][n]["amax"]]
+    assert len(clipped) > len(ranges["minmax"]) // 3

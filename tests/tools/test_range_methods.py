@@ -1,0 +1,73 @@
+"""TensorRT's entropy threshold, percentile and their edge cases, against a direct implementation."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import entropy as kl_divergence
+
+from tools.range_methods import HISTOGRAM_BINS, entropy_amax, entropy_threshold_bins, percentile_amax
+
+
+def direct_threshold_bins(histogram: np.ndarray) -> int:
+    """The GTC 2017 algorithm, one candidate at a time, as written on the slides."""
+    counts = histogram.astype(np.float64).copy()
+    counts[0] = counts[1]
+    best, best_bins = np.inf, len(counts)
+    for i in range(128, len(counts) + 1):
+        reference = counts[:i].copy()
+        reference[-1] += counts[i:].sum()
+        level = (np.arange(i) * 128) // i
+        candidate = np.zeros(i)
+        for g in range(128):
+            members = level == g
+            nonempty = members & (counts[:i] > 0)
+            if nonempty.any():
+                candidate[nonempty] = counts[:i][members].sum() / nonempty.sum()
+        divergence = np.inf if (candidate[reference > 0] == 0).any() else kl_divergence(reference, candidate)
+        if divergence <= best + 1e-12 * max(1.0, abs(best)):
+            best, best_bins = min(best, divergence), i
+    return best_bins
+
+
+def histogram_of(values: np.ndarray) -> tuple[np.ndarray, float]:
+    magnitude = np.abs(values)
+    amax = float(magnitude.max())
+    counts, _ = np.histogram(magnitude, HISTOGRAM_BINS, range=(0, amax))
+    return counts, amax
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.random.default_rng(0).standard_normal(200_000),
+        np.random.default_rng(1).laplace(size=200_000),
+        np.clip(np.random.default_rng(2).normal(1.0, 2.0, 200_000), 0, 6),  # ReLU6: zeros and a spike at 6
+        np.concatenate([np.random.default_rng(3).standard_normal(100_000), [40.0, -55.0]]),  # two outliers
+        np.random.default_rng(4).integers(0, 50, 50_000).astype(float),  # sparse: most bins empty
+    ],
+    ids=["normal", "laplace", "relu6", "outliers", "sparse"],
+)
+def test_the_vectorised_threshold_equals_the_direct_algorithm(values):
+    counts, _ = histogram_of(values)
+    assert entropy_threshold_bins(counts) == direct_threshold_bins(counts)
+
+
+def test_entropy_clips_a_long_tail_and_keeps_a_bounded_distribution_whole():
+    tail, amax = histogram_of(np.concatenate([np.random.default_rng(5).standard_normal(500_000), [60.0]]))
+    assert entropy_amax(tail, amax) < 0.25 * amax  # one outlier at 60 sigma must not set the scale
+    flat, amax = histogram_of(np.random.default_rng(6).uniform(-3, 3, 500_000))
+    assert entropy_amax(flat, amax) > 0.95 * amax
+
+
+def test_percentile_is_the_bin_edge_where_the_share_is_reached():
+    counts = np.zeros(HISTOGRAM_BINS, np.int64)
+    counts[:1000] = 1  # 1000 values spread over the first 1000 bins
+    assert percentile_amax(counts, 2048.0, 99.9) == 999.0  # 999 values below bin 999's lower edge is 99.9 %
+    assert percentile_amax(counts, 2048.0, 100.0) == 1000.0
+    assert percentile_amax(np.zeros(HISTOGRAM_BINS), 3.0, 99.0) == 3.0
+
+
+def test_a_histogram_too_short_to_search_is_refused():
+    with pytest.raises(ValueError, match="at least 128 bins"):
+        entropy_threshold_bins(np.ones(64))
