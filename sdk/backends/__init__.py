@@ -19,6 +19,7 @@ def create_backend(
     declared: tuple[TensorSpec, ...] = (),
     dla_core: int | None = None,
     profile_layers: bool = False,
+    cuda_graph: bool = False,
 ) -> Backend:
     """`tensorrt`: the release's engine (an error without one or without a GPU). `auto`: the engine
     when the release has one and this machine has a CUDA device, else ONNX Runtime on the CPU."""
@@ -31,7 +32,7 @@ def create_backend(
             )
         from sdk.backends.tensorrt_gpu import TensorRTBackend
 
-        return TensorRTBackend(engine_path, declared=declared, dla_core=dla_core, profile_layers=profile_layers)
+        return TensorRTBackend(engine_path, declared=declared, dla_core=dla_core, profile_layers=profile_layers, cuda_graph=cuda_graph)
     if name in ("auto", "onnxruntime"):
         from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
 

@@ -6,6 +6,9 @@ IO checked against the tensors the pipeline declares, then every buffer allocate
 memory bound to the execution context with set_tensor_address, pinned host memory behind the numpy
 arrays callers fill and read. infer(): copy in, execute_async_v3 on the backend's CUDA stream, copy
 out, synchronise; CUDA events around the execution give `last_infer_ms` (the GPU/DLA time alone).
+With `cuda_graph`, open() captures the engine's launches once into a CUDA graph and infer() replays
+it with one launch (less CPU time per frame and less jitter from kernel-launch overhead); an
+engine TensorRT cannot capture is an error at open, never a silent fallback.
 tensorrt and cuda-python (`cuda.bindings.runtime`) are imported here only, when opened.
 """
 
@@ -20,7 +23,7 @@ from sdk.backends.base import Backend, TensorSpec
 from sdk.engine.cuda_check import require_cuda_device
 from sdk.engine.plan_header import read_plan_header
 from sdk.engine.platforms import TensorRTVersion
-from sdk.errors import BackendError, ModelError, missing_dependency
+from sdk.errors import BackendError, ConfigError, ModelError, missing_dependency
 
 
 def _check(result, what: str):
@@ -35,7 +38,13 @@ class TensorRTBackend(Backend):
     name = "tensorrt"
 
     def __init__(
-        self, engine_path: Path, *, declared: tuple[TensorSpec, ...] = (), dla_core: int | None = None, profile_layers: bool = False
+        self,
+        engine_path: Path,
+        *,
+        declared: tuple[TensorSpec, ...] = (),
+        dla_core: int | None = None,
+        profile_layers: bool = False,
+        cuda_graph: bool = False,
     ) -> None:
         super().__init__()
         self.engine_path = Path(engine_path)
@@ -43,6 +52,13 @@ class TensorRTBackend(Backend):
         self.layer_ms: dict[str, float] = {}  # summed over every infer() since open
         self.declared = declared  # the tensors the pipeline expects (name, shape, dtype); empty: take the engine's
         self.dla_core = dla_core
+        if cuda_graph and profile_layers:
+            raise ConfigError(
+                "model.cuda_graph and model.profile_layers exclude each other: TensorRT's layer profiler needs an un-captured launch",
+                hint="profile without the graph, then run with it",
+            )
+        self.cuda_graph = cuda_graph
+        self._graph = self._graph_exec = None
         self.last_infer_ms: float | None = None
         self._specs: dict[str, TensorSpec] = {}
         self._is_input: dict[str, bool] = {}
@@ -88,6 +104,28 @@ class TensorRTBackend(Backend):
             (self.inputs if self._is_input[name] else self.outputs)[name] = array
             if not self._context.set_tensor_address(name, self._device[name]):
                 raise BackendError(f"TensorRT refused the buffer for {name}")
+        if self.cuda_graph:
+            self._capture_graph()
+
+    def _capture_graph(self) -> None:
+        """TensorRT defers some work to the first launch, so it runs once uncaptured; the buffers
+        are bound once, so the captured launch stays valid for every frame."""
+        cudart, stream = self._cudart, self._stream
+        if not self._context.execute_async_v3(stream):
+            raise BackendError("TensorRT execution failed before CUDA graph capture (see the TensorRT log)")
+        _check(cudart.cudaStreamSynchronize(stream), "stream synchronisation")
+        _check(cudart.cudaStreamBeginCapture(stream, cudart.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal), "graph capture start")
+        launched = self._context.execute_async_v3(stream)
+        error, graph = cudart.cudaStreamEndCapture(stream)
+        if not launched or int(error) != 0:
+            if int(error) == 0:
+                cudart.cudaGraphDestroy(graph)
+            raise BackendError(
+                f"{self.engine_path}: TensorRT's launches cannot be captured into a CUDA graph ({error if int(error) else 'enqueue failed'})",
+                hint="set model.cuda_graph: false (engines with DLA loadables, loops or data-dependent shapes may not capture)",
+            )
+        self._graph = graph
+        self._graph_exec = _check(cudart.cudaGraphInstantiate(graph, 0), "graph instantiation")
 
     def _read_io(self, trt, engine) -> None:
         for index in range(engine.num_io_tensors):
@@ -108,7 +146,9 @@ class TensorRTBackend(Backend):
         for name, array in self.inputs.items():
             _check(cudart.cudaMemcpyAsync(self._device[name], self._host[name], array.nbytes, to_device, stream), "copy in")
         _check(cudart.cudaEventRecord(self._events[0], stream), "event record")
-        if not self._context.execute_async_v3(stream):
+        if self._graph_exec is not None:
+            _check(cudart.cudaGraphLaunch(self._graph_exec, stream), "graph launch")
+        elif not self._context.execute_async_v3(stream):
             raise BackendError("TensorRT execution failed (see the TensorRT log)")
         _check(cudart.cudaEventRecord(self._events[1], stream), "event record")
         for name, array in self.outputs.items():
@@ -122,6 +162,11 @@ class TensorRTBackend(Backend):
             return
         self.inputs.clear()
         self.outputs.clear()
+        if self._graph_exec is not None:
+            cudart.cudaGraphExecDestroy(self._graph_exec)
+        if self._graph is not None:
+            cudart.cudaGraphDestroy(self._graph)
+        self._graph = self._graph_exec = None
         for pointer in self._host.values():
             cudart.cudaFreeHost(pointer)
         for pointer in self._device.values():
@@ -146,7 +191,8 @@ class TensorRTBackend(Backend):
         return sorted(self.layer_ms.items(), key=lambda item: -item[1])[:count]
 
     def describe(self) -> str:
-        return f"tensorrt ({'DLA core ' + str(self.dla_core) if self.dla_core is not None else 'GPU'})"
+        where = f"DLA core {self.dla_core}" if self.dla_core is not None else "GPU"
+        return f"tensorrt ({where}{', CUDA graph' if self.cuda_graph else ''})"
 
 
 def _layer_profiler(trt, sink: dict[str, float]):

@@ -95,6 +95,7 @@ class PipelineRunner:
                     declared=self.artifacts.declared_tensors(),
                     dla_core=spec.model.dla.core if spec.model.dla is not None else None,
                     profile_layers=spec.model.profile_layers,
+                    cuda_graph=spec.model.cuda_graph,
                 )
             )
             if len(backend.inputs) != 1:

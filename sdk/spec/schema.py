@@ -163,6 +163,13 @@ class Model(Frozen):
     precision: Literal["fp32", "fp16", "int8"] = "fp32"
     dla: DlaPlacement | None = None  # run on a DLA core under this contract (TensorRT builds only)
     profile_layers: bool = False  # TensorRT: per-layer times in the report (names the bottleneck layers; costs time)
+    cuda_graph: bool = False  # TensorRT: replay the engine's launches as one CUDA graph (less CPU per frame)
+
+    @model_validator(mode="after")
+    def _graph_or_profile(self) -> Model:
+        if self.cuda_graph and self.profile_layers:
+            raise ValueError("cuda_graph and profile_layers exclude each other (TensorRT's layer profiler needs un-captured launches)")
+        return self
 
 
 class SsdDecoder(Frozen):

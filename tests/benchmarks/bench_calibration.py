@@ -38,7 +38,7 @@ def main() -> None:
         rows = []
         for method in args.methods.split(","):
             text = (REPO / "pipelines" / "pedestrian.yaml").read_text()
-            text = text.replace("  frames: 300 ", f"  frames: {args.frames} ").replace("method: entropy ", f"method: {method} ")
+            text = text.replace("  frames: 300 ", f"  frames: {args.frames} ").replace("method: percentile ", f"method: {method} ")
             (work / "p" / f"{method}.yaml").write_text(text)
             pipeline = load_pipeline(work / "p" / f"{method}.yaml")
             model = PrepareModel(pipeline, work / "cache")()

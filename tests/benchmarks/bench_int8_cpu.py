@@ -46,7 +46,7 @@ def main() -> None:
     try:
         shutil.copytree(REPO / "pipelines" / "assets", work / "p" / "assets")
         text = (REPO / "pipelines" / "pedestrian.yaml").read_text()
-        text = text.replace("  frames: 300 ", f"  frames: {args.calibration_frames} ").replace("method: entropy ", "method: minmax ")
+        text = text.replace("  frames: 300 ", f"  frames: {args.calibration_frames} ").replace("method: percentile ", "method: minmax ")
         text = text.replace("stride: 1\n", "stride: 3\n")
         (work / "p" / "p.yaml").write_text(text)
         pipeline = load_pipeline(work / "p" / "p.yaml")

@@ -30,7 +30,7 @@ def small_pipeline(tmp_path: Path, method: str = "minmax", frames: int = 8):
         shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
     text = (REPO / "pipelines" / "pedestrian.yaml").read_text()
     text = text.replace("  frames: 300 ", f"  frames: {frames} ").replace("holdout_frames: 50", "holdout_frames: 4")
-    text = text.replace("stride: 1\n", "stride: 7\n").replace("method: entropy ", f"method: {method} ")
+    text = text.replace("stride: 1\n", "stride: 7\n").replace("method: percentile ", f"method: {method} ")
     (folder / "p.yaml").write_text(text)
     return load_pipeline(folder / "p.yaml")
 
@@ -108,7 +108,7 @@ def gate_pipeline(tmp_path: Path, extra: str = ""):
     folder = tmp_path / "g"
     shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
     text = (REPO / "pipelines" / "pedestrian.yaml").read_text()
-    text = text.replace("  frames: 300 ", "  frames: 32 ").replace("stride: 1\n", "stride: 3\n").replace("method: entropy ", "method: minmax ")
+    text = text.replace("  frames: 300 ", "  frames: 32 ").replace("stride: 1\n", "stride: 3\n").replace("method: percentile ", "method: minmax ")
     text = text.replace("  method: minmax ", f"{extra}  method: minmax ")
     (folder / "p.yaml").write_text(text)
     return folder / "p.yaml"

@@ -73,3 +73,40 @@ def test_engine_built_here_runs_like_onnx_runtime(prepared_example, tmp_path):
             got = backend.outputs[name].astype(np.float32).ravel()
             cosine = float(got @ expected.ravel() / (np.linalg.norm(got) * np.linalg.norm(expected) + 1e-12))
             assert cosine > 0.999, name
+
+
+def test_a_cuda_graph_cannot_be_combined_with_the_layer_profiler(tmp_path):
+    with pytest.raises(SdkError, match="exclude each other"):
+        TensorRTBackend(tmp_path / "model.engine", cuda_graph=True, profile_layers=True)
+
+
+@pytest.mark.gpu
+@pytest.mark.trt
+def test_a_captured_cuda_graph_replays_the_same_outputs_frame_after_frame(prepared_example, tmp_path):
+    """The graph is captured once at open; new input written into the bound buffers must reach it."""
+    _gpu_or_skip()
+    import tensorrt as trt
+
+    from sdk.engine.build_plan import plan_build
+    from sdk.engine.platforms import TensorRTVersion
+    from sdk.engine.trt_adapter import TensorRTBuilder
+
+    version = TensorRTVersion.parse(trt.__version__)
+    plan = plan_build(version, {"Preprocessor/sub:0": (1, 3, 300, 300)}, "fp32" if version.major == 11 else "fp16")
+    engine = tmp_path / "model.engine"
+    engine.write_bytes(TensorRTBuilder(plan, prepared_example.model_path)().plan)
+    rng = np.random.default_rng(1)
+    frames = [rng.uniform(-1, 1, (1, 3, 300, 300)).astype(np.float32) for _ in range(3)]
+    outputs = {}
+    for graph in (False, True):
+        with TensorRTBackend(engine, cuda_graph=graph) as backend:
+            assert ("CUDA graph" in backend.describe()) is graph
+            outputs[graph] = []
+            for frame in frames:
+                backend.inputs["Preprocessor/sub:0"][...] = frame
+                backend.infer()
+                outputs[graph].append({k: v.copy() for k, v in backend.outputs.items()})
+    for plain, replayed in zip(outputs[False], outputs[True]):
+        for name in plain:
+            np.testing.assert_array_equal(plain[name], replayed[name])
+    assert not np.array_equal(outputs[True][0]["concat:0"], outputs[True][1]["concat:0"])  # the inputs really changed

@@ -152,6 +152,8 @@ def test_the_runtime_backend_cuda_names_exist_in_cuda_python():
     cudart = pytest.importorskip("cuda.bindings.runtime", reason="cuda-python is not installed here")
     _, qualified = names_in([ast.parse(RUNTIME_BACKEND.read_text())], {"cudart"})
     assert {("cudaMallocHost",), ("cudaEventElapsedTime",), ("cudaMemcpyKind", "cudaMemcpyHostToDevice")} <= qualified
+    graph_capture = {("cudaStreamBeginCapture",), ("cudaStreamCaptureMode", "cudaStreamCaptureModeThreadLocal"), ("cudaStreamEndCapture",)}
+    assert graph_capture | {("cudaGraphInstantiate",), ("cudaGraphLaunch",), ("cudaGraphExecDestroy",)} <= qualified
     missing = []
     for chain in qualified:
         value = cudart

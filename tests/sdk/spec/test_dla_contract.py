@@ -42,3 +42,13 @@ def test_bad_contracts_are_refused_by_path(tmp_path, contract, message):
     with pytest.raises(ConfigError) as info:
         load_with(tmp_path, contract)
     assert message in info.value.message
+
+
+def test_a_cuda_graph_with_the_layer_profiler_is_refused_at_load(tmp_path):
+    load_with(tmp_path, "{core: 0}")  # the stand-in assets
+    path = tmp_path / "p.yaml"
+    path.write_text(EXAMPLE_TEXT.replace("  threads: 2\n", "  threads: 2\n  cuda_graph: true\n  profile_layers: true\n"))
+    with pytest.raises(ConfigError, match="cuda_graph and profile_layers exclude each other"):
+        load_pipeline(path)
+    path.write_text(EXAMPLE_TEXT.replace("  threads: 2\n", "  threads: 2\n  cuda_graph: true\n"))
+    assert load_pipeline(path).spec.model.cuda_graph is True

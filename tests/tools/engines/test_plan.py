@@ -36,7 +36,7 @@ def test_a_kept_contract_gives_a_dla_plan_with_the_predicted_mix(tmp_path, examp
     planned = PlanEngineBuild(path, AGX_10, cache_root=tmp_path / "cache")()
     plan, report = planned.plan, planned.report
     assert (plan.device, plan.dla_core, plan.int8_source, plan.strongly_typed) == ("DLA", 1, "calibration_cache", False)
-    assert plan.calibrator == "EntropyCalibration2"  # the example calibrates with method: entropy
+    assert plan.calibrator == "EntropyCalibration2"  # the example calibrates with method: percentile (through the entropy calibrator)
     assert plan.device_mix() == {"DLA": report.dla_layers, "GPU": report.gpu_layers}
     assert sum(plan.precision_mix().values()) == len(report.layers)
     assert plan.profiles[0].tensor == "Preprocessor/sub:0" and plan.profiles[0].maximum == (1, 3, 300, 300)
@@ -44,7 +44,7 @@ def test_a_kept_contract_gives_a_dla_plan_with_the_predicted_mix(tmp_path, examp
 
 def test_a_min_max_calibration_cannot_feed_dla(tmp_path, example_pipeline, detector_path):
     path = pipeline(tmp_path, example_pipeline, detector_path, "{core: 0}")
-    path.write_text(path.read_text().replace("method: entropy", "method: minmax"))
+    path.write_text(path.read_text().replace("method: percentile", "method: minmax"))
     with pytest.raises(EngineBuildError, match="DLA takes INT8 only from EntropyCalibration2, the calibration is MinMaxCalibration"):
         PlanEngineBuild(path, AGX_10, cache_root=tmp_path / "cache")()
 
