@@ -218,7 +218,7 @@ class CollectStatistics:
             task.advance()
         task.done()
         del session
-        broken = [t.name for t, lo, hi in zip(tensors, minimum, maximum) if not (np.isfinite(lo) and np.isfinite(hi))]
+        broken = [t.name for t, lo, hi in zip(tensors, minimum, maximum, strict=True) if not (np.isfinite(lo) and np.isfinite(hi))]
         if broken:
             raise ModelError(
                 f"calibration: {len(broken)} tensor(s) reach NaN or infinity on the calibration frames, first {broken[0]!r}",

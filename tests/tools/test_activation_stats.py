@@ -51,7 +51,7 @@ def every_tensor(path, frames):
     del model.graph.output[:]
     model.graph.output.extend(helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in names)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    runs = [dict(zip(names, session.run(names, {"input": f}))) for f in frames]
+    runs = [dict(zip(names, session.run(names, {"input": f}), strict=True)) for f in frames]
     return {name: np.stack([r[name] for r in runs]) for name in names} | {"input": np.stack(frames)}
 
 

@@ -106,7 +106,7 @@ def test_a_captured_cuda_graph_replays_the_same_outputs_frame_after_frame(prepar
                 backend.inputs["Preprocessor/sub:0"][...] = frame
                 backend.infer()
                 outputs[graph].append({k: v.copy() for k, v in backend.outputs.items()})
-    for plain, replayed in zip(outputs[False], outputs[True]):
+    for plain, replayed in zip(outputs[False], outputs[True], strict=True):
         for name in plain:
             np.testing.assert_array_equal(plain[name], replayed[name])
     assert not np.array_equal(outputs[True][0]["concat:0"], outputs[True][1]["concat:0"])  # the inputs really changed
