@@ -5,7 +5,8 @@
 
 One JSON event per line on stdout (`start`, `done` with TensorRT's placement, or `error` with the
 message and hint), so the host can stream progress and turn a failure into the same SdkError.
-Writes DIR/model.engine, DIR/placement.json and DIR/timing.cache.
+Writes DIR/model.engine, DIR/placement.json, DIR/engine_layers.json (the engine inspector's layer
+list) and DIR/timing.cache.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def main(argv: list[str]) -> int:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "model.engine").write_bytes(built.plan)
         (args.out / "placement.json").write_text(json.dumps(asdict(built.placement), indent=2) + "\n")
+        (args.out / "engine_layers.json").write_text(built.layers)
         if built.timing_cache is not None:
             (args.out / "timing.cache").write_bytes(built.timing_cache)
         _event(event="done", placement=asdict(built.placement), engine_bytes=len(built.plan))

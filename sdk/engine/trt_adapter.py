@@ -21,7 +21,15 @@ from sdk.engine.placement import PlacementSummary, check_contract
 from sdk.engine.platforms import TensorRTVersion
 from sdk.errors import EngineBuildError, missing_dependency
 
-COMMON_STEPS = ("_build", "_configure_memory", "_configure_profiles", "_configure_dla", "_placement", "_configure_timing_cache")
+COMMON_STEPS = (
+    "_build",
+    "_configure_memory",
+    "_configure_profiles",
+    "_configure_dla",
+    "_placement",
+    "_configure_timing_cache",
+    "_engine_layers",
+)
 SERIES_STEPS = {
     "8.6": ("_network_flags_explicit_batch", "_configure_implicit_int8", "_calibrator"),
     "10": ("_network_flags_default", "_configure_implicit_int8", "_calibrator"),
@@ -34,6 +42,7 @@ class BuiltEngine:
     plan: bytes  # the serialized engine
     placement: PlacementSummary  # TensorRT's own answer (can_run_on_DLA per layer)
     timing_cache: bytes | None
+    layers: str = ""  # the engine inspector's JSON: every layer of the built engine, as TensorRT fused it
 
 
 def import_tensorrt():
@@ -75,6 +84,7 @@ def _build(trt, plan: BuildPlan, onnx_model: Path, calibration_cache: Path | Non
         errors = "; ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
         raise EngineBuildError(f"{onnx_model}: TensorRT's ONNX parser refused the model: {errors}")
     config = builder.create_builder_config()
+    config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED  # layer types, precisions, tactics in the inspector
     _configure_memory(trt, config, plan)
     _configure_profiles(builder, config, plan)
     if "_configure_implicit_int8" in steps:
@@ -87,7 +97,21 @@ def _build(trt, plan: BuildPlan, onnx_model: Path, calibration_cache: Path | Non
     serialized = builder.build_serialized_network(network, config)
     if serialized is None:
         raise EngineBuildError(f"{onnx_model}: TensorRT could not build the engine (see the build log)")
-    return BuiltEngine(bytes(serialized), placement, bytes(cache.serialize()) if cache is not None else None)
+    layers = _engine_layers(trt, logger, bytes(serialized), plan)
+    return BuiltEngine(bytes(serialized), placement, bytes(cache.serialize()) if cache is not None else None, layers)
+
+
+def _engine_layers(trt, logger, serialized: bytes, plan: BuildPlan) -> str:
+    """The built engine's layers as the engine inspector reports them (JSON). Kept as TensorRT
+    writes it, not classified: DLA loadables and GPU Myelin fusions share the `{ForeignNode[...]}`
+    name form, and how the inspector types a DLA loadable has not been seen on hardware here."""
+    runtime = trt.Runtime(logger)
+    if plan.device == "DLA":
+        runtime.DLA_core = plan.dla_core
+    engine = runtime.deserialize_cuda_engine(serialized)
+    if engine is None:
+        raise EngineBuildError("TensorRT could not deserialize the engine it just built (see the build log)")
+    return engine.create_engine_inspector().get_engine_information(trt.LayerInformationFormat.JSON)
 
 
 def _network_flags_explicit_batch(trt, plan: BuildPlan) -> int:

@@ -102,8 +102,9 @@ class BuildEngineOnTarget:
             with connection.transfer("fetching the engine"):
                 sftp.get(f"{remote}/out/model.engine", str(fetched))
                 sftp.get(f"{remote}/out/placement.json", str(Path(scratch) / "placement.json"))
+                sftp.get(f"{remote}/out/engine_layers.json", str(Path(scratch) / "engine_layers.json"))
             connection.run(["rm", "-rf", "--", remote])
             check_plan_for_target(fetched, tensorrt, self.target.name)
             (Path(scratch) / "build.json").write_text(json.dumps({"key": asdict(key), "events": events}, indent=2))
-            extras = {name: Path(scratch) / name for name in ("placement.json", "build.json")}
+            extras = {name: Path(scratch) / name for name in ("placement.json", "engine_layers.json", "build.json")}
             return self.cache.store(key, fetched, extras)

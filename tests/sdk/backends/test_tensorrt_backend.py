@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -60,7 +62,10 @@ def test_engine_built_here_runs_like_onnx_runtime(prepared_example, tmp_path):
     version = TensorRTVersion.parse(trt.__version__)
     plan = plan_build(version, {"Preprocessor/sub:0": (1, 3, 300, 300)}, "fp32" if version.major == 11 else "fp16")
     engine = tmp_path / "model.engine"
-    engine.write_bytes(TensorRTBuilder(plan, prepared_example.model_path)().plan)
+    built = TensorRTBuilder(plan, prepared_example.model_path)()
+    engine.write_bytes(built.plan)
+    layers = json.loads(built.layers)["Layers"]  # the engine inspector's list, DETAILED verbosity
+    assert layers and all("Name" in layer and "LayerType" in layer for layer in layers)
     with OnnxRuntimeBackend(prepared_example.model_path) as reference, TensorRTBackend(engine, profile_layers=True) as backend:
         assert check_io(reference.input_specs + reference.output_specs, backend.input_specs + backend.output_specs) == []
         frame = np.random.default_rng(0).uniform(-1, 1, reference.input_specs[0].shape).astype(np.float32)

@@ -8,6 +8,7 @@ facts on the real wheels), so using a removed name fails here as it would on the
 from __future__ import annotations
 
 import enum
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -93,8 +94,23 @@ def fake_tensorrt(series: str, layers):
             calls.append(("build",))
             return b"ftrt-engine"
 
+    class Runtime:
+        def __init__(self, logger):
+            pass
+
+        def __setattr__(self, name, value):
+            calls.append((f"runtime.{name}", value))
+
+        def deserialize_cuda_engine(self, serialized):
+            calls.append(("deserialize", serialized))
+            inspector = SimpleNamespace(get_engine_information=lambda fmt: json.dumps({"Layers": [{"Name": "conv", "Format": fmt.name}]}))
+            return SimpleNamespace(create_engine_inspector=lambda: inspector)
+
     trt = SimpleNamespace(
         Logger=type("Logger", (), {"WARNING": 2, "__init__": lambda self, level: None}),
+        Runtime=Runtime,
+        ProfilingVerbosity=enum.Enum("ProfilingVerbosity", ["LAYER_NAMES_ONLY", "DETAILED", "NONE"]),
+        LayerInformationFormat=enum.Enum("LayerInformationFormat", ["ONELINE", "JSON"]),
         Builder=Builder,
         OnnxParser=lambda network, logger: SimpleNamespace(parse_from_file=lambda path: True, num_errors=0),
         NetworkDefinitionCreationFlag=enum.IntEnum("NetworkDefinitionCreationFlag", {name: i for i, name in enumerate(flags)}),
@@ -132,6 +148,14 @@ def test_implicit_int8_on_dla_for_8_6_and_10(tmp_path, series, tensorrt, network
     assert ("profile", [("x", (1, 3, 8, 8), (1, 3, 8, 8), (1, 3, 8, 8))]) in calls
     assert (built.placement.dla_layers, built.placement.gpu_layers, built.placement.subgraphs, built.placement.transitions) == (3, 1, 2, 2)
     assert built.plan == b"ftrt-engine" and built.timing_cache == b"timing"
+    # The engine's own layer list, with the detail the inspector gives only at DETAILED verbosity.
+    assert ("profiling_verbosity", trt_enum(calls, "profiling_verbosity")) in calls and trt_enum(calls, "profiling_verbosity").name == "DETAILED"
+    assert ("runtime.DLA_core", 1) in calls and ("deserialize", b"ftrt-engine") in calls
+    assert json.loads(built.layers) == {"Layers": [{"Name": "conv", "Format": "JSON"}]}
+
+
+def trt_enum(calls, name):
+    return dict(c for c in calls if len(c) == 2 and c[0] == name)[name]
 
 
 def test_tensorrt_11_builds_strongly_typed_without_flags_or_calibrator(tmp_path):
