@@ -140,7 +140,7 @@ def _ranges_graph(model, tensors: tuple[CalibratedTensor, ...]):
         maxs.append(f"calib__{index}__max")
     graph.node.append(helper.make_node("Concat", mins, ["calib__minimum"], axis=0))
     graph.node.append(helper.make_node("Concat", maxs, ["calib__maximum"], axis=0))
-    _set_outputs(graph, {"calib__minimum": 1, "calib__maximum": 1}, len(tensors))
+    _set_outputs(graph, ["calib__minimum", "calib__maximum"], "float32", len(tensors))
     return model
 
 
@@ -172,16 +172,17 @@ def _histogram_graph(model, tensors: tuple[CalibratedTensor, ...], minimum: np.n
         graph.node.append(helper.make_node("Reshape", [f"{node}__global", "calib__flat"], [f"{node}__flat"]))  # sole reader: in place
         pieces.append(f"{node}__flat")
     graph.node.append(helper.make_node("Concat", pieces, ["calib__bins"], axis=0))
-    _set_outputs(graph, {"calib__bins": TensorProto.INT32}, None)
+    _set_outputs(graph, ["calib__bins"], "int32", None)
     return model
 
 
-def _set_outputs(graph, outputs: dict[str, int], length: int | None) -> None:
-    from onnx import TensorProto, helper
+def _set_outputs(graph, names: list[str], dtype: str, length: int | None) -> None:
+    """Only the statistics leave the graph (the model's own outputs are dropped)."""
+    from onnx import helper
 
     del graph.output[:]
-    for name, elem_type in outputs.items():
-        elem_type = TensorProto.FLOAT if elem_type == 1 else elem_type
+    elem_type = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    for name in names:
         graph.output.append(helper.make_tensor_value_info(name, elem_type, [length] if length is not None else None))
 
 
