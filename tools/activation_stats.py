@@ -12,11 +12,12 @@ only small tensors leave it:
   of frame order, as TensorRT's calibrator is.
 
 Each observed tensor gains a reader, which costs ONNX Runtime its Conv+activation fusion and its
-blocked (NCHWc) layout there, so tensors that only rearrange another's values are not observed but
-derived (`CalibrationPlan`). A Conv feeding a ReLU/Clip could in theory take the activation's range
-(Q(act(x)) == act(Q(x)) on a grid that holds 0), which would keep the fusion; measured on the example
-detector, ONNX Runtime's Q/DQ model then lost accuracy (the FP16-fallback test stopped passing), so
-every producer is observed.
+blocked (NCHWc) layout there, so tensors whose statistics follow from another's are not observed but
+derived (`CalibrationPlan`): rearranged tensors (the same values), and a Conv/BatchNorm output read
+only by a ReLU/Clip, which takes the activation's range. TensorRT and ONNX Runtime's Q/DQ quantizer
+fuse such a pair, and on a symmetric grid that holds 0 and saturates at the activation's amax,
+Q(act(x)) == act(Q(x)); measured on the example detector, the Q/DQ model's outputs are identical
+either way (also with layers kept in float).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ from tools.range_methods import HISTOGRAM_BINS
 
 # Outputs that hold exactly their input's values, rearranged: same min, max and histogram.
 REARRANGING_OPS = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity"})
+# Producers fused with a following activation; they take the activation's range (module docstring).
+FUSING_PRODUCERS = frozenset({"Conv", "ConvTranspose", "BatchNormalization"})
+FUSED_ACTIVATIONS = frozenset({"Relu", "Clip"})
+
 
 @dataclass(frozen=True)
 class CalibratedTensor:
@@ -94,6 +99,11 @@ def calibration_plan(model) -> CalibrationPlan:
                 raise ModelError(f"calibration: tensor {name!r} has no static shape ({dims}); prepare the model with static input shapes")
             shapes[name] = tuple(dims)
 
+    readers: dict[str, list] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    outputs = {o.name for o in graph.output}
     source: dict[str, str] = {}
     for node in graph.node:
         if not node.output or node.output[0] not in shapes:
@@ -101,6 +111,9 @@ def calibration_plan(model) -> CalibrationPlan:
         out = node.output[0]
         if node.op_type in REARRANGING_OPS and node.input[0] in shapes:
             source[out] = node.input[0]
+        consumers = readers.get(out, [])
+        if node.op_type in FUSING_PRODUCERS and out not in outputs and len(consumers) == 1 and consumers[0].op_type in FUSED_ACTIVATIONS:
+            source[out] = consumers[0].output[0]
 
     def root(name: str) -> str:
         seen = set()

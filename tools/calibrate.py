@@ -37,7 +37,7 @@ from tools.cache import build_folder
 from tools.progress import Progress, SilentProgress
 from tools.range_methods import entropy_amax, percentile_amax
 
-CALIBRATE_FORMAT = 3  # 3: in-graph statistics, TensorRT's entropy (2: ONNX Runtime's calibrators)
+CALIBRATE_FORMAT = 4  # 4: a Conv before ReLU/Clip takes its range; 3: in-graph statistics, TensorRT's entropy; 2: ONNX Runtime's
 # The calibrator class the engine builder presents the cache through: its name is the cache header's.
 # Percentile ranges go through the entropy calibrator's interface (DLA accepts only EntropyCalibration2).
 TRT_ALGORITHM = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "percentile": "EntropyCalibration2"}

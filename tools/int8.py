@@ -65,10 +65,17 @@ class Int8ForDeploy:
         self.progress = progress or SilentProgress()
 
     def __call__(self) -> Int8Choice:
+        from tools.sensitivity import FALLBACK_SEARCH
+
         spec = self.pipeline.spec.calibration
         where = f"{self.pipeline.path}: model.precision int8"
         artifacts = Calibrate(self.pipeline, self.model, self.cache_root, self.progress)()
-        judged = {"gate": spec.accuracy.model_dump(), "fallback": spec.fallback, "fallback_max_layers": spec.fallback_max_layers}
+        judged = {
+            "gate": spec.accuracy.model_dump(),
+            "fallback": spec.fallback,
+            "fallback_max_layers": spec.fallback_max_layers,
+            "search": FALLBACK_SEARCH,
+        }
         key = hashlib.sha256(json.dumps(judged, sort_keys=True).encode()).hexdigest()[:12]
         recorded = artifacts.folder / f"judged-{key}" / ACCURACY_FILE
         self.judged_folder = recorded.parent

@@ -8,7 +8,10 @@ Fallback: greedy in rank order, each candidate measured with the full gate and k
 improves the worst output's cosine. Keeping layers in float is not monotonic: a layer kept in float
 hands a float tensor to a quantized neighbour whose input range was calibrated for it, and on the
 example detector keeping the 22 worst layers was worse than keeping the 2 worst (measured), so
-blind top-k would mislead. Written by hand: ONNX Runtime and ModelOpt's CPU path offer no such search.
+blind top-k would mislead. The error often sits in an activation between two layers, which only
+helps when both sides stay in float (measured: the detector's first depthwise convolution alone made
+it worse, with the stem convolution that feeds it the gate passed), so a candidate that does not
+help alone is tried once more together with its weighted neighbours. Written by hand: ONNX Runtime and ModelOpt's CPU path offer no such search.
 The Q/DQ model leaves kept layers without Q/DQ (each node reads its own Q/DQ pair, so a kept layer
 reads the float tensor); the kept list is the per-layer precision list for TensorRT 10 (FP16 there).
 """
@@ -30,6 +33,7 @@ from tools.progress import Progress, SilentProgress
 WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 RANKING_FRAMES = 8
 MAX_TRIALS = 12
+FALLBACK_SEARCH = 2  # 2: a candidate that does not help alone is tried with its neighbours (part of the judged cache key)
 MIXED_FILE = "model.mixed.qdq.onnx"
 PRECISION_FILE = "precision.json"
 
@@ -37,6 +41,7 @@ PRECISION_FILE = "precision.json"
 @dataclass(frozen=True)
 class FallbackStep:
     layer: str
+    together_with: tuple[str, ...]  # its neighbours, when it did not help alone
     isolated_cost: float
     cosine_before: float
     cosine_after: float
@@ -109,6 +114,36 @@ class FallbackToFp16:
         graph = onnx.load(str(self.model.model_path), load_external_data=False).graph
         return [node.name for node in graph.node if node.op_type in WEIGHTED_OPS]
 
+    def neighbours(self) -> dict[str, list[str]]:
+        """Each weighted layer's weighted producers and consumers, through the unweighted nodes
+        (activations, reshapes) between them."""
+        import onnx
+
+        graph = onnx.load(str(self.model.model_path), load_external_data=False).graph
+        producer = {out: node for node in graph.node for out in node.output}
+        readers: dict[str, list] = {}
+        for node in graph.node:
+            for name in node.input:
+                readers.setdefault(name, []).append(node)
+
+        def upstream(node, seen) -> set[str]:
+            found = set()
+            for name in node.input:
+                source = producer.get(name)
+                if source is None or source.name in seen:
+                    continue
+                seen.add(source.name)
+                found |= {source.name} if source.op_type in WEIGHTED_OPS else upstream(source, seen)
+            return found
+
+        adjacent: dict[str, set[str]] = {n.name: set() for n in graph.node if n.op_type in WEIGHTED_OPS}
+        for node in graph.node:
+            if node.op_type in WEIGHTED_OPS:
+                for source in upstream(node, {node.name}):
+                    adjacent[node.name].add(source)
+                    adjacent[source].add(node.name)
+        return {name: sorted(found) for name, found in adjacent.items()}
+
     def rank(self, frames: list[np.ndarray]) -> list[tuple[str, float]]:
         import onnxruntime as ort
 
@@ -141,19 +176,32 @@ class FallbackToFp16:
         baseline = evaluate_int8(self.pipeline, self.model, self.artifacts.qdq_model, frames, gate)
         best, kept, steps = baseline, [], []
         trial_path, final = self.out / ".trial.onnx", self.out / MIXED_FILE
-        task = self.progress.task("keeping the worst layers in higher precision", total=min(self.max_trials, len(ranking)))
-        for layer, cost in ranking[: self.max_trials]:
-            if best.passed:
+        task = self.progress.task("keeping the worst layers in higher precision", total=self.max_trials)
+        neighbours = self.neighbours()
+        trials = 0
+        for layer, cost in ranking:
+            if best.passed or trials >= self.max_trials:
                 break
-            write_qdq(self.model.model_path, trial_path, self.artifacts.onnxruntime_ranges, self.method, exclude=[*kept, layer])
-            trial = evaluate_int8(self.pipeline, self.model, trial_path, frames, gate)
-            better = worst_cosine(trial) > worst_cosine(best)
-            steps.append(FallbackStep(layer, cost, worst_cosine(best), worst_cosine(trial), better, trial.passed))
-            if better:
-                kept.append(layer)
-                best = trial
-                trial_path.replace(final)
-            task.advance(1)
+            if layer in kept:
+                continue
+            candidates = [()]
+            extra = tuple(n for n in neighbours.get(layer, []) if n not in kept)
+            if extra:
+                candidates.append(extra)
+            for together in candidates:
+                if trials >= self.max_trials:
+                    break
+                trials += 1
+                write_qdq(self.model.model_path, trial_path, self.artifacts.onnxruntime_ranges, self.method, exclude=[*kept, layer, *together])
+                trial = evaluate_int8(self.pipeline, self.model, trial_path, frames, gate)
+                better = worst_cosine(trial) > worst_cosine(best)
+                steps.append(FallbackStep(layer, together, cost, worst_cosine(best), worst_cosine(trial), better, trial.passed))
+                task.advance(1)
+                if better:
+                    kept.extend([layer, *together])
+                    best = trial
+                    trial_path.replace(final)
+                    break
         task.done()
         trial_path.unlink(missing_ok=True)
         if not kept:

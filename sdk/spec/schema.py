@@ -313,7 +313,7 @@ class Calibration(Frozen):
     accuracy: AccuracyGate = AccuracyGate()
     # A failing gate: rank layers by sensitivity and keep the worst out of INT8 until it passes (fp16), or refuse (none).
     fallback: Literal["fp16", "none"] = "fp16"
-    fallback_max_layers: Annotated[int, Field(ge=1, le=1000)] = 12  # candidates tried, worst first
+    fallback_max_layers: Annotated[int, Field(ge=1, le=1000)] = 12  # trials of the search, worst candidates first
 
     @field_validator("source")
     @classmethod

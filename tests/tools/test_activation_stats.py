@@ -1,5 +1,5 @@
 """In-graph activation statistics: exact against every intermediate tensor exported by ONNX Runtime,
-independent of frame order, with rearranged tensors derived, not observed."""
+independent of frame order, with rearranged and fused tensors derived, not observed."""
 
 from __future__ import annotations
 
@@ -60,10 +60,10 @@ def frames_for(count: int) -> list[np.ndarray]:
     return [rng.standard_normal((1, 3, 8, 8)).astype(np.float32) * (1 + i) for i in range(count)]
 
 
-def test_rearranged_tensors_are_derived_not_observed(tmp_path):
+def test_rearranged_and_fused_tensors_are_derived_not_observed(tmp_path):
     plan = calibration_plan(onnx.load(str(small_model(tmp_path / "m.onnx"))))
-    assert [t.name for t in plan.observed] == ["a1", "c1", "c2", "input", "s"]
-    assert plan.derived == {"t": "s", "r": "s"}  # r -> t -> s resolved to the root
+    assert [t.name for t in plan.observed] == ["a1", "c2", "input", "s"]  # c2 feeds an Add: observed
+    assert plan.derived == {"c1": "a1", "t": "s", "r": "s"}  # r -> t -> s resolved to the root
     assert plan.names == ("a1", "c1", "c2", "input", "r", "s", "t")
 
 
@@ -79,8 +79,10 @@ def test_ranges_and_histograms_equal_the_exported_tensors(tmp_path):
         amax = np.float32(stats.amax[row])
         bins = np.minimum((np.abs(values) * np.float32(HISTOGRAM_BINS / amax)).astype(np.int32), HISTOGRAM_BINS - 1)
         assert np.array_equal(stats.histograms[row], np.bincount(bins.ravel(), minlength=HISTOGRAM_BINS))
-    # Rearranged tensors hold the same values.
+    # Rearranged tensors hold the same values; the Conv before the Clip takes the Clip's statistics.
     assert exported["r"].min() == stats.minimum[stats.index_of("r")] and exported["t"].max() == stats.maximum[stats.index_of("t")]
+    assert stats.index_of("c1") == stats.index_of("a1") and stats.minimum[stats.index_of("c1")] == 0.0
+    assert exported["c1"].min() < 0  # what it would have been observed as
 
 
 def test_statistics_do_not_depend_on_frame_order(tmp_path):
@@ -98,10 +100,10 @@ def test_a_model_that_produces_nan_is_refused_with_the_tensor_named(tmp_path):
         CollectStatistics(path, histograms=False)(frames_for(2), SilentProgress())
 
 
-def test_the_example_detector_derives_its_reshapes_and_transposes(prepared_example):
+def test_the_example_detector_observes_half_its_tensors_and_derives_the_rest(prepared_example):
     plan = calibration_plan(onnx.load(str(prepared_example.model_path)))
     model = onnx.load(str(prepared_example.model_path))
     producers = {o: n.op_type for n in model.graph.node for o in n.output}
-    assert len(plan.names) == 194 and len(plan.derived) == 30
-    assert {producers[n] for n in plan.derived} == {"Reshape", "Transpose"}
+    assert len(plan.names) == 194 and len(plan.observed) == 105
+    assert {producers[n] for n in plan.derived} == {"Conv", "Reshape", "Transpose", "BatchNormalization"}
     assert all(producers.get(source) not in ("Reshape", "Transpose") for source in plan.derived.values())

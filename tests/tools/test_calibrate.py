@@ -201,3 +201,31 @@ def test_entropy_clips_tails_where_min_max_keeps_them(tmp_path):
         assert ranges["entropy"][name]["amax"] <= entry["amax"]
     clipped = [n for n, e in ranges["entropy"].items() if e["amax"] < 0.99 * ranges["minmax"][n]["amax"]]
     assert len(clipped) > len(ranges["minmax"]) // 3
+
+
+@pytest.mark.slow
+def test_a_conv_taking_its_clips_range_gives_the_same_qdq_model_outputs(tmp_path, monkeypatch):
+    """The derivation that keeps ONNX Runtime's fusion while calibrating must not change what the
+    Q/DQ model computes, with every layer in INT8 and with one kept in float."""
+    import tools.activation_stats as activation_stats
+    from tools.calibrate import write_qdq
+
+    pipeline = small_pipeline(tmp_path, method="minmax", frames=4)
+    model = PrepareModel(pipeline, tmp_path / "cache")()
+    derived = Calibrate(pipeline, model, tmp_path / "derived")()
+    monkeypatch.setattr(activation_stats, "FUSING_PRODUCERS", frozenset())
+    observed = Calibrate(pipeline, model, tmp_path / "observed")()
+    ranges = {name: json.loads(a.ranges.read_text())["tensors"] for name, a in (("derived", derived), ("observed", observed))}
+    differing = [n for n in ranges["derived"] if ranges["derived"][n]["amax"] != ranges["observed"][n]["amax"]]
+    assert len(differing) > 40  # the Conv outputs before a Clip: their own range is wider
+    stem = next(n.name for n in onnx.load(str(model.model_path)).graph.node if n.op_type == "Conv")
+    frame = np.random.default_rng(0).uniform(-1, 1, (1, 3, 300, 300)).astype(np.float32)
+    for exclude in ([], [stem]):
+        outputs = []
+        for artifacts in (derived, observed):
+            path = tmp_path / f"{artifacts.folder.name}-{len(exclude)}.onnx"
+            write_qdq(model.model_path, path, artifacts.onnxruntime_ranges, "minmax", exclude=exclude)
+            session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            outputs.append(session.run(None, {session.get_inputs()[0].name: frame}))
+        for mine, theirs in zip(*outputs, strict=True):
+            np.testing.assert_array_equal(mine, theirs)
