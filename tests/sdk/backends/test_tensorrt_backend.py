@@ -47,23 +47,30 @@ def _gpu_or_skip():
         pytest.skip(f"needs a CUDA device: {exc.message}")
 
 
-@pytest.mark.gpu
-@pytest.mark.trt
-def test_engine_built_here_runs_like_onnx_runtime(prepared_example, tmp_path):
-    """Build an FP16 GPU engine from the prepared detector, run it, compare with ONNX Runtime on the same input."""
-    _gpu_or_skip()
+def _detector_engine(prepared_example, tmp_path):
+    """An engine of the prepared detector built here (FP16; FP32 on TensorRT 11, strongly typed)."""
     import tensorrt as trt
 
-    from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
     from sdk.engine.build_plan import plan_build
     from sdk.engine.platforms import TensorRTVersion
     from sdk.engine.trt_adapter import TensorRTBuilder
 
     version = TensorRTVersion.parse(trt.__version__)
     plan = plan_build(version, {"Preprocessor/sub:0": (1, 3, 300, 300)}, "fp32" if version.major == 11 else "fp16")
-    engine = tmp_path / "model.engine"
     built = TensorRTBuilder(plan, prepared_example.model_path)()
+    engine = tmp_path / "model.engine"
     engine.write_bytes(built.plan)
+    return engine, built
+
+
+@pytest.mark.gpu
+@pytest.mark.trt
+def test_engine_built_here_runs_like_onnx_runtime(prepared_example, tmp_path):
+    """Build an FP16 GPU engine from the prepared detector, run it, compare with ONNX Runtime on the same input."""
+    _gpu_or_skip()
+    from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
+
+    engine, built = _detector_engine(prepared_example, tmp_path)
     layers = json.loads(built.layers)["Layers"]  # the engine inspector's list, DETAILED verbosity
     assert layers and all("Name" in layer and "LayerType" in layer for layer in layers)
     with OnnxRuntimeBackend(prepared_example.model_path) as reference, TensorRTBackend(engine, profile_layers=True) as backend:
@@ -90,16 +97,7 @@ def test_a_cuda_graph_cannot_be_combined_with_the_layer_profiler(tmp_path):
 def test_a_captured_cuda_graph_replays_the_same_outputs_frame_after_frame(prepared_example, tmp_path):
     """The graph is captured once at open; new input written into the bound buffers must reach it."""
     _gpu_or_skip()
-    import tensorrt as trt
-
-    from sdk.engine.build_plan import plan_build
-    from sdk.engine.platforms import TensorRTVersion
-    from sdk.engine.trt_adapter import TensorRTBuilder
-
-    version = TensorRTVersion.parse(trt.__version__)
-    plan = plan_build(version, {"Preprocessor/sub:0": (1, 3, 300, 300)}, "fp32" if version.major == 11 else "fp16")
-    engine = tmp_path / "model.engine"
-    engine.write_bytes(TensorRTBuilder(plan, prepared_example.model_path)().plan)
+    engine, _ = _detector_engine(prepared_example, tmp_path)
     rng = np.random.default_rng(1)
     frames = [rng.uniform(-1, 1, (1, 3, 300, 300)).astype(np.float32) for _ in range(3)]
     outputs = {}
