@@ -11,7 +11,8 @@ example detector keeping the 22 worst layers was worse than keeping the 2 worst 
 blind top-k would mislead. The error often sits in an activation between two layers, which only
 helps when both sides stay in float (measured: the detector's first depthwise convolution alone made
 it worse, with the stem convolution that feeds it the gate passed), so a candidate that does not
-help alone is tried once more together with its weighted neighbours. Written by hand: ONNX Runtime and ModelOpt's CPU path offer no such search.
+help alone is tried once more together with its weighted neighbours. Written by hand: ONNX Runtime
+and ModelOpt's CPU path offer no such search.
 The Q/DQ model leaves kept layers without Q/DQ (each node reads its own Q/DQ pair, so a kept layer
 reads the float tensor); the kept list is the per-layer precision list for TensorRT 10 (FP16 there).
 """
@@ -121,10 +122,6 @@ class FallbackToFp16:
 
         graph = onnx.load(str(self.model.model_path), load_external_data=False).graph
         producer = {out: node for node in graph.node for out in node.output}
-        readers: dict[str, list] = {}
-        for node in graph.node:
-            for name in node.input:
-                readers.setdefault(name, []).append(node)
 
         def upstream(node, seen) -> set[str]:
             found = set()
