@@ -167,6 +167,11 @@ class LocalSession:
             raise
         return RunOutcome(code, stderr)
 
+    def _python_in(self, release: str, python: str | None) -> list[str]:
+        """The device's Python, started inside the release folder. The folder is a positional argument
+        of a fixed script: no user value is parsed by the shell."""
+        return ["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", release, "env", "PYTHONDONTWRITEBYTECODE=1", python or self.python]
+
     def release_command(self, release_id: str, args: list[str], python: str | None = None) -> subprocess.CompletedProcess:
         """`python -m sdk ARGS` of the release itself, in its folder (its own sdk, not the host's)."""
         release = self.store.release_dir(release_id)
@@ -359,37 +364,18 @@ class SshSession:
         release = f"{self.root}/releases/{release_id}"
         run_dir = f"{self.root}/runs/{run_name}"
         self._store("clear-run", run_name)
-        # cd into the release as a positional argument of a fixed script: no user value is parsed by the shell.
-        argv = [
-            "sh",
-            "-c",
-            'cd "$1" && shift && exec "$@"',
-            "sh",
-            release,
-            "env",
-            "PYTHONDONTWRITEBYTECODE=1",
-            python or self.python,
-            *run_arguments(release, run_dir, self.name, frames, stress),
-        ]
+        argv = [*self._python_in(release, python), *run_arguments(release, run_dir, self.name, frames, stress)]
         result = self.connection.run(argv, on_stdout_line=lambda line: on_event(parse_event(line)), timeout=self.target.spec.timeouts.deadline_s)
         return RunOutcome(result.exit_code, result.stderr)
 
+    def _python_in(self, release: str, python: str | None) -> list[str]:
+        """The device's Python, started inside the release folder. The folder is a positional argument
+        of a fixed script: no user value is parsed by the shell."""
+        return ["sh", "-c", 'cd "$1" && shift && exec "$@"', "sh", release, "env", "PYTHONDONTWRITEBYTECODE=1", python or self.python]
+
     def release_command(self, release_id: str, args: list[str], python: str | None = None) -> subprocess.CompletedProcess:
         release = f"{self.root}/releases/{release_id}"
-        argv = [
-            "sh",
-            "-c",
-            'cd "$1" && shift && exec "$@"',
-            "sh",
-            release,
-            "env",
-            "PYTHONDONTWRITEBYTECODE=1",
-            python or self.python,
-            "-B",
-            "-m",
-            "sdk",
-            *args,
-        ]
+        argv = [*self._python_in(release, python), "-B", "-m", "sdk", *args]
         result = self.connection.run(argv, timeout=self.target.spec.timeouts.deadline_s)
         return subprocess.CompletedProcess(argv, result.exit_code, result.stdout, result.stderr)
 
