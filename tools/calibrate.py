@@ -37,7 +37,9 @@ from tools.cache import build_folder
 from tools.progress import Progress, SilentProgress
 from tools.range_methods import entropy_amax, percentile_amax
 
-CALIBRATE_FORMAT = 4  # 4: a Conv before ReLU/Clip takes its range; 3: in-graph statistics, TensorRT's entropy; 2: ONNX Runtime's
+# 5: one pass, histograms on a power-of-two grid; 4: a Conv before ReLU/Clip takes its range;
+# 3: in-graph statistics, TensorRT's entropy; 2: ONNX Runtime's
+CALIBRATE_FORMAT = 5
 # The calibrator class the engine builder presents the cache through: its name is the cache header's.
 # Percentile ranges go through the entropy calibrator's interface (DLA accepts only EntropyCalibration2).
 TRT_ALGORITHM = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "percentile": "EntropyCalibration2"}
@@ -231,8 +233,8 @@ def chosen_ranges(statistics: ActivationStatistics, method: str, percentile: flo
         row = statistics.index_of(name)
         low, high, amax = float(statistics.minimum[row]), float(statistics.maximum[row]), float(statistics.amax[row])
         if method != "minmax" and amax > 0:
-            histogram = statistics.histograms[row]
-            amax = entropy_amax(histogram, amax) if method == "entropy" else percentile_amax(histogram, amax, percentile)
+            histogram, width = statistics.histograms[row], float(statistics.bin_width[row])
+            amax = entropy_amax(histogram, width, amax) if method == "entropy" else percentile_amax(histogram, width, amax, percentile)
         tensors[name] = {"min": low, "max": high, "amax": amax}
     return tensors
 

@@ -1,4 +1,4 @@
-"""In-graph activation statistics: exact against every intermediate tensor exported by ONNX Runtime,
+"""Activation statistics in one pass: exact against every intermediate tensor exported by ONNX Runtime,
 independent of frame order, with rearranged and fused tensors derived, not observed."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from sdk.errors import ModelError
 from tools.activation_stats import CollectStatistics, calibration_plan
+from tools.histogram_kernel import HISTOGRAM_BINS
 from tools.progress import SilentProgress
-from tools.range_methods import HISTOGRAM_BINS
 
 
 def small_model(path, *, nan: bool = False):
@@ -76,13 +76,31 @@ def test_ranges_and_histograms_equal_the_exported_tensors(tmp_path):
         values = exported[tensor.name]
         row = stats.index_of(tensor.name)
         assert stats.minimum[row] == values.min() and stats.maximum[row] == values.max()
-        amax = np.float32(stats.amax[row])
-        bins = np.minimum((np.abs(values) * np.float32(HISTOGRAM_BINS / amax)).astype(np.int32), HISTOGRAM_BINS - 1)
-        assert np.array_equal(stats.histograms[row], np.bincount(bins.ravel(), minlength=HISTOGRAM_BINS))
+        amax = stats.amax[row]
+        top = 2.0 ** np.floor(np.log2(amax) + 1)  # the power of two above amax
+        assert top / 2 <= amax < top and stats.bin_width[row] == top / HISTOGRAM_BINS
+        expected, _ = np.histogram(np.abs(values.astype(np.float64)), HISTOGRAM_BINS, range=(0, top))
+        assert np.array_equal(stats.histograms[row], expected)
     # Rearranged tensors hold the same values; the Conv before the Clip takes the Clip's statistics.
     assert exported["r"].min() == stats.minimum[stats.index_of("r")] and exported["t"].max() == stats.maximum[stats.index_of("t")]
     assert stats.index_of("c1") == stats.index_of("a1") and stats.minimum[stats.index_of("c1")] == 0.0
     assert exported["c1"].min() < 0  # what it would have been observed as
+
+
+def test_min_max_alone_is_reduced_in_the_graph_with_the_activation_floor_as_minimum(tmp_path):
+    path = small_model(tmp_path / "m.onnx")
+    frames = frames_for(5)
+    stats = CollectStatistics(path, histograms=False)(frames, SilentProgress())
+    counted = CollectStatistics(path, histograms=True)(frames, SilentProgress())
+    exported = every_tensor(path, frames)
+    assert stats.histograms is None and stats.bin_width is None
+    for tensor in stats.plan.observed:
+        row = stats.index_of(tensor.name)
+        assert stats.maximum[row] == exported[tensor.name].max() == counted.maximum[row]
+        if tensor.name != "a1":
+            assert stats.minimum[row] == exported[tensor.name].min()
+    assert stats.minimum[stats.index_of("a1")] == 0.0  # Clip(0, 6): its floor, not observed
+    assert np.array_equal(stats.amax, counted.amax)
 
 
 def test_statistics_do_not_depend_on_frame_order(tmp_path):
@@ -96,8 +114,9 @@ def test_statistics_do_not_depend_on_frame_order(tmp_path):
 
 def test_a_model_that_produces_nan_is_refused_with_the_tensor_named(tmp_path):
     path = small_model(tmp_path / "m.onnx", nan=True)
-    with pytest.raises(ModelError, match="NaN or infinity .* first 'c2'"):
-        CollectStatistics(path, histograms=False)(frames_for(2), SilentProgress())
+    for histograms in (False, True):
+        with pytest.raises(ModelError, match="NaN or infinity .* first 'c2'"):
+            CollectStatistics(path, histograms=histograms)(frames_for(2), SilentProgress())
 
 
 def test_the_example_detector_observes_half_its_tensors_and_derives_the_rest(prepared_example):

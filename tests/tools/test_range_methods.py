@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 from scipy.stats import entropy as kl_divergence
 
-from tools.range_methods import HISTOGRAM_BINS, entropy_amax, entropy_threshold_bins, percentile_amax
+from tools.range_methods import covered_bins, entropy_amax, entropy_threshold_bins, percentile_amax
+
+BINS = 2048  # TensorRT's histogram; the search takes any length (the one-pass grid gives 2049..4096)
 
 
 def direct_threshold_bins(histogram: np.ndarray) -> int:
@@ -30,11 +32,12 @@ def direct_threshold_bins(histogram: np.ndarray) -> int:
     return best_bins
 
 
-def histogram_of(values: np.ndarray) -> tuple[np.ndarray, float]:
+def histogram_of(values: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """Counts, bin width and amax: TensorRT's grid, BINS bins over [0, amax]."""
     magnitude = np.abs(values)
     amax = float(magnitude.max())
-    counts, _ = np.histogram(magnitude, HISTOGRAM_BINS, range=(0, amax))
-    return counts, amax
+    counts, _ = np.histogram(magnitude, BINS, range=(0, amax))
+    return counts, amax / BINS, amax
 
 
 @pytest.mark.parametrize(
@@ -49,23 +52,39 @@ def histogram_of(values: np.ndarray) -> tuple[np.ndarray, float]:
     ids=["normal", "laplace", "relu6", "outliers", "sparse"],
 )
 def test_the_vectorised_threshold_equals_the_direct_algorithm(values):
-    counts, _ = histogram_of(values)
+    counts, _, _ = histogram_of(values)
     assert entropy_threshold_bins(counts) == direct_threshold_bins(counts)
 
 
+def test_the_threshold_search_takes_a_histogram_of_any_length():
+    counts, _, _ = histogram_of(np.random.default_rng(7).laplace(size=100_000))
+    odd = counts[:1500].copy()  # a cut grid: 1500 bins, the outliers dropped
+    assert entropy_threshold_bins(odd) == direct_threshold_bins(odd)
+
+
 def test_entropy_clips_a_long_tail_and_keeps_a_bounded_distribution_whole():
-    tail, amax = histogram_of(np.concatenate([np.random.default_rng(5).standard_normal(500_000), [60.0]]))
-    assert entropy_amax(tail, amax) < 0.25 * amax  # one outlier at 60 sigma must not set the scale
-    flat, amax = histogram_of(np.random.default_rng(6).uniform(-3, 3, 500_000))
-    assert entropy_amax(flat, amax) > 0.95 * amax
+    tail, width, amax = histogram_of(np.concatenate([np.random.default_rng(5).standard_normal(500_000), [60.0]]))
+    assert entropy_amax(tail, width, amax) < 0.25 * amax  # one outlier at 60 sigma must not set the scale
+    flat, width, amax = histogram_of(np.random.default_rng(6).uniform(-3, 3, 500_000))
+    assert 0.95 * amax < entropy_amax(flat, width, amax) <= amax
 
 
 def test_percentile_is_the_bin_edge_where_the_share_is_reached():
-    counts = np.zeros(HISTOGRAM_BINS, np.int64)
-    counts[:1000] = 1  # 1000 values spread over the first 1000 bins
-    assert percentile_amax(counts, 2048.0, 99.9) == 999.0  # 999 values below bin 999's lower edge is 99.9 %
-    assert percentile_amax(counts, 2048.0, 100.0) == 1000.0
-    assert percentile_amax(np.zeros(HISTOGRAM_BINS), 3.0, 99.0) == 3.0
+    counts = np.zeros(4096, np.int64)
+    counts[:1000] = 1  # 1000 values spread over the first 1000 bins of width 0.5
+    assert percentile_amax(counts, 0.5, 700.0, 99.9) == 499.5  # 999 values below bin 999's lower edge is 99.9 %
+    assert percentile_amax(counts, 0.5, 700.0, 100.0) == 500.0
+    assert percentile_amax(counts, 0.5, 499.7, 100.0) == 499.7  # never above the largest |x|
+    assert percentile_amax(np.zeros(4096), 0.5, 3.0, 99.0) == 3.0
+
+
+def test_the_entropy_search_covers_the_grid_up_to_amax_only():
+    # The one-pass grid spans [0, R) with R the power of two above amax; bins past amax are empty.
+    assert covered_bins(np.zeros(4096), 1 / 1024, 2.5) == 2561  # bins 0..2560 reach 2.5
+    assert covered_bins(np.zeros(4096), 1 / 1024, 3.9999) == 4096
+    counts = np.zeros(4096, np.int64)
+    counts[:2561] = np.random.default_rng(8).integers(1, 100, 2561)
+    assert entropy_amax(counts, 1 / 1024, 2.5) == min(entropy_threshold_bins(counts[:2561]) / 1024, 2.5)
 
 
 def test_a_histogram_too_short_to_search_is_refused():
