@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -218,7 +219,8 @@ class CollectStatistics:
         self.histograms = histograms
         self.threads = threads
 
-    def __call__(self, frames: list[np.ndarray], progress: Progress) -> ActivationStatistics:
+    def __call__(self, frames: Iterable[np.ndarray], progress: Progress, *, count: int | None = None) -> ActivationStatistics:
+        """`frames`: any iterable, consumed once; `count` (for the progress bar) defaults to its len()."""
         import onnx
 
         model = onnx.load(str(self.model_path))
@@ -229,20 +231,23 @@ class CollectStatistics:
         inputs = [i.name for i in model.graph.input if i.name not in weights]
         if len(inputs) != 1:
             raise ModelError(f"{self.model_path}: calibration needs a model with one input, this one has {inputs}")
-        task = progress.task("calibration: activation " + ("histograms" if self.histograms else "ranges"), total=len(frames))
+        total = count if count is not None else len(frames)
+        task = progress.task("calibration: activation " + ("histograms" if self.histograms else "ranges"), total=total)
         collect = self._counted if self.histograms else self._reduced
         statistics = collect(model, plan, inputs[0], frames, task)
         task.done()
         return statistics
 
-    def _reduced(self, model, plan: CalibrationPlan, input_name: str, frames: list[np.ndarray], task) -> ActivationStatistics:
+    def _reduced(self, model, plan: CalibrationPlan, input_name: str, frames: Iterable[np.ndarray], task) -> ActivationStatistics:
         tensors = plan.observed
         graph, floors = _ranges_graph(model, tensors)
         session = _session(graph, self.threads, spinning=True)
         reduced = [i for i in range(len(tensors)) if i not in floors]
         minimum = np.full(len(tensors), np.inf)
         maximum = np.full(len(tensors), -np.inf)
+        seen = 0
         for frame in frames:
+            seen += 1
             results = session.run(["calib__maximum", "calib__minimum"] if reduced else ["calib__maximum"], {input_name: frame})
             np.maximum(maximum, results[0], out=maximum)
             if reduced:
@@ -256,9 +261,9 @@ class CollectStatistics:
                 f"calibration: {len(broken)} tensor(s) reach NaN or infinity on the calibration frames, first {broken[0]!r}",
                 hint="check the preprocessing (scale, mean, std) against what the model was trained with",
             )
-        return ActivationStatistics(plan, minimum, maximum, None, None, len(frames))
+        return ActivationStatistics(plan, minimum, maximum, None, None, seen)
 
-    def _counted(self, model, plan: CalibrationPlan, input_name: str, frames: list[np.ndarray], task) -> ActivationStatistics:
+    def _counted(self, model, plan: CalibrationPlan, input_name: str, frames: Iterable[np.ndarray], task) -> ActivationStatistics:
         from tools.histogram_kernel import ActivationCounter
 
         names = [t.name for t in plan.observed]
@@ -266,11 +271,13 @@ class CollectStatistics:
         outputs = [name for name in names if name != input_name]
         session = _session(_activations_graph(model, plan.observed), self.threads, spinning=False)
         threads = self.threads or len(os.sched_getaffinity(0))
+        seen = 0
         with ActivationCounter(names, histograms=True, threads=threads) as counter:
             for frame in frames:
+                seen += 1
                 work = list(zip([rows[name] for name in outputs], session.run(outputs, {input_name: frame}), strict=True))
                 if input_name in rows:
                     work.append((rows[input_name], frame))
                 counter.add(work)  # counted while the model runs on the next frame
                 task.advance()
-        return ActivationStatistics(plan, counter.minimum, counter.maximum, counter.counts, counter.bin_width, len(frames))
+        return ActivationStatistics(plan, counter.minimum, counter.maximum, counter.counts, counter.bin_width, seen)

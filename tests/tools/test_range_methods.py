@@ -11,12 +11,12 @@ from tools.range_methods import covered_bins, entropy_amax, entropy_threshold_bi
 BINS = 2048  # TensorRT's histogram; the search takes any length (the one-pass grid gives 2049..4096)
 
 
-def direct_threshold_bins(histogram: np.ndarray) -> int:
+def direct_threshold_bins(histogram: np.ndarray, first: int = 128) -> int:
     """The GTC 2017 algorithm, one candidate at a time, as written on the slides."""
     counts = histogram.astype(np.float64).copy()
     counts[0] = counts[1]
     best, best_bins = np.inf, len(counts)
-    for i in range(128, len(counts) + 1):
+    for i in range(first, len(counts) + 1):
         reference = counts[:i].copy()
         reference[-1] += counts[i:].sum()
         level = (np.arange(i) * 128) // i
@@ -60,6 +60,7 @@ def test_the_threshold_search_takes_a_histogram_of_any_length():
     counts, _, _ = histogram_of(np.random.default_rng(7).laplace(size=100_000))
     odd = counts[:1500].copy()  # a cut grid: 1500 bins, the outliers dropped
     assert entropy_threshold_bins(odd) == direct_threshold_bins(odd)
+    assert entropy_threshold_bins(odd, 200) == direct_threshold_bins(odd, 200)
 
 
 def test_entropy_clips_a_long_tail_and_keeps_a_bounded_distribution_whole():
@@ -84,7 +85,15 @@ def test_the_entropy_search_covers_the_grid_up_to_amax_only():
     assert covered_bins(np.zeros(4096), 1 / 1024, 3.9999) == 4096
     counts = np.zeros(4096, np.int64)
     counts[:2561] = np.random.default_rng(8).integers(1, 100, 2561)
-    assert entropy_amax(counts, 1 / 1024, 2.5) == min(entropy_threshold_bins(counts[:2561]) / 1024, 2.5)
+    # As in TensorRT (128 of its 2048 bins), no threshold below amax / 16: 160 of these finer bins.
+    assert entropy_amax(counts, 1 / 1024, 2.5) == min(entropy_threshold_bins(counts[:2561], 160) / 1024, 2.5)
+    spike = np.zeros(4096, np.int64)
+    spike[:40] = 10**6  # everything far below amax / 16 but one outlier at amax
+    spike[2560] = 1
+    assert entropy_amax(spike, 1 / 1024, 2.5) >= 2.5 / 16
+    # On TensorRT's own grid the first candidate is its 128.
+    tensorrt, width, amax = histogram_of(np.random.default_rng(9).laplace(size=100_000))
+    assert entropy_amax(tensorrt, width, amax) == entropy_threshold_bins(tensorrt) * width
 
 
 def test_a_histogram_too_short_to_search_is_refused():
