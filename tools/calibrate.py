@@ -86,6 +86,11 @@ def iter_preprocessed_frames(pipeline: PipelineFile, indices: set[int], input_sh
     with open_reader(source_uri(pipeline), pipeline.folder) as reader:
         index = 0
         while delivered < len(indices):
+            if index not in indices:
+                if not reader.skip():  # not chosen: not decoded into an image
+                    break
+                index += 1
+                continue
             try:
                 image = reader.read()
             except CorruptFrame:
@@ -93,10 +98,9 @@ def iter_preprocessed_frames(pipeline: PipelineFile, indices: set[int], input_sh
                 continue
             if image is None:
                 break
-            if index in indices:
-                preprocess(image)
-                delivered += 1
-                yield index, buffer.copy()
+            preprocess(image)
+            delivered += 1
+            yield index, buffer.copy()
             index += 1
 
 
@@ -128,15 +132,12 @@ def source_geometry(pipeline: PipelineFile):
 
 
 def count_frames(pipeline: PipelineFile) -> int:
+    """Frames in the calibration source, corrupt ones included (they keep their index)."""
     count = 0
     with open_reader(source_uri(pipeline), pipeline.folder) as reader:
-        while True:
-            try:
-                if reader.read() is None:
-                    return count
-            except CorruptFrame:
-                pass
+        while reader.skip():
             count += 1
+    return count
 
 
 ORT_METHODS = {  # lazily: onnxruntime.quantization is imported only when calibrating

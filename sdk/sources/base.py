@@ -29,6 +29,14 @@ class FrameReader(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def skip(self) -> bool:
+        """Move past the next frame without handing it out (it may not be decoded, so a corrupt one
+        is not noticed); False at the end of the stream."""
+        try:
+            return self.read() is not None
+        except CorruptFrame:
+            return True
+
     def rewind(self) -> None:
         """Start again from the first frame (loop replay); live readers cannot."""
         self.close()

@@ -39,6 +39,12 @@ class ImageFolder(FrameReader):
             raise CorruptFrame(f"cannot decode {path.name}")
         return image
 
+    def skip(self) -> bool:
+        if self._position >= len(self._files):
+            return False
+        self._position += 1  # not decoded
+        return True
+
     def rewind(self) -> None:
         self._position = 0
 

@@ -76,6 +76,28 @@ def test_real_video_every_frame_with_index(video_path):
     assert stamps == sorted(stamps)
 
 
+def test_skipping_frames_lands_on_the_same_frame_as_reading_them(video_path):
+    with open_reader(f"file://{video_path.name}", video_path.parent) as reader:
+        for _ in range(5):
+            reader.read()
+        sixth = reader.read().copy()
+    with open_reader(f"file://{video_path.name}", video_path.parent) as reader:
+        assert all(reader.skip() for _ in range(5))
+        assert np.array_equal(reader.read(), sixth)
+        skipped = sum(1 for _ in iter(reader.skip, False))
+    assert skipped == 795 - 6
+
+
+def test_skipping_images_does_not_decode_them(tmp_path):
+    for i, value in enumerate((10, 20)):
+        cv2.imwrite(str(tmp_path / f"{i:03d}.png"), np.full((8, 12, 3), value, np.uint8))
+    (tmp_path / "000b.jpg").write_bytes(b"corrupt")  # between them, in name order
+    with open_reader("images://.", tmp_path) as reader:
+        assert reader.skip() and reader.skip()  # the corrupt one is passed over, not raised
+        assert int(reader.read()[0, 0, 0]) == 20
+        assert not reader.skip()
+
+
 def test_missing_video_is_a_source_error(tmp_path):
     (tmp_path / "broken.avi").write_bytes(b"not a video")
     with pytest.raises(SourceError, match="cannot open video file"):
