@@ -229,3 +229,43 @@ def test_a_conv_taking_its_clips_range_gives_the_same_qdq_model_outputs(tmp_path
             outputs.append(session.run(None, {session.get_inputs()[0].name: frame}))
         for mine, theirs in zip(*outputs, strict=True):
             np.testing.assert_array_equal(mine, theirs)
+
+
+@pytest.mark.slow
+def test_our_conv_weight_scales_give_onnx_runtimes_own_qdq_model(tmp_path):
+    """The per-channel weight scales handed to the quantizer (it computes them in a slow Python loop)
+    leave the Q/DQ model identical, initializer for initializer, with and without a layer kept in float."""
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    from tools.calibrate import conv_weight_scales, quiet_onnxruntime_quantization, write_qdq
+
+    pipeline = small_pipeline(tmp_path, method="minmax", frames=4)
+    model = PrepareModel(pipeline, tmp_path / "cache")()
+    artifacts = Calibrate(pipeline, model, tmp_path / "cal")()
+    prepared = onnx.load(str(model.model_path))
+    scales = conv_weight_scales(prepared)
+    assert len(scales) == sum(n.op_type == "Conv" for n in prepared.graph.node)
+    stem = next(n.name for n in prepared.graph.node if n.op_type == "Conv")
+    for exclude in ([], [stem]):
+        ours, theirs = tmp_path / f"ours-{len(exclude)}.onnx", tmp_path / f"theirs-{len(exclude)}.onnx"
+        write_qdq(model.model_path, ours, artifacts.onnxruntime_ranges, "minmax", exclude=exclude)
+        with quiet_onnxruntime_quantization():
+            quantize_static(
+                str(model.model_path),
+                str(theirs),
+                None,
+                quant_format=QuantFormat.QDQ,
+                per_channel=True,
+                activation_type=QuantType.QInt8,
+                weight_type=QuantType.QInt8,
+                calibrate_method=CalibrationMethod.MinMax,
+                nodes_to_exclude=exclude,
+                extra_options={"ActivationSymmetric": True, "WeightSymmetric": True, "DedicatedQDQPair": bool(exclude)},
+                calibration_cache_path=str(artifacts.onnxruntime_ranges),
+            )
+        mine, reference = onnx.load(str(ours)), onnx.load(str(theirs))
+        assert list(mine.graph.node) == list(reference.graph.node)
+        arrays = [{i.name: onnx.numpy_helper.to_array(i) for i in m.graph.initializer} for m in (mine, reference)]
+        assert arrays[0].keys() == arrays[1].keys()
+        for name, value in arrays[0].items():
+            assert value.dtype == arrays[1][name].dtype and np.array_equal(value, arrays[1][name]), name
