@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # What a vehicle does not have, or must not need: host tools and host-only packages.
-HOST_ONLY = {"tools", "paramiko", "fabric", "asyncssh", "onnx", "onnx_graphsurgeon", "rich", "onnxsim"}
+HOST_ONLY = {"tools", "paramiko", "fabric", "asyncssh", "onnx", "onnx_graphsurgeon", "rich", "onnxsim", "numba"}
 # What `import sdk.<anything>` must not load eagerly: heavy runtimes load inside the stage that needs them.
 HEAVY = {"cv2", "onnxruntime", "tensorrt", "tensorrt_lean", "cuda", "torch"}
 

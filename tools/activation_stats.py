@@ -272,7 +272,7 @@ class CollectStatistics:
         session = _session(_activations_graph(model, plan.observed), self.threads, spinning=False)
         threads = self.threads or len(os.sched_getaffinity(0))
         seen = 0
-        with ActivationCounter(names, histograms=True, threads=threads) as counter:
+        with ActivationCounter(names, threads=threads) as counter:
             for frame in frames:
                 seen += 1
                 work = list(zip([rows[name] for name in outputs], session.run(outputs, {input_name: frame}), strict=True))

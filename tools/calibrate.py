@@ -218,11 +218,16 @@ class Calibrate:
         ((_, input_shape),) = meta["inputs"].items()
         chosen = self.selection.calibration
         delivered = []
+
+        def tensors(frames):
+            for index, frame in frames:
+                delivered.append(index)
+                yield frame
+
+        # Frames are decoded ahead while the model runs, and not kept.
         with Prefetched(iter_preprocessed_frames(self.pipeline, set(chosen), tuple(input_shape))) as frames:
-            # Frames are decoded ahead while the model runs, and not kept.
-            statistics = CollectStatistics(self.model.model_path, histograms=self.spec.method != "minmax")(
-                (delivered.append(index) or frame for index, frame in frames), self.progress, count=len(chosen)
-            )
+            collect = CollectStatistics(self.model.model_path, histograms=self.spec.method != "minmax")
+            statistics = collect(tensors(frames), self.progress, count=len(chosen))
         if len(delivered) != len(chosen):
             raise ModelError(f"calibration: the source delivered {len(delivered)} of the {len(chosen)} chosen frames")
         tensors = chosen_ranges(statistics, self.spec.method, self.spec.percentile)

@@ -80,21 +80,20 @@ def _kernel():
 
 
 class ActivationCounter:
-    """Accumulates per-tensor min, max and (optionally) histograms over frames, on `threads`
-    threads. A context manager: the threads live as long as the pass. `add` returns at once;
-    the frame is counted while the caller runs the model on the next one."""
+    """Accumulates per-tensor min, max and |x| histograms over frames, on `threads` threads. A
+    context manager: the threads live as long as the pass. `add` returns at once; the frame is
+    counted while the caller runs the model on the next one."""
 
-    def __init__(self, names: list[str], *, histograms: bool, threads: int) -> None:
+    def __init__(self, names: list[str], *, threads: int) -> None:
         tensors = len(names)
         self.names = names
         self.nonfinite = np.zeros(tensors, np.int64)
         self.ranges = np.zeros(tensors)  # R per tensor; 0 until a non-zero value is seen
         self.minimum = np.full(tensors, np.inf)
         self.maximum = np.full(tensors, -np.inf)
-        self.histograms = histograms
-        self.counts = np.zeros((tensors, HISTOGRAM_BINS), np.int64) if histograms else None
+        self.counts = np.zeros((tensors, HISTOGRAM_BINS), np.int64)
         self.threads = max(1, threads)
-        self._kernel = _kernel() if histograms else None
+        self._kernel = _kernel()
         self._pool: ThreadPoolExecutor | None = None
         self._pending: list = []
 
@@ -148,5 +147,4 @@ class ActivationCounter:
                 continue
             self.minimum[row] = min(self.minimum[row], low)
             self.maximum[row] = max(self.maximum[row], high)
-            if self.histograms:
-                self._kernel(flat, max(-low, high), row, self.ranges, self.counts)
+            self._kernel(flat, max(-low, high), row, self.ranges, self.counts)

@@ -10,9 +10,9 @@ from sdk.errors import ModelError
 from tools.histogram_kernel import HISTOGRAM_BINS, ActivationCounter
 
 
-def counted(frames: list[list[np.ndarray]], *, histograms: bool = True, threads: int = 2) -> ActivationCounter:
+def counted(frames: list[list[np.ndarray]], *, threads: int = 2) -> ActivationCounter:
     names = [f"t{i}" for i in range(len(frames[0]))]
-    with ActivationCounter(names, histograms=histograms, threads=threads) as counter:
+    with ActivationCounter(names, threads=threads) as counter:
         for frame in frames:
             counter.add(list(enumerate(frame)))
     return counter
@@ -55,12 +55,6 @@ def test_the_order_of_frames_and_the_thread_count_do_not_matter():
         assert np.array_equal(forward.counts[row], expected)
 
 
-def test_without_histograms_only_the_range_is_kept():
-    values = np.array([-2.5, 0.0, 7.25], np.float32)
-    counter = counted([[values]], histograms=False)
-    assert counter.minimum[0] == -2.5 and counter.maximum[0] == 7.25 and counter.counts is None
-
-
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_a_value_that_is_not_finite_is_refused_with_its_tensor_named(bad):
     with pytest.raises(ModelError, match="NaN or infinity .* first 't1'"):
@@ -68,6 +62,6 @@ def test_a_value_that_is_not_finite_is_refused_with_its_tensor_named(bad):
 
 
 def test_the_counter_refuses_work_outside_its_block():
-    counter = ActivationCounter(["t0"], histograms=True, threads=1)
+    counter = ActivationCounter(["t0"], threads=1)
     with pytest.raises(RuntimeError, match="outside its `with` block"):
         counter.add([(0, np.ones(3, np.float32))])
