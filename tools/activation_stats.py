@@ -269,13 +269,14 @@ class CollectStatistics:
         names = [t.name for t in plan.observed]
         rows = {name: row for row, name in enumerate(names)}
         outputs = [name for name in names if name != input_name]
+        output_rows = [rows[name] for name in outputs]
         session = _session(_activations_graph(model, plan.observed), self.threads, spinning=False)
         threads = self.threads or len(os.sched_getaffinity(0))
         seen = 0
         with ActivationCounter(names, threads=threads) as counter:
             for frame in frames:
                 seen += 1
-                work = list(zip([rows[name] for name in outputs], session.run(outputs, {input_name: frame}), strict=True))
+                work = list(zip(output_rows, session.run(outputs, {input_name: frame}), strict=True))
                 if input_name in rows:
                     work.append((rows[input_name], frame))
                 counter.add(work)  # counted while the model runs on the next frame

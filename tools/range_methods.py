@@ -23,12 +23,11 @@ _divergences = None
 
 
 def _divergence_kernel():
-    """Compiled on first use: a loop over (candidate, level) pairs with one log each runs ~8x faster
-    than the same closed form in numpy, which materialises (candidates x 129) gathers per tensor."""
+    """Compiled on first use: a loop over (candidate, level) pairs with one log each runs ~4x faster
+    than the same closed form in numpy (3.4 ms against 14 ms for 3,000 bins), which materialises
+    (candidates x 129) gathers per tensor."""
     global _divergences
     if _divergences is None:
-        import math
-
         import numba
 
         @numba.njit(nogil=True, cache=True)

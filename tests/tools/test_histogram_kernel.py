@@ -31,9 +31,9 @@ def test_a_growing_range_gives_the_histogram_of_the_final_range():
         [np.zeros(1000, np.float32)],  # zeros before any range exists
         [np.array([0.75, -0.75, 1e-30], np.float32)],  # the first range, 1; a tiny value in bin 0
         [np.array([1.0, -0.5], np.float32)],  # exactly the range: it doubles
-        [rng.standard_normal(50_000).astype(np.float32) * 3],
+        [rng.standard_normal(200_000).astype(np.float32) * 3],  # large: counted through the thread's scratch
         [np.array([-37.0, 64.0, 0.0], np.float32)],  # 64 is a power of two: the range becomes 128
-        [rng.laplace(size=50_000).astype(np.float32)],
+        [rng.laplace(size=50_000).astype(np.float32)],  # small: counted straight
     ]
     counter = counted(frames)
     everything = np.concatenate([f[0] for f in frames])
@@ -46,7 +46,8 @@ def test_a_growing_range_gives_the_histogram_of_the_final_range():
 def test_the_order_of_frames_and_the_thread_count_do_not_matter():
     rng = np.random.default_rng(1)
     scales = (0.01, 5, 0.3, 900, 2)
-    frames = [[rng.standard_normal(20_000).astype(np.float32) * s, rng.random(7_000).astype(np.float32) * s] for s in scales]
+    # The large tensor goes through each thread's scratch frame after frame (it must come back zeroed).
+    frames = [[rng.standard_normal(100_000).astype(np.float32) * s, rng.random(7_000).astype(np.float32) * s] for s in scales]
     forward = counted(frames, threads=2)
     backward = counted(frames[::-1], threads=1)
     assert np.array_equal(forward.counts, backward.counts) and np.array_equal(forward.ranges, backward.ranges)
