@@ -1,17 +1,19 @@
 """Activation statistics for INT8 calibration: the model runs once over the calibration frames.
 
-The observed tensors are made graph outputs and each frame's are counted by a compiled kernel
-(`tools.histogram_kernel`) while ONNX Runtime runs the next frame: exact min and max, and for
-entropy and percentile a |x| histogram on a power-of-two grid that stays exact when the range
-grows, so one pass gives what used to take two (ranges first, then histograms over them) and the
-result does not depend on frame order. (ONNX Runtime's own collectors histogram in numpy, 10x
-slower than FP32 inference, and need chunking to stay in memory.)
+The observed tensors are made graph outputs, handed over in ONNX Runtime's own blocked layout
+where it has one (`tools.blocked_outputs`: the order of the values does not matter here), and each
+frame's are counted by a compiled kernel (`tools.histogram_kernel`) while ONNX Runtime runs the
+next frame: exact min and max, and for entropy and percentile a |x| histogram on a power-of-two
+grid that stays exact when the range grows, so one pass gives what used to take two (ranges
+first, then histograms over them) and the result does not depend on frame order. (ONNX Runtime's
+own collectors histogram in numpy, 10x slower than FP32 inference, and need chunking to stay in
+memory.)
 
-Each observed tensor gains a reader, which costs ONNX Runtime its Conv+activation fusion and its
-blocked (NCHWc) layout there, so tensors whose statistics follow from another's are not observed but
-derived (`CalibrationPlan`): rearranged tensors (the same values), and a Conv/BatchNorm output read
-only by a ReLU/Clip, which takes the activation's range. TensorRT and ONNX Runtime's Q/DQ quantizer
-fuse such a pair, and on a symmetric grid that holds 0 and saturates at the activation's amax,
+Each observed tensor gains a reader, which costs ONNX Runtime its Conv+activation fusion there,
+so tensors whose statistics follow from another's are not observed but derived
+(`CalibrationPlan`): rearranged tensors (the same values), and a Conv/BatchNorm output read only by
+a ReLU/Clip, which takes the activation's range. TensorRT and ONNX Runtime's Q/DQ quantizer fuse
+such a pair, and on a symmetric grid that holds 0 and saturates at the activation's amax,
 Q(act(x)) == act(Q(x)); measured on the example detector, the Q/DQ model's outputs are identical
 either way (also with layers kept in float).
 """
@@ -128,14 +130,9 @@ def calibration_plan(model) -> CalibrationPlan:
 def _session(model, threads: int | None, *, spinning: bool):
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if threads:
-        options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    # Idle ONNX Runtime threads spin by default, on the cores the counting threads need.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spinning else "0")
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    from tools.blocked_outputs import session_options
+
+    return ort.InferenceSession(model.SerializeToString(), session_options(threads, spinning=spinning), providers=["CPUExecutionProvider"])
 
 
 def activation_floor(node, initializers: dict[str, np.ndarray]) -> float | None:
@@ -264,19 +261,20 @@ class CollectStatistics:
         return ActivationStatistics(plan, minimum, maximum, None, None, seen)
 
     def _counted(self, model, plan: CalibrationPlan, input_name: str, frames: Iterable[np.ndarray], task) -> ActivationStatistics:
+        from tools.blocked_outputs import blocked_session
         from tools.histogram_kernel import ActivationCounter
 
         names = [t.name for t in plan.observed]
         rows = {name: row for row, name in enumerate(names)}
-        outputs = [name for name in names if name != input_name]
-        output_rows = [rows[name] for name in outputs]
-        session = _session(_activations_graph(model, plan.observed), self.threads, spinning=False)
+        shapes = {t.name: t.shape for t in plan.observed}
+        session = blocked_session(_activations_graph(model, plan.observed), shapes, threads=self.threads, spinning=False)
+        output_rows = [rows[name] for name in session.tensors]
         threads = self.threads or len(os.sched_getaffinity(0))
         seen = 0
         with ActivationCounter(names, threads=threads) as counter:
             for frame in frames:
                 seen += 1
-                work = list(zip(output_rows, session.run(outputs, {input_name: frame}), strict=True))
+                work = list(zip(output_rows, session.run({input_name: frame}), strict=True))
                 if input_name in rows:
                     work.append((rows[input_name], frame))
                 counter.add(work)  # counted while the model runs on the next frame
