@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from sdk.artifacts import ModelArtifacts
+from sdk.backends.onnxruntime_cpu import session_options
 from sdk.spec.loader import PipelineFile
 from tools.accuracy import AccuracyReport, evaluate_int8
 from tools.calibrate import CalibrationArtifacts, preprocessed_frames, write_qdq
@@ -145,7 +146,7 @@ class FallbackToFp16:
         import onnxruntime as ort
 
         def run(path: Path) -> list[list[np.ndarray]]:
-            session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"])
             name = session.get_inputs()[0].name
             return [session.run(None, {name: frame}) for frame in frames]
 
@@ -226,7 +227,7 @@ def activation_samples(model: ModelArtifacts, artifacts: CalibrationArtifacts, l
     for tensor in outputs.values():
         if tensor not in existing:
             proto.graph.output.append(onnx.ValueInfoProto(name=tensor))
-    session = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(proto.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
     wanted = list(outputs.values())
     collected = {tensor: [] for tensor in wanted}

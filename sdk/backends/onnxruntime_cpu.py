@@ -21,6 +21,31 @@ _ONNX_TO_NUMPY = {
 }
 
 
+# On x86-64 without VNNI (AVX2, AVX-512F), ONNX Runtime's default INT8 kernels multiply u8 x s8 with
+# VPMADDUBSW, whose 16-bit pair sums saturate; its documented switch takes the exact u8 x u8 path
+# instead (no effect on VNNI x86 or on Arm). Measured on the example detector (AVX2 EPYC): box-output
+# cosine to FP32 0.978 without it, 0.9965 with it, which equals exact Q/DQ arithmetic (0.9965) and is
+# what TensorRT's int32 accumulation computes; and it ran faster (27 against 31 ms a frame).
+PRECISE_INT8 = {"session.x64quantprecision": "1"}
+
+
+def session_options(threads: int | None = None):
+    """The options every ONNX Runtime CPU session of the SDK uses: full graph optimization, the
+    given intra-op threads, one inter-op thread, and exact INT8 arithmetic on every x86 CPU."""
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        raise missing_dependency("onnxruntime", "pip install onnxruntime") from None
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads:
+        options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    for key, value in PRECISE_INT8.items():
+        options.add_session_config_entry(key, value)
+    return options
+
+
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
 
@@ -38,13 +63,8 @@ class OnnxRuntimeBackend(Backend):
             import onnxruntime as ort
         except ImportError:
             raise missing_dependency("onnxruntime", "pip install onnxruntime") from None
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if self.threads:
-            options.intra_op_num_threads = self.threads
-        options.inter_op_num_threads = 1
         try:
-            session = ort.InferenceSession(str(self.model_path), options, providers=["CPUExecutionProvider"])
+            session = ort.InferenceSession(str(self.model_path), session_options(self.threads), providers=["CPUExecutionProvider"])
         except Exception as exc:  # ORT raises its own exception types per failure
             raise ModelError(f"ONNX Runtime cannot load {self.model_path}: {exc}") from None
         self._inputs = tuple(_spec(t, self.model_path) for t in session.get_inputs())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, save
+from onnx import TensorProto, helper, numpy_helper, save
 
 from sdk.backends import create_backend
 from sdk.errors import ConfigError, ModelError
@@ -40,6 +40,47 @@ def test_buffers_are_bound_once_and_results_land_in_them(tmp_path):
             backend.infer()
             assert backend.inputs["x"] is x and backend.outputs["doubled"] is doubled  # same arrays every frame
             assert np.all(doubled == 2 * value) and float(total) == pytest.approx(2 * value * x.size)
+
+
+def qdq_conv(path, channels=16, kernel=3):
+    """Q/DQ Conv as `quantize_static` writes it: symmetric INT8 input, weights (scale 1/127) and output (scale 2)."""
+    weights = np.full((channels, channels, kernel, kernel), 127, np.int8)
+    graph = helper.make_graph(
+        [
+            helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+            helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+            helper.make_node("DequantizeLinear", ["wq", "s", "z"], ["wd"]),
+            helper.make_node("Conv", ["xd", "wd"], ["conv"]),
+            helper.make_node("QuantizeLinear", ["conv", "out_s", "z"], ["yq"]),  # the output's Q/DQ makes it an INT8 Conv
+            helper.make_node("DequantizeLinear", ["yq", "out_s", "z"], ["y"]),
+        ],
+        "qdq_conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 6, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 6 - kernel + 1, 6 - kernel + 1])],
+        initializer=[
+            helper.make_tensor("s", TensorProto.FLOAT, [], [1 / 127]),
+            helper.make_tensor("out_s", TensorProto.FLOAT, [], [2.0]),  # 144 is 72 steps: exact
+            helper.make_tensor("z", TensorProto.INT8, [], [0]),
+            numpy_helper.from_array(weights, "wq"),
+        ],
+    )
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8), str(path))
+    return path, weights.astype(np.float64) / 127
+
+
+def test_int8_convolution_is_exact_on_every_x86_cpu(tmp_path):
+    # Without VNNI, ONNX Runtime's default INT8 kernel sums pairs of u8 x s8 products into 16 bits,
+    # which saturate at full-scale values like these (and on a real detector cost 0.02 cosine); the
+    # backend asks for the exact path, as TensorRT's int32 accumulation on the device is exact.
+    model, weights = qdq_conv(tmp_path / "qdq.onnx")
+    x = np.ones((1, 16, 6, 6))  # quantized to 127 (255 once ONNX Runtime shifts it to u8): a product pair overflows int16
+    expected = np.einsum("ncij,kcij->nk", x[:, :, :3, :3], weights)  # every window sees the same values
+    with create_backend("onnxruntime", model, threads=1) as backend:
+        backend.inputs["x"][...] = x
+        backend.infer()
+        result = backend.outputs["y"]
+    assert expected[0, 0] == pytest.approx(144.0)  # 16 channels x 9 taps x 1 x 1
+    np.testing.assert_allclose(result, np.broadcast_to(expected[:, :, None, None], result.shape), rtol=1e-5)
 
 
 def test_prepared_detector_matches_a_plain_session(prepared_example):
