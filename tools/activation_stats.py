@@ -212,6 +212,7 @@ class CollectStatistics:
     them and returns every observed tensor's min and max and (with `histograms`) |x| histogram."""
 
     def __init__(self, model_path: Path, *, histograms: bool, threads: int | None = None) -> None:
+        """`threads`: for ONNX Runtime and for the counting each (default: the cores, split)."""
         self.model_path = Path(model_path)
         self.histograms = histograms
         self.threads = threads
@@ -267,9 +268,13 @@ class CollectStatistics:
         names = [t.name for t in plan.observed]
         rows = {name: row for row, name in enumerate(names)}
         shapes = {t.name: t.shape for t in plan.observed}
-        session = blocked_session(_activations_graph(model, plan.observed), shapes, threads=self.threads, spinning=False)
+        # The cores are split between the model and the counting (a pipeline), not shared by both:
+        # on 2 cores, 1 + 1 threads took 2.1-2.3x FP32 inference against 2.3-2.4x for 2 + 2.
+        cores = len(os.sched_getaffinity(0))
+        model_threads = self.threads or max(1, cores // 2)
+        threads = self.threads or max(1, cores - model_threads)
+        session = blocked_session(_activations_graph(model, plan.observed), shapes, threads=model_threads, spinning=False)
         output_rows = [rows[name] for name in session.tensors]
-        threads = self.threads or len(os.sched_getaffinity(0))
         seen = 0
         with ActivationCounter(names, threads=threads) as counter:
             for frame in frames:
