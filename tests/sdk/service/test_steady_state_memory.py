@@ -26,6 +26,6 @@ def test_no_memory_growth_per_frame_after_warm_up(tiny_pipeline, tmp_path):
         tracemalloc.stop()
     # The JSONL sink's text buffer holds up to 8 KiB of lines between flushes: a sawtooth, not growth.
     # Its low points (just after a flush, one in every window of 100 frames) are compared: over
-    # 1000 frames any per-frame allocation that is kept would show as kilobytes at least.
+    # 900 frames any per-frame allocation that is kept would show as kilobytes at least.
     growth = int(sizes[1200:1300].min() - sizes[300:400].min())
     assert growth < 2048, f"{growth} bytes kept over 900 frames"
