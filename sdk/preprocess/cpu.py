@@ -5,8 +5,10 @@ One `cv2.warpAffine` does crop + resize + letterbox placement for every coordina
 moves detection scores by up to 0.3 when ignored. Edges are clamped (BORDER_REPLICATE), as
 in ONNX Resize and TF. The warp runs on float32 pixels: on 8-bit input OpenCV would round
 weights and result to fixed point, which is half an 8-bit step off TF's resize and enough
-to flip which of two near-equal anchors survives NMS. In float, only OpenCV's 1/32-pixel
-sampling grid remains (1e-4 of the normalised range on vtest.avi).
+to flip which of two near-equal anchors survives NMS. In float, OpenCV 5 samples at the exact
+position; OpenCV 4 rounds positions to 1/32 pixel, so there the same sampling is done by
+`sdk.preprocess.sampling.SeparableBilinear` (found by a probe): host and device give the same
+pixels whichever OpenCV each has.
 Buffers are allocated when a source size is first seen; a frame allocates nothing.
 """
 
@@ -16,6 +18,7 @@ import numpy as np
 
 from sdk.errors import ConfigError
 from sdk.preprocess.geometry import ResizeGeometry
+from sdk.preprocess.sampling import SAMPLERS, SeparableBilinear, warp_is_exact
 from sdk.spec.schema import Preprocess
 from sdk.stage import Stage
 
@@ -23,7 +26,11 @@ from sdk.stage import Stage
 class CpuPreprocessor(Stage):
     name = "preprocess"
 
-    def __init__(self, spec: Preprocess, output: np.ndarray) -> None:
+    def __init__(self, spec: Preprocess, output: np.ndarray, *, sampler: str = "auto") -> None:
+        """`sampler`: "warp" (OpenCV's warpAffine), "separable" (`SeparableBilinear`) or "auto": the
+        warp where this OpenCV samples at exact positions, else the separable sampler."""
+        if sampler not in SAMPLERS:
+            raise ValueError(f"sampler {sampler!r}: expected one of {', '.join(SAMPLERS)}")
         if tuple(output.shape) != spec.tensor_shape or output.dtype != np.dtype(spec.dtype):
             raise ConfigError(
                 f"preprocess produces {list(spec.tensor_shape)} {spec.dtype} but the model input is {list(output.shape)} {output.dtype}",
@@ -42,14 +49,23 @@ class CpuPreprocessor(Stage):
         self._offset = [np.float32(-n.mean[c] / n.std[c]) for c in range(channels)]
         # Which canvas (BGR) channel feeds output channel c: the colour swap costs nothing.
         self._source_channel = {"rgb": (2, 1, 0), "bgr": (0, 1, 2), "gray": (0,)}[spec.color]
+        self.sampler = ("warp" if warp_is_exact() else "separable") if sampler == "auto" else sampler
         self._geometry: ResizeGeometry | None = None
         self._matrix: np.ndarray | None = None
+        self._separable: SeparableBilinear | None = None
+
+    def describe(self) -> str:
+        import cv2
+
+        how = "OpenCV warpAffine" if self.sampler == "warp" else "separable bilinear"
+        return f"CPU, {how} (OpenCV {cv2.__version__})"
 
     def geometry_for(self, width: int, height: int) -> ResizeGeometry:
         g = self._geometry
         if g is None or g.source_width != width or g.source_height != height:
             g = ResizeGeometry.plan(width, height, self.spec.resize, self.spec.crop)
             self._geometry, self._matrix = g, g.affine_to_source()
+            self._separable = SeparableBilinear(g, 3) if self.sampler == "separable" else None
             if self.spec.resize.mode == "letterbox":
                 self._canvas[...] = self.spec.resize.pad_value  # padding is fixed per geometry
         return g
@@ -62,19 +78,21 @@ class CpuPreprocessor(Stage):
         height, width = image.shape[:2]
         g = self.geometry_for(width, height)
         crop = image[g.crop_y : g.crop_y + g.crop_height, g.crop_x : g.crop_x + g.crop_width]
-        if self._source.shape != crop.shape:
-            self._source = np.empty(crop.shape, np.float32)
-        np.copyto(self._source, crop, casting="unsafe")
-        crop = self._source
         content = self._canvas[g.pad_y : g.pad_y + g.content_height, g.pad_x : g.pad_x + g.content_width]
-        cv2.warpAffine(
-            crop,
-            self._matrix,
-            (g.content_width, g.content_height),
-            dst=content,
-            flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
-            borderMode=cv2.BORDER_REPLICATE,
-        )
+        if self._separable is not None:
+            self._separable(crop, content)
+        else:
+            if self._source.shape != crop.shape:
+                self._source = np.empty(crop.shape, np.float32)
+            np.copyto(self._source, crop, casting="unsafe")
+            cv2.warpAffine(
+                self._source,
+                self._matrix,
+                (g.content_width, g.content_height),
+                dst=content,
+                flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                borderMode=cv2.BORDER_REPLICATE,
+            )
         canvas = self._canvas
         if self._gray is not None:
             cv2.cvtColor(canvas, cv2.COLOR_BGR2GRAY, dst=self._gray)

@@ -35,6 +35,7 @@ class RunResult:
     stage_errors: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
     backend: str = ""
+    preprocess: str = ""  # which sampler resized the frames (it depends on the installed OpenCV)
     wall_s: float = 0.0
     slowest_layers: list[tuple[str, float]] = field(default_factory=list)  # (layer, ms per frame), TensorRT profiling only
 
@@ -108,7 +109,7 @@ class PipelineRunner:
             fps = spec.source.replay.rate_fps or frames.reader.nominal_fps or 30.0
             sinks = stack.enter_context(create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl))
             note = f"TensorRT engine, {spec.model.precision}" if backend.name == "tensorrt" else _precision_note(spec.model.precision)
-            result = RunResult(recorder, stream.counters, backend=f"{backend.describe()}, {note}")
+            result = RunResult(recorder, stream.counters, backend=f"{backend.describe()}, {note}", preprocess=preprocess.describe())
             started = time.perf_counter()
             self._loop(frames, preprocess, backend, postprocess, sinks, result)
             result.wall_s = time.perf_counter() - started

@@ -63,6 +63,9 @@ def test_deploy_local_writes_the_report_contract(tmp_path):
     current = (state / "targets" / "local" / "current").resolve()
     assert report["environment"]["sdk_location"] == str(current / "sdk")
     assert report["release"] == current.name
+    # Which sampler resized the frames, and with which OpenCV (the pixels must not depend on it).
+    opencv = report["environment"]["packages"]["cv2"]["version"]
+    assert report["preprocess"] in (f"CPU, OpenCV warpAffine (OpenCV {opencv})", f"CPU, separable bilinear (OpenCV {opencv})")
     lines = [json.loads(line) for line in (reports / "detections.jsonl").read_text().splitlines()]
     assert [line["frame"] for line in lines] == list(range(40))
     assert all(isinstance(line["t_capture_ns"], int) for line in lines)
