@@ -8,8 +8,8 @@ host calibrated and judged with. Where the installed warp is not exact (`warp_is
 run once), `SeparableBilinear` samples instead: the resize is axis-aligned, so bilinear is a blend
 of two rows and then of two columns, with weights computed once per geometry in float64. Written
 by hand because no OpenCV 4 call samples a float image at unrounded positions (`remap` and `resize`
-share the fixed-point tables, and `resize` knows only half-pixel centres). About 2.5x the warp's
-time on x86 (measured: 1.9-2.4 ms against 0.7-0.8 ms for 768x576 -> 300x300).
+share the fixed-point tables, and `resize` knows only half-pixel centres). Measured on x86, the
+whole preprocessing of a 768x576 frame into 300x300: 1.85 ms with it against 0.67 ms with the warp.
 """
 
 from __future__ import annotations
