@@ -26,11 +26,28 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from sdk.errors import ReleaseError
+from sdk.faults import point
+from sdk.lease import LeaseHolder, boot_id, check_token, read_lease
+from sdk.lease import acquire as acquire_lease
 from sdk.release import MANIFEST, RELEASE_ID, ReleaseManifest, sha256_of
 
 TMP_PREFIX = ".tmp-"
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 UPLOAD_PREFIX = ".upload-"  # kept across crashes: an interrupted upload resumes from its length
+STATE_FILE = "state.json"
+TRIAL_FILE = "trial.json"
+LAST_TRIAL_FILE = "last_trial.json"
+ANY_TOKEN = object()
+TRASH = ".trash"  # releases being pruned: out of reach first, deleted afterwards
+
+
+def _before(state: dict) -> str | None:
+    """The committed release before the current committed one (what `rollback` goes back to)."""
+    history, committed = state["history"], state["committed"]
+    if committed not in history:
+        return None
+    index = history.index(committed)
+    return history[index - 1] if index >= 1 else None
 
 
 def fsync_dir(path: Path) -> None:
@@ -63,34 +80,10 @@ class ReleaseStore:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
     # Deploy lock ----------------------------------------------------------------------------
-    def acquire(self, owner: str, *, wait_s: float = 0.0):
-        """Take the deploy lock for the life of the returned handle, or raise naming who holds it.
-
-        A kernel lock (flock) on `deploy.lock`: it spans a whole deploy and vanishes with the
-        process that holds it, so a killed deploy never leaves the target locked. Over SSH the
-        holder is a device process kept alive by the host's heartbeats (`store hold-lock`).
-        A busy lock is retried for `wait_s` (the lease of a host that vanished runs out meanwhile).
-        """
+    def acquire(self, owner: str, *, wait_s: float = 0.0, lease_s: float = 30.0) -> LeaseHolder:
+        """The deploy lock and its lease (sdk/lease.py), or a ReleaseError naming who holds it."""
         self.ensure()
-        deadline = time.monotonic() + wait_s
-        handle = (self.root / "deploy.lock").open("a+")
-        while True:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() < deadline:
-                    time.sleep(0.2)
-                    continue
-                handle.seek(0)
-                holder = handle.read().strip() or "another deploy"
-                handle.close()
-                raise ReleaseError(f"the target is busy: {holder} is deploying to it", hint="wait for that deploy to finish") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{owner} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
-        handle.flush()
-        return handle
+        return acquire_lease(self.root, owner, wait_s=wait_s, lease_s=lease_s)
 
     # Runs ---------------------------------------------------------------------------------
     def run_dir(self, name: str) -> Path:
@@ -208,12 +201,13 @@ class ReleaseStore:
 
         return build_env(self, release_id)
 
-    # Activation ---------------------------------------------------------------------------
+    # Pointers ------------------------------------------------------------------------------
+    # state.json is the truth: {"committed": the last release that passed its health check, "history":
+    # committed releases, oldest first}. One atomic write changes both, so no kill leaves them apart.
+    # The links are derived from it (and from a trial): `committed`, `previous`, and `current`, which
+    # names the trial while one runs and the committed release otherwise. `recover()` re-derives them.
     def current(self) -> str | None:
         return self._link_target("current")
-
-    def previous(self) -> str | None:
-        return self._link_target("previous")
 
     def _link_target(self, name: str) -> str | None:
         try:
@@ -221,97 +215,235 @@ class ReleaseStore:
         except (FileNotFoundError, OSError):
             return None
 
-    def activate(self, release_id: str, *, trial: bool = False) -> None:
-        """Point `current` at the release (and `previous` at the one it replaces), atomically.
-
-        With `trial`, the switch is provisional until `commit()`: `recover()` (run before any
-        other store operation, also after a crash or power loss) puts the old release back.
-        """
-        folder = self.release_dir(release_id)
-        if not (folder / MANIFEST).is_file():
-            raise ReleaseError(f"release {release_id} is not assembled")
-        old = self.current()
-        if old == release_id:
-            return
-        if trial:
-            self._write_json("trial.json", {"release": release_id, "fallback": old})
-        if old is not None:
-            self._switch_link("previous", old)
-        self._switch_link("current", release_id)
-        history = [r for r in self.history() if r != release_id] + [release_id]
-        self._write_json("history.json", history)
-
-    def commit(self) -> None:
-        """The release on trial passed its health check: it stays."""
-        (self.root / "trial.json").unlink(missing_ok=True)
-        fsync_dir(self.root)
-
-    def trial(self) -> dict | None:
-        return self._read_json("trial.json")
-
-    def recover(self) -> str | None:
-        """Undo an uncommitted trial; returns the release that was rolled back, if any."""
+    def state(self) -> dict:
+        data = self._read_json(STATE_FILE)
+        if isinstance(data, dict):
+            committed = data.get("committed")
+            history = [r for r in data.get("history") or [] if isinstance(r, str) and RELEASE_ID.match(r)]
+            return {"committed": committed if isinstance(committed, str) and RELEASE_ID.match(committed) else None, "history": history}
+        # A store written before state.json: `current` was the committed release unless a trial ran.
         trial = self.trial()
-        if trial is None:
-            return None
-        failed, fallback = trial.get("release"), trial.get("fallback")
-        if self.current() == failed:
-            if fallback:
-                self._switch_link("current", fallback)
-            else:
-                (self.root / "current").unlink(missing_ok=True)
-        history = [r for r in self.history() if r != failed]
-        self._write_json("history.json", history)
-        if len(history) >= 2:
-            self._switch_link("previous", history[-2])
-        else:
-            (self.root / "previous").unlink(missing_ok=True)
-        self.commit()
-        return failed
+        committed = trial.get("fallback") if trial else self.current()
+        history = [r for r in self._read_json("history.json") or [] if isinstance(r, str) and RELEASE_ID.match(r)]
+        if trial:
+            history = [r for r in history if r != trial.get("release")]
+        return {"committed": committed, "history": history}
 
-    def rollback(self) -> str:
-        """Go back one release in the activation history; returns the release now current."""
-        history = self.history()
-        if len(history) < 2 or self.current() != history[-1]:
-            raise ReleaseError("there is no earlier release to go back to", hint="deploy a release first")
-        back = history[-2]
-        if not (self.release_dir(back) / MANIFEST).is_file():
-            raise ReleaseError(f"the earlier release {back} is no longer on the target")
-        self._switch_link("current", back)
-        history = history[:-1]
-        self._write_json("history.json", history)
-        if len(history) >= 2:
-            self._switch_link("previous", history[-2])
-        else:
-            (self.root / "previous").unlink(missing_ok=True)
-        return back
+    def committed(self) -> str | None:
+        return self.state()["committed"]
 
     def history(self) -> list[str]:
-        history = self._read_json("history.json") or []
-        return [r for r in history if isinstance(r, str) and RELEASE_ID.match(r)]
+        return self.state()["history"]
 
-    def prune(self, keep: int = 3) -> list[str]:
-        """Remove releases beyond the newest `keep` of the history (never current or previous),
-        then store objects no remaining release links to."""
-        keep_ids = set(self.history()[-keep:]) | {self.current(), self.previous()}
+    def previous(self) -> str | None:
+        return _before(self.state())
+
+    def trial(self) -> dict | None:
+        trial = self._read_json(TRIAL_FILE)
+        return trial if isinstance(trial, dict) and isinstance(trial.get("release"), str) else None
+
+    def _sync_links(self, state: dict, step: str, current: str | None = None) -> None:
+        """Point `committed`, `current` (the trial's release, or the committed one) and `previous` where they belong."""
+        for name, release in (("committed", state["committed"]), ("current", current or state["committed"]), ("previous", _before(state))):
+            if self._link_target(name) == release:
+                continue
+            if release is None:
+                (self.root / name).unlink(missing_ok=True)
+                fsync_dir(self.root)
+            else:
+                self._switch_link(name, release)
+            point(f"{step}.{name}-linked")
+
+    def _require_assembled(self, release_id: str) -> Path:
+        folder = self.release_dir(release_id)
+        if not (folder / MANIFEST).is_file():
+            raise ReleaseError(f"release {release_id} is not assembled on the target")
+        return folder
+
+    def _fence(self, token: int | None) -> None:
+        if token is not None:
+            check_token(self.root, token)
+
+    # The trial --------------------------------------------------------------------------
+    def begin_trial(self, release_id: str, *, token: int | None, owner: str, deadline_s: float) -> dict:
+        """Record the trial (who, which token, this boot, a deadline), then point `current` at it."""
+        self._fence(token)
+        self._require_assembled(release_id)
+        self.recover()
+        if self.trial() is not None:
+            raise ReleaseError(f"another release ({self.trial()['release']}) is on trial on the target", hint="wait for that deploy to finish")
+        state = self.state()
+        if state["committed"] == release_id:
+            raise ReleaseError(f"release {release_id} is already the committed release; nothing to try")
+        record = {
+            "release": release_id,
+            "fallback": state["committed"],
+            "owner": owner,
+            "token": token,
+            "boot": boot_id(),
+            "deadline": time.monotonic() + deadline_s,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "state": "running",
+        }
+        self._write_json(TRIAL_FILE, record)
+        point("trial.record-written")
+        self._switch_link("current", release_id)
+        point("trial.current-switched")
+        return record
+
+    def mark_passed(self, *, token: int | None, health: dict, commit_within_s: float) -> None:
+        self._fence(token)
         trial = self.trial()
-        if trial:
-            keep_ids |= {trial.get("release"), trial.get("fallback")}
+        if trial is None or trial.get("token") != token:
+            raise ReleaseError("the trial of this deploy is no longer on the target (it was rolled back)")
+        self._write_json(TRIAL_FILE, {**trial, "state": "passed", "health": health, "deadline": time.monotonic() + commit_within_s})
+        point("trial.passed-recorded")
+
+    def commit(self, *, token: int | None) -> str:
+        """The release on trial passed its health check: it becomes the committed release."""
+        self._fence(token)
+        trial = self.trial()
+        if trial is None or trial.get("token") != token:
+            raise ReleaseError("there is no trial of this deploy to commit on the target (it was rolled back)")
+        release = trial["release"]
+        if trial.get("state") != "passed":
+            raise ReleaseError(f"release {release} has not passed its health check; it is not committed")
+        self._require_assembled(release)
+        state = self.state()
+        state = {"committed": release, "history": [r for r in state["history"] if r != release] + [release]}
+        self._write_json(STATE_FILE, state)
+        point("commit.state-written")
+        self._sync_links(state, "commit")
+        self._end_trial("commit", release, "committed", "passed its health check")
+        return release
+
+    def abort_trial(self, reason: str, *, token: int | None | object = ANY_TOKEN) -> str | None:
+        """Put the committed release back in place of an unfinished trial; returns the release rolled back.
+        With `token`, only that deploy's own trial (never one another deploy started since)."""
+        trial = self.trial()
+        if trial is None or (token is not ANY_TOKEN and trial.get("token") != token):
+            return None
+        state = self.state()
+        if state["committed"] == trial["release"]:  # killed after the commit's state write: the commit stands
+            self._sync_links(state, "commit")
+            self._end_trial("commit", trial["release"], "committed", "passed its health check")
+            return None
+        self._sync_links(state, "abort")
+        self._end_trial("abort", trial["release"], "rolled back", reason)
+        return trial["release"]
+
+    def _end_trial(self, step: str, release: str, outcome: str, reason: str) -> None:
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self._write_json(LAST_TRIAL_FILE, {"release": release, "outcome": outcome, "reason": reason, "at": when})
+        (self.root / TRIAL_FILE).unlink(missing_ok=True)
+        fsync_dir(self.root)
+        point(f"{step}.trial-removed")
+
+    def trial_liveness(self, trial: dict) -> str | None:
+        """None while the trial may go on; otherwise why it must be rolled back."""
+        if trial.get("boot") != boot_id():
+            return "the device restarted during the trial"
+        deadline = trial.get("deadline")
+        if not isinstance(deadline, (int, float)) or time.monotonic() > deadline:
+            return "the trial ran past its deadline"
+        lease = read_lease(self.root)
+        if lease is None or lease.token != trial.get("token") or not lease.live():
+            return "the deploy that started it is gone (its lease ended)"
+        return None
+
+    def recover(self) -> str | None:
+        """Run before anything starts or changes: roll back a trial that can no longer finish (past its
+        deadline, from an earlier boot, or whose deployer's lease ended), finish a commit that was cut
+        short, and point the links at the committed release. Returns the release rolled back, if any."""
+        trial = self.trial()
+        if trial is not None:
+            if self.state()["committed"] != trial["release"]:
+                reason = self.trial_liveness(trial)
+                if reason is None:
+                    return None  # a live trial of a deploy that still holds the lease: leave it alone
+                return self.abort_trial(reason)
+            self.abort_trial("")  # the commit had been written: it stands
+        state = self.state()
+        if not (self.root / STATE_FILE).exists() and (state["committed"] or state["history"]):
+            self._write_json(STATE_FILE, state)  # a store of an earlier SDK: its pointers become the state
+        self._sync_links(state, "recover")
+        self._empty_trash()
+        return None
+
+    def committed_dir(self) -> Path | None:
+        """After recovery: the folder of the release that may run (the last that passed), or None."""
+        self.recover()
+        committed = self.committed()
+        return self.release_dir(committed) if committed else None
+
+    def rollback(self, *, token: int | None = None) -> str:
+        """Go back one committed release, after checking every byte of it; returns the release now committed."""
+        self._fence(token)
+        self.recover()
+        if self.trial() is not None:
+            raise ReleaseError(f"release {self.trial()['release']} is on trial on the target", hint="wait for that deploy to finish")
+        state = self.state()
+        committed, history = state["committed"], state["history"]
+        if committed is None:
+            raise ReleaseError("no release is committed on the target", hint="deploy one first")
+        index = history.index(committed) if committed in history else len(history)
+        if index < 1:
+            raise ReleaseError(
+                f"release {committed} is the only committed release on the target: there is no earlier one to go back to",
+                hint="deploy the pipeline you want to run instead",
+            )
+        back = history[index - 1]
+        folder = self.release_dir(back)
+        try:
+            ReleaseManifest.load(folder).verify(folder)
+        except ReleaseError as exc:
+            detail = exc.message.removeprefix(f"release {back}: ")
+            raise ReleaseError(f"cannot go back to release {back}: {detail}; nothing was changed", hint="deploy that pipeline again") from None
+        point("rollback.verified")
+        state = {"committed": back, "history": history[:index]}
+        self._write_json(STATE_FILE, state)
+        point("rollback.state-written")
+        self._sync_links(state, "rollback")
+        return back
+
+    def prune(self, keep: int = 3, *, token: int | None = None) -> list[str]:
+        """Remove releases beyond the newest `keep` committed ones (never the committed, previous or trial
+        release), then store objects no remaining release links to. Each release is first renamed out of
+        reach, then deleted: a kill mid-prune never leaves a half-deleted release where it could run."""
+        self._fence(token)
+        state, trial = self.state(), self.trial() or {}
+        keep_ids = set(state["history"][-keep:]) | {state["committed"], _before(state), self.current(), trial.get("release"), trial.get("fallback")}
+        trash = self.root / TRASH
+        trash.mkdir(exist_ok=True)
         removed = []
-        for folder in self.releases.iterdir():
+        for folder in sorted(self.releases.iterdir()):
             if folder.name.startswith(TMP_PREFIX) or folder.name in keep_ids:
                 continue
-            shutil.rmtree(folder)
+            os.replace(folder, trash / f"release-{folder.name}-{os.getpid()}")
             removed.append(folder.name)
+            point("prune.release-moved")
+        envs = self.root / "envs"
+        for env in sorted(envs.iterdir()) if envs.is_dir() else ():
+            if env.name not in keep_ids and not env.name.startswith(TMP_PREFIX):
+                os.replace(env, trash / f"env-{env.name}-{os.getpid()}")
+                point("prune.env-moved")
+        fsync_dir(self.releases)
+        if removed:
+            self._write_json(STATE_FILE, {"committed": state["committed"], "history": [r for r in state["history"] if r not in removed]})
+            point("prune.state-written")
+        self._empty_trash()
         used = {os.stat(p).st_ino for folder in self.releases.iterdir() for p in folder.rglob("*") if p.is_file()}
-        for obj in self.objects.iterdir():
+        for obj in sorted(self.objects.iterdir()):
             if obj.name.startswith(UPLOAD_PREFIX) or (not obj.name.startswith(TMP_PREFIX) and obj.stat().st_ino not in used):
                 obj.unlink()
-        for env in (self.root / "envs").glob("*") if (self.root / "envs").is_dir() else ():
-            if env.name not in keep_ids:
-                shutil.rmtree(env, ignore_errors=True)
-        self._write_json("history.json", [r for r in self.history() if r not in removed])
+                point("prune.object-deleted")
         return removed
+
+    def _empty_trash(self) -> None:
+        trash = self.root / TRASH
+        for entry in sorted(trash.iterdir()) if trash.is_dir() else ():
+            shutil.rmtree(entry, ignore_errors=True)
+            point("prune.release-deleted")
 
     def free_bytes(self) -> int:
         self.ensure()
@@ -320,12 +452,17 @@ class ReleaseStore:
     def status(self) -> dict:
         folders = self.releases.iterdir() if self.releases.is_dir() else ()
         releases = sorted(p.name for p in folders if not p.name.startswith(TMP_PREFIX))
+        state, trial = self.state(), self.trial()
+        lease = read_lease(self.root)
         return {
             "current": self.current(),
-            "previous": self.previous(),
-            "trial": self.trial(),
-            "history": self.history(),
+            "committed": state["committed"],
+            "previous": _before(state),
+            "trial": trial,
+            "last_trial": self._read_json(LAST_TRIAL_FILE),
+            "history": state["history"],
             "releases": releases,
+            "lease": {"owner": lease.owner, "token": lease.token} if lease is not None and lease.live() else None,
         }
 
     def _write_json(self, name: str, value: object) -> None:
@@ -334,8 +471,10 @@ class ReleaseStore:
             json.dump(value, handle)
             handle.flush()
             os.fsync(handle.fileno())
+        point("record.temporary-written")
         os.replace(temporary, self.root / name)
         fsync_dir(self.root)
+        point("record.replaced")
 
     def _read_json(self, name: str):
         try:
@@ -347,8 +486,10 @@ class ReleaseStore:
         temporary = self.root / f"{TMP_PREFIX}{name}-{os.getpid()}"
         temporary.unlink(missing_ok=True)
         os.symlink(f"releases/{release_id}", temporary)
+        point("link.temporary-made")
         os.replace(temporary, self.root / name)
         fsync_dir(self.root)
+        point("link.switched")
 
     def sweep_temporaries(self, *, keep_uploads: bool = True) -> int:
         """Remove what crashed runs left under temporary names (never reachable from `current`).

@@ -12,8 +12,10 @@ import json
 import sys
 from pathlib import Path
 
+from sdk.faults import point
 from sdk.release import ReleaseManifest
 from sdk.store import ReleaseStore
+from sdk.trial import HealthPolicy, run_trial
 
 
 def _object_spec(text: str) -> tuple[str, int]:
@@ -21,16 +23,28 @@ def _object_spec(text: str) -> tuple[str, int]:
     return sha256, int(size)
 
 
-def _hold_while_heartbeats(lease: float) -> None:
-    """Return when the host closes the channel, or sends nothing for `lease` seconds (a pulled cable:
-    the SSH session itself may take minutes to notice)."""
+def _hold_while_heartbeats(holder, lease: float) -> str:
+    """Renew the lease at every line the host sends; return when the host closes the channel, or sends
+    nothing for `lease` seconds (a pulled cable: the SSH session itself may take minutes to notice)."""
     import select
 
     stdin = sys.stdin.buffer.raw if hasattr(sys.stdin.buffer, "raw") else sys.stdin.buffer
     while True:
         ready, _, _ = select.select([stdin], [], [], lease)
-        if not ready or not stdin.read(4096):
-            return
+        if not ready:
+            return f"no heartbeat from the host for {lease:g} s"
+        if not stdin.read(4096):
+            return "the host closed the lock"
+        holder.renew()
+
+
+def _end_lease(store: ReleaseStore, holder, why: str) -> str | None:
+    """Roll back this lease's own unfinished trial (a host that vanished mid-trial), then free the lock."""
+    point("lease.ended-before-recovery")
+    with store.locked():
+        rolled_back = store.abort_trial(f"the deploy that started it ended without committing ({why})", token=holder.token)
+    holder.end()
+    return rolled_back
 
 
 def main(argv: list[str]) -> dict:
@@ -43,16 +57,22 @@ def main(argv: list[str]) -> dict:
     install.add_argument("sha256", nargs="+")
     assemble = ops.add_parser("assemble", help="build a release from a manifest file")
     assemble.add_argument("manifest", type=Path)
-    activate = ops.add_parser("activate")
-    activate.add_argument("release")
-    activate.add_argument("--trial", action="store_true")
+    trial = ops.add_parser("trial", help="switch to a release on trial, run its health check here, record a pass or roll back")
+    trial.add_argument("release")
+    trial.add_argument("--owner", required=True)
+    trial.add_argument("--target", default="local")
+    trial.add_argument("--min-frames", type=int, default=HealthPolicy.min_frames)
+    trial.add_argument("--timeout", type=float, default=HealthPolicy.timeout_s)
     env = ops.add_parser("env", help="build the release's offline environment from its wheels; print its python")
     env.add_argument("release")
-    ops.add_parser("commit")
-    ops.add_parser("recover")
-    ops.add_parser("rollback")
-    prune = ops.add_parser("prune")
-    prune.add_argument("--keep", type=int, default=3)
+    mutating = {"trial": trial}
+    helps = {"commit": "commit the release on trial (it passed)", "rollback": "go back one committed release", "prune": "remove old releases"}
+    for name, text in helps.items():
+        mutating[name] = ops.add_parser(name, help=text)
+    mutating["prune"].add_argument("--keep", type=int, default=3)
+    for op in mutating.values():
+        op.add_argument("--token", type=int, required=True, help="the deploy lease's fencing token (from hold-lock)")
+    ops.add_parser("recover", help="roll back a trial that can no longer finish; point the links at the committed release")
     ops.add_parser("status")
     hold = ops.add_parser("hold-lock", help="hold the deploy lock while the host's heartbeats (lines on stdin) keep coming")
     hold.add_argument("owner")
@@ -65,12 +85,14 @@ def main(argv: list[str]) -> dict:
 
     store = ReleaseStore(args.root)
     if args.op == "hold-lock":
-        handle = store.acquire(args.owner, wait_s=args.wait)
-        sys.stdout.write(json.dumps({"locked": args.owner}) + "\n")
+        holder = store.acquire(args.owner, wait_s=args.wait, lease_s=args.lease)
+        sys.stdout.write(json.dumps({"locked": args.owner, "token": holder.token}) + "\n")
         sys.stdout.flush()
-        _hold_while_heartbeats(args.lease)
-        handle.close()
-        return {"unlocked": args.owner}
+        why = _hold_while_heartbeats(holder, args.lease)
+        return {"unlocked": args.owner, "rolled_back": _end_lease(store, holder, why)}
+    if args.op == "trial":
+        policy = HealthPolicy(min_frames=args.min_frames, timeout_s=args.timeout)
+        return run_trial(store, args.release, token=args.token, owner=args.owner, target=args.target, policy=policy)
     with store.locked():
         if args.op == "prepare":
             store.sweep_temporaries(keep_uploads=True)
@@ -93,16 +115,14 @@ def main(argv: list[str]) -> dict:
         if args.op == "env":
             python = store.build_env(args.release)
             return {"python": str(python) if python else None}
-        if args.op == "activate":
-            store.activate(args.release, trial=args.trial)
-        elif args.op == "commit":
-            store.commit()
+        if args.op == "commit":
+            store.commit(token=args.token)
         elif args.op == "recover":
             return {"recovered": store.recover(), **store.status()}
         elif args.op == "rollback":
-            store.rollback()
+            store.rollback(token=args.token)
         elif args.op == "prune":
-            return {"removed": store.prune(args.keep), **store.status()}
+            return {"removed": store.prune(args.keep, token=args.token), **store.status()}
         return store.status()
 
 

@@ -19,6 +19,7 @@ from sdk.runtime.junit import JUNIT_FILE
 from sdk.runtime.report import REPORT_FILE
 from sdk.runtime.timeline import TIMELINE_FILE
 from sdk.spec.loader import PipelineFile, load_pipeline
+from sdk.trial import HealthPolicy
 from tools.engines.for_deploy import engine_for_device, wants_engine
 from tools.fleet import FleetResult, deploy_fleet
 from tools.int8 import Int8Choice, Int8ForDeploy, trt_cache_file
@@ -36,7 +37,6 @@ from tools.validation.html_report import HTML_FILE
 from tools.validation.reference import REFERENCE_FILE
 
 VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
-DEFAULT_HEALTH_FRAMES = 5
 DEVICE_FILE = "device.json"  # the target's fingerprint, probed by this deploy
 RUN_FILES = (REPORT_FILE, "detections.jsonl", TIMELINE_FILE, JUNIT_FILE, HTML_FILE, REFERENCE_FILE)
 
@@ -98,7 +98,13 @@ class Deploy:
             return deploy_fleet(
                 targets,
                 lambda session, target: install_release(
-                    session, target, base, self.progress, int8, engine_step(pipeline, artifacts, int8, target, self.progress)
+                    session,
+                    target,
+                    base,
+                    self.progress,
+                    int8,
+                    engine_step(pipeline, artifacts, int8, target, self.progress),
+                    health_policy(pipeline, target),
                 ),
                 lambda session, staged, folder: accept(
                     folder, pipeline, artifacts, measure(session, staged, folder, self.frames, self.progress), self.progress
@@ -111,7 +117,8 @@ class Deploy:
             )
         (target,) = targets
         with open_session(target) as session, paused_service(session, self.progress):
-            staged = install_release(session, target, base, self.progress, int8, engine_step(pipeline, artifacts, int8, target, self.progress))
+            engine = engine_step(pipeline, artifacts, int8, target, self.progress)
+            staged = install_release(session, target, base, self.progress, int8, engine, health_policy(pipeline, target))
             report = measure(session, staged, report_dir, self.frames, self.progress)
         report = accept(report_dir, pipeline, artifacts, report, self.progress)
         return DeployResult(report, report_dir, staged, pipeline)
@@ -161,8 +168,22 @@ def bundle_for_device(session, base: Bundle, progress: Progress, int8: Int8Choic
     return with_wheels(base, wheels), facts
 
 
-def install_release(session, target: Target, base: Bundle, progress: Progress, int8: Int8Choice | None = None, engine=None) -> StageResult:
-    """Probe, stage, build the offline environment, activate on trial, health-check and commit, under the deploy lock."""
+def health_policy(pipeline: PipelineFile, target: Target) -> HealthPolicy:
+    """The pipeline's `health:` block; a target file's `health_frames` can only raise the minimum."""
+    health = pipeline.spec.health
+    floor = target.spec.health_frames if isinstance(target, RemoteTarget) else 1
+    return HealthPolicy(min_frames=max(health.min_frames, floor), timeout_s=health.timeout_s)
+
+
+def install_release(
+    session, target: Target, base: Bundle, progress: Progress, int8: Int8Choice | None = None, engine=None, policy: HealthPolicy | None = None
+) -> StageResult:
+    """Probe, stage, build the offline environment, then the device-owned trial and the commit, under the deploy lease.
+
+    The device switches to the release, runs its health check under its own deadline and rolls back
+    by itself on anything but a pass; the host commits a pass with its fencing token. A host that dies
+    or loses its lease at any point leaves the last committed release in place."""
+    policy = policy or HealthPolicy()
     session.ensure_agent(runtime_files())
     bundle, facts = bundle_for_device(session, base, progress, int8, engine)
     manifest = manifest_for(bundle)
@@ -172,18 +193,16 @@ def install_release(session, target: Target, base: Bundle, progress: Progress, i
         staged = stage_release(session, bundle, manifest, progress)
         staged = replace(staged, device=facts, python=session.env(staged.release_id))
         if staged.previous != staged.release_id:
-            session.store_op("activate", staged.release_id, "--trial")
-            health_frames = target.spec.health_frames if isinstance(target, RemoteTarget) else DEFAULT_HEALTH_FRAMES
-            task = progress.task(f"health check on {session.name}", total=health_frames)
-            outcome = session.run(staged.release_id, f"health-{staged.release_id}", health_frames, _progress_events(task), staged.python)
-            task.done()
-            session.clear_run(f"health-{staged.release_id}")
-            if not outcome.ran:
-                status = session.store_op("recover")
-                back = status.get("current") or "none"
+            task = progress.task(f"health check on {session.name}", total=policy.min_frames)
+            try:
+                outcome = session.trial(staged.release_id, owner, policy, _progress_events(task))
+            finally:
+                task.done()
+            if not outcome.healthy:
                 raise ReleaseError(
-                    f"release {staged.release_id} failed its health check on {session.name}: {outcome.error()}; rolled back to {back}",
-                    hint="the previous release is current again; fix the cause and deploy again",
+                    f"release {staged.release_id} failed its health check on {session.name}: {outcome.reason}; "
+                    f"the device rolled back to {outcome.current or 'no release'}",
+                    hint="the last committed release is current again; fix the cause and deploy again",
                 )
             session.store_op("commit")
             session.store_op("prune")

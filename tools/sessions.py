@@ -43,6 +43,58 @@ class RunOutcome:
         return error_line(self.stderr) or f"the runtime exited with status {self.exit_code}"
 
 
+@dataclass(frozen=True)
+class TrialOutcome:
+    """What the device's `store trial` answered: the health check's verdict, decided on the device."""
+
+    healthy: bool
+    reason: str
+    frames: int
+    current: str | None
+
+    @classmethod
+    def parse(cls, answer: dict) -> TrialOutcome:
+        return cls(bool(answer.get("healthy")), str(answer.get("reason") or "no reason given"), int(answer.get("frames") or 0), answer.get("current"))
+
+
+MUTATING_OPS = ("commit", "rollback", "prune")  # they carry the lease's fencing token
+LOCK_LEASE_LOCAL_S = 10.0  # the local holder also ends at once when this process dies (its stdin closes)
+TRIAL_HOST_MARGIN_S = 60.0  # the host waits this much longer than the device's own health deadline
+
+
+def trial_arguments(release: str, token: int, owner: str, target: str, policy) -> list[str]:
+    health = ["--min-frames", str(policy.min_frames), "--timeout", f"{policy.timeout_s:g}"]
+    return ["trial", release, "--token", str(token), "--owner", owner, "--target", target, *health]
+
+
+def _trial_answer(lines: list[str], stderr: str, exit_code: int, where: str) -> TrialOutcome:
+    for line in reversed(lines):
+        answer = parse_event(line)
+        if "healthy" in answer:
+            return TrialOutcome.parse(answer)
+    raise ReleaseError(
+        f"{where}: the trial ended without a verdict: {error_line(stderr) or f'exit status {exit_code}'}",
+        hint="the device rolls back a trial that did not pass by itself; check `sdk status --target T`",
+    )
+
+
+def hold_lock_arguments(owner: str, lease: float) -> list[str]:
+    return ["hold-lock", owner, "--lease", f"{lease:g}", "--wait", f"{lease + 2:g}"]
+
+
+def _locked(process, owner: str, timeout: float, where: str) -> int:
+    """The token from the holder's first line, or the holder's own error."""
+    try:
+        line = process.read_line(timeout=timeout)
+    except TargetError:
+        line = ""
+    answer = parse_event(line)
+    if answer.get("locked") != owner or not isinstance(answer.get("token"), int):
+        stderr = process.close()
+        raise ReleaseError(f"{where}: {error_line(stderr) or 'cannot take the deploy lock'}", hint="wait for the other deploy to finish")
+    return answer["token"]
+
+
 def run_arguments(release: str, run_dir: str, target: str, frames: int | None, stress: str | None = None) -> list[str]:
     argv = ["-B", "-m", "sdk", "run", "--release", release, "--report-dir", run_dir, "--target", target, "--events"]
     argv += ["--frames", str(frames)] if frames is not None else []
@@ -63,6 +115,7 @@ class LocalSession:
         self.name = target.name
         self.store = ReleaseStore(target.root)
         self._lock = None
+        self.token: int | None = None
 
     def __enter__(self) -> LocalSession:
         return self
@@ -74,12 +127,33 @@ class LocalSession:
         """Nothing to install: the local store runs in this process."""
 
     def lock(self, owner: str) -> None:
-        self._lock = self.store.acquire(owner)
+        """The device's own lock holder as a child process (the same code a vehicle runs over SSH)."""
+        from tools.local_process import LocalProcess
+
+        self.store.ensure()
+        argv = [sys.executable, "-B", "-m", "sdk", "store", "--root", str(self.store.root), *hold_lock_arguments(owner, LOCK_LEASE_LOCAL_S)]
+        process = LocalProcess(argv)
+        self.token = _locked(process, owner, LOCK_LEASE_LOCAL_S + 60, self.name)
+        process.heartbeat(every=LOCK_LEASE_LOCAL_S / 4)
+        self._lock = process
 
     def unlock(self, owner: str) -> None:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+            self.token = None
+
+    def trial(self, release_id: str, owner: str, policy, on_event: Callable[[dict], None]) -> TrialOutcome:
+        """The device-owned trial (`python -m sdk store trial`), in a child process as on a vehicle."""
+        arguments = trial_arguments(release_id, self.token, owner, self.name, policy)
+        argv = [sys.executable, "-B", "-m", "sdk", "store", "--root", str(self.store.root), *arguments]
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        lines = []
+        for line in child.stdout:
+            lines.append(line)
+            on_event(parse_event(line))
+        stderr = child.stderr.read()
+        return _trial_answer(lines, stderr, child.wait(), self.name)
 
     def prepare(self) -> dict:
         with self.store.locked():
@@ -103,16 +177,14 @@ class LocalSession:
 
     def store_op(self, op: str, *args: str) -> dict:
         with self.store.locked():
-            if op == "activate":
-                self.store.activate(args[0], trial="--trial" in args)
-            elif op == "commit":
-                self.store.commit()
+            if op == "commit":
+                self.store.commit(token=self.token)
             elif op == "recover":
                 return {"recovered": self.store.recover(), **self.store.status()}
             elif op == "rollback":
-                self.store.rollback()
+                self.store.rollback(token=self.token)
             elif op == "prune":
-                self.store.prune()
+                self.store.prune(token=self.token)
             return self.store.status()
 
     def probe(self) -> dict:
@@ -206,6 +278,7 @@ class SshSession:
         self.python = target.spec.python
         self._agent: str | None = None
         self._lock = None
+        self.token: int | None = None
 
     def __enter__(self) -> SshSession:
         return self
@@ -261,15 +334,12 @@ class SshSession:
 
     def lock(self, owner: str) -> None:
         """A device process holds the lock while this host's heartbeats reach it: a host that dies or
-        loses its link frees the target within one lease, whatever the SSH session notices."""
+        loses its link frees the target within one lease (rolling back its unfinished trial first),
+        whatever the SSH session notices."""
         timeouts = self.target.spec.timeouts
         lease = max(5.0, 3 * timeouts.keepalive_s)
-        argv = [*self._agent_command(), "store", "--root", self.root, "hold-lock", owner, "--lease", f"{lease:g}", "--wait", f"{lease + 2:g}"]
-        process = self.connection.start(argv)
-        line = process.read_line(timeout=timeouts.command_s + lease)
-        if parse_event(line).get("locked") != owner:
-            stderr = process.close()
-            raise ReleaseError(f"{self.name}: {error_line(stderr) or 'cannot take the deploy lock'}", hint="wait for the other deploy to finish")
+        process = self.connection.start([*self._agent_command(), "store", "--root", self.root, *hold_lock_arguments(owner, lease)])
+        self.token = _locked(process, owner, timeouts.command_s + lease, self.name)
         process.heartbeat(every=lease / 4)
         self._lock = process
 
@@ -277,6 +347,20 @@ class SshSession:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+            self.token = None
+
+    def trial(self, release_id: str, owner: str, policy, on_event: Callable[[dict], None]) -> TrialOutcome:
+        """The device-owned trial; the host waits longer than the device's own deadline."""
+        lines: list[str] = []
+
+        def on_line(line: str) -> None:
+            lines.append(line)
+            on_event(parse_event(line))
+
+        argv = [*self._agent_command(), "store", "--root", self.root, *trial_arguments(release_id, self.token, owner, self.name, policy)]
+        limit = policy.timeout_s + TRIAL_HOST_MARGIN_S
+        result = self.connection.run(argv, on_stdout_line=on_line, timeout=limit, silence_s=limit)
+        return _trial_answer(lines, result.stderr, result.exit_code, self.name)
 
     def _agent_command(self) -> list[str]:
         if self._agent is None:
@@ -336,7 +420,7 @@ class SshSession:
         self._store("assemble", remote)
 
     def store_op(self, op: str, *args: str) -> dict:
-        return self._store(op, *args)
+        return self._store(op, *args, *(["--token", str(self.token)] if op in MUTATING_OPS else []))
 
     def probe(self) -> dict:
         """The device fingerprint in one round trip: the probe's source goes to the device's `python3 -`."""

@@ -230,8 +230,10 @@ class SshConnection:
         stdin: bytes | None = None,
         timeout: float | None = None,
         on_stdout_line: Callable[[str], None] | None = None,
+        silence_s: float | None = None,
     ) -> CommandResult:
-        """Run argv on the target (joined with shlex.join, never concatenated) and wait for it."""
+        """Run argv on the target (joined with shlex.join, never concatenated) and wait for it.
+        `silence_s`: how long it may print nothing (default: the target's command timeout)."""
         command = shlex.join(argv)
         limit = self.remaining(timeout or self.spec.timeouts.command_s)
         transport = self.transport()
@@ -248,7 +250,7 @@ class SshConnection:
                 channel.sendall(stdin)
             channel.shutdown_write()
             last_data = started
-            silence = self.spec.timeouts.command_s
+            silence = silence_s or self.spec.timeouts.command_s
             while True:
                 now = time.monotonic()
                 if now - started > limit:

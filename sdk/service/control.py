@@ -60,10 +60,11 @@ def status(folder: Path) -> dict:
 def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None = None) -> dict:
     if supervisor_pid(folder) is not None:
         return {**status(folder), "started": False, "note": "already running"}
-    current = store.current()
-    if current is None:
-        raise TargetError(f"{store.root}: no release is current", hint="deploy one first")
-    release = store.release_dir(current)
+    with store.locked():
+        release = store.committed_dir()  # after recovery: a trial that can no longer finish is rolled back first
+    if release is None:
+        raise TargetError(f"{store.root}: no release has passed its health check here (none is committed)", hint="deploy one first")
+    current = release.name
     env_python = store.env_dir(current) / "bin" / "python"  # built by the deploy that activated it
     python = env_python if env_python.exists() else Path(sys.executable)
     folder.mkdir(parents=True, exist_ok=True)
@@ -109,19 +110,22 @@ def logs(folder: Path, lines: int) -> dict:
 
 
 def write_unit(store: ReleaseStore, folder: Path, user: str | None) -> dict:
-    """service/perception-<pipeline>.service for the current release (rendered, not installed: that needs root)."""
+    """service/perception-<pipeline>.service for the committed release (rendered, not installed: that needs root)."""
+    import sdk
     from sdk.runtime.cli import load_release
     from sdk.service.unit import render_unit, unit_name
 
-    current = store.current()
+    current = store.committed()
     if current is None:
-        raise TargetError(f"{store.root}: no release is current", hint="deploy one first")
+        raise TargetError(f"{store.root}: no release is committed", hint="deploy one first")
     _, pipeline, _ = load_release(store.release_dir(current))
     env_python = store.env_dir(current) / "bin" / "python"
     python = str(env_python if env_python.exists() else Path(sys.executable))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / unit_name(pipeline.spec.name)
-    path.write_text(render_unit(pipeline.spec.name, pipeline.spec.service, root=str(store.root.resolve()), python=python, user=user))
+    sdk_path = str(Path(sdk.__file__).resolve().parent.parent)  # the store code that runs this (the agent on a device)
+    unit = render_unit(pipeline.spec.name, pipeline.spec.service, root=str(store.root.resolve()), python=python, sdk_path=sdk_path, user=user)
+    path.write_text(unit)
     return {"unit": str(path), "install": f"sudo systemctl link {path} && sudo systemctl enable --now {path.name}"}
 
 

@@ -77,14 +77,40 @@ class StatusReporter:
             self._udp[0].close()
 
 
+def exec_committed(root: Path, status_dir: Path, frames: int | None) -> int:
+    """The service's entry point (systemd's ExecStart): recover the store, then become the committed
+    release's own `serve` (same PID, so the manager's notify socket and watchdog carry over).
+    A trial that can no longer finish is rolled back first: an unchecked release never starts here."""
+    from sdk.errors import TargetError
+    from sdk.store import ReleaseStore
+
+    store = ReleaseStore(root)
+    with store.locked():
+        folder = store.committed_dir()
+    if folder is None:
+        raise TargetError(f"{root}: no release has passed its health check on this device", hint="deploy one first")
+    env_python = store.env_dir(folder.name) / "bin" / "python"
+    python = str(env_python) if env_python.exists() else sys.executable
+    argv = [python, "-B", "-m", "sdk", "serve", "--release", str(folder), "--status-dir", str(status_dir)]
+    argv += ["--frames", str(frames)] if frames else []
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}  # the release's own sdk
+    os.chdir(folder)
+    os.execve(python, argv, env)
+    return 1  # not reached
+
+
 def serve(argv: list[str]) -> int:
     from sdk.runtime.cli import load_release
 
     parser = argparse.ArgumentParser(prog="python -m sdk serve", description="Run a release as a service.")
-    parser.add_argument("--release", type=Path, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--release", type=Path, help="this release folder")
+    where.add_argument("--root", type=Path, help="a release store: recover it, then serve its committed release")
     parser.add_argument("--status-dir", type=Path, required=True)
     parser.add_argument("--frames", type=int, default=None, help="stop after N frames (tests)")
     args = parser.parse_args(argv)
+    if args.root is not None:
+        return exec_committed(args.root, args.status_dir, args.frames)
     status_dir = args.status_dir.resolve()
     status_dir.mkdir(parents=True, exist_ok=True)
     notifier = Notifier()

@@ -16,16 +16,20 @@ def _quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%") + '"'
 
 
-def render_unit(pipeline_name: str, service: Service, *, root: str, python: str, user: str | None = None) -> str:
-    if any(c in root + python for c in "\n\r\0"):
+def render_unit(pipeline_name: str, service: Service, *, root: str, python: str, sdk_path: str, user: str | None = None) -> str:
+    """`sdk_path`: the folder holding the store's `sdk` package (the deploy's agent on a device). ExecStart
+    recovers the store (rolling back any trial that can no longer finish) and then becomes the committed
+    release's own runtime: the unit never starts a release that has not passed its health check."""
+    if any(c in root + python + sdk_path for c in "\n\r\0"):
         raise ValueError("unit paths must be single lines")
     status_dir = f"{root}/service"
-    exec_start = " ".join(_quote(part) for part in [python, "-B", "-m", "sdk", "serve", "--release", f"{root}/current", "--status-dir", status_dir])
+    exec_start = " ".join(_quote(part) for part in [python, "-B", "-m", "sdk", "serve", "--root", root, "--status-dir", status_dir])
     service_lines = [
         "Type=notify",
         "NotifyAccess=main",
         f"ExecStart={exec_start}",
-        f"WorkingDirectory={(root + '/current').replace('%', '%%')}",  # a path, taken whole: no quotes
+        f"Environment={_quote('PYTHONPATH=' + sdk_path)}",
+        f"WorkingDirectory={root.replace('%', '%%')}",  # a path, taken whole: no quotes
         "Restart=on-failure",
         f"RestartSec={max(service.restart_backoff_s, 0.1):g}",
         f"WatchdogSec={service.watchdog_s:g}",

@@ -347,6 +347,13 @@ class Service(Frozen):
     lock_memory: bool = False  # mlockall: no page faults in the frame loop, where permitted
 
 
+class Health(Frozen):
+    """The health check of a release on trial, run by the device before the release is committed."""
+
+    min_frames: Annotated[int, Field(ge=1, le=10_000)] = 5  # frames that must go through every stage to the sinks
+    timeout_s: Annotated[float, Field(ge=1, le=3600)] = 120.0  # device-side deadline: model load included
+
+
 class Pipeline(Frozen):
     version: Literal[1]
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
@@ -358,6 +365,7 @@ class Pipeline(Frozen):
     budgets: Budgets = Budgets()
     calibration: Calibration | None = None
     service: Service = Service()
+    health: Health = Health()
 
     @model_validator(mode="before")
     @classmethod

@@ -24,10 +24,18 @@ def bundle_of(folder: Path, contents: dict[str, bytes]) -> Bundle:
     return Bundle(files, "pipeline/p.yaml", "artifacts", {"test": True})
 
 
+def passed(store: ReleaseStore, release_id: str) -> None:
+    """A trial that passed its health check, committed (the health run itself is tested in tests/sdk/test_trial.py)."""
+    store.begin_trial(release_id, token=None, owner="test", deadline_s=60)
+    store.mark_passed(token=None, health={"healthy": True}, commit_within_s=60)
+    store.commit(token=None)
+
+
 def stage(store: ReleaseStore, bundle: Bundle):
-    """Stage through the local session (as deploy does) and make the release current."""
+    """Stage through the local session (as deploy does) and commit the release."""
     result = stage_release(LocalSession(LocalTarget("local", store.root)), bundle, manifest_for(bundle))
-    store.activate(result.release_id)
+    if store.committed() != result.release_id:  # a redeploy of the committed release has nothing to try
+        passed(store, result.release_id)
     return result
 
 
@@ -144,25 +152,38 @@ def test_ids_and_object_names_are_validated(store):
         store.object_path("not-a-hash")
 
 
-def test_trial_activation_is_undone_by_recover_and_kept_by_commit(store, src):
+def test_a_trial_is_undone_by_recover_once_it_can_no_longer_finish_and_kept_by_commit(store, src):
     first = stage(store, bundle_of(src, FILES))
     second_bundle = bundle_of(src, {**FILES, "sdk/x.py": b"# two\n"})
     second = stage_release(LocalSession(LocalTarget("local", store.root)), second_bundle, manifest_for(second_bundle))
-    store.activate(second.release_id, trial=True)
-    assert store.current() == second.release_id and store.trial() == {"release": second.release_id, "fallback": first.release_id}
-    assert store.recover() == second.release_id  # e.g. the deploy died, or the health check failed
+    store.begin_trial(second.release_id, token=None, owner="test", deadline_s=0.0)
+    trial = store.trial()
+    assert store.current() == second.release_id and store.committed() == first.release_id
+    assert (trial["release"], trial["fallback"], trial["state"]) == (second.release_id, first.release_id, "running")
+    assert store.recover() == second.release_id  # past its deadline (or its deployer is gone): rolled back
     assert store.current() == first.release_id and store.trial() is None and store.history() == [first.release_id]
-    store.activate(second.release_id, trial=True)
-    store.commit()
-    assert store.recover() is None and store.current() == second.release_id
+    assert store.status()["last_trial"]["outcome"] == "rolled back"
+    store.begin_trial(second.release_id, token=None, owner="test", deadline_s=60)
+    with pytest.raises(ReleaseError, match="has not passed its health check"):
+        store.commit(token=None)  # nothing unchecked is ever committed
+    store.mark_passed(token=None, health={"healthy": True}, commit_within_s=60)
+    store.commit(token=None)
+    assert store.recover() is None and store.current() == second.release_id == store.committed()
     assert store.history() == [first.release_id, second.release_id] and store.previous() == first.release_id
 
 
-def test_rollback_walks_back_through_the_history(store, src):
+def test_rollback_walks_back_through_the_history_and_checks_every_byte(store, src):
     ids = [stage(store, bundle_of(src, {**FILES, "sdk/x.py": f"# {k}\n".encode()})).release_id for k in range(3)]
-    assert store.rollback() == ids[1] and store.current() == ids[1] and store.previous() == ids[0]
+    assert store.rollback() == ids[1] and store.current() == ids[1] == store.committed() and store.previous() == ids[0]
+    damaged = store.release_dir(ids[0]) / "pipeline" / "p.yaml"
+    damaged.chmod(0o644)
+    damaged.write_bytes(b"version: 2\n")  # same length, other bytes
+    with pytest.raises(ReleaseError, match=f"cannot go back to release {ids[0]}: pipeline/p.yaml does not match its manifest .*; nothing was changed"):
+        store.rollback()
+    assert store.current() == ids[1] == store.committed()
+    damaged.write_bytes(b"version: 1\n")
     assert store.rollback() == ids[0] and store.previous() is None
-    with pytest.raises(ReleaseError, match="no earlier release"):
+    with pytest.raises(ReleaseError, match="only committed release on the target: there is no earlier one"):
         store.rollback()
 
 

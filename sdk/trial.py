@@ -1,0 +1,169 @@
+"""The trial of a new release, owned by the device: switch, health run under a deadline, verdict.
+
+`python -m sdk store --root R trial RELEASE --token T ...` runs all of it on the target, so that the
+outcome does not depend on the host staying connected:
+
+1. under the store's mutex and the deploy's lease: record the trial (release, the committed release
+   to fall back to, owner, token, boot id, deadline) and point `current` at it;
+2. run the release's own runtime for the health check (`health.min_frames` frames) in its own process
+   group, which dies with this process (PR_SET_PDEATHSIG), under the device-side deadline
+   `health.timeout_s`; the lease is checked while it runs;
+3. healthy means: the runtime ran (it loaded the model and judged) and at least `min_frames` frames
+   went through every stage to the sinks. The latency verdict is reported, and is not health.
+   Anything else (timeout, hang, crash, 0 frames, a lease that ended) rolls back right here;
+4. a pass is recorded, and the host has `COMMIT_WINDOW_S` to commit with its token. If it never does
+   (it died, its link broke), the lease holder rolls the trial back when the lease ends, and every
+   entry point that can start anything rolls back a trial past its deadline (`ReleaseStore.recover`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sdk.errors import ReleaseError
+from sdk.faults import point
+from sdk.lease import FencingError, check_token
+from sdk.store import ReleaseStore
+
+COMMIT_WINDOW_S = 120.0  # after a pass, the host commits within this, or the trial is rolled back
+POLL_S = 0.2
+
+
+@dataclass(frozen=True)
+class HealthPolicy:
+    min_frames: int = 5
+    timeout_s: float = 120.0
+
+
+def _die_with_parent() -> None:
+    """In the health child, before exec: SIGKILL when the trial process dies, whatever kills it."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _emit(line: str) -> None:
+    """Forward to the host; a host that is gone does not stop the trial."""
+    try:
+        sys.stdout.write(line if line.endswith("\n") else line + "\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
+
+
+def health_command(store: ReleaseStore, release_id: str, run_dir: Path, target: str, frames: int) -> list[str]:
+    env_python = store.env_dir(release_id) / "bin" / "python"  # the release's offline environment, when it ships wheels
+    python = str(env_python) if env_python.exists() else sys.executable
+    release = str(store.release_dir(release_id))
+    run = ["run", "--release", release, "--report-dir", str(run_dir), "--target", target, "--events", "--frames", str(frames)]
+    return [python, "-B", "-m", "sdk", *run]
+
+
+def _watch(child: subprocess.Popen, store: ReleaseStore, token: int | None, timeout_s: float) -> str | None:
+    """Wait for the health run; None when it ended by itself, else why it was killed."""
+    deadline = time.monotonic() + timeout_s
+    first = True
+    while True:
+        try:
+            child.wait(timeout=POLL_S)
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        if first:
+            point("trial.health-running")
+            first = False
+        why = None
+        if time.monotonic() > deadline:
+            why = f"the health check did not finish within {timeout_s:g} s (health.timeout_s): the runtime hung or was too slow"
+        elif token is not None:
+            try:
+                with store.locked():
+                    check_token(store.root, token)
+            except FencingError:
+                why = "the deploy's lease on the target ended during the health check"
+        if why is not None:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            child.wait()
+            return why
+
+
+def _judge(exit_code: int, killed: str | None, report: dict | None, stderr: str, min_frames: int) -> tuple[bool, str, int]:
+    frames = int((report or {}).get("frames") or 0)
+    if killed is not None:
+        return False, killed, frames
+    if exit_code not in (0, 3, 4):
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        errors = [line.removeprefix("error:").strip() for line in lines if line.startswith("error:")]
+        detail = errors[-1] if errors else (lines[-1] if lines else "")
+        how = f"killed by signal {-exit_code}" if exit_code < 0 else f"exited with status {exit_code}"
+        return False, f"the runtime {how}" + (f": {detail}" if detail else ""), frames
+    if report is None:
+        return False, "the runtime wrote no report", frames
+    if frames < min_frames:
+        return False, f"only {frames} frame(s) went through the pipeline; the health check needs {min_frames} (health.min_frames)", frames
+    return True, f"{frames} frames went through every stage", frames
+
+
+def run_trial(store: ReleaseStore, release_id: str, *, token: int | None, owner: str, target: str, policy: HealthPolicy) -> dict:
+    """Begin the trial, run the health check, and record a pass or roll back. Returns the outcome."""
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a lost SSH session must not cut the trial short
+    with store.locked():
+        store.begin_trial(release_id, token=token, owner=owner, deadline_s=policy.timeout_s + COMMIT_WINDOW_S)
+    run_dir = store.run_dir(f"health-{release_id}")
+    store.clear_run(run_dir.name)
+    run_dir.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}  # the release's own sdk
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    with (run_dir / "health.stderr").open("w+") as errors:
+        child = subprocess.Popen(
+            health_command(store, release_id, run_dir, target, policy.min_frames),
+            cwd=store.release_dir(release_id),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        point("trial.health-started")
+        forward = threading.Thread(target=lambda: [_emit(line) for line in child.stdout], name="health-events", daemon=True)
+        forward.start()
+        killed = _watch(child, store, token, policy.timeout_s)
+        forward.join(timeout=5)
+        errors.seek(0)
+        stderr = errors.read()
+    try:
+        report = json.loads((run_dir / "report.json").read_text())
+    except (OSError, ValueError):
+        report = None
+    healthy, reason, frames = _judge(child.returncode, killed, report, stderr, policy.min_frames)
+    point("trial.health-judged")
+    health = {"healthy": healthy, "reason": reason, "frames": frames, "exit_code": child.returncode, "verdict": (report or {}).get("verdict")}
+    with store.locked():
+        if healthy:
+            try:
+                store.mark_passed(token=token, health=health, commit_within_s=COMMIT_WINDOW_S)
+            except ReleaseError as exc:  # the lease ended meanwhile: whatever is left of the trial goes
+                store.recover()
+                health = {**health, "healthy": False, "reason": exc.message}
+        else:
+            point("trial.failed-before-rollback")
+            store.abort_trial(f"failed its health check: {reason}", token=token)
+        status = store.status()
+    store.clear_run(run_dir.name)
+    return {"release": release_id, **health, "current": status["current"], "committed": status["committed"]}
