@@ -29,15 +29,13 @@ POINTS = (
     # commit
     "commit.state-written",
     "commit.committed-linked",
-    "commit.current-linked",
     "commit.previous-linked",
     "commit.trial-removed",
     # an aborted trial (recovery, a failed health check, a lease that ran out)
-    "abort.current-restored",
+    "abort.current-linked",
     "abort.trial-removed",
     # prune
     "prune.release-moved",
-    "prune.env-moved",
     "prune.state-written",
     "prune.release-deleted",
     "prune.object-deleted",
@@ -46,6 +44,7 @@ POINTS = (
     "rollback.state-written",
     "rollback.committed-linked",
     "rollback.current-linked",
+    "rollback.previous-linked",
     # the lease
     "lease.token-written",
     "lease.recorded",

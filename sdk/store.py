@@ -413,24 +413,20 @@ class ReleaseStore:
         self._fence(token)
         state, trial = self.state(), self.trial() or {}
         keep_ids = set(state["history"][-keep:]) | {state["committed"], _before(state), self.current(), trial.get("release"), trial.get("fallback")}
+        removed = sorted(f.name for f in self.releases.iterdir() if not f.name.startswith(TMP_PREFIX) and f.name not in keep_ids)
+        if removed:  # first out of the history (nothing points at them any more), then out of reach
+            self._write_json(STATE_FILE, {"committed": state["committed"], "history": [r for r in state["history"] if r not in removed]})
+            point("prune.state-written")
         trash = self.root / TRASH
         trash.mkdir(exist_ok=True)
-        removed = []
-        for folder in sorted(self.releases.iterdir()):
-            if folder.name.startswith(TMP_PREFIX) or folder.name in keep_ids:
-                continue
-            os.replace(folder, trash / f"release-{folder.name}-{os.getpid()}")
-            removed.append(folder.name)
+        for name in removed:
+            os.replace(self.releases / name, trash / f"release-{name}-{os.getpid()}")
             point("prune.release-moved")
         envs = self.root / "envs"
         for env in sorted(envs.iterdir()) if envs.is_dir() else ():
             if env.name not in keep_ids and not env.name.startswith(TMP_PREFIX):
                 os.replace(env, trash / f"env-{env.name}-{os.getpid()}")
-                point("prune.env-moved")
         fsync_dir(self.releases)
-        if removed:
-            self._write_json(STATE_FILE, {"committed": state["committed"], "history": [r for r in state["history"] if r not in removed]})
-            point("prune.state-written")
         self._empty_trash()
         used = {os.stat(p).st_ino for folder in self.releases.iterdir() for p in folder.rglob("*") if p.is_file()}
         for obj in sorted(self.objects.iterdir()):

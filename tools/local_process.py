@@ -45,11 +45,7 @@ class LocalProcess:
         """End the holder (EOF on its stdin) and wait for it; returns what it wrote on stderr."""
         if self._beating is not None:
             self._beating.set()
-        try:
-            self.process.stdin.close()
-        except OSError:
-            pass
-        try:
+        try:  # communicate() closes its stdin: end-of-file ends the lease
             _, stderr = self.process.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             self.process.kill()
