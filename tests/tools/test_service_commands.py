@@ -48,7 +48,7 @@ def long_running(tiny_pipeline) -> Path:
 @pytest.mark.slow
 def test_service_commands_on_the_local_target(tiny_pipeline, tmp_path, state_dir):
     refused = sdk("start", "--target", "local")
-    assert refused.returncode == 1 and "no release is current" in refused.stderr
+    assert refused.returncode == 1 and "no release has passed its health check" in refused.stderr
     path = long_running(tiny_pipeline)
     Deploy(path, "local", frames=3, report_dir=tmp_path / "r")()
     unit = state_dir / "targets" / "local" / "service" / "perception-tiny.service"

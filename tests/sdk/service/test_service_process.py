@@ -17,6 +17,8 @@ import pytest
 from sdk.store import ReleaseStore
 from tools.deploy import Deploy
 
+REPO = Path(__file__).resolve().parents[3]
+
 SERVICE = """
 service:
   watchdog_s: 1.0
@@ -35,7 +37,7 @@ def deployed(tiny_pipeline, tmp_path, state_dir):
     pipeline.path.write_text(pipeline.path.read_text() + SERVICE)
     Deploy(pipeline.path, "local", frames=3, report_dir=tmp_path / "deploy")()
     store = ReleaseStore(state_dir / "targets" / "local")
-    return store, store.release_dir(store.current())
+    return store, store.release_dir(store.committed())
 
 
 def wait_for(predicate, timeout: float, what: str):
@@ -141,8 +143,9 @@ def test_the_unit_file_passes_systemd_analyze(tmp_path, example_pipeline):
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
         pytest.skip("systemd-analyze is not installed here")
-    text = render_unit("pedestrian", example_pipeline.spec.service, root=str(tmp_path / "root 1"), python=sys.executable, user="root")
-    (tmp_path / "root 1" / "current").mkdir(parents=True)
+    root = str(tmp_path / "root 1")
+    text = render_unit("pedestrian", example_pipeline.spec.service, root=root, python=sys.executable, sdk_path=str(REPO), user="root")
+    (tmp_path / "root 1").mkdir(parents=True)
     assert "Type=notify" in text and "WatchdogSec=5" in text and "Restart=on-failure" in text and "StartLimitBurst=6" in text
     path = tmp_path / unit_name("pedestrian")
     path.write_text(text)
@@ -151,12 +154,38 @@ def test_the_unit_file_passes_systemd_analyze(tmp_path, example_pipeline):
     assert done.returncode == 0 and not problems, done.stderr
 
 
-def test_the_unit_is_rendered_for_the_current_release(deployed):
+def test_the_unit_is_rendered_for_the_committed_release(deployed):
     store, _ = deployed
     result = service(store, "unit", "--user", "nvidia")
     text = Path(result["unit"]).read_text()
     assert Path(result["unit"]).name == "perception-tiny.service" and "User=nvidia" in text and "WatchdogSec=1" in text
-    assert f'"--release" "{store.root.resolve()}/current"' in text and "sudo systemctl link" in result["install"]
+    assert f'"serve" "--root" "{store.root.resolve()}"' in text and "sudo systemctl link" in result["install"]
+    assert "ExecStartPre" not in text and 'Environment="PYTHONPATH=' in text
+
+
+def test_the_units_start_command_rolls_back_a_stale_trial_and_runs_the_committed_release(deployed, tmp_path):
+    """What systemd runs at boot after a power cut mid-trial: ExecStart, word for word, without systemd."""
+    import shlex
+
+    store, release = deployed
+    committed = store.committed()
+    shutil.copytree(release, store.releases / "0123456789abcdef")  # stands in for the release on trial when the power went
+    unit = Path(service(store, "unit")["unit"]).read_text()
+    exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart=")).removeprefix("ExecStart=")
+    environment = next(line for line in unit.splitlines() if line.startswith("Environment=") and "PYTHONPATH" in line)
+    pythonpath = shlex.split(environment.removeprefix("Environment="))[0].removeprefix("PYTHONPATH=")
+    stale = {"release": "0123456789abcdef", "fallback": committed, "token": 99, "boot": "an earlier boot", "deadline": 0, "state": "running"}
+    (store.root / "trial.json").write_text(json.dumps(stale))
+    os.replace(store.root / "current", store.root / "current.old")
+    os.symlink("releases/0123456789abcdef", store.root / "current")  # the power went right after the switch
+    argv = [part.replace("%%", "%") for part in shlex.split(exec_start)] + ["--frames", "5"]
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    done = subprocess.run(argv, cwd=store.root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    status = json.loads((store.root / "service" / "status.json").read_text())
+    assert status["release"] == committed and status["frames"] >= 1
+    assert store.trial() is None and store.current() == committed
+    assert "the device restarted during the trial" in store.status()["last_trial"]["reason"]
 
 
 def test_the_vehicle_gets_the_status_as_udp_heartbeats(deployed, tmp_path):
