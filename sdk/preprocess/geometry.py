@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sdk.errors import ConfigError
+from sdk.spec.preprocess import CROP_HINT, crop_outside
 from sdk.spec.schema import Crop, Resize
 
 
@@ -38,6 +40,10 @@ class ResizeGeometry:
         if crop is None:
             cx, cy, cw, ch = 0, 0, source_width, source_height
         else:
+            problem = crop_outside(crop, source_width, source_height)
+            if problem is not None:  # refused when the first frame shows the size, before any buffer is sized by it
+                key, message = problem
+                raise ConfigError(f"preprocess.crop.{key}: {message}", hint=CROP_HINT)
             # A crop larger than the frame is clipped to it (cameras differ by a few pixels).
             cx, cy = min(crop.x, source_width - 1), min(crop.y, source_height - 1)
             cw, ch = min(crop.width, source_width - cx), min(crop.height, source_height - cy)

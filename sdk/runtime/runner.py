@@ -15,13 +15,14 @@ from pathlib import Path
 
 from sdk.artifacts import ModelArtifacts
 from sdk.backends import create_backend
-from sdk.errors import ModelError, SdkError
+from sdk.errors import ConfigError, ModelError, SdkError
 from sdk.postprocess import create_postprocessor
 from sdk.preprocess import CpuPreprocessor
 from sdk.runtime.recorder import LatencyRecorder
 from sdk.service.health import HealthMonitor
 from sdk.sinks import create_sinks
 from sdk.sources import FrameStream, StreamCounters, open_stream
+from sdk.spec.bounds import REPLAY_FRAMES_HINT, replay_frames_problem
 from sdk.spec.loader import PipelineFile
 
 MAX_CONSECUTIVE_ERRORS = 25
@@ -82,6 +83,10 @@ class PipelineRunner:
     def run(self) -> RunResult:
         spec = self.pipeline.spec
         limit = self.max_frames or spec.source.replay.frames
+        problem = replay_frames_problem(limit) if limit else None
+        if problem is not None:  # before the records are allocated (--frames is not part of the file)
+            what = "frames to run (--frames)" if self.max_frames else "source.replay.frames"
+            raise ConfigError(f"{self.pipeline.path}: {what}: {problem}", hint=REPLAY_FRAMES_HINT)
         recorder = LatencyRecorder(limit or DEFAULT_RECORDER_CAPACITY)
         stream = open_stream(spec.source.uri, spec.source.replay, self.pipeline.folder, max_frames=limit, reconnect=spec.source.reconnect)
         self._stream = stream

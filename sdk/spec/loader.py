@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from sdk.errors import ConfigError
+from sdk.spec.bounds import ERROR_TYPE
 from sdk.spec.paths import confined_path
 from sdk.spec.schema import Pipeline
 from sdk.spec.yaml_source import YamlDocument, YamlPath, format_yaml_path, read_yaml
@@ -79,9 +80,15 @@ def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile
 def config_error(document: YamlDocument, exc: ValidationError, root: type[BaseModel] = Pipeline) -> ConfigError:
     errors = exc.errors(include_url=False)
     first = errors[0]
+    context = first.get("ctx", {})
     yaml_path = _yaml_path(document.data, tuple(first["loc"]))
+    if first["type"] == ERROR_TYPE and context.get("path") is not None:
+        yaml_path = tuple(context["path"])  # a cross-field check names the key it is about
     where = document.where(yaml_path)
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    if first["type"] == ERROR_TYPE:
+        # Bounds errors say the value and what is allowed themselves (sdk.spec.bounds).
+        return ConfigError(f"{where}: {context['message']}{more}", hint=context.get("hint"))
     if first["type"] == "extra_forbidden":
         key = yaml_path[-1]
         allowed = _allowed_keys(root, yaml_path[:-1], document.data)

@@ -2,126 +2,34 @@
 
 One section per stage; each section becomes the keyword arguments of that stage. Every
 model forbids unknown keys (the loader turns those into "did you mean" errors) and is
-frozen: the pipeline is validated once, at load, and never changes afterwards.
+frozen: the pipeline is validated once, at load, and never changes afterwards. Every number
+has a documented range (`sdk.spec.bounds`). The sections `source`, `preprocess`, `budgets`,
+`calibration` and `service` live in modules of their own and are re-exported here.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-PositiveMs = Annotated[float, Field(gt=0, le=3_600_000)]
-Pixels = Annotated[int, Field(ge=1, le=16384)]
+from sdk.spec.bounds import MAX_HELD_FRAMES_BYTES, MAX_TENSOR_SIDE, Flag, Frozen, Int, Real, bounds_error, shown, size_text
+from sdk.spec.budgets import AccuracyAcceptance, Budgets, Determinism, EnvironmentRequirements, LatencyLimits, PositiveMs
+from sdk.spec.calibration import AccuracyGate, Calibration
+from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
+from sdk.spec.service import DegradedMode, Health, Service
+from sdk.spec.source import SOURCE_SCHEMES, Reconnect, Replay, Source, synthetic_size
 
-SOURCE_SCHEMES = ("file", "images", "v4l2", "csi", "gst", "synthetic")
+Pixels = Int(1, MAX_TENSOR_SIDE, "pixels")
 STAGE_NAMES = ("preprocess", "infer", "postprocess", "sink")
-
-
-class Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False)
-
-
-class Replay(Frozen):
-    """How a recorded source is played back: deterministic runs need all three."""
-
-    loop: bool = False
-    frames: Annotated[int, Field(ge=1)] | None = None
-    rate_fps: Annotated[float, Field(gt=0, le=1000)] | None = None
-    # keep: process every frame, lateness shows as latency (acceptance runs).
-    # drop: the newest frame wins when the pipeline is behind; every skipped frame is counted.
-    late_frames: Literal["keep", "drop"] = "keep"
-
-
-class Reconnect(Frozen):
-    """A live camera that vanishes (cable, driver reset) is reopened with a doubling backoff."""
-
-    initial_backoff_s: Annotated[float, Field(gt=0, le=60)] = 0.1
-    max_backoff_s: Annotated[float, Field(gt=0, le=600)] = 5.0
-
-
-class Source(Frozen):
-    uri: str
-    replay: Replay = Replay()
-    reconnect: Reconnect | None = Reconnect()  # live sources only; null: the stream ends with the camera
-
-    @field_validator("uri")
-    @classmethod
-    def _known_scheme(cls, uri: str) -> str:
-        scheme, sep, rest = uri.partition("://")
-        if not sep or scheme not in SOURCE_SCHEMES or not rest:
-            allowed = ", ".join(f"{s}://..." for s in SOURCE_SCHEMES)
-            raise ValueError(f"unknown source URI {uri!r}; allowed: {allowed}")
-        return uri
-
-
-class Resize(Frozen):
-    width: Pixels
-    height: Pixels
-    mode: Literal["stretch", "letterbox"] = "stretch"
-    # The sampling grid of ONNX Resize: which source position an output pixel reads.
-    coordinates: Literal["half_pixel", "asymmetric", "align_corners"] = "half_pixel"
-    pad_value: Annotated[int, Field(ge=0, le=255)] = 114
-
-
-class Crop(Frozen):
-    """A region of the source image (pixels) that is resized; the rest is ignored."""
-
-    x: Annotated[int, Field(ge=0)] = 0
-    y: Annotated[int, Field(ge=0)] = 0
-    width: Pixels
-    height: Pixels
-
-
-class Normalize(Frozen):
-    """value = (pixel * scale - mean[c]) / std[c], per output channel."""
-
-    scale: float = 1.0
-    mean: tuple[float, float, float] = (0.0, 0.0, 0.0)
-    std: tuple[float, float, float] = (1.0, 1.0, 1.0)
-
-    @field_validator("std")
-    @classmethod
-    def _nonzero_std(cls, std: tuple[float, float, float]) -> tuple[float, float, float]:
-        if any(s == 0 for s in std):
-            raise ValueError("std must not contain 0")
-        return std
-
-    @property
-    def is_identity(self) -> bool:
-        return self.scale == 1.0 and self.mean == (0.0, 0.0, 0.0) and self.std == (1.0, 1.0, 1.0)
-
-
-class Preprocess(Frozen):
-    resize: Resize
-    crop: Crop | None = None
-    color: Literal["rgb", "bgr", "gray"] = "rgb"
-    normalize: Normalize = Normalize()
-    layout: Literal["nchw", "nhwc"] = "nchw"
-    dtype: Literal["float32", "float16", "uint8"] = "float32"
-
-    @model_validator(mode="after")
-    def _uint8_is_raw(self) -> Preprocess:
-        if self.dtype == "uint8" and not self.normalize.is_identity:
-            raise ValueError("dtype uint8 carries raw pixels: normalize must be left at its defaults")
-        return self
-
-    @property
-    def channels(self) -> int:
-        return 1 if self.color == "gray" else 3
-
-    @property
-    def tensor_shape(self) -> tuple[int, int, int, int]:
-        h, w, c = self.resize.height, self.resize.width, self.channels
-        return (1, c, h, w) if self.layout == "nchw" else (1, h, w, c)
 
 
 class Prepare(Frozen):
     """How the original ONNX graph is cut down to what TensorRT and DLA can take."""
 
-    inputs: dict[str, tuple[Annotated[int, Field(ge=1)], ...]]
+    inputs: dict[str, Annotated[tuple[Int(1, 65536, "a static dimension"), ...], Field(max_length=8)]]
     outputs: tuple[str, ...]
-    fold_constants: bool = True
+    fold_constants: Flag = True
 
     @field_validator("inputs")
     @classmethod
@@ -141,10 +49,10 @@ class Prepare(Frozen):
 class DlaPlacement(Frozen):
     """The DLA placement contract: the build fails (host prediction, then TensorRT's own answer) rather than fall back silently."""
 
-    core: Annotated[int, Field(ge=0, le=1)] = 0  # Orin has DLA cores 0 and 1
+    core: Int(0, 1, "DLA core; Orin has cores 0 and 1") = 0
     gpu_fallback: Literal["allowed", "forbidden"] = "allowed"
-    max_gpu_layers: Annotated[int, Field(ge=0)] | None = None
-    max_transitions: Annotated[int, Field(ge=0)] | None = None
+    max_gpu_layers: Int(0, 100_000, "layers left on the GPU, at most") | None = None
+    max_transitions: Int(0, 100_000, "DLA <-> GPU transitions, at most") | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> DlaPlacement:
@@ -157,19 +65,22 @@ class Model(Frozen):
     path: str
     prepare: Prepare | None = None
     backend: Literal["auto", "onnxruntime", "tensorrt"] = "auto"  # auto: TensorRT where the release has an engine and a GPU
-    threads: Annotated[int, Field(ge=1, le=256)] | None = None
+    threads: Int(1, 256, "CPU threads of ONNX Runtime; null: its default") | None = None
     # int8: the host calibrates (the `calibration` section) and deploys only what passes its accuracy gate;
     # the CPU backend runs the Q/DQ model, TensorRT builds from the same ranges. fp16 is TensorRT's alone.
     precision: Literal["fp32", "fp16", "int8"] = "fp32"
     dla: DlaPlacement | None = None  # run on a DLA core under this contract (TensorRT builds only)
-    profile_layers: bool = False  # TensorRT: per-layer times in the report (names the bottleneck layers; costs time)
-    cuda_graph: bool = False  # TensorRT: replay the engine's launches as one CUDA graph (less CPU per frame)
+    profile_layers: Flag = False  # TensorRT: per-layer times in the report (names the bottleneck layers; costs time)
+    cuda_graph: Flag = False  # TensorRT: replay the engine's launches as one CUDA graph (less CPU per frame)
 
     @model_validator(mode="after")
     def _graph_or_profile(self) -> Model:
         if self.cuda_graph and self.profile_layers:
             raise ValueError("cuda_graph and profile_layers exclude each other (TensorRT's layer profiler needs un-captured launches)")
         return self
+
+
+_BoxScale = Real("box coder scale (y, x, h, w)", gt=0, le=10_000)
 
 
 class SsdDecoder(Frozen):
@@ -180,10 +91,10 @@ class SsdDecoder(Frozen):
     anchors: str
     anchor_layout: Literal["yxyx", "xyxy"] = "yxyx"
     # TF Object Detection API's FasterRcnnBoxCoder scales (y, x, h, w), from the training config.
-    scale_factors: tuple[float, float, float, float] = (10.0, 10.0, 5.0, 5.0)
+    scale_factors: tuple[_BoxScale, _BoxScale, _BoxScale, _BoxScale] = (10.0, 10.0, 5.0, 5.0)
     score_activation: Literal["sigmoid", "softmax"] = "sigmoid"
-    background_class: bool = True
-    clip_boxes: bool = True
+    background_class: Flag = True
+    clip_boxes: Flag = True
 
 
 class YoloDecoder(Frozen):
@@ -195,10 +106,10 @@ class YoloDecoder(Frozen):
 
 class Postprocess(Frozen):
     decoder: Annotated[Union[SsdDecoder, YoloDecoder], Field(discriminator="kind")]  # noqa: UP007
-    classes: tuple[str, ...]
-    score_threshold: Annotated[float, Field(ge=0, le=1)] = 0.3
-    iou_threshold: Annotated[float, Field(gt=0, le=1)] = 0.6
-    max_detections: Annotated[int, Field(ge=1, le=10000)] = 100
+    classes: Annotated[tuple[str, ...], Field(max_length=10_000)]
+    score_threshold: Real("detections scoring below are dropped", ge=0, le=1) = 0.3
+    iou_threshold: Real("non-maximum suppression: overlap above which the lower score goes", gt=0, le=1) = 0.6
+    max_detections: Int(1, 10000, "detections kept per frame, highest scores first") = 100
 
     @field_validator("classes")
     @classmethod
@@ -217,7 +128,7 @@ class VideoSink(Frozen):
     kind: Literal["video"]
     path: str = "annotated.mp4"
     fourcc: Annotated[str, Field(min_length=4, max_length=4)] = "mp4v"
-    fps: Annotated[float, Field(gt=0, le=1000)] | None = None
+    fps: Real("frame rate written in the file; null: the source's", gt=0, le=1000) | None = None
 
 
 class NullSink(Frozen):
@@ -227,133 +138,6 @@ class NullSink(Frozen):
 Sink = Annotated[Union[JsonlSink, VideoSink, NullSink], Field(discriminator="kind")]  # noqa: UP007
 
 
-class LatencyLimits(Frozen):
-    p50_ms: PositiveMs | None = None
-    p99_ms: PositiveMs | None = None
-    p999_ms: PositiveMs | None = None
-    p9999_ms: PositiveMs | None = None
-    max_ms: PositiveMs | None = None
-
-    def items(self) -> list[tuple[str, float]]:
-        return [(name, value) for name, value in self.model_dump().items() if value is not None]
-
-
-class EnvironmentRequirements(Frozen):
-    """What the device must be set to for the measurement to count (checked against the captured environment)."""
-
-    power_mode: str | None = None  # nvpmodel mode, by name ("MAXN") or number ("0")
-    clocks_locked: bool = False  # jetson_clocks: CPU, GPU and EMC at their maximum, min == max
-    cpu_governor: str | None = None  # e.g. "performance", on every online CPU
-    max_temperature_c: Annotated[float, Field(gt=0, le=150)] | None = None
-    on_unmet: Literal["fail", "warn"] = "fail"
-
-    @field_validator("power_mode", mode="before")
-    @classmethod
-    def _mode_as_text(cls, mode: object) -> object:
-        return str(mode) if isinstance(mode, int) and not isinstance(mode, bool) else mode
-
-
-class AccuracyAcceptance(Frozen):
-    """The validation run's detections against the host's FP32 reference on the same frames."""
-
-    min_recall: Annotated[float, Field(ge=0, le=1)] = 0.95
-    min_precision: Annotated[float, Field(ge=0, le=1)] = 0.95
-    min_mean_iou: Annotated[float, Field(ge=0, le=1)] = 0.9
-    max_mean_score_drift: Annotated[float, Field(ge=0, le=1)] = 0.05
-
-
-class Determinism(Frozen):
-    """Two runs on the same replay: identical outputs, or within these tolerances per matched detection."""
-
-    max_score_diff: Annotated[float, Field(ge=0, le=1)] = 0.0
-    min_iou: Annotated[float, Field(ge=0, le=1)] = 1.0
-
-
-class Budgets(Frozen):
-    warmup_frames: Annotated[int, Field(ge=0)] = 0
-    end_to_end: LatencyLimits | None = None
-    stages: dict[Literal["preprocess", "infer", "postprocess", "sink"], LatencyLimits] = {}
-    max_dropped: Annotated[int, Field(ge=0)] | None = None
-    deadline_ms: PositiveMs | None = None  # per frame, end to end from capture; a dropped frame misses it
-    max_miss_ratio: Annotated[float, Field(ge=0, le=1)] | None = None
-    max_consecutive_misses: Annotated[int, Field(ge=0)] | None = None
-    max_jitter_ms: PositiveMs | None = None  # end to end p99.9 - p50
-    max_drift_ms: PositiveMs | None = None  # median of the last third - median of the first third
-    environment: EnvironmentRequirements | None = None
-    accuracy: AccuracyAcceptance | None = None
-    determinism: Determinism | None = None
-
-    @model_validator(mode="after")
-    def _misses_need_a_deadline(self) -> Budgets:
-        for key in ("max_miss_ratio", "max_consecutive_misses"):
-            if getattr(self, key) is not None and self.deadline_ms is None:
-                raise ValueError(f"{key} counts deadline misses: set budgets.deadline_ms too (e.g. 33.3 at 30 fps)")
-        return self
-
-
-class AccuracyGate(Frozen):
-    """INT8 against FP32 on held-out frames; a calibration that misses any of these is refused."""
-
-    min_cosine: Annotated[float, Field(ge=-1, le=1)] = 0.99
-    min_recall: Annotated[float, Field(ge=0, le=1)] = 0.9
-    min_precision: Annotated[float, Field(ge=0, le=1)] = 0.9
-    max_mean_score_drift: Annotated[float, Field(ge=0, le=1)] = 0.05
-
-
-class Calibration(Frozen):
-    """INT8 calibration: which frames (deterministic), which range method, and the accuracy gate."""
-
-    source: str | None = None  # a file:// or images:// URI; default: the pipeline's own source
-    frames: Annotated[int, Field(ge=1, le=100_000)] = 300
-    stride: Annotated[int, Field(ge=1)] = 1
-    seed: int = 0
-    holdout_frames: Annotated[int, Field(ge=1)] = 50
-    method: Literal["entropy", "minmax", "percentile"] = "entropy"
-    percentile: Annotated[float, Field(gt=90, lt=100)] = 99.99
-    accuracy: AccuracyGate = AccuracyGate()
-    # A failing gate: rank layers by sensitivity and keep the worst out of INT8 until it passes (fp16), or refuse (none).
-    fallback: Literal["fp16", "none"] = "fp16"
-    fallback_max_layers: Annotated[int, Field(ge=1, le=1000)] = 12  # trials of the search, worst candidates first
-
-    @field_validator("source")
-    @classmethod
-    def _recorded_source(cls, uri: str | None) -> str | None:
-        if uri is not None and uri.partition("://")[0] not in ("file", "images"):
-            raise ValueError(f"calibration frames come from a recording (file://, images://), not {uri!r}")
-        return uri
-
-
-class DegradedMode(Frozen):
-    """When the runtime declares itself DEGRADED, what it does then, and when it is NOMINAL again."""
-
-    after_misses: Annotated[int, Field(ge=1, le=100_000)] = 5  # consecutive deadline misses
-    recover_after: Annotated[int, Field(ge=1, le=100_000)] = 30  # consecutive frames within the deadline
-    process_every: Annotated[int, Field(ge=1, le=100)] = 2  # while DEGRADED: one frame in N, the rest shed and counted
-
-
-class Service(Frozen):
-    """The runtime as a long-running service on the vehicle (`python -m sdk serve`, systemd or the supervisor)."""
-
-    watchdog_s: Annotated[float, Field(ge=0.5, le=600)] = 5.0  # no frame for this long: killed and restarted
-    status_interval_s: Annotated[float, Field(ge=0.05, le=60)] = 1.0
-    stop_timeout_s: Annotated[float, Field(ge=0.5, le=600)] = 10.0
-    max_restarts: Annotated[int, Field(ge=0, le=1000)] = 5  # within restart_window_s, then the supervisor gives up
-    restart_window_s: Annotated[float, Field(gt=0, le=86_400)] = 60.0
-    restart_backoff_s: Annotated[float, Field(ge=0, le=600)] = 1.0  # doubles per restart within the window
-    degraded: DegradedMode = DegradedMode()
-    heartbeat_udp: Annotated[str, Field(pattern=r"^[A-Za-z0-9.\-]{1,253}:[0-9]{1,5}$")] | None = None  # host:port
-    cpu_affinity: tuple[Annotated[int, Field(ge=0, le=1023)], ...] | None = None
-    realtime_priority: Annotated[int, Field(ge=1, le=99)] | None = None  # SCHED_FIFO, where permitted
-    lock_memory: bool = False  # mlockall: no page faults in the frame loop, where permitted
-
-
-class Health(Frozen):
-    """The health check of a release on trial, run by the device before the release is committed."""
-
-    min_frames: Annotated[int, Field(ge=1, le=10_000)] = 5  # frames that must go through every stage to the sinks
-    timeout_s: Annotated[float, Field(ge=1, le=3600)] = 120.0  # device-side deadline: model load included
-
-
 class Pipeline(Frozen):
     version: Literal[1]
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
@@ -361,11 +145,18 @@ class Pipeline(Frozen):
     preprocess: Preprocess
     model: Model
     postprocess: Postprocess
-    sinks: tuple[Sink, ...] = Field(default_factory=lambda: (JsonlSink(kind="jsonl"),))
+    sinks: Annotated[tuple[Sink, ...], Field(max_length=16)] = Field(default_factory=lambda: (JsonlSink(kind="jsonl"),))
     budgets: Budgets = Budgets()
     calibration: Calibration | None = None
     service: Service = Service()
     health: Health = Health()
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_is_an_integer(cls, version: object) -> object:
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise bounds_error(f"{shown(version)} is not a known version; allowed: 1")
+        return version
 
     @model_validator(mode="before")
     @classmethod
@@ -392,3 +183,70 @@ class Pipeline(Frozen):
                     f"{list(self.preprocess.tensor_shape)} ({self.preprocess.layout})"
                 )
         return self
+
+    @model_validator(mode="after")
+    def _crop_inside_a_known_frame(self) -> Pipeline:
+        crop = self.preprocess.crop
+        if crop is not None and self.source.uri.startswith("synthetic://"):
+            width, height = synthetic_size(self.source.uri)
+            problem = crop_outside(crop, width, height)
+            if problem is not None:
+                key, message = problem
+                raise bounds_error(message, hint=CROP_HINT, path=("preprocess", "crop", key))
+        return self
+
+    @model_validator(mode="after")
+    def _held_frames_fit(self) -> Pipeline:
+        calibration = self.calibration
+        if calibration is None:
+            return self
+        each = self.preprocess.tensor_bytes
+        need = calibration.holdout_frames * each
+        if need > MAX_HELD_FRAMES_BYTES:
+            shape = "x".join(str(d) for d in self.preprocess.tensor_shape)
+            most = MAX_HELD_FRAMES_BYTES // each
+            raise bounds_error(
+                f"{calibration.holdout_frames} frames of {shape} {self.preprocess.dtype} would take {size_text(need)}; "
+                f"allowed: at most {most} frames or {size_text(MAX_HELD_FRAMES_BYTES)} (the held-out frames cap: "
+                "calibration keeps them in memory for the accuracy gate)",
+                hint="lower calibration.holdout_frames",
+                path=("calibration", "holdout_frames"),
+            )
+        return self
+
+
+__all__ = [
+    "SOURCE_SCHEMES",
+    "STAGE_NAMES",
+    "AccuracyAcceptance",
+    "AccuracyGate",
+    "Budgets",
+    "Calibration",
+    "Crop",
+    "DegradedMode",
+    "Determinism",
+    "DlaPlacement",
+    "EnvironmentRequirements",
+    "Frozen",
+    "JsonlSink",
+    "LatencyLimits",
+    "Model",
+    "Normalize",
+    "NullSink",
+    "Pipeline",
+    "Pixels",
+    "PositiveMs",
+    "Prepare",
+    "Preprocess",
+    "Reconnect",
+    "Replay",
+    "Resize",
+    "Service",
+    "Sink",
+    "Source",
+    "SsdDecoder",
+    "VideoSink",
+    "YoloDecoder",
+    "crop_outside",
+    "synthetic_size",
+]

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from sdk.spec.schema import Frozen
+from sdk.spec.bounds import Frozen, Int, Real
 
 PLATFORMS = ("jetson-agx-orin", "jetson-orin-nx", "jetson-orin-nano", "jetson-thor", "drive-orin", "linux-generic")
 
@@ -33,15 +33,15 @@ class HostKey(Frozen):
 
 
 class Timeouts(Frozen):
-    connect_s: Annotated[float, Field(gt=0, le=300)] = 10.0
-    command_s: Annotated[float, Field(gt=0, le=86400)] = 300.0
-    deadline_s: Annotated[float, Field(gt=0, le=86400)] = 3600.0
-    keepalive_s: Annotated[float, Field(gt=0, le=300)] = 5.0
+    connect_s: Real("seconds to open the SSH connection", gt=0, le=300) = 10.0
+    command_s: Real("seconds one remote command may take, or stay silent", gt=0, le=86400) = 300.0
+    deadline_s: Real("seconds all of one connection's work may take", gt=0, le=86400) = 3600.0
+    keepalive_s: Real("seconds between SSH keepalives", gt=0, le=300) = 5.0
 
 
 class TargetSpec(Frozen):
     host: Annotated[str, Field(pattern=HOST)]
-    port: Annotated[int, Field(ge=1, le=65535)] = 22
+    port: Int(1, 65535, "SSH port") = 22
     user: Annotated[str, Field(pattern=USER)]
     key_file: str
     host_key: HostKey
@@ -50,7 +50,7 @@ class TargetSpec(Frozen):
     python: Annotated[str, Field(pattern=PYTHON)] = "python3"
     jump: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")] | None = None
     timeouts: Timeouts = Timeouts()
-    health_frames: Annotated[int, Field(ge=1, le=10000)] = 5
+    health_frames: Int(1, 10000, "frames of the trial run that checks a new release before it is committed") = 5
 
     @model_validator(mode="after")
     def _no_parent_segments(self) -> TargetSpec:

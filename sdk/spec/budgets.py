@@ -1,0 +1,91 @@
+"""The `budgets` section: what a run must meet (latency, deadlines, environment, accuracy, determinism)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import field_validator, model_validator
+
+from sdk.spec.bounds import MAX_COUNT, MAX_REPLAY_FRAMES, Flag, Frozen, Int, Real
+
+MAX_MS = 3_600_000  # an hour: no frame budget is longer
+
+
+def Ms(description: str) -> Any:  # noqa: N802
+    """A time budget in milliseconds, above 0 and at most an hour."""
+    return Real(description, gt=0, le=MAX_MS)
+
+
+PositiveMs = Ms("milliseconds, above 0 and at most an hour")
+
+
+def Ratio(description: str) -> Any:  # noqa: N802
+    """A fraction, score or IoU: from 0 to 1."""
+    return Real(description, ge=0, le=1)
+
+
+class LatencyLimits(Frozen):
+    p50_ms: Ms("median latency, at most") | None = None
+    p99_ms: Ms("99th percentile latency, at most") | None = None
+    p999_ms: Ms("99.9th percentile latency, at most") | None = None
+    p9999_ms: Ms("99.99th percentile latency, at most") | None = None
+    max_ms: Ms("the slowest frame, at most") | None = None
+
+    def items(self) -> list[tuple[str, float]]:
+        return [(name, value) for name, value in self.model_dump().items() if value is not None]
+
+
+class EnvironmentRequirements(Frozen):
+    """What the device must be set to for the measurement to count (checked against the captured environment)."""
+
+    power_mode: str | None = None  # nvpmodel mode, by name ("MAXN") or number ("0")
+    clocks_locked: Flag = False  # jetson_clocks: CPU, GPU and EMC at their maximum, min == max
+    cpu_governor: str | None = None  # e.g. "performance", on every online CPU
+    max_temperature_c: Real("hottest thermal zone during the run, degrees Celsius", gt=0, le=150) | None = None
+    on_unmet: Literal["fail", "warn"] = "fail"
+
+    @field_validator("power_mode", mode="before")
+    @classmethod
+    def _mode_as_text(cls, mode: object) -> object:
+        return str(mode) if isinstance(mode, int) and not isinstance(mode, bool) else mode
+
+
+class AccuracyAcceptance(Frozen):
+    """The validation run's detections against the host's FP32 reference on the same frames."""
+
+    min_recall: Ratio("reference detections found, at least") = 0.95
+    min_precision: Ratio("detections that match the reference, at least") = 0.95
+    min_mean_iou: Ratio("mean IoU of matched detections, at least") = 0.9
+    max_mean_score_drift: Ratio("mean |score - reference score| of matched detections, at most") = 0.05
+
+
+class Determinism(Frozen):
+    """Two runs on the same replay: identical outputs, or within these tolerances per matched detection."""
+
+    max_score_diff: Ratio("score difference per matched detection, at most") = 0.0
+    min_iou: Ratio("IoU per matched detection, at least") = 1.0
+
+
+class Budgets(Frozen):
+    warmup_frames: Int(0, MAX_REPLAY_FRAMES, "first frames left out of the statistics") = 0
+    end_to_end: LatencyLimits | None = None
+    stages: dict[Literal["preprocess", "infer", "postprocess", "sink"], LatencyLimits] = {}
+    max_dropped: Int(0, MAX_COUNT, "frames dropped (late or overwritten), at most") | None = None
+    deadline_ms: Ms("per frame, end to end from capture; a dropped frame misses it") | None = None
+    max_miss_ratio: Ratio("deadline misses per frame, at most") | None = None
+    max_consecutive_misses: Int(0, MAX_COUNT, "deadline misses in a row, at most") | None = None
+    max_jitter_ms: Ms("end to end p99.9 - p50, at most") | None = None
+    max_drift_ms: Ms("median of the last third - median of the first third, at most") | None = None
+    environment: EnvironmentRequirements | None = None
+    accuracy: AccuracyAcceptance | None = None
+    determinism: Determinism | None = None
+
+    @model_validator(mode="after")
+    def _misses_need_a_deadline(self) -> Budgets:
+        for key in ("max_miss_ratio", "max_consecutive_misses"):
+            if getattr(self, key) is not None and self.deadline_ms is None:
+                raise ValueError(f"{key} counts deadline misses: set budgets.deadline_ms too (e.g. 33.3 at 30 fps)")
+        return self
+
+
+__all__ = ["AccuracyAcceptance", "Budgets", "Determinism", "EnvironmentRequirements", "LatencyLimits", "Ms", "PositiveMs", "Ratio"]

@@ -1,0 +1,50 @@
+"""The `service` section: the runtime as a long-running service on the vehicle (`python -m sdk serve`)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, field_validator
+
+from sdk.spec.bounds import Flag, Frozen, Int, Real, bounds_error
+
+
+class DegradedMode(Frozen):
+    """When the runtime declares itself DEGRADED, what it does then, and when it is NOMINAL again."""
+
+    after_misses: Int(1, 100_000, "consecutive deadline misses that make the runtime DEGRADED") = 5
+    recover_after: Int(1, 100_000, "consecutive frames within the deadline that make it NOMINAL again") = 30
+    process_every: Int(1, 100, "while DEGRADED: one frame in N is processed, the rest shed and counted") = 2
+
+
+class Service(Frozen):
+    """The runtime as a long-running service on the vehicle (`python -m sdk serve`, systemd or the supervisor)."""
+
+    watchdog_s: Real("no frame for this long: killed and restarted", ge=0.5, le=600) = 5.0
+    status_interval_s: Real("seconds between status files", ge=0.05, le=60) = 1.0
+    stop_timeout_s: Real("seconds a stop may take before the process is killed", ge=0.5, le=600) = 10.0
+    max_restarts: Int(0, 1000, "restarts within restart_window_s, then the supervisor gives up") = 5
+    restart_window_s: Real("the window max_restarts counts in, seconds", gt=0, le=86_400) = 60.0
+    restart_backoff_s: Real("seconds before a restart; doubles per restart within the window", ge=0, le=600) = 1.0
+    degraded: DegradedMode = DegradedMode()
+    heartbeat_udp: Annotated[str, Field(pattern=r"^[A-Za-z0-9.\-]{1,253}:[0-9]{1,5}$")] | None = None  # host:port
+    cpu_affinity: Annotated[tuple[Int(0, 1023, "a CPU number"), ...], Field(min_length=1, max_length=1024)] | None = None
+    realtime_priority: Int(1, 99, "SCHED_FIFO priority, where permitted") | None = None
+    lock_memory: Flag = False  # mlockall: no page faults in the frame loop, where permitted
+
+    @field_validator("heartbeat_udp")
+    @classmethod
+    def _port_in_range(cls, address: str | None) -> str | None:
+        if address is not None and not 1 <= int(address.rpartition(":")[2]) <= 65535:
+            raise bounds_error(f"the port of {address!r} is out of range; allowed: host:port, the port from 1 to 65535")
+        return address
+
+
+__all__ = ["DegradedMode", "Service"]
+
+
+class Health(Frozen):
+    """The health check of a release on trial, run by the device before the release is committed."""
+
+    min_frames: Int(1, 10_000, "frames that must go through every stage to the sinks for the release to be healthy") = 5
+    timeout_s: Real("device-side deadline of the health check, model load included, seconds", ge=1, le=3600) = 120.0

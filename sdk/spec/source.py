@@ -1,0 +1,83 @@
+"""The `source` section: which camera or recording, and how a recording is played back."""
+
+from __future__ import annotations
+
+from typing import Literal
+from urllib.parse import parse_qsl
+
+from pydantic import field_validator
+
+from sdk.spec.bounds import (
+    MAX_REPLAY_FRAMES,
+    MAX_SOURCE_PIXELS,
+    REPLAY_FRAMES_HINT,
+    Flag,
+    Frozen,
+    Int,
+    Real,
+    bounds_error,
+    number,
+    replay_frames_cost,
+    shown,
+)
+
+SOURCE_SCHEMES = ("file", "images", "v4l2", "csi", "gst", "synthetic")
+# synthetic:// takes its frame size from the URI: known at load, so its memory and crops are checked then.
+SYNTHETIC_SIZE = {"width": 640, "height": 480}
+ReplayFrames = Int(
+    1, MAX_REPLAY_FRAMES, "frames to play, then the run ends; each keeps a run record", over=replay_frames_cost, over_hint=REPLAY_FRAMES_HINT
+)
+
+
+class Replay(Frozen):
+    """How a recorded source is played back: deterministic runs need all three."""
+
+    loop: Flag = False
+    frames: ReplayFrames | None = None
+    rate_fps: Real("frames per second the recording is paced at; null: as fast as the pipeline goes", gt=0, le=1000) | None = None
+    # keep: process every frame, lateness shows as latency (acceptance runs).
+    # drop: the newest frame wins when the pipeline is behind; every skipped frame is counted.
+    late_frames: Literal["keep", "drop"] = "keep"
+
+
+class Reconnect(Frozen):
+    """A live camera that vanishes (cable, driver reset) is reopened with a doubling backoff."""
+
+    initial_backoff_s: Real("first wait before reopening, seconds", gt=0, le=60) = 0.1
+    max_backoff_s: Real("longest wait between reopening attempts, seconds", gt=0, le=600) = 5.0
+
+
+class Source(Frozen):
+    uri: str
+    replay: Replay = Replay()
+    reconnect: Reconnect | None = Reconnect()  # live sources only; null: the stream ends with the camera
+
+    @field_validator("uri")
+    @classmethod
+    def _known_scheme(cls, uri: str) -> str:
+        scheme, sep, rest = uri.partition("://")
+        if not sep or scheme not in SOURCE_SCHEMES or not rest:
+            allowed = ", ".join(f"{s}://..." for s in SOURCE_SCHEMES)
+            raise ValueError(f"unknown source URI {uri!r}; allowed: {allowed}")
+        if scheme == "synthetic":
+            synthetic_size(uri)  # refuses a frame size out of range
+        return uri
+
+
+def synthetic_size(uri: str) -> tuple[int, int]:
+    """(width, height) of a synthetic:// source's frames, in range, or a bounds error naming the parameter."""
+    params = dict(parse_qsl(uri.partition("?")[2], keep_blank_values=True))
+    size = []
+    for name, default in SYNTHETIC_SIZE.items():
+        text = params.get(name)
+        value = number(text) if text is not None else default
+        if not isinstance(value, int) or not 1 <= value <= MAX_SOURCE_PIXELS:
+            raise bounds_error(
+                f"{name}={shown(text)} in {uri!r} is out of range; allowed: an integer from 1 to {MAX_SOURCE_PIXELS}",
+                hint=f"a synthetic frame is width x height x 3 bytes; at most {MAX_SOURCE_PIXELS} pixels a side",
+            )
+        size.append(value)
+    return size[0], size[1]
+
+
+__all__ = ["SOURCE_SCHEMES", "Reconnect", "Replay", "Source", "synthetic_size"]
