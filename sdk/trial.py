@@ -108,9 +108,14 @@ def _judge(exit_code: int, killed: str | None, report: dict | None, stderr: str,
     if exit_code not in (0, 3, 4):
         lines = [line.strip() for line in stderr.splitlines() if line.strip()]
         errors = [line.removeprefix("error:").strip() for line in lines if line.startswith("error:")]
-        detail = errors[-1] if errors else (lines[-1] if lines else "")
-        how = f"killed by signal {-exit_code}" if exit_code < 0 else f"exited with status {exit_code}"
-        return False, f"the runtime {how}" + (f": {detail}" if detail else ""), frames
+        if exit_code > 0 and errors:
+            return False, errors[-1], frames  # the runtime's own one-line error says it all
+        if exit_code < 0:
+            name = signal.Signals(-exit_code).name if -exit_code in signal.valid_signals() else "?"
+            how = f"the runtime was killed by signal {-exit_code} ({name})"
+        else:
+            how = f"the runtime exited with status {exit_code}"
+        return False, how + (f": {lines[-1]}" if lines else ""), frames
     if report is None:
         return False, "the runtime wrote no report", frames
     if frames < min_frames:

@@ -113,7 +113,7 @@ def test_a_health_check_that_crashes_or_sees_no_frame_is_rolled_back(ssh_target,
     except ReleaseError as exc:
         outcome["error"] = str(exc)
     crasher.join()
-    assert "the runtime killed by signal 11" in outcome.get("error", ""), outcome
+    assert "the runtime was killed by signal 11 (SIGSEGV)" in outcome.get("error", ""), outcome
     assert current_of(ssh_target.root) == committed_of(ssh_target.root) == good.staged.release_id
     assert wait_until(lambda: not processes_under(ssh_target.root), 10), processes_under(ssh_target.root)
 

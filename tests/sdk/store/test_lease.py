@@ -1,0 +1,114 @@
+"""Fencing: a deploy whose lease lapsed changes nothing; the one that took over keeps its trial.
+
+Real lock holders (`python -m sdk store hold-lock`) in their own processes, as on a device.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sdk.lease import FencingError
+from sdk.store import ReleaseStore
+from tools.release.bundle import Bundle
+from tools.release.stage import manifest_for, stage_release
+from tools.sessions import LocalSession
+from tools.targets import LocalTarget
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def staged(root: Path, folder: Path, label: str) -> str:
+    folder.mkdir(exist_ok=True)
+    files = {}
+    for name, data in {"pipeline/p.yaml": f"# {label}\n".encode(), "artifacts/model.onnx": b"M" * 1000}.items():
+        path = folder / f"{label}-{name.replace('/', '_')}"
+        path.write_bytes(data)
+        files[name] = path
+    bundle = Bundle(files, "pipeline/p.yaml", "artifacts", {})
+    return stage_release(LocalSession(LocalTarget("local", root)), bundle, manifest_for(bundle)).release_id
+
+
+def hold(root: Path, owner: str, lease: float) -> tuple[subprocess.Popen, int]:
+    argv = [sys.executable, "-B", "-m", "sdk", "store", "--root", str(root), "hold-lock", owner, "--lease", str(lease), "--wait", "30"]
+    process = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    answer = json.loads(process.stdout.readline())
+    assert answer["locked"] == owner
+    return process, answer["token"]
+
+
+def store_cli(root: Path, *args: str) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-B", "-m", "sdk", "store", "--root", str(root), *args]
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+def test_a_deploy_whose_lease_lapsed_changes_nothing_and_the_new_holders_trial_survives(tmp_path):
+    root = tmp_path / "target"
+    store = ReleaseStore(root)
+    first, a_release, b_release = (staged(root, tmp_path / "src", label) for label in ("first", "a", "b"))
+    holder, token = hold(root, "bootstrap", 60)
+    with store.locked():
+        store.begin_trial(first, token=token, owner="bootstrap", deadline_s=60)
+        store.mark_passed(token=token, health={"healthy": True}, commit_within_s=60)
+        store.commit(token=token)
+    holder.stdin.close()
+    holder.wait(timeout=30)
+
+    host_a, token_a = hold(root, "host-a", 1.5)
+    with store.locked():
+        store.begin_trial(a_release, token=token_a, owner="host-a", deadline_s=600)
+        store.mark_passed(token=token_a, health={"healthy": True}, commit_within_s=600)
+    # Host A goes silent (suspended, link lost) with its trial passed and not committed: after one
+    # lease its holder rolls the trial back and frees the lock. Nothing is sent on its stdin.
+    assert host_a.wait(timeout=30) == 0
+    assert store.trial() is None and store.current() == store.committed() == first
+    assert "ended without committing" in store.status()["last_trial"]["reason"]
+
+    host_b, token_b = hold(root, "host-b", 60)
+    assert token_b > token_a  # fencing tokens only grow
+    with store.locked():
+        store.begin_trial(b_release, token=token_b, owner="host-b", deadline_s=600)
+    # Host A wakes up and carries on with its deploy: every mutating step is refused, nothing changes.
+    for op in (["commit"], ["prune", "--keep", "1"], ["rollback"]):
+        refused = store_cli(root, *op, "--token", str(token_a))
+        assert refused.returncode == 1 and refused.stderr.count("error:") == 1, refused.stderr
+        assert f"lease on the target (token {token_a}) has expired and host-b (token {token_b}) holds it now; nothing was changed" in refused.stderr
+    with pytest.raises(FencingError), store.locked():
+        store.commit(token=token_a)
+    assert store.trial()["release"] == b_release and store.trial()["token"] == token_b and store.current() == b_release
+    assert store.committed() == first and sorted(p.name for p in store.releases.iterdir()) == sorted([first, a_release, b_release])
+    with store.locked():
+        store.mark_passed(token=token_b, health={"healthy": True}, commit_within_s=60)
+        store.commit(token=token_b)
+    assert store.committed() == store.current() == b_release
+    host_b.stdin.close()
+    assert host_b.wait(timeout=30) == 0
+    assert store.committed() == b_release  # a committed release stays when its deployer leaves
+
+
+def test_a_dead_holders_lock_is_free_and_its_trial_is_rolled_back_at_the_next_entry_point(tmp_path):
+    root = tmp_path / "target"
+    store = ReleaseStore(root)
+    first, second = (staged(root, tmp_path / "src", label) for label in ("first", "second"))
+    with store.locked():
+        store.begin_trial(first, token=None, owner="t", deadline_s=60)
+        store.mark_passed(token=None, health={}, commit_within_s=60)
+        store.commit(token=None)
+    holder, token = hold(root, "host-a", 60)
+    with store.locked():
+        store.begin_trial(second, token=token, owner="host-a", deadline_s=600)
+    holder.kill()  # SIGKILL: no chance to roll back (a power cut of the holder alone)
+    holder.wait()
+    started = time.monotonic()
+    host_b, token_b = hold(root, "host-b", 60)  # the kernel freed the lock with the process
+    assert time.monotonic() - started < 10 and token_b == token + 1
+    with store.locked():
+        assert store.recover() == second  # its deployer is gone: rolled back before anything else
+    assert store.current() == store.committed() == first
+    host_b.stdin.close()
+    assert host_b.wait(timeout=30) == 0
