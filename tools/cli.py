@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from sdk.errors import SdkError
 
@@ -27,10 +28,31 @@ def _positive(text: str) -> int:
     return value
 
 
+def _whole(text: str) -> int:
+    """A whole number; its range is checked after parsing, as a user error (exit 1) naming the range."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _check_frames(frames: int | None) -> None:
+    from sdk.errors import ConfigError
+    from sdk.spec.bounds import MAX_REPLAY_FRAMES, REPLAY_FRAMES_HINT, replay_frames_problem
+
+    if frames is None:
+        return
+    if frames < 1:
+        raise ConfigError(f"--frames: {frames} is out of range; allowed: 1 to {MAX_REPLAY_FRAMES}", hint="give a positive number of frames")
+    problem = replay_frames_problem(frames)
+    if problem is not None:
+        raise ConfigError(f"--frames: {problem}", hint=REPLAY_FRAMES_HINT.replace("replay.frames", "--frames"))
+
+
 def _add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline", type=Path, help="pipeline file (YAML)")
     parser.add_argument("--target", "-t", required=True, help="target name: `local` or one from targets/")
-    parser.add_argument("--frames", type=_positive, help="stop after N frames (default: the pipeline's replay setting)")
+    parser.add_argument("--frames", type=_whole, help="stop after N frames (default: the pipeline's replay setting)")
     parser.add_argument("--report-dir", type=Path, help="where report.json and detections.jsonl go (default: reports/<pipeline name>)")
     parser.add_argument("--parallel", type=_positive, default=4, help="fleets: targets deployed at once (default 4)")
     parser.add_argument("--canary", action="store_true", help="fleets: the first target must pass before the others start")
@@ -74,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     validate = commands.add_parser("validate", help="latency and accuracy acceptance run on the target's current release")
     validate.add_argument("pipeline", type=Path, help="pipeline file (YAML): the one the current release runs")
     validate.add_argument("--target", "-t", required=True)
-    validate.add_argument("--frames", type=_positive, help="stop after N frames (default: the pipeline's replay setting)")
+    validate.add_argument("--frames", type=_whole, help="stop after N frames (default: the pipeline's replay setting)")
     validate.add_argument("--report-dir", type=Path, help="where report.json, report.html and the plots go (default: reports/<pipeline name>)")
     validate.add_argument("--repeat", type=_positive, help="runs on the same replay, outputs compared (default 1, or 2 with budgets.determinism)")
     validate.add_argument("--stress", help="interference on the device during the run, e.g. cpu=2,memory=1,memory_mb=256")
@@ -298,12 +320,13 @@ def run(argv: list[str]) -> int:
     console = Console()
     errors = Console(stderr=True)
     try:
+        _check_frames(getattr(args, "frames", None))  # before anything is prepared or sent
         return HANDLERS[args.command](args, console)
     except SdkError as exc:
         if os.environ.get("SDK_DEBUG"):
             raise
-        errors.print(f"[bold red]error:[/] {exc.message}", highlight=False, markup=True, soft_wrap=True)
-        errors.print(f"[bold]hint:[/] {exc.hint}", highlight=False, soft_wrap=True)
+        errors.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, markup=True, soft_wrap=True)
+        errors.print(f"[bold]hint:[/] {escape(exc.hint)}", highlight=False, soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
         errors.print("error: interrupted")

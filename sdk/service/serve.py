@@ -159,12 +159,14 @@ def serve(argv: list[str]) -> int:
         reporter.gc = gc_guard
         try:
             result = runner.run()
-        except SdkError as exc:
+        except BaseException as exc:  # any end but a normal one is FAILED in status.json, never a stale NOMINAL
             monitor.stop()
-            extra.update(state="FAILED", last_error=exc.message)
+            message = exc.message if isinstance(exc, SdkError) else f"{type(exc).__name__}: {exc}"
+            extra.update(state="FAILED", last_error=message)
             reporter.publish()
             raise
         monitor.stop()
+        extra["state"] = "STOPPED"  # the run ended (the stream ended, or SIGTERM): no longer NOMINAL
         extra["last_error"] = result.last_error
         extra["stage_errors"] = result.stage_errors
     reporter.publish()

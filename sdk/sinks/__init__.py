@@ -57,12 +57,14 @@ class SinkGroup:
 def create_sinks(specs: tuple, output_dir: Path, *, fps: float = 30.0, require_jsonl: bool = False) -> SinkGroup:
     """One sink per spec; paths stay inside `output_dir`.
 
-    A measuring run promises `detections.jsonl` (the report contract): `require_jsonl` adds
-    it when the pipeline lists no JSONL sink.
+    A measuring run promises `detections.jsonl` in its report folder (the report contract):
+    `require_jsonl` adds it unless a JSONL sink of the pipeline already writes exactly that file
+    (a sink with its own `path` still gets its file, beside the contract's).
     """
     sinks: list = []
-    if require_jsonl and not any(isinstance(spec, JsonlSpec) for spec in specs):
-        specs = (*specs, JsonlSpec(kind="jsonl"))
+    contract = JsonlSpec(kind="jsonl")
+    if require_jsonl and not any(isinstance(spec, JsonlSpec) and Path(spec.path) == Path(contract.path) for spec in specs):
+        specs = (*specs, contract)
     for index, spec in enumerate(specs):
         where = f"sinks[{index}].path"
         if isinstance(spec, JsonlSpec):

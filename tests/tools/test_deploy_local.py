@@ -128,9 +128,13 @@ def test_unknown_target_lists_the_known_ones(tmp_path):
     assert not (tmp_path / "state").exists()
 
 
-def test_usage_errors_exit_2(tmp_path):
+def test_usage_errors_exit_2_and_out_of_range_frame_counts_exit_1_before_anything_is_done(tmp_path):
     assert cli("deploy", str(EXAMPLE), state=tmp_path).returncode == 2  # no --target
-    assert cli("deploy", "--target", "local", str(EXAMPLE), "--frames", "0", state=tmp_path).returncode == 2
+    assert cli("deploy", "--target", "local", str(EXAMPLE), "--frames", "many", state=tmp_path).returncode == 2
+    for frames, allowed in (("0", "allowed: 1 to 1000000"), ("100000000", "allowed: at most 1000000 frames")):
+        done = cli("deploy", "--target", "local", str(EXAMPLE), "--frames", frames, state=tmp_path)
+        assert done.returncode == 1 and done.stderr.count("error:") == 1 and allowed in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr and not (tmp_path / "targets").exists() and not (tmp_path / "cache").exists()
     assert cli("calibrate-everything", state=tmp_path).returncode == 2
 
 

@@ -371,7 +371,7 @@ def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path):
         assert isinstance(result, FleetResult)
         by_name = {o.target: o for o in result.outcomes}
         assert [o.target for o in result.outcomes] == ["orin-01", "orin-02", "orin-03", "orin-04"]
-        assert all(by_name[f"orin-0{k}"].error is None and by_name[f"orin-0{k}"].verdict for k in (1, 2, 3))
+        assert all(by_name[f"orin-0{k}"].error is None and by_name[f"orin-0{k}"].verdict for k in (1, 2, 3)), [o.error for o in result.outcomes]
         assert "cannot connect" in by_name["orin-04"].error
         assert result.exit_code == 1
         summary = json.loads((tmp_path / "fleet" / "fleet.json").read_text())
