@@ -56,7 +56,9 @@ class CommandResult:
 
     def check(self, what: str) -> CommandResult:
         if self.exit_code != 0:
-            message = error_line(self.stderr) or f"exit status {self.exit_code}"
+            # paramiko's -1: no exit status came (the command was killed by a signal, or the link dropped).
+            status = "it ended without an exit status (killed, or the connection dropped)" if self.exit_code == -1 else None
+            message = error_line(self.stderr) or status or f"exit status {self.exit_code}"
             raise TargetError(f"{what} failed on the target: {message}", hint="see the target's message above")
         return self
 
@@ -155,7 +157,36 @@ def _reason(exc: BaseException) -> str:
     text = str(exc).strip()
     if isinstance(exc, OSError) and exc.strerror:
         text = exc.strerror
+    if not text and isinstance(exc, EOFError):
+        text = "the other side closed the connection"
     return text or type(exc).__name__
+
+
+def sftp_refused(exc: BaseException) -> bool:
+    """Whether the exception is the SFTP server's answer (a status paramiko turned into an OSError), not a lost link:
+    both are OSErrors, so the raising frame tells them apart."""
+    if not isinstance(exc, OSError):
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_name == "_convert_status"
+
+
+def sftp_reason(exc: BaseException) -> str:
+    """Why an SFTP operation failed, never blank. paramiko raises the server's status as an OSError: with an errno
+    for "no such file" and "permission denied", else only the server's text ("Failure": OpenSSH's sftp-server
+    answers a full disk, a read-only filesystem and most other errors with SSH_FX_FAILURE)."""
+    if isinstance(exc, OSError) and not isinstance(exc, socket.timeout):
+        text = (exc.strerror or (str(exc.args[0]) if len(exc.args) == 1 else "")).strip()
+        if exc.errno is None:
+            return f'the SFTP server answered "{text}"' if text else "the SFTP server answered a failure without a reason"
+        return f"{text or os.strerror(exc.errno)} (errno {exc.errno})"
+    if isinstance(exc, socket.timeout):
+        return "timed out"
+    if isinstance(exc, EOFError):
+        return str(exc).strip() or "the server closed the SFTP session"
+    return _reason(exc)
 
 
 class SshConnection:
@@ -411,7 +442,15 @@ class SshConnection:
         except (OSError, EOFError, paramiko.SSHException) as exc:
             if isinstance(exc, FileNotFoundError) and not state["stalled"]:
                 raise
-            reason = f"no progress for {limit:g} s" if state["stalled"] else f"{exc or type(exc).__name__}"
+            if state["stalled"]:
+                reason = f"no progress for {limit:g} s"
+            elif sftp_refused(exc) and self.alive():  # the link is up: the SFTP server refused something
+                raise TargetError(
+                    f"{self.where}: {what} failed: {sftp_reason(exc)}",
+                    hint="the current release is untouched; check the target's disk and filesystem, then deploy again",
+                ) from None
+            else:
+                reason = _reason(exc)
             raise TargetError(
                 f"{self.where}: connection lost while {what}: {reason}",
                 hint="the current release is untouched; deploy again to resume",
@@ -419,6 +458,10 @@ class SshConnection:
         finally:
             state["done"] = True
             watchdog.join()
+
+    def alive(self) -> bool:
+        """Whether the SSH connection is still up (a failed SFTP call with a live link was refused, not cut)."""
+        return self._transport is not None and self._transport.is_active()
 
     def abort(self) -> None:
         """Tear the connection down from another thread: blocked reads and writes fail at once."""
