@@ -15,6 +15,7 @@ complete release, whatever moment a crash or a kill comes at.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -124,21 +125,32 @@ class ReleaseStore:
         return self.objects / f"{UPLOAD_PREFIX}{self.object_path(sha256).name}"
 
     def install_object(self, temporary: Path, sha256: str) -> None:
-        """Verify the written bytes, fsync, make read-only, rename into the store."""
+        """Verify the written bytes, fsync, make read-only, rename into the store.
+
+        Whatever fails, the temporary is removed (a partial or unsyncable upload is never kept)."""
         actual = sha256_of(temporary)
         if actual != sha256:
             temporary.unlink(missing_ok=True)
             raise ReleaseError(f"object {sha256[:12]} arrived corrupt (got {actual[:12]}); nothing was installed")
-        with temporary.open("rb") as handle:
-            os.fsync(handle.fileno())
-        temporary.chmod(0o444)
-        os.replace(temporary, self.object_path(sha256))
+        try:
+            with temporary.open("rb") as handle:
+                os.fsync(handle.fileno())  # a full disk can surface here (delayed allocation, network filesystems)
+            temporary.chmod(0o444)
+            os.replace(temporary, self.object_path(sha256))
+        except OSError as exc:
+            temporary.unlink(missing_ok=True)
+            raise ReleaseError(f"object {sha256[:12]} could not be stored: {exc.strerror or exc}; nothing was installed") from None
         fsync_dir(self.objects)
 
     def add_file(self, source: Path, sha256: str) -> None:
-        """Copy a local file into the store (the local target's upload)."""
+        """Copy a local file into the store (the local target's upload). A failed copy leaves nothing behind:
+        an OSError (ENOSPC: a full disk) reaches the caller with the partial copy already removed."""
         temporary = self.temporary_object(sha256)
-        shutil.copyfile(source, temporary)
+        try:
+            shutil.copyfile(source, temporary)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
         self.install_object(temporary, sha256)
 
     # Releases -----------------------------------------------------------------------------
@@ -442,8 +454,9 @@ class ReleaseStore:
             point("prune.release-deleted")
 
     def free_bytes(self) -> int:
+        """Bytes an unprivileged writer may still use where the objects go (statvfs f_bavail)."""
         self.ensure()
-        return shutil.disk_usage(self.root).free
+        return shutil.disk_usage(self.objects).free
 
     def status(self) -> dict:
         folders = self.releases.iterdir() if self.releases.is_dir() else ()
@@ -490,11 +503,12 @@ class ReleaseStore:
     def sweep_temporaries(self, *, keep_uploads: bool = True) -> int:
         """Remove what crashed runs left under temporary names (never reachable from `current`).
 
-        Partial uploads are kept unless asked: the next deploy resumes them.
+        Partial uploads are kept unless asked: the next deploy resumes those of its release and removes
+        the others (tools/sessions.py, `resume_points`).
         """
         removed = 0
         patterns = [f"{TMP_PREFIX}*"] + ([] if keep_uploads else [f"{UPLOAD_PREFIX}*"])
-        for folder, pattern in ((f, p) for f in (self.root, self.objects, self.releases) for p in patterns):
+        for folder, pattern in ((f, p) for f in (self.root, self.objects, self.releases, self.root / "envs") for p in patterns):
             for path in folder.glob(pattern):
                 if path.is_dir() and not path.is_symlink():
                     shutil.rmtree(path, ignore_errors=True)
@@ -502,3 +516,30 @@ class ReleaseStore:
                     path.unlink(missing_ok=True)
                 removed += 1
         return removed
+
+
+# Helpers ----------------------------------------------------------------------------------
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # the errnos of a full disk (or a user's exhausted quota)
+
+
+def upload_object(name: str) -> str | None:
+    """The object hash a partial upload's file name stands for (`.upload-<sha256>`), else None."""
+    return name[len(UPLOAD_PREFIX) :] if name.startswith(UPLOAD_PREFIX) else None
+
+
+def size_text(size: float) -> str:
+    """A byte count for people: 512 bytes, 24.3 kB, 4.2 MB, 1.35 GB (decimal units, as `df -H`)."""
+    if size < 1000:
+        return f"{size:.0f} bytes"
+    for unit, scale in (("kB", 1e3), ("MB", 1e6)):
+        if round(size / scale, 1) < 1000:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size / 1e9:.2f} GB"
+
+
+def disk_full(target: str, need: float, have: float) -> ReleaseError:
+    """The one message for a target without room: before the upload (the space check) or during it (ENOSPC)."""
+    return ReleaseError(
+        f"disk full on {target}: need {size_text(need)}, have {size_text(have)}",
+        hint="the current release is untouched; free space on the target (old releases are pruned after each deploy), then deploy again",
+    )

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -22,9 +23,9 @@ from pathlib import Path
 
 from sdk.errors import ReleaseError, TargetError
 from sdk.release import ReleaseManifest
-from sdk.store import ReleaseStore
+from sdk.store import DISK_FULL, ReleaseStore, disk_full, upload_object
 from tools.progress import Task
-from tools.ssh import error_line
+from tools.ssh import error_line, sftp_reason, sftp_refused
 from tools.targets import LocalTarget, RemoteTarget
 
 RUN_EXIT_CODES = (0, 3, 4)  # the runtime ran and judged; anything else is a failure to run
@@ -165,9 +166,23 @@ class LocalSession:
         with self.store.locked():
             return {sha for sha, size in objects.items() if self.store.has_object(sha, size, verify=True)}
 
+    def resume_points(self, objects: dict[str, int]) -> tuple[dict[str, int], int]:
+        """A local copy never resumes: every leftover upload goes (see SshSession.resume_points)."""
+        with self.store.locked():
+            before = self.store.free_bytes()
+            self.store.sweep_temporaries(keep_uploads=False)
+            return {}, self.store.free_bytes() - before
+
     def upload(self, objects: dict[str, tuple[int, Path]], task: Task) -> int:
+        left = sum(size for size, _ in objects.values())
         for sha256, (size, source) in objects.items():
-            self.store.add_file(source, sha256)
+            try:
+                self.store.add_file(source, sha256)  # removes its partial copy when it fails
+            except OSError as exc:
+                if exc.errno in DISK_FULL:
+                    raise disk_full(self.name, left, self.store.free_bytes()) from None
+                raise ReleaseError(f"{self.name}: copying {source} into the store failed: {exc.strerror or exc}") from None
+            left -= size
             task.advance(size)
         return sum(size for size, _ in objects.values())
 
@@ -374,6 +389,33 @@ class SshSession:
         found = self._store("have", *(f"{sha}:{size}" for sha, size in objects.items()))["present"]
         return {entry.split(":")[0] for entry in found}
 
+    def resume_points(self, objects: dict[str, int]) -> tuple[dict[str, int], int]:
+        """The partial uploads this deploy resumes (object -> bytes already on the device), and the bytes freed
+        by removing every other one: a partial upload of an object this release does not need (left by a cut
+        deploy of another release), or longer than its object."""
+        sftp = self.connection.sftp()
+        store = f"{self.root}/store"
+        kept, freed = {}, 0
+        with self.connection.transfer("looking for partial uploads"):
+            try:
+                entries = sftp.listdir_attr(store)
+            except FileNotFoundError:
+                return {}, 0
+            for entry in entries:
+                sha256 = upload_object(entry.filename)
+                if sha256 is None or "/" in entry.filename:
+                    continue
+                length = entry.st_size or 0
+                if sha256 in objects and length <= objects[sha256] and stat.S_ISREG(entry.st_mode or 0):
+                    kept[sha256] = length
+                    continue
+                try:
+                    sftp.remove(f"{store}/{entry.filename}")
+                except FileNotFoundError:
+                    continue
+                freed += length
+        return kept, freed
+
     def upload(self, objects: dict[str, tuple[int, Path]], task: Task) -> int:
         """SFTP with pipelined writes into `store/.upload-<sha>`, resuming after what a cut link left there;
         then one command on the device verifies every hash before the objects become visible."""
@@ -391,32 +433,85 @@ class SshSession:
 
     def _send(self, objects: dict[str, tuple[int, Path]], task: Task, tick: Callable[[], None]) -> int:
         sftp = self.connection.sftp()
+        remote_of = {sha256: f"{self.root}/store/.upload-{sha256}" for sha256 in objects}
+        offsets = {}
+        for sha256, (size, _) in objects.items():
+            try:
+                offsets[sha256] = sftp.stat(remote_of[sha256]).st_size or 0
+            except FileNotFoundError:
+                offsets[sha256] = 0
+            if offsets[sha256] > size:
+                sftp.remove(remote_of[sha256])
+                offsets[sha256] = 0
+        to_send = {sha256: size - offsets[sha256] for sha256, (size, _) in objects.items()}
         sent = 0
         for sha256, (size, source) in objects.items():
-            remote = f"{self.root}/store/.upload-{sha256}"
-            try:
-                offset = sftp.stat(remote).st_size or 0
-            except FileNotFoundError:
-                offset = 0
-            if offset > size:
-                sftp.remove(remote)
-                offset = 0
+            remote, offset = remote_of[sha256], offsets[sha256]
             task.advance(offset)
-            with source.open("rb") as local, sftp.open(remote, "r+b" if offset else "wb") as handle:
-                handle.set_pipelined(True)
-                handle.seek(offset)
-                local.seek(offset)
-                while block := local.read(1 << 20):
-                    handle.write(block)
-                    task.advance(len(block))
-                    sent += len(block)
-                    tick()
+            try:
+                with source.open("rb") as local, sftp.open(remote, "r+b" if offset else "wb") as handle:
+                    handle.set_pipelined(True)
+                    handle.seek(offset)
+                    local.seek(offset)
+                    while block := local.read(1 << 20):
+                        handle.write(block)
+                        task.advance(len(block))
+                        sent += len(block)
+                        tick()
+                    _settle(handle)
+            except OSError as exc:
+                # Still to send if this object starts over: all of it, and what the later ones lack.
+                self._write_failed(remote, exc, size, size + sum(to_send.values()) - to_send[sha256])
+                raise
+            to_send[sha256] = 0
         return sent
+
+    def _write_failed(self, remote: str, exc: OSError, size: int, need: int) -> None:
+        """An SFTP write failed while the link is up: a full disk becomes `disk full on T` with its partial file
+        removed (it cannot be resumed into the space that is not there); any other failure names the server's reason.
+        Returns when the error is no answer of the server (a lost link): the caller re-raises, the partial stays for the retry."""
+        if not (sftp_refused(exc) and self.connection.alive()):
+            return
+        sftp = self.connection.sftp()
+        try:
+            try:
+                written = sftp.stat(remote).st_size or 0
+            except FileNotFoundError:
+                written = 0
+            free = self._free_bytes()
+        except Exception:  # paramiko's SSHException, OSError, TargetError: the link went down after all
+            return
+        if free is not None and free < max(size - written, 1):
+            try:
+                sftp.remove(remote)
+            except FileNotFoundError:
+                pass
+            raise disk_full(self.name, need, self._free_bytes() or 0) from None
+        raise TargetError(
+            f"{self.name}: writing {remote} failed: {sftp_reason(exc)}",
+            hint="the current release is untouched; check the target's filesystem, then deploy again",
+        ) from None
+
+    def _free_bytes(self) -> int | None:
+        """Free bytes where the store's objects go, as the device's store measures them (statvfs f_bavail)."""
+        script = "import os, sys; s = os.statvfs(sys.argv[1]); print(s.f_bavail * s.f_frsize)"
+        result = self.connection.run([self.python, "-c", script, f"{self.root}/store"])
+        try:
+            return int(result.stdout.strip())
+        except ValueError:
+            return None
 
     def assemble(self, manifest: ReleaseManifest) -> None:
         remote = f"{self.root}/releases/.tmp-manifest-{manifest.release_id}.json"
-        with self.connection.transfer("sending the manifest"), self.connection.sftp().open(remote, "w") as handle:
-            handle.write(manifest.to_json().encode())
+        data = manifest.to_json().encode()
+        with self.connection.transfer("sending the manifest"):
+            try:
+                with self.connection.sftp().open(remote, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()  # not pipelined: a failed write raises here, not lost in close()
+            except OSError as exc:
+                self._write_failed(remote, exc, len(data), len(data))
+                raise
         self._store("assemble", remote)
 
     def store_op(self, op: str, *args: str) -> dict:
@@ -481,6 +576,16 @@ class SshSession:
 
     def status(self) -> dict:
         return self._store("status")
+
+
+def _settle(handle) -> None:
+    """Wait for the answer to every pipelined write of an SFTP file. paramiko reads them only now and then and
+    drops those still in flight when the file closes, so a write the server refused (a full disk) would pass
+    unseen; each one read here raises the server's error."""
+    handle.flush()
+    pending = getattr(handle, "_reqs", None)
+    while pending:
+        handle.sftp._read_response(pending.popleft())
 
 
 def _sftp_makedirs(sftp, path: str) -> None:

@@ -5,6 +5,9 @@
   ends the connection with both fingerprints named, and nothing of ours was sent. Never auto-add.
 - Key-only: the server's offered methods are asked with `none` first; a server that does not
   offer `publickey` is refused without offering our key. No agent, no agent forwarding.
+- The private key is checked like OpenSSH does (refused when group or others may read it); a
+  passphrase-protected key is opened with the passphrase from the environment variable the target
+  file names (`key_passphrase_env`), or asked on a terminal, once per process.
 - Timeouts everywhere: connect, key exchange and auth, per command, keepalives, and an overall
   deadline, so a frozen peer cannot hang the tool.
 - Remote commands are argv lists joined with `shlex.join`: user values never meet a shell unquoted.
@@ -15,10 +18,14 @@ paramiko's `Transport` is used directly (not `SSHClient`) to control the order a
 from __future__ import annotations
 
 import base64
+import getpass
 import hashlib
 import logging
+import os
 import shlex
 import socket
+import stat
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -49,7 +56,9 @@ class CommandResult:
 
     def check(self, what: str) -> CommandResult:
         if self.exit_code != 0:
-            message = error_line(self.stderr) or f"exit status {self.exit_code}"
+            # paramiko's -1: no exit status came (the command was killed by a signal, or the link dropped).
+            status = "it ended without an exit status (killed, or the connection dropped)" if self.exit_code == -1 else None
+            message = error_line(self.stderr) or status or f"exit status {self.exit_code}"
             raise TargetError(f"{what} failed on the target: {message}", hint="see the target's message above")
         return self
 
@@ -61,6 +70,123 @@ def error_line(stderr: str) -> str:
         if line.startswith("error:"):
             return line.removeprefix("error:").strip()
     return lines[-1] if lines else ""
+
+
+# Opened keys, by file identity: one passphrase prompt per key and process, also for a fleet's parallel connections.
+_KEYS: dict[tuple, object] = {}
+_KEYS_LOCK = threading.Lock()
+
+
+def load_private_key(target: RemoteTarget):
+    """The target's private key (a paramiko PKey), opened as `ssh` would open it, or one TargetError."""
+    path = target.host_path(target.spec.key_file)
+    where = f"{target.path}: key_file"
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise TargetError(f"{where}: {path} does not exist") from None
+    except OSError as exc:
+        raise TargetError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+    mode = stat.S_IMODE(info.st_mode)
+    if mode & 0o077:
+        raise TargetError(
+            f"{where}: Permissions {mode:04o} for '{path}' are too open. "
+            "It is required that your private key files are NOT accessible by others.",
+            hint=f"chmod 600 {shlex.quote(str(path))}",
+        )
+    identity = (str(path), info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)
+    with _KEYS_LOCK:  # a fleet connects in parallel: one prompt at a time, and only one per key
+        if identity not in _KEYS:
+            _KEYS[identity] = _open_key(target, path, where)
+        return _KEYS[identity]
+
+
+def _open_key(target: RemoteTarget, path, where: str):
+    import paramiko
+
+    try:
+        return paramiko.PKey.from_path(path)
+    except (TypeError, paramiko.PasswordRequiredException):
+        pass  # encrypted: cryptography says "password was not provided" with a TypeError, older paramiko its own class
+    except (paramiko.SSHException, OSError, ValueError) as exc:
+        raise TargetError(f"{where}: cannot load {path}: {_reason(exc)}") from None
+    variable = target.spec.key_passphrase_env
+    if variable and os.environ.get(variable):
+        source, passphrase = f"the passphrase in ${variable}", os.environ[variable]
+        retry = f"set {variable} to the passphrase of {path} (check it with: ssh-keygen -y -f {shlex.quote(str(path))})"
+    elif sys.stdin is not None and sys.stdin.isatty():
+        try:
+            passphrase = getpass.getpass(f"Enter passphrase for key '{path}': ")
+        except (EOFError, OSError):
+            passphrase = ""
+        source, retry = "the passphrase typed", "run again and type the key's passphrase"
+        if not passphrase:
+            raise TargetError(f"{where}: the key {path} is protected by a passphrase and none was typed", hint=retry)
+    else:
+        wanted = f"set {variable}" if variable else "name an environment variable holding it in the target file (key_passphrase_env: NAME)"
+        raise TargetError(
+            f"{where}: the key {path} is protected by a passphrase; {wanted} or run in a terminal",
+            hint="the passphrase is read from that variable, or asked on a terminal; it is never stored",
+        )
+    try:
+        return paramiko.PKey.from_path(path, passphrase.encode())
+    except (paramiko.SSHException, OSError, ValueError, TypeError) as exc:
+        if not _opens_with(path, passphrase.encode()):
+            raise TargetError(f"{where}: {source} does not open the key {path} (wrong passphrase)", hint=retry) from None
+        raise TargetError(f"{where}: cannot load {path}: {_reason(exc)}") from None
+
+
+def _opens_with(path, passphrase: bytes) -> bool:
+    """Whether the passphrase decrypts the key (paramiko's own errors do not tell a wrong passphrase apart)."""
+    from cryptography.hazmat.primitives import serialization
+
+    data = path.read_bytes()
+    for loader in (serialization.load_ssh_private_key, serialization.load_pem_private_key):
+        try:
+            loader(data, password=passphrase)
+            return True
+        except (ValueError, TypeError):
+            continue
+        except Exception:  # an unsupported key type: decrypted, but not usable here
+            return True
+    return False
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as words, never blank."""
+    text = str(exc).strip()
+    if isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror
+    if not text and isinstance(exc, EOFError):
+        text = "the other side closed the connection"
+    return text or type(exc).__name__
+
+
+def sftp_refused(exc: BaseException) -> bool:
+    """Whether the exception is the SFTP server's answer (a status paramiko turned into an OSError), not a lost link:
+    both are OSErrors, so the raising frame tells them apart."""
+    if not isinstance(exc, OSError):
+        return False
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_name == "_convert_status"
+
+
+def sftp_reason(exc: BaseException) -> str:
+    """Why an SFTP operation failed, never blank. paramiko raises the server's status as an OSError: with an errno
+    for "no such file" and "permission denied", else only the server's text ("Failure": OpenSSH's sftp-server
+    answers a full disk, a read-only filesystem and most other errors with SSH_FX_FAILURE)."""
+    if isinstance(exc, OSError) and not isinstance(exc, socket.timeout):
+        text = (exc.strerror or (str(exc.args[0]) if len(exc.args) == 1 else "")).strip()
+        if exc.errno is None:
+            return f'the SFTP server answered "{text}"' if text else "the SFTP server answered a failure without a reason"
+        return f"{text or os.strerror(exc.errno)} (errno {exc.errno})"
+    if isinstance(exc, socket.timeout):
+        return "timed out"
+    if isinstance(exc, EOFError):
+        return str(exc).strip() or "the server closed the SFTP session"
+    return _reason(exc)
 
 
 class SshConnection:
@@ -100,6 +226,7 @@ class SshConnection:
         import paramiko
 
         timeouts = self.spec.timeouts
+        key = load_private_key(self.target)  # before any connection: a passphrase prompt races no timeout
         sock = self._socket()
         # A window well above one round trip's worth of data keeps SFTP's pipelined writes flowing.
         transport = paramiko.Transport(sock, default_window_size=WINDOW_BYTES)
@@ -123,7 +250,7 @@ class SshConnection:
             except paramiko.SSHException:
                 raise TargetError(f"{self.where}: SSH handshake timed out after {timeouts.connect_s:g} s", hint="the target may be frozen") from None
             self._check_host_key(server_key, pinned)
-            self._authenticate(transport)
+            self._authenticate(transport, key)
         except BaseException:
             transport.close()
             raise
@@ -184,7 +311,7 @@ class SshConnection:
                 hint="someone may be impersonating the target, or it was reinstalled: verify out of band, then update the pin",
             )
 
-    def _authenticate(self, transport) -> None:
+    def _authenticate(self, transport, key) -> None:
         import paramiko
 
         user = self.spec.user
@@ -201,17 +328,6 @@ class SshConnection:
                 hint="enable PubkeyAuthentication on the target and install the key from the target file",
             )
         key_path = self.target.host_path(self.spec.key_file)
-        try:
-            key = paramiko.PKey.from_path(str(key_path))
-        except FileNotFoundError:
-            raise TargetError(f"{self.target.path}: key_file: {key_path} does not exist") from None
-        except paramiko.PasswordRequiredException:
-            raise TargetError(
-                f"{self.target.path}: key_file: {key_path} is passphrase-protected",
-                hint="use a deploy key without passphrase, readable only by you",
-            ) from None
-        except (paramiko.SSHException, OSError, ValueError) as exc:
-            raise TargetError(f"{self.target.path}: key_file: cannot load {key_path}: {exc}") from None
         try:
             transport.auth_publickey(user, key)
         except paramiko.AuthenticationException:
@@ -328,7 +444,15 @@ class SshConnection:
         except (OSError, EOFError, paramiko.SSHException) as exc:
             if isinstance(exc, FileNotFoundError) and not state["stalled"]:
                 raise
-            reason = f"no progress for {limit:g} s" if state["stalled"] else f"{exc or type(exc).__name__}"
+            if state["stalled"]:
+                reason = f"no progress for {limit:g} s"
+            elif sftp_refused(exc) and self.alive():  # the link is up: the SFTP server refused something
+                raise TargetError(
+                    f"{self.where}: {what} failed: {sftp_reason(exc)}",
+                    hint="the current release is untouched; check the target's disk and filesystem, then deploy again",
+                ) from None
+            else:
+                reason = _reason(exc)
             raise TargetError(
                 f"{self.where}: connection lost while {what}: {reason}",
                 hint="the current release is untouched; deploy again to resume",
@@ -336,6 +460,10 @@ class SshConnection:
         finally:
             state["done"] = True
             watchdog.join()
+
+    def alive(self) -> bool:
+        """Whether the SSH connection is still up (a failed SFTP call with a live link was refused, not cut)."""
+        return self._transport is not None and self._transport.is_active()
 
     def abort(self) -> None:
         """Tear the connection down from another thread: blocked reads and writes fail at once."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sdk.errors import ReleaseError
 from sdk.release import FileEntry, ReleaseManifest, sha256_of
+from sdk.store import disk_full
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import Bundle
 
@@ -36,15 +36,14 @@ def stage_release(session, bundle: Bundle, manifest: ReleaseManifest, progress: 
     objects = {entry.sha256: entry.size for entry in manifest.files.values()}
     present = session.present(objects)
     missing = {sha: size for sha, size in objects.items() if sha not in present}
-    need = sum(missing.values())
+    # Partial uploads of these objects resume; any other (another release's, cut off earlier) is removed first.
+    resumed, freed = session.resume_points(missing)
+    need = sum(size - resumed.get(sha, 0) for sha, size in missing.items())  # only the bytes still to send
     free = status.get("free_bytes")
-    if free is not None and need * SPACE_MARGIN > free:
-        raise ReleaseError(
-            f"{session.name}: not enough space for release {manifest.release_id}: need {need / 1e6:.1f} MB, have {free / 1e6:.1f} MB",
-            hint="free space on the target (old releases are pruned after each deploy); nothing was changed",
-        )
+    if free is not None and need * SPACE_MARGIN > free + freed:
+        raise disk_full(session.name, need * SPACE_MARGIN, free + freed)
     source_of = {entry.sha256: bundle.files[name] for name, entry in manifest.files.items()}
-    task = progress.task(f"sending release {manifest.release_id} to {session.name}", total=need or 1)
+    task = progress.task(f"sending release {manifest.release_id} to {session.name}", total=sum(missing.values()) or 1)
     sent = session.upload({sha: (size, source_of[sha]) for sha, size in missing.items()}, task)
     task.done()
     session.assemble(manifest)

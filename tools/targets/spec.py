@@ -17,6 +17,7 @@ USER = r"^[a-z_][a-z0-9_.-]{0,31}$"
 REMOTE_PATH = r"^/[A-Za-z0-9._/+-]{0,250}$"
 PYTHON = r"^[A-Za-z0-9._/+-]{1,200}$"
 FINGERPRINT = r"^SHA256:[A-Za-z0-9+/]{43}$"
+ENV_NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"  # the name of an environment variable, never its value
 
 
 class HostKey(Frozen):
@@ -44,6 +45,8 @@ class TargetSpec(Frozen):
     port: Int(1, 65535, "SSH port") = 22
     user: Annotated[str, Field(pattern=USER)]
     key_file: str
+    # A passphrase-protected key_file: the variable holding its passphrase (else it is asked on a terminal).
+    key_passphrase_env: Annotated[str, Field(pattern=ENV_NAME)] | None = None
     host_key: HostKey
     platform: Literal["jetson-agx-orin", "jetson-orin-nx", "jetson-orin-nano", "jetson-thor", "drive-orin", "linux-generic"]
     remote_root: Annotated[str, Field(pattern=REMOTE_PATH)]
