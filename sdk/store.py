@@ -128,10 +128,13 @@ class ReleaseStore:
         """Verify the written bytes, fsync, make read-only, rename into the store.
 
         Whatever fails, the temporary is removed (a partial or unsyncable upload is never kept)."""
-        actual = sha256_of(temporary)
+        try:
+            actual = sha256_of(temporary)
+        except FileNotFoundError:
+            raise ReleaseError(f"object {sha256[:12]} was never uploaded (no {temporary.name} in the store)") from None
         if actual != sha256:
             temporary.unlink(missing_ok=True)
-            raise ReleaseError(f"object {sha256[:12]} arrived corrupt (got {actual[:12]}); nothing was installed")
+            raise ReleaseError(f"object {sha256[:12]} arrived corrupt (got {actual[:12]}); that upload was discarded")
         try:
             with temporary.open("rb") as handle:
                 os.fsync(handle.fileno())  # a full disk can surface here (delayed allocation, network filesystems)
@@ -139,7 +142,7 @@ class ReleaseStore:
             os.replace(temporary, self.object_path(sha256))
         except OSError as exc:
             temporary.unlink(missing_ok=True)
-            raise ReleaseError(f"object {sha256[:12]} could not be stored: {exc.strerror or exc}; nothing was installed") from None
+            raise ReleaseError(f"object {sha256[:12]} could not be stored: {exc.strerror or exc}; that upload was discarded") from None
         fsync_dir(self.objects)
 
     def add_file(self, source: Path, sha256: str) -> None:

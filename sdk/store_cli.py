@@ -17,6 +17,8 @@ from sdk.release import ReleaseManifest
 from sdk.store import ReleaseStore
 from sdk.trial import HealthPolicy, run_trial
 
+OPS = ("have", "install", "assemble", "trial", "env", "commit", "rollback", "prune", "recover", "status", "hold-lock", "clear-run", "prepare")
+
 
 def _object_spec(text: str) -> tuple[str, int]:
     sha256, _, size = text.partition(":")
@@ -134,5 +136,15 @@ def run(argv: list[str]) -> int:
     except SdkError as exc:
         sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
         return exc.exit_code
+    except OSError as exc:  # the device's own file system: one line, never a traceback
+        import errno
+
+        op = next((a for a in argv if not a.startswith("-") and a in OPS), "store")
+        if exc.errno == errno.ENOSPC:
+            message, hint = f"disk full on the target during `store {op}`", "free space on the target; the committed release is untouched"
+        else:
+            message, hint = f"`store {op}` failed on the target: {exc.strerror or exc} ({exc.filename or '-'})", "check the target's file system"
+        sys.stderr.write(f"error: {message}\nhint: {hint}\n")
+        return 1
     sys.stdout.write(json.dumps(result) + "\n")
     return 0

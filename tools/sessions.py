@@ -41,7 +41,18 @@ class RunOutcome:
         return self.exit_code in RUN_EXIT_CODES
 
     def error(self) -> str:
-        return error_line(self.stderr) or f"the runtime exited with status {self.exit_code}"
+        return error_line(self.stderr) or exit_text(self.exit_code)
+
+
+def exit_text(code: int) -> str:
+    """How a device process ended, in words (paramiko reports -1 when the channel closed without a status)."""
+    if code == -1:
+        return "the connection closed before the runtime reported how it ended"
+    if code < 0 or code > 128:
+        number = -code if code < 0 else code - 128
+        name = signal.Signals(number).name if number in signal.valid_signals() else "an unknown signal"
+        return f"the runtime was killed by signal {number} ({name})"
+    return f"the runtime exited with status {code}"
 
 
 @dataclass(frozen=True)
@@ -74,7 +85,7 @@ def _trial_answer(lines: list[str], stderr: str, exit_code: int, where: str) -> 
         if "healthy" in answer:
             return TrialOutcome.parse(answer)
     raise ReleaseError(
-        f"{where}: the trial ended without a verdict: {error_line(stderr) or f'exit status {exit_code}'}",
+        f"{where}: the trial ended without a verdict: {error_line(stderr) or exit_text(exit_code)}",
         hint="the device rolls back a trial that did not pass by itself; check `sdk status --target T`",
     )
 

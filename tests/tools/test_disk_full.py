@@ -14,7 +14,7 @@ import pytest
 
 from sdk.errors import ReleaseError, TargetError
 from sdk.release import ReleaseManifest
-from sdk.store import size_text
+from sdk.store import ReleaseStore, size_text
 from tools.release.bundle import Bundle, runtime_files
 from tools.release.stage import manifest_for, stage_release
 from tools.sessions import LocalSession, open_session
@@ -81,6 +81,15 @@ def stage(session, folder: Path, contents: dict[str, bytes], progress=None):
     return stage_release(session, bundle, manifest_for(bundle), progress)
 
 
+def commit(root: Path, release_id: str) -> None:
+    """The release passed its trial (the health run itself is not what these tests are about)."""
+    store = ReleaseStore(root)
+    with store.locked():
+        store.begin_trial(release_id, token=None, owner="test", deadline_s=60)
+        store.mark_passed(token=None, health={"healthy": True}, commit_within_s=60)
+        store.commit(token=None)
+
+
 def intact_current(root: Path) -> str:
     current = (root / "current").resolve()
     ReleaseManifest.load(current).verify(current)
@@ -97,7 +106,7 @@ def ssh_session(ssh_target, root: Path):
 def test_ssh_disk_filling_during_the_upload_is_disk_full_and_the_partial_is_removed(ssh_target, small_disk, tmp_path):
     with ssh_session(ssh_target, small_disk) as session:
         first = stage(session, tmp_path / "a", {"pipeline/p.yaml": b"version: 1\n", "artifacts/m.bin": os.urandom(100_000)})
-        session.store_op("activate", first.release_id)
+        commit(small_disk, first.release_id)
         room = free(small_disk)
         big = os.urandom(share(room, 0.8))  # passes the space check (80 % of the room, 5 % margin)...
         filling = FillsTheDisk(small_disk / "filler", share(room, 0.5))  # ...then another writer takes half of it
@@ -114,7 +123,7 @@ def test_ssh_disk_filling_during_the_upload_is_disk_full_and_the_partial_is_remo
         (small_disk / "filler").unlink()
         again = stage(session, tmp_path / "b", {"pipeline/p.yaml": b"version: 2\n", "artifacts/m.bin": big})
         assert again.bytes_sent == len(big)
-        session.store_op("activate", again.release_id)
+        commit(small_disk, again.release_id)
     assert intact_current(small_disk) == again.release_id
 
 
@@ -135,7 +144,7 @@ def test_ssh_resume_needs_room_only_for_the_rest_and_stale_uploads_are_swept(ssh
         assert free(small_disk) < (len(big) - already) * 1.05 and len(big) * 1.05 > room - already
         result = stage(session, tmp_path / "b", {"pipeline/p.yaml": b"version: 1\n", "artifacts/m.bin": big})
         assert result.bytes_sent == len(big) - already + len(b"version: 1\n")  # resumed, not resent
-        session.store_op("activate", result.release_id)
+        commit(small_disk, result.release_id)
     assert not stale.exists() and not leftover.exists() and not list(store.glob(".upload-*"))
     assert intact_current(small_disk) == result.release_id
 
@@ -151,7 +160,7 @@ def test_a_refused_sftp_write_names_the_servers_reason(ssh_target, small_disk, t
 
     with ssh_session(ssh_target, small_disk) as session:
         first = stage(session, tmp_path / "a", {"pipeline/p.yaml": b"version: 1\n"})
-        session.store_op("activate", first.release_id)
+        commit(small_disk, first.release_id)
         with pytest.raises(TargetError) as caught:
             stage(session, tmp_path / "b", {"pipeline/p.yaml": b"version: 2\n"}, TurnsReadOnly(small_disk, 0))
     message = caught.value.message
@@ -168,7 +177,7 @@ def local_session(root: Path) -> LocalSession:
 def test_local_disk_filling_during_the_copy_is_disk_full_and_leaves_nothing(small_disk, tmp_path):
     session = local_session(small_disk)
     first = stage(session, tmp_path / "a", {"pipeline/p.yaml": b"version: 1\n", "artifacts/m.bin": os.urandom(100_000)})
-    session.store_op("activate", first.release_id)
+    commit(small_disk, first.release_id)
     room = free(small_disk)
     big = os.urandom(share(room, 0.8))
     filling = FillsTheDisk(small_disk / "filler", share(room, 0.5))
@@ -180,14 +189,14 @@ def test_local_disk_filling_during_the_copy_is_disk_full_and_leaves_nothing(smal
     assert intact_current(small_disk) == first.release_id
     (small_disk / "filler").unlink()
     again = stage(session, tmp_path / "b", {"pipeline/p.yaml": b"version: 2\n", "artifacts/m.bin": big})
-    session.store_op("activate", again.release_id)
+    commit(small_disk, again.release_id)
     assert intact_current(small_disk) == again.release_id
 
 
 def test_local_space_check_refuses_up_front_in_the_same_words(small_disk, tmp_path):
     session = local_session(small_disk)
     first = stage(session, tmp_path / "a", {"pipeline/p.yaml": b"version: 1\n"})
-    session.store_op("activate", first.release_id)
+    commit(small_disk, first.release_id)
     before = sorted(p.name for p in (small_disk / "store").iterdir())
     room = free(small_disk)
     big = bytes(share(room, 1.2))
