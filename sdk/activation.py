@@ -1,0 +1,340 @@
+"""What runs on a target: the committed release, a trial, and the steps between (RAUC's slots, as pointers).
+
+    <root>/state.json      the truth: {"committed": the last release that passed its health check,
+                           "history": committed releases, oldest first}; one atomic write changes both
+    <root>/trial.json      present while a release is on trial: release, fallback, owner, fencing token,
+                           boot id, deadline, state (running | passed)
+    <root>/last_trial.json how the last trial ended, and why
+    <root>/committed, current, previous   symbolic links derived from the two files above: `current`
+                           names the trial while one runs and the committed release otherwise
+
+Every step is a write of a new file then a rename (or a symlink renamed over the old one), each
+followed by a kill point (sdk/faults.py) that the tests SIGKILL. Whatever moment a kill or a power
+cut comes at, `recover()` brings back the last committed release: it is run before anything starts
+or changes (sdk start, the unit's start, deploy, rollback), and by the lease's holder when its
+deployer goes away.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+from sdk.errors import ReleaseError
+from sdk.faults import point
+from sdk.lease import boot_id, check_token, read_lease
+from sdk.release import MANIFEST, RELEASE_ID, ReleaseManifest
+
+STATE_FILE = "state.json"
+TRIAL_FILE = "trial.json"
+LAST_TRIAL_FILE = "last_trial.json"
+ANY_TOKEN = object()
+TRASH = ".trash"  # releases being pruned: out of reach first, deleted afterwards
+TMP_PREFIX = ".tmp-"
+UPLOAD_PREFIX = ".upload-"  # kept across crashes: an interrupted upload resumes from its length
+
+
+def _before(state: dict) -> str | None:
+    """The committed release before the current committed one (what `rollback` goes back to)."""
+    history, committed = state["history"], state["committed"]
+    if committed not in history:
+        return None
+    index = history.index(committed)
+    return history[index - 1] if index >= 1 else None
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Activation:
+    """The pointer half of ReleaseStore (sdk/store.py): needs its root, releases, objects, locked()."""
+
+    # Pointers ------------------------------------------------------------------------------
+    # state.json is the truth: {"committed": the last release that passed its health check, "history":
+    # committed releases, oldest first}. One atomic write changes both, so no kill leaves them apart.
+    # The links are derived from it (and from a trial): `committed`, `previous`, and `current`, which
+    # names the trial while one runs and the committed release otherwise. `recover()` re-derives them.
+    def current(self) -> str | None:
+        return self._link_target("current")
+
+    def _link_target(self, name: str) -> str | None:
+        try:
+            return Path(os.readlink(self.root / name)).name
+        except (FileNotFoundError, OSError):
+            return None
+
+    def state(self) -> dict:
+        data = self._read_json(STATE_FILE)
+        if isinstance(data, dict):
+            committed = data.get("committed")
+            history = [r for r in data.get("history") or [] if isinstance(r, str) and RELEASE_ID.match(r)]
+            return {"committed": committed if isinstance(committed, str) and RELEASE_ID.match(committed) else None, "history": history}
+        # A store written before state.json: `current` was the committed release unless a trial ran.
+        trial = self.trial()
+        committed = trial.get("fallback") if trial else self.current()
+        history = [r for r in self._read_json("history.json") or [] if isinstance(r, str) and RELEASE_ID.match(r)]
+        if trial:
+            history = [r for r in history if r != trial.get("release")]
+        return {"committed": committed, "history": history}
+
+    def committed(self) -> str | None:
+        return self.state()["committed"]
+
+    def history(self) -> list[str]:
+        return self.state()["history"]
+
+    def previous(self) -> str | None:
+        return _before(self.state())
+
+    def trial(self) -> dict | None:
+        trial = self._read_json(TRIAL_FILE)
+        return trial if isinstance(trial, dict) and isinstance(trial.get("release"), str) else None
+
+    def _sync_links(self, state: dict, step: str, current: str | None = None) -> None:
+        """Point `committed`, `current` (the trial's release, or the committed one) and `previous` where they belong."""
+        for name, release in (("committed", state["committed"]), ("current", current or state["committed"]), ("previous", _before(state))):
+            if self._link_target(name) == release:
+                continue
+            if release is None:
+                (self.root / name).unlink(missing_ok=True)
+                fsync_dir(self.root)
+            else:
+                self._switch_link(name, release)
+            point(f"{step}.{name}-linked")
+
+    def _require_assembled(self, release_id: str) -> Path:
+        folder = self.release_dir(release_id)
+        if not (folder / MANIFEST).is_file():
+            raise ReleaseError(f"release {release_id} is not assembled on the target")
+        return folder
+
+    def _fence(self, token: int | None) -> None:
+        if token is not None:
+            check_token(self.root, token)
+
+    # The trial --------------------------------------------------------------------------
+    def begin_trial(self, release_id: str, *, token: int | None, owner: str, deadline_s: float) -> dict:
+        """Record the trial (who, which token, this boot, a deadline), then point `current` at it."""
+        self._fence(token)
+        self._require_assembled(release_id)
+        self.recover()
+        if self.trial() is not None:
+            raise ReleaseError(f"another release ({self.trial()['release']}) is on trial on the target", hint="wait for that deploy to finish")
+        state = self.state()
+        if state["committed"] == release_id:
+            raise ReleaseError(f"release {release_id} is already the committed release; nothing to try")
+        record = {
+            "release": release_id,
+            "fallback": state["committed"],
+            "owner": owner,
+            "token": token,
+            "boot": boot_id(),
+            "deadline": time.monotonic() + deadline_s,
+            "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "state": "running",
+        }
+        self._write_json(TRIAL_FILE, record)
+        point("trial.record-written")
+        self._switch_link("current", release_id)
+        point("trial.current-switched")
+        return record
+
+    def mark_passed(self, *, token: int | None, health: dict, commit_within_s: float) -> None:
+        self._fence(token)
+        trial = self.trial()
+        if trial is None or trial.get("token") != token:
+            raise ReleaseError("the trial of this deploy is no longer on the target (it was rolled back)")
+        self._write_json(TRIAL_FILE, {**trial, "state": "passed", "health": health, "deadline": time.monotonic() + commit_within_s})
+        point("trial.passed-recorded")
+
+    def commit(self, *, token: int | None) -> str:
+        """The release on trial passed its health check: it becomes the committed release."""
+        self._fence(token)
+        trial = self.trial()
+        if trial is None or trial.get("token") != token:
+            raise ReleaseError("there is no trial of this deploy to commit on the target (it was rolled back)")
+        release = trial["release"]
+        if trial.get("state") != "passed":
+            raise ReleaseError(f"release {release} has not passed its health check; it is not committed")
+        self._require_assembled(release)
+        state = self.state()
+        state = {"committed": release, "history": [r for r in state["history"] if r != release] + [release]}
+        self._write_json(STATE_FILE, state)
+        point("commit.state-written")
+        self._sync_links(state, "commit")
+        self._end_trial("commit", release, "committed", "passed its health check")
+        return release
+
+    def abort_trial(self, reason: str, *, token: int | None | object = ANY_TOKEN) -> str | None:
+        """Put the committed release back in place of an unfinished trial; returns the release rolled back.
+        With `token`, only that deploy's own trial (never one another deploy started since)."""
+        trial = self.trial()
+        if trial is None or (token is not ANY_TOKEN and trial.get("token") != token):
+            return None
+        state = self.state()
+        if state["committed"] == trial["release"]:  # killed after the commit's state write: the commit stands
+            self._sync_links(state, "commit")
+            self._end_trial("commit", trial["release"], "committed", "passed its health check")
+            return None
+        self._sync_links(state, "abort")
+        self._end_trial("abort", trial["release"], "rolled back", reason)
+        return trial["release"]
+
+    def _end_trial(self, step: str, release: str, outcome: str, reason: str) -> None:
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self._write_json(LAST_TRIAL_FILE, {"release": release, "outcome": outcome, "reason": reason, "at": when})
+        (self.root / TRIAL_FILE).unlink(missing_ok=True)
+        fsync_dir(self.root)
+        point(f"{step}.trial-removed")
+
+    def trial_liveness(self, trial: dict) -> str | None:
+        """None while the trial may go on; otherwise why it must be rolled back."""
+        if trial.get("boot") != boot_id():
+            return "the device restarted during the trial"
+        deadline = trial.get("deadline")
+        if not isinstance(deadline, (int, float)) or time.monotonic() > deadline:
+            return "the trial ran past its deadline"
+        lease = read_lease(self.root)
+        if lease is None or lease.token != trial.get("token") or not lease.live():
+            return "the deploy that started it is gone (its lease ended)"
+        return None
+
+    def recover(self) -> str | None:
+        """Run before anything starts or changes: roll back a trial that can no longer finish (past its
+        deadline, from an earlier boot, or whose deployer's lease ended), finish a commit that was cut
+        short, and point the links at the committed release. Returns the release rolled back, if any."""
+        trial = self.trial()
+        if trial is not None:
+            if self.state()["committed"] != trial["release"]:
+                reason = self.trial_liveness(trial)
+                if reason is None:
+                    return None  # a live trial of a deploy that still holds the lease: leave it alone
+                return self.abort_trial(reason)
+            self.abort_trial("")  # the commit had been written: it stands
+        state = self.state()
+        if not (self.root / STATE_FILE).exists() and (state["committed"] or state["history"]):
+            self._write_json(STATE_FILE, state)  # a store of an earlier SDK: its pointers become the state
+        self._sync_links(state, "recover")
+        self._empty_trash()
+        return None
+
+    def committed_dir(self) -> Path | None:
+        """After recovery: the folder of the release that may run (the last that passed), or None."""
+        self.recover()
+        committed = self.committed()
+        return self.release_dir(committed) if committed else None
+
+    def rollback(self, *, token: int | None = None) -> str:
+        """Go back one committed release, after checking every byte of it; returns the release now committed."""
+        self._fence(token)
+        self.recover()
+        if self.trial() is not None:
+            raise ReleaseError(f"release {self.trial()['release']} is on trial on the target", hint="wait for that deploy to finish")
+        state = self.state()
+        committed, history = state["committed"], state["history"]
+        if committed is None:
+            raise ReleaseError("no release is committed on the target", hint="deploy one first")
+        index = history.index(committed) if committed in history else len(history)
+        if index < 1:
+            raise ReleaseError(
+                f"release {committed} is the only committed release on the target: there is no earlier one to go back to",
+                hint="deploy the pipeline you want to run instead",
+            )
+        back = history[index - 1]
+        folder = self.release_dir(back)
+        try:
+            ReleaseManifest.load(folder).verify(folder)
+        except ReleaseError as exc:
+            detail = exc.message.removeprefix(f"release {back}: ")
+            raise ReleaseError(f"cannot go back to release {back}: {detail}; nothing was changed", hint="deploy that pipeline again") from None
+        point("rollback.verified")
+        state = {"committed": back, "history": history[:index]}
+        self._write_json(STATE_FILE, state)
+        point("rollback.state-written")
+        self._sync_links(state, "rollback")
+        return back
+
+    def prune(self, keep: int = 3, *, token: int | None = None) -> list[str]:
+        """Remove releases beyond the newest `keep` committed ones (never the committed, previous or trial
+        release), then store objects no remaining release links to. Each release is first renamed out of
+        reach, then deleted: a kill mid-prune never leaves a half-deleted release where it could run."""
+        self._fence(token)
+        state, trial = self.state(), self.trial() or {}
+        keep_ids = set(state["history"][-keep:]) | {state["committed"], _before(state), self.current(), trial.get("release"), trial.get("fallback")}
+        removed = sorted(f.name for f in self.releases.iterdir() if not f.name.startswith(TMP_PREFIX) and f.name not in keep_ids)
+        if removed:  # first out of the history (nothing points at them any more), then out of reach
+            self._write_json(STATE_FILE, {"committed": state["committed"], "history": [r for r in state["history"] if r not in removed]})
+            point("prune.state-written")
+        trash = self.root / TRASH
+        trash.mkdir(exist_ok=True)
+        for name in removed:
+            os.replace(self.releases / name, trash / f"release-{name}-{os.getpid()}")
+            point("prune.release-moved")
+        envs = self.root / "envs"
+        for env in sorted(envs.iterdir()) if envs.is_dir() else ():
+            if env.name not in keep_ids and not env.name.startswith(TMP_PREFIX):
+                os.replace(env, trash / f"env-{env.name}-{os.getpid()}")
+        fsync_dir(self.releases)
+        self._empty_trash()
+        used = {os.stat(p).st_ino for folder in self.releases.iterdir() for p in folder.rglob("*") if p.is_file()}
+        for obj in sorted(self.objects.iterdir()):
+            if obj.name.startswith(UPLOAD_PREFIX) or (not obj.name.startswith(TMP_PREFIX) and obj.stat().st_ino not in used):
+                obj.unlink()
+                point("prune.object-deleted")
+        return removed
+
+    def _empty_trash(self) -> None:
+        trash = self.root / TRASH
+        for entry in sorted(trash.iterdir()) if trash.is_dir() else ():
+            shutil.rmtree(entry, ignore_errors=True)
+            point("prune.release-deleted")
+
+    def status(self) -> dict:
+        folders = self.releases.iterdir() if self.releases.is_dir() else ()
+        releases = sorted(p.name for p in folders if not p.name.startswith(TMP_PREFIX))
+        state, trial = self.state(), self.trial()
+        lease = read_lease(self.root)
+        return {
+            "current": self.current(),
+            "committed": state["committed"],
+            "previous": _before(state),
+            "trial": trial,
+            "last_trial": self._read_json(LAST_TRIAL_FILE),
+            "history": state["history"],
+            "releases": releases,
+            "lease": {"owner": lease.owner, "token": lease.token} if lease is not None and lease.live() else None,
+        }
+
+    def _write_json(self, name: str, value: object) -> None:
+        temporary = self.root / f"{TMP_PREFIX}{name}-{os.getpid()}"
+        with temporary.open("w") as handle:
+            json.dump(value, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        point("record.temporary-written")
+        os.replace(temporary, self.root / name)
+        fsync_dir(self.root)
+        point("record.replaced")
+
+    def _read_json(self, name: str):
+        try:
+            return json.loads((self.root / name).read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def _switch_link(self, name: str, release_id: str) -> None:
+        temporary = self.root / f"{TMP_PREFIX}{name}-{os.getpid()}"
+        temporary.unlink(missing_ok=True)
+        os.symlink(f"releases/{release_id}", temporary)
+        point("link.temporary-made")
+        os.replace(temporary, self.root / name)
+        fsync_dir(self.root)
+        point("link.switched")
