@@ -306,7 +306,7 @@ class Activation:
             "current": self.current(),
             "committed": state["committed"],
             "previous": _before(state),
-            "trial": trial,
+            "trial": {**trial, "stale": self.trial_liveness(trial)} if trial else None,  # stale: why it can no longer finish
             "last_trial": self._read_json(LAST_TRIAL_FILE),
             "history": state["history"],
             "releases": releases,
