@@ -245,7 +245,8 @@ class EnvironmentRequirements(Frozen):
     clocks_locked: bool = False  # jetson_clocks: CPU, GPU and EMC at their maximum, min == max
     cpu_governor: str | None = None  # e.g. "performance", on every online CPU
     max_temperature_c: Annotated[float, Field(gt=0, le=150)] | None = None
-    on_unmet: Literal["fail", "warn"] = "fail"
+    max_load: Annotated[float, Field(gt=0)] | None = None  # 1-min load average before/during/after; over it: INCONCLUSIVE
+    on_unmet: Literal["fail", "warn"] = "fail"  # warn: an unmet or unreadable requirement is reported, skipped in JUnit
 
     @field_validator("power_mode", mode="before")
     @classmethod
