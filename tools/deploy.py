@@ -35,6 +35,7 @@ from tools.validation.acceptance import accept
 from tools.validation.html_report import HTML_FILE
 from tools.validation.provenance import with_host_run
 from tools.validation.reference import REFERENCE_FILE
+from tools.validation.report_dirs import new_run_folder
 
 VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
 DEFAULT_HEALTH_FRAMES = 5
@@ -55,8 +56,9 @@ class DeployResult:
         return VERDICT_EXIT[self.report["verdict"]]
 
 
-def default_report_dir(pipeline: PipelineFile) -> Path:
-    return Path("reports") / pipeline.spec.name
+def default_report_dir(pipeline: PipelineFile, target: str | None = None, command: str = "deploy") -> Path:
+    """A folder of this run's own: reports/<pipeline>/<UTC time>-<target>-<command>/ (see report_dirs.py)."""
+    return new_run_folder(pipeline.spec.name, target, command)
 
 
 def deploy_owner() -> str:
