@@ -53,7 +53,10 @@ def _add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pipeline", type=Path, help="pipeline file (YAML)")
     parser.add_argument("--target", "-t", required=True, help="target name: `local` or one from targets/")
     parser.add_argument("--frames", type=_whole, help="stop after N frames (default: the pipeline's replay setting)")
-    parser.add_argument("--report-dir", type=Path, help="where report.json and detections.jsonl go (default: reports/<pipeline name>)")
+    parser.add_argument(
+        "--report-dir", type=Path, help="an empty folder for this run's report (default: a new reports/<pipeline>/<UTC time>-<target>-deploy/)"
+    )
+    parser.add_argument("--force", action="store_true", help="empty --report-dir first when it already holds files")
     parser.add_argument("--parallel", type=_positive, default=4, help="fleets: targets deployed at once (default 4)")
     parser.add_argument("--canary", action="store_true", help="fleets: the first target must pass before the others start")
 
@@ -97,7 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("pipeline", type=Path, help="pipeline file (YAML): the one the current release runs")
     validate.add_argument("--target", "-t", required=True)
     validate.add_argument("--frames", type=_whole, help="stop after N frames (default: the pipeline's replay setting)")
-    validate.add_argument("--report-dir", type=Path, help="where report.json, report.html and the plots go (default: reports/<pipeline name>)")
+    validate.add_argument(
+        "--report-dir", type=Path, help="an empty folder for this run's report (default: a new reports/<pipeline>/<UTC time>-<target>-validate/)"
+    )
+    validate.add_argument("--force", action="store_true", help="empty --report-dir first when it already holds files")
     validate.add_argument("--repeat", type=_positive, help="runs on the same replay, outputs compared (default 1, or 2 with budgets.determinism)")
     validate.add_argument("--stress", help="interference on the device during the run, e.g. cpu=2,memory=1,memory_mb=256")
     validate.add_argument("--deploy", action="store_true", help="deploy the pipeline first (nothing is sent when it is current)")
@@ -115,15 +121,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _deploy(args: argparse.Namespace, console: Console) -> int:
+    from sdk.spec import load_pipeline
     from tools.console import RichProgress, render_fleet, render_report
-    from tools.deploy import Deploy
+    from tools.deploy import Deploy, default_report_dir
     from tools.fleet import FleetResult
+    from tools.validation.report_dirs import check_report_dir, empty_report_dir, update_latest
 
+    # The report folder is settled before anything runs: a run of its own, or an empty named one.
+    pipeline = load_pipeline(args.pipeline)  # a bad file is refused before --force empties anything
+    if args.report_dir is None:
+        report_dir = default_report_dir(pipeline, args.target, "deploy").resolve()
+    else:
+        report_dir = check_report_dir(args.report_dir, args.force)
+        if args.force:
+            empty_report_dir(report_dir)
     with RichProgress(console) as progress:
         deploy = Deploy(
-            args.pipeline, args.target, frames=args.frames, report_dir=args.report_dir, progress=progress, parallel=args.parallel, canary=args.canary
+            args.pipeline, args.target, frames=args.frames, report_dir=report_dir, progress=progress, parallel=args.parallel, canary=args.canary
         )
         result = deploy()
+    if args.report_dir is None:
+        update_latest(report_dir)
     if isinstance(result, FleetResult):
         render_fleet(console, result)
     else:
@@ -145,6 +163,7 @@ def _validate(args: argparse.Namespace, console: Console) -> int:
             stress=args.stress,
             deploy=args.deploy,
             progress=progress,
+            force=args.force,
         )
         result = validate()
     render_report(console, result.report, result.report_dir, result.staged)

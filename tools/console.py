@@ -6,6 +6,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from sdk.runtime.verdict import SHORT_UNITS, check_unit, format_number
+
 VERDICT_STYLE = {"PASS": "bold green", "FAIL": "bold red", "INCONCLUSIVE": "bold yellow", "WARN": "yellow"}
 
 
@@ -50,10 +52,11 @@ class RichProgress:
         return _RichTask(self._progress, self._progress.add_task(description, total=total))
 
 
-def _value(value) -> str:
+def _value(value, unit: str = "") -> str:
     if value is None:
         return "-"
-    return f"{value:g}" if isinstance(value, (int, float)) else str(value)
+    text = format_number(value)
+    return f"{text} {unit}" if unit in SHORT_UNITS and isinstance(value, (int, float)) else text
 
 
 def _ms(value: float | None) -> str:
@@ -75,9 +78,11 @@ def render_report(console: Console, report: dict, report_dir, staged) -> None:
     console.print(table)
     for check in report["checks"]:
         style = VERDICT_STYLE[check["status"]]
-        bound = f", 95% bound {check['bound']:g}" if check.get("bound") is not None else ""
+        unit = check_unit(check["name"])
+        bound = f", 95% bound {_value(check['bound'], unit)}" if check.get("bound") is not None else ""
+        status = "UNVERIFIED" if check.get("unverified") else check["status"]
         console.print(
-            f"  [{style}]{check['status']:<12}[/] {check['name']}: {_value(check['measured'])} (limit {_value(check['limit'])}{bound})",
+            f"  [{style}]{status:<12}[/] {check['name']}: {_value(check['measured'], unit)} (limit {_value(check['limit'], unit)}{bound})",
             highlight=False,
         )
     for note in report["notes"]:
@@ -90,7 +95,8 @@ def render_report(console: Console, report: dict, report_dir, staged) -> None:
         f"{staged.files_sent} of {staged.files} file(s), {staged.bytes_sent / 1e6:.1f} MB sent" if staged.files else "current release, nothing sent"
     )
     console.print(f"release {staged.release_id} ({sent}); report in {report_dir} (report.html)")
-    console.print(f"verdict: [{VERDICT_STYLE[report['verdict']]}]{report['verdict']}[/]")
+    detail = report.get("verdict_detail") or report["verdict"]
+    console.print(f"verdict: [{VERDICT_STYLE[report['verdict']]}]{report['verdict']}[/]{detail[len(report['verdict']) :]}")
 
 
 def render_fleet(console: Console, result) -> None:

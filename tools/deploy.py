@@ -16,7 +16,7 @@ from pathlib import Path
 
 from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ReleaseError, SdkError
 from sdk.runtime.junit import JUNIT_FILE
-from sdk.runtime.report import REPORT_FILE
+from sdk.runtime.report import REPORT_FILE, write_report
 from sdk.runtime.timeline import TIMELINE_FILE
 from sdk.spec.loader import PipelineFile, load_pipeline
 from sdk.trial import HealthPolicy
@@ -34,11 +34,14 @@ from tools.state import cache_dir
 from tools.targets import RemoteTarget, Target, resolve_targets
 from tools.validation.acceptance import accept
 from tools.validation.html_report import HTML_FILE
+from tools.validation.provenance import with_host_run
 from tools.validation.reference import REFERENCE_FILE
+from tools.validation.report_dirs import new_run_folder
 
 VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
 DEVICE_FILE = "device.json"  # the target's fingerprint, probed by this deploy
 RUN_FILES = (REPORT_FILE, "detections.jsonl", TIMELINE_FILE, JUNIT_FILE, HTML_FILE, REFERENCE_FILE)
+LEGACY_PLOTS = ("latency_timeline.png", "stage_cdf.png", "latency_histogram.png", "miss_streaks.png")  # before plots were inline
 
 
 @dataclass(frozen=True)
@@ -53,8 +56,9 @@ class DeployResult:
         return VERDICT_EXIT[self.report["verdict"]]
 
 
-def default_report_dir(pipeline: PipelineFile) -> Path:
-    return Path("reports") / pipeline.spec.name
+def default_report_dir(pipeline: PipelineFile, target: str | None = None, command: str = "deploy") -> Path:
+    """A folder of this run's own: reports/<pipeline>/<UTC time>-<target>-<command>/ (see report_dirs.py)."""
+    return new_run_folder(pipeline.spec.name, target, command)
 
 
 def deploy_owner() -> str:
@@ -93,7 +97,7 @@ class Deploy:
         task.done()
         int8 = int8_artifacts(pipeline, artifacts, self.progress)
         base = collect_bundle(pipeline, artifacts, prepare.key, int8)
-        report_dir = (self.report_dir or default_report_dir(pipeline)).resolve()
+        report_dir = (self.report_dir or default_report_dir(pipeline, self.target_name)).resolve()
         if len(targets) > 1:
             return deploy_fleet(
                 targets,
@@ -218,7 +222,7 @@ def measure(
 ) -> dict:
     """The validation run on the target; its report and outputs land in `report_dir`, with the device's fingerprint."""
     report_dir.mkdir(parents=True, exist_ok=True)
-    for stale in RUN_FILES:
+    for stale in (*RUN_FILES, DEVICE_FILE, *LEGACY_PLOTS):
         (report_dir / stale).unlink(missing_ok=True)  # never mistake an old report for this run's
     task = progress.task(f"running on {session.name}" + (f" under stress {stress}" if stress else ""), total=frames)
     try:
@@ -228,8 +232,13 @@ def measure(
     if not outcome.ran:
         raise SdkError(f"run on {session.name} failed: {outcome.error()}", hint="the release stays current; see the message above")
     session.fetch_run(run_name, report_dir)
-    (report_dir / DEVICE_FILE).write_text(json.dumps({"target": session.name, **staged.device}, indent=2, sort_keys=True) + "\n")
-    return json.loads((report_dir / REPORT_FILE).read_text())
+    fingerprint = (json.dumps({"target": session.name, **staged.device}, indent=2, sort_keys=True) + "\n").encode()
+    (report_dir / DEVICE_FILE).write_bytes(fingerprint)
+    report = json.loads((report_dir / REPORT_FILE).read_text())
+    # Traceability: who ran it from where, and the hash of device.json (the fingerprint this deploy probed).
+    report["run"] = with_host_run(report.get("run"), target=session.name, fingerprint=fingerprint if staged.device else None)
+    write_report(report, report_dir)
+    return report
 
 
 def _progress_events(task):

@@ -5,10 +5,16 @@ Once per session it deploys the pipeline (nothing is sent when the release is cu
 measured statistics to test functions through the `acceptance` fixture, so a team writes its
 safety requirements as plain asserts. Tests that ask for `budget_check` are parametrized with
 every check the pipeline file declares, one test per budget. Registered as a pytest11 entry point.
+
+A check's test passes, fails or is skipped by the same mapping as junit.xml (sdk/runtime/junit.py):
+PASS passes; FAIL, INCONCLUSIVE and an unverifiable requirement fail; a requirement the pipeline
+only warns about (`on_unmet: warn`) is skipped with its reason. A user error (a missing --pipeline
+file, a bad pipeline) ends the session with the CLI's `error:` and `hint:` lines, no traceback.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -17,11 +23,12 @@ import numpy as np
 import pytest
 
 from sdk.errors import SdkError
+from sdk.runtime.junit import outcome, properties
 from sdk.runtime.timeline import TIMELINE_FILE, read_timeline
 from sdk.spec.loader import load_pipeline
 from sdk.spec.schema import Budgets
 
-ACCEPTED = ("PASS", "WARN")
+ACCEPTED = ("PASS",)  # the only status a check's test passes with (see `Acceptance.judge`)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -32,7 +39,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--repeat", type=int, default=None, help="runs compared for determinism (default 1, or 2 with budgets.determinism)")
     group.addoption("--stress", default=None, help="interference on the device during the run, e.g. cpu=2,memory=1")
     group.addoption("--no-deploy", action="store_true", help="validate the target's current release without deploying")
-    group.addoption("--acceptance-report-dir", type=Path, default=None, help="where report.json/html go (default: reports/<pipeline>)")
+    group.addoption(
+        "--acceptance-report-dir", type=Path, default=None, help="an empty folder for report.json/html (default: a new one under reports/<pipeline>/)"
+    )
+    group.addoption("--acceptance-force", action="store_true", help="empty --acceptance-report-dir first when it holds files")
+
+
+def _user_error(exc: SdkError) -> None:
+    sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config):
+    """A pipeline file that cannot be read is the user's error, said as the CLI says it (exit 4, pytest's usage error)."""
+    path = config.getoption("--pipeline", default=None)
+    if path is None:
+        return None
+    try:
+        load_pipeline(path)
+    except SdkError as exc:
+        _user_error(exc)
+        return pytest.ExitCode.USAGE_ERROR
+    return None
 
 
 def declared_checks(budgets: Budgets, repeat: int) -> list[str]:
@@ -55,6 +83,7 @@ def declared_checks(budgets: Budgets, repeat: int) -> list[str]:
     if env is not None:
         wanted = {"power_mode": env.power_mode is not None, "clocks_locked": env.clocks_locked, "cpu_governor": env.cpu_governor is not None}
         wanted["max_temperature_c"] = env.max_temperature_c is not None
+        wanted["max_load"] = env.max_load is not None
         names += [f"environment.{key}" for key, on in wanted.items() if on]
     if budgets.accuracy is not None:
         names += [f"accuracy.{key}" for key in ("recall", "precision", "mean_iou", "mean_score_drift")]
@@ -95,6 +124,15 @@ class Acceptance:
                 return check
         raise KeyError(f"no check {name!r} in the report; it has {[c['name'] for c in self.report['checks']]}")
 
+    def judge(self, name: str) -> None:
+        """Pass, fail or skip the calling test as junit.xml shows this check (never a plain pass for WARN)."""
+        result = outcome(self.check(name))
+        where = f"; report in {self.report_dir}"
+        if result.kind == "failure":
+            pytest.fail(result.message + where, pytrace=False)
+        if result.kind == "skipped":
+            pytest.skip(result.message)
+
     @property
     def end_to_end(self) -> SimpleNamespace:
         return SimpleNamespace(**self.report["end_to_end"])
@@ -122,7 +160,7 @@ class Acceptance:
 
 
 @pytest.fixture(scope="session")
-def acceptance(request: pytest.FixtureRequest) -> Acceptance:
+def acceptance(request: pytest.FixtureRequest, record_testsuite_property) -> Acceptance:
     config = request.config
     path = config.getoption("--pipeline")
     if path is None:
@@ -137,9 +175,12 @@ def acceptance(request: pytest.FixtureRequest) -> Acceptance:
         repeat=config.getoption("--repeat"),
         stress=config.getoption("--stress"),
         deploy=not config.getoption("--no-deploy"),
+        force=config.getoption("--acceptance-force"),
     )
     try:
         result = validate()
-    except SdkError as exc:  # one readable line, like the CLI, instead of a traceback into the SDK
-        pytest.fail(f"validation on {config.getoption('--target')} failed: {exc.message} (hint: {exc.hint})", pytrace=False)
+    except SdkError as exc:  # the CLI's two lines instead of a traceback into the SDK
+        pytest.fail(f"error: validation on {config.getoption('--target')} failed: {exc.message}\nhint: {exc.hint}", pytrace=False)
+    for key, value in properties(result.report).items():  # traceability in pytest's own --junitxml too
+        record_testsuite_property(key, value)
     return Acceptance(result.report, result.report_dir)

@@ -17,11 +17,11 @@ from pathlib import Path
 
 from sdk.artifacts import ModelArtifacts
 from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, SdkError
-from sdk.release import ReleaseManifest
+from sdk.release import MANIFEST, ReleaseManifest, sha256_of
 from sdk.runtime import environment
 from sdk.runtime.interference import Interference, InterferencePlan
 from sdk.runtime.junit import write_junit
-from sdk.runtime.report import build_report, write_report
+from sdk.runtime.report import build_report, command_line, utc_now, write_report
 from sdk.runtime.runner import PipelineRunner
 from sdk.runtime.timeline import write_timeline
 from sdk.spec.loader import PipelineFile, load_pipeline
@@ -82,9 +82,17 @@ def run(argv: list[str]) -> int:
         _emit({"event": "started", "pipeline": pipeline.spec.name, "release": release_id, "total": total})
     plan = InterferencePlan.parse(args.stress) if args.stress else None
     before = environment.capture()
-    with Interference(plan) if plan else nullcontext():
+    started_at = utc_now()
+    with Interference(plan) if plan else nullcontext(), environment.LoadMonitor() as load:
         result = runner.run()
+    finished_at = utc_now()
     after = environment.capture()
+    run_info = {
+        "started_at": started_at,
+        "finished_at": finished_at,
+        "command": command_line(["python", "-m", "sdk", "run", *argv]),
+        "release_manifest_sha256": sha256_of(args.release / MANIFEST) if args.release is not None else None,
+    }
     report = build_report(
         pipeline,
         result,
@@ -93,6 +101,8 @@ def run(argv: list[str]) -> int:
         artifacts=artifacts,
         environment=(before, after),
         interference=plan.describe() if plan else None,
+        run=run_info,
+        load=load.summary(),
     )
     write_timeline(result.recorder, report["warmup_frames"], args.report_dir)
     path = write_report(report, args.report_dir)

@@ -15,6 +15,8 @@ import platform
 import re
 import shutil
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 from sdk.runtime.verdict import FAIL, INCONCLUSIVE, PASS, WARN, BudgetCheck
@@ -156,19 +158,21 @@ def clocks_locked(cpus: list[dict], devfreq: dict[str, dict], bpmp: dict[str, di
     return all(verdicts) if verdicts else None
 
 
-def check_requirements(required: EnvironmentRequirements | None, before: dict, after: dict) -> list[BudgetCheck]:
-    """One check per requirement, on the environment before AND after the run (clocks can fall mid-run)."""
+def check_requirements(required: EnvironmentRequirements | None, before: dict, after: dict, during: dict | None = None) -> list[BudgetCheck]:
+    """One check per requirement, on the environment before AND after the run (clocks can fall mid-run);
+    `max_load` also on the load sampled during it (LoadMonitor)."""
     if required is None:
         return []
-    unmet_status = FAIL if required.on_unmet == "fail" else WARN
+    warn_only = required.on_unmet == "warn"
     checks = []
 
-    def add(name: str, wanted, measured, ok: bool | None, detail: str) -> None:
-        if ok is None:  # cannot be read here: never a PASS, but a warn-only requirement stays a warning
-            status = INCONCLUSIVE if required.on_unmet == "fail" else WARN
+    def add(name: str, wanted, measured, ok: bool | None, detail: str, unmet: str = FAIL) -> None:
+        if ok is None:  # cannot be read here: never a PASS; unverified, a failure unless the file only warns
+            status = WARN if warn_only else INCONCLUSIVE
             detail = f"could not be read on this device ({detail})"
-        else:
-            status = PASS if ok else unmet_status
+            checks.append(BudgetCheck(f"environment.{name}", wanted, measured, status, 0, None, detail, unverified=True))
+            return
+        status = PASS if ok else WARN if warn_only else unmet
         checks.append(BudgetCheck(f"environment.{name}", wanted, measured, status, 0, None, detail))
 
     if required.power_mode is not None:
@@ -181,7 +185,8 @@ def check_requirements(required: EnvironmentRequirements | None, before: dict, a
     if required.clocks_locked:
         states = [env["clocks_locked"] for env in (before, after)]
         ok = None if None in states else all(states)
-        add("clocks_locked", "true", str(states[-1]).lower(), ok, "CPU/GPU/EMC min == max == hardware maximum, before and after")
+        measured = None if ok is None else str(states[-1]).lower()
+        add("clocks_locked", "true", measured, ok, "CPU/GPU/EMC min == max == hardware maximum, before and after")
     if required.cpu_governor is not None:
         governors = sorted(set(before["cpu_governors"]) | set(after["cpu_governors"]))
         ok = (governors == [required.cpu_governor]) if governors else None
@@ -190,4 +195,110 @@ def check_requirements(required: EnvironmentRequirements | None, before: dict, a
         temps = [env["max_temperature_c"] for env in (before, after) if env["max_temperature_c"] is not None]
         ok = (max(temps) <= required.max_temperature_c) if temps else None
         add("max_temperature_c", required.max_temperature_c, max(temps) if temps else None, ok, "hottest thermal zone, before and after")
+    if required.max_load is not None:
+        loads = [env.get("load_1m") for env in (before, after)] + [((during or {}).get("load_1m") or {}).get("max")]
+        loads = [load for load in loads if load is not None]
+        peak = max(loads) if loads else None
+        ok = (peak <= required.max_load) if loads else None
+        detail = "highest 1-minute load average before, during and after the run (the run's own threads count)"
+        if ok is False:
+            detail += "; the machine was not quiet: run again on a quiet one"
+        # A busy machine makes the latencies say nothing about the pipeline: INCONCLUSIVE, not FAIL.
+        add("max_load", required.max_load, peak, ok, detail, unmet=INCONCLUSIVE)
     return checks
+
+
+def _cpu_jiffies(root: Path) -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs from /proc/stat."""
+    line = (_read(root / "proc/stat") or "").split("\n", 1)[0].split()
+    if not line or line[0] != "cpu":
+        return None
+    values = [int(v) for v in line[1:] if v.isdigit()]
+    idle = sum(values[3:5])  # idle + iowait
+    return sum(values) - idle, sum(values)
+
+
+def _cpu_mhz(root: Path) -> list[float]:
+    """Current frequency of each online CPU: cpufreq where the kernel has it, else /proc/cpuinfo's "cpu MHz"."""
+    found = []
+    for folder in sorted((root / "sys/devices/system/cpu").glob("cpu[0-9]*")):
+        khz = _read_int(folder / "cpufreq/scaling_cur_freq")
+        if khz is not None and _read(folder / "online") != "0":
+            found.append(khz / 1000)
+    if found:
+        return found
+    for line in (_read(root / "proc/cpuinfo") or "").splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "cpu MHz":
+            try:
+                found.append(float(value))
+            except ValueError:
+                pass
+    return found
+
+
+class LoadMonitor:
+    """CPU load and frequency while the pipeline runs, sampled by a thread every `interval_s` (and at start
+    and stop), so a report tells a measurement on a quiet machine from one on a busy one. A sample reads
+    three small files: far below the noise it looks for."""
+
+    def __init__(self, interval_s: float = 1.0, root: Path = Path("/")) -> None:
+        self.interval_s = interval_s
+        self.root = root
+        self._loads: list[float] = []
+        self._mhz: list[float] = []
+        self._jiffies: list[tuple[int, int]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._started = 0.0
+        self._seconds = 0.0
+
+    def _sample(self) -> None:
+        load = (_read(self.root / "proc/loadavg") or "").split()
+        if load:
+            self._loads.append(float(load[0]))
+        mhz = _cpu_mhz(self.root)
+        if mhz:
+            self._mhz.append(sum(mhz) / len(mhz))
+        jiffies = _cpu_jiffies(self.root)
+        if jiffies is not None:
+            self._jiffies.append(jiffies)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._sample()
+
+    def __enter__(self) -> LoadMonitor:
+        self._started = time.monotonic()
+        self._sample()
+        self._thread = threading.Thread(target=self._loop, name="load-monitor", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._sample()
+        self._seconds = time.monotonic() - self._started
+
+    def summary(self) -> dict:
+        """JSON-ready: load (max, mean), CPU busy %, mean CPU MHz (min, mean, max), and whether the load
+        exceeded the core count. None where the machine does not tell."""
+        cpus = os.cpu_count()
+        busy = None
+        if len(self._jiffies) >= 2:
+            (b0, t0), (b1, t1) = self._jiffies[0], self._jiffies[-1]
+            busy = round(100 * (b1 - b0) / (t1 - t0), 1) if t1 > t0 else None
+        loads, mhz = self._loads, self._mhz
+        peak = max(loads) if loads else None
+        return {
+            "seconds": round(self._seconds, 3),
+            "samples": max(len(loads), len(mhz)),
+            "interval_s": self.interval_s,
+            "cpus": cpus,
+            "load_1m": {"max": peak, "mean": round(sum(loads) / len(loads), 2)} if loads else None,
+            "cpu_busy_percent": busy,
+            "cpu_mhz": {"min": round(min(mhz), 1), "mean": round(sum(mhz) / len(mhz), 1), "max": round(max(mhz), 1)} if mhz else None,
+            "overloaded": (peak > cpus) if peak is not None and cpus else None,
+        }

@@ -3,16 +3,25 @@
 Format 2 extends the foundation's contract (every key of format 1 is still there) with the
 confidence bounds of each percentile, deadline misses and streaks, jitter and drift, the device's
 environment before and after the run, the hashes of what ran, and the output digest that two
-runs on the same replay are compared by.
+runs on the same replay are compared by. Every key since is an addition: `verdict_detail` (the
+verdict with what it does not cover, "PASS, 2 unverified"), `run` (who ran what, where, when, with
+which software: the traceability a reviewer signs against) and `environment.during` (CPU load and
+frequency sampled while the pipeline ran).
 """
 
 from __future__ import annotations
 
+import getpass
 import hashlib
 import json
 import os
 import platform
+import shlex
+import socket
+import subprocess
 import sys
+from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +33,7 @@ from sdk.runtime.environment import check_requirements
 from sdk.runtime.recorder import STAGES
 from sdk.runtime.runner import RunResult
 from sdk.runtime.statistics import deadline_misses, drift_ms, quantile_estimate
-from sdk.runtime.verdict import evaluate, summarize
+from sdk.runtime.verdict import describe_verdict, evaluate, summarize
 from sdk.sinks.files import partial_path, publish
 from sdk.spec.loader import PipelineFile
 
@@ -42,7 +51,11 @@ def build_report(
     artifacts: ModelArtifacts | None = None,
     environment: tuple[dict, dict] | None = None,
     interference: dict | None = None,
+    run: dict | None = None,
+    load: dict | None = None,
 ) -> dict:
+    """`run`: what the caller knows of the run (started_at, finished_at, command, release_manifest_sha256);
+    `load`: LoadMonitor.summary() of the run."""
     spec = pipeline.spec
     budgets = spec.budgets
     warmup = min(budgets.warmup_frames, result.frames)
@@ -53,10 +66,16 @@ def build_report(
     dropped = result.counters.dropped
     misses = deadline_misses(frames, e2e, budgets.deadline_ms) if budgets.deadline_ms is not None else None
     before, after = environment if environment is not None else (None, None)
-    environment_checks = check_requirements(budgets.environment, before, after) if before is not None else []
+    environment_checks = check_requirements(budgets.environment, before, after, load) if before is not None else []
     verdict, checks, notes = evaluate(budgets, latencies, dropped, misses, environment_checks)
+    checks = [replace(c, duration_s=round(result.wall_s, 3)) for c in checks]  # each rests on this run
     if budgets.environment is not None and before is None:
         notes.append("budgets.environment was not checked: no environment was captured")
+    if load and load.get("overloaded"):
+        notes.append(
+            f"the 1-minute load average reached {load['load_1m']['max']:g} on {load['cpus']} CPU(s) during the run: "
+            "other work competed with the pipeline, and its latencies include that"
+        )
     first_third, last_third = drift_ms(e2e)
     end_to_end = summarize(e2e, END_TO_END_KEYS)
     if len(e2e):
@@ -65,6 +84,8 @@ def build_report(
     return {
         "format": REPORT_FORMAT,
         "verdict": verdict,
+        "verdict_detail": describe_verdict(verdict, [c.as_dict() for c in checks]),
+        "run": run_section(pipeline, result, target=target, release=release, run=run),
         "target": target,
         "pipeline": spec.name,
         "pipeline_file": pipeline.path.name,
@@ -102,7 +123,79 @@ def build_report(
             "packages": _packages(),
             "before": before,
             "after": after,
+            "during": load,
         },
+    }
+
+
+def utc_now() -> str:
+    """UTC, ISO 8601 to the millisecond, with its offset: 2025-01-31T08:15:02.123+00:00."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def current_user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # a uid with no passwd entry (containers)
+        return str(os.getuid()) if hasattr(os, "getuid") else None
+
+
+def command_line(argv: list[str]) -> str:
+    return shlex.join(argv)
+
+
+def source_commit(folder: Path) -> str | None:
+    """The git commit of the checkout whose root is `folder` ("-dirty" with uncommitted changes), or None:
+    a release folder (where the runtime runs from on a device) has no .git of its own."""
+    if not (folder / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        status = ["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"]
+        dirty = subprocess.run(status, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head.stdout.strip() + ("-dirty" if dirty.returncode == 0 and dirty.stdout.strip() else "")
+
+
+def runtime_versions(backend: str | None) -> dict:
+    """The inference runtime that ran and its version, and the CUDA and TensorRT it used (None: not used)."""
+    runtime = (backend or "").split(" ", 1)[0] or None
+    versions = {"inference_runtime": runtime, "onnxruntime": None, "tensorrt": None, "cuda": None}
+    for name in ("onnxruntime", "tensorrt"):
+        module = sys.modules.get(name)
+        if module is not None:
+            versions[name] = getattr(module, "__version__", None)
+    if runtime == "tensorrt" or "sdk.gpu.driver" in sys.modules:  # the GPU was used: which CUDA
+        from sdk.probe import _cuda
+
+        versions["cuda"] = _cuda() or "unknown"
+    return versions
+
+
+def run_section(pipeline: PipelineFile, result: RunResult, *, target: str, release: str | None, run: dict | None) -> dict:
+    """Who ran what, where, when and with which software. The host adds what only it knows (its own name,
+    user and command, the device fingerprint's hash, the checkout's commit) when it fetches the report."""
+    run = run or {}
+    return {
+        "started_at": run.get("started_at"),
+        "finished_at": run.get("finished_at"),
+        "host": socket.gethostname(),
+        "user": current_user(),
+        "command": run.get("command"),
+        "sdk_version": __version__,
+        "sdk_commit": source_commit(Path(__file__).resolve().parents[2]),
+        "pipeline": pipeline.spec.name,
+        "pipeline_file": pipeline.path.name,
+        "pipeline_sha256": sha256_of(pipeline.path),
+        "release": release,
+        "release_manifest_sha256": run.get("release_manifest_sha256"),
+        "target": target,
+        "device_host": socket.gethostname(),
+        "device_fingerprint_sha256": None,
+        **runtime_versions(result.backend),
     }
 
 

@@ -4,7 +4,8 @@ A percentile budget PASSes only when the distribution-free 95 % upper bound of t
 is within it (see statistics.py); the measured percentile over the budget FAILs; anything
 between is INCONCLUSIVE, with the frames that would be needed. The maximum is an observation,
 never a worst-case bound, and the report says so. FAIL beats INCONCLUSIVE beats PASS; WARN (an
-unmet environment requirement the pipeline only warns about) never changes the verdict.
+unmet environment requirement the pipeline only warns about) never changes the verdict, but it is
+never a plain pass either: `describe_verdict` names it ("PASS, 2 unverified") and junit.py skips it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,22 @@ PASS, FAIL, INCONCLUSIVE, WARN = "PASS", "FAIL", "INCONCLUSIVE", "WARN"
 QUANTILES = {"p50_ms": 0.50, "p99_ms": 0.99, "p999_ms": 0.999, "p9999_ms": 0.9999, "max_ms": 1.0}
 Z_95 = 1.6449  # one-sided normal quantile, only for "about N frames" estimates
 
-__all__ = ["PASS", "FAIL", "INCONCLUSIVE", "WARN", "QUANTILES", "BudgetCheck", "combine", "evaluate", "frames_needed", "summarize"]
+__all__ = [
+    "PASS",
+    "FAIL",
+    "INCONCLUSIVE",
+    "WARN",
+    "QUANTILES",
+    "BudgetCheck",
+    "SHORT_UNITS",
+    "check_unit",
+    "combine",
+    "describe_verdict",
+    "evaluate",
+    "format_number",
+    "frames_needed",
+    "summarize",
+]
 
 
 def summarize(values_ms: np.ndarray, keys: tuple[str, ...] = ("p50_ms", "p99_ms", "max_ms")) -> dict:
@@ -61,6 +77,8 @@ class BudgetCheck:
     frames_needed: int | None
     detail: str = ""
     bound: float | None = None  # the confidence bound the status rests on, where there is one
+    unverified: bool = False  # a requirement that could not be read here: its status is no measurement
+    duration_s: float | None = None  # how long the measurement this check rests on took
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -186,5 +204,67 @@ def combine(checks: list[BudgetCheck]) -> tuple[str, list[BudgetCheck], list[str
             needed = f"{c.frames_needed} needed" if c.frames_needed else "more needed"
             notes.append(f"{c.name}: {c.frames} frame(s) measured, {needed} for a {int(CONFIDENCE * 100)}% bound ({c.detail})")
         elif c.status == WARN:
-            notes.append(f"{c.name}: warning: {c.detail}")
+            notes.append(f"{c.name}: {'unverified' if c.unverified else 'warning'}: {c.detail}")
     return verdict, checks, notes
+
+
+def describe_verdict(verdict: str, checks: list[dict]) -> str:
+    """The verdict with what it does not cover: "PASS", "PASS, 2 unverified", "FAIL, 1 unverified, 1 warning".
+
+    Unverified: a requirement that could not be read here (whatever its status); warning: one that was
+    read, unmet, and that the pipeline only warns about."""
+    unverified = sum(bool(c.get("unverified")) for c in checks)
+    warnings = sum(c["status"] == WARN and not c.get("unverified") for c in checks)
+    parts = [verdict]
+    if unverified:
+        parts.append(f"{unverified} unverified")
+    if warnings:
+        parts.append(f"{warnings} warning{'s' if warnings > 1 else ''}")
+    return ", ".join(parts)
+
+
+UNITS = {
+    "deadline.miss_ratio": "fraction of frames",
+    "deadline.consecutive_misses": "frames",
+    "dropped": "frames",
+    "environment.max_temperature_c": "°C",
+    "environment.max_load": "1-min load average",
+    "end_to_end.jitter_ms": "ms",
+    "end_to_end.drift_ms": "ms",
+}
+
+
+SHORT_UNITS = ("ms", "°C", "frames")  # written after a number; the others only name a column
+
+
+def check_unit(name: str) -> str:
+    """The unit of a check's measured value and limit, for people ("" where it has none)."""
+    if name in UNITS:
+        return UNITS[name]
+    if name.endswith("_ms"):
+        return "ms"
+    if name.startswith("accuracy."):
+        return "" if name.endswith("mean_iou") else "fraction"
+    if name.startswith("determinism."):
+        return "frames outside tolerance"
+    return ""
+
+
+def format_number(value) -> str:
+    """A number as people write it: 4 significant digits, thousands separators, never an exponent (1e+05)."""
+    if value is None:
+        return "not measured"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, int) or float(value).is_integer() and abs(value) >= 1:
+        return f"{int(value):,}"
+    if not math.isfinite(value):
+        return str(value)
+    if value == 0:
+        return "0"
+    magnitude = math.floor(math.log10(abs(value)))
+    if magnitude >= 3:
+        return f"{value:,.0f}"
+    decimals = min(max(3 - magnitude, 0), 12)
+    text = f"{value:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text

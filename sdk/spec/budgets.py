@@ -42,7 +42,8 @@ class EnvironmentRequirements(Frozen):
     clocks_locked: Flag = False  # jetson_clocks: CPU, GPU and EMC at their maximum, min == max
     cpu_governor: str | None = None  # e.g. "performance", on every online CPU
     max_temperature_c: Real("hottest thermal zone during the run, degrees Celsius", gt=0, le=150) | None = None
-    on_unmet: Literal["fail", "warn"] = "fail"
+    max_load: Real("1-minute load average before, during and after the run; over it the verdict is INCONCLUSIVE", gt=0, le=4096) | None = None
+    on_unmet: Literal["fail", "warn"] = "fail"  # warn: an unmet or unreadable requirement is reported, skipped in JUnit
 
     @field_validator("power_mode", mode="before")
     @classmethod

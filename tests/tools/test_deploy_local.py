@@ -164,6 +164,7 @@ def test_current_always_names_a_complete_release_when_deploy_is_killed(tmp_path)
                 "2",
                 "--report-dir",
                 str(tmp_path / "r"),
+                "--force",  # the same folder each time: each run empties it first
             ],
             cwd=REPO,
             env=env,
@@ -184,7 +185,7 @@ def test_current_always_names_a_complete_release_when_deploy_is_killed(tmp_path)
         manifest.verify(current)  # every reachable file matches its manifest
         seen_releases.add(current.name)
     assert seen_releases  # at least one release went live during the kills
-    done = cli("deploy", "--target", "local", str(folder / "p.yaml"), "--frames", "2", "--report-dir", str(tmp_path / "r"), state=state)
+    done = cli("deploy", "--target", "local", str(folder / "p.yaml"), "--frames", "2", "--report-dir", str(tmp_path / "r"), "--force", state=state)
     assert done.returncode in (0, 4), done.stderr  # and the next deploy recovers
     current = (root / "current").resolve()
     ReleaseManifest.load(current).verify(current)

@@ -324,6 +324,7 @@ def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, 
         "2",
         "--report-dir",
         str(tmp_path / "r"),
+        "--force",  # the same folder each time: each run empties it first
     ]
     first = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode in (0, 4), first.stderr

@@ -9,12 +9,14 @@ is rewritten with one case per check, and report.html with its plots is drawn.
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import replace
 from pathlib import Path
 
 from sdk.artifacts import ModelArtifacts
 from sdk.runtime.junit import write_junit
-from sdk.runtime.report import write_report
-from sdk.runtime.verdict import BudgetCheck, combine
+from sdk.runtime.report import REPORT_FILE, write_report
+from sdk.runtime.verdict import BudgetCheck, combine, describe_verdict
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Determinism
 from tools.progress import Progress, SilentProgress
@@ -22,6 +24,28 @@ from tools.validation.detections_file import read_detections
 from tools.validation.determinism import compare_runs
 from tools.validation.html_report import write_html
 from tools.validation.reference import REFERENCE_FILE, compare_with_reference, run_reference
+
+REFERENCE_SIDE = "the FP32 model on ONNX Runtime (CPU), on the host"
+
+
+def comparison(report: dict, precision: str) -> dict:
+    """What the accuracy checks compared with what, and whether that comparison can find anything."""
+    backend = report.get("backend") or "unknown backend"
+    runtime = backend.split(" ", 1)[0]
+    ran = f"{backend}, on {report.get('target')}"
+    if runtime == "onnxruntime" and "FP32 model" in backend:
+        trivial = True
+        summary = (
+            "trivial: both sides run the FP32 model on ONNX Runtime on the CPU, so this only shows that the run is "
+            "consistent with the host (same frames, preprocessing and decoding), not what a conversion costs"
+        )
+    elif runtime == "onnxruntime" and precision == "int8":
+        trivial = False
+        summary = "the FP32 model against the INT8 Q/DQ model, both on ONNX Runtime: what quantization costs"
+    else:
+        trivial = False
+        summary = f"the host's FP32 model on ONNX Runtime against the device's {backend} ({precision}): what the engine and precision cost"
+    return {"reference": REFERENCE_SIDE, "run": ran, "precision": precision, "trivial": trivial, "summary": summary}
 
 
 def accept(
@@ -37,29 +61,37 @@ def accept(
     budgets = pipeline.spec.budgets
     added: list[BudgetCheck] = []
     if budgets.accuracy is not None:
+        started = time.monotonic()
         run_frames = read_detections(report_dir / "detections.jsonl")
         frames = max(run_frames, default=-1) + 1
         task = progress.task(f"FP32 reference on the host: {frames} frames", total=None)
         reference = run_reference(pipeline, artifacts, frames, report_dir / REFERENCE_FILE)
         task.done()
         result = compare_with_reference(reference, report_dir / "detections.jsonl", budgets.accuracy)
-        report["accuracy"] = result.as_dict() | {"thresholds": budgets.accuracy.model_dump()}
-        added += result.checks()
+        duration = round(time.monotonic() - started, 3)
+        compared = comparison(report, pipeline.spec.model.precision)
+        report["accuracy"] = result.as_dict() | {"thresholds": budgets.accuracy.model_dump(), "compared": compared, "duration_s": duration}
+        suffix = "; trivial comparison: same runtime and precision on both sides" if compared["trivial"] else ""
+        added += [replace(c, detail=c.detail + suffix, duration_s=duration) for c in result.checks()]
     if repeats:
         tolerance = budgets.determinism or Determinism()
         report["determinism_runs"] = []
         for run, folder in enumerate(repeats, start=2):
             result = compare_runs(report_dir, folder, tolerance)
-            report["determinism_runs"].append({"run": run, "folder": folder.name, **result.as_dict()} | {"tolerance": tolerance.model_dump()})
-            added.append(result.check(run))
+            wall = json.loads((folder / REPORT_FILE).read_text()).get("wall_s")
+            report["determinism_runs"].append(
+                {"run": run, "folder": folder.name, "wall_s": wall, **result.as_dict()} | {"tolerance": tolerance.model_dump()}
+            )
+            added.append(replace(result.check(run), duration_s=wall))
     if added:
         checks = [BudgetCheck(**c) for c in report["checks"]] + added
         verdict, _, _ = combine(checks)
         _, _, new_notes = combine(added)
         report = {**report, "verdict": verdict, "checks": [c.as_dict() for c in checks], "notes": report["notes"] + new_notes}
-        write_report(report, report_dir)
+    report["verdict_detail"] = describe_verdict(report["verdict"], report["checks"])
+    write_report(report, report_dir)
     write_junit(report, report_dir)
     task = progress.task("drawing report.html", total=None)
     write_html(report_dir)
     task.done()
-    return json.loads((Path(report_dir) / "report.json").read_text())
+    return json.loads((Path(report_dir) / REPORT_FILE).read_text())

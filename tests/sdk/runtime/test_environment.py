@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
-from sdk.runtime.environment import capture, check_requirements
+from sdk.runtime.environment import LoadMonitor, capture, check_requirements
 from sdk.runtime.verdict import FAIL, INCONCLUSIVE, PASS, WARN
 from sdk.spec.schema import EnvironmentRequirements
 
@@ -85,3 +86,39 @@ def test_requirements_pass_fail_warn_and_unreadable(tmp_path):
     laptop = capture(tmp_path / "empty", nvpmodel=None)
     checks = check_requirements(EnvironmentRequirements(power_mode="MAXN"), laptop, laptop)
     assert checks[0].status == INCONCLUSIVE and "could not be read" in checks[0].detail
+    assert checks[0].unverified and not check_requirements(required, locked, locked)[0].unverified
+    warn = check_requirements(EnvironmentRequirements(power_mode="MAXN", on_unmet="warn"), laptop, laptop)[0]
+    assert warn.status == WARN and warn.unverified and warn.measured is None
+
+
+def test_a_busy_machine_makes_the_measurement_inconclusive(tmp_path):
+    quiet = capture(jetson_tree(tmp_path / "a", locked=True), nvpmodel=None)  # load 0.52 before and after
+    during = {"load_1m": {"max": 3.9, "mean": 3.1}}
+    required = EnvironmentRequirements(max_load=2.0)
+    (calm,) = check_requirements(required, quiet, quiet, {"load_1m": {"max": 1.2, "mean": 1.0}})
+    assert (calm.status, calm.measured) == (PASS, 1.2)
+    (busy,) = check_requirements(required, quiet, quiet, during)
+    assert (busy.name, busy.status, busy.measured) == ("environment.max_load", INCONCLUSIVE, 3.9) and "not quiet" in busy.detail
+    (warned,) = check_requirements(required.model_copy(update={"on_unmet": "warn"}), quiet, quiet, during)
+    assert warned.status == WARN and not warned.unverified
+    laptop = capture(tmp_path / "empty", nvpmodel=None)  # no /proc/loadavg: unverified, never a pass
+    (unread,) = check_requirements(required, laptop, laptop, None)
+    assert unread.status == INCONCLUSIVE and unread.unverified
+
+
+def test_load_monitor_samples_load_and_frequency(tmp_path):
+    root = jetson_tree(tmp_path / "t", locked=True)  # 2 CPUs at 2201.6 MHz, load 0.52
+    write(root, "proc/stat", "cpu  100 0 100 700 100 0 0 0 0 0\ncpu0 50 0 50 350 50 0 0 0 0 0")
+    monitor = LoadMonitor(interval_s=0.01, root=root)
+    with monitor:
+        write(root, "proc/loadavg", "2.75 0.40 0.33 3/345 999")
+        write(root, "proc/stat", "cpu  400 0 200 800 100 0 0 0 0 0")
+        time.sleep(0.1)
+    summary = monitor.summary()
+    assert summary["load_1m"]["max"] == 2.75 and summary["samples"] >= 3
+    assert summary["cpu_mhz"] == {"min": 2201.6, "mean": 2201.6, "max": 2201.6}
+    assert summary["cpu_busy_percent"] == 80.0  # 400 busy of 500 jiffies between the first and last sample
+    assert summary["overloaded"] is (os.cpu_count() < 2.75)
+    with LoadMonitor(interval_s=0.05) as here:  # this machine: whatever it tells, never a guess
+        time.sleep(0.12)
+    assert here.summary()["cpus"] == os.cpu_count() and here.summary()["seconds"] > 0.1

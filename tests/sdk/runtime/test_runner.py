@@ -17,6 +17,7 @@ import sdk.runtime.runner as runner_module
 from sdk.errors import SdkError
 from sdk.runtime import PipelineRunner
 from sdk.runtime.report import build_report, write_report
+from tests.junit_check import validate_junit
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -103,18 +104,30 @@ def test_runtime_process_exit_code_is_the_verdict(tiny_pipeline, tmp_path, frame
     assert child.returncode == code, stderr
     events = [json.loads(line) for line in stdout.splitlines()]
     assert events[0]["event"] == "started" and events[-1]["event"] == "finished" and events[-1]["frames"] == frames
-    assert json.loads((tmp_path / "out" / "report.json").read_text())["verdict"] == verdict
-    # junit.xml: one case per budget, FAIL as <failure>, INCONCLUSIVE as <skipped>.
-    suite = ElementTree.parse(tmp_path / "out" / "junit.xml").getroot()
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["verdict"] == verdict and report["verdict_detail"] == verdict
+    # Traceability: when, where, by whom, with what (the device's side; the host adds its own).
+    run = report["run"]
+    assert run["started_at"] <= run["finished_at"] and run["started_at"].endswith("+00:00")
+    assert run["host"] and run["sdk_version"] and run["command"].startswith("python -m sdk run --pipeline")
+    assert run["pipeline_sha256"] == report["hashes"]["pipeline_sha256"] and run["inference_runtime"] == "onnxruntime"
+    assert run["onnxruntime"] and run["tensorrt"] is None and run["cuda"] is None
+    assert report["environment"]["during"]["cpus"] == os.cpu_count()
+    # junit.xml: one case per budget, FAIL and INCONCLUSIVE (too few frames) both failures, never skipped.
+    validate_junit(tmp_path / "out" / "junit.xml")
+    suite = ElementTree.parse(tmp_path / "out" / "junit.xml").getroot().find("testsuite")
     cases = {case.get("name"): case for case in suite.iter("testcase")}
     assert sorted(cases) == ["end_to_end.max_ms", "end_to_end.p50_ms"] and suite.get("tests") == "2"
-    failures, skipped = {"PASS": (0, 0), "FAIL": (1, 0), "INCONCLUSIVE": (0, 1)}[verdict]
-    assert (len(list(suite.iter("failure"))), len(list(suite.iter("skipped")))) == (failures, skipped)
-    assert (suite.get("failures"), suite.get("skipped")) == (str(failures), str(skipped))
+    failures = {"PASS": 0, "FAIL": 1, "INCONCLUSIVE": 1}[verdict]
+    assert (len(list(suite.iter("failure"))), len(list(suite.iter("skipped")))) == (failures, 0)
+    assert (suite.get("failures"), suite.get("skipped")) == (str(failures), "0")
+    assert suite.get("timestamp") == run["started_at"] and suite.get("hostname") == run["host"]
     if verdict == "FAIL":
-        assert cases["end_to_end.max_ms"].find("failure").get("message").startswith("end_to_end.max_ms: measured")
+        failure = cases["end_to_end.max_ms"].find("failure")
+        assert failure.get("type") == "Fail" and failure.get("message").startswith("end_to_end.max_ms: FAIL: measured")
     if verdict == "INCONCLUSIVE":
-        assert "5 frames needed" in cases["end_to_end.p50_ms"].find("skipped").get("message")
+        failure = cases["end_to_end.p50_ms"].find("failure")
+        assert failure.get("type") == "Inconclusive" and "5 frames needed" in failure.get("message")
 
 
 def test_runtime_process_error_is_one_line_and_exit_1(tiny_pipeline, tmp_path):

@@ -12,6 +12,7 @@ from xml.etree import ElementTree
 import pytest
 
 from sdk.spec import load_pipeline
+from tests.junit_check import validate_junit
 from tools.pytest_plugin import declared_checks
 
 from .test_validate import relaxed_example
@@ -20,13 +21,18 @@ REPO = Path(__file__).resolve().parents[3]
 TEAM_TESTS = 3  # tests/acceptance/test_team_requirements.py
 
 
-def acceptance_suite(pipeline: Path, target: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, ElementTree.Element]:
+def pytest_command() -> list[str]:
     # Installed, the plugin is a pytest11 entry point; from a bare checkout it is named with -p.
     registered = any(e.value == "tools.pytest_plugin" for e in entry_points(group="pytest11"))
     plugin = [] if registered else ["-p", "tools.pytest_plugin"]
-    command = [sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "tests/acceptance", "-q"]
-    command += ["--pipeline", str(pipeline), "--target", target, "--acceptance-report-dir", str(out / "report"), "--junitxml", str(out / "suite.xml")]
+    return [sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "tests/acceptance", "-q"]
+
+
+def acceptance_suite(pipeline: Path, target: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, ElementTree.Element]:
+    command = [*pytest_command(), "--pipeline", str(pipeline), "--target", target]
+    command += ["--acceptance-report-dir", str(out / "report"), "--junitxml", str(out / "suite.xml")]
     done = subprocess.run([*command, *extra], cwd=REPO, capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    validate_junit(out / "suite.xml")  # pytest's own JUnit, with the run's properties, is valid too
     return done, ElementTree.parse(out / "suite.xml").getroot()
 
 
@@ -47,20 +53,28 @@ def outcomes(suite: ElementTree.Element) -> dict[str, str]:
 @pytest.mark.slow
 def test_acceptance_suite_on_the_local_target(tmp_path, state_dir):
     pipeline = relaxed_example(tmp_path / "p")
-    done, suite = acceptance_suite(pipeline, "local", tmp_path, "--frames", "20")
+    done, suite = acceptance_suite(pipeline, "local", tmp_path / "first", "--frames", "20")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     names = declared_checks(load_pipeline(pipeline).spec.budgets, 1)
     results = outcomes(suite)
     assert {f"test_budget[{name}]" for name in names} <= set(results) and len(results) == len(names) + TEAM_TESTS
-    assert set(results.values()) == {"passed"}
-    # A budget no run can meet fails its own test, by name, with the numbers.
-    strict = pipeline.read_text().replace("end_to_end: {p50_ms: 60000", "end_to_end: {p50_ms: 0.001")
+    # The unreadable power mode (on_unmet: warn) is skipped with its reason, never a plain pass.
+    assert results.pop("test_budget[environment.power_mode]") == "skipped" and set(results.values()) == {"passed"}
+    props = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert props["verdict_detail"] == "PASS, 1 unverified" and props["run.target"] == "local" and props["run.started_at"]
+    # A budget no run can meet fails its own test, by name, with the numbers; one the run is too short
+    # to back (a p99 on 15 frames) fails too, naming the frames it needs.
+    strict = pipeline.read_text().replace("end_to_end: {p50_ms: 60000", "end_to_end: {p50_ms: 0.001, p99_ms: 60000")
     pipeline.write_text(strict)
-    done, suite = acceptance_suite(pipeline, "local", tmp_path, "--frames", "20")
+    done, suite = acceptance_suite(pipeline, "local", tmp_path / "second", "--frames", "20")
     assert done.returncode == 1
     results = outcomes(suite)
-    assert [name for name, state in results.items() if state == "failed"] == ["test_budget[end_to_end.p50_ms]"]
-    assert "end_to_end.p50_ms FAIL: measured" in done.stdout and "limit 0.001" in done.stdout
+    assert [name for name, state in results.items() if state == "failed"] == ["test_budget[end_to_end.p50_ms]", "test_budget[end_to_end.p99_ms]"]
+    assert "end_to_end.p50_ms: FAIL: measured" in done.stdout and "limit 0.001 ms" in done.stdout
+    assert "end_to_end.p99_ms: INCONCLUSIVE" in done.stdout and "299 frames needed" in done.stdout
+    # A named report folder is never reused: the same one again is refused, in the CLI's words.
+    done, _ = acceptance_suite(pipeline, "local", tmp_path / "second", "--frames", "20")
+    assert done.returncode == 1 and "error: validation on local failed:" in done.stdout and "holds a report" in done.stdout
 
 
 @pytest.mark.slow
@@ -68,14 +82,21 @@ def test_acceptance_suite_over_real_ssh(tmp_path, ssh_target):
     pipeline = relaxed_example(tmp_path / "p")
     done, suite = acceptance_suite(pipeline, ssh_target.name, tmp_path, "--frames", "15")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert set(outcomes(suite).values()) == {"passed"}
+    results = outcomes(suite)
+    assert results.pop("test_budget[environment.power_mode]") == "skipped" and set(results.values()) == {"passed"}
     report = (tmp_path / "report" / "report.json").read_text()
     assert '"target": "sim"' in report and (tmp_path / "report" / "report.html").is_file()
 
 
 def test_without_a_pipeline_the_suite_skips(tmp_path):
-    registered = any(e.value == "tools.pytest_plugin" for e in entry_points(group="pytest11"))
-    plugin = [] if registered else ["-p", "tools.pytest_plugin"]
-    command = [sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "tests/acceptance", "-q", "-rs"]
-    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([*pytest_command(), "-rs"], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "skipped" in done.stdout and "no --pipeline given" in done.stdout
+
+
+def test_a_user_error_is_said_like_the_cli_says_it(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    done = subprocess.run([*pytest_command(), "--pipeline", str(missing)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 4  # pytest's usage error
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("error: ") and str(missing) in lines[0] and lines[1].startswith("hint: ")
+    assert "Traceback" not in done.stderr + done.stdout and "_pytest" not in done.stderr
