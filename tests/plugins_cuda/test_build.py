@@ -4,7 +4,9 @@ nvcc and NVRTC (no spills, registers recorded), and the aarch64 host reference u
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +21,9 @@ from .conftest import PLUGINS
 from .helpers import to_nv12
 
 ARCHS = (87, 110)
+# GPUs with no cubin of their own run the compute_87 PTX through the driver's JIT (sdk/gpu/binaries.py), or NVRTC
+# compiles the source for them where the driver is older than the toolkit: H100 / H200 (sm_90), B200 (sm_100), RTX 50 (sm_120).
+JIT_ARCHS = (90, 100, 120)
 # __launch_bounds__(256) lets ptxas use up to 255 registers; more than 64 would cost occupancy on Orin.
 MAX_REGISTERS = 64
 
@@ -56,7 +61,20 @@ def test_the_manifest_and_ptx_name_what_was_built(kernel_build):
     assert all((kernel_build.folder / manifest.cubin_name(arch)).is_file() for arch in manifest.sass)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", JIT_ARCHS)
+def test_the_ptx_assembles_without_spills_where_no_cubin_fits(kernel_build, arch, tmp_path):
+    """What the driver's JIT does with the shipped PTX on such a GPU, done by the toolkit's ptxas (the same
+    assembler; the driver's may be newer): it assembles, with no spills and no more registers than on Orin."""
+    ptxas = Path(shutil.which("ptxas") or Path(shutil.which("nvcc")).resolve().parent / "ptxas")
+    if not ptxas.is_file():
+        pytest.skip(f"no ptxas on PATH or beside nvcc ({ptxas})")
+    ptx = kernel_build.folder / KernelManifest.load(kernel_build.folder / "preprocess.json").ptx_name()
+    done = subprocess.run([str(ptxas), f"-arch=sm_{arch}", "-O3", "-v", str(ptx), "-o", str(tmp_path / "jit.cubin")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    check_resources(done.stdout + done.stderr, arch)
+
+
+@pytest.mark.parametrize("arch", ARCHS + JIT_ARCHS)
 def test_nvrtc_compiles_the_same_source_without_spills(arch):
     pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings is not installed")
     compiled = compile_source(PLUGINS, arch)
