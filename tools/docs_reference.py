@@ -372,7 +372,7 @@ def pipeline_reference() -> str:
         "# Pipeline file reference\n\n",
         "Every key of a pipeline file (`version: 1`). A file is read with YAML's safe rules only (no tags), at most "
         "256 KiB, duplicate keys refused; every path is relative to the pipeline file's folder and may not leave it. "
-        "Unknown keys are errors with a \"did you mean\". An error names the file, line, YAML path, the bad value and "
+        'Unknown keys are errors with a "did you mean". An error names the file, line, YAML path, the bad value and '
         "what is allowed. `sinks[]` is an item of the `sinks` list; `<stage>` is one of the stage names. "
         "The example, with every key commented: `pipelines/pedestrian.yaml`.\n\n",
     ]
@@ -566,10 +566,7 @@ def cli_reference() -> str:
         shown = "" if default in (None, False) else f"`{default}`"
         out.append(f"| {', '.join(f'`{n}`' for n in names)} | {kind} | {shown} | {_cell(kwargs.get('help', ''))} |\n")
     out.append("\n## `python -m sdk`: the device side {#device}\n\n")
-    out.append(
-        "What the host runs on a target over SSH (or on this machine for `local`); a release carries it. "
-        "You do not normally type these.\n\n"
-    )
+    out.append("What the host runs on a target over SSH (or on this machine for `local`); a release carries it. You do not normally type these.\n\n")
     out.append(f"```\n{_device_usage().rstrip()}\n```\n")
     return "".join(out)
 
@@ -580,8 +577,7 @@ EXIT_MEANINGS = {
     "EXIT_PASS": ("PASS", "every budget was checked and met (for `sdk selftest`: every check passed)"),
     "EXIT_USER_ERROR": (
         "error",
-        "something the user can fix: one `error:` line and one `hint:` line, no traceback; a failed deploy leaves the last "
-        "committed release running",
+        "something the user can fix: one `error:` line and one `hint:` line, no traceback; a failed deploy leaves the last committed release running",
     ),
     "EXIT_USAGE": ("usage error", "the command line could not be parsed (argparse)"),
     "EXIT_BUDGET_FAIL": ("FAIL", "a measured value is over its budget (for `sdk selftest`: a check failed)"),
