@@ -19,6 +19,7 @@ import ast
 import difflib
 import inspect
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ MEANINGS = {
     "source": "where frames come from: one source per pipeline",
     "source.uri": (
         "`file://clip.avi`, `images://folder`, `v4l2:///dev/video0?width=&height=&fps=`, `csi://0?width=&height=&fps=` (Jetson Argus), "
-        "`gst://<pipeline ending in appsink>`, `synthetic://boxes|noise?width=&height=&frames=` "
+        "`gst://<pipeline ending in appsink>`, `synthetic://boxes?width=&height=&frames=` (or `noise`) "
         "(`&live=1&fps=&unplug_at=&unplug_ms=` emulates a camera with a pulled cable); paths relative to the pipeline file"
     ),
     "source.replay": "how a recorded source is played back",
@@ -358,7 +359,9 @@ def _key_table(selected: list[dict[str, str]]) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text for a table cell: a pipe is escaped, and split out of code spans (where an escape would show)."""
+    parts = re.split(r"(`[^`]*`)", text.replace("\n", " "))
+    return "".join(part.replace("|", "`\\|`") if part.startswith("`") else part.replace("|", "\\|") for part in parts)
 
 
 def pipeline_reference() -> str:
@@ -441,7 +444,7 @@ def _argument_rows(parser: argparse.ArgumentParser) -> list[list[str]]:
         if action.option_strings:
             name = ", ".join(f"`{o}`" for o in action.option_strings)
         else:
-            name = f"`{action.metavar or action.dest.upper()}` (positional)"
+            name = _cell(f"`{action.metavar or action.dest.upper()}`") + " (positional)"
         allowed = ", ".join(f"`{c}`" for c in action.choices) if action.choices else ""
         if action.dest == "frames":
             allowed = f"1 to {MAX_REPLAY_FRAMES:,}".replace(",", " ") + " (outside: exit 1, before anything is sent)"
