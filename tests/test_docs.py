@@ -1,0 +1,213 @@
+"""The documentation: README and ARCHITECTURE stay short, the README's commands stay exact, the
+generated reference matches the code, report.json matches its published schema, the site builds."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+ARCHITECTURE = REPO / "ARCHITECTURE.md"
+REFERENCE = REPO / "docs" / "reference"
+REPORT_SCHEMA = REFERENCE / "report.schema.json"
+
+INSTALL_AND_RUN = "pip install -e '.[test]' && deploy --target local pipelines/pedestrian.yaml"
+TEST_COMMAND = "python -m pytest"
+
+
+def test_readme_is_at_most_10_kb():
+    size = len(README.read_bytes())
+    assert size <= 10_000, f"README.md is {size} bytes; keep it under 10 KB and move detail into docs/"
+
+
+def test_architecture_is_at_most_15_kb():
+    size = len(ARCHITECTURE.read_bytes())
+    assert size <= 15_000, f"ARCHITECTURE.md is {size} bytes; keep it under 15 KB: decisions go to docs/decisions/"
+
+
+def test_readme_keeps_its_two_commands_verbatim():
+    text = README.read_text()
+    lines = [line.strip() for line in text.splitlines()]
+    assert INSTALL_AND_RUN in lines, "README must show the set-up command exactly"
+    assert TEST_COMMAND in lines, "README must show the test command exactly"
+    ci = (REPO / ".ci" / "run").read_text()
+    assert "python3 -m pytest" in ci and "pipelines/pedestrian.yaml" in ci, ".ci/run runs README's commands"
+
+
+def _relative_links(path: Path) -> list[str]:
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text())
+    return [link for link in links if "://" not in link and not link.startswith("mailto:")]
+
+
+@pytest.mark.parametrize("document", [README, ARCHITECTURE], ids=lambda p: p.name)
+def test_relative_links_resolve(document):
+    missing = [link for link in _relative_links(document) if not (document.parent / link).exists()]
+    assert not missing, f"{document.name} links to files that do not exist: {missing}"
+
+
+def test_readme_links_the_reliability_page():
+    assert "(docs/reliability.md)" in README.read_text()
+    assert (REPO / "docs" / "reliability.md").is_file()
+
+
+def test_generated_reference_is_current(tmp_path):
+    from tools.docs_reference import PAGES, REGENERATE, generate
+
+    generate(tmp_path)
+    stale = [name for name in PAGES if (tmp_path / name).read_text() != ((REFERENCE / name).read_text() if (REFERENCE / name).is_file() else None)]
+    assert not stale, f"docs/reference/{', '.join(stale)} no longer match(es) the code; regenerate with: {REGENERATE}"
+
+
+def _schema_keys() -> list[str]:
+    """Every (model, property) of the pipeline schema, walked independently of the generator: `model.prop`."""
+    from sdk.spec.schema import Pipeline
+
+    schema = Pipeline.model_json_schema()
+    found = [f"Pipeline.{name}" for name in schema["properties"]]
+    for model, body in schema["$defs"].items():
+        found += [f"{model}.{name}" for name in body.get("properties", {})]
+    return found
+
+
+def test_pipeline_reference_names_every_key_of_the_schema():
+    page = (REFERENCE / "pipeline.md").read_text()
+    keys = set(re.findall(r"^\| `([^`]+)` \|", page, flags=re.M))
+    missing = []
+    for entry in _schema_keys():
+        model, name = entry.split(".", 1)
+        if model == "Pipeline":
+            if name not in keys:
+                missing.append(entry)
+        elif not any(key.endswith("." + name) for key in keys):
+            missing.append(entry)
+    assert not missing, f"docs/reference/pipeline.md does not name: {missing}"
+
+
+def test_every_explained_key_exists():
+    """A line in MEANINGS for a key the schema no longer has would never be shown: remove it."""
+    from tools.docs_reference import MEANINGS, TARGET_MEANINGS, pipeline_keys, target_keys
+
+    pipeline = {row["key"].replace("<stage>.", "") for row in pipeline_keys()}
+    target = {row["key"] for row in target_keys()}
+    assert not set(MEANINGS) - pipeline, f"MEANINGS explains keys the schema lacks: {sorted(set(MEANINGS) - pipeline)}"
+    assert not set(TARGET_MEANINGS) - target, f"TARGET_MEANINGS explains keys the schema lacks: {sorted(set(TARGET_MEANINGS) - target)}"
+
+
+def test_cli_reference_names_every_command_and_flag():
+    from tools.cli import build_parser
+
+    page = (REFERENCE / "cli.md").read_text()
+
+    def walk(parser, prog):
+        for action in parser._actions:
+            if action.option_strings and action.option_strings[0] != "-h":
+                assert f"`{action.option_strings[0]}`" in page, f"{prog} {action.option_strings[0]} is not in cli.md"
+            if hasattr(action, "choices") and isinstance(action.choices, dict):
+                for name, sub in action.choices.items():
+                    assert f"`{prog} {name}`" in page, f"`{prog} {name}` is not in cli.md"
+                    walk(sub, f"{prog} {name}")
+
+    walk(build_parser(), "sdk")
+
+
+def test_decision_numbers_are_unique():
+    numbers = [p.name[:4] for p in (REPO / "docs" / "decisions").glob("[0-9][0-9][0-9][0-9]-*.md")]
+    assert len(numbers) == len(set(numbers)), f"two decision records share a number: {sorted(n for n in numbers if numbers.count(n) > 1)}"
+
+
+# ---------------------------------------------------------------- report.json against its schema
+
+
+@pytest.fixture(scope="module")
+def schema():
+    jsonschema = pytest.importorskip("jsonschema", reason="jsonschema is not installed (pip install -e '.[test]')")
+    document = json.loads(REPORT_SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(document)
+    return document
+
+
+@pytest.fixture(scope="module")
+def real_report(tmp_path_factory) -> dict:
+    """The example, deployed to the local target for 20 frames: the report.json a user gets."""
+    state = tmp_path_factory.mktemp("state")
+    reports = state / "reports"
+    env = {**os.environ, "SDK_STATE_DIR": str(state)}
+    command = [sys.executable, "-c", "import sys; from tools.cli import deploy_main; sys.argv[0] = 'deploy'; deploy_main()"]
+    args = ["--target", "local", "pipelines/pedestrian.yaml", "--frames", "20", "--report-dir", str(reports)]
+    done = subprocess.run(command + args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 3, 4), f"deploy failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return json.loads((reports / "report.json").read_text())
+
+
+def test_a_real_report_matches_the_published_schema(schema, real_report):
+    import jsonschema
+
+    jsonschema.Draft202012Validator(schema).validate(real_report)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [("verdict",), ("target",), ("frames",), ("dropped",), ("checks",), ("stages", "infer"), ("stages", "sink", "p99_ms"), ("end_to_end", "p999_ms")],
+    ids=lambda p: ".".join(p),
+)
+def test_the_schema_is_strict_about_the_contract(schema, real_report, path):
+    import copy
+
+    import jsonschema
+
+    broken = copy.deepcopy(real_report)
+    parent = broken
+    for key in path[:-1]:
+        parent = parent[key]
+    del parent[path[-1]]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate(broken)
+
+
+def test_the_schema_is_open_elsewhere(schema, real_report):
+    import jsonschema
+
+    extended = {**real_report, "run": {"started_at": "2025-01-31T08:15:02.123+00:00"}, "verdict_detail": "PASS"}
+    extended["checks"] = [{**c, "duration_s": 1.0} for c in real_report["checks"]]
+    jsonschema.Draft202012Validator(schema).validate(extended)
+
+
+def test_the_schema_names_the_runtime_stages_and_keys(schema):
+    from sdk.runtime.recorder import STAGES
+    from sdk.runtime.report import END_TO_END_KEYS
+    from sdk.runtime.verdict import FAIL, INCONCLUSIVE, PASS, WARN
+
+    assert set(schema["properties"]["stages"]["required"]) == set(STAGES)
+    assert set(schema["properties"]["end_to_end"]["required"]) <= set(END_TO_END_KEYS)
+    assert set(schema["properties"]["verdict"]["enum"]) == {PASS, FAIL, INCONCLUSIVE}
+    assert set(schema["properties"]["checks"]["items"]["properties"]["status"]["enum"]) == {PASS, FAIL, INCONCLUSIVE, WARN}
+
+
+# ---------------------------------------------------------------- the site
+
+
+def test_the_site_builds_strict(tmp_path):
+    pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[docs]')")
+    pytest.importorskip("material", reason="mkdocs-material is not installed (pip install -e '.[docs]')")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
+    assert (tmp_path / "site" / "reference" / "pipeline" / "index.html").is_file()
+    assert (tmp_path / "site" / "reference" / "report.schema.json").is_file()
+    decisions = sorted(p.stem for p in (REPO / "docs" / "decisions").glob("[0-9][0-9][0-9][0-9]-*.md"))
+    built = (tmp_path / "site" / "decisions" / "index.html").read_text()
+    assert all(f"{name}/" in built for name in decisions), "the decisions index lists every record"
