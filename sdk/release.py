@@ -15,6 +15,7 @@ from pathlib import Path
 from sdk.errors import ReleaseError
 
 MANIFEST = "manifest.json"
+SIGNATURE = "manifest.json.sig"  # beside the manifest in a release folder (sdk/signing.py); never a release file
 RELEASE_ID = re.compile(r"^[0-9a-f]{16}$")
 
 
@@ -79,7 +80,7 @@ class ReleaseManifest:
         if data.get("release") != manifest.release_id:
             raise ReleaseError(f"{where}: release id {data.get('release')!r} does not match its file list")
         for name, entry in files.items():
-            if name.startswith("/") or ".." in Path(name).parts or name == MANIFEST:
+            if name.startswith("/") or ".." in Path(name).parts or name in (MANIFEST, SIGNATURE):
                 raise ReleaseError(f"{where}: file name {name!r} leaves the release folder")
             if len(entry.sha256) != 64 or any(c not in "0123456789abcdef" for c in entry.sha256) or entry.size < 0:
                 raise ReleaseError(f"{where}: {name}: invalid hash or length")

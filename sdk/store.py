@@ -25,7 +25,8 @@ from sdk.activation import TMP_PREFIX, UPLOAD_PREFIX, Activation, fsync_dir
 from sdk.errors import ReleaseError
 from sdk.lease import LeaseHolder
 from sdk.lease import acquire as acquire_lease
-from sdk.release import MANIFEST, RELEASE_ID, ReleaseManifest, sha256_of
+from sdk.release import MANIFEST, RELEASE_ID, SIGNATURE, ReleaseManifest, sha256_of
+from sdk.signing import check_signature
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 
@@ -153,10 +154,14 @@ class ReleaseStore(Activation):
             return False
         return True
 
-    def assemble(self, manifest: ReleaseManifest) -> Path:
-        """Build releases/<id> from store objects (hard links), then rename it into place."""
+    def assemble(self, manifest: ReleaseManifest, signature: str | None = None) -> Path:
+        """Build releases/<id> from store objects (hard links), then rename it into place. A device that
+        trusts a verify key refuses a manifest without a valid `signature` first (sdk/signing.py)."""
+        check_signature(self.root, manifest, signature)
         final = self.release_dir(manifest.release_id)
         if self.has_release(manifest):
+            if signature is not None and self._read_signature(final) != signature:
+                self._write_signature(final, signature)
             return final
         for name, entry in manifest.files.items():
             if not self.has_object(entry.sha256, entry.size):
@@ -171,6 +176,8 @@ class ReleaseStore(Activation):
         (staging / MANIFEST).write_text(manifest.to_json())
         with (staging / MANIFEST).open("rb") as handle:
             os.fsync(handle.fileno())
+        if signature is not None:
+            self._write_signature(staging, signature)
         for folder in sorted({p.parent for p in staging.rglob("*")}, key=lambda p: len(p.parts), reverse=True):
             fsync_dir(folder)
         if final.exists():  # a damaged folder under the final name: set it aside, never activate it
@@ -178,6 +185,27 @@ class ReleaseStore(Activation):
         os.replace(staging, final)
         fsync_dir(self.releases)
         return final
+
+    def _read_signature(self, folder: Path) -> str | None:
+        try:
+            return (folder / SIGNATURE).read_text()
+        except FileNotFoundError:
+            return None
+
+    def _write_signature(self, folder: Path, signature: str) -> None:
+        """The manifest's signature beside it (kept for `trial` to check again), written then renamed."""
+        temporary = folder / f"{TMP_PREFIX}{SIGNATURE}-{os.getpid()}"
+        with temporary.open("w") as handle:
+            handle.write(signature)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, folder / SIGNATURE)
+        fsync_dir(folder)
+
+    def verify_signature(self, release_id: str) -> str | None:
+        """`check_signature` of an assembled release (its manifest and the signature kept beside it)."""
+        folder = self._require_assembled(release_id)
+        return check_signature(self.root, ReleaseManifest.load(folder), self._read_signature(folder))
 
     # Per-release environment ------------------------------------------------------------
     def env_dir(self, release_id: str) -> Path:

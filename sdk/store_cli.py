@@ -14,10 +14,14 @@ from pathlib import Path
 
 from sdk.faults import point
 from sdk.release import ReleaseManifest
+from sdk.signing import install_verify_key, verify_key_path
 from sdk.store import ReleaseStore
 from sdk.trial import HealthPolicy, run_trial
 
-OPS = ("have", "install", "assemble", "trial", "env", "commit", "rollback", "prune", "recover", "status", "hold-lock", "clear-run", "prepare")
+OPS = (
+    *("have", "install", "assemble", "trial", "env", "commit", "rollback", "prune", "recover", "status"),
+    *("hold-lock", "clear-run", "prepare", "trust-key"),
+)
 
 
 def _object_spec(text: str) -> tuple[str, int]:
@@ -59,6 +63,7 @@ def main(argv: list[str]) -> dict:
     install.add_argument("sha256", nargs="+")
     assemble = ops.add_parser("assemble", help="build a release from a manifest file")
     assemble.add_argument("manifest", type=Path)
+    assemble.add_argument("--signature", type=Path, help="the manifest's signature (manifest.json.sig), checked when the device trusts a key")
     trial = ops.add_parser("trial", help="switch to a release on trial, run its health check here, record a pass or roll back")
     trial.add_argument("release")
     trial.add_argument("--owner", required=True)
@@ -83,6 +88,8 @@ def main(argv: list[str]) -> dict:
     clear = ops.add_parser("clear-run", help="remove a run's output folder")
     clear.add_argument("name")
     ops.add_parser("prepare", help="create the folders, sweep crash leftovers, recover a trial; report free space")
+    trust = ops.add_parser("trust-key", help="from now on accept only releases signed by this Ed25519 key (a PEM public key file, removed)")
+    trust.add_argument("key", type=Path)
     args = parser.parse_args(argv)
 
     store = ReleaseStore(args.root)
@@ -108,9 +115,19 @@ def main(argv: list[str]) -> dict:
             return {"installed": args.sha256}
         if args.op == "assemble":
             manifest = ReleaseManifest.from_json(args.manifest.read_text())
-            folder = store.assemble(manifest)
-            args.manifest.unlink(missing_ok=True)
+            try:
+                folder = store.assemble(manifest, args.signature.read_text() if args.signature else None)
+            finally:
+                args.manifest.unlink(missing_ok=True)
+                if args.signature:
+                    args.signature.unlink(missing_ok=True)
             return {"release": manifest.release_id, "folder": str(folder)}
+        if args.op == "trust-key":
+            try:
+                fingerprint = install_verify_key(store.root, args.key.read_text())
+            finally:
+                args.key.unlink(missing_ok=True)
+            return {"trusted": fingerprint, "path": str(verify_key_path(store.root))}
         if args.op == "clear-run":
             store.clear_run(args.name)
             return {"cleared": args.name}

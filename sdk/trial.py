@@ -123,11 +123,22 @@ def _judge(exit_code: int, killed: str | None, report: dict | None, stderr: str,
     return True, f"{frames} frames went through every stage", frames
 
 
-def run_trial(store: ReleaseStore, release_id: str, *, token: int | None, owner: str, target: str, policy: HealthPolicy) -> dict:
-    """Begin the trial, run the health check, and record a pass or roll back. Returns the outcome."""
+def run_trial(
+    store: ReleaseStore,
+    release_id: str,
+    *,
+    token: int | None,
+    owner: str,
+    target: str,
+    policy: HealthPolicy,
+    commit_within_s: float = COMMIT_WINDOW_S,
+) -> dict:
+    """Begin the trial, run the health check, and record a pass or roll back. Returns the outcome.
+    A pass must be committed within `commit_within_s` (a deploy commits at once; Mender when told to)."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a lost SSH session must not cut the trial short
     with store.locked():
-        store.begin_trial(release_id, token=token, owner=owner, deadline_s=policy.timeout_s + COMMIT_WINDOW_S)
+        store.verify_signature(release_id)  # a device that trusts a key checks again the release it is about to run
+        store.begin_trial(release_id, token=token, owner=owner, deadline_s=policy.timeout_s + commit_within_s)
     run_dir = store.run_dir(f"health-{release_id}")
     store.clear_run(run_dir.name)
     run_dir.mkdir(parents=True)
@@ -162,7 +173,7 @@ def run_trial(store: ReleaseStore, release_id: str, *, token: int | None, owner:
     with store.locked():
         if healthy:
             try:
-                store.mark_passed(token=token, health=health, commit_within_s=COMMIT_WINDOW_S)
+                store.mark_passed(token=token, health=health, commit_within_s=commit_within_s)
             except ReleaseError as exc:  # the lease ended meanwhile: whatever is left of the trial goes
                 store.recover()
                 health = {**health, "healthy": False, "reason": exc.message}
