@@ -32,6 +32,11 @@ STATE_FILE = "state.json"
 TRIAL_FILE = "trial.json"
 LAST_TRIAL_FILE = "last_trial.json"
 ANY_TOKEN = object()
+# Trials whose owner holds no lease: Mender's update module starts a trial in one invocation
+# (ArtifactInstall) and commits or rolls it back in another (ArtifactCommit, ArtifactRollback), with
+# no process in between. Such a trial lives until its deadline or the next boot, whatever the lease says.
+MENDER_OWNER = "mender"
+UNLEASED_OWNERS = (MENDER_OWNER,)
 TRASH = ".trash"  # releases being pruned: out of reach first, deleted afterwards
 TMP_PREFIX = ".tmp-"
 UPLOAD_PREFIX = ".upload-"  # kept across crashes: an interrupted upload resumes from its length
@@ -202,6 +207,8 @@ class Activation:
         deadline = trial.get("deadline")
         if not isinstance(deadline, (int, float)) or time.monotonic() > deadline:
             return "the trial ran past its deadline"
+        if trial.get("owner") in UNLEASED_OWNERS and trial.get("token") is None:
+            return None  # judged by its boot and its deadline only (see MENDER_OWNER)
         lease = read_lease(self.root)
         if lease is None or lease.token != trial.get("token") or not lease.live():
             return "the deploy that started it is gone (its lease ended)"
@@ -209,8 +216,9 @@ class Activation:
 
     def recover(self) -> str | None:
         """Run before anything starts or changes: roll back a trial that can no longer finish (past its
-        deadline, from an earlier boot, or whose deployer's lease ended), finish a commit that was cut
-        short, and point the links at the committed release. Returns the release rolled back, if any."""
+        deadline, from an earlier boot, or whose deployer's lease ended; a Mender trial has no lease to
+        end), finish a commit that was cut short, and point the links at the committed release.
+        Returns the release rolled back, if any."""
         trial = self.trial()
         if trial is not None:
             if self.state()["committed"] != trial["release"]:

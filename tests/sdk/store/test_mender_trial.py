@@ -1,0 +1,57 @@
+"""A Mender trial has no lease: it spans module invocations, and only its deadline or a reboot ends it."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from sdk.activation import MENDER_OWNER
+from sdk.store import ReleaseStore
+from tests.sdk.store.test_lease import hold, staged
+
+
+def committed_and_trial(tmp_path, owner: str, deadline_s: float = 60) -> tuple[ReleaseStore, str, str]:
+    root = tmp_path / "target"
+    store = ReleaseStore(root)
+    first, second = (staged(root, tmp_path / "src", label) for label in ("first", "second"))
+    with store.locked():
+        store.begin_trial(first, token=None, owner=MENDER_OWNER, deadline_s=60)
+        store.mark_passed(token=None, health={"healthy": True}, commit_within_s=60)
+        store.commit(token=None)
+        store.begin_trial(second, token=None, owner=owner, deadline_s=deadline_s)
+    return store, first, second
+
+
+def test_a_mender_trial_outlives_its_process_while_within_its_deadline(tmp_path):
+    store, first, second = committed_and_trial(tmp_path, MENDER_OWNER)
+    assert store.recover() is None  # no lease was ever taken for it: still live
+    assert store.current() == second and store.status()["trial"]["stale"] is None
+    # A deploy that comes and goes (its lease ends and rolls back *its* trial) leaves the Mender trial alone.
+    holder, token = hold(store.root, "a deploy", 60)
+    holder.stdin.close()
+    assert json.loads(holder.stdout.readline())["rolled_back"] is None
+    assert store.recover() is None and store.current() == second
+    with store.locked():
+        store.mark_passed(token=None, health={"healthy": True}, commit_within_s=60)
+        assert store.commit(token=None) == second
+    assert store.state() == {"committed": second, "history": [first, second]}
+
+
+def test_a_mender_trial_past_its_deadline_or_from_an_earlier_boot_is_rolled_back(tmp_path):
+    store, first, second = committed_and_trial(tmp_path, MENDER_OWNER, deadline_s=0.2)
+    time.sleep(0.3)
+    assert store.recover() == second and store.current() == first
+    assert store.status()["last_trial"]["reason"] == "the trial ran past its deadline"
+
+    with store.locked():
+        store.begin_trial(second, token=None, owner=MENDER_OWNER, deadline_s=60)
+    trial = json.loads((store.root / "trial.json").read_text())
+    (store.root / "trial.json").write_text(json.dumps({**trial, "boot": "an-earlier-boot"}))
+    assert store.recover() == second and store.current() == first
+    assert store.status()["last_trial"]["reason"] == "the device restarted during the trial"
+
+
+def test_a_tokenless_trial_of_any_other_owner_is_still_judged_by_a_lease(tmp_path):
+    store, first, second = committed_and_trial(tmp_path, "host:1234")
+    assert store.recover() == second and store.current() == first
+    assert "lease ended" in store.status()["last_trial"]["reason"]
