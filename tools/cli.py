@@ -59,6 +59,7 @@ def _add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--force", action="store_true", help="empty --report-dir first when it already holds files")
     parser.add_argument("--parallel", type=_positive, default=4, help="fleets: targets deployed at once (default 4)")
     parser.add_argument("--canary", action="store_true", help="fleets: the first target must pass before the others start")
+    parser.add_argument("--sign-key", type=Path, help="Ed25519 private key that signs the release manifest (default: the target file's sign_key)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -92,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     targets_commands.add_parser("list", help="list known targets")
     probe = targets_commands.add_parser("probe", help="print a target's device fingerprint (one round trip)")
     probe.add_argument("target")
+    trust = targets_commands.add_parser("trust-key", help="make the target accept only releases signed by this Ed25519 key")
+    trust.add_argument("target")
+    trust.add_argument("key", type=Path, help="the public key (PEM or OpenSSH .pub); written as ROOT/trust/verify_key.pub on the device")
     sim = targets_commands.add_parser("sim", help="start a simulated target (real sshd on loopback) and write targets/sim.yaml")
     sim.add_argument("--stop", action="store_true", help="stop the simulated target")
     selftest = commands.add_parser("selftest", help="the hardware checks (CUDA, TensorRT engine, CUDA preprocessing) on the target")
@@ -137,7 +141,14 @@ def _deploy(args: argparse.Namespace, console: Console) -> int:
             empty_report_dir(report_dir)
     with RichProgress(console) as progress:
         deploy = Deploy(
-            args.pipeline, args.target, frames=args.frames, report_dir=report_dir, progress=progress, parallel=args.parallel, canary=args.canary
+            args.pipeline,
+            args.target,
+            frames=args.frames,
+            report_dir=report_dir,
+            progress=progress,
+            parallel=args.parallel,
+            canary=args.canary,
+            sign_key=args.sign_key,
         )
         result = deploy()
     if args.report_dir is None:
@@ -254,6 +265,11 @@ def _targets(args: argparse.Namespace, console: Console) -> int:
         from tools.remote import probe
 
         console.print_json(json.dumps(probe(resolve_target(args.target))))
+    elif args.targets_command == "trust-key":
+        from tools.trust import trust_key
+
+        result = trust_key(resolve_target(args.target), args.key)
+        console.print(f"{args.target} now accepts only releases signed by {result['trusted']} ({result['path']})", highlight=False)
     elif args.targets_command == "sim":
         from tools.state import state_dir
         from tools.targets.sim import SimServer

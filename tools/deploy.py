@@ -30,6 +30,7 @@ from tools.release.kernels import build_kernels, kernel_files, parse_compute_cap
 from tools.release.stage import StageResult, manifest_for, stage_release
 from tools.release.wheels import download_wheels, requirements_for
 from tools.sessions import open_session, paused_service
+from tools.signing import signer_for
 from tools.state import cache_dir
 from tools.targets import RemoteTarget, Target, resolve_targets
 from tools.validation.acceptance import accept
@@ -78,6 +79,7 @@ class Deploy:
         progress: Progress | None = None,
         parallel: int = 4,
         canary: bool = False,
+        sign_key: Path | None = None,
     ) -> None:
         self.pipeline_path = Path(pipeline_path)
         self.target_name = target
@@ -86,6 +88,7 @@ class Deploy:
         self.progress = progress or SilentProgress()
         self.parallel = parallel
         self.canary = canary
+        self.sign_key = sign_key
 
     def __call__(self) -> DeployResult | FleetResult:
         """One target: its result (errors raise). Several (`a,b` or a group): a FleetResult naming each failure."""
@@ -109,6 +112,7 @@ class Deploy:
                     int8,
                     engine_step(pipeline, artifacts, int8, target, self.progress),
                     health_policy(pipeline, target),
+                    self.sign_key,
                 ),
                 lambda session, staged, folder: accept(
                     folder, pipeline, artifacts, measure(session, staged, folder, self.frames, self.progress), self.progress
@@ -122,7 +126,7 @@ class Deploy:
         (target,) = targets
         with open_session(target) as session, paused_service(session, self.progress):
             engine = engine_step(pipeline, artifacts, int8, target, self.progress)
-            staged = install_release(session, target, base, self.progress, int8, engine, health_policy(pipeline, target))
+            staged = install_release(session, target, base, self.progress, int8, engine, health_policy(pipeline, target), self.sign_key)
             report = measure(session, staged, report_dir, self.frames, self.progress)
         report = accept(report_dir, pipeline, artifacts, report, self.progress)
         return DeployResult(report, report_dir, staged, pipeline)
@@ -152,6 +156,11 @@ def bundle_for_device(session, base: Bundle, progress: Progress, int8: Int8Choic
     task = progress.task(f"probing {session.name}", total=None)
     facts = session.probe()
     task.done()
+    return bundle_for_facts(base, facts, progress, int8, engine), facts
+
+
+def bundle_for_facts(base: Bundle, facts: dict, progress: Progress, int8: Int8Choice | None = None, engine=None) -> Bundle:
+    """The bundle for a device described by `facts` (a probe's, or what `sdk export` assumes of a target file)."""
     if int8 is not None and facts.get("tensorrt"):
         base = with_int8(base, int8.qdq_model, int8.ranges, trt_cache_file(int8.calibration, facts["tensorrt"]), int8.precision_file)
     if engine is not None:  # engine(facts) -> the TensorRT engine this device gets, or None
@@ -165,11 +174,18 @@ def bundle_for_device(session, base: Bundle, progress: Progress, int8: Int8Choic
         task.done()
     requirements = requirements_for(facts.get("missing_modules") or [])
     if not requirements:
-        return base, facts
+        return base
     task = progress.task(f"fetching wheels for {facts['arch']} {facts['python_abi']}: {', '.join(requirements)}", total=None)
     wheels = download_wheels(requirements, facts["arch"], facts["python_abi"], cache_dir())
     task.done()
-    return with_wheels(base, wheels), facts
+    return with_wheels(base, wheels)
+
+
+def sign_key_of(target: Target) -> Path | None:
+    """The target file's `sign_key` (relative to the target file), or None: its releases go unsigned."""
+    if isinstance(target, RemoteTarget) and target.spec.sign_key:
+        return target.host_path(target.spec.sign_key)
+    return None
 
 
 def health_policy(pipeline: PipelineFile, target: Target) -> HealthPolicy:
@@ -180,7 +196,14 @@ def health_policy(pipeline: PipelineFile, target: Target) -> HealthPolicy:
 
 
 def install_release(
-    session, target: Target, base: Bundle, progress: Progress, int8: Int8Choice | None = None, engine=None, policy: HealthPolicy | None = None
+    session,
+    target: Target,
+    base: Bundle,
+    progress: Progress,
+    int8: Int8Choice | None = None,
+    engine=None,
+    policy: HealthPolicy | None = None,
+    sign_key: Path | None = None,
 ) -> StageResult:
     """Probe, stage, build the offline environment, then the device-owned trial and the commit, under the deploy lease.
 
@@ -188,13 +211,14 @@ def install_release(
     by itself on anything but a pass; the host commits a pass with its fencing token. A host that dies
     or loses its lease at any point leaves the last committed release in place."""
     policy = policy or HealthPolicy()
+    sign = signer_for(sign_key or sign_key_of(target))  # a bad key is refused before anything is sent
     session.ensure_agent(runtime_files())
     bundle, facts = bundle_for_device(session, base, progress, int8, engine)
     manifest = manifest_for(bundle)
     owner = deploy_owner()
     session.lock(owner)
     try:
-        staged = stage_release(session, bundle, manifest, progress)
+        staged = stage_release(session, bundle, manifest, progress, sign(manifest))
         staged = replace(staged, device=facts, python=session.env(staged.release_id))
         if staged.previous != staged.release_id:
             task = progress.task(f"health check on {session.name}", total=policy.min_frames)

@@ -197,9 +197,16 @@ class LocalSession:
             task.advance(size)
         return sum(size for size, _ in objects.values())
 
-    def assemble(self, manifest: ReleaseManifest) -> None:
+    def assemble(self, manifest: ReleaseManifest, signature: str | None = None) -> None:
         with self.store.locked():
-            self.store.assemble(manifest)
+            self.store.assemble(manifest, signature)
+
+    def trust_key(self, pem: str) -> dict:
+        """From now on the store accepts only releases signed by this key (sdk/signing.py)."""
+        from sdk.signing import install_verify_key, verify_key_path
+
+        with self.store.locked():
+            return {"trusted": install_verify_key(self.store.root, pem), "path": str(verify_key_path(self.store.root))}
 
     def store_op(self, op: str, *args: str) -> dict:
         with self.store.locked():
@@ -512,10 +519,27 @@ class SshSession:
         except ValueError:
             return None
 
-    def assemble(self, manifest: ReleaseManifest) -> None:
+    def assemble(self, manifest: ReleaseManifest, signature: str | None = None) -> None:
         remote = f"{self.root}/releases/.tmp-manifest-{manifest.release_id}.json"
-        data = manifest.to_json().encode()
-        with self.connection.transfer("sending the manifest"):
+        self._put(remote, manifest.to_json().encode(), "sending the manifest")
+        if signature is None:
+            self._assemble(remote)
+            return
+        self._put(f"{remote}.sig", signature.encode(), "sending the manifest's signature")
+        self._assemble(remote, "--signature", f"{remote}.sig")
+
+    def _assemble(self, *args: str) -> None:
+        """`store assemble`; the device's refusal (an unsigned or tampered manifest) keeps its own message and hint."""
+        result = self.connection.run([*self._agent_command(), "store", "--root", self.root, "assemble", *args])
+        if result.exit_code == 0:
+            return
+        hints = [line.removeprefix("hint:").strip() for line in result.stderr.splitlines() if line.startswith("hint:")]
+        message = error_line(result.stderr) or f"store assemble ended with exit status {result.exit_code}"
+        raise ReleaseError(f"{self.name}: {message}", hint=hints[-1] if hints else "see the target's message above")
+
+    def _put(self, remote: str, data: bytes, what: str) -> None:
+        """A small file written whole over SFTP (a full disk named as such)."""
+        with self.connection.transfer(what):
             try:
                 with self.connection.sftp().open(remote, "wb") as handle:
                     handle.write(data)
@@ -523,7 +547,13 @@ class SshSession:
             except OSError as exc:
                 self._write_failed(remote, exc, len(data), len(data))
                 raise
-        self._store("assemble", remote)
+
+    def trust_key(self, pem: str) -> dict:
+        """From now on the device accepts only releases signed by this key: `store trust-key` checks and installs it."""
+        self._store("prepare")  # the store's folders exist
+        remote = f"{self.root}/.tmp-verify_key-{os.getpid()}.pub"
+        self._put(remote, pem.encode(), "sending the verify key")
+        return self._store("trust-key", remote)
 
     def store_op(self, op: str, *args: str) -> dict:
         return self._store(op, *args, *(["--token", str(self.token)] if op in MUTATING_OPS else []))

@@ -29,8 +29,8 @@ def manifest_for(bundle: Bundle) -> ReleaseManifest:
     return ReleaseManifest(entries, bundle.pipeline, bundle.artifacts, bundle.fingerprint)
 
 
-def stage_release(session, bundle: Bundle, manifest: ReleaseManifest, progress: Progress | None = None) -> StageResult:
-    """Call with the target's deploy lock held."""
+def stage_release(session, bundle: Bundle, manifest: ReleaseManifest, progress: Progress | None = None, signature: str | None = None) -> StageResult:
+    """Call with the target's deploy lock held. `signature`: manifest.json.sig's text, for a device that checks it."""
     progress = progress or SilentProgress()
     status = session.prepare()  # sweeps crash leftovers, rolls back an unfinished trial
     objects = {entry.sha256: entry.size for entry in manifest.files.values()}
@@ -46,5 +46,5 @@ def stage_release(session, bundle: Bundle, manifest: ReleaseManifest, progress: 
     task = progress.task(f"sending release {manifest.release_id} to {session.name}", total=sum(missing.values()) or 1)
     sent = session.upload({sha: (size, source_of[sha]) for sha, size in missing.items()}, task)
     task.done()
-    session.assemble(manifest)
+    session.assemble(manifest, signature)
     return StageResult(manifest.release_id, len(manifest.files), len(missing), sent, status.get("current"), status.get("recovered"))

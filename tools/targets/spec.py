@@ -54,6 +54,10 @@ class TargetSpec(Frozen):
     jump: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")] | None = None
     timeouts: Timeouts = Timeouts()
     health_frames: Int(1, 10000, "frames of the trial run that checks a new release before it is committed") = 5
+    sign_key: Annotated[
+        str | None,
+        Field(description="Ed25519 private key (PEM or OpenSSH, relative to the target file) that signs the release manifests for this target"),
+    ] = None
 
     @model_validator(mode="after")
     def _no_parent_segments(self) -> TargetSpec:
