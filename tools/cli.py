@@ -98,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
     trust.add_argument("key", type=Path, help="the public key (PEM or OpenSSH .pub); written as ROOT/trust/verify_key.pub on the device")
     sim = targets_commands.add_parser("sim", help="start a simulated target (real sshd on loopback) and write targets/sim.yaml")
     sim.add_argument("--stop", action="store_true", help="stop the simulated target")
+    export = commands.add_parser("export", help="a release as a Mender Artifact, and the Mender Update Module that installs it")
+    export.add_argument("pipeline", type=Path, nargs="?", help="pipeline file (YAML); needs --target and --mender")
+    export.add_argument("--target", "-t", help="the target file the release is built for (platform, device type, sign_key, store)")
+    export.add_argument("--mender", type=Path, metavar="OUT.mender", help="write the release as this Mender Artifact")
+    export.add_argument("--sign-key", type=Path, metavar="KEY", help="sign the artifact with this ECDSA P-256 or RSA key (mender-artifact -k)")
+    export.add_argument("--mender-module", type=Path, metavar="DIR", help="write the Update Module DIR/perception-release and its .conf")
+    export.add_argument("--root", help="--mender-module: the device's release store (default: the target's remote_root)")
+    export.add_argument("--python", help="--mender-module: the device's Python, an absolute path (default: the target's, or /usr/bin/python3)")
     selftest = commands.add_parser("selftest", help="the hardware checks (CUDA, TensorRT engine, CUDA preprocessing) on the target")
     selftest.add_argument("--target", "-t", required=True)
     validate = commands.add_parser("validate", help="latency and accuracy acceptance run on the target's current release")
@@ -286,6 +294,35 @@ def _targets(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace, console: Console) -> int:
+    from sdk.errors import ConfigError
+
+    if args.pipeline is None and args.mender_module is None:
+        raise ConfigError("nothing to export", hint="give PIPELINE --target T --mender OUT.mender, or --mender-module DIR (or both)")
+    if args.pipeline is not None:
+        from tools.console import RichProgress
+        from tools.export import ExportMender
+
+        if args.target is None or args.mender is None:
+            raise ConfigError("exporting a pipeline needs --target and --mender", hint="sdk export PIPELINE --target T --mender OUT.mender")
+        with RichProgress(console) as progress:
+            result = ExportMender(args.pipeline, args.target, args.mender, sign_key=args.sign_key, progress=progress)()
+        signed = ("artifact signed" if result.artifact_signed else "artifact unsigned") + (", manifest signed" if result.manifest_signed else "")
+        console.print(
+            f"release {result.release_id} ({result.files} files, {result.objects} objects) as {result.path}: artifact {result.artifact_name}, "
+            f"device type {result.device_type}, {signed}",
+            highlight=False,
+        )
+    if args.mender_module is not None:
+        from tools.export import MODULE_DIR, module_settings, write_module
+
+        settings = module_settings(args.target, args.root, args.python)
+        module, config = write_module(args.mender_module, **settings)
+        console.print(f"update module {module} (runs {settings['python']}); install it as {MODULE_DIR}/{module.name}", highlight=False)
+        console.print(f"its configuration {config} (store {settings['root']}); install it as /etc/mender/{config.name}", highlight=False)
+    return 0
+
+
 def _store_command(args: argparse.Namespace, console: Console) -> int:
     import json
 
@@ -342,6 +379,7 @@ HANDLERS = {
     "calibrate": _calibrate,
     "dla-report": _dla_report,
     "targets": _targets,
+    "export": _export,
     "rollback": _store_command,
     "status": _store_command,
     "start": _service_command,

@@ -40,6 +40,25 @@ class Timeouts(Frozen):
     keepalive_s: Real("seconds between SSH keepalives", gt=0, le=300) = 5.0
 
 
+RUNTIME_MODULE = Literal["numpy", "cv2", "yaml", "pydantic", "onnxruntime"]  # sdk.probe.RUNTIME_MODULES
+
+
+class MenderSettings(Frozen):
+    """`sdk export --mender`: what the artifact assumes of the device, which no probe tells it (tools/export.py)."""
+
+    device_type: Annotated[
+        str | None, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$", description="the Mender device type (default: `platform`)")
+    ] = None
+    python_abi: Annotated[
+        str | None,
+        Field(pattern=r"^cp3[0-9]{1,2}$", description="the device Python's ABI tag for its wheels (default: cp310 on JetPack 6, cp312 on Thor)"),
+    ] = None
+    missing_modules: Annotated[
+        list[RUNTIME_MODULE] | None,
+        Field(description="runtime modules the device lacks, shipped as wheels (default: all but numpy and cv2 on Jetson/DRIVE, all elsewhere)"),
+    ] = None
+
+
 class TargetSpec(Frozen):
     host: Annotated[str, Field(pattern=HOST)]
     port: Int(1, 65535, "SSH port") = 22
@@ -58,6 +77,7 @@ class TargetSpec(Frozen):
         str | None,
         Field(description="Ed25519 private key (PEM or OpenSSH, relative to the target file) that signs the release manifests for this target"),
     ] = None
+    mender: Annotated[MenderSettings, Field(description="`sdk export --mender`: what the artifact assumes of the device")] = MenderSettings()
 
     @model_validator(mode="after")
     def _no_parent_segments(self) -> TargetSpec:
