@@ -58,6 +58,32 @@ def _add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--canary", action="store_true", help="fleets: the first target must pass before the others start")
 
 
+def _port(text: str) -> int:
+    value = _whole(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a TCP port (1 to 65535)")
+    return value
+
+
+def _add_targets_add(targets_commands) -> None:
+    from tools.targets.add import DEFAULT_PLATFORM
+    from tools.targets.spec import PLATFORMS
+
+    add = targets_commands.add_parser(
+        "add", help="write targets/NAME.yaml for a device: fetches its SSH host key once, shows the fingerprint, pins it once confirmed"
+    )
+    add.add_argument("name", help="the new target's name, e.g. orin-01 (letters, digits, '-', '_')")
+    add.add_argument("--host", required=True, help="the device's address or host name")
+    add.add_argument("--user", required=True, help="the login on the device (keys only)")
+    add.add_argument("--key", required=True, metavar="KEY_FILE", help="the private key on this machine that the device accepts")
+    add.add_argument("--platform", choices=PLATFORMS, default=DEFAULT_PLATFORM, help=f"what the device is (default {DEFAULT_PLATFORM})")
+    add.add_argument("--port", type=_port, default=22, help="the device's SSH port (default 22)")
+    add.add_argument("--remote-root", metavar="DIR", help="the folder on the device for releases (default: ~USER/perception)")
+    add.add_argument(
+        "--fingerprint", metavar="SHA256:...", help="for scripts: the host key's fingerprint, verified out of band; a different key is refused"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sdk", description="Deploy perception pipelines to NVIDIA vehicle computers.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -91,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     probe.add_argument("target")
     sim = targets_commands.add_parser("sim", help="start a simulated target (real sshd on loopback) and write targets/sim.yaml")
     sim.add_argument("--stop", action="store_true", help="stop the simulated target")
+    _add_targets_add(targets_commands)
     selftest = commands.add_parser("selftest", help="the hardware checks (CUDA, TensorRT engine, CUDA preprocessing) on the target")
     selftest.add_argument("--target", "-t", required=True)
     validate = commands.add_parser("validate", help="latency and accuracy acceptance run on the target's current release")
@@ -235,6 +262,8 @@ def _targets(args: argparse.Namespace, console: Console) -> int:
         from tools.remote import probe
 
         console.print_json(json.dumps(probe(resolve_target(args.target))))
+    elif args.targets_command == "add":
+        return _targets_add(args, console)
     elif args.targets_command == "sim":
         from tools.state import state_dir
         from tools.targets.sim import SimServer
@@ -248,6 +277,29 @@ def _targets(args: argparse.Namespace, console: Console) -> int:
         path = server.write_target(targets_dir() / "sim.yaml")
         console.print(f"simulated target on 127.0.0.1:{server.port} (sshd pid {server.pid}); target file {path}")
         console.print("deploy to it with: deploy --target sim PIPELINE; stop it with: sdk targets sim --stop")
+    return 0
+
+
+def _targets_add(args: argparse.Namespace, console: Console) -> int:
+    from tools.targets.add import AddTarget
+
+    def show(key) -> None:
+        # Never wrapped: a fingerprint is compared character by character.
+        console.print(f"host key of {args.host}:{args.port}: {key.key_type} {key.fingerprint}", markup=False, highlight=False, soft_wrap=True)
+        console.print("compare it with the device's own (on it: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub)", markup=False, soft_wrap=True)
+
+    def confirm(key) -> bool:
+        try:
+            return input(f"pin this key for {args.name}? [y/N] ").strip().lower() in ("y", "yes")
+        except EOFError:
+            return False
+
+    on_terminal = sys.stdin is not None and sys.stdin.isatty()
+    add = AddTarget(args.name, args.host, args.user, args.key, args.platform, args.port, args.remote_root, args.fingerprint)
+    add.confirm, add.on_key = (confirm if on_terminal else None), show
+    added = add()
+    console.print(f"wrote {added.path} (host key {added.host_key.fingerprint} pinned in {added.known_hosts.name})", markup=False, soft_wrap=True)
+    console.print(f"next: sdk targets check {args.name}", markup=False, highlight=False, soft_wrap=True)
     return 0
 
 

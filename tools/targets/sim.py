@@ -39,10 +39,10 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _keygen(path: Path) -> None:
+def _keygen(path: Path, key_type: str = "ed25519") -> None:
     path.unlink(missing_ok=True)
     path.with_suffix(".pub").unlink(missing_ok=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sdk-sim", "-f", str(path)], check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", key_type, "-N", "", "-C", "sdk-sim", "-f", str(path)], check=True)
 
 
 @dataclass
@@ -54,6 +54,7 @@ class SimServer:
     password_only: bool = False  # for tests: a server that refuses keys
     address: str = "127.0.0.1"
     netns: str | None = None  # run inside this network namespace (test hosts with their own address)
+    extra_host_keys: tuple[str, ...] = ()  # more host key types (e.g. "ecdsa", "rsa"), as a real device has
 
     def __post_init__(self) -> None:
         self.folder = Path(self.folder).resolve()
@@ -88,6 +89,8 @@ class SimServer:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.remote_root.mkdir(exist_ok=True)
         _keygen(self.host_key)
+        for key_type in self.extra_host_keys:
+            _keygen(self.folder / f"ssh_host_{key_type}_key", key_type)
         if not self.client_key.exists():
             _keygen(self.client_key)
         (self.folder / "authorized_keys").write_text(self.client_key.with_suffix(".pub").read_text())
@@ -100,6 +103,7 @@ class SimServer:
             f"Port {self.port}",
             f"ListenAddress {self.address}",
             f"HostKey {self.host_key}",
+            *(f"HostKey {self.folder / f'ssh_host_{key_type}_key'}" for key_type in self.extra_host_keys),
             f"PidFile {self.pid_file}",
             f"AuthorizedKeysFile {self.folder / 'authorized_keys'}",
             f"PubkeyAuthentication {'no' if self.password_only else 'yes'}",
