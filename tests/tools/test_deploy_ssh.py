@@ -114,7 +114,7 @@ def test_probe_reports_the_fingerprint_with_honest_nulls(ssh_target):
     assert facts["target"] == "sim" and facts["arch"] == os.uname().machine
     assert facts["python"] == ".".join(map(str, sys.version_info[:3]))
     assert facts["free_disk_bytes"] > 0 and facts["l4t"] is None and facts["dla_cores"] is None
-    assert set(facts) >= {"os", "tensorrt", "cuda", "compute_capability", "power_mode", "clocks", "jetpack"}
+    assert set(facts) >= {"os", "tensorrt", "cuda", "cuda_toolkit", "compute_capability", "power_mode", "clocks", "jetpack"}
 
 
 def publickey_attempts(server) -> int:
