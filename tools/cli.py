@@ -118,6 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
     sim = targets_commands.add_parser("sim", help="start a simulated target (real sshd on loopback) and write targets/sim.yaml")
     sim.add_argument("--stop", action="store_true", help="stop the simulated target")
     _add_targets_add(targets_commands)
+    check = targets_commands.add_parser(
+        "check", help="connect, probe and list what would block a deploy (exit 0: nothing blocks, 1: something does)"
+    )
+    check.add_argument("target", help="a target name (`sdk targets list`)")
     selftest = commands.add_parser("selftest", help="the hardware checks (CUDA, TensorRT engine, CUDA preprocessing) on the target")
     selftest.add_argument("--target", "-t", required=True)
     validate = commands.add_parser("validate", help="latency and accuracy acceptance run on the target's current release")
@@ -264,6 +268,8 @@ def _targets(args: argparse.Namespace, console: Console) -> int:
         console.print_json(json.dumps(probe(resolve_target(args.target))))
     elif args.targets_command == "add":
         return _targets_add(args, console)
+    elif args.targets_command == "check":
+        return _targets_check(args, console)
     elif args.targets_command == "sim":
         from tools.state import state_dir
         from tools.targets.sim import SimServer
@@ -301,6 +307,28 @@ def _targets_add(args: argparse.Namespace, console: Console) -> int:
     console.print(f"wrote {added.path} (host key {added.host_key.fingerprint} pinned in {added.known_hosts.name})", markup=False, soft_wrap=True)
     console.print(f"next: sdk targets check {args.name}", markup=False, highlight=False, soft_wrap=True)
     return 0
+
+
+def _targets_check(args: argparse.Namespace, console: Console) -> int:
+    from rich.text import Text
+
+    from tools.targets import resolve_target
+    from tools.targets.check import BLOCKED, check_target
+
+    style = {"ok": "green", "note": "cyan", "warn": "yellow", BLOCKED: "bold red"}
+    result = check_target(resolve_target(args.target))
+    console.print(Text(f"{result.target} ({result.where})", style="bold"), soft_wrap=True)
+    for finding in result.findings:
+        console.print(Text.assemble("  ", (f"{finding.status:<8}", style[finding.status]), f" {finding.what}: {finding.detail}"), soft_wrap=True)
+        if finding.hint and finding.status != "ok":
+            console.print(Text(f"{'':11}hint: {finding.hint}"), soft_wrap=True)
+    blocking = result.blocking
+    if not blocking:
+        console.print(Text(f"nothing blocks a deploy to {result.target}", style="bold green"), soft_wrap=True)
+        return 0
+    what = ", ".join(f.what for f in blocking)
+    console.print(Text(f"{len(blocking)} problem(s) block a deploy to {result.target}: {what}", style="bold red"), soft_wrap=True)
+    return 1
 
 
 def _store_command(args: argparse.Namespace, console: Console) -> int:
