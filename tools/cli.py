@@ -36,6 +36,24 @@ def _whole(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
+def _check_pipeline_path(path: Path | None) -> None:
+    """A pipeline argument that is a folder or does not exist: one error naming it, with the files it could mean."""
+    import difflib
+
+    from sdk.errors import ConfigError
+
+    if path is None or path.is_file():
+        return
+    if path.is_dir():
+        files = sorted(p.name for p in path.glob("*.yaml"))
+        hint = f"name one of its files, e.g. {path / files[0]}" if files else "give a pipeline file (YAML), e.g. pipelines/pedestrian.yaml"
+        raise ConfigError(f"{path} is a folder, not a pipeline file", hint=hint)
+    folder = path.parent
+    close = difflib.get_close_matches(path.name, sorted(p.name for p in folder.glob("*.yaml")), n=1) if folder.is_dir() else []
+    hint = f"did you mean {folder / close[0]}?" if close else "check the path; pipelines/pedestrian.yaml is the example"
+    raise ConfigError(f"{path}: no such pipeline file", hint=hint)
+
+
 def _check_frames(frames: int | None) -> None:
     from sdk.errors import ConfigError
     from sdk.spec.bounds import MAX_REPLAY_FRAMES, REPLAY_FRAMES_HINT, replay_frames_problem
@@ -90,9 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     deploy = commands.add_parser("deploy", help="prepare, stage, run and judge a pipeline on a target")
     _add_deploy_arguments(deploy)
     prepare = commands.add_parser("prepare", help="prepare the model (graph cut, static shapes, constants)")
-    prepare.add_argument("pipeline", type=Path)
+    prepare.add_argument("pipeline", type=Path, help="pipeline file (YAML) whose model to prepare")
     calibrate = commands.add_parser("calibrate", help="INT8: ranges, Q/DQ model and TensorRT calibration caches from one run")
-    calibrate.add_argument("pipeline", type=Path)
+    calibrate.add_argument("pipeline", type=Path, help="pipeline file (YAML): its model, its calibration frames and settings")
     calibrate.add_argument(
         "--tensorrt",
         action="append",
@@ -114,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     targets_commands = targets.add_subparsers(dest="targets_command", required=True, metavar="SUBCOMMAND")
     targets_commands.add_parser("list", help="list known targets")
     probe = targets_commands.add_parser("probe", help="print a target's device fingerprint (one round trip)")
-    probe.add_argument("target")
+    probe.add_argument("target", help="a target name (`sdk targets list`)")
     sim = targets_commands.add_parser("sim", help="start a simulated target (real sshd on loopback) and write targets/sim.yaml")
     sim.add_argument("--stop", action="store_true", help="stop the simulated target")
     _add_targets_add(targets_commands)
@@ -123,10 +141,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("target", help="a target name (`sdk targets list`)")
     selftest = commands.add_parser("selftest", help="the hardware checks (CUDA, TensorRT engine, CUDA preprocessing) on the target")
-    selftest.add_argument("--target", "-t", required=True)
+    selftest.add_argument("--target", "-t", required=True, help="the target whose current release to check")
     validate = commands.add_parser("validate", help="latency and accuracy acceptance run on the target's current release")
     validate.add_argument("pipeline", type=Path, help="pipeline file (YAML): the one the current release runs")
-    validate.add_argument("--target", "-t", required=True)
+    validate.add_argument("--target", "-t", required=True, help="the target whose current release to measure")
     validate.add_argument("--frames", type=_whole, help="stop after N frames (default: the pipeline's replay setting)")
     validate.add_argument("--report-dir", type=Path, help="where report.json, report.html and the plots go (default: reports/<pipeline name>)")
     validate.add_argument("--repeat", type=_positive, help="runs on the same replay, outputs compared (default 1, or 2 with budgets.determinism)")
@@ -140,8 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("logs", "the service's log"),
     ):
         command = commands.add_parser(name, help=text)
-        command.add_argument("--target", "-t", required=True)
-    commands.choices["logs"].add_argument("--lines", type=_positive, default=100)
+        command.add_argument("--target", "-t", required=True, help="a target name (`sdk targets list`)")
+    commands.choices["logs"].add_argument("--lines", type=_positive, default=100, help="the last N lines (default 100)")
     return parser
 
 
@@ -401,6 +419,7 @@ def run(argv: list[str]) -> int:
     errors = Console(stderr=True)
     try:
         _check_frames(getattr(args, "frames", None))  # before anything is prepared or sent
+        _check_pipeline_path(getattr(args, "pipeline", None))
         return HANDLERS[args.command](args, console)
     except SdkError as exc:
         if os.environ.get("SDK_DEBUG"):
