@@ -416,6 +416,7 @@ HANDLERS = {
 def run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)  # usage errors exit 2 here
     console = Console()
+    console.soft_wrap = not console.is_terminal  # piped: whole lines for logs and grep, never wrapped at 80 columns
     errors = Console(stderr=True)
     try:
         _check_frames(getattr(args, "frames", None))  # before anything is prepared or sent
