@@ -289,16 +289,21 @@ def _targets(args: argparse.Namespace, console: Console) -> int:
     elif args.targets_command == "check":
         return _targets_check(args, console)
     elif args.targets_command == "sim":
+        from sdk.errors import TargetError
         from tools.state import state_dir
-        from tools.targets.sim import SimServer
+        from tools.targets.sim import SimServer, is_sim_file
 
         server = SimServer(state_dir() / "sim")
+        path = targets_dir() / "sim.yaml"
+        if path.exists() and not is_sim_file(path):
+            raise TargetError(f"{path} is not a simulated target's file; not touched", hint="rename that target, or set SDK_TARGETS_DIR")
         server.stop()
         if args.stop:
-            console.print("simulated target stopped")
+            path.unlink(missing_ok=True)  # the target file names a server that is gone
+            console.print(f"simulated target stopped; {path} removed", markup=False, soft_wrap=True)
             return 0
         server.start()
-        path = server.write_target(targets_dir() / "sim.yaml")
+        path = server.write_target(path)
         console.print(f"simulated target on 127.0.0.1:{server.port} (sshd pid {server.pid}); target file {path}")
         console.print("deploy to it with: deploy --target sim PIPELINE; stop it with: sdk targets sim --stop")
     return 0

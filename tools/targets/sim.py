@@ -45,6 +45,34 @@ def _keygen(path: Path, key_type: str = "ed25519") -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", key_type, "-N", "", "-C", "sdk-sim", "-f", str(path)], check=True)
 
 
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie waiting for its parent to reap it does not)."""
+    if os.path.isdir("/proc/self"):
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                return handle.read().rpartition(")")[2].split()[0] != "Z"
+        except OSError:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+SIM_HEADER = "# Simulated target: a real OpenSSH server on loopback (sdk targets sim).\n"
+
+
+def is_sim_file(path: Path) -> bool:
+    """Whether `path` is a target file `sdk targets sim` wrote (and may replace or remove)."""
+    try:
+        return path.read_text().startswith(SIM_HEADER)
+    except OSError:
+        return False
+
+
 @dataclass
 class SimServer:
     """sshd on 127.0.0.1:port with its own host key, one authorized client key, key-only auth."""
@@ -143,13 +171,17 @@ class SimServer:
         except (OSError, ValueError):
             return None
 
-    def stop(self) -> None:
+    def stop(self, wait_s: float = 5.0) -> None:
+        """SIGTERM to sshd, then wait (at most `wait_s`) until it is gone: a stopped server leaves no process behind."""
         pid = self.pid
         if pid is not None:
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
+            deadline = time.monotonic() + wait_s
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.02)
         self.pid_file.unlink(missing_ok=True)
 
     def __enter__(self) -> SimServer:
@@ -175,6 +207,5 @@ class SimServer:
 
     def write_target(self, path: Path, **overrides) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = "# Simulated target: a real OpenSSH server on loopback (sdk targets sim).\n"
-        path.write_text(text + yaml.safe_dump(self.target_document(**overrides), sort_keys=False))
+        path.write_text(SIM_HEADER + yaml.safe_dump(self.target_document(**overrides), sort_keys=False))
         return path
