@@ -73,7 +73,30 @@ def _tensorrt() -> str | None:
     return _dpkg_version("libnvinfer10") or _dpkg_version("libnvinfer8")
 
 
-def _cuda() -> str | None:
+def _cuda_driver() -> str | None:
+    """The CUDA version the installed driver supports (what a release can run with), or None without a driver.
+
+    `cuDriverGetVersion` from libcuda needs no GPU context; nvidia-smi's header is the fallback."""
+    import ctypes
+
+    for name in ("libcuda.so.1", "libcuda.so"):
+        try:
+            library = ctypes.CDLL(name)
+        except OSError:
+            continue
+        version = ctypes.c_int(0)
+        try:
+            if library.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value > 0:
+                return f"{version.value // 1000}.{version.value % 1000 // 10}"
+        except (AttributeError, OSError):
+            pass
+        break
+    match = re.search(r"CUDA Version:\s*([\d.]+)", _run("nvidia-smi") or "")
+    return match.group(1) if match else None
+
+
+def _cuda_toolkit() -> str | None:
+    """The CUDA toolkit's version (nvcc, headers): a build tool, present or not independently of a driver."""
     text = _read("/usr/local/cuda/version.json")
     if text:
         match = re.search(r'"cuda"\s*:\s*\{[^}]*"version"\s*:\s*"([\d.]+)"', text)
@@ -159,7 +182,8 @@ def fingerprint(root: str | None = None) -> dict:
         "python": platform.python_version(),
         "python_executable": sys.executable,
         "tensorrt": _tensorrt(),
-        "cuda": _cuda(),
+        "cuda": _cuda_driver(),  # null without a CUDA driver, whatever toolkit is installed
+        "cuda_toolkit": _cuda_toolkit(),
         "compute_capability": _compute_capability(soc),
         "dla_cores": _dla_cores(soc),
         "power_mode": _power_mode(),

@@ -80,6 +80,9 @@ def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile
 def config_error(document: YamlDocument, exc: ValidationError, root: type[BaseModel] = Pipeline) -> ConfigError:
     errors = exc.errors(include_url=False)
     first = errors[0]
+    if first["type"] == "missing":
+        # A misspelled required key (`sorce:`) is both unknown and missing: the unknown one names the cause.
+        first = next((e for e in errors if e["type"] == "extra_forbidden"), first)
     context = first.get("ctx", {})
     yaml_path = _yaml_path(document.data, tuple(first["loc"]))
     if first["type"] == ERROR_TYPE and context.get("path") is not None:
@@ -94,6 +97,9 @@ def config_error(document: YamlDocument, exc: ValidationError, root: type[BaseMo
         allowed = _allowed_keys(root, yaml_path[:-1], document.data)
         close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
         suggestion = f"; did you mean {close[0]!r}?" if close else ""
+        missing = {_yaml_path(document.data, tuple(e["loc"])) for e in errors if e["type"] == "missing"}
+        if close and (*yaml_path[:-1], close[0]) in missing:
+            suggestion += f" ({close[0]!r} is required and missing)"
         return ConfigError(
             f"{where}: unknown key {key!r}{suggestion} allowed here: {', '.join(allowed)}{more}",
             hint="remove or rename the key",

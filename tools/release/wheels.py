@@ -39,12 +39,18 @@ def requirements_for(missing_modules: list[str]) -> list[str]:
     return sorted(RUNTIME_MODULES[m] for m in missing_modules)
 
 
+def wheels_folder(requirements: list[str], arch: str, python_abi: str, cache: Path) -> Path:
+    """Where the wheels for (requirements, arch, abi) are cached; complete when it holds COMPLETE."""
+    key = hashlib.sha256(json.dumps([requirements, arch, python_abi]).encode()).hexdigest()[:16]
+    return cache / "wheels" / key
+
+
 def download_wheels(requirements: list[str], arch: str, python_abi: str, cache: Path) -> list[Path]:
     """Binary wheels (with their dependencies) for the target; cached by (requirements, arch, abi)."""
     if not requirements:
         return []
-    key = hashlib.sha256(json.dumps([requirements, arch, python_abi]).encode()).hexdigest()[:16]
-    folder = cache / "wheels" / key
+    folder = wheels_folder(requirements, arch, python_abi, cache)
+    key = folder.name
     if (folder / "COMPLETE").is_file():
         return sorted(folder.glob("*.whl"))
     folder.parent.mkdir(parents=True, exist_ok=True)
