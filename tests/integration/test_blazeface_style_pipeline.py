@@ -9,12 +9,7 @@ some of them twice (neighbouring anchors) so that NMS has work. It runs on the e
 
 from __future__ import annotations
 
-import json
-import math
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import cv2
@@ -23,10 +18,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper, save
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.integration.mediapipe_reference import SIZE, compare, deploy_local, reference_anchors
+
 FRAMES = 40
-SIZE = 128
-THRESHOLD, IOU = 0.5, 0.3
 
 # (anchor index, logit bias, x, y, w, h offsets in input pixels): faces the biases put in the picture.
 FACES = [
@@ -140,79 +134,6 @@ budgets:
 """
 
 
-# ---------------------------------------------------------------- the reference: MediaPipe's semantics, plain numpy
-
-
-def reference_anchors() -> np.ndarray:
-    """[896, 4] x_center, y_center, w, h: SsdAnchorsCalculator for face_detection_short_range, written out as loops."""
-    strides, min_scale, max_scale = [8, 16, 16, 16], 0.1484375, 0.75
-    anchors, layer = [], 0
-    while layer < len(strides):
-        per_cell, last = 0, layer
-        while last < len(strides) and strides[last] == strides[layer]:
-            per_cell += 2  # aspect ratio 1.0, plus the interpolated anchor (interpolated_scale_aspect_ratio 1.0 > 0)
-            last += 1
-        cells = math.ceil(SIZE / strides[layer])
-        for y in range(cells):
-            for x in range(cells):
-                for _ in range(per_cell):
-                    anchors.append(((x + 0.5) / cells, (y + 0.5) / cells, 1.0, 1.0))  # fixed_anchor_size: w = h = 1
-        layer = last
-    del min_scale, max_scale  # fixed_anchor_size: the scales do not reach the anchors
-    return np.array(anchors)
-
-
-def reference_detections(session, bgr: np.ndarray, anchors: np.ndarray) -> list[tuple[float, list[float], np.ndarray]]:
-    """(score, [x1, y1, x2, y2], keypoints [6, 2]) in frame pixels, best first."""
-    height, width = bgr.shape[:2]
-    scale = min(SIZE / width, SIZE / height)
-    content_w, content_h = round(width * scale), round(height * scale)
-    pad_x, pad_y = (SIZE - content_w) // 2, (SIZE - content_h) // 2
-    rgb = cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB).astype(np.float32)
-    canvas = np.zeros((SIZE, SIZE, 3), np.float32)  # pad value 0
-    canvas[pad_y : pad_y + content_h, pad_x : pad_x + content_w] = cv2.resize(rgb, (content_w, content_h), interpolation=cv2.INTER_LINEAR)
-    raw_boxes, raw_scores = session.run(["regressors", "classificators"], {"input": (canvas / 127.5 - 1.0)[None]})
-    raw_boxes, raw_scores = raw_boxes[0].astype(np.float64), raw_scores[0, :, 0].astype(np.float64)
-    found = []
-    for i in range(len(anchors)):
-        score = 1.0 / (1.0 + math.exp(-min(max(raw_scores[i], -100.0), 100.0)))  # score_clipping_thresh 100
-        if score < THRESHOLD:
-            continue
-        ax, ay, aw, ah = anchors[i]
-        r = raw_boxes[i]
-        # reverse_output_order (x first); x_scale = y_scale = w_scale = h_scale = 128; no exponential on the size.
-        cx, cy = r[0] / 128 * aw + ax, r[1] / 128 * ah + ay
-        w, h = r[2] / 128 * aw, r[3] / 128 * ah
-        points = np.array([[r[4 + 2 * k] / 128 * aw + ax, r[5 + 2 * k] / 128 * ah + ay] for k in range(6)])
-        found.append((score, np.array([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2]), points))
-    found.sort(key=lambda f: -f[0])
-    kept = []
-    for candidate in found:  # greedy NMS, IoU above 0.3 suppresses
-        if all(iou(candidate[1], other[1]) <= IOU for other in kept):
-            kept.append(candidate)
-
-    def to_frame(xy: np.ndarray) -> np.ndarray:  # normalised input -> letterbox pixels -> frame pixels
-        return np.stack([(xy[..., 0] * SIZE - pad_x) / scale, (xy[..., 1] * SIZE - pad_y) / scale], axis=-1)
-
-    out = []
-    for score, box, points in kept:
-        corners = to_frame(box.reshape(2, 2)).reshape(4)
-        corners[0::2] = np.clip(corners[0::2], 0, width)  # boxes end inside the frame
-        corners[1::2] = np.clip(corners[1::2], 0, height)
-        out.append((score, corners.tolist(), to_frame(points)))
-    return out
-
-
-def iou(a, b) -> float:
-    x1, y1, x2, y2 = max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
-    inter = max(0.0, x2 - x1) * max(0.0, y2 - y1)
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
-
-
-# ---------------------------------------------------------------- the test
-
-
 def test_reference_anchors_agree_with_mediapipes_count():
     assert reference_anchors().shape == (896, 4)
 
@@ -224,54 +145,16 @@ def test_blazeface_style_ssd_with_generated_anchors_matches_the_reference_throug
     shutil.copyfile(video_path, folder / "vtest.avi")
     model = blazeface_style_model(folder / "face.onnx")
     (folder / "faces.yaml").write_text(PIPELINE)
-    state, reports = tmp_path / "state", tmp_path / "reports"
-    env = {**os.environ, "SDK_STATE_DIR": str(state), "COLUMNS": "200"}
-    done = subprocess.run(
-        [sys.executable, "-c", "from tools.cli import main; main()", "deploy", "--target", "local", str(folder / "faces.yaml")]
-        + ["--frames", str(FRAMES), "--report-dir", str(reports)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode in (0, 4), done.stdout + done.stderr  # PASS, or INCONCLUSIVE on too few frames for a verdict
-    lines = [json.loads(line) for line in (reports / "detections.jsonl").read_text().splitlines()]
+    lines = deploy_local(folder / "faces.yaml", FRAMES, tmp_path / "state", tmp_path / "reports")
     assert [line["frame"] for line in lines] == list(range(FRAMES))
+    assert all(len(d["keypoints"]) == 6 and d["label"] == "face" for line in lines for d in line["detections"])
 
-    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
-    anchors = reference_anchors()
     capture = cv2.VideoCapture(str(video_path))
-    true_positives = theirs_total = ours_total = 0
-    worst_score = worst_box = worst_point = 0.0
-    counts = set()
-    for line in lines:
-        ok, bgr = capture.read()
-        assert ok
-        theirs = reference_detections(session, bgr, anchors)
-        ours = line["detections"]
-        counts.add(len(theirs))
-        theirs_total += len(theirs)
-        ours_total += len(ours)
-        used: set[int] = set()
-        for score, box, points in theirs:
-            candidates = [(iou(box, d["box"]), k) for k, d in enumerate(ours) if k not in used]
-            best, k = max(candidates, default=(0.0, -1))
-            if best < 0.5:
-                continue
-            used.add(k)
-            true_positives += 1
-            mine = ours[k]
-            assert mine["label"] == "face" and len(mine["keypoints"]) == 6
-            worst_score = max(worst_score, abs(mine["score"] - score))
-            worst_box = max(worst_box, float(np.abs(np.array(mine["box"]) - box).max()))
-            worst_point = max(worst_point, float(np.abs(np.array(mine["keypoints"]) - points).max()))
+    frames = [capture.read()[1] for _ in range(FRAMES)]
     capture.release()
-    recall, precision = true_positives / theirs_total, true_positives / ours_total
-    print(
-        f"{theirs_total} reference detections, {ours_total} ours, {true_positives} matched; "
-        f"worst score {worst_score:.5f}, box {worst_box:.3f} px, keypoint {worst_point:.3f} px"
-    )
-    assert theirs_total >= 4 * FRAMES and len(counts) > 1, "too few, or too constant, detections for the test to prove much"
-    assert recall >= 0.97 and precision >= 0.97, (recall, precision)
-    assert worst_score <= 0.03 and worst_box <= 1.0 and worst_point <= 1.0
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    stats = compare(frames, lines, session, reference_anchors())
+    print({k: v for k, v in stats.items() if k != "counts"})
+    assert stats["reference"] >= 4 * FRAMES and len(stats["counts"]) > 1, "too few, or too constant, detections for the test to prove much"
+    assert stats["recall"] >= 0.97 and stats["precision"] >= 0.97, stats
+    assert stats["score"] <= 0.03 and stats["box"] <= 1.0 and stats["keypoint"] <= 1.0, stats
