@@ -73,6 +73,12 @@ class SsdPostprocessor(Stage):
             return out
         boxes = self._decode(anchor_idx)
         points = self._decode_keypoints(anchor_idx) if self._keypoints else None
+        if not self._exp:
+            # A linear size can come out negative (or NaN): such a box is dropped, as MediaPipe drops it. (exp: never.)
+            sized = (boxes[:, 2] >= boxes[:, 0]) & (boxes[:, 3] >= boxes[:, 1])
+            boxes, scores, class_idx, anchor_idx = boxes[sized], scores[sized], class_idx[sized], anchor_idx[sized]
+            if points is not None:
+                points = points[sized]
         if self.decoder.clip_boxes:
             np.clip(boxes, 0.0, 1.0, out=boxes)
             nonempty = (boxes[:, 2] > boxes[:, 0]) & (boxes[:, 3] > boxes[:, 1])
@@ -113,20 +119,26 @@ class SsdPostprocessor(Stage):
 
 
 def _rows(encodings: np.ndarray, count: int, decoder: SsdDecoder) -> np.ndarray:
-    """The box encodings as a [count, 4 + 2 * keypoints] view of the backend's output buffer."""
+    """The box encodings as a [count, 4 + 2 * keypoints] view of the backend's output buffer.
+
+    A tensor of exactly count x (4 + 2 * keypoints) values is read row by row whatever its shape (as before
+    keypoints existed). A tensor of one row per anchor holding more values per row ([1, count, W]) is read from
+    the start of each row: the keypoints not asked for (BlazeFace's six with `keypoints: 0`) are left unread.
+    """
     width = 4 + 2 * decoder.keypoints
     name = decoder.box_encodings
-    if encodings.size != count * width:
-        shape = list(encodings.shape)
-        if encodings.size % count == 0 and encodings.size // count > 4 and (encodings.size // count - 4) % 2 == 0:
-            held = encodings.size // count
-            raise ModelError(
-                f"postprocess.decoder.box_encodings: {name!r} {shape} holds {held} values per anchor, "
-                f"but keypoints: {decoder.keypoints} reads {width}",
-                hint=f"{held} values are 4 box values and {(held - 4) // 2} keypoints: set postprocess.decoder.keypoints: {(held - 4) // 2}",
-            )
+    shape = list(encodings.shape)
+    if encodings.size == count * width:
+        return encodings.reshape(count, width)
+    held = shape[-1] if shape else 0
+    if held > width and math.prod(shape[:-1]) == count:
+        return encodings.reshape(count, held)[:, :width]
+    if held > 4 and math.prod(shape[:-1]) == count and (held - 4) % 2 == 0:
         raise ModelError(
-            f"postprocess.decoder.box_encodings: {name!r} holds {encodings.size // width} boxes but there are {count} anchors",
-            hint="the anchors (tensor or generate options) must be those the model was trained with, one per box",
+            f"postprocess.decoder.box_encodings: {name!r} {shape} holds {held} values per anchor, but keypoints: {decoder.keypoints} reads {width}",
+            hint=f"{held} values are 4 box values and {(held - 4) // 2} keypoints: set postprocess.decoder.keypoints to at most {(held - 4) // 2}",
         )
-    return encodings.reshape(count, width)
+    raise ModelError(
+        f"postprocess.decoder.box_encodings: {name!r} {shape} holds {encodings.size // width} boxes but there are {count} anchors",
+        hint="the anchors (tensor or generate options) must be those the model was trained with, one per box",
+    )

@@ -234,13 +234,31 @@ def test_xywh_is_yxhw_with_the_columns_swapped_and_linear_is_the_log_of_exp():
     assert [s for s, _ in found] == [s for s, _ in reference] and np.allclose([b for _, b in found], [b for _, b in reference], atol=1e-3)
 
 
-def test_generated_anchor_errors_name_the_fix():
-    with pytest.raises(ModelError, match="holds 16 values per anchor, but keypoints: 0 reads 4") as info:
-        create_postprocessor(face_spec(keypoints=0), face_outputs(), (128, 128), {})
-    assert "set postprocess.decoder.keypoints: 6" in info.value.hint
+def test_keypoints_not_asked_for_are_left_unread_and_too_many_are_refused():
+    outputs = face_outputs()
+    outputs["regressors"][0, 566, :6] = [6.4, 25.6, 25.6, 12.8, -12.8, 6.4]
+    outputs["classificators"][0, 566, 0] = 2.0
+    geometry = ResizeGeometry.plan(256, 128, Resize(width=128, height=128, mode="letterbox"))
+    (d,) = list(create_postprocessor(face_spec(keypoints=0), outputs, (128, 128), {})(geometry))  # [1, 896, 16], boxes only
+    assert np.allclose(d.box, [35.2, 22.4, 86.4, 48.0], atol=1e-4) and d.keypoints == ()
+    (d,) = list(create_postprocessor(face_spec(keypoints=2), outputs, (128, 128), {})(geometry))
+    assert len(d.keypoints) == 2 and np.allclose(d.keypoints[0], (22.4, -3.2), atol=1e-4)
+    with pytest.raises(ModelError, match=r"\[1, 896, 16\] holds 16 values per anchor, but keypoints: 7 reads 18") as info:
+        create_postprocessor(face_spec(keypoints=7), face_outputs(), (128, 128), {})
+    assert "keypoints to at most 6" in info.value.hint
     outputs = {"regressors": np.zeros((1, 512, 16), np.float32), "classificators": np.zeros((1, 896, 1), np.float32)}
     with pytest.raises(ModelError, match="holds 512 boxes but there are 896 anchors"):
         create_postprocessor(face_spec(), outputs, (128, 128), {})
+
+
+def test_a_negative_linear_size_is_dropped_as_mediapipe_drops_it():
+    outputs = face_outputs()
+    post = create_postprocessor(face_spec(), outputs, (128, 128), {})
+    outputs["regressors"][0, 566, :4] = [0.0, 0.0, -10.0, 12.8]  # w < 0
+    outputs["regressors"][0, 300, :4] = [0.0, 0.0, 10.0, 12.8]
+    outputs["classificators"][0, [300, 566], 0] = [1.0, 3.0]
+    (d,) = list(post(identity_geometry(128, 128)))
+    assert d.score == pytest.approx(1 / (1 + np.exp(-1.0)))
 
 
 def test_detections_without_keypoints_keep_their_digest_and_record():
