@@ -253,3 +253,29 @@ def test_a_misspelt_option_says_which_was_meant(folder):
     message = info.value.message
     assert "postprocess.decoder.anchors.generate.min_scal: unknown key 'min_scal'; did you mean 'min_scale'?" in message
     assert "allowed here: num_layers, min_scale, max_scale" in message
+
+
+def test_through_the_cli_a_bad_option_is_an_error_line_and_a_hint_line_and_nothing_is_deployed(folder):
+    import os
+    import subprocess
+    import sys
+
+    bad = folder / "p.yaml"
+    bad.write_text(FACES.replace("strides: [8, 16, 16, 16]", "strides: [8, 16, 16]"))
+    state = folder / "state"
+    env = {**os.environ, "SDK_STATE_DIR": str(state), "PYTHONPATH": str(Path(__file__).resolve().parents[3]), "COLUMNS": "400"}
+    env.pop("SDK_DEBUG", None)
+    done = subprocess.run(
+        [sys.executable, "-c", "from tools.cli import main; main()", "deploy", "--target", "local", str(bad)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["error", "hint"], done.stderr
+    assert f"{bad}:{line_of(FACES, 'strides:')}: postprocess.decoder.anchors.generate.strides: 3 stride(s) [8, 16, 16]" in lines[0]
+    assert "SsdAnchorsCalculator" in lines[1]
+    assert not (state / "targets").exists()
