@@ -81,8 +81,8 @@ def config_error(document: YamlDocument, exc: ValidationError, root: type[BaseMo
     errors = exc.errors(include_url=False)
     first = errors[0]
     if first["type"] == "missing":
-        # A misspelled required key (`sorce:`) is both unknown and missing: the unknown one names the cause.
-        first = next((e for e in errors if e["type"] == "extra_forbidden"), first)
+        # A misspelt required key is both missing and unknown: the unknown one says "did you mean".
+        first = next((e for e in errors if e["type"] == "extra_forbidden" and tuple(e["loc"][:-1]) == tuple(first["loc"][:-1])), first)
     context = first.get("ctx", {})
     yaml_path = _yaml_path(document.data, tuple(first["loc"]))
     if first["type"] == ERROR_TYPE and context.get("path") is not None:
@@ -172,6 +172,9 @@ def _pick_model(annotation: Any, node: Any) -> Any:
         members = [_pick_model(a, node) for a in members]
         if len(members) == 1:
             return members[0]
+        models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+        if len(models) == 1 and isinstance(node, dict):
+            return models[0]  # a name or a mapping (postprocess.decoder.anchors): a mapping is the model
         kind = node.get("kind") if isinstance(node, dict) else None
         for member in members:
             if isinstance(member, type) and issubclass(member, BaseModel):
