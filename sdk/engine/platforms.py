@@ -69,6 +69,60 @@ class TensorRTVersion:
         return f"{self.major}.{self.minor}.{self.patch}" + (f".{self.build}" if self.build else "")
 
 
+# The TensorRT releases the SDK knows, to the patch level, and where each one ships. A calibration cache
+# names the exact release in its header (NV_TENSORRT_VERSION: 8.6.2 -> 8602, 10.3.0 -> 100300) and an
+# engine loads only on the release that built it, so a version typed by hand must name one of these.
+# Sources: include/NvInferVersion.h at the release tags of github.com/NVIDIA/TensorRT (8.6.1, 10.0.0-10.16,
+# 11.0, 11.1); the TensorRT release notes (11.2.1, 11.3.0, 11.4.0, 11.4.1); JetPack 6.0 release notes
+# (TensorRT 8.6.2) and JetPack 6.1 / 6.2 (TensorRT 10.3.0); TensorRT 8.6.12 release notes for DRIVE OS 6.0.9.1
+# and TensorRT 10.10.10 release notes for DRIVE OS 7.0.3.
+KNOWN_TENSORRT = {
+    (8, 6, 1): "TensorRT 8.6.1 GA (x86-64, SBSA)",
+    (8, 6, 2): "JetPack 6.0",
+    (8, 6, 12): "DRIVE OS 6.0.9.1",
+    **{(10, minor, 0): f"TensorRT 10.{minor}.0" for minor in range(0, 14)},
+    (10, 0, 1): "TensorRT 10.0.1 GA",
+    (10, 3, 0): "JetPack 6.1 / 6.2",
+    (10, 10, 10): "DRIVE OS 7.0.3",
+    (10, 13, 2): "TensorRT 10.13.2",
+    (10, 13, 3): "TensorRT 10.13.3",
+    (10, 14, 1): "TensorRT 10.14.1",
+    (10, 15, 1): "TensorRT 10.15.1",
+    (10, 16, 0): "TensorRT 10.16.0",
+    (11, 0, 0): "TensorRT 11.0.0",
+    (11, 1, 0): "TensorRT 11.1.0",
+    (11, 2, 1): "TensorRT 11.2.1",
+    (11, 3, 0): "TensorRT 11.3.0",
+    (11, 4, 0): "TensorRT 11.4.0",
+    (11, 4, 1): "TensorRT 11.4.1 (JetPack 7.2.2 and later)",
+}
+
+
+def _known_list() -> str:
+    return ", ".join(".".join(map(str, key)) for key in sorted(KNOWN_TENSORRT))
+
+
+def known_tensorrt(text: str) -> TensorRTVersion:
+    """A TensorRT release the SDK knows, to the patch level. `10.3` is 10.3.0 (the only 10.3 release);
+    `8.6` is refused, since 8.6.1, 8.6.2 (JetPack 6.0) and 8.6.12 (DRIVE OS 6) write different headers."""
+    try:
+        version = TensorRTVersion.parse(text)
+    except ConfigError as error:
+        raise ConfigError(error.message, hint=f"give a known release: {_known_list()}") from None
+    given_patch = len(re.split(r"[-+]", str(text).strip())[0].split(".")) > 2
+    if given_patch:
+        if (version.major, version.minor, version.patch) in KNOWN_TENSORRT:
+            return version
+        raise ConfigError(f"TensorRT {text} is not a release the SDK knows", hint=f"known: {_known_list()}")
+    releases = sorted(key for key in KNOWN_TENSORRT if key[:2] == (version.major, version.minor))
+    if len(releases) == 1:
+        return TensorRTVersion(*releases[0])
+    if not releases:
+        raise ConfigError(f"TensorRT {text} is not a release the SDK knows", hint=f"known: {_known_list()}")
+    named = ", ".join(f"{'.'.join(map(str, key))} ({KNOWN_TENSORRT[key]})" for key in releases)
+    raise ConfigError(f"TensorRT {text} names several releases: give the patch level, one of {named}", hint=f"known: {_known_list()}")
+
+
 @dataclass(frozen=True)
 class DlaAvailability:
     cores: int

@@ -19,21 +19,26 @@ import re
 import struct
 from dataclasses import dataclass
 
-from sdk.errors import ModelError
+from sdk.engine.platforms import known_tensorrt
+from sdk.errors import ConfigError, ModelError
 
 ALGORITHMS = ("EntropyCalibration2", "EntropyCalibration", "MinMaxCalibration", "LegacyCalibration")
 HEADER = re.compile(r"^TRT-(\d+)-([A-Za-z0-9]+)$")
 
 
 def tensorrt_version_code(version: str) -> int:
-    """`8.6.1` -> 8601, `10.3` -> 100300 (NV_TENSORRT_VERSION)."""
-    parts = version.strip().split(".")
-    if not 2 <= len(parts) <= 4 or not all(p.isdigit() for p in parts):
-        raise ModelError(f"TensorRT version {version!r} is not like 10.3 or 8.6.1")
-    major, minor = int(parts[0]), int(parts[1])
-    patch = int(parts[2]) if len(parts) > 2 else 0
-    if major < 8:
-        raise ModelError(f"TensorRT {version}: calibration caches are written for TensorRT 8.6 and later")
+    """NV_TENSORRT_VERSION of a release the SDK knows: `8.6.2` -> 8602, `10.3` -> 100300 (10.3.0).
+
+    NvInferRuntimeBase.h composes it as major * 1000 + minor * 100 + patch in TensorRT 8.6.1
+    (kNV_TENSORRT_VERSION_IMPL) and as NV_TENSORRT_VERSION_INT(major, minor, patch) = major * 10000 +
+    minor * 100 + patch from TensorRT 10.0 (10.3.0 and 11.0 headers). TensorRT reads a cache only when
+    the header's number is its own, so the patch level must be the target's: `8.6` is refused (8.6.1,
+    8.6.2 of JetPack 6.0 and 8.6.12 of DRIVE OS 6 differ), as is a release the SDK does not know."""
+    try:
+        known = known_tensorrt(version)
+    except ConfigError as error:
+        raise ModelError(f"calibration cache: {error.message}", hint=error.hint) from None
+    major, minor, patch = known.major, known.minor, known.patch
     return major * (10000 if major >= 10 else 1000) + minor * 100 + patch
 
 

@@ -269,3 +269,31 @@ def test_our_conv_weight_scales_give_onnx_runtimes_own_qdq_model(tmp_path):
         assert arrays[0].keys() == arrays[1].keys()
         for name, value in arrays[0].items():
             assert value.dtype == arrays[1][name].dtype and np.array_equal(value, arrays[1][name]), name
+
+
+@pytest.mark.parametrize(
+    ("typed", "header"),
+    [("10.3", "TRT-100300-"), ("8.6.2", "TRT-8602-"), ("8.6.1", "TRT-8601-"), ("10.3.0.30", "TRT-100300-")],
+)
+def test_a_cache_is_written_for_a_known_release_with_its_patch_level(tmp_path, typed, header):
+    """`sdk calibrate --tensorrt V` writes through trt_cache_file; the header is NV_TENSORRT_VERSION of the
+    release (NvInferRuntimeBase.h of TensorRT 8.6.1 and 10.3.0), so it must name the target's patch level."""
+    from tools.calibrate import CalibrationArtifacts
+    from tools.int8 import trt_cache_file
+
+    (tmp_path / "ranges.json").write_text(json.dumps({"method": "minmax", "tensors": {"x": {"amax": 1.0}}}))
+    written = trt_cache_file(CalibrationArtifacts(tmp_path), typed)
+    assert written.read_text() == f"{header}MinMaxCalibration\nx: 3c010204\n"
+
+
+@pytest.mark.parametrize(("typed", "message"), [("9.9", "not a release the SDK knows"), ("8.6", "names several releases")])
+def test_calibrate_refuses_a_tensorrt_it_does_not_know_exactly_and_lists_the_known_ones(tmp_path, typed, message):
+    from sdk.errors import ModelError
+    from tools.calibrate import CalibrationArtifacts
+    from tools.int8 import trt_cache_file
+
+    (tmp_path / "ranges.json").write_text(json.dumps({"method": "minmax", "tensors": {"x": {"amax": 1.0}}}))
+    with pytest.raises(ModelError, match=message) as caught:
+        trt_cache_file(CalibrationArtifacts(tmp_path), typed)
+    assert "8.6.1, 8.6.2, 8.6.12, 10.0.0" in caught.value.hint and "11.4.1" in caught.value.hint
+    assert not list(tmp_path.glob("calibration-trt*"))  # nothing written
