@@ -99,10 +99,12 @@ def _compute_capability(soc: str | None) -> str | None:
     return output.splitlines()[0].strip() if output else None
 
 
-def _dla_cores(soc: str | None) -> int | None:
-    devices = glob.glob("/dev/nvhost-*nvdla*")
-    if devices:
-        return len([d for d in devices if not d.endswith("-ctrl")]) or len(devices)
+def _dla_cores(soc: str | None, dev: str = "/dev") -> int | None:
+    """L4T gives each DLA core two nodes, nvhost-nvdla<N> and nvhost-ctrl-nvdla<N> (JetPack 6 may show only
+    the ctrl one): count the distinct core numbers, not the nodes."""
+    cores = {match.group(1) for path in glob.glob(os.path.join(dev, "nvhost-*nvdla*")) if (match := re.search(r"nvdla(\d+)$", path))}
+    if cores:
+        return len(cores)
     return TEGRA_DLA_CORES.get(soc) if soc else None
 
 
