@@ -6,10 +6,14 @@ Sources (checked 2026-11):
   probe's `dla_cores` decides on a real device); Jetson Orin Nano 0 (its NVDLA blocks are fused
   off); Jetson Thor 0; DRIVE Orin 2 (NVIDIA Deep-Learning-Accelerator-SW FAQ: "All Jetson AGX Orin &
   Orin NX boards ... DRIVE Orin have DLA cores").
-- TensorRT and DLA: TensorRT developer guide, "Working with DLA" of 11.1 ("DLA is not supported in
-  TensorRT 11.0 or 11.1"), 11.3 ("not supported in 11.3.0 or 11.3.1 for DriveOS. TensorRT 10.7 was
-  the last release that supported DLA") and 11.4 ("Not supported: Linux SBSA, NVIDIA JetPack, and
-  NVIDIA DriveOS"; only Windows on ARM, beta). JetPack 6.x ships TensorRT 10.3, DRIVE OS 6 ships 8.6.
+- TensorRT and DLA, per release (keys at the patch level, since 11.4.0 and 11.4.1 differ):
+  TensorRT developer guide, "Working with DLA" of 11.3 ("DLA is not supported in TensorRT 11.3.0 or in
+  TensorRT 11.3.1 for DriveOS. TensorRT 10.7 was the last release that supported DLA. DLA was also not
+  supported in TensorRT 11.0, 11.1, or 11.2"), of 11.4.0 (DLA only on Windows on ARM, beta; "Not
+  supported: Linux SBSA, NVIDIA JetPack, and NVIDIA DriveOS") and of 11.4.1 ("Supported: NVIDIA Jetson
+  AGX Orin when using NVIDIA JetPack 7.2.2 or later"; not Thor, not DriveOS; JetPack 6.x stays on 10.x);
+  TensorRT 11.4.1 release notes (the same). Which TensorRT ships where: JetPack 6.0 has TensorRT 8.6.2,
+  JetPack 6.1 and 6.2 have 10.3.0 (JetPack release notes); DRIVE OS 6.0.x has 8.6 (8.6.12 in 6.0.9.1).
 """
 
 from __future__ import annotations
@@ -29,13 +33,20 @@ PLATFORM_DLA_CORES = {
     "linux-generic": 0,
 }
 
-# (first version, last version or None, DLA available, why) — the first matching row wins.
+# (first release, last release, platforms with DLA (None: every platform with DLA cores), why), keyed by
+# (major, minor, patch); the first matching row wins.
 DLA_BY_TENSORRT = (
-    ((8, 6), (8, 6), True, "TensorRT 8.6 (DRIVE OS 6) supports DLA"),
-    ((10, 0), (10, 7), True, "TensorRT 10.0-10.7 support DLA (JetPack 6 ships 10.3)"),
-    ((10, 8), (10, 99), False, "TensorRT 10.7 was the last release with DLA support (TensorRT 11.3 developer guide)"),
-    ((11, 0), (11, 3), False, "TensorRT 11.0-11.3 have no DLA support"),
-    ((11, 4), (11, 99), False, "TensorRT 11.4 supports DLA only on Windows on ARM (beta), not on JetPack or DRIVE OS"),
+    ((8, 6, 0), (8, 6, 99), None, "TensorRT 8.6 supports DLA (JetPack 6.0 ships 8.6.2, DRIVE OS 6 ships 8.6)"),
+    ((10, 0, 0), (10, 7, 99), None, "TensorRT 10.0-10.7 support DLA (JetPack 6.1 / 6.2 ship 10.3.0)"),
+    ((10, 8, 0), (10, 99, 99), (), "TensorRT 10.7 was the last release with DLA support in 10.x (TensorRT 11.3 developer guide)"),
+    ((11, 0, 0), (11, 3, 99), (), "TensorRT 11.0-11.3 have no DLA support"),
+    ((11, 4, 0), (11, 4, 0), (), "TensorRT 11.4.0 supports DLA only on Windows on ARM (beta), not on JetPack or DRIVE OS"),
+    (
+        (11, 4, 1),
+        (11, 4, 99),
+        ("jetson-agx-orin",),
+        "TensorRT 11.4.1 supports DLA on Jetson AGX Orin with JetPack 7.2.2 or later only (not on DRIVE OS, not on other modules)",
+    ),
 )
 
 # A Debian revision may follow (the probe falls back to dpkg's libnvinfer version: 10.3.0.30-1+cuda12.5).
@@ -140,8 +151,9 @@ def dla_availability(platform: str, tensorrt: TensorRTVersion, probed_cores: int
     cores = PLATFORM_DLA_CORES[platform] if probed_cores is None else probed_cores
     if cores == 0:
         return DlaAvailability(0, f"{platform} has no DLA core")
-    key = (tensorrt.major, tensorrt.minor)
-    for first, last, supported, why in DLA_BY_TENSORRT:
+    key = (tensorrt.major, tensorrt.minor, tensorrt.patch)
+    for first, last, platforms, why in DLA_BY_TENSORRT:
         if first <= key <= last:
-            return DlaAvailability(cores if supported else 0, f"{why}" if not supported else f"{platform}: {cores} DLA cores; {why}")
+            supported = platforms is None or platform in platforms
+            return DlaAvailability(cores if supported else 0, f"{platform}: {cores} DLA cores; {why}" if supported else why)
     return DlaAvailability(0, f"TensorRT {tensorrt} has no known DLA support")
