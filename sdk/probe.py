@@ -23,6 +23,8 @@ RUNTIME_MODULES = {
     "yaml": "pyyaml>=6.0",
     "pydantic": "pydantic>=2.5",
     "onnxruntime": "onnxruntime>=1.17",
+    # The TensorRT backend and sdk/gpu; tools/release/wheels.py pins it to the device's CUDA major.
+    "cuda.bindings": "cuda-bindings",
 }
 
 # Compute capability by Tegra SoC (from /proc/device-tree/compatible).
@@ -139,7 +141,13 @@ def _missing_modules() -> list[str]:
     are left to the health check, which runs the release before it is committed."""
     import importlib.util
 
-    return [module for module in RUNTIME_MODULES if importlib.util.find_spec(module) is None]
+    def found(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # the parent of a dotted name (`cuda` of cuda.bindings) is missing
+            return False
+
+    return [module for module in RUNTIME_MODULES if not found(module)]
 
 
 def fingerprint(root: str | None = None) -> dict:

@@ -76,7 +76,8 @@ class TensorRTBackend(Backend):
         try:
             from cuda.bindings import runtime as cudart
         except ImportError:
-            raise missing_dependency("cuda.bindings", "pip install cuda-python (the major of the device's CUDA)") from None
+            hint = "pip install 'cuda-bindings>=12,<13' on a CUDA 12 driver (JetPack 6), 'cuda-bindings>=13,<14' on CUDA 13"
+            raise missing_dependency("cuda.bindings", hint) from None
         header = read_plan_header(self.engine_path)
         installed = TensorRTVersion.parse(trt.__version__)
         if not header.matches(installed):

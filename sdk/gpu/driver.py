@@ -20,7 +20,7 @@ from sdk.gpu.decode import SsdDecodePlan, YoloDecodePlan
 from sdk.gpu.params import kernel_arguments
 from sdk.gpu.plan import PreprocessPlan
 
-INSTALL_HINT = "pip install 'perception-deploy-sdk[cuda]'  (on Jetson: JetPack's CUDA driver plus cuda-bindings)"
+INSTALL_HINT = "pip install 'perception-deploy-sdk[cuda12]' on a CUDA 12 driver (JetPack 6), '[cuda13]' on CUDA 13 (JetPack 7)"
 # Every name of cuda.bindings.driver used below; a test checks them against the installed package.
 DRIVER_NAMES = (
     "cuInit",
