@@ -297,3 +297,25 @@ def test_calibrate_refuses_a_tensorrt_it_does_not_know_exactly_and_lists_the_kno
         trt_cache_file(CalibrationArtifacts(tmp_path), typed)
     assert "8.6.1, 8.6.2, 8.6.12, 10.0.0" in caught.value.hint and "11.4.1" in caught.value.hint
     assert not list(tmp_path.glob("calibration-trt*"))  # nothing written
+
+
+def test_the_cache_ties_the_concatenations_of_the_example_detector(tmp_path):
+    """ranges.json records the ranges TensorRT fuses; the TensorRT cache gives every concatenation input the
+    output's scale, while the ONNX Runtime ranges (the Q/DQ model) keep their own."""
+    pipeline = small_pipeline(tmp_path, frames=4)
+    model = PrepareModel(pipeline, tmp_path / "cache")()
+    artifacts = Calibrate(pipeline, model, tmp_path / "cache")()
+    ties = json.loads(artifacts.ranges.read_text())["ties"]
+    concats = [n for n in onnx.load(str(model.model_path)).graph.node if n.op_type == "Concat"]
+    assert concats and len(ties) >= len([n for n in concats if n.output[0] in artifacts.amax()])
+    cache = CalibrationCache.parse(artifacts.trt_cache("10.3"))
+    amax = artifacts.amax()
+    differed = 0
+    for node in concats:
+        if node.output[0] not in cache.scales:
+            continue
+        for name in node.input:
+            if name in cache.scales:
+                assert cache.scales[name] == cache.scales[node.output[0]], (node.name, name)
+                differed += amax[name] != amax[node.output[0]]
+    assert differed, "the example's concatenation inputs were calibrated apart; the cache ties them"

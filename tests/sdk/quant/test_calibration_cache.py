@@ -106,3 +106,43 @@ def test_corrupted_caches_are_refused(text, message):
 def test_invalid_ranges_are_refused():
     with pytest.raises(ModelError, match="not a finite"):
         CalibrationCache.from_amax({"x": float("nan")}, "10.3")
+
+
+def test_ranges_tensorrt_fuses_are_tied():
+    """Pooling: "the dynamic ranges for input and output tensors must be equal" (NvInfer.h 8.6.1:1735, 10.3.0:1450);
+    concatenation: its inputs are written into the output, in the output's scale."""
+    from sdk.quant.calibration_cache import fusion_ties, tie_ranges
+
+    nodes = [
+        ("Conv", ("x",), ("a",)),
+        ("MaxPool", ("a",), ("p",)),
+        ("Conv", ("x",), ("b",)),
+        ("Concat", ("b", "c"), ("cat",)),
+        ("Relu", ("cat",), ("r",)),
+    ]
+    ties = fusion_ties(nodes)
+    assert ties == (("a", ("p",)), ("cat", ("b", "c")))
+    amax = {"x": 1.0, "a": 6.0, "p": 5.5, "b": 2.0, "c": 9.0, "cat": 8.0, "r": 8.0}
+    tied = tie_ranges(amax, ties)
+    assert tied["p"] == tied["a"] == 6.0  # the pooling output takes its input's range
+    assert tied["b"] == tied["c"] == tied["cat"] == 8.0  # the inputs take the concatenation's
+    assert tied["x"] == 1.0 and tied["r"] == 8.0  # untouched
+    # A pooled tensor that is also concatenated: one group, at the largest anchor's range.
+    both = tie_ranges({"a": 6.0, "p": 5.5, "q": 1.0, "cat": 4.0}, fusion_ties([("MaxPool", ("a",), ("p",)), ("Concat", ("p", "q"), ("cat",))]))
+    assert both == {"a": 6.0, "p": 6.0, "q": 6.0, "cat": 6.0}
+
+
+def test_the_parsers_own_tensors_get_scales_where_their_values_are_known():
+    from sdk.quant.calibration_cache import NetworkLayer, complete_for_network
+
+    cache = CalibrationCache.from_amax({"a": 1.0}, "10.3")
+    layers = [
+        NetworkLayer("Constant", (), ("(Unnamed Layer* 0) [Constant]_output",), 127.0),
+        NetworkLayer("Shuffle", ("(Unnamed Layer* 0) [Constant]_output",), ("(Unnamed Layer* 1) [Shuffle]_output",)),
+        NetworkLayer("Shuffle", ("a",), ("a_reshaped",)),
+        NetworkLayer("Gather", ("a",), ("g",)),
+    ]
+    completed, missing = complete_for_network(cache, layers)
+    assert completed.scales["(Unnamed Layer* 0) [Constant]_output"] == 1.0 == completed.scales["(Unnamed Layer* 1) [Shuffle]_output"]
+    assert completed.scales["a_reshaped"] == completed.scales["a"]
+    assert missing == ["g"]  # no value known: left out, as TensorRT then warns and keeps it out of INT8
