@@ -23,6 +23,8 @@ RUNTIME_MODULES = {
     "yaml": "pyyaml>=6.0",
     "pydantic": "pydantic>=2.5",
     "onnxruntime": "onnxruntime>=1.17",
+    # The TensorRT backend and sdk/gpu; tools/release/wheels.py pins it to the device's CUDA major.
+    "cuda.bindings": "cuda-bindings",
 }
 
 # Compute capability by Tegra SoC (from /proc/device-tree/compatible).
@@ -122,10 +124,12 @@ def _compute_capability(soc: str | None) -> str | None:
     return output.splitlines()[0].strip() if output else None
 
 
-def _dla_cores(soc: str | None) -> int | None:
-    devices = glob.glob("/dev/nvhost-*nvdla*")
-    if devices:
-        return len([d for d in devices if not d.endswith("-ctrl")]) or len(devices)
+def _dla_cores(soc: str | None, dev: str = "/dev") -> int | None:
+    """L4T gives each DLA core two nodes, nvhost-nvdla<N> and nvhost-ctrl-nvdla<N> (JetPack 6 may show only
+    the ctrl one): count the distinct core numbers, not the nodes."""
+    cores = {match.group(1) for path in glob.glob(os.path.join(dev, "nvhost-*nvdla*")) if (match := re.search(r"nvdla(\d+)$", path))}
+    if cores:
+        return len(cores)
     return TEGRA_DLA_CORES.get(soc) if soc else None
 
 
@@ -160,7 +164,13 @@ def _missing_modules() -> list[str]:
     are left to the health check, which runs the release before it is committed."""
     import importlib.util
 
-    return [module for module in RUNTIME_MODULES if importlib.util.find_spec(module) is None]
+    def found(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # the parent of a dotted name (`cuda` of cuda.bindings) is missing
+            return False
+
+    return [module for module in RUNTIME_MODULES if not found(module)]
 
 
 def fingerprint(root: str | None = None) -> dict:
