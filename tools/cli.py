@@ -237,12 +237,15 @@ def _prepare(args: argparse.Namespace, console: Console) -> int:
 def _calibrate(args: argparse.Namespace, console: Console) -> int:
     import shutil
 
+    from sdk.engine.platforms import known_tensorrt
     from sdk.spec import load_pipeline
     from tools.console import RichProgress, render_accuracy
     from tools.int8 import Int8ForDeploy, trt_cache_file
     from tools.prepare import PrepareModel
     from tools.state import cache_dir
 
+    for version in args.tensorrt:
+        known_tensorrt(version)  # before anything is calibrated: one error line listing the known releases
     pipeline = load_pipeline(args.pipeline)
     out = (args.out or Path("reports") / pipeline.spec.name / "int8").resolve()
     out.mkdir(parents=True, exist_ok=True)

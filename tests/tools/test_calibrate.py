@@ -319,3 +319,16 @@ def test_the_cache_ties_the_concatenations_of_the_example_detector(tmp_path):
                 assert cache.scales[name] == cache.scales[node.output[0]], (node.name, name)
                 differed += amax[name] != amax[node.output[0]]
     assert differed, "the example's concatenation inputs were calibrated apart; the cache ties them"
+
+
+def test_sdk_calibrate_refuses_an_unknown_tensorrt_before_calibrating(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    argv = [sys.executable, "-c", "from tools.cli import main; main()", "calibrate", str(repo / "pipelines" / "pedestrian.yaml")]
+    argv += ["--tensorrt", "9.9", "--out", str(tmp_path / "int8")]
+    done = subprocess.run(argv, cwd=repo, env={**os.environ, "SDK_STATE_DIR": str(tmp_path / "state")}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr.count("error:") == 1 and "9.9" in done.stderr and "10.3.0" in done.stderr, done.stderr
+    assert not (tmp_path / "int8").exists() and not (tmp_path / "state").exists()  # nothing prepared, calibrated or written

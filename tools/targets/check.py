@@ -184,7 +184,7 @@ def _modules(result: CheckResult, facts: dict) -> None:
     if not missing:
         result.add(OK, "runtime modules", f"the device's Python has {', '.join(RUNTIME_MODULES)}")
         return
-    requirements = requirements_for(missing)
+    requirements = requirements_for(missing, cuda=facts.get("cuda"))
     cached = (wheels_folder(requirements, facts["arch"], facts["python_abi"], cache_dir()) / "COMPLETE").is_file()
     where = "cached on this host" if cached else "downloaded on this host by the deploy (needs PyPI or a pip index here, not on the device)"
     result.add(NOTE, "runtime modules", f"missing {', '.join(missing)}: the deploy ships wheels for {facts['arch']} {facts['python_abi']}, {where}")
