@@ -23,6 +23,8 @@ RUNTIME_MODULES = {
     "yaml": "pyyaml>=6.0",
     "pydantic": "pydantic>=2.5",
     "onnxruntime": "onnxruntime>=1.17",
+    # The TensorRT backend and sdk/gpu; tools/release/wheels.py pins it to the device's CUDA major.
+    "cuda.bindings": "cuda-bindings",
 }
 
 # Compute capability by Tegra SoC (from /proc/device-tree/compatible).
@@ -73,7 +75,30 @@ def _tensorrt() -> str | None:
     return _dpkg_version("libnvinfer10") or _dpkg_version("libnvinfer8")
 
 
-def _cuda() -> str | None:
+def _cuda_driver() -> str | None:
+    """The CUDA version the installed driver supports (what a release can run with), or None without a driver.
+
+    `cuDriverGetVersion` from libcuda needs no GPU context; nvidia-smi's header is the fallback."""
+    import ctypes
+
+    for name in ("libcuda.so.1", "libcuda.so"):
+        try:
+            library = ctypes.CDLL(name)
+        except OSError:
+            continue
+        version = ctypes.c_int(0)
+        try:
+            if library.cuDriverGetVersion(ctypes.byref(version)) == 0 and version.value > 0:
+                return f"{version.value // 1000}.{version.value % 1000 // 10}"
+        except (AttributeError, OSError):
+            pass
+        break
+    match = re.search(r"CUDA Version:\s*([\d.]+)", _run("nvidia-smi") or "")
+    return match.group(1) if match else None
+
+
+def _cuda_toolkit() -> str | None:
+    """The CUDA toolkit's version (nvcc, headers): a build tool, present or not independently of a driver."""
     text = _read("/usr/local/cuda/version.json")
     if text:
         match = re.search(r'"cuda"\s*:\s*\{[^}]*"version"\s*:\s*"([\d.]+)"', text)
@@ -99,10 +124,12 @@ def _compute_capability(soc: str | None) -> str | None:
     return output.splitlines()[0].strip() if output else None
 
 
-def _dla_cores(soc: str | None) -> int | None:
-    devices = glob.glob("/dev/nvhost-*nvdla*")
-    if devices:
-        return len([d for d in devices if not d.endswith("-ctrl")]) or len(devices)
+def _dla_cores(soc: str | None, dev: str = "/dev") -> int | None:
+    """L4T gives each DLA core two nodes, nvhost-nvdla<N> and nvhost-ctrl-nvdla<N> (JetPack 6 may show only
+    the ctrl one): count the distinct core numbers, not the nodes."""
+    cores = {match.group(1) for path in glob.glob(os.path.join(dev, "nvhost-*nvdla*")) if (match := re.search(r"nvdla(\d+)$", path))}
+    if cores:
+        return len(cores)
     return TEGRA_DLA_CORES.get(soc) if soc else None
 
 
@@ -137,7 +164,13 @@ def _missing_modules() -> list[str]:
     are left to the health check, which runs the release before it is committed."""
     import importlib.util
 
-    return [module for module in RUNTIME_MODULES if importlib.util.find_spec(module) is None]
+    def found(module: str) -> bool:
+        try:
+            return importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:  # the parent of a dotted name (`cuda` of cuda.bindings) is missing
+            return False
+
+    return [module for module in RUNTIME_MODULES if not found(module)]
 
 
 def fingerprint(root: str | None = None) -> dict:
@@ -159,7 +192,8 @@ def fingerprint(root: str | None = None) -> dict:
         "python": platform.python_version(),
         "python_executable": sys.executable,
         "tensorrt": _tensorrt(),
-        "cuda": _cuda(),
+        "cuda": _cuda_driver(),  # null without a CUDA driver, whatever toolkit is installed
+        "cuda_toolkit": _cuda_toolkit(),
         "compute_capability": _compute_capability(soc),
         "dla_cores": _dla_cores(soc),
         "power_mode": _power_mode(),

@@ -1,7 +1,11 @@
-"""Shared fixtures: the real assets, the example pipeline, a prepared model cached once per session, and a tiny real pipeline."""
+"""Shared fixtures: the real assets, the example pipeline, a prepared model cached once per session, and a tiny real pipeline;
+and the session's hygiene: nothing written into the checkout, no process left behind."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +15,99 @@ from onnx import TensorProto, helper, numpy_helper, save
 REPO = Path(__file__).resolve().parents[1]
 SHARED_ASSETS = REPO.parent / "shared" / "assets"
 EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
+
+
+# Where the SDK writes by default, relative to the checkout: no test may leave anything there.
+CHECKOUT_OUTPUTS = (".sdk", "reports", "targets", ".benchmarks")
+
+
+def _checkout_files() -> set[Path]:
+    return {p for folder in CHECKOUT_OUTPUTS if (REPO / folder).exists() for p in (REPO / folder).rglob("*") if "__pycache__" not in p.parts}
+
+
+def _processes() -> dict[int, tuple[int, str, str]]:
+    """pid -> (parent pid, state, command line), from /proc."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rpartition(")")[2].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                command = handle.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue  # ended meanwhile
+        found[int(entry)] = (int(fields[1]), fields[0], command)
+    return found
+
+
+def leftover_processes(basetemp: Path) -> dict[int, str]:
+    """Live processes this session started: descendants of pytest, and any process whose command line names the
+    session's temporary folder (daemons such as sshd, or a detached service supervisor, are re-parented away)."""
+    table = _processes()
+    me = os.getpid()
+    ancestors, pid = set(), me
+    while pid in table and pid not in ancestors:
+        ancestors.add(pid)
+        pid = table[pid][0]
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    descendants, queue = set(), [me]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            if child not in descendants:
+                descendants.add(child)
+                queue.append(child)
+    marker = str(basetemp.resolve())
+    named = {pid for pid, (_, _, command) in table.items() if f"{marker}/" in command or command.endswith(marker)}
+    left = {}
+    for pid in (descendants | named) - ancestors:
+        parent, state, command = table[pid]
+        if state == "Z":
+            if parent == me:
+                try:
+                    os.waitpid(pid, os.WNOHANG)  # reap our own finished child
+                except ChildProcessError:
+                    pass
+            continue
+        left[pid] = command
+    return left
+
+
+@pytest.fixture(scope="session", autouse=True)
+def hermetic_session(tmp_path_factory):
+    """Targets and host state default to this session's temporary folders (a test or a CLI it runs never reads
+    the checkout's targets/ or writes its .sdk/); at the end, files the session left in the checkout and
+    processes it left running fail the session, and those processes are ended."""
+    patch = pytest.MonkeyPatch()
+    folder = tmp_path_factory.mktemp("session")
+    patch.setenv("SDK_TARGETS_DIR", str(folder / "targets"))
+    patch.setenv("SDK_STATE_DIR", str(folder / "state"))
+    before = _checkout_files()
+    yield
+    patch.undo()
+    problems = []
+    written = sorted(_checkout_files() - before)
+    if written:
+        problems.append("tests wrote into the checkout: " + ", ".join(str(p.relative_to(REPO)) for p in written[:20]))
+    if os.path.isdir("/proc/self"):
+        basetemp = tmp_path_factory.getbasetemp()
+        deadline = time.monotonic() + 5  # a server stopped at teardown may take a moment to exit
+        while (left := leftover_processes(basetemp)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if left:
+            problems.append("processes left running (now killed): " + "; ".join(f"{pid}: {command[:160]}" for pid, command in sorted(left.items())))
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                for pid in left:
+                    try:
+                        os.kill(pid, sig)
+                    except ProcessLookupError:
+                        pass
+                time.sleep(0.5)
+    if problems:
+        pytest.fail("; ".join(problems), pytrace=False)
 
 
 def asset(name: str) -> Path:

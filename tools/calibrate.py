@@ -28,7 +28,7 @@ import numpy as np
 from sdk.artifacts import ModelArtifacts
 from sdk.errors import ConfigError, ModelError
 from sdk.preprocess import CpuPreprocessor
-from sdk.quant.calibration_cache import CalibrationCache
+from sdk.quant.calibration_cache import CalibrationCache, fusion_ties, tie_ranges
 from sdk.release import sha256_of
 from sdk.sources import CorruptFrame, open_reader
 from sdk.spec.loader import PipelineFile
@@ -39,9 +39,10 @@ from tools.prefetch import Prefetched
 from tools.progress import Progress, SilentProgress
 from tools.range_methods import entropy_amax, percentile_amax
 
+# 6: ranges.json records the ranges TensorRT fuses (pooling, concatenation), tied in its caches;
 # 5: one pass, histograms on a power-of-two grid; 4: a Conv before ReLU/Clip takes its range;
 # 3: in-graph statistics, TensorRT's entropy; 2: ONNX Runtime's
-CALIBRATE_FORMAT = 5
+CALIBRATE_FORMAT = 6
 # The calibrator class the engine builder presents the cache through: its name is the cache header's.
 # Percentile ranges go through the entropy calibrator's interface (DLA accepts only EntropyCalibration2).
 TRT_ALGORITHM = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "percentile": "EntropyCalibration2"}
@@ -167,8 +168,10 @@ class CalibrationArtifacts:
         return {name: entry["amax"] for name, entry in json.loads(self.ranges.read_text())["tensors"].items()}
 
     def trt_cache(self, tensorrt: str) -> str:
+        """The TensorRT calibration cache: the ranges, with those TensorRT fuses tied (sdk/quant/calibration_cache.py)."""
         data = json.loads(self.ranges.read_text())
-        return CalibrationCache.from_amax(self.amax(), tensorrt, TRT_ALGORITHM[data["method"]]).render()
+        ties = [(anchor, tuple(tied)) for anchor, tied in data.get("ties", ())]
+        return CalibrationCache.from_amax(tie_ranges(self.amax(), ties), tensorrt, TRT_ALGORITHM[data["method"]]).render()
 
 
 class Calibrate:
@@ -235,14 +238,29 @@ class Calibrate:
         task = self.progress.task("writing the Q/DQ model", total=None)
         write_qdq(self.model.model_path, out.qdq_model, out.onnxruntime_ranges, self.spec.method)
         task.done()
+        ties = [[anchor, list(tied)] for anchor, tied in model_ties(self.model.model_path) if anchor in tensors]
         out.ranges.write_text(
             json.dumps(
-                {"method": self.spec.method, "frames": list(self.selection.calibration), "holdout": list(self.selection.holdout), "tensors": tensors},
+                {
+                    "method": self.spec.method,
+                    "frames": list(self.selection.calibration),
+                    "holdout": list(self.selection.holdout),
+                    "tensors": tensors,
+                    "ties": ties,
+                },
                 indent=1,
                 sort_keys=True,
             )
             + "\n"
         )
+
+
+def model_ties(model: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The ranges TensorRT fuses in this model (pooling input/output, concatenation inputs/output)."""
+    import onnx
+
+    graph = onnx.load(str(model), load_external_data=False).graph
+    return fusion_ties((node.op_type, tuple(node.input), tuple(node.output)) for node in graph.node)
 
 
 def chosen_ranges(statistics: ActivationStatistics, method: str, percentile: float) -> dict[str, dict[str, float]]:

@@ -36,6 +36,24 @@ def _whole(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 
 
+def _check_pipeline_path(path: Path | None) -> None:
+    """A pipeline argument that is a folder or does not exist: one error naming it, with the files it could mean."""
+    import difflib
+
+    from sdk.errors import ConfigError
+
+    if path is None or path.is_file():
+        return
+    if path.is_dir():
+        files = sorted(p.name for p in path.glob("*.yaml"))
+        hint = f"name one of its files, e.g. {path / files[0]}" if files else "give a pipeline file (YAML), e.g. pipelines/pedestrian.yaml"
+        raise ConfigError(f"{path} is a folder, not a pipeline file", hint=hint)
+    folder = path.parent
+    close = difflib.get_close_matches(path.name, sorted(p.name for p in folder.glob("*.yaml")), n=1) if folder.is_dir() else []
+    hint = f"did you mean {folder / close[0]}?" if close else "check the path; pipelines/pedestrian.yaml is the example"
+    raise ConfigError(f"{path}: no such pipeline file", hint=hint)
+
+
 def _check_frames(frames: int | None) -> None:
     from sdk.errors import ConfigError
     from sdk.spec.bounds import MAX_REPLAY_FRAMES, REPLAY_FRAMES_HINT, replay_frames_problem
@@ -62,15 +80,41 @@ def _add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sign-key", type=Path, help="Ed25519 private key that signs the release manifest (default: the target file's sign_key)")
 
 
+def _port(text: str) -> int:
+    value = _whole(text)
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a TCP port (1 to 65535)")
+    return value
+
+
+def _add_targets_add(targets_commands) -> None:
+    from tools.targets.add import DEFAULT_PLATFORM
+    from tools.targets.spec import PLATFORMS
+
+    add = targets_commands.add_parser(
+        "add", help="write targets/NAME.yaml for a device: fetches its SSH host key once, shows the fingerprint, pins it once confirmed"
+    )
+    add.add_argument("name", help="the new target's name, e.g. orin-01 (letters, digits, '-', '_')")
+    add.add_argument("--host", required=True, help="the device's address or host name")
+    add.add_argument("--user", required=True, help="the login on the device (keys only)")
+    add.add_argument("--key", required=True, metavar="KEY_FILE", help="the private key on this machine that the device accepts")
+    add.add_argument("--platform", choices=PLATFORMS, default=DEFAULT_PLATFORM, help=f"what the device is (default {DEFAULT_PLATFORM})")
+    add.add_argument("--port", type=_port, default=22, help="the device's SSH port (default 22)")
+    add.add_argument("--remote-root", metavar="DIR", help="the folder on the device for releases (default: ~USER/perception)")
+    add.add_argument(
+        "--fingerprint", metavar="SHA256:...", help="for scripts: the host key's fingerprint, verified out of band; a different key is refused"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sdk", description="Deploy perception pipelines to NVIDIA vehicle computers.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     deploy = commands.add_parser("deploy", help="prepare, stage, run and judge a pipeline on a target")
     _add_deploy_arguments(deploy)
     prepare = commands.add_parser("prepare", help="prepare the model (graph cut, static shapes, constants)")
-    prepare.add_argument("pipeline", type=Path)
+    prepare.add_argument("pipeline", type=Path, help="pipeline file (YAML) whose model to prepare")
     calibrate = commands.add_parser("calibrate", help="INT8: ranges, Q/DQ model and TensorRT calibration caches from one run")
-    calibrate.add_argument("pipeline", type=Path)
+    calibrate.add_argument("pipeline", type=Path, help="pipeline file (YAML): its model, its calibration frames and settings")
     calibrate.add_argument(
         "--tensorrt",
         action="append",
@@ -92,12 +136,17 @@ def build_parser() -> argparse.ArgumentParser:
     targets_commands = targets.add_subparsers(dest="targets_command", required=True, metavar="SUBCOMMAND")
     targets_commands.add_parser("list", help="list known targets")
     probe = targets_commands.add_parser("probe", help="print a target's device fingerprint (one round trip)")
-    probe.add_argument("target")
-    trust = targets_commands.add_parser("trust-key", help="make the target accept only releases signed by this Ed25519 key")
-    trust.add_argument("target")
-    trust.add_argument("key", type=Path, help="the public key (PEM or OpenSSH .pub); written as ROOT/trust/verify_key.pub on the device")
+    probe.add_argument("target", help="a target name (`sdk targets list`)")
     sim = targets_commands.add_parser("sim", help="start a simulated target (real sshd on loopback) and write targets/sim.yaml")
     sim.add_argument("--stop", action="store_true", help="stop the simulated target")
+    _add_targets_add(targets_commands)
+    check = targets_commands.add_parser(
+        "check", help="connect, probe and list what would block a deploy (exit 0: nothing blocks, 1: something does)"
+    )
+    check.add_argument("target", help="a target name (`sdk targets list`)")
+    trust = targets_commands.add_parser("trust-key", help="make the target accept only releases signed by this Ed25519 key")
+    trust.add_argument("target", help="a target name (`sdk targets list`)")
+    trust.add_argument("key", type=Path, help="the public key (PEM or OpenSSH .pub); written as ROOT/trust/verify_key.pub on the device")
     export = commands.add_parser("export", help="a release as a Mender Artifact, and the Mender Update Module that installs it")
     export.add_argument("pipeline", type=Path, nargs="?", help="pipeline file (YAML); needs --target and --mender")
     export.add_argument("--target", "-t", help="the target file the release is built for (platform, device type, sign_key, store)")
@@ -107,10 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--root", help="--mender-module: the device's release store (default: the target's remote_root)")
     export.add_argument("--python", help="--mender-module: the device's Python, an absolute path (default: the target's, or /usr/bin/python3)")
     selftest = commands.add_parser("selftest", help="the hardware checks (CUDA, TensorRT engine, CUDA preprocessing) on the target")
-    selftest.add_argument("--target", "-t", required=True)
+    selftest.add_argument("--target", "-t", required=True, help="the target whose current release to check")
     validate = commands.add_parser("validate", help="latency and accuracy acceptance run on the target's current release")
     validate.add_argument("pipeline", type=Path, help="pipeline file (YAML): the one the current release runs")
-    validate.add_argument("--target", "-t", required=True)
+    validate.add_argument("--target", "-t", required=True, help="the target whose current release to measure")
     validate.add_argument("--frames", type=_whole, help="stop after N frames (default: the pipeline's replay setting)")
     validate.add_argument(
         "--report-dir", type=Path, help="an empty folder for this run's report (default: a new reports/<pipeline>/<UTC time>-<target>-validate/)"
@@ -127,8 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("logs", "the service's log"),
     ):
         command = commands.add_parser(name, help=text)
-        command.add_argument("--target", "-t", required=True)
-    commands.choices["logs"].add_argument("--lines", type=_positive, default=100)
+        command.add_argument("--target", "-t", required=True, help="a target name (`sdk targets list`)")
+    commands.choices["logs"].add_argument("--lines", type=_positive, default=100, help="the last N lines (default 100)")
     return parser
 
 
@@ -207,12 +256,15 @@ def _prepare(args: argparse.Namespace, console: Console) -> int:
 def _calibrate(args: argparse.Namespace, console: Console) -> int:
     import shutil
 
+    from sdk.engine.platforms import known_tensorrt
     from sdk.spec import load_pipeline
     from tools.console import RichProgress, render_accuracy
     from tools.int8 import Int8ForDeploy, trt_cache_file
     from tools.prepare import PrepareModel
     from tools.state import cache_dir
 
+    for version in args.tensorrt:
+        known_tensorrt(version)  # before anything is calibrated: one error line listing the known releases
     pipeline = load_pipeline(args.pipeline)
     out = (args.out or Path("reports") / pipeline.spec.name / "int8").resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -273,22 +325,31 @@ def _targets(args: argparse.Namespace, console: Console) -> int:
         from tools.remote import probe
 
         console.print_json(json.dumps(probe(resolve_target(args.target))))
+    elif args.targets_command == "add":
+        return _targets_add(args, console)
+    elif args.targets_command == "check":
+        return _targets_check(args, console)
     elif args.targets_command == "trust-key":
         from tools.trust import trust_key
 
         result = trust_key(resolve_target(args.target), args.key)
         console.print(f"{args.target} now accepts only releases signed by {result['trusted']} ({result['path']})", highlight=False)
     elif args.targets_command == "sim":
+        from sdk.errors import TargetError
         from tools.state import state_dir
-        from tools.targets.sim import SimServer
+        from tools.targets.sim import SimServer, is_sim_file
 
         server = SimServer(state_dir() / "sim")
+        path = targets_dir() / "sim.yaml"
+        if path.exists() and not is_sim_file(path):
+            raise TargetError(f"{path} is not a simulated target's file; not touched", hint="rename that target, or set SDK_TARGETS_DIR")
         server.stop()
         if args.stop:
-            console.print("simulated target stopped")
+            path.unlink(missing_ok=True)  # the target file names a server that is gone
+            console.print(f"simulated target stopped; {path} removed", markup=False, soft_wrap=True)
             return 0
         server.start()
-        path = server.write_target(targets_dir() / "sim.yaml")
+        path = server.write_target(path)
         console.print(f"simulated target on 127.0.0.1:{server.port} (sshd pid {server.pid}); target file {path}")
         console.print("deploy to it with: deploy --target sim PIPELINE; stop it with: sdk targets sim --stop")
     return 0
@@ -321,6 +382,51 @@ def _export(args: argparse.Namespace, console: Console) -> int:
         console.print(f"update module {module} (runs {settings['python']}); install it as {MODULE_DIR}/{module.name}", highlight=False)
         console.print(f"its configuration {config} (store {settings['root']}); install it as /etc/mender/{config.name}", highlight=False)
     return 0
+
+
+def _targets_add(args: argparse.Namespace, console: Console) -> int:
+    from tools.targets.add import AddTarget
+
+    def show(key) -> None:
+        # Never wrapped: a fingerprint is compared character by character.
+        console.print(f"host key of {args.host}:{args.port}: {key.key_type} {key.fingerprint}", markup=False, highlight=False, soft_wrap=True)
+        console.print("compare it with the device's own (on it: ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub)", markup=False, soft_wrap=True)
+
+    def confirm(key) -> bool:
+        try:
+            return input(f"pin this key for {args.name}? [y/N] ").strip().lower() in ("y", "yes")
+        except EOFError:
+            return False
+
+    on_terminal = sys.stdin is not None and sys.stdin.isatty()
+    add = AddTarget(args.name, args.host, args.user, args.key, args.platform, args.port, args.remote_root, args.fingerprint)
+    add.confirm, add.on_key = (confirm if on_terminal else None), show
+    added = add()
+    console.print(f"wrote {added.path} (host key {added.host_key.fingerprint} pinned in {added.known_hosts.name})", markup=False, soft_wrap=True)
+    console.print(f"next: sdk targets check {args.name}", markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _targets_check(args: argparse.Namespace, console: Console) -> int:
+    from rich.text import Text
+
+    from tools.targets import resolve_target
+    from tools.targets.check import BLOCKED, check_target
+
+    style = {"ok": "green", "note": "cyan", "warn": "yellow", BLOCKED: "bold red"}
+    result = check_target(resolve_target(args.target))
+    console.print(Text(f"{result.target} ({result.where})", style="bold"), soft_wrap=True)
+    for finding in result.findings:
+        console.print(Text.assemble("  ", (f"{finding.status:<8}", style[finding.status]), f" {finding.what}: {finding.detail}"), soft_wrap=True)
+        if finding.hint and finding.status != "ok":
+            console.print(Text(f"{'':11}hint: {finding.hint}"), soft_wrap=True)
+    blocking = result.blocking
+    if not blocking:
+        console.print(Text(f"nothing blocks a deploy to {result.target}", style="bold green"), soft_wrap=True)
+        return 0
+    what = ", ".join(f.what for f in blocking)
+    console.print(Text(f"{len(blocking)} problem(s) block a deploy to {result.target}: {what}", style="bold red"), soft_wrap=True)
+    return 1
 
 
 def _store_command(args: argparse.Namespace, console: Console) -> int:
@@ -391,9 +497,11 @@ HANDLERS = {
 def run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)  # usage errors exit 2 here
     console = Console()
+    console.soft_wrap = not console.is_terminal  # piped: whole lines for logs and grep, never wrapped at 80 columns
     errors = Console(stderr=True)
     try:
         _check_frames(getattr(args, "frames", None))  # before anything is prepared or sent
+        _check_pipeline_path(getattr(args, "pipeline", None))
         return HANDLERS[args.command](args, console)
     except SdkError as exc:
         if os.environ.get("SDK_DEBUG"):

@@ -3,53 +3,12 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from sdk.runtime.verdict import SHORT_UNITS, check_unit, format_number
+from tools.progress import RichProgress  # noqa: F401 - the progress display lives with its Protocol; imported from here by the CLI
 
 VERDICT_STYLE = {"PASS": "bold green", "FAIL": "bold red", "INCONCLUSIVE": "bold yellow", "WARN": "yellow"}
-
-
-class _RichTask:
-    def __init__(self, progress: Progress, task_id) -> None:
-        self._progress, self._id = progress, task_id
-
-    def advance(self, amount: float = 1) -> None:
-        self._progress.advance(self._id, amount)
-
-    def update(self, *, completed: float | None = None, total: float | None = None) -> None:
-        kwargs = {k: v for k, v in (("completed", completed), ("total", total)) if v is not None}
-        self._progress.update(self._id, **kwargs)
-
-    def done(self) -> None:
-        task = self._progress.tasks[self._id]
-        if task.total is None:
-            self._progress.update(self._id, total=max(task.completed, 1), completed=max(task.completed, 1))
-        self._progress.stop_task(self._id)
-
-
-class RichProgress:
-    def __init__(self, console: Console) -> None:
-        self._progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=False,
-        )
-
-    def __enter__(self) -> RichProgress:
-        self._progress.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._progress.stop()
-
-    def task(self, description: str, total: float | None = None) -> _RichTask:
-        return _RichTask(self._progress, self._progress.add_task(description, total=total))
 
 
 def _value(value, unit: str = "") -> str:

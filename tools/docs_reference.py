@@ -77,9 +77,23 @@ MEANINGS = {
     "postprocess.decoder.kind": "`ssd` or `yolo`",
     "postprocess.decoder.box_encodings": "output tensor of box encodings",
     "postprocess.decoder.class_logits": "output tensor of class logits",
-    "postprocess.decoder.anchors": "a constant tensor of the ORIGINAL graph holding the anchors, read exactly at preparation",
-    "postprocess.decoder.anchor_layout": "coordinate order of the anchors",
-    "postprocess.decoder.scale_factors": "TF Object Detection API box coder scales (y, x, h, w), from the training config",
+    "postprocess.decoder.anchors": (
+        "the name of a constant tensor of the ORIGINAL graph holding the anchors, read exactly at preparation; or "
+        "`{generate: {...}}`: anchors generated on the device from MediaPipe's SsdAnchorsCalculator options"
+    ),
+    "postprocess.decoder.anchors.generate.strides": "one stride per layer; consecutive layers of equal stride share one grid",
+    "postprocess.decoder.anchors.generate.aspect_ratios": "width / height of the anchors each layer places per cell",
+    "postprocess.decoder.anchors.generate.fixed_anchor_size": "every anchor is 1 x 1: the model regresses sizes in input units (BlazeFace)",
+    "postprocess.decoder.anchors.generate.reduce_boxes_in_lowest_layer": "layer 0 places three anchors: scale 0.1 ratio 1, its scale ratio 2 and 0.5",
+    "postprocess.decoder.anchor_layout": "corner order of an anchor tensor (not with `generate`)",
+    "postprocess.decoder.box_layout": (
+        "what a row of `box_encodings` starts with: `yxhw` (TF) or `xywh` (MediaPipe's `reverse_output_order`); "
+        "keypoint pairs follow in the same order"
+    ),
+    "postprocess.decoder.box_size": (
+        "`exp`: size = exp(t / scale) x anchor size (TF's log-space coding); `linear`: size = t / scale x anchor size "
+        "(MediaPipe without `apply_exponential_on_box_size`)"
+    ),
     "postprocess.decoder.score_activation": "`sigmoid` per class, or `softmax` over all classes",
     "postprocess.decoder.background_class": "class 0 of the logits is background and is skipped",
     "postprocess.decoder.clip_boxes": "clip boxes to the image",
@@ -180,6 +194,8 @@ class SchemaWalker:
         if "oneOf" in node:
             kinds = list(node.get("discriminator", {}).get("mapping", {}))
             return "mapping, by `kind`: " + ", ".join(f"`{k}`" for k in kinds)
+        if "anyOf" in node:  # a value of one of several types (a tensor name or a mapping)
+            return " or ".join(self.type_of(self.resolve(branch)) for branch in node["anyOf"])
         kind = node.get("type")
         if kind == "array":
             if "prefixItems" in node:
@@ -291,6 +307,10 @@ class SchemaWalker:
             self.properties(path, node)
         elif "oneOf" in node:
             self.variants(path, node)
+        elif "anyOf" in node:
+            for branch in (self.resolve(b) for b in node["anyOf"]):
+                if "properties" in branch:
+                    self.properties(path, branch, variant)
         elif node.get("type") == "array" and "prefixItems" not in node:
             items = self.split_nullable(node.get("items", {}))[0]
             if "oneOf" in items:

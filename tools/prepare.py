@@ -27,7 +27,8 @@ PREPARE_FORMAT = 1  # bump when the preparation's output changes for the same in
 
 def tensors_to_extract(pipeline: PipelineFile) -> tuple[str, ...]:
     decoder = pipeline.spec.postprocess.decoder
-    return (decoder.anchors,) if isinstance(decoder, SsdDecoder) else ()
+    # Generated anchors ({generate: ...}) are made from the options where they are used: nothing to read here.
+    return (decoder.anchors,) if isinstance(decoder, SsdDecoder) and isinstance(decoder.anchors, str) else ()
 
 
 class PrepareModel:

@@ -1,7 +1,9 @@
-"""How long-running host steps report progress without printing: the CLI supplies a rich implementation."""
+"""How long-running host steps report progress without printing (the Protocol), and the CLI's rich implementation."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Protocol
 
 
@@ -31,3 +33,125 @@ class SilentProgress:
 
     def task(self, description: str, total: float | None = None) -> Task:
         return _SilentTask()
+
+
+def _count(n: float) -> str:
+    """A count in at most 6 characters: 20, 1523, 20.7M."""
+    if n < 10_000:
+        return f"{n:.0f}"
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return f"{n:.0f}"
+
+
+class RichProgress:
+    """The CLI's progress: on a terminal, one live line per step; piped, one plain line per finished step.
+
+    On a terminal the display starts with the first step (an error before it leaves no blank line), is
+    redrawn 5 times a second in columns whose widths depend on the terminal's width only (a new, longer step
+    does not shift the others: the description takes what the fixed-width columns leave, and is cut with
+    an ellipsis), and a step's spinner stops when the step is done, whatever its count says (a redeploy
+    that sends nothing).
+    Piped or on a dumb terminal there is no live display at all: no cursor movement, no `\\r`, no colour.
+    """
+
+    BAR_WIDTH = 16
+    COUNT_WIDTH = 13
+
+    def __init__(self, console) -> None:
+        self._console = console
+        self._live = console.is_terminal and not console.is_dumb_terminal
+        self._started = False
+        self._lock = threading.Lock()
+        if self._live:
+            self._progress = self._rich_progress(console)
+
+    def _rich_progress(self, console):
+        from rich.progress import BarColumn, ProgressColumn, SpinnerColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import Progress as Display
+        from rich.table import Column
+        from rich.text import Text
+
+        class Spinner(SpinnerColumn):
+            def render(self, task):
+                return self.finished_text if task.stop_time is not None else super().render(task)
+
+        class Count(ProgressColumn):
+            def render(self, task):
+                total = "?" if task.total is None else _count(task.total)
+                return Text(f"{_count(task.completed)}/{total}", style="progress.download")
+
+        return Display(
+            Spinner(finished_text=" "),
+            TextColumn("{task.description}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
+            BarColumn(bar_width=self.BAR_WIDTH),
+            Count(table_column=Column(width=self.COUNT_WIDTH, justify="right", no_wrap=True)),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+            refresh_per_second=5,
+            expand=True,  # the description column fills the width the others leave
+        )
+
+    def __enter__(self) -> RichProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live and self._started:
+            self._progress.stop()
+
+    def task(self, description: str, total: float | None = None) -> Task:
+        if not self._live:
+            return _PlainTask(self._console, description, total)
+        with self._lock:  # a fleet's targets add steps from several threads
+            task = _LiveTask(self._progress, self._progress.add_task(description, total=total))
+            if not self._started:
+                self._progress.start()
+                self._started = True
+        return task
+
+
+class _LiveTask:
+    def __init__(self, progress, task_id) -> None:
+        self._progress, self._id = progress, task_id
+
+    def advance(self, amount: float = 1) -> None:
+        self._progress.advance(self._id, amount)
+
+    def update(self, *, completed: float | None = None, total: float | None = None) -> None:
+        kwargs = {k: v for k, v in (("completed", completed), ("total", total)) if v is not None}
+        self._progress.update(self._id, **kwargs)
+
+    def done(self) -> None:
+        task = self._progress.tasks[self._id]
+        if task.total is None:
+            self._progress.update(self._id, total=max(task.completed, 1), completed=max(task.completed, 1))
+        self._progress.stop_task(self._id)
+
+
+class _PlainTask:
+    """Piped output: nothing while the step runs, one line when it is done (`sending release ...: 20.7M/20.7M in 0.3 s`)."""
+
+    def __init__(self, console, description: str, total: float | None) -> None:
+        self._console, self._description, self._total = console, description, total
+        self._completed = 0.0
+        self._started = time.monotonic()
+        self._done = False
+
+    def advance(self, amount: float = 1) -> None:
+        self._completed += amount
+
+    def update(self, *, completed: float | None = None, total: float | None = None) -> None:
+        if completed is not None:
+            self._completed = completed
+        if total is not None:
+            self._total = total
+
+    def done(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        count = f"{_count(self._completed)}/{_count(self._total)} " if self._total is not None else ""
+        line = f"{self._description}: {count}in {time.monotonic() - self._started:.1f} s"
+        self._console.print(line, markup=False, highlight=False, soft_wrap=True)

@@ -24,6 +24,7 @@ from sdk.engine.cuda_check import require_cuda_device
 from sdk.engine.plan_header import read_plan_header
 from sdk.engine.platforms import TensorRTVersion
 from sdk.errors import BackendError, ConfigError, ModelError, missing_dependency
+from sdk.gpu.handles import native_handle
 
 
 def _check(result, what: str):
@@ -65,6 +66,7 @@ class TensorRTBackend(Backend):
         self._device: dict[str, int] = {}
         self._host: dict[str, int] = {}
         self._cudart = self._engine = self._context = self._stream = None
+        self._stream_handle = 0
         self._events = ()
 
     def open(self) -> None:
@@ -76,7 +78,8 @@ class TensorRTBackend(Backend):
         try:
             from cuda.bindings import runtime as cudart
         except ImportError:
-            raise missing_dependency("cuda.bindings", "pip install cuda-python (the major of the device's CUDA)") from None
+            hint = "pip install 'cuda-bindings>=12,<13' on a CUDA 12 driver (JetPack 6), 'cuda-bindings>=13,<14' on CUDA 13"
+            raise missing_dependency("cuda.bindings", hint) from None
         header = read_plan_header(self.engine_path)
         installed = TensorRTVersion.parse(trt.__version__)
         if not header.matches(installed):
@@ -94,6 +97,7 @@ class TensorRTBackend(Backend):
         if self.profile_layers:
             self._context.profiler = _layer_profiler(trt, self.layer_ms)
         self._stream = _check(cudart.cudaStreamCreate(), "stream creation")
+        self._stream_handle = native_handle(self._stream)  # TensorRT takes the stream as an int
         self._events = (_check(cudart.cudaEventCreate(), "event creation"), _check(cudart.cudaEventCreate(), "event creation"))
         for name, spec in self._specs.items():
             size = int(np.prod(spec.shape)) * spec.dtype.itemsize
@@ -111,11 +115,11 @@ class TensorRTBackend(Backend):
         """TensorRT defers some work to the first launch, so it runs once uncaptured; the buffers
         are bound once, so the captured launch stays valid for every frame."""
         cudart, stream = self._cudart, self._stream
-        if not self._context.execute_async_v3(stream):
+        if not self._context.execute_async_v3(self._stream_handle):
             raise BackendError("TensorRT execution failed before CUDA graph capture (see the TensorRT log)")
         _check(cudart.cudaStreamSynchronize(stream), "stream synchronisation")
         _check(cudart.cudaStreamBeginCapture(stream, cudart.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal), "graph capture start")
-        launched = self._context.execute_async_v3(stream)
+        launched = self._context.execute_async_v3(self._stream_handle)
         error, graph = cudart.cudaStreamEndCapture(stream)
         if not launched or int(error) != 0:
             if int(error) == 0:
@@ -148,7 +152,7 @@ class TensorRTBackend(Backend):
         _check(cudart.cudaEventRecord(self._events[0], stream), "event record")
         if self._graph_exec is not None:
             _check(cudart.cudaGraphLaunch(self._graph_exec, stream), "graph launch")
-        elif not self._context.execute_async_v3(stream):
+        elif not self._context.execute_async_v3(self._stream_handle):
             raise BackendError("TensorRT execution failed (see the TensorRT log)")
         _check(cudart.cudaEventRecord(self._events[1], stream), "event record")
         for name, array in self.outputs.items():

@@ -1,8 +1,14 @@
 """The placement contract (`model.dla` in the pipeline file) checked against a placement summary.
 
 The host checks it against the static analysis's prediction before anything is built; the device
-builder checks the same contract against TensorRT's own answers (can_run_on_DLA, the engine
-inspector's layer placement). Both raise the same EngineBuildError naming the numbers.
+builder checks the same contract against TensorRT's own answers (can_run_on_DLA per layer of the
+parsed network). Both raise the same EngineBuildError naming the numbers.
+
+Note: both count layers before fusion: the ONNX nodes (host) and the parsed network's layers (device),
+where TensorRT has not yet fused Conv+Activation, folded Scale layers or collapsed a DLA subgraph into
+one loadable. `max_gpu_layers` and `max_transitions` are therefore in pre-fusion units; the built
+engine's placement is in the engine inspector's layer list (BuiltEngine.layers), which is recorded
+but not yet read back into a PlacementSummary.
 """
 
 from __future__ import annotations

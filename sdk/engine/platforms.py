@@ -6,10 +6,14 @@ Sources (checked 2026-11):
   probe's `dla_cores` decides on a real device); Jetson Orin Nano 0 (its NVDLA blocks are fused
   off); Jetson Thor 0; DRIVE Orin 2 (NVIDIA Deep-Learning-Accelerator-SW FAQ: "All Jetson AGX Orin &
   Orin NX boards ... DRIVE Orin have DLA cores").
-- TensorRT and DLA: TensorRT developer guide, "Working with DLA" of 11.1 ("DLA is not supported in
-  TensorRT 11.0 or 11.1"), 11.3 ("not supported in 11.3.0 or 11.3.1 for DriveOS. TensorRT 10.7 was
-  the last release that supported DLA") and 11.4 ("Not supported: Linux SBSA, NVIDIA JetPack, and
-  NVIDIA DriveOS"; only Windows on ARM, beta). JetPack 6.x ships TensorRT 10.3, DRIVE OS 6 ships 8.6.
+- TensorRT and DLA, per release (keys at the patch level, since 11.4.0 and 11.4.1 differ):
+  TensorRT developer guide, "Working with DLA" of 11.3 ("DLA is not supported in TensorRT 11.3.0 or in
+  TensorRT 11.3.1 for DriveOS. TensorRT 10.7 was the last release that supported DLA. DLA was also not
+  supported in TensorRT 11.0, 11.1, or 11.2"), of 11.4.0 (DLA only on Windows on ARM, beta; "Not
+  supported: Linux SBSA, NVIDIA JetPack, and NVIDIA DriveOS") and of 11.4.1 ("Supported: NVIDIA Jetson
+  AGX Orin when using NVIDIA JetPack 7.2.2 or later"; not Thor, not DriveOS; JetPack 6.x stays on 10.x);
+  TensorRT 11.4.1 release notes (the same). Which TensorRT ships where: JetPack 6.0 has TensorRT 8.6.2,
+  JetPack 6.1 and 6.2 have 10.3.0 (JetPack release notes); DRIVE OS 6.0.x has 8.6 (8.6.12 in 6.0.9.1).
 """
 
 from __future__ import annotations
@@ -29,13 +33,20 @@ PLATFORM_DLA_CORES = {
     "linux-generic": 0,
 }
 
-# (first version, last version or None, DLA available, why) — the first matching row wins.
+# (first release, last release, platforms with DLA (None: every platform with DLA cores), why), keyed by
+# (major, minor, patch); the first matching row wins.
 DLA_BY_TENSORRT = (
-    ((8, 6), (8, 6), True, "TensorRT 8.6 (DRIVE OS 6) supports DLA"),
-    ((10, 0), (10, 7), True, "TensorRT 10.0-10.7 support DLA (JetPack 6 ships 10.3)"),
-    ((10, 8), (10, 99), False, "TensorRT 10.7 was the last release with DLA support (TensorRT 11.3 developer guide)"),
-    ((11, 0), (11, 3), False, "TensorRT 11.0-11.3 have no DLA support"),
-    ((11, 4), (11, 99), False, "TensorRT 11.4 supports DLA only on Windows on ARM (beta), not on JetPack or DRIVE OS"),
+    ((8, 6, 0), (8, 6, 99), None, "TensorRT 8.6 supports DLA (JetPack 6.0 ships 8.6.2, DRIVE OS 6 ships 8.6)"),
+    ((10, 0, 0), (10, 7, 99), None, "TensorRT 10.0-10.7 support DLA (JetPack 6.1 / 6.2 ship 10.3.0)"),
+    ((10, 8, 0), (10, 99, 99), (), "TensorRT 10.7 was the last release with DLA support in 10.x (TensorRT 11.3 developer guide)"),
+    ((11, 0, 0), (11, 3, 99), (), "TensorRT 11.0-11.3 have no DLA support"),
+    ((11, 4, 0), (11, 4, 0), (), "TensorRT 11.4.0 supports DLA only on Windows on ARM (beta), not on JetPack or DRIVE OS"),
+    (
+        (11, 4, 1),
+        (11, 4, 99),
+        ("jetson-agx-orin",),
+        "TensorRT 11.4.1 supports DLA on Jetson AGX Orin with JetPack 7.2.2 or later only (not on DRIVE OS, not on other modules)",
+    ),
 )
 
 # A Debian revision may follow (the probe falls back to dpkg's libnvinfer version: 10.3.0.30-1+cuda12.5).
@@ -69,6 +80,60 @@ class TensorRTVersion:
         return f"{self.major}.{self.minor}.{self.patch}" + (f".{self.build}" if self.build else "")
 
 
+# The TensorRT releases the SDK knows, to the patch level, and where each one ships. A calibration cache
+# names the exact release in its header (NV_TENSORRT_VERSION: 8.6.2 -> 8602, 10.3.0 -> 100300) and an
+# engine loads only on the release that built it, so a version typed by hand must name one of these.
+# Sources: include/NvInferVersion.h at the release tags of github.com/NVIDIA/TensorRT (8.6.1, 10.0.0-10.16,
+# 11.0, 11.1); the TensorRT release notes (11.2.1, 11.3.0, 11.4.0, 11.4.1); JetPack 6.0 release notes
+# (TensorRT 8.6.2) and JetPack 6.1 / 6.2 (TensorRT 10.3.0); TensorRT 8.6.12 release notes for DRIVE OS 6.0.9.1
+# and TensorRT 10.10.10 release notes for DRIVE OS 7.0.3.
+KNOWN_TENSORRT = {
+    (8, 6, 1): "TensorRT 8.6.1 GA (x86-64, SBSA)",
+    (8, 6, 2): "JetPack 6.0",
+    (8, 6, 12): "DRIVE OS 6.0.9.1",
+    **{(10, minor, 0): f"TensorRT 10.{minor}.0" for minor in range(0, 14)},
+    (10, 0, 1): "TensorRT 10.0.1 GA",
+    (10, 3, 0): "JetPack 6.1 / 6.2",
+    (10, 10, 10): "DRIVE OS 7.0.3",
+    (10, 13, 2): "TensorRT 10.13.2",
+    (10, 13, 3): "TensorRT 10.13.3",
+    (10, 14, 1): "TensorRT 10.14.1",
+    (10, 15, 1): "TensorRT 10.15.1",
+    (10, 16, 0): "TensorRT 10.16.0",
+    (11, 0, 0): "TensorRT 11.0.0",
+    (11, 1, 0): "TensorRT 11.1.0",
+    (11, 2, 1): "TensorRT 11.2.1",
+    (11, 3, 0): "TensorRT 11.3.0",
+    (11, 4, 0): "TensorRT 11.4.0",
+    (11, 4, 1): "TensorRT 11.4.1 (JetPack 7.2.2 and later)",
+}
+
+
+def _known_list() -> str:
+    return ", ".join(".".join(map(str, key)) for key in sorted(KNOWN_TENSORRT))
+
+
+def known_tensorrt(text: str) -> TensorRTVersion:
+    """A TensorRT release the SDK knows, to the patch level. `10.3` is 10.3.0 (the only 10.3 release);
+    `8.6` is refused, since 8.6.1, 8.6.2 (JetPack 6.0) and 8.6.12 (DRIVE OS 6) write different headers."""
+    try:
+        version = TensorRTVersion.parse(text)
+    except ConfigError as error:
+        raise ConfigError(error.message, hint=f"give a known release: {_known_list()}") from None
+    given_patch = len(re.split(r"[-+]", str(text).strip())[0].split(".")) > 2
+    if given_patch:
+        if (version.major, version.minor, version.patch) in KNOWN_TENSORRT:
+            return version
+        raise ConfigError(f"TensorRT {text} is not a release the SDK knows", hint=f"known: {_known_list()}")
+    releases = sorted(key for key in KNOWN_TENSORRT if key[:2] == (version.major, version.minor))
+    if len(releases) == 1:
+        return TensorRTVersion(*releases[0])
+    if not releases:
+        raise ConfigError(f"TensorRT {text} is not a release the SDK knows", hint=f"known: {_known_list()}")
+    named = ", ".join(f"{'.'.join(map(str, key))} ({KNOWN_TENSORRT[key]})" for key in releases)
+    raise ConfigError(f"TensorRT {text} names several releases: give the patch level, one of {named}", hint=f"known: {_known_list()}")
+
+
 @dataclass(frozen=True)
 class DlaAvailability:
     cores: int
@@ -86,8 +151,9 @@ def dla_availability(platform: str, tensorrt: TensorRTVersion, probed_cores: int
     cores = PLATFORM_DLA_CORES[platform] if probed_cores is None else probed_cores
     if cores == 0:
         return DlaAvailability(0, f"{platform} has no DLA core")
-    key = (tensorrt.major, tensorrt.minor)
-    for first, last, supported, why in DLA_BY_TENSORRT:
+    key = (tensorrt.major, tensorrt.minor, tensorrt.patch)
+    for first, last, platforms, why in DLA_BY_TENSORRT:
         if first <= key <= last:
-            return DlaAvailability(cores if supported else 0, f"{why}" if not supported else f"{platform}: {cores} DLA cores; {why}")
+            supported = platforms is None or platform in platforms
+            return DlaAvailability(cores if supported else 0, f"{platform}: {cores} DLA cores; {why}" if supported else why)
     return DlaAvailability(0, f"TensorRT {tensorrt} has no known DLA support")

@@ -15,11 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from sdk.engine.build_plan import BuildPlan
 from sdk.engine.cuda_check import require_cuda_device
 from sdk.engine.placement import PlacementSummary, check_contract
 from sdk.engine.platforms import TensorRTVersion
 from sdk.errors import EngineBuildError, missing_dependency
+from sdk.quant.calibration_cache import CalibrationCache, NetworkLayer, complete_for_network
 
 COMMON_STEPS = (
     "_build",
@@ -31,8 +34,8 @@ COMMON_STEPS = (
     "_engine_layers",
 )
 SERIES_STEPS = {
-    "8.6": ("_network_flags_explicit_batch", "_configure_implicit_int8", "_calibrator"),
-    "10": ("_network_flags_default", "_configure_implicit_int8", "_calibrator"),
+    "8.6": ("_network_flags_explicit_batch", "_configure_implicit_int8", "_network_layers", "_calibrator"),
+    "10": ("_network_flags_default", "_configure_implicit_int8", "_network_layers", "_calibrator"),
     "11": ("_network_flags_strongly_typed",),
 }
 
@@ -88,7 +91,7 @@ def _build(trt, plan: BuildPlan, onnx_model: Path, calibration_cache: Path | Non
     _configure_memory(trt, config, plan)
     _configure_profiles(builder, config, plan)
     if "_configure_implicit_int8" in steps:
-        _configure_implicit_int8(trt, config, plan, calibration_cache)
+        _configure_implicit_int8(trt, config, plan, calibration_cache, network)
         _constrain_precision(trt, network, config, plan)
     _configure_dla(trt, config, plan)
     cache = _configure_timing_cache(config, plan, timing_cache)
@@ -137,14 +140,37 @@ def _configure_profiles(builder, config, plan: BuildPlan) -> None:
     config.add_optimization_profile(profile)
 
 
-def _configure_implicit_int8(trt, config, plan: BuildPlan, calibration_cache: Path | None) -> None:
+def _configure_implicit_int8(trt, config, plan: BuildPlan, calibration_cache: Path | None, network=None) -> None:
     if plan.precision == "int8":
         if calibration_cache is None:
             raise EngineBuildError("an INT8 build for TensorRT 8.6/10 needs the calibration cache", hint="run `sdk calibrate PIPELINE --tensorrt V`")
         config.set_flag(trt.BuilderFlag.INT8)
-        config.int8_calibrator = _calibrator(trt, plan.calibrator, Path(calibration_cache).read_bytes())
+        cache = Path(calibration_cache).read_bytes()
+        if network is not None:  # scales for the tensors the parser made itself (sdk/quant/calibration_cache.py)
+            completed, _ = complete_for_network(CalibrationCache.parse(cache.decode()), _network_layers(trt, network))
+            cache = completed.render().encode()
+        config.int8_calibrator = _calibrator(trt, plan.calibrator, cache)
     if plan.precision == "fp16" or plan.fp16_fallback:
         config.set_flag(trt.BuilderFlag.FP16)
+
+
+def _network_layers(trt, network) -> list[NetworkLayer]:
+    """The parsed network as the cache completion reads it: kinds, tensor names, a float Constant's max |weight|."""
+    layers = []
+    for index in range(network.num_layers):
+        layer = network.get_layer(index)
+        type_name = layer.type.name
+        kind = type_name[:1] + type_name[1:].lower()  # LayerType.CONSTANT -> "Constant"
+        constant = None
+        if layer.type == trt.LayerType.CONSTANT:
+            layer.__class__ = trt.IConstantLayer  # the Python API's cast to the subclass (TensorRT samples)
+            values = layer.weights
+            values = np.asarray(values.numpy() if hasattr(values, "numpy") else values)
+            constant = float(np.abs(values).max()) if values.dtype.kind == "f" and values.size else None
+        inputs = tuple(layer.get_input(i).name for i in range(layer.num_inputs) if layer.get_input(i) is not None)
+        outputs = tuple(layer.get_output(i).name for i in range(layer.num_outputs))
+        layers.append(NetworkLayer(kind, inputs, outputs, constant))
+    return layers
 
 
 def _constrain_precision(trt, network, config, plan: BuildPlan) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sdk.errors import ModelError
 from sdk.gpu.plan import BLOCK_THREADS
 from sdk.spec.schema import Postprocess, SsdDecoder, YoloDecoder
 
@@ -93,6 +94,13 @@ class SsdDecodePlan:
     def build(cls, spec: Postprocess, anchors: np.ndarray, classes_per_anchor: int, net_size: tuple[int, int], capacity: int = 4096) -> SsdDecodePlan:
         decoder = spec.decoder
         assert isinstance(decoder, SsdDecoder)
+        if (decoder.box_layout, decoder.box_size, decoder.keypoints) != ("yxhw", "exp", 0):
+            # The kernel knows TF's coding only; MediaPipe-style heads decode on the CPU (sdk/postprocess/ssd.py).
+            raise ModelError(
+                f"the CUDA SSD decoder takes box_layout yxhw, box_size exp and no keypoints, not {decoder.box_layout}, "
+                f"{decoder.box_size}, {decoder.keypoints} keypoint(s)",
+                hint="decode this model on the CPU",
+            )
         centre = centre_anchors(anchors, decoder.anchor_layout)
         count = centre.shape[0]
         softmax = decoder.score_activation != "sigmoid"

@@ -17,10 +17,11 @@ import numpy as np
 from sdk.errors import BackendError, missing_dependency
 from sdk.gpu.binaries import ImageChoice, KernelManifest, check_nvrtc_for_driver, choose_image, load_image
 from sdk.gpu.decode import SsdDecodePlan, YoloDecodePlan
+from sdk.gpu.handles import device_address
 from sdk.gpu.params import kernel_arguments
 from sdk.gpu.plan import PreprocessPlan
 
-INSTALL_HINT = "pip install 'perception-deploy-sdk[cuda]'  (on Jetson: JetPack's CUDA driver plus cuda-bindings)"
+INSTALL_HINT = "pip install 'perception-deploy-sdk[cuda12]' on a CUDA 12 driver (JetPack 6), '[cuda13]' on CUDA 13 (JetPack 7)"
 # Every name of cuda.bindings.driver used below; a test checks them against the installed package.
 DRIVER_NAMES = (
     "cuInit",
@@ -140,13 +141,14 @@ class CudaModule:
         return self.call("cuModuleGetFunction", self.module, name.encode())
 
     def device_buffer(self, nbytes: int) -> int:
-        return int(self.own("cuMemFree", self.call("cuMemAlloc", max(1, nbytes))))
+        return device_address(self.own("cuMemFree", self.call("cuMemAlloc", max(1, nbytes))))
 
     def pinned_buffer(self, nbytes: int, mapped: bool) -> tuple[np.ndarray, int]:
         """Pinned host memory as a uint8 array, and the address the GPU reads it at (mapped) or 0."""
-        host = int(self.own("cuMemFreeHost", self.call("cuMemHostAlloc", max(1, nbytes), self._cu.CU_MEMHOSTALLOC_DEVICEMAP if mapped else 0)))
+        flags = self._cu.CU_MEMHOSTALLOC_DEVICEMAP if mapped else 0
+        host = int(self.own("cuMemFreeHost", self.call("cuMemHostAlloc", max(1, nbytes), flags)))  # a host address (void**), an int
         array = np.frombuffer((ctypes.c_ubyte * nbytes).from_address(host), np.uint8)
-        return array, (int(self.call("cuMemHostGetDevicePointer", host, 0)) if mapped else 0)
+        return array, (device_address(self.call("cuMemHostGetDevicePointer", host, 0)) if mapped else 0)
 
     def upload(self, device: int, host: np.ndarray) -> None:
         self.call("cuMemcpyHtoDAsync", device, host.ctypes.data, host.nbytes, self.stream)

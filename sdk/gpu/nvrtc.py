@@ -12,7 +12,10 @@ from pathlib import Path
 
 from sdk.errors import BackendError, missing_dependency
 
-INSTALL_HINT = "pip install 'perception-deploy-sdk[cuda]'  (cuda-bindings and nvidia-cuda-nvrtc; JetPack ships NVRTC too)"
+INSTALL_HINT = (
+    "pip install 'perception-deploy-sdk[cuda12]' on a CUDA 12 driver (JetPack 6), '[cuda13]' on CUDA 13 (JetPack 7); "
+    "NVRTC comes with JetPack (or nvidia-cuda-nvrtc of the same major)"
+)
 # Every name of cuda.bindings.nvrtc used here; a test checks them against the installed package.
 NVRTC_NAMES = (
     "nvrtcCreateProgram",

@@ -5,21 +5,25 @@ from __future__ import annotations
 import numpy as np
 
 from sdk.postprocess.detections import Detection, Detections
-from sdk.spec.schema import Postprocess, SsdDecoder
+from sdk.spec.schema import GeneratedAnchors, Postprocess, SsdDecoder
 
 
 def create_postprocessor(spec: Postprocess, outputs: dict[str, np.ndarray], net_size: tuple[int, int], tensors: dict[str, np.ndarray]):
     """The decoder the pipeline names, bound to the backend's output buffers."""
     if isinstance(spec.decoder, SsdDecoder):
         from sdk.errors import ModelError
+        from sdk.postprocess.anchors import from_corners, generate
         from sdk.postprocess.ssd import SsdPostprocessor
 
-        if spec.decoder.anchors not in tensors:
+        anchors = spec.decoder.anchors
+        if isinstance(anchors, GeneratedAnchors):
+            return SsdPostprocessor(spec, generate(anchors.generate), outputs, net_size)
+        if anchors not in tensors:
             raise ModelError(
-                f"postprocess.decoder.anchors: tensor {spec.decoder.anchors!r} was not extracted from the model",
+                f"postprocess.decoder.anchors: tensor {anchors!r} was not extracted from the model",
                 hint="run `sdk prepare PIPELINE`; the anchors must be a constant tensor of the original graph",
             )
-        return SsdPostprocessor(spec, tensors[spec.decoder.anchors], outputs, net_size)
+        return SsdPostprocessor(spec, from_corners(tensors[anchors], spec.decoder.anchor_layout), outputs, net_size)
     from sdk.postprocess.yolo import YoloPostprocessor
 
     return YoloPostprocessor(spec, outputs)

@@ -18,18 +18,28 @@ class Detection:
     class_id: int
     score: float
     box: tuple[float, float, float, float]  # x1, y1, x2, y2 in source-image pixels
+    keypoints: tuple[tuple[float, float], ...] = ()  # x, y in source-image pixels (not clipped to the frame)
 
 
 class Detections:
-    def __init__(self, capacity: int, labels: tuple[str, ...]) -> None:
+    def __init__(self, capacity: int, labels: tuple[str, ...], *, keypoints: int = 0) -> None:
         self.labels = labels
         self.boxes = np.zeros((capacity, 4), np.float32)
+        self.keypoints = np.zeros((capacity, keypoints, 2), np.float32)  # x, y per keypoint; none unless the decoder has them
         self.scores = np.zeros(capacity, np.float32)
         self.class_ids = np.zeros(capacity, np.int32)
         self.count = 0
 
-    def select(self, boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, iou_threshold: float, geometry: ResizeGeometry) -> Detections:
-        """Keep the NMS survivors of these candidates (network pixels), best first, in source pixels."""
+    def select(
+        self,
+        boxes: np.ndarray,
+        scores: np.ndarray,
+        class_ids: np.ndarray,
+        iou_threshold: float,
+        geometry: ResizeGeometry,
+        keypoints: np.ndarray | None = None,
+    ) -> Detections:
+        """Keep the NMS survivors of these candidates (network pixels; keypoints [K, P, 2] x, y), best first, in source pixels."""
         kept = batched_nms(boxes, scores, class_ids, iou_threshold, len(self.scores))
         n = len(kept)
         self.boxes[:n] = boxes[kept]
@@ -37,6 +47,9 @@ class Detections:
         self.class_ids[:n] = class_ids[kept]
         self.count = n
         geometry.boxes_to_source(self.boxes[:n])
+        if keypoints is not None and self.keypoints.shape[1]:
+            self.keypoints[:n] = keypoints[kept]
+            geometry.points_to_source(self.keypoints[:n].reshape(-1, 2))
         return self
 
     def __len__(self) -> int:
@@ -48,6 +61,7 @@ class Detections:
         h = hashlib.blake2b(self.boxes[:n].data, digest_size=8)
         h.update(self.scores[:n].data)
         h.update(self.class_ids[:n].data)
+        h.update(self.keypoints[:n].data)  # nothing when the decoder has no keypoints: the digest is as before
         return int.from_bytes(h.digest(), "little")
 
     def __iter__(self) -> Iterator[Detection]:
@@ -55,4 +69,5 @@ class Detections:
             class_id = int(self.class_ids[i])
             label = self.labels[class_id] if class_id < len(self.labels) else str(class_id)
             x1, y1, x2, y2 = (float(v) for v in self.boxes[i])
-            yield Detection(label, class_id, float(self.scores[i]), (x1, y1, x2, y2))
+            points = tuple((float(x), float(y)) for x, y in self.keypoints[i])
+            yield Detection(label, class_id, float(self.scores[i]), (x1, y1, x2, y2), points)

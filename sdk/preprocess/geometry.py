@@ -92,6 +92,15 @@ class ResizeGeometry:
         np.clip(boxes[:, 0::2], 0, self.source_width, out=boxes[:, 0::2])
         np.clip(boxes[:, 1::2], 0, self.source_height, out=boxes[:, 1::2])
 
+    def points_to_source(self, points: np.ndarray) -> None:
+        """In place: [K, 2] x, y in network-input pixels -> source pixels, as `boxes_to_source` maps box edges (not clipped)."""
+        points[:, 0] -= self.pad_x
+        points[:, 1] -= self.pad_y
+        points[:, 0] *= 1.0 / self.scale_x
+        points[:, 1] *= 1.0 / self.scale_y
+        points[:, 0] += self.crop_x
+        points[:, 1] += self.crop_y
+
 
 def _axis(in_size: int, out_size: int, mode: str) -> tuple[float, float]:
     if mode == "asymmetric":

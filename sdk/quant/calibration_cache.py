@@ -19,21 +19,26 @@ import re
 import struct
 from dataclasses import dataclass
 
-from sdk.errors import ModelError
+from sdk.engine.platforms import known_tensorrt
+from sdk.errors import ConfigError, ModelError
 
 ALGORITHMS = ("EntropyCalibration2", "EntropyCalibration", "MinMaxCalibration", "LegacyCalibration")
 HEADER = re.compile(r"^TRT-(\d+)-([A-Za-z0-9]+)$")
 
 
 def tensorrt_version_code(version: str) -> int:
-    """`8.6.1` -> 8601, `10.3` -> 100300 (NV_TENSORRT_VERSION)."""
-    parts = version.strip().split(".")
-    if not 2 <= len(parts) <= 4 or not all(p.isdigit() for p in parts):
-        raise ModelError(f"TensorRT version {version!r} is not like 10.3 or 8.6.1")
-    major, minor = int(parts[0]), int(parts[1])
-    patch = int(parts[2]) if len(parts) > 2 else 0
-    if major < 8:
-        raise ModelError(f"TensorRT {version}: calibration caches are written for TensorRT 8.6 and later")
+    """NV_TENSORRT_VERSION of a release the SDK knows: `8.6.2` -> 8602, `10.3` -> 100300 (10.3.0).
+
+    NvInferRuntimeBase.h composes it as major * 1000 + minor * 100 + patch in TensorRT 8.6.1
+    (kNV_TENSORRT_VERSION_IMPL) and as NV_TENSORRT_VERSION_INT(major, minor, patch) = major * 10000 +
+    minor * 100 + patch from TensorRT 10.0 (10.3.0 and 11.0 headers). TensorRT reads a cache only when
+    the header's number is its own, so the patch level must be the target's: `8.6` is refused (8.6.1,
+    8.6.2 of JetPack 6.0 and 8.6.12 of DRIVE OS 6 differ), as is a release the SDK does not know."""
+    try:
+        known = known_tensorrt(version)
+    except ConfigError as error:
+        raise ModelError(f"calibration cache: {error.message}", hint=error.hint) from None
+    major, minor, patch = known.major, known.minor, known.patch
     return major * (10000 if major >= 10 else 1000) + minor * 100 + patch
 
 
@@ -110,3 +115,81 @@ class CalibrationCache:
 
 def _float32(value: float) -> float:
     return struct.unpack(">f", struct.pack(">f", value))[0]
+
+
+# Ranges TensorRT needs equal because it fuses the layers between them (implicit INT8):
+# - a pooling layer's input and output: "When running pooling layer with DeviceType::kDLA in Int8 mode, the
+#   dynamic ranges for input and output tensors must be equal" (NvInfer.h 8.6.1:1735, 10.3.0:1450);
+# - a concatenation's inputs and output: TensorRT eliminates the concatenation by having each input's producer
+#   write into the output buffer, in the output's scale.
+# Each tie is (anchor, tied): the tied tensors take the anchor's range (the largest anchor's, where ties meet).
+POOLING_OPS = ("MaxPool", "AveragePool")
+
+
+def fusion_ties(nodes) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """From (op_type, inputs, outputs) of a model's nodes: pooling output := input, concat inputs := output."""
+    ties = []
+    for op, inputs, outputs in nodes:
+        if op in POOLING_OPS and inputs and outputs:
+            ties.append((inputs[0], (outputs[0],)))
+        elif op == "Concat" and inputs and outputs:
+            ties.append((outputs[0], tuple(inputs)))
+    return tuple(ties)
+
+
+def tie_ranges(amax: dict[str, float], ties) -> dict[str, float]:
+    """amax with every tied group at one value: the largest of its anchors' ranges (never clipping more than
+    any anchor's own calibration). Tensors without a range stay without one."""
+    parent: dict[str, str] = {}
+
+    def root(name: str) -> str:
+        parent.setdefault(name, name)
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    anchors: dict[str, float] = {}
+    for anchor, tied in ties:
+        for name in tied:
+            parent[root(name)] = root(anchor)
+    for anchor, _ in ties:
+        if anchor in amax:
+            group = root(anchor)
+            anchors[group] = max(anchors.get(group, 0.0), amax[anchor])
+    tied_amax = dict(amax)
+    for name in list(parent):
+        group = root(name)
+        if group in anchors and name in amax:
+            tied_amax[name] = anchors[group]
+    return tied_amax
+
+
+@dataclass(frozen=True)
+class NetworkLayer:
+    """One layer of the network TensorRT's ONNX parser built, as the device reads it before building."""
+
+    kind: str  # "Constant", "Shuffle", ... (TensorRT's LayerType, capitalised)
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    constant_amax: float | None = None  # a float Constant layer's max |weight|
+
+
+def complete_for_network(cache: CalibrationCache, layers) -> tuple[CalibrationCache, list[str]]:
+    """Scales for tensors the ONNX parser creates itself, which no ONNX name (and so no host calibration) has:
+    the output of a Constant layer it adds for a constant operand ("(Unnamed Layer* N) [Constant]_output") gets
+    its weights' exact range, and a Shuffle's output (a reshape or the broadcast of such a constant) its input's.
+    Existing scales are kept. Returns the completed cache and the tensors still without a scale."""
+    scales = dict(cache.scales)
+    missing = []
+    for layer in layers:
+        for output in layer.outputs:
+            if output in scales:
+                continue
+            if layer.kind == "Constant" and layer.constant_amax is not None and math.isfinite(layer.constant_amax):
+                scales[output] = _float32(_float32(layer.constant_amax) / 127.0)
+            elif layer.kind == "Shuffle" and layer.inputs and layer.inputs[0] in scales:
+                scales[output] = scales[layer.inputs[0]]
+            else:
+                missing.append(output)
+    return CalibrationCache(cache.version_code, cache.algorithm, scales), missing

@@ -1,4 +1,4 @@
-"""detections.jsonl: one line per frame (frame, t_capture_ns, detections with label, score, box)."""
+"""detections.jsonl: one line per frame (frame, t_capture_ns, detections with label, score, box, and keypoints where decoded)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,15 @@ import json
 from pathlib import Path
 
 from sdk.frame import Frame
-from sdk.postprocess.detections import Detections
+from sdk.postprocess.detections import Detection, Detections
 from sdk.sinks.files import partial_path, publish
+
+
+def _record(d: Detection, r: int) -> dict:
+    record = {"label": d.label, "score": round(d.score, 4), "box": [round(v, r) for v in d.box]}
+    if d.keypoints:  # decoders with keypoints (postprocess.decoder.keypoints): [[x, y], ...] in source pixels
+        record["keypoints"] = [[round(x, r), round(y, r)] for x, y in d.keypoints]
+    return record
 
 
 class JsonlSink:
@@ -28,7 +35,7 @@ class JsonlSink:
         line = {
             "frame": frame.index,
             "t_capture_ns": frame.t_capture_ns,
-            "detections": [{"label": d.label, "score": round(d.score, 4), "box": [round(v, r) for v in d.box]} for d in detections],
+            "detections": [_record(d, r) for d in detections],
         }
         self._handle.write(json.dumps(line, separators=(",", ":")) + "\n")
 

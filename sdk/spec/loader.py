@@ -80,6 +80,9 @@ def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile
 def config_error(document: YamlDocument, exc: ValidationError, root: type[BaseModel] = Pipeline) -> ConfigError:
     errors = exc.errors(include_url=False)
     first = errors[0]
+    if first["type"] == "missing":
+        # A misspelt required key is both missing and unknown: the unknown one says "did you mean".
+        first = next((e for e in errors if e["type"] == "extra_forbidden" and tuple(e["loc"][:-1]) == tuple(first["loc"][:-1])), first)
     context = first.get("ctx", {})
     yaml_path = _yaml_path(document.data, tuple(first["loc"]))
     if first["type"] == ERROR_TYPE and context.get("path") is not None:
@@ -94,6 +97,9 @@ def config_error(document: YamlDocument, exc: ValidationError, root: type[BaseMo
         allowed = _allowed_keys(root, yaml_path[:-1], document.data)
         close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
         suggestion = f"; did you mean {close[0]!r}?" if close else ""
+        missing = {_yaml_path(document.data, tuple(e["loc"])) for e in errors if e["type"] == "missing"}
+        if close and (*yaml_path[:-1], close[0]) in missing:
+            suggestion += f" ({close[0]!r} is required and missing)"
         return ConfigError(
             f"{where}: unknown key {key!r}{suggestion} allowed here: {', '.join(allowed)}{more}",
             hint="remove or rename the key",
@@ -166,6 +172,9 @@ def _pick_model(annotation: Any, node: Any) -> Any:
         members = [_pick_model(a, node) for a in members]
         if len(members) == 1:
             return members[0]
+        models = [m for m in members if isinstance(m, type) and issubclass(m, BaseModel)]
+        if len(models) == 1 and isinstance(node, dict):
+            return models[0]  # a name or a mapping (postprocess.decoder.anchors): a mapping is the model
         kind = node.get("kind") if isinstance(node, dict) else None
         for member in members:
             if isinstance(member, type) and issubclass(member, BaseModel):

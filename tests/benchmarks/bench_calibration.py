@@ -1,7 +1,7 @@
 """Benchmark: INT8 calibration time vs plain FP32 inference over the same frames, and the accuracy
 of INT8 against FP32 for each method, on the example detector and video. Ratios from one run.
 
-    python tests/benchmarks/bench_calibration.py [--frames 300] [--methods minmax,entropy,percentile] [--rounds 3]
+    python tests/benchmarks/bench_calibration.py [--frames 300] [--methods minmax,entropy,percentile] [--rounds 3] [--smoke]
 
 Each calibration is timed from scratch (a fresh cache) and includes everything `sdk calibrate` does
 after choosing the frames: decoding them, the statistics pass, the ranges, the Q/DQ model, and
@@ -48,7 +48,11 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=300)
     parser.add_argument("--methods", default="minmax,entropy,percentile")
     parser.add_argument("--rounds", type=int, default=3, help="calibrations per method, each between two FP32 runs")
+    parser.add_argument("--smoke", action="store_true", help="one short round with tiny sizes: proves the script runs (CI); its numbers mean nothing")
     args = parser.parse_args()
+    holdout = 50
+    if args.smoke:
+        args.frames, args.methods, args.rounds, holdout = 4, "minmax", 1, 4
     work = Path(tempfile.mkdtemp(prefix="bench-calibration-"))
     try:
         shutil.copytree(REPO / "pipelines" / "assets", work / "p" / "assets")
@@ -56,6 +60,7 @@ def main() -> None:
         for method in args.methods.split(","):
             text = (REPO / "pipelines" / "pedestrian.yaml").read_text()
             text = text.replace("  frames: 300 ", f"  frames: {args.frames} ").replace("method: percentile ", f"method: {method} ")
+            text = text.replace("holdout_frames: 50 ", f"holdout_frames: {holdout} ")
             (work / "p" / f"{method}.yaml").write_text(text)
             pipeline = load_pipeline(work / "p" / f"{method}.yaml")
             model = PrepareModel(pipeline, work / "cache")()

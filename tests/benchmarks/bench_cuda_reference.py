@@ -1,7 +1,7 @@
 """Report: max |host reference - OpenCV CPU path| per input format, output type and layout on real frames,
 and the ptxas registers per kernel. Builds plugins_cuda (host reference + kernels) in a temporary folder.
 
-    python tests/benchmarks/bench_cuda_reference.py [--frames 0,119,400,700]
+    python tests/benchmarks/bench_cuda_reference.py [--frames 0,119,400,700] [--smoke]
 
 Differences are in 8-bit input steps (LSB): the output difference divided by the largest gain
 (scale / std); uint8 and int8 in output steps.
@@ -37,8 +37,14 @@ RESIZES = [
 ]
 
 
+def video() -> Path:
+    """The shared asset (as CI has it), else the example's own copy."""
+    shared = REPO.parent / "shared" / "assets" / "vtest.avi"
+    return shared if shared.is_file() else REPO / "pipelines" / "assets" / "vtest.avi"
+
+
 def frames(indices: list[int]) -> list[np.ndarray]:
-    capture = cv2.VideoCapture(str(REPO.parent / "shared" / "assets" / "vtest.avi"))
+    capture = cv2.VideoCapture(str(video()))
     out = []
     for index in range(max(indices) + 1):
         ok, image = capture.read()
@@ -60,19 +66,27 @@ def source_for(fmt: str, image: np.ndarray):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--frames", default="0,119,400,700")
+    parser.add_argument("--smoke", action="store_true", help="one short round with tiny sizes: proves the script runs (CI); its numbers mean nothing")
     args = parser.parse_args()
+    resizes = RESIZES[:1] if args.smoke else RESIZES
+    if args.smoke:
+        args.frames = "0"
     with tempfile.TemporaryDirectory() as build:
-        subprocess.run(["cmake", "-S", str(REPO / "plugins_cuda"), "-B", build], check=True, capture_output=True)
+        options = ["-DPLUGINS_CUDA_KERNELS=OFF"] if args.smoke else []  # smoke: the host reference only, no nvcc build
+        subprocess.run(["cmake", "-S", str(REPO / "plugins_cuda"), "-B", build, *options], check=True, capture_output=True)
         subprocess.run(["cmake", "--build", build, "-j", "2"], check=True, capture_output=True)
         reference = HostReference(Path(build) / "libpp_reference.so")
         worst: dict[tuple, float] = defaultdict(float)
-        for image in frames([int(i) for i in args.frames.split(",")]):
+        images = frames([int(i) for i in args.frames.split(",")])
+        if not images:
+            raise SystemExit(f"no frames read from {video()}")
+        for image in images:
             h, w = image.shape[:2]
             for fmt in ("bgr8", "rgb8", "nv12", "yuyv"):
                 src, uv, seen = source_for(fmt, image)
                 for dtype in ("float32", "float16", "uint8", "int8"):
                     for layout in ("nchw", "nhwc"):
-                        for resize in RESIZES:
+                        for resize in resizes:
                             spec_dtype = "float32" if dtype == "int8" else dtype
                             spec = Preprocess(resize=resize, layout=layout, dtype=spec_dtype, normalize=IMAGENET if dtype != "uint8" else {})
                             plan = PreprocessPlan.build(spec, fmt, w, h, int8_scale=INT8_SCALE if dtype == "int8" else None)

@@ -13,7 +13,7 @@ With --ptx (the build's preprocess.compute_87.ptx) it also estimates instruction
 instructions of the kernel (a proxy for SASS; both branches counted) x output pixels, over AGX Orin's
 16 SMs x 4 schedulers x 32 lanes at 1.3 GHz. Whichever bound is larger is the better prediction.
 
-    python tests/benchmarks/bench_cuda_traffic.py [--ptx build/plugins_cuda/preprocess.compute_87.ptx]
+    python tests/benchmarks/bench_cuda_traffic.py [--ptx build/plugins_cuda/preprocess.compute_87.ptx] [--smoke]
 """
 
 from __future__ import annotations
@@ -109,10 +109,11 @@ def ptx_instructions(ptx: str, kernel: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ptx", type=Path, help="the build's preprocess.compute_87.ptx, for the instruction-issue estimate")
+    parser.add_argument("--smoke", action="store_true", help="one short round with tiny sizes: proves the script runs (CI); its numbers mean nothing")
     args = parser.parse_args()
     ptx = args.ptx.read_text() if args.ptx else None
     print(f"{'case':58} {'minimum':>10} {'modelled':>10} {'ratio':>6} {'Orin us':>8}" + (f" {'PTX/px':>6} {'issue us':>8}" if ptx else ""))
-    for label, fmt, w, h, spec, int8_scale in CASES:
+    for label, fmt, w, h, spec, int8_scale in CASES[:2] if args.smoke else CASES:
         plan = PreprocessPlan.build(Preprocess(**spec), fmt, w, h, int8_scale=int8_scale)
         minimum, modelled = plan.minimum_bytes(), modelled_bytes(plan)
         line = f"{label:58} {minimum:>10,} {modelled:>10,} {modelled / minimum:>6.3f} {modelled / ORIN_BYTES_PER_S * 1e6:>8.1f}"

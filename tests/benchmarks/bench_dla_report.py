@@ -1,6 +1,6 @@
 """Report: the example detector's predicted DLA placement and engine precision mix, per platform and TensorRT.
 
-    python tests/benchmarks/bench_dla_report.py
+    python tests/benchmarks/bench_dla_report.py [--smoke]
 
 For each (platform, TensorRT) it prepares the example model, runs the DLA analysis (layers on DLA,
 subgraphs, transitions, reformats, analysis time) and plans an INT8 build on DLA core 0 with GPU
@@ -10,6 +10,7 @@ These are predictions: TensorRT decides on the device.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
@@ -30,12 +31,15 @@ CASES = (("jetson-agx-orin", "10.3"), ("drive-orin", "8.6.1"), ("jetson-orin-nx"
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="one short round with tiny sizes: proves the script runs (CI); its numbers mean nothing")
+    args = parser.parse_args()
     pipeline = load_pipeline(REPO / "pipelines" / "pedestrian.yaml")
     model = PrepareModel(pipeline, Path(tempfile.mkdtemp()))().model_path
     print("| platform | TensorRT | layers | on DLA | on GPU | DLA subgraphs | transitions | reformats (max) | precision mix (INT8 plan) | analysis |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     notes = None
-    for platform, version in CASES:
+    for platform, version in CASES[:1] if args.smoke else CASES:
         tensorrt = TensorRTVersion.parse(version)
         availability = dla_availability(platform, tensorrt)
         start = time.perf_counter()

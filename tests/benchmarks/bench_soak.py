@@ -6,7 +6,7 @@ runtime's resident memory every few seconds, then stops it. Reports memory growt
 (target: none), misses, shed frames, restarts, and the latency drift between the first and the
 last five minutes (sliding-window p50/p99 as the runtime reports them).
 
-    python tests/benchmarks/bench_soak.py [--minutes 30] [--sample-s 5]
+    python tests/benchmarks/bench_soak.py [--minutes 30] [--sample-s 5] [--smoke]
 """
 
 from __future__ import annotations
@@ -47,7 +47,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--sample-s", type=float, default=5)
+    parser.add_argument("--smoke", action="store_true", help="one short round with tiny sizes: proves the script runs (CI); its numbers mean nothing")
     args = parser.parse_args()
+    if args.smoke:
+        args.minutes, args.sample_s = 0.05, 1.0
     work = Path(tempfile.mkdtemp(prefix="soak-"))
     os.environ["SDK_STATE_DIR"] = str(work / "state")
     folder = work / "pipeline"

@@ -29,7 +29,7 @@ class Build:
 def cmake_build(folder: Path, *options: str, env: dict | None = None) -> Build:
     cmake = shutil.which("cmake")  # resolved here: `env` may leave nvcc's folder (and what else is in it) off PATH
     if cmake is None:
-        pytest.skip("cmake is not installed")
+        pytest.skip("cmake is not installed (apt-get install cmake)")
     configure = subprocess.run([cmake, "-S", str(PLUGINS), "-B", str(folder), *options], capture_output=True, text=True, env=env, timeout=120)
     assert configure.returncode == 0, configure.stdout + configure.stderr
     build = subprocess.run([cmake, "--build", str(folder), "-j", "2"], capture_output=True, text=True, env=env, timeout=300)
@@ -41,7 +41,7 @@ def cmake_build(folder: Path, *options: str, env: dict | None = None) -> Build:
 def host_build(tmp_path_factory) -> Build:
     """The host reference, configured as on a machine without CUDA (nvcc off PATH and out of CMake's search)."""
     if shutil.which("g++") is None:
-        pytest.skip("g++ is not installed")
+        pytest.skip("g++ is not installed (apt-get install g++)")
     path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if not (Path(p) / "nvcc").exists())
     env = {**os.environ, "PATH": path}
     env.pop("CUDACXX", None)
@@ -58,7 +58,7 @@ def host_build(tmp_path_factory) -> Build:
 def kernel_build(tmp_path_factory) -> Build:
     """The CMake project with nvcc: a cubin and a ptxas report per architecture, the PTX, the manifest."""
     if shutil.which("nvcc") is None or shutil.which("g++") is None:
-        pytest.skip("nvcc (CUDA toolkit) is not installed")
+        pytest.skip("nvcc (CUDA toolkit) is not installed (NVIDIA's cuda-toolkit package, or Debian's nvidia-cuda-toolkit)")
     return cmake_build(tmp_path_factory.mktemp("pp-cuda"), f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAINS / 'toolchain-x86_64-linux.cmake'}")
 
 

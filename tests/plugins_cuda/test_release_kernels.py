@@ -87,7 +87,7 @@ def test_host_build_is_cached_and_without_nvcc_only_the_source_travels(tmp_path,
     from tools.release.kernels import build_kernels, parse_compute_capability
 
     if shutil.which("nvcc") is None or shutil.which("cmake") is None:
-        pytest.skip("nvcc or cmake is not installed")
+        pytest.skip("needs nvcc (NVIDIA's cuda-toolkit package, or Debian's nvidia-cuda-toolkit) and cmake (apt-get install cmake)")
     first = build_kernels(tmp_path)
     assert (first / "preprocess.sm_87.cubin").is_file() and (first / "preprocess.sm_110.cubin").is_file()
     stamp = (first / "preprocess.json").stat().st_mtime_ns

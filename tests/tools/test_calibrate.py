@@ -269,3 +269,66 @@ def test_our_conv_weight_scales_give_onnx_runtimes_own_qdq_model(tmp_path):
         assert arrays[0].keys() == arrays[1].keys()
         for name, value in arrays[0].items():
             assert value.dtype == arrays[1][name].dtype and np.array_equal(value, arrays[1][name]), name
+
+
+@pytest.mark.parametrize(
+    ("typed", "header"),
+    [("10.3", "TRT-100300-"), ("8.6.2", "TRT-8602-"), ("8.6.1", "TRT-8601-"), ("10.3.0.30", "TRT-100300-")],
+)
+def test_a_cache_is_written_for_a_known_release_with_its_patch_level(tmp_path, typed, header):
+    """`sdk calibrate --tensorrt V` writes through trt_cache_file; the header is NV_TENSORRT_VERSION of the
+    release (NvInferRuntimeBase.h of TensorRT 8.6.1 and 10.3.0), so it must name the target's patch level."""
+    from tools.calibrate import CalibrationArtifacts
+    from tools.int8 import trt_cache_file
+
+    (tmp_path / "ranges.json").write_text(json.dumps({"method": "minmax", "tensors": {"x": {"amax": 1.0}}}))
+    written = trt_cache_file(CalibrationArtifacts(tmp_path), typed)
+    assert written.read_text() == f"{header}MinMaxCalibration\nx: 3c010204\n"
+
+
+@pytest.mark.parametrize(("typed", "message"), [("9.9", "not a release the SDK knows"), ("8.6", "names several releases")])
+def test_calibrate_refuses_a_tensorrt_it_does_not_know_exactly_and_lists_the_known_ones(tmp_path, typed, message):
+    from sdk.errors import ModelError
+    from tools.calibrate import CalibrationArtifacts
+    from tools.int8 import trt_cache_file
+
+    (tmp_path / "ranges.json").write_text(json.dumps({"method": "minmax", "tensors": {"x": {"amax": 1.0}}}))
+    with pytest.raises(ModelError, match=message) as caught:
+        trt_cache_file(CalibrationArtifacts(tmp_path), typed)
+    assert "8.6.1, 8.6.2, 8.6.12, 10.0.0" in caught.value.hint and "11.4.1" in caught.value.hint
+    assert not list(tmp_path.glob("calibration-trt*"))  # nothing written
+
+
+def test_the_cache_ties_the_concatenations_of_the_example_detector(tmp_path):
+    """ranges.json records the ranges TensorRT fuses; the TensorRT cache gives every concatenation input the
+    output's scale, while the ONNX Runtime ranges (the Q/DQ model) keep their own."""
+    pipeline = small_pipeline(tmp_path, frames=4)
+    model = PrepareModel(pipeline, tmp_path / "cache")()
+    artifacts = Calibrate(pipeline, model, tmp_path / "cache")()
+    ties = json.loads(artifacts.ranges.read_text())["ties"]
+    concats = [n for n in onnx.load(str(model.model_path)).graph.node if n.op_type == "Concat"]
+    assert concats and len(ties) >= len([n for n in concats if n.output[0] in artifacts.amax()])
+    cache = CalibrationCache.parse(artifacts.trt_cache("10.3"))
+    amax = artifacts.amax()
+    differed = 0
+    for node in concats:
+        if node.output[0] not in cache.scales:
+            continue
+        for name in node.input:
+            if name in cache.scales:
+                assert cache.scales[name] == cache.scales[node.output[0]], (node.name, name)
+                differed += amax[name] != amax[node.output[0]]
+    assert differed, "the example's concatenation inputs were calibrated apart; the cache ties them"
+
+
+def test_sdk_calibrate_refuses_an_unknown_tensorrt_before_calibrating(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    argv = [sys.executable, "-c", "from tools.cli import main; main()", "calibrate", str(repo / "pipelines" / "pedestrian.yaml")]
+    argv += ["--tensorrt", "9.9", "--out", str(tmp_path / "int8")]
+    done = subprocess.run(argv, cwd=repo, env={**os.environ, "SDK_STATE_DIR": str(tmp_path / "state")}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and done.stderr.count("error:") == 1 and "9.9" in done.stderr and "10.3.0" in done.stderr, done.stderr
+    assert not (tmp_path / "int8").exists() and not (tmp_path / "state").exists()  # nothing prepared, calibrated or written

@@ -23,7 +23,8 @@ EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
 
 
 def cli(*args: str, state: Path, cwd: Path = REPO, timeout: float = 300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SDK_STATE_DIR": str(state), "COLUMNS": "200"}
+    # Targets beside the state, never the checkout's targets/ (`targets list` below must see `local` only).
+    env = {**os.environ, "SDK_STATE_DIR": str(state), "SDK_TARGETS_DIR": str(state.parent / f"{state.name}.targets"), "COLUMNS": "200"}
     return subprocess.run(
         [sys.executable, "-c", "from tools.cli import main; main()", *args],
         cwd=cwd,

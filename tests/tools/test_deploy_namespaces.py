@@ -23,7 +23,9 @@ from .netns import NamespaceHost, namespaces_available
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
 
-pytestmark = pytest.mark.skipif(not namespaces_available() and not os.environ.get("CI"), reason="network namespaces need root")
+pytestmark = pytest.mark.skipif(
+    not namespaces_available() and not os.environ.get("CI"), reason="network namespaces need root and iproute2 (apt-get install iproute2)"
+)
 
 
 def pipeline(tmp_path: Path, media: str = "vtest.avi") -> Path:

@@ -15,7 +15,8 @@ import pytest
 from sdk.errors import ReleaseError, TargetError
 from sdk.release import ReleaseManifest
 from sdk.store import ReleaseStore, size_text
-from tools.release.bundle import Bundle, runtime_files
+from tests.tools.release.bundles import bundle_of
+from tools.release.bundle import runtime_files
 from tools.release.stage import manifest_for, stage_release
 from tools.sessions import LocalSession, open_session
 from tools.targets import LocalTarget, resolve_target
@@ -44,16 +45,6 @@ def free(path: Path) -> int:
 def share(room: int, fraction: float) -> int:
     """A fraction of the room, in whole 100 kB: a few bytes more or less never change a size_text."""
     return int(room * fraction) // 100_000 * 100_000
-
-
-def bundle_of(folder: Path, contents: dict[str, bytes]) -> Bundle:
-    folder.mkdir(parents=True, exist_ok=True)
-    files = {}
-    for name, data in contents.items():
-        path = folder / name.replace("/", "__")
-        path.write_bytes(data)
-        files[name] = path
-    return Bundle(files, "pipeline/p.yaml", "artifacts", {"test": True})
 
 
 class FillsTheDisk:

@@ -126,7 +126,8 @@ def judge_node(node: Node, table: RuleTable) -> tuple[str, str, str, str]:
     if rule is None:
         fix = table.no_layer_fix.get(node.op, f"replace {node.op} by supported layers or move it after the DLA part")
         return GPU, "", f"{node.op} has no DLA layer in TensorRT {table.series}", fix
-    failed = [c for c in (*table.general, *rule.checks) if not _passes(c, node.facts)]
+    applicable = [c for c in (*table.general, *rule.checks) if c.when is None or node.facts.get(c.when[0]) == c.when[1]]
+    failed = [c for c in applicable if not _passes(c, node.facts)]
     if failed:
         return GPU, rule.layer, "; ".join(_describe(c, node.facts) for c in failed), next((c.fix for c in failed if c.fix), "")
     return DLA, rule.layer, f"{rule.layer}: within the DLA restrictions", ""

@@ -1,17 +1,23 @@
 """The DLA restrictions as data: one rule table per TensorRT series, read by tools/dla/analysis.py.
 
-Source: TensorRT developer guide, "DLA Supported Layers and Restrictions" (8.6 and 10.x editions),
-General Restrictions and the per-layer list (docs.nvidia.com/deeplearning/tensorrt/latest/
-inference-library/dla-layer-restrictions.html, Table "DLA Layer Support Summary"). A rule names a fact that tools/dla/graph.py reads off
-an ONNX node (kernel, stride, pads, ...) and the values DLA accepts; the analysis code knows only
-the four check kinds below, never a layer. Where no difference between 8.6 and 10.x was found in
-the guides, the two tables hold the same rules (copied by construction, so a change is one line).
-TensorRT 11 has a table for completeness, but no DLA on any platform this SDK targets
-(sdk/engine/platforms.py says why), so its verdicts are "GPU: no DLA in TensorRT 11".
+Sources, per rule (quoted in its `why`):
+- TensorRT developer guide, "DLA Supported Layers and Restrictions" (8.6 and 10.x editions): the
+  general restrictions and the per-layer list.
+- The DLA notes in TensorRT's own header, include/NvInfer.h at the v8.6.1 and v10.3.0 tags of
+  github.com/NVIDIA/TensorRT (JetPack 6.0 ships 8.6.2, JetPack 6.1 / 6.2 ship 10.3.0). The line numbers
+  are cited as `NvInfer.h 8.6.1:L / 10.3.0:L`; where both headers say the same, one rule serves both tables.
+- How the ONNX parser builds layers: onnx-tensorrt `builtin_op_importers.cpp` (release/8.6-GA) and
+  `onnxOpImporters.cpp` (10.1-GA), and `onnx2trt_utils.cpp` (8.6-GA).
+- TensorRT Operators documentation, Reduce, "DLA Support" (10.x).
+A rule names a fact that tools/dla/graph.py reads off an ONNX node (kernel, stride, pads, ...) and the
+values DLA accepts; the analysis code knows only the check kinds below, never a layer.
+TensorRT 11 has a table for 11.4.1 on Jetson AGX Orin (sdk/engine/platforms.py says where DLA exists);
+it holds the last documented (10.x) restrictions.
 
 ONNX ops map onto TensorRT layers the way the ONNX parser builds them: Conv -> Convolution,
 Relu/Clip/... -> Activation, Add/Mul/... -> ElementWise, BatchNormalization -> Scale,
-Reshape/Transpose/Flatten/Squeeze/Unsqueeze -> Shuffle. Constant nodes are weights, not layers.
+Reshape/Transpose/Flatten/Squeeze/Unsqueeze -> Shuffle, GlobalAveragePool/GlobalMaxPool/Reduce* ->
+Reduce (not Pooling), Abs -> Unary, Slice -> Slice. Constant nodes are weights, not layers.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ class Check:
     value: object
     why: str  # what the guide says, shown as the reason when the check fails
     fix: str = ""  # what to change in the model
+    when: tuple[str, object] | None = None  # (fact, value): the check applies only where that fact has that value
 
 
 @dataclass(frozen=True)
@@ -74,15 +81,18 @@ CONVOLUTION = LayerRule(
     ),
 )
 
+# NvInfer.h 8.6.1:2753-2811 / 10.3.0:2279-2337: 2-D kernel and stride in [1,32], or 64, 96 or 128 in one
+# dimension with 1 in the other; padding 0; 8.6.1:2595 / 10.3.0:2123: one group.
+DECONV_LARGE = ((1, 64), (64, 1), (1, 96), (96, 1), (1, 128), (128, 1))
 DECONVOLUTION = LayerRule(
     "Deconvolution",
     (
         SPATIAL_2D,
-        Check("kernel", "range", (1, 32), "DLA deconvolution kernel sizes are 1-32"),
-        Check("stride", "range", (1, 32), "DLA deconvolution strides are 1-32"),
-        Check("pads", "range", (0, 0), "DLA deconvolution takes no padding", "crop the output with a Slice outside DLA or change the padding"),
+        Check("kernel_hw_class", "one_of", ("small", "long"), "DLA deconvolution kernels are 1-32, or 1x64/96/128 (NvInfer.h 10.3.0:2279)"),
+        Check("stride_hw_class", "one_of", ("small", "long"), "DLA deconvolution strides are 1-32, or 1x64/96/128 (NvInfer.h 10.3.0:2306)"),
+        Check("pads", "range", (0, 0), "DLA deconvolution takes no padding (NvInfer.h 10.3.0:2337)", "crop the output with a Slice, or no padding"),
         Check("dilation", "range", (1, 1), "DLA deconvolution has no dilation"),
-        Check("groups", "range", (1, 1), "DLA deconvolution has no groups"),
+        Check("groups", "range", (1, 1), "DLA deconvolution has one group (NvInfer.h 10.3.0:2123)"),
     ),
 )
 
@@ -105,6 +115,7 @@ CLIP = LayerRule(
         Check("clip_max", "range", (1.0, 127.0), "DLA clipped ReLU needs a maximum in [1, 127]"),
     ),
 )
+# NvInfer.h 8.6.1:2941 / 10.3.0:2470: "DLA supports only kSUM, kPROD, kMAX, kMIN, and kSUB." (no Div, no Pow)
 ELEMENTWISE = LayerRule(
     "ElementWise",
     (
@@ -122,13 +133,82 @@ SHUFFLE = LayerRule(
     ),
 )
 
+# onnx-tensorrt builds GlobalAveragePool / GlobalMaxPool "via Reduce layers rather than Pooling layers"
+# (builtin_op_importers.cpp 8.6-GA:1671-1704, onnxOpImporters.cpp 10.1-GA:2085-2133); DLA reduces with MAX
+# only, "where any combination of the CHW is reduced" (TensorRT Operators, Reduce, DLA Support).
+REDUCE = LayerRule(
+    "Reduce",
+    (
+        FOUR_D,
+        Check("reduce_op", "equals", "max", "DLA reduces with MAX only; the ONNX parser builds this as a Reduce, not a Pooling layer",
+              "use AveragePool with the whole plane as its window (at most 8x8) instead of GlobalAveragePool / ReduceMean"),
+        Check("reduce_batch", "equals", False, "DLA reduces over C, H and W, never the batch"),
+    ),
+)
+
+# NvInfer.h 8.6.1:4986-5046 / 10.3.0:4077-4137. The parser maps ONNX attributes onto these settings
+# (builtin_op_importers.cpp 8.6-GA:3767-3832): sizes -> a shape input (setOutputDimensions is "not supported"
+# on DLA), constant scales -> setScales.
+RESIZE_COMBINATIONS = (
+    "nearest/kASYMMETRIC/kFORMULA/kFLOOR",
+    "nearest/kHALF_PIXEL/kFORMULA/kHALF_DOWN",
+    "nearest/kHALF_PIXEL/kFORMULA/kHALF_UP",
+    "linear/kHALF_PIXEL/kFORMULA",
+    "linear/kHALF_PIXEL/kUPPER",
+)
+RESIZE = LayerRule(
+    "Resize",
+    (
+        FOUR_D,
+        Check("resize_input", "equals", "scales", "DLA resizes by constant scales only, not by sizes or computed scales (NvInfer.h 10.3.0:4099)",
+              "give Resize constant scales instead of sizes"),
+        Check("resize_combination", "one_of", RESIZE_COMBINATIONS,
+              "DLA resizes nearest with asymmetric/floor or half_pixel/round_prefer_floor|ceil, bilinear with half_pixel or pytorch_half_pixel "
+              "(NvInfer.h 10.3.0:4077)", "use mode nearest with coordinate_transformation_mode asymmetric and nearest_mode floor"),
+        Check("scales_nc", "range", (1.0, 1.0), "DLA resizes H and W only (NvInfer.h 10.3.0:4132)"),
+        Check("scales_hw_integer", "equals", True, "DLA resize scales are integers (NvInfer.h 10.3.0:4132)", "use an integer upsampling factor"),
+        Check("scales_hw", "range", (1.0, 32.0), "DLA nearest resize scales are 1-32 (NvInfer.h 10.3.0:4132)", when=("resize_mode", "nearest")),
+        Check("scales_hw", "range", (1.0, 4.0), "DLA bilinear resize scales are 1-4 (NvInfer.h 10.3.0:4132)", when=("resize_mode", "linear")),
+    ),
+)
+
+# NvInfer.h 8.6.1:2355-2364 (not on Xavier) / 10.3.0:1985-1993.
+SOFTMAX = LayerRule(
+    "SoftMax",
+    (
+        FOUR_D,
+        Check("softmax_flattened", "equals", False, "ONNX Softmax before opset 13 is flattened to 2-D by the parser (onnx2trt_utils.cpp addSoftmax)",
+              "export with opset 13 or later"),
+        Check("axis", "one_of", (1, 2, 3), "DLA softmax runs along the channel or a spatial axis (NvInfer.h 10.3.0:1985)"),
+        Check("softmax_axis_size", "range", (1, 8192), "DLA softmax axes are at most 8192 long where the other C/H/W are 1 (NvInfer.h 10.3.0:1987)",
+              when=("softmax_others_one", True)),
+        Check("softmax_axis_size", "range", (1, 1024), "DLA softmax axes are at most 1024 long where another C/H/W exceeds 1 (NvInfer.h 10.3.0:1990)",
+              when=("softmax_others_one", False)),
+    ),
+)
+
+# NvInfer.h 8.6.1:4232-4238 / 10.3.0:3285-3291.
+SLICE = LayerRule(
+    "Slice",
+    (
+        FOUR_D,
+        Check("slice_constant", "equals", True, "DLA slices need build-time constant starts, ends, axes and steps (NvInfer.h 10.3.0:3286)"),
+        Check("slice_steps", "range", (1, 1), "DLA slices have stride 1 (NvInfer.h 10.3.0:3289)"),
+        Check("slice_batch", "equals", False, "DLA does not slice the first dimension (NvInfer.h 10.3.0:3290)"),
+    ),
+)
+
 LAYERS_8_6 = {
     "Conv": CONVOLUTION,
     "ConvTranspose": DECONVOLUTION,
     "MaxPool": POOLING,
     "AveragePool": POOLING,
-    "GlobalAveragePool": POOLING,  # a pooling layer with the whole plane as its window
-    "GlobalMaxPool": POOLING,
+    "GlobalAveragePool": REDUCE,
+    "GlobalMaxPool": REDUCE,
+    "ReduceMax": REDUCE,
+    "ReduceMean": REDUCE,
+    "ReduceSum": REDUCE,
+    "ReduceMin": REDUCE,
     "Relu": ACTIVATION,
     "Sigmoid": ACTIVATION,
     "Tanh": ACTIVATION,
@@ -140,8 +220,8 @@ LAYERS_8_6 = {
     "Mul": ELEMENTWISE,
     "Max": ELEMENTWISE,
     "Min": ELEMENTWISE,
-    "Div": ELEMENTWISE,  # the guide's ElementWise list: Sum, Sub, Product, Max, Min, Div, Pow
-    "Pow": ELEMENTWISE,
+    # NvInfer.h 8.6.1:3726 / 10.3.0:2808: "When running this layer on DLA, only UnaryOperation::kABS is supported."
+    "Abs": LayerRule("Unary", (FOUR_D,)),
     "LRN": LayerRule("LRN", (FOUR_D, Check("size", "one_of", (3, 5, 7, 9), "DLA LRN windows are 3, 5, 7 or 9 (across channels)"))),
     "BatchNormalization": LayerRule("Scale", (FOUR_D,)),
     "Concat": LayerRule(
@@ -152,17 +232,9 @@ LAYERS_8_6 = {
             Check("inputs", "range", (2, 1 << 16), "DLA concatenations take at least 2 inputs", "drop the single-input Concat"),
         ),
     ),
-    "Resize": LayerRule(
-        "Resize",
-        (
-            FOUR_D,
-            Check("resize_mode", "one_of", ("nearest", "linear"), "DLA resizes nearest or bilinear only"),
-            Check("scales_nc", "range", (1.0, 1.0), "DLA resizes H and W only"),
-            Check("scales_hw_integer", "equals", True, "DLA resize scales are integers", "use an integer upsampling factor"),
-            Check("scales_hw", "range", (1.0, 32.0), "DLA resize scales are 1-32"),
-        ),
-    ),
-    "Softmax": LayerRule("SoftMax", (FOUR_D, Check("axis", "equals", 1, "DLA softmax runs along channels (Orin only)"))),
+    "Resize": RESIZE,
+    "Softmax": SOFTMAX,
+    "Slice": SLICE,
     "Reshape": SHUFFLE,
     "Transpose": SHUFFLE,
     "Flatten": SHUFFLE,
@@ -172,6 +244,13 @@ LAYERS_8_6 = {
 
 NO_LAYER_FIX = {
     "Gather": "replace the Gather by a Slice, or move it behind the DLA part (after the last convolution)",
+    # Element-wise operations DLA lacks (NvInfer.h 10.3.0:2470: only kSUM, kPROD, kMAX, kMIN, kSUB).
+    "Div": "multiply by the reciprocal (Mul by a constant) instead of dividing",
+    "Pow": "write x^2 as Mul(x, x), or move the power into the decoder",
+    # The parser builds MatMul / Gemm as a MatrixMultiply layer, Gemm on 2-D inputs only (builtin_op_importers.cpp
+    # 8.6-GA:1598-1611); DLA runs convolutions.
+    "MatMul": "express the product with constant weights as a 1x1 Conv on an N,C,1,1 tensor",
+    "Gemm": "express the fully connected layer as a 1x1 Conv on an N,C,1,1 tensor",
     "Shape": "prepare the model with static shapes so the Shape folds away",
     "Cast": "keep the whole network in floating point",
     "Exp": "move the exponential into the decoder (host or GPU)",
@@ -182,6 +261,6 @@ DLA_GUIDE = "TensorRT developer guide, DLA Supported Layers and Restrictions"
 RULE_TABLES = {
     "8.6": RuleTable("8.6", f"{DLA_GUIDE} (8.6)", GENERAL, dict(LAYERS_8_6), no_layer_fix=NO_LAYER_FIX),
     "10": RuleTable("10", f"{DLA_GUIDE} (10.x)", GENERAL, dict(LAYERS_8_6), no_layer_fix=NO_LAYER_FIX),
-    # Kept for the day DLA returns: the last documented (10.x) restrictions.
-    "11": RuleTable("11", f"{DLA_GUIDE} (10.x; 11.0-11.4 have no DLA on JetPack/DRIVE OS)", GENERAL, dict(LAYERS_8_6), no_layer_fix=NO_LAYER_FIX),
+    # 11.4.1 on Jetson AGX Orin: the last documented (10.x) restrictions.
+    "11": RuleTable("11", f"{DLA_GUIDE} (10.x; DLA on Jetson AGX Orin from 11.4.1)", GENERAL, dict(LAYERS_8_6), no_layer_fix=NO_LAYER_FIX),
 }

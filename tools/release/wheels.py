@@ -32,19 +32,44 @@ GLIBC_TAGS = (
 )
 
 
-def requirements_for(missing_modules: list[str]) -> list[str]:
+def cuda_bindings_requirement(cuda: str | None) -> str | None:
+    """cuda-bindings of the device's CUDA major, or None without CUDA (nothing to drive).
+
+    cuda-bindings 13.x needs a CUDA 13 driver (580.65 or later), 12.x runs on any CUDA 12 driver
+    (525.60.13 or later: the CUDA 12 minor-version compatibility baseline) (cuda-bindings 12.9 and 13.x
+    installation pages), so JetPack 6 (CUDA 12.6) needs `<13`: unbounded, pip picks 13.x and it fails."""
+    if not cuda:
+        return None
+    try:
+        major = int(str(cuda).split(".")[0])
+    except ValueError:
+        raise ReleaseError(f"the device reports CUDA {cuda!r}, not a version like 12.6") from None
+    return f"cuda-bindings>={major},<{major + 1}"
+
+
+def requirements_for(missing_modules: list[str], cuda: str | None = None) -> list[str]:
+    """What pip fetches for the modules the device lacks; `cuda` (the probe's, e.g. 12.6) pins cuda-bindings,
+    which is left out where the device has no CUDA."""
     unknown = [m for m in missing_modules if m not in RUNTIME_MODULES]
     if unknown:
         raise ReleaseError(f"the device lacks modules the SDK does not know how to ship: {', '.join(unknown)}")
-    return sorted(RUNTIME_MODULES[m] for m in missing_modules)
+    pinned = {"cuda.bindings": cuda_bindings_requirement(cuda)}
+    requirements = [pinned[m] if m in pinned else RUNTIME_MODULES[m] for m in missing_modules]
+    return sorted(r for r in requirements if r)
+
+
+def wheels_folder(requirements: list[str], arch: str, python_abi: str, cache: Path) -> Path:
+    """Where the wheels for (requirements, arch, abi) are cached; complete when it holds COMPLETE."""
+    key = hashlib.sha256(json.dumps([requirements, arch, python_abi]).encode()).hexdigest()[:16]
+    return cache / "wheels" / key
 
 
 def download_wheels(requirements: list[str], arch: str, python_abi: str, cache: Path) -> list[Path]:
     """Binary wheels (with their dependencies) for the target; cached by (requirements, arch, abi)."""
     if not requirements:
         return []
-    key = hashlib.sha256(json.dumps([requirements, arch, python_abi]).encode()).hexdigest()[:16]
-    folder = cache / "wheels" / key
+    folder = wheels_folder(requirements, arch, python_abi, cache)
+    key = folder.name
     if (folder / "COMPLETE").is_file():
         return sorted(folder.glob("*.whl"))
     folder.parent.mkdir(parents=True, exist_ok=True)

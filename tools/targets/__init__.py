@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from dataclasses import dataclass
@@ -80,8 +81,21 @@ def resolve_target(name: str) -> Target:
     if name == "local":
         return LocalTarget("local", state_dir() / "targets" / "local")
     if not (targets_dir() / f"{name}.yaml").is_file():
-        raise TargetError(f"unknown target {name!r}; known targets: {', '.join(known_targets())}")
+        raise unknown_target(name)
     return load_target_file(name)
+
+
+def unknown_target(name: str) -> TargetError:
+    """`unknown target 'orin-1'; did you mean 'orin-01'? known targets: local, orin-01`, with how to add one."""
+    known = known_targets()
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    suggestion = f"; did you mean {close[0]!r}? " if close else "; "
+    example = targets_dir() / f"{name}.yaml.example"
+    if example.is_file():
+        hint = f"{example} is an example: copy it to {example.with_suffix('')} and edit it, or run `sdk targets add {name} ...`"
+    else:
+        hint = f"target files are {targets_dir()}/NAME.yaml; add one with `sdk targets add {name} --host H --user U --key K`"
+    return TargetError(f"unknown target {name!r}{suggestion}known targets: {', '.join(known)}", hint=hint)
 
 
 def groups() -> dict[str, list[str]]:

@@ -39,10 +39,38 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _keygen(path: Path) -> None:
+def _keygen(path: Path, key_type: str = "ed25519") -> None:
     path.unlink(missing_ok=True)
     path.with_suffix(".pub").unlink(missing_ok=True)
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sdk-sim", "-f", str(path)], check=True)
+    subprocess.run(["ssh-keygen", "-q", "-t", key_type, "-N", "", "-C", "sdk-sim", "-f", str(path)], check=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie waiting for its parent to reap it does not)."""
+    if os.path.isdir("/proc/self"):
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                return handle.read().rpartition(")")[2].split()[0] != "Z"
+        except OSError:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+SIM_HEADER = "# Simulated target: a real OpenSSH server on loopback (sdk targets sim).\n"
+
+
+def is_sim_file(path: Path) -> bool:
+    """Whether `path` is a target file `sdk targets sim` wrote (and may replace or remove)."""
+    try:
+        return path.read_text().startswith(SIM_HEADER)
+    except OSError:
+        return False
 
 
 @dataclass
@@ -54,6 +82,7 @@ class SimServer:
     password_only: bool = False  # for tests: a server that refuses keys
     address: str = "127.0.0.1"
     netns: str | None = None  # run inside this network namespace (test hosts with their own address)
+    extra_host_keys: tuple[str, ...] = ()  # more host key types (e.g. "ecdsa", "rsa"), as a real device has
 
     def __post_init__(self) -> None:
         self.folder = Path(self.folder).resolve()
@@ -88,6 +117,8 @@ class SimServer:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.remote_root.mkdir(exist_ok=True)
         _keygen(self.host_key)
+        for key_type in self.extra_host_keys:
+            _keygen(self.folder / f"ssh_host_{key_type}_key", key_type)
         if not self.client_key.exists():
             _keygen(self.client_key)
         (self.folder / "authorized_keys").write_text(self.client_key.with_suffix(".pub").read_text())
@@ -100,6 +131,7 @@ class SimServer:
             f"Port {self.port}",
             f"ListenAddress {self.address}",
             f"HostKey {self.host_key}",
+            *(f"HostKey {self.folder / f'ssh_host_{key_type}_key'}" for key_type in self.extra_host_keys),
             f"PidFile {self.pid_file}",
             f"AuthorizedKeysFile {self.folder / 'authorized_keys'}",
             f"PubkeyAuthentication {'no' if self.password_only else 'yes'}",
@@ -139,13 +171,17 @@ class SimServer:
         except (OSError, ValueError):
             return None
 
-    def stop(self) -> None:
+    def stop(self, wait_s: float = 5.0) -> None:
+        """SIGTERM to sshd, then wait (at most `wait_s`) until it is gone: a stopped server leaves no process behind."""
         pid = self.pid
         if pid is not None:
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
+            deadline = time.monotonic() + wait_s
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.02)
         self.pid_file.unlink(missing_ok=True)
 
     def __enter__(self) -> SimServer:
@@ -171,6 +207,5 @@ class SimServer:
 
     def write_target(self, path: Path, **overrides) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = "# Simulated target: a real OpenSSH server on loopback (sdk targets sim).\n"
-        path.write_text(text + yaml.safe_dump(self.target_document(**overrides), sort_keys=False))
+        path.write_text(SIM_HEADER + yaml.safe_dump(self.target_document(**overrides), sort_keys=False))
         return path

@@ -24,10 +24,14 @@ class Tensor(SimpleNamespace):
     pass
 
 
+LayerType = enum.Enum("LayerType", ["CONVOLUTION", "ACTIVATION", "CONSTANT", "SHUFFLE", "ELEMENTWISE", "GATHER"])
+
+
 class Layer:
-    def __init__(self, name, inputs, outputs, dla_ok=True):
+    def __init__(self, name, inputs, outputs, dla_ok=True, kind=LayerType.CONVOLUTION, weights=None):
         self.name, self.inputs, self.outputs, self.dla_ok = name, [Tensor(name=n) for n in inputs], [Tensor(name=n) for n in outputs], dla_ok
         self.num_inputs, self.num_outputs = len(self.inputs), len(self.outputs)
+        self.type, self._weights = kind, weights
 
     def get_input(self, i):
         return self.inputs[i]
@@ -37,6 +41,14 @@ class Layer:
 
     def set_output_type(self, i, dtype):
         self.outputs[i].dtype = dtype
+
+
+class IConstantLayer(Layer):
+    """What `layer.__class__ = trt.IConstantLayer` makes of a constant: its weights become readable."""
+
+    @property
+    def weights(self):
+        return SimpleNamespace(numpy=lambda: self._weights)
 
 
 def fake_tensorrt(series: str, layers):
@@ -117,6 +129,8 @@ def fake_tensorrt(series: str, layers):
         BuilderFlag=enum.Enum("BuilderFlag", builder_flags),
         MemoryPoolType=enum.Enum("MemoryPoolType", ["WORKSPACE", "DLA_MANAGED_SRAM"]),
         DeviceType=enum.Enum("DeviceType", ["GPU", "DLA"]),
+        LayerType=LayerType,
+        IConstantLayer=IConstantLayer,
         float16="float16",
     )
     if series != "11":
@@ -210,3 +224,30 @@ def test_in_a_strongly_typed_build_kept_layers_are_simply_float():
         TensorRTVersion.parse("11.4"), {"x": (1, 3, 8, 8)}, "int8", predicted=(("conv", "Convolution", "GPU"),), higher_precision=("conv",)
     )
     assert plan.layers[0].precision == "fp32" and plan.digest() != plan_build(TensorRTVersion.parse("11.4"), {"x": (1, 3, 8, 8)}, "int8").digest()
+
+
+def test_the_cache_covers_the_tensors_the_parser_creates_itself(tmp_path):
+    """An Add with a constant operand: the parser adds a Constant layer and a broadcasting Shuffle whose outputs
+    TensorRT names "(Unnamed Layer* N) [...]_output"; no ONNX name, so no host range. The adapter gives the constant
+    its weights' exact range and the shuffle its input's, before the calibrator replays the cache."""
+    import numpy as np
+
+    from sdk.quant.calibration_cache import CalibrationCache
+
+    constant, shuffled = "(Unnamed Layer* 1) [Constant]_output", "(Unnamed Layer* 2) [Shuffle]_output"
+    layers = [
+        Layer("conv", ["x"], ["a"]),
+        Layer("bias", [], [constant], kind=LayerType.CONSTANT, weights=np.array([-2.54, 1.0], np.float32)),
+        Layer("bias_broadcast", [constant], [shuffled], kind=LayerType.SHUFFLE),
+        Layer("add", ["a", shuffled], ["y"], kind=LayerType.ELEMENTWISE),
+        Layer("shape", [], ["(Unnamed Layer* 4) [Constant]_output"], kind=LayerType.CONSTANT, weights=np.array([1, 8], np.int32)),
+    ]
+    plan = plan_build(TensorRTVersion.parse("10.3"), {"x": (1, 3, 8, 8)}, "int8")
+    (tmp_path / "calib.cache").write_bytes(b"TRT-100300-EntropyCalibration2\nx: 3c010204\na: 3c010204\ny: 3c010204\n")
+    trt, calls = fake_tensorrt("10", layers)
+    _build(trt, plan, tmp_path / "m.onnx", tmp_path / "calib.cache", None, None)
+    calibrator = dict(c for c in calls if len(c) == 2 and c[0] == "int8_calibrator")["int8_calibrator"]
+    cache = CalibrationCache.parse(calibrator.read_calibration_cache().decode())
+    assert cache.scales[constant] == cache.scales[shuffled] == np.float32(np.float32(2.54) / np.float32(127))
+    assert cache.scales["a"] == np.float32(1 / 127)  # calibrated scales are kept as they were
+    assert "(Unnamed Layer* 4) [Constant]_output" not in cache.scales  # an INT32 shape constant is never INT8

@@ -118,7 +118,7 @@ def test_missing_cuda_python_says_how_to_install_it(monkeypatch, importer):
     monkeypatch.setitem(sys.modules, "cuda.bindings", None)
     with pytest.raises(MissingDependencyError) as caught:
         importer()
-    assert "perception-deploy-sdk[cuda]" in caught.value.hint
+    assert "perception-deploy-sdk[cuda12]" in caught.value.hint and "[cuda13]" in caught.value.hint  # pyproject's pinned extras
 
 
 def test_the_adapters_argument_forms_pass_cuda_pythons_conversion():

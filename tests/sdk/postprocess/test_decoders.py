@@ -145,3 +145,131 @@ def test_detections_are_capped_and_sorted():
     )
     found = list(create_postprocessor(spec, outputs, (300, 300), {"a": anchors})(identity_geometry()))
     assert len(found) == 10 and [d.score for d in found] == sorted((d.score for d in found), reverse=True)
+
+
+# ---------------------------------------------------------------- MediaPipe-style SSD: generated anchors, xywh, linear, keypoints
+
+BLAZEFACE_ANCHORS = {
+    "generate": {
+        "num_layers": 4,
+        "min_scale": 0.1484375,
+        "max_scale": 0.75,
+        "input_size_width": 128,
+        "input_size_height": 128,
+        "strides": [8, 16, 16, 16],
+        "aspect_ratios": [1.0],
+        "fixed_anchor_size": True,
+    }
+}
+
+
+def face_spec(**overrides):
+    decoder = {
+        "kind": "ssd",
+        "box_encodings": "regressors",
+        "class_logits": "classificators",
+        "anchors": BLAZEFACE_ANCHORS,
+        "box_layout": "xywh",
+        "box_size": "linear",
+        "scale_factors": [128, 128, 128, 128],
+        "keypoints": 6,
+        "background_class": False,
+        "clip_boxes": False,
+    } | overrides
+    return Postprocess(decoder=decoder, classes=["face"], score_threshold=0.5, iou_threshold=0.3)
+
+
+def face_outputs():
+    return {"regressors": np.zeros((1, 896, 16), np.float32), "classificators": np.full((1, 896, 1), -20.0, np.float32)}
+
+
+def test_blazeface_style_rows_decode_linearly_with_keypoints_through_a_letterbox():
+    outputs = face_outputs()
+    post = create_postprocessor(face_spec(), outputs, (128, 128), {})  # no tensors: the anchors are generated
+    # Anchor 566 is centred at (0.1875, 0.1875), w = h = 1 (see test_anchors). Row: x, y, w, h, then 6 x (x, y), / 128.
+    outputs["regressors"][0, 566, :6] = [6.4, 25.6, 25.6, 12.8, -12.8, 6.4]
+    outputs["classificators"][0, 566, 0] = 2.0
+    # The same face from the next anchor (566 + 1, same centre), weaker: NMS keeps the first, with its own keypoints.
+    outputs["regressors"][0, 567, :6] = [6.0, 25.0, 25.6, 12.8, 0.0, 0.0]
+    outputs["classificators"][0, 567, 0] = 1.0
+    # A 256 x 128 frame letterboxed into 128 x 128: scale 0.5, content 128 x 64 at pad_y 32.
+    geometry = ResizeGeometry.plan(256, 128, Resize(width=128, height=128, mode="letterbox"))
+    (d,) = list(post(geometry))
+    assert d.label == "face" and d.score == pytest.approx(1 / (1 + np.exp(-2.0)))
+    # cx = 0.1875 + 6.4 / 128 = 0.2375, cy = 0.1875 + 25.6 / 128 = 0.3875, w = 0.2, h = 0.1 -> network pixels
+    # x 17.6..43.2, y 43.2..56.0 -> source: x / 0.5, (y - 32) / 0.5.
+    assert np.allclose(d.box, [35.2, 22.4, 86.4, 48.0], atol=1e-4)
+    # Keypoint 0: x 0.1875 - 0.1 = 0.0875 -> 11.2 px -> 22.4; y 0.1875 + 0.05 = 0.2375 -> 30.4 px -> -3.2 (outside: not clipped).
+    assert len(d.keypoints) == 6
+    assert np.allclose(d.keypoints[0], (22.4, -3.2), atol=1e-4)
+    assert np.allclose(d.keypoints[1], (0.1875 * 256, (0.1875 * 128 - 32) * 2), atol=1e-4)  # raw 0: the anchor centre
+
+
+def test_yxhw_keypoints_read_y_first_as_mediapipe_without_reverse_output_order():
+    outputs = face_outputs()
+    post = create_postprocessor(face_spec(box_layout="yxhw"), outputs, (128, 128), {})
+    outputs["regressors"][0, 566, :6] = [25.6, 6.4, 12.8, 25.6, 6.4, -12.8]  # y, x, h, w; keypoint y, x
+    outputs["classificators"][0, 566, 0] = 2.0
+    (d,) = list(post(ResizeGeometry.plan(256, 128, Resize(width=128, height=128, mode="letterbox"))))
+    assert np.allclose(d.box, [35.2, 22.4, 86.4, 48.0], atol=1e-4) and np.allclose(d.keypoints[0], (22.4, -3.2), atol=1e-4)
+
+
+def test_xywh_is_yxhw_with_the_columns_swapped_and_linear_is_the_log_of_exp():
+    rng = np.random.default_rng(7)
+    anchors = np.sort(rng.uniform(0, 1, (40, 2, 2)), axis=1).reshape(40, 4)[:, [0, 2, 1, 3]]  # y1 x1 y2 x2, ordered
+    rows = rng.normal(0, 1, (1, 40, 4)).astype(np.float32)
+    logits = rng.normal(0, 3, (1, 40, 2)).astype(np.float32)
+    geometry = identity_geometry()
+
+    def run(spec, boxes):
+        post = create_postprocessor(spec, {"boxes": boxes, "logits": logits}, (300, 300), {"anchors": anchors})
+        return [(d.score, d.box) for d in post(geometry)]
+
+    reference = run(ssd_spec(), rows)
+    swapped = np.ascontiguousarray(rows[..., [1, 0, 3, 2]])
+    assert run(ssd_spec(box_layout="xywh", scale_factors=[10.0, 10.0, 5.0, 5.0]), swapped) == reference
+    linear = rows.copy()
+    linear[..., 2:] = np.exp(rows[..., 2:] / 5.0) * 5.0  # t / 5 = exp(t' / 5)
+    found = run(ssd_spec(box_size="linear"), linear)
+    assert [s for s, _ in found] == [s for s, _ in reference] and np.allclose([b for _, b in found], [b for _, b in reference], atol=1e-3)
+
+
+def test_keypoints_not_asked_for_are_left_unread_and_too_many_are_refused():
+    outputs = face_outputs()
+    outputs["regressors"][0, 566, :6] = [6.4, 25.6, 25.6, 12.8, -12.8, 6.4]
+    outputs["classificators"][0, 566, 0] = 2.0
+    geometry = ResizeGeometry.plan(256, 128, Resize(width=128, height=128, mode="letterbox"))
+    (d,) = list(create_postprocessor(face_spec(keypoints=0), outputs, (128, 128), {})(geometry))  # [1, 896, 16], boxes only
+    assert np.allclose(d.box, [35.2, 22.4, 86.4, 48.0], atol=1e-4) and d.keypoints == ()
+    (d,) = list(create_postprocessor(face_spec(keypoints=2), outputs, (128, 128), {})(geometry))
+    assert len(d.keypoints) == 2 and np.allclose(d.keypoints[0], (22.4, -3.2), atol=1e-4)
+    with pytest.raises(ModelError, match=r"\[1, 896, 16\] holds 16 values per anchor, but keypoints: 7 reads 18") as info:
+        create_postprocessor(face_spec(keypoints=7), face_outputs(), (128, 128), {})
+    assert "keypoints to at most 6" in info.value.hint
+    outputs = {"regressors": np.zeros((1, 512, 16), np.float32), "classificators": np.zeros((1, 896, 1), np.float32)}
+    with pytest.raises(ModelError, match="holds 512 boxes but there are 896 anchors"):
+        create_postprocessor(face_spec(), outputs, (128, 128), {})
+
+
+def test_a_negative_linear_size_is_dropped_as_mediapipe_drops_it():
+    outputs = face_outputs()
+    post = create_postprocessor(face_spec(), outputs, (128, 128), {})
+    outputs["regressors"][0, 566, :4] = [0.0, 0.0, -10.0, 12.8]  # w < 0
+    outputs["regressors"][0, 300, :4] = [0.0, 0.0, 10.0, 12.8]
+    outputs["classificators"][0, [300, 566], 0] = [1.0, 3.0]
+    (d,) = list(post(identity_geometry(128, 128)))
+    assert d.score == pytest.approx(1 / (1 + np.exp(-1.0)))
+
+
+def test_detections_without_keypoints_keep_their_digest_and_record():
+    """A decoder without keypoints hashes and yields exactly what it did before keypoints existed."""
+    import hashlib
+
+    anchors = np.array([[0.1, 0.2, 0.3, 0.4]], np.float32)
+    outputs = {"boxes": np.zeros((1, 1, 4), np.float32), "logits": np.array([[[0.0, 2.0]]], np.float32)}
+    found = create_postprocessor(ssd_spec(), outputs, (300, 300), {"anchors": anchors})(identity_geometry())
+    h = hashlib.blake2b(found.boxes[:1].data, digest_size=8)
+    h.update(found.scores[:1].data)
+    h.update(found.class_ids[:1].data)
+    assert found.digest() == int.from_bytes(h.digest(), "little")
+    assert list(found)[0].keypoints == ()

@@ -15,15 +15,44 @@ def test_known_values():
     assert scale_to_hex(1 / 127) == "3c010204"
     assert scale_to_hex(0.0) == "0"  # no padding, so zero is a single digit
     assert hex_to_scale("3c010204") == np.float32(1 / 127)
-    assert tensorrt_version_code("8.6.1") == 8601
-    assert tensorrt_version_code("10.3") == tensorrt_version_code("10.3.0") == 100300
-    assert tensorrt_version_code("11.4.2") == 110402
 
 
-@pytest.mark.parametrize("bad", ["10", "ten", "7.1.3", "10.3.0.1.2"])
-def test_bad_versions(bad):
-    with pytest.raises(ModelError):
+@pytest.mark.parametrize(
+    ("version", "code"),
+    [
+        # TensorRT 8.6.1 include/NvInferRuntimeBase.h:85: kNV_TENSORRT_VERSION_IMPL = MAJOR * 1000 + MINOR * 100 + PATCH
+        ("8.6.1", 8601),
+        ("8.6.2", 8602),  # JetPack 6.0
+        ("8.6.12", 8612),  # DRIVE OS 6.0.9.1: the patch has two digits, and the formula still adds it
+        # TensorRT 10.3.0 include/NvInferRuntimeBase.h:89-93: NV_TENSORRT_VERSION_INT = MAJOR * 10000 + MINOR * 100 + PATCH
+        ("10.3", 100300),  # the only 10.3 release
+        ("10.3.0", 100300),
+        ("10.3.0.30", 100300),  # what dpkg reports on JetPack 6.1 (the build number is not in the header)
+        ("10.13.3", 101303),
+        ("11.4.1", 110401),  # TensorRT 11.0 include/NvInferRuntimeBase.h:98-102: the same formula as 10.x
+    ],
+)
+def test_the_header_number_is_nv_tensorrt_version_of_the_exact_release(version, code):
+    assert tensorrt_version_code(version) == code
+    assert CalibrationCache.from_amax({"x": 1.0}, version).render().startswith(f"TRT-{code}-EntropyCalibration2\n")
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("8.6", "8.6.1 .*8.6.2 .*JetPack 6.0.*8.6.12"),  # a header without the patch would fit none of them
+        ("9.9", "not a release the SDK knows"),
+        ("10.3.1", "not a release the SDK knows"),
+        ("10", "not like"),
+        ("ten", "not like"),
+        ("7.1.3", "not a release the SDK knows"),
+        ("10.3.0.1.2", "not like"),
+    ],
+)
+def test_versions_the_sdk_does_not_know_exactly_are_refused_with_the_known_list(bad, message):
+    with pytest.raises(ModelError, match=message) as caught:
         tensorrt_version_code(bad)
+    assert "8.6.2" in caught.value.hint and "10.3.0" in caught.value.hint  # the known list, in the hint
 
 
 def test_round_trip_is_bit_exact_amax_over_127():
@@ -77,3 +106,43 @@ def test_corrupted_caches_are_refused(text, message):
 def test_invalid_ranges_are_refused():
     with pytest.raises(ModelError, match="not a finite"):
         CalibrationCache.from_amax({"x": float("nan")}, "10.3")
+
+
+def test_ranges_tensorrt_fuses_are_tied():
+    """Pooling: "the dynamic ranges for input and output tensors must be equal" (NvInfer.h 8.6.1:1735, 10.3.0:1450);
+    concatenation: its inputs are written into the output, in the output's scale."""
+    from sdk.quant.calibration_cache import fusion_ties, tie_ranges
+
+    nodes = [
+        ("Conv", ("x",), ("a",)),
+        ("MaxPool", ("a",), ("p",)),
+        ("Conv", ("x",), ("b",)),
+        ("Concat", ("b", "c"), ("cat",)),
+        ("Relu", ("cat",), ("r",)),
+    ]
+    ties = fusion_ties(nodes)
+    assert ties == (("a", ("p",)), ("cat", ("b", "c")))
+    amax = {"x": 1.0, "a": 6.0, "p": 5.5, "b": 2.0, "c": 9.0, "cat": 8.0, "r": 8.0}
+    tied = tie_ranges(amax, ties)
+    assert tied["p"] == tied["a"] == 6.0  # the pooling output takes its input's range
+    assert tied["b"] == tied["c"] == tied["cat"] == 8.0  # the inputs take the concatenation's
+    assert tied["x"] == 1.0 and tied["r"] == 8.0  # untouched
+    # A pooled tensor that is also concatenated: one group, at the largest anchor's range.
+    both = tie_ranges({"a": 6.0, "p": 5.5, "q": 1.0, "cat": 4.0}, fusion_ties([("MaxPool", ("a",), ("p",)), ("Concat", ("p", "q"), ("cat",))]))
+    assert both == {"a": 6.0, "p": 6.0, "q": 6.0, "cat": 6.0}
+
+
+def test_the_parsers_own_tensors_get_scales_where_their_values_are_known():
+    from sdk.quant.calibration_cache import NetworkLayer, complete_for_network
+
+    cache = CalibrationCache.from_amax({"a": 1.0}, "10.3")
+    layers = [
+        NetworkLayer("Constant", (), ("(Unnamed Layer* 0) [Constant]_output",), 127.0),
+        NetworkLayer("Shuffle", ("(Unnamed Layer* 0) [Constant]_output",), ("(Unnamed Layer* 1) [Shuffle]_output",)),
+        NetworkLayer("Shuffle", ("a",), ("a_reshaped",)),
+        NetworkLayer("Gather", ("a",), ("g",)),
+    ]
+    completed, missing = complete_for_network(cache, layers)
+    assert completed.scales["(Unnamed Layer* 0) [Constant]_output"] == 1.0 == completed.scales["(Unnamed Layer* 1) [Shuffle]_output"]
+    assert completed.scales["a_reshaped"] == completed.scales["a"]
+    assert missing == ["g"]  # no value known: left out, as TensorRT then warns and keeps it out of INT8

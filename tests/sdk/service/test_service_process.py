@@ -142,7 +142,7 @@ def test_the_unit_file_passes_systemd_analyze(tmp_path, example_pipeline):
 
     analyze = shutil.which("systemd-analyze")
     if analyze is None:
-        pytest.skip("systemd-analyze is not installed here")
+        pytest.skip("systemd-analyze is not installed here (apt-get install systemd)")
     root = str(tmp_path / "root 1")
     text = render_unit("pedestrian", example_pipeline.spec.service, root=root, python=sys.executable, sdk_path=str(REPO), user="root")
     (tmp_path / "root 1").mkdir(parents=True)

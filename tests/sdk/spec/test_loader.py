@@ -167,3 +167,9 @@ def test_files_unchecked_on_device_but_still_confined(folder):
     shutil.rmtree(folder / "assets")
     with pytest.raises(ConfigError):
         load_pipeline(write(folder, EXAMPLE_TEXT.replace("assets/ssdlite_pedestrian.onnx", "../x.onnx")), check_files=False)
+
+
+def test_a_misspelled_required_key_is_named_with_its_suggestion_not_only_as_missing(folder):
+    message = error_of(write(folder, EXAMPLE_TEXT.replace("\nsource:", "\nsorce:", 1)))
+    assert ": sorce: unknown key 'sorce'; did you mean 'source'? ('source' is required and missing) allowed here: " in message
+    assert "required key is missing" not in message

@@ -9,19 +9,11 @@ import pytest
 from sdk.errors import ReleaseError
 from sdk.release import ReleaseManifest
 from sdk.store import ReleaseStore
+from tests.tools.release.bundles import bundle_of
 from tools.release.bundle import Bundle
 from tools.release.stage import manifest_for, stage_release
 from tools.sessions import LocalSession
 from tools.targets import LocalTarget
-
-
-def bundle_of(folder: Path, contents: dict[str, bytes]) -> Bundle:
-    files = {}
-    for name, data in contents.items():
-        path = folder / name.replace("/", "__")
-        path.write_bytes(data)
-        files[name] = path
-    return Bundle(files, "pipeline/p.yaml", "artifacts", {"test": True})
 
 
 def passed(store: ReleaseStore, release_id: str) -> None:

@@ -1,0 +1,94 @@
+"""`sdk targets sim` and `--stop`: the simulated target's file goes with its server, and no sshd is left running.
+And the session guard (tests/conftest.py) finds the processes a test run left behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import leftover_processes
+from tools.targets.sim import SimServer, _alive
+
+REPO = Path(__file__).resolve().parents[3]
+CLI = [sys.executable, "-c", "from tools.cli import main; main()"]
+
+
+def test_sim_then_stop_leaves_no_target_file_and_no_server(tmp_path):
+    env = {**os.environ, "SDK_TARGETS_DIR": str(tmp_path / "targets"), "SDK_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "300"}
+    server = SimServer(tmp_path / "state" / "sim")
+    try:
+        started = subprocess.run([*CLI, "targets", "sim"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+        assert started.returncode == 0, started.stderr
+        pid = server.pid
+        assert pid is not None and _alive(pid) and (tmp_path / "targets" / "sim.yaml").is_file()
+        stopped = subprocess.run([*CLI, "targets", "sim", "--stop"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+        assert stopped.returncode == 0, stopped.stderr
+        assert not (tmp_path / "targets" / "sim.yaml").exists() and not _alive(pid)
+    finally:
+        server.stop()
+
+
+def test_sim_never_replaces_a_target_file_it_did_not_write(tmp_path):
+    env = {**os.environ, "SDK_TARGETS_DIR": str(tmp_path / "targets"), "SDK_STATE_DIR": str(tmp_path / "state")}
+    (tmp_path / "targets").mkdir()
+    (tmp_path / "targets" / "sim.yaml").write_text("# my own device called sim\n")
+    for argv in (["targets", "sim"], ["targets", "sim", "--stop"]):
+        done = subprocess.run([*CLI, *argv], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1 and "is not a simulated target's file; not touched" in done.stderr
+    assert (tmp_path / "targets" / "sim.yaml").read_text() == "# my own device called sim\n"
+    assert not (tmp_path / "state" / "sim").exists()
+
+
+def test_the_session_guard_finds_a_child_and_a_daemon_naming_the_session_folder(tmp_path_factory, tmp_path):
+    basetemp = tmp_path_factory.getbasetemp()
+    child = subprocess.Popen(["sleep", "60"])
+    # A daemon: re-parented away from pytest (double fork), found by its command line naming the session's folder.
+    marker = tmp_path / "daemon-marker"
+    daemonize = "import os, time\nif os.fork():\n    os._exit(0)\ntime.sleep(60)"
+    subprocess.run([sys.executable, "-c", daemonize, str(marker)], start_new_session=True, check=True)
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            left = leftover_processes(basetemp)
+            if child.pid in left and any(str(marker) in command for command in left.values()):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"not found: {left}")
+        elsewhere = leftover_processes(basetemp.parent / "pytest-of-nobody-else")
+        assert child.pid in elsewhere and not any(str(marker) in command for command in elsewhere.values())  # only this session's folder
+    finally:
+        child.kill()
+        child.wait()
+        for pid, command in leftover_processes(basetemp).items():
+            if str(marker) in command:
+                os.kill(pid, 9)
+    deadline = time.monotonic() + 5
+    while any(str(marker) in c for c in leftover_processes(basetemp).values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = leftover_processes(basetemp)  # (a session's shared sshd may still be listed: it ends with the session)
+    assert child.pid not in left and not any(str(marker) in command for command in left.values()), "this test cleans up after itself"
+
+
+def test_a_session_that_leaves_a_process_running_fails_and_the_process_is_killed(tmp_path):
+    (tmp_path / "test_leak.py").write_text(
+        "import subprocess\n\ndef test_leaks(tmp_path):\n"
+        "    (tmp_path.parent / 'pid').write_text(str(subprocess.Popen(['sleep', '300']).pid))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider", "--basetemp", str(tmp_path / "base"), "test_leak.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1, done.stdout
+    assert "processes left running (now killed)" in done.stdout and "sleep 300" in done.stdout
+    assert not _alive(int(next((tmp_path / "base").rglob("pid")).read_text()))
