@@ -74,6 +74,10 @@ class PipelineRunner:
         """The source's counters while it runs (read by a service's status thread)."""
         return self._stream.counters if self._stream is not None else None
 
+    @property
+    def stream(self) -> FrameStream | None:
+        return self._stream
+
     def stop(self) -> None:
         """End the run after the current frame (safe from a signal handler)."""
         self._stopping = True
@@ -90,6 +94,8 @@ class PipelineRunner:
         recorder = LatencyRecorder(limit or DEFAULT_RECORDER_CAPACITY)
         stream = open_stream(spec.source.uri, spec.source.replay, self.pipeline.folder, max_frames=limit, reconnect=spec.source.reconnect)
         self._stream = stream
+        if self._stopping:  # stopped before the run began (SIGTERM during the model load)
+            stream.stop()
         with ExitStack() as stack:
             model_path = self.artifacts.model_for(spec.model.precision)
             backend = stack.enter_context(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from sdk.frame import Frame
@@ -40,18 +41,30 @@ class SinkGroup:
                 sink.open()
                 opened.append(sink)
         except BaseException:
-            for sink in reversed(opened):
-                sink.close()
+            close_all(reversed(opened))
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for sink in reversed(self.sinks):
-            sink.close()
+        close_all(reversed(self.sinks))
 
     def __call__(self, frame: Frame, detections: Detections) -> None:
         for sink in self.sinks:
             sink.write(frame, detections)
+
+
+def close_all(sinks) -> None:
+    """Close every sink, even when one fails; then raise the first failure (the others are chained to stderr)."""
+    failures: list[BaseException] = []
+    for sink in sinks:
+        try:
+            sink.close()
+        except Exception as exc:
+            failures.append(exc)
+    if failures:
+        for other in failures[1:]:
+            sys.stderr.write(f"warning: closing a sink also failed: {type(other).__name__}: {other}\n")
+        raise failures[0]
 
 
 def create_sinks(specs: tuple, output_dir: Path, *, fps: float = 30.0, require_jsonl: bool = False) -> SinkGroup:

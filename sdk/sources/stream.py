@@ -50,11 +50,15 @@ class FrameStream:
         self._clock = clock
         self._sleep = sleep
         self._live: _LiveCapture | None = None
+        self._stop_requested = False
+        self.source_ended = False  # the reader ran out (a recording's end, a camera gone for good), not stop() or the frame limit
 
     def __enter__(self) -> FrameStream:
         self.reader.open()
         if self.reader.live:
             self._live = _LiveCapture(self.reader, self._clock, self.counters, self.reconnect)
+            if self._stop_requested:
+                self._live.stop()
             self._live.start()
         return self
 
@@ -64,13 +68,17 @@ class FrameStream:
         self.reader.close()
 
     def __iter__(self) -> Iterator[Frame]:
+        if self._stop_requested:
+            return
         if self._live is not None:
             yield from self._live.frames(self.max_frames)
+            self.source_ended = self._live.ended_by_source
             return
         yield from self._recorded()
 
     def stop(self) -> None:
-        """Ask a live capture to end (from another thread or a signal handler)."""
+        """Ask the stream to end (from another thread or a signal handler)."""
+        self._stop_requested = True
         if self._live is not None:
             self._live.stop()
 
@@ -98,6 +106,7 @@ class FrameStream:
         while self.max_frames is None or self.counters.delivered < self.max_frames:
             image = self._next_image()
             if image is None:
+                self.source_ended = True
                 return
             now = self._clock()
             if not rate:
@@ -114,6 +123,7 @@ class FrameStream:
                         due += period_ns
                         image = self._next_image()
                         if image is None:
+                            self.source_ended = True
                             return
                         now = self._clock()
                 if now < due:
@@ -137,6 +147,7 @@ class _LiveCapture:
         self._pool: list[np.ndarray] = []
         self._ended = False
         self._stopping = False
+        self.ended_by_source = False
         self._thread = threading.Thread(target=self._run, name="capture", daemon=True)
 
     def start(self) -> None:
@@ -177,6 +188,7 @@ class _LiveCapture:
             index += 1
         with self._condition:
             self._ended = True
+            self.ended_by_source = not self._stopping
             self._condition.notify_all()
 
     def _reopen(self) -> bool:

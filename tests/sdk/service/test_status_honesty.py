@@ -1,0 +1,126 @@
+"""The runtime's status in process: a write loop that outlives write errors and says so, a heartbeat
+that a hung disk cannot stop, and no NOMINAL for a runtime whose frames stopped."""
+
+from __future__ import annotations
+
+import errno
+import json
+import socket
+import threading
+import time
+
+import pytest
+
+import sdk.service.serve as serve_module
+from sdk.service.health import HealthMonitor
+from sdk.service.notify import Notifier
+from sdk.service.serve import StatusReporter
+from sdk.spec.schema import DegradedMode
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def wait_until(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+@pytest.fixture()
+def full_disk(monkeypatch):
+    """status.json writes fail with ENOSPC while `state['full']`; `state['calls']` counts the attempts."""
+    state = {"full": False, "calls": 0}
+    real = serve_module.write_json_atomic
+
+    def write(path, value):
+        state["calls"] += 1
+        if state["full"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(path, value)
+
+    monkeypatch.setattr(serve_module, "write_json_atomic", write)
+    return state
+
+
+def test_the_status_loop_outlives_a_full_disk_and_says_so_when_it_can_write_again(tmp_path, full_disk, capfd):
+    monitor = HealthMonitor(None, DegradedMode())
+    reporter = StatusReporter(tmp_path, monitor, Notifier(address=""), 0.02, {"release": "r"}, None)
+    with reporter:
+        full_disk["full"] = True
+        calls = full_disk["calls"]
+        wait_until(lambda: full_disk["calls"] >= calls + 5)  # the loop goes on failing, it does not die
+        assert reporter._file_thread.is_alive()
+        full_disk["full"] = False
+        wait_until(lambda: (tmp_path / "status.json").exists() and json.loads((tmp_path / "status.json").read_text())["status_writes"]["written"] > 1)
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["status_writes"]["failed"] >= 5 and status["status_writes"]["error"] is None  # written again: the count stays
+    err = capfd.readouterr().err
+    assert "cannot write status.json: OSError: No space left on device" in err and "written again after" in err
+
+
+def test_the_heartbeat_goes_on_while_the_status_file_write_hangs(tmp_path, monkeypatch):
+    address = str(tmp_path / "notify")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(address)
+    listener.settimeout(5)
+    hung = threading.Event()
+    release = threading.Event()
+
+    def hanging_write(path, value):
+        if hung.is_set():
+            release.wait(10)  # a disk that does not answer
+
+    monkeypatch.setattr(serve_module, "write_json_atomic", hanging_write)
+    reporter = StatusReporter(tmp_path, HealthMonitor(None, DegradedMode()), Notifier(address=address), 0.02, {}, None)
+    try:
+        with reporter:
+            hung.set()
+            beats = [listener.recv(4096).decode() for _ in range(10)]  # ten heartbeats while the file thread is stuck
+            release.set()
+    finally:
+        release.set()
+        listener.close()
+    assert all(beat.startswith("STATUS=") for beat in beats)
+
+
+def test_a_runtime_whose_frames_stopped_is_degraded_not_nominal(tmp_path):
+    clock = Clock()
+    monitor = HealthMonitor(None, DegradedMode(), clock=clock)
+    reporter = StatusReporter(tmp_path, monitor, Notifier(address=""), 1.0, {}, None, stall_s=0.5)
+    monitor.frame(1_000_000)
+    assert reporter.snapshot()["state"] == "NOMINAL"
+    clock.now += 0.6
+    status = reporter.snapshot()
+    assert status["state"] == "DEGRADED" and status["conditions"] == ["no frame for 0.6 s"]
+    monitor.frame(1_000_000)
+    assert reporter.snapshot()["state"] == "NOMINAL"
+
+
+def test_every_sink_is_closed_even_when_one_fails(capsys):
+    from sdk.sinks import SinkGroup
+
+    closed = []
+
+    class Sink:
+        def __init__(self, name: str, fails: bool) -> None:
+            self.name, self.fails = name, fails
+
+        def open(self) -> None:
+            pass
+
+        def close(self) -> None:
+            closed.append(self.name)
+            if self.fails:
+                raise OSError(errno.EIO, f"{self.name} failed")
+
+    group = SinkGroup([Sink("a", False), Sink("b", True), Sink("c", True), Sink("d", False)])
+    with pytest.raises(OSError, match="c failed"), group:  # reversed order: c closes first
+        pass
+    assert closed == ["d", "c", "b", "a"] and "b failed" in capsys.readouterr().err
