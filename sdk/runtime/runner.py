@@ -58,6 +58,7 @@ class PipelineRunner:
         on_frame: Callable[[int], None] | None = None,
         require_jsonl: bool = True,
         monitor: HealthMonitor | None = None,
+        retention=None,
     ) -> None:
         self.pipeline = pipeline
         self.artifacts = artifacts
@@ -66,6 +67,8 @@ class PipelineRunner:
         self.on_frame = on_frame
         self.require_jsonl = require_jsonl
         self.monitor = monitor  # a service's health: degraded-mode shedding and per-frame latency
+        self.retention = retention  # a service's outputs: rotating segments, free-space floors, periodic fsync
+        self.sinks = None  # the SinkGroup while it runs (read by a service's status thread)
         self._stream: FrameStream | None = None
         self._stopping = False
 
@@ -118,7 +121,8 @@ class PipelineRunner:
             postprocess = stack.enter_context(create_postprocessor(spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors()))
             frames = stack.enter_context(stream)
             fps = spec.source.replay.rate_fps or frames.reader.nominal_fps or 30.0
-            sinks = stack.enter_context(create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl))
+            sinks = create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl, retention=self.retention)
+            self.sinks = stack.enter_context(sinks)
             note = f"TensorRT engine, {spec.model.precision}" if backend.name == "tensorrt" else _precision_note(spec.model.precision)
             result = RunResult(recorder, stream.counters, backend=f"{backend.describe()}, {note}", preprocess=preprocess.describe())
             started = time.perf_counter()

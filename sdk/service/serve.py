@@ -283,7 +283,14 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
             notifier.watchdog()
 
     runner = PipelineRunner(
-        pipeline, artifacts, status_dir / OUTPUT_DIR, max_frames=args.frames, on_frame=on_frame, require_jsonl=False, monitor=monitor
+        pipeline,
+        artifacts,
+        status_dir / OUTPUT_DIR,
+        max_frames=args.frames,
+        on_frame=on_frame,
+        require_jsonl=False,
+        monitor=monitor,
+        retention=service.retention,
     )
     stop.runner = runner
     if stop.requested:
@@ -291,9 +298,14 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
 
     def source_counters() -> dict:
         counters = runner.counters
-        if counters is None:
-            return {}
-        return {"dropped": counters.dropped, "corrupt_frames": counters.corrupt, "disconnects": counters.disconnects}
+        live: dict = {"conditions": []}
+        if counters is not None:
+            live.update(dropped=counters.dropped, corrupt_frames=counters.corrupt, disconnects=counters.disconnects)
+        sinks = runner.sinks
+        if sinks is not None:  # each output's frames written and not written (and why), exactly
+            live["outputs"] = sinks.describe()
+            live["conditions"] += sinks.conditions()
+        return live
 
     def orphaned() -> None:  # the supervisor died and no SIGTERM came (or it was lost): stop, and do not outlive the bound
         stop(reason=f"the supervisor (pid {os.environ.get('SDK_SUPERVISOR_PID')}) is gone: stopped with it")

@@ -109,3 +109,47 @@ def read_json(path: Path) -> dict:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+
+
+def mount_tmpfs(where: Path, size: str) -> None:
+    """A small disk of our own at `where` (root only); the caller unmounts it (see unmount)."""
+    where.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (root needed): {done.stderr.strip()}")
+
+
+def unmount(where: Path) -> None:
+    for _ in range(50):
+        if subprocess.run(["umount", str(where)], capture_output=True).returncode == 0:
+            return
+        time.sleep(0.1)
+    subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def fill(folder: Path, leave: int = 0) -> Path:
+    """Fill the file system of `folder` with a file until at most `leave` bytes are free (ENOSPC when 0)."""
+    path = folder / "filler"
+    block = b"\xff" * 65536
+    with path.open("wb", buffering=0) as handle:
+        while True:
+            free = shutil.disk_usage(folder).free
+            if free <= leave:
+                break
+            try:
+                handle.write(block[: max(1, min(len(block), free - leave))])
+            except OSError:
+                break
+    return path
+
+
+def jsonl_lines(output: Path) -> list[dict]:
+    """Every published detection line of a service's detections.jsonl, oldest file first."""
+    from sdk.sinks.files import finished_files
+
+    lines = []
+    for path in finished_files(output / "detections.jsonl"):
+        data = path.read_bytes()
+        assert b"\0" not in data, f"NUL bytes in {path.name}"
+        lines += [json.loads(line) for line in data.decode().splitlines()]
+    return lines

@@ -86,8 +86,14 @@ def test_serve_notifies_ready_feeds_the_watchdog_and_stops_cleanly_on_sigterm(de
         listener.close()
     final = read_json(status_dir / "status.json")
     assert final["state"] == "STOPPED" and final["frames"] >= 20
-    lines = (status_dir / "output" / "detections.jsonl").read_text().splitlines()
+    from sdk.sinks.files import finished_files
+
+    files = finished_files(status_dir / "output" / "detections.jsonl")
+    assert [f.name for f in files] == ["detections.000001.jsonl"]  # a service's outputs are numbered segments
+    lines = files[0].read_text().splitlines()
     assert len(lines) >= final["frames"] - 1 and all(json.loads(line)["detections"] for line in lines)  # whole lines only
+    (jsonl,) = [o for o in final["outputs"] if o["output"] == "detections.jsonl"]
+    assert jsonl["written"] == len(lines) and jsonl["not_written"] == 0 and jsonl["synced_frame"] == json.loads(lines[-1])["frame"]
     assert not [p.name for p in (status_dir / "output").iterdir() if p.name.startswith(".")]  # no partial file left
 
 
