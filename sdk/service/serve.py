@@ -82,7 +82,8 @@ class StatusReporter:
         snap = self.monitor.snapshot()
         conditions = list(live.pop("conditions", []))
         since = snap.get("since_last_frame_s")
-        if self.stall_s is not None and since is not None and since > self.stall_s and snap["state"] not in (STOPPED,):
+        waiting = live.pop("source_waiting", False)
+        if self.stall_s is not None and since is not None and since > self.stall_s and snap["state"] != STOPPED and not waiting:
             conditions.append(f"no frame for {since:.1f} s")
         status = {**snap, **live, **self.extra, "conditions": conditions, "pid": os.getpid(), "time": time.time()}
         status["status_interval_s"] = self.interval_s
@@ -282,6 +283,15 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
             ping["next"] = now + interval
             notifier.watchdog()
 
+    def on_idle() -> None:  # no frame, but a camera being reconnected on schedule: alive, so the watchdog is fed
+        stream = runner.stream
+        if stream is None or not stream.reconnect_on_schedule():
+            return  # a reconnect that stopped trying (an open() that hangs) is a hang: the watchdog will see it
+        if not ping["ready"]:
+            ping["ready"] = True
+            notifier.ready(f"{pipeline.spec.name}: started, {stream.condition()}")
+        notifier.watchdog()
+
     runner = PipelineRunner(
         pipeline,
         artifacts,
@@ -291,6 +301,7 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
         require_jsonl=False,
         monitor=monitor,
         retention=service.retention,
+        on_idle=on_idle,
     )
     stop.runner = runner
     if stop.requested:
@@ -301,6 +312,12 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
         live: dict = {"conditions": []}
         if counters is not None:
             live.update(dropped=counters.dropped, corrupt_frames=counters.corrupt, disconnects=counters.disconnects)
+            live.update(reconnect_attempts=counters.reconnect_attempts, corrupt_last=counters.corrupt_last)
+        stream = runner.stream
+        source = stream.condition() if stream is not None else None
+        if source is not None:
+            live["conditions"].append(source)
+            live["source_waiting"] = True  # no frames because of the camera: said above, not a stall of the runtime
         sinks = runner.sinks
         if sinks is not None:  # each output's frames written and not written (and why), exactly
             live["outputs"] = sinks.describe()
@@ -338,7 +355,7 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
         extra["last_error"] = result.last_error
         extra["stage_errors"] = result.stage_errors
         if live_ended:  # a camera that stops is a fault (the manager restarts the runtime); a recording that ends is not
-            extra.update(state="FAILED", reason=f"the live source ended: {pipeline.spec.source.uri}")
+            extra.update(state="FAILED", reason=f"the live source ended: {stream.name}")
             extra["last_error"] = extra["last_error"] or extra["reason"]
         else:
             extra["state"] = "STOPPED"  # the run ended (the stream ended, or SIGTERM): no longer NOMINAL

@@ -140,6 +140,7 @@ def test_a_model_that_will_not_load_is_restarted_then_given_up(deployed, tmp_pat
     assert state["state"] == "failed" and state["restarts"] == 2 and "failed with status 1" in state["last_reason"]
     runtime = read_json(status_dir / "status.json")
     assert runtime["state"] == "FAILED" and "model.onnx" in runtime["last_error"]
+    assert runtime["reason"].startswith("gave up after 3 failures within 60 s") and runtime["ended_by"] == "supervisor"
     assert "error:" in (status_dir / "service.log").read_text()
 
 
