@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.sdk.service.service_helpers import copy_store, deploy_once, processes, read_json, reap, service, wait_for
+from tests.sdk.service.service_helpers import copy_store, processes, read_json, reap, service, wait_for
 
 
-@pytest.fixture(scope="module")
-def deployed(tmp_path_factory) -> Path:
-    return deploy_once(tmp_path_factory, "instance")
+@pytest.fixture()
+def deployed(deployed_service) -> Path:
+    return deployed_service
 
 
 @pytest.fixture()
@@ -57,7 +57,15 @@ def test_kill_9_of_the_supervisor_takes_its_runtime_and_the_next_start_gives_exa
     assert "Traceback" not in (folder / "service.log").read_text()
 
 
-def test_a_frozen_runtime_left_by_a_killed_supervisor_is_stopped_before_a_new_one_starts(store):
+def test_a_frozen_runtime_left_by_a_killed_supervisor_is_stopped_before_a_new_one_starts(deployed, tmp_path):
+    store = copy_store(deployed, tmp_path / "store", ("stop_timeout_s: 2", "stop_timeout_s: 0.5"))  # its SIGKILL comes sooner
+    try:
+        _frozen_orphan(store)
+    finally:
+        reap(str(store.root))
+
+
+def _frozen_orphan(store) -> None:
     started = service(store.root, "start", "--wait", "60")
     orphan = started["runtime_pid"]
     os.kill(orphan, signal.SIGSTOP)  # frozen: the SIGTERM its supervisor's death sends stays pending
@@ -171,6 +179,19 @@ def test_sigterm_in_any_state_is_a_clean_stop_without_traceback(deployed, tmp_pa
             assert status["state"] == "STOPPED" and status["reason"] == "stopped by SIGTERM", (case, status)
     finally:
         reap(str(store.root))
+
+
+def test_a_runtime_whose_supervisor_is_gone_stops_by_itself(deployed, tmp_path):
+    """The parent check behind PR_SET_PDEATHSIG: a runtime that finds another parent than its supervisor stops."""
+    store = copy_store(deployed, tmp_path / "store")
+    release = store.release_dir(store.committed())
+    status_dir = tmp_path / "status"
+    command = [sys.executable, "-m", "sdk", "serve", "--release", str(release), "--status-dir", str(status_dir)]
+    env = {**os.environ, "SDK_SUPERVISOR_PID": "1"}  # its parent is this test, not pid 1: the supervisor "is gone"
+    done = subprocess.run(command, cwd=release, env=env, capture_output=True, text=True, timeout=60)
+    status = read_json(status_dir / "status.json")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert status["state"] == "STOPPED" and status["reason"] == "the supervisor (pid 1) is gone: stopped with it"
 
 
 def _catches_sigterm(pid: int) -> bool:

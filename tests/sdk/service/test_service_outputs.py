@@ -15,7 +15,6 @@ import pytest
 
 from tests.sdk.service.service_helpers import (
     copy_store,
-    deploy_once,
     fill,
     jsonl_lines,
     mount_tmpfs,
@@ -30,9 +29,9 @@ from tests.sdk.service.service_helpers import (
 NO_FLOORS = ("  restart_backoff_s: 0.1\n", "  restart_backoff_s: 0.1\n  retention: {min_free_mb: 0, detections_min_free_mb: 0}\n")
 
 
-@pytest.fixture(scope="module")
-def deployed(tmp_path_factory) -> Path:
-    return deploy_once(tmp_path_factory, "outputs")
+@pytest.fixture()
+def deployed(deployed_service) -> Path:
+    return deployed_service
 
 
 def runtimes(store) -> list[int]:

@@ -124,3 +124,16 @@ def test_every_sink_is_closed_even_when_one_fails(capsys):
     with pytest.raises(OSError, match="c failed"), group:  # reversed order: c closes first
         pass
     assert closed == ["d", "c", "b", "a"] and "b failed" in capsys.readouterr().err
+
+
+def test_service_log_is_rotated_by_size_and_keeps_its_number_of_files(tmp_path):
+    from sdk.service.logfile import RESERVE_BYTES, RotatingLog
+
+    log = RotatingLog(tmp_path / "service.log", max_bytes=4096, keep=2)
+    for index in range(200):
+        assert log.line(f"line {index:04d} " + "x" * 60)
+    log.close()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == [".service.log.reserve", "service.log", "service.log.1", "service.log.2"]
+    assert all((tmp_path / n).stat().st_size <= 4096 for n in names[1:]) and (tmp_path / names[0]).stat().st_size == RESERVE_BYTES
+    assert "line 0199" in (tmp_path / "service.log").read_text()  # the newest in service.log, the oldest gone
