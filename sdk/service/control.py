@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 from sdk.errors import TargetError
-from sdk.service.files import LOG_FILE, STATUS_FILE, SUPERVISOR_FILE, read_json
-from sdk.service.instance import RUNTIME_LOCK, SERVICE_LOCK, holder, stop_holder
+from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, read_json
+from sdk.service.instance import RUNTIME_LOCK, SERVICE_LOCK, holder, legacy_supervisor, stop_holder
 from sdk.store import ReleaseStore
 
 SERVICE_DIR = "service"
@@ -31,9 +31,14 @@ EXIT_ALREADY_RUNNING = 75  # sdk.service.supervisor's (not imported: it needs mo
 STALE_AFTER_INTERVALS = 2  # a status older than two write intervals is stale: its writer stopped or froze
 
 
+def supervisor_holder(folder: Path) -> dict | None:
+    """The holder of the service lock (sdk/service/instance.py); else a verified supervisor of a release
+    deployed before the lock (it left supervisor.pid); None when no supervisor runs here."""
+    return holder(folder / SERVICE_LOCK, "supervisor") or legacy_supervisor(folder, PID_FILE)
+
+
 def supervisor_pid(folder: Path) -> int | None:
-    """The PID of the verified holder of the service lock (sdk/service/instance.py), or None."""
-    who = holder(folder / SERVICE_LOCK, "supervisor")
+    who = supervisor_holder(folder)
     return who["pid"] if who is not None else None
 
 
@@ -48,7 +53,7 @@ def status(folder: Path) -> dict:
     `state` says it in one word: running, degraded, stale (the runtime stopped writing: frozen, or
     its disk is full), starting, restarting, stopped, failed, or not running."""
     now = time.time()
-    service_holder = holder(folder / SERVICE_LOCK, "supervisor")
+    service_holder = supervisor_holder(folder)
     runtime_holder = holder(folder / RUNTIME_LOCK, "runtime")
     supervisor = read_json(folder / SUPERVISOR_FILE)
     runtime = read_json(folder / STATUS_FILE)
@@ -139,7 +144,7 @@ def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None =
 def stop(folder: Path, wait_s: float) -> dict:
     """SIGTERM the verified lock holder (never a PID read from a file alone) and wait for its lock to go;
     a runtime that outlived its supervisor is stopped the same way, SIGKILL after the wait."""
-    stopped = stop_holder(folder / SERVICE_LOCK, "supervisor", wait_s)
+    stopped = stop_holder(folder / SERVICE_LOCK, "supervisor", wait_s, who=supervisor_holder(folder))
     if stopped is not None and not stopped["stopped"]:
         raise TargetError(
             f"the supervisor (pid {stopped['pid']}) did not stop within {wait_s:g} s", hint="it keeps trying; check sdk logs --target T"

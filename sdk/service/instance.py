@@ -187,24 +187,45 @@ def signal_verified(who: dict, signum: int) -> bool:
     return True
 
 
-def stop_holder(path: Path, role: str, wait_s: float, kill_after: bool = False) -> dict | None:
-    """SIGTERM the verified holder of `path` and wait until the lock is free (SIGKILL after `wait_s` if
-    `kill_after`). Returns the holder it stopped, or None where there was none (or none verified)."""
-    who = holder(path, role)
+def legacy_supervisor(folder: Path, pid_file: str = "supervisor.pid") -> dict | None:
+    """A supervisor of a release deployed before these locks (it writes supervisor.pid and holds no lock):
+    verified by its command line alone, `sdk supervise --status-dir <this folder>`, so a PID that now
+    belongs to anything else is never taken for it."""
+    try:
+        pid = int((folder / pid_file).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    started = start_ticks(pid) if pid > 1 else None
+    if started is None or not _runs_here(pid, "supervisor", folder) or "supervise" not in command_line(pid):
+        return None
+    return {"pid": pid, "start": started, "role": "supervisor", "since": None, "verified": True, "legacy": True}
+
+
+def stop_holder(path: Path, role: str, wait_s: float, kill_after: bool = False, who: dict | None = None) -> dict | None:
+    """SIGTERM the verified holder of `path` (or `who`, already verified) and wait until the lock is free and
+    the process gone (SIGKILL after `wait_s` if `kill_after`). Returns the holder it stopped, or None where
+    there was none (or none verified)."""
+    who = who or holder(path, role)
     if who is None or not signal_verified(who, signal.SIGTERM):
         return None
     if _wait_gone(path, role, who, wait_s):
         return {**who, "stopped": True}
     if kill_after and signal_verified(who, signal.SIGKILL):
         _wait_gone(path, role, who, 5.0)
-    return {**who, "stopped": holder(path, role) is None}
+    return {**who, "stopped": _gone(path, role, who)}
+
+
+def _gone(path: Path, role: str, who: dict) -> bool:
+    if start_ticks(who["pid"]) == who["start"]:
+        return False
+    return who.get("legacy") or holder(path, role) is None
 
 
 def _wait_gone(path: Path, role: str, who: dict, wait_s: float) -> bool:
     """Until the lock is free and its holder has exited (it releases the lock a moment before it ends)."""
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        if holder(path, role) is None and start_ticks(who["pid"]) != who["start"]:
+        if _gone(path, role, who):
             return True
         time.sleep(0.05)
     return False

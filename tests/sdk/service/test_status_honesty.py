@@ -137,3 +137,28 @@ def test_service_log_is_rotated_by_size_and_keeps_its_number_of_files(tmp_path):
     assert names == [".service.log.reserve", "service.log", "service.log.1", "service.log.2"]
     assert all((tmp_path / n).stat().st_size <= 4096 for n in names[1:]) and (tmp_path / names[0]).stat().st_size == RESERVE_BYTES
     assert "line 0199" in (tmp_path / "service.log").read_text()  # the newest in service.log, the oldest gone
+
+
+def test_a_supervisor_of_an_older_release_is_known_by_its_command_line_never_by_its_pid_file_alone(tmp_path):
+    """Releases deployed before the locks write supervisor.pid and hold no lock: `sdk stop` must still stop
+    them, and only them. A process whose command line is `sdk supervise --status-dir <this folder>` stands in."""
+    import subprocess
+    import sys
+
+    from sdk.service import control
+
+    folder = tmp_path / "service"
+    folder.mkdir()
+    old = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "sdk", "supervise", "--status-dir", str(folder)])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "sdk", "supervise", "--status-dir", str(tmp_path)])
+    try:
+        (folder / "supervisor.pid").write_text(f"{other.pid}\n")  # another folder's: not this service
+        assert control.status(folder)["running"] is False and control.stop(folder, 5)["note"] == "not running"
+        (folder / "supervisor.pid").write_text(f"{old.pid}\n")
+        assert control.status(folder)["supervisor_pid"] == old.pid
+        assert control.stop(folder, 5)["stopped"] and old.wait(timeout=5) == -15
+        assert other.poll() is None
+    finally:
+        for child in (old, other):
+            child.kill()
+            child.wait()
