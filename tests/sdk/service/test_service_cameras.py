@@ -20,9 +20,10 @@ def deployed(deployed_service) -> Path:
     return deployed_service
 
 
-@pytest.mark.parametrize("unplug_ms", [500, 3000])  # the watchdog is 1 s
+@pytest.mark.parametrize("unplug_ms", [500, 3000])
 def test_an_unplug_shorter_or_longer_than_the_watchdog_is_a_reconnect_not_a_kill(deployed, tmp_path, unplug_ms):
-    store = copy_store(deployed, tmp_path / "store", (CAMERA, f"{LIVE}&unplug_at=10&unplug_ms={unplug_ms}"))
+    unplugged = (CAMERA, f"{LIVE}&unplug_at=10&unplug_ms={unplug_ms}")
+    store = copy_store(deployed, tmp_path / "store", unplugged, ("watchdog_s: 1.0", "watchdog_s: 2.0"))  # between the two
     folder = store.root / "service"
     try:
         started = service(store.root, "start", "--wait", "60")
@@ -36,7 +37,7 @@ def test_an_unplug_shorter_or_longer_than_the_watchdog_is_a_reconnect_not_a_kill
         status = wait_for(resumed, 30, "frames after the reconnect")
         state = read_json(folder / "supervisor.json")
         assert state["restarts"] == 0 and state["child_pid"] == started["runtime_pid"] == status["pid"]
-        if unplug_ms > 1000:  # while it was gone: DEGRADED, saying why
+        if unplug_ms > 2000:  # while it was gone: DEGRADED, saying why
             assert any(s.get("state") == "DEGRADED" and "camera synthetic://boxes reconnecting" in s["conditions"][0] for s in seen)
         service(store.root, "stop")
     finally:
@@ -44,11 +45,13 @@ def test_an_unplug_shorter_or_longer_than_the_watchdog_is_a_reconnect_not_a_kill
 
 
 def test_a_camera_absent_at_start_is_degraded_and_retried_not_failed(deployed, tmp_path):
-    store = copy_store(deployed, tmp_path / "store", (CAMERA, f"{LIVE}&absent_ms=2500"))
+    from sdk.service.control import status
+
+    store = copy_store(deployed, tmp_path / "store", (CAMERA, f"{LIVE}&absent_ms=3000"))
     try:
         started = service(store.root, "start", "--wait", "60")
         assert started["started"]  # READY: the runtime is up and retrying
-        missing = wait_for(lambda: (s := service(store.root, "status"))["state"] == "degraded" and s, 10, "degraded")
+        missing = wait_for(lambda: (s := status(store.root / "service"))["state"] == "degraded" and s, 10, "degraded")
         assert missing["reason"].startswith("camera synthetic://boxes missing")
         wait_for(lambda: (s := read_json(store.root / "service" / "status.json")).get("frames", 0) >= 10 and s["state"] == "NOMINAL", 20, "frames")
         assert read_json(store.root / "service" / "supervisor.json")["restarts"] == 0
