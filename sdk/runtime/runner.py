@@ -60,6 +60,7 @@ class PipelineRunner:
         monitor: HealthMonitor | None = None,
         retention=None,
         on_idle: Callable[[], None] | None = None,
+        on_end: Callable[[], None] | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.artifacts = artifacts
@@ -70,7 +71,8 @@ class PipelineRunner:
         self.monitor = monitor  # a service's health: degraded-mode shedding and per-frame latency
         self.retention = retention  # a service's outputs: rotating segments, free-space floors, periodic fsync
         self.sinks = None  # the SinkGroup while it runs (read by a service's status thread)
-        self.on_idle = on_idle  # a live stream waiting for a frame (a reconnect) calls it about twice a second
+        self.on_idle = on_idle  # a live stream waiting for a frame (a reconnect) calls it every 0.25 s
+        self.on_end = on_end  # the frames ended (before the stages close)
         self._stream: FrameStream | None = None
         self._stopping = False
 
@@ -99,7 +101,7 @@ class PipelineRunner:
         recorder = LatencyRecorder(limit or DEFAULT_RECORDER_CAPACITY)
         stream = open_stream(spec.source.uri, spec.source.replay, self.pipeline.folder, max_frames=limit, reconnect=spec.source.reconnect)
         self._stream = stream
-        stream.on_idle = self.on_idle
+        stream.on_idle, stream.on_end = self.on_idle, self.on_end
         if self._stopping:  # stopped before the run began (SIGTERM during the model load)
             stream.stop()
         with ExitStack() as stack:

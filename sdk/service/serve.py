@@ -274,7 +274,7 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
     ping = {"next": 0.0, "ready": False}
     interval = notifier.watchdog_interval_s or service.watchdog_s / 2
 
-    def on_frame(count: int) -> None:  # the frame path: the only place the watchdog is fed
+    def on_frame(count: int) -> None:  # the frame path feeds the watchdog (and on_idle, while a camera reconnects on schedule)
         now = time.monotonic()
         if not ping["ready"]:
             ping["ready"] = True
@@ -302,6 +302,7 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
         monitor=monitor,
         retention=service.retention,
         on_idle=on_idle,
+        on_end=notifier.stopping,  # from here the manager applies stop_timeout_s, not the watchdog (closing takes time)
     )
     stop.runner = runner
     if stop.requested:

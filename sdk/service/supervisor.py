@@ -321,6 +321,8 @@ class Supervisor:
                     last_state_write = time.monotonic()
                 if "WATCHDOG=1" in message or "READY=1" in message:
                     last_ping = time.monotonic()
+                if "STOPPING=1" in message and stop_sent_at is None:
+                    stop_sent_at = time.monotonic()  # like systemd: a stopping service has stop_timeout_s, no watchdog
             if self.state_write_error is not None and time.monotonic() - last_state_write > 1.0:
                 self._write()  # the disk was full: try again, once a second
                 last_state_write = time.monotonic()

@@ -58,7 +58,8 @@ class FrameStream:
         self._sleep = sleep
         self._live: _LiveCapture | None = None
         self._stop_requested = False
-        self.on_idle: Callable[[], None] | None = None  # called about twice a second while a live stream waits for a frame
+        self.on_idle: Callable[[], None] | None = None  # called every IDLE_S while a live stream waits for a frame
+        self.on_end: Callable[[], None] | None = None  # called once when the frames end (before anything is closed)
         self.name = getattr(reader, "name", None) or type(reader).__name__
         self.source_ended = False  # the reader ran out (a recording's end, a camera gone for good), not stop() or the frame limit
 
@@ -90,8 +91,10 @@ class FrameStream:
         if self._live is not None:
             yield from self._live.frames(self.max_frames)
             self.source_ended = self._live.ended_by_source
-            return
-        yield from self._recorded()
+        else:
+            yield from self._recorded()
+        if self.on_end is not None:
+            self.on_end()
 
     def stop(self) -> None:
         """Ask the stream to end (from another thread or a signal handler)."""
