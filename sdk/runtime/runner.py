@@ -58,6 +58,9 @@ class PipelineRunner:
         on_frame: Callable[[int], None] | None = None,
         require_jsonl: bool = True,
         monitor: HealthMonitor | None = None,
+        retention=None,
+        on_idle: Callable[[], None] | None = None,
+        on_end: Callable[[], None] | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.artifacts = artifacts
@@ -66,6 +69,10 @@ class PipelineRunner:
         self.on_frame = on_frame
         self.require_jsonl = require_jsonl
         self.monitor = monitor  # a service's health: degraded-mode shedding and per-frame latency
+        self.retention = retention  # a service's outputs: rotating segments, free-space floors, periodic fsync
+        self.sinks = None  # the SinkGroup while it runs (read by a service's status thread)
+        self.on_idle = on_idle  # a live stream waiting for a frame (a reconnect) calls it every 0.25 s
+        self.on_end = on_end  # the frames ended (before the stages close)
         self._stream: FrameStream | None = None
         self._stopping = False
 
@@ -73,6 +80,10 @@ class PipelineRunner:
     def counters(self) -> StreamCounters | None:
         """The source's counters while it runs (read by a service's status thread)."""
         return self._stream.counters if self._stream is not None else None
+
+    @property
+    def stream(self) -> FrameStream | None:
+        return self._stream
 
     def stop(self) -> None:
         """End the run after the current frame (safe from a signal handler)."""
@@ -90,6 +101,9 @@ class PipelineRunner:
         recorder = LatencyRecorder(limit or DEFAULT_RECORDER_CAPACITY)
         stream = open_stream(spec.source.uri, spec.source.replay, self.pipeline.folder, max_frames=limit, reconnect=spec.source.reconnect)
         self._stream = stream
+        stream.on_idle, stream.on_end = self.on_idle, self.on_end
+        if self._stopping:  # stopped before the run began (SIGTERM during the model load)
+            stream.stop()
         with ExitStack() as stack:
             model_path = self.artifacts.model_for(spec.model.precision)
             backend = stack.enter_context(
@@ -112,7 +126,8 @@ class PipelineRunner:
             postprocess = stack.enter_context(create_postprocessor(spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors()))
             frames = stack.enter_context(stream)
             fps = spec.source.replay.rate_fps or frames.reader.nominal_fps or 30.0
-            sinks = stack.enter_context(create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl))
+            sinks = create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl, retention=self.retention)
+            self.sinks = stack.enter_context(sinks)
             note = f"TensorRT engine, {spec.model.precision}" if backend.name == "tensorrt" else _precision_note(spec.model.precision)
             result = RunResult(recorder, stream.counters, backend=f"{backend.describe()}, {note}", preprocess=preprocess.describe())
             started = time.perf_counter()

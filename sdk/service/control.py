@@ -2,7 +2,9 @@
 
 Without systemd (containers, the simulated target, a bench board) `start` launches the
 supervisor detached (its own session, so an SSH disconnect does not end it) and waits until the
-runtime reports READY or fails; `stop` sends SIGTERM and waits for the bounded shutdown. With
+runtime reports READY or fails; `stop` sends SIGTERM and waits for the bounded shutdown. Who runs
+is known from the locks the supervisor and the runtime hold (sdk/service/instance.py), never from
+a PID file: a signal goes only to a process verified as the lock's holder. With
 systemd the rendered unit (service/<pipeline>.service) is what `systemctl` runs; installing it is
 a one-time root step (see the README). Prints one JSON object, like `store`.
 """
@@ -12,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,44 +21,92 @@ from pathlib import Path
 
 from sdk.errors import TargetError
 from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, read_json
+from sdk.service.instance import RUNTIME_LOCK, SERVICE_LOCK, holder, legacy_supervisor, stop_holder
 from sdk.store import ReleaseStore
 
 SERVICE_DIR = "service"
+EXIT_ALREADY_RUNNING = 75  # sdk.service.supervisor's (not imported: it needs more than the standard library)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie is not alive for our purpose (its parent has not reaped it yet).
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
+STALE_AFTER_INTERVALS = 2  # a status older than two write intervals is stale: its writer stopped or froze
+
+
+def supervisor_holder(folder: Path) -> dict | None:
+    """The holder of the service lock (sdk/service/instance.py); else a verified supervisor of a release
+    deployed before the lock (it left supervisor.pid); None when no supervisor runs here."""
+    return holder(folder / SERVICE_LOCK, "supervisor") or legacy_supervisor(folder, PID_FILE)
 
 
 def supervisor_pid(folder: Path) -> int | None:
-    try:
-        pid = int((folder / PID_FILE).read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return pid if _alive(pid) else None
+    who = supervisor_holder(folder)
+    return who["pid"] if who is not None else None
+
+
+def _age(record: dict | None, now: float) -> float | None:
+    written = (record or {}).get("time")
+    return round(now - written, 3) if isinstance(written, (int, float)) else None
 
 
 def status(folder: Path) -> dict:
-    pid = supervisor_pid(folder)
-    return {
-        "running": pid is not None,
-        "supervisor_pid": pid,
-        "supervisor": read_json(folder / SUPERVISOR_FILE),
-        "runtime": read_json(folder / STATUS_FILE),
+    """What runs, verified by its lock; the runtime's last status with its age, stale when its writer stopped.
+
+    `state` says it in one word: running, degraded, stale (the runtime stopped writing: frozen, or
+    its disk is full), starting, restarting, stopped, failed, or not running."""
+    now = time.time()
+    service_holder = supervisor_holder(folder)
+    runtime_holder = holder(folder / RUNTIME_LOCK, "runtime")
+    supervisor = read_json(folder / SUPERVISOR_FILE)
+    runtime = read_json(folder / STATUS_FILE)
+    running = service_holder is not None
+    result: dict = {
+        "running": running,
+        "supervisor_pid": service_holder["pid"] if service_holder else None,
+        "runtime_pid": runtime_holder["pid"] if runtime_holder else None,
+        "supervisor": supervisor,
+        "runtime": runtime,
     }
+    if runtime is not None:
+        interval = runtime.get("status_interval_s") or 1.0
+        age = _age(runtime, now)
+        runtime["age_s"] = age
+        ended = runtime.get("state") in ("STOPPED", "FAILED")
+        runtime["stale"] = bool(not ended and (age is None or age > STALE_AFTER_INTERVALS * interval or runtime_holder is None))
+    if supervisor is not None:
+        supervisor["age_s"] = _age(supervisor, now)
+    if runtime_holder is not None and not running:
+        result["orphan_runtime_pid"] = runtime_holder["pid"]  # outlived its supervisor; `stop` ends it, `start` too
+    result["state"], result["reason"] = _summary(running, supervisor, runtime)
+    result["last_error"] = (runtime or {}).get("last_error") or (supervisor or {}).get("last_error")
+    return result
+
+
+def _summary(running: bool, supervisor: dict | None, runtime: dict | None) -> tuple[str, str | None]:
+    supervisor, runtime = supervisor or {}, runtime or {}
+    reason = runtime.get("reason") or supervisor.get("last_reason")
+    if not running:
+        if supervisor.get("state") == "failed" or runtime.get("state") == "FAILED":
+            return "failed", reason
+        if supervisor.get("state") == "stopped" or runtime.get("state") == "STOPPED":
+            return "stopped", reason
+        return "not running", reason
+    if supervisor.get("state") in ("starting", "restarting") and (not runtime or runtime.get("state") in ("FAILED", "STOPPED")):
+        return supervisor["state"], reason
+    if not runtime:
+        return "starting", None
+    if runtime.get("stale"):
+        return "stale", f"status.json is {runtime.get('age_s')} s old (written every {runtime.get('status_interval_s')} s)"
+    if runtime.get("state") == "DEGRADED":
+        return "degraded", "; ".join(runtime.get("conditions") or []) or "deadline misses"
+    if runtime.get("state") == "STARTING":  # READY came (the first frame) before the runtime's next status
+        return ("running" if supervisor.get("state") == "running" else "starting"), None
+    if runtime.get("state") in ("FAILED", "STOPPED"):
+        return supervisor.get("state") or "restarting", reason
+    return "running", None
 
 
 def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None = None) -> dict:
+    """Start the committed release's supervisor; the supervisor's lock decides who runs. Of two starts at
+    the same moment one supervisor takes the lock and the other exits before it touches anything."""
     if supervisor_pid(folder) is not None:
         return {**status(folder), "started": False, "note": "already running"}
     with store.locked():
@@ -68,19 +117,23 @@ def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None =
     env_python = store.env_dir(current) / "bin" / "python"  # built by the deploy that activated it
     python = env_python if env_python.exists() else Path(sys.executable)
     folder.mkdir(parents=True, exist_ok=True)
-    for stale in (SUPERVISOR_FILE, STATUS_FILE):
-        (folder / stale).unlink(missing_ok=True)
     command = [str(python), "-B", "-m", "sdk", "supervise", "--release", str(release), "--status-dir", str(folder)]
     command += ["--frames", str(frames)] if frames else []
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}  # the release's own sdk, not the agent's
     with (folder / LOG_FILE).open("ab") as log:
-        subprocess.Popen(command, cwd=release, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        child = subprocess.Popen(command, cwd=release, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        state = (read_json(folder / SUPERVISOR_FILE) or {}).get("state")
-        if state in ("running", "stopped"):
-            return {**status(folder), "started": True}
-        if state == "failed":
+        code = child.poll()
+        if code == EXIT_ALREADY_RUNNING:  # the other start won the lock
+            return {**status(folder), "started": False, "note": "already running"}
+        supervisor = read_json(folder / SUPERVISOR_FILE) or {}
+        if supervisor.get("pid") == child.pid:  # this start's supervisor, not a file left by an earlier one
+            if supervisor.get("state") in ("running", "stopped"):
+                return {**status(folder), "started": True}
+            if supervisor.get("state") == "failed":
+                break
+        if code is not None:
             break
         time.sleep(0.1)
     now = status(folder)
@@ -89,16 +142,19 @@ def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None =
 
 
 def stop(folder: Path, wait_s: float) -> dict:
-    pid = supervisor_pid(folder)
-    if pid is None:
-        return {**status(folder), "stopped": False, "note": "not running"}
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline and _alive(pid):
-        time.sleep(0.05)
-    if _alive(pid):
-        raise TargetError(f"the supervisor (pid {pid}) did not stop within {wait_s:g} s", hint="it keeps trying; check sdk logs --target T")
-    return {**status(folder), "stopped": True}
+    """SIGTERM the verified lock holder (never a PID read from a file alone) and wait for its lock to go;
+    a runtime that outlived its supervisor is stopped the same way, SIGKILL after the wait."""
+    stopped = stop_holder(folder / SERVICE_LOCK, "supervisor", wait_s, who=supervisor_holder(folder))
+    if stopped is not None and not stopped["stopped"]:
+        raise TargetError(
+            f"the supervisor (pid {stopped['pid']}) did not stop within {wait_s:g} s", hint="it keeps trying; check sdk logs --target T"
+        )
+    orphan = stop_holder(folder / RUNTIME_LOCK, "runtime", wait_s, kill_after=True)
+    if stopped is None and orphan is None:
+        now = status(folder)
+        note = "not running" if now["supervisor_pid"] is None else "not stopped: the lock holder could not be verified"
+        return {**now, "stopped": False, "note": note}
+    return {**status(folder), "stopped": True, **({"orphan_runtime_stopped": orphan["pid"]} if orphan else {})}
 
 
 def logs(folder: Path, lines: int) -> dict:
@@ -142,7 +198,7 @@ def main(argv: list[str]) -> int:
     ops.add_parser("unit").add_argument("--user", default=None)
     args = parser.parse_args(argv)
     store = ReleaseStore(args.root)
-    folder = store.root / SERVICE_DIR
+    folder = (store.root / SERVICE_DIR).resolve()  # absolute: the supervisor runs in the release's folder
     try:
         if args.op == "start":
             result = start(store, folder, args.wait, args.frames)

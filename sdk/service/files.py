@@ -12,15 +12,20 @@ from pathlib import Path
 
 STATUS_FILE = "status.json"  # the runtime's health (serve.py)
 SUPERVISOR_FILE = "supervisor.json"  # the supervisor's state
-PID_FILE = "supervisor.pid"
+PID_FILE = "supervisor.pid"  # written by earlier versions; never trusted (sdk/service/instance.py), removed
 LOG_FILE = "service.log"
+OUTPUT_DIR = "output"  # the sinks' files of a service run
 
 
 def write_json_atomic(path: Path, value: dict) -> None:
     """A reader sees the old file or the new one, never half of one."""
     partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(value, indent=1) + "\n")
-    os.replace(partial, path)
+    try:
+        partial.write_text(json.dumps(value, indent=1) + "\n")
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a full disk must not also keep the half file
+        raise
 
 
 def read_json(path: Path) -> dict | None:

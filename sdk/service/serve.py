@@ -3,15 +3,19 @@
 It runs until the source ends or SIGTERM, tells its manager (systemd, or the project's own
 supervisor: same protocol) READY after the first frame and WATCHDOG=1 only from the frame path,
 so a loop that stops producing frames is restarted by its manager. status.json (atomic) is
-written every `status_interval_s` by a separate thread, so a stall shows as a growing
-`since_last_frame_s`; optionally the same status goes to the vehicle as a UDP datagram.
-Exit codes: 0 clean end or SIGTERM, 1 an error (model load, broken stage), which makes the
-manager restart it and, during a trial activation, the deploy roll back.
+written every `status_interval_s` by a thread of its own that outlives write errors, and the
+heartbeat (manager STATUS, UDP to the vehicle) by another, so a full disk does not silence it.
+It holds `runtime.lock` in DIR for its whole life (one runtime per folder) and stops by itself
+when its supervisor is gone. SIGTERM at any moment, model load included, is a clean stop.
+Exit codes: 0 clean end (a recording ended, --frames reached) or SIGTERM; 1 an error (model load,
+broken stage, a live camera's stream that ended), which makes the manager restart it and, during
+a trial activation, the deploy roll back.
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import os
 import signal
@@ -23,8 +27,8 @@ from pathlib import Path
 
 from sdk.errors import SdkError
 from sdk.runtime.runner import PipelineRunner
-from sdk.service.files import STATUS_FILE, write_json_atomic
-from sdk.service.health import HealthMonitor
+from sdk.service.files import OUTPUT_DIR, STATUS_FILE, write_json_atomic
+from sdk.service.health import DEGRADED, NOMINAL, STARTING, STOPPED, HealthMonitor
 from sdk.service.notify import Notifier
 from sdk.service.realtime import GcOutOfTheLoop, apply_realtime
 
@@ -34,23 +38,80 @@ def write_status(folder: Path, status: dict) -> None:
 
 
 class StatusReporter:
-    """A thread that publishes the monitor's snapshot (file, manager STATUS, UDP) every interval."""
+    """Publishes the monitor's snapshot from two threads of its own, so that neither can stop the other.
 
-    def __init__(self, folder: Path, monitor: HealthMonitor, notifier: Notifier, interval_s: float, extra: dict, udp: str | None, live=None) -> None:
+    `status-file` writes status.json every interval and survives every write error: it counts the
+    failures, keeps the first error and its time, and says both in the next status it can write.
+    `heartbeat` tells the manager (sd_notify STATUS) and the vehicle (UDP) every interval, runs the
+    garbage collector, and watches the supervisor: a runtime whose supervisor is gone stops itself.
+    Neither touches the frame path. A runtime that stops producing frames is DEGRADED ("no frame for
+    N s"), never NOMINAL; one that stops writing is called stale by `sdk status` from the file's age."""
+
+    def __init__(
+        self,
+        folder: Path,
+        monitor: HealthMonitor,
+        notifier: Notifier,
+        interval_s: float,
+        extra: dict,
+        udp: str | None,
+        live=None,
+        stall_s: float | None = None,
+        on_orphaned=None,
+    ) -> None:
         self.folder, self.monitor, self.notifier, self.interval_s, self.extra = folder, monitor, notifier, interval_s, extra
-        self.live = live  # counters that change while running (the source's drops, corrupt frames, disconnects)
+        self.live = live  # counters and conditions that change while running (source, sinks)
+        self.stall_s = stall_s
+        self.on_orphaned = on_orphaned
+        self.parent = int(os.environ.get("SDK_SUPERVISOR_PID", "0") or 0)
         self._udp = None
         if udp:
             host, _, port = udp.rpartition(":")
             self._udp = (socket.socket(socket.AF_INET, socket.SOCK_DGRAM), (host, int(port)))
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="status", daemon=True)
+        self._file_thread = threading.Thread(target=self._files, name="status-file", daemon=True)
+        self._beat_thread = threading.Thread(target=self._beats, name="heartbeat", daemon=True)
         self.gc: GcOutOfTheLoop | None = None
+        self.write_failures = 0
+        self.write_error: str | None = None
+        self.write_error_since: float | None = None
+        self.writes = 0
 
-    def publish(self) -> dict:
+    def snapshot(self) -> dict:
         live = self.live() if self.live is not None else {}
-        status = {**self.monitor.snapshot(), **live, **self.extra, "pid": os.getpid(), "time": time.time()}
-        write_status(self.folder, status)
+        snap = self.monitor.snapshot()
+        conditions = list(live.pop("conditions", []))
+        since = snap.get("since_last_frame_s")
+        waiting = live.pop("source_waiting", False)
+        if self.stall_s is not None and since is not None and since > self.stall_s and snap["state"] != STOPPED and not waiting:
+            conditions.append(f"no frame for {since:.1f} s")
+        status = {**snap, **live, **self.extra, "conditions": conditions, "pid": os.getpid(), "time": time.time()}
+        status["status_interval_s"] = self.interval_s
+        if conditions and status["state"] in (NOMINAL, STARTING):
+            status["state"] = DEGRADED  # a missing camera, a full disk, a stall: never NOMINAL
+        status["status_writes"] = {"written": self.writes, "failed": self.write_failures, "error": self.write_error, "since": self.write_error_since}
+        return status
+
+    def write(self, status: dict | None = None) -> bool:
+        """status.json now; False (counted, kept for the next status) when it could not be written."""
+        status = status if status is not None else self.snapshot()
+        try:
+            write_status(self.folder, status)
+        except Exception as exc:  # a full disk, a vanished folder: the loop goes on and says so later
+            self.write_failures += 1
+            if self.write_error is None:
+                self.write_error = f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}"
+                self.write_error_since = time.time()
+                sys.stderr.write(f"warning: cannot write {STATUS_FILE}: {self.write_error}; the service goes on\n")
+            return False
+        self.writes += 1
+        if self.write_error is not None:
+            sys.stderr.write(f"note: {STATUS_FILE} written again after {self.write_failures} failed writes ({self.write_error})\n")
+            self.write_error, self.write_error_since = None, None  # the counter stays: the status says how many failed
+        return True
+
+    def beat(self, status: dict | None = None) -> dict:
+        status = status if status is not None else self.snapshot()
         self.notifier.status(f"{status['state']}: {status['frames']} frames, {status['misses']} misses")
         if self._udp is not None:
             try:
@@ -59,20 +120,42 @@ class StatusReporter:
                 pass  # the listener is the vehicle's business; the service keeps running
         return status
 
-    def _run(self) -> None:
+    def publish(self) -> dict:
+        status = self.snapshot()
+        self.write(status)
+        self.beat(status)
+        return status
+
+    def _files(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.publish()
-            if self.gc is not None:
-                self.gc.collect()
+            try:
+                self.write()
+            except Exception:  # noqa: S110 - this loop must outlive anything a status can raise
+                pass
+
+    def _beats(self) -> None:
+        orphaned = False
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.beat()
+                if self.gc is not None:
+                    self.gc.collect()
+            except Exception:  # noqa: S110 - the heartbeat must outlive anything a status can raise
+                pass
+            if self.parent and not orphaned and os.getppid() != self.parent and self.on_orphaned is not None:
+                orphaned = True
+                self.on_orphaned()
 
     def __enter__(self) -> StatusReporter:
         self.publish()
-        self._thread.start()
+        self._file_thread.start()
+        self._beat_thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        self._file_thread.join(timeout=5)
+        self._beat_thread.join(timeout=5)
         if self._udp is not None:
             self._udp[0].close()
 
@@ -80,10 +163,18 @@ class StatusReporter:
 def exec_committed(root: Path, status_dir: Path, frames: int | None) -> int:
     """The service's entry point (systemd's ExecStart): recover the store, then become the committed
     release's own `serve` (same PID, so the manager's notify socket and watchdog carry over).
-    A trial that can no longer finish is rolled back first: an unchecked release never starts here."""
+    A trial that can no longer finish is rolled back first: an unchecked release never starts here.
+    The service lock is taken first and kept across the exec: systemd's service and `sdk start`
+    exclude each other like two supervisors do."""
     from sdk.errors import TargetError
+    from sdk.service.instance import SERVICE_LOCK, HeldLock, holder
     from sdk.store import ReleaseStore
 
+    status_dir = status_dir.resolve()
+    lock = HeldLock.acquire(status_dir / SERVICE_LOCK, "supervisor", {"manager": "systemd"})
+    if lock is None:
+        who = holder(status_dir / SERVICE_LOCK, "supervisor") or {}
+        raise TargetError(f"already running: pid {who.get('pid')} holds {status_dir / SERVICE_LOCK}", hint="sdk stop first")
     store = ReleaseStore(root)
     with store.locked():
         folder = store.committed_dir()
@@ -95,11 +186,38 @@ def exec_committed(root: Path, status_dir: Path, frames: int | None) -> int:
     argv += ["--frames", str(frames)] if frames else []
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}  # the release's own sdk
     os.chdir(folder)
+    lock.inheritable()
     os.execve(python, argv, env)
     return 1  # not reached
 
 
+class Stop:
+    """SIGTERM and SIGINT at any moment, from the first line on: a flag and a reason, no traceback."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self.reason: str | None = None
+        self.runner: PipelineRunner | None = None
+        self.notifier: Notifier | None = None
+
+    def __call__(self, signum: int | None = None, _frame: object = None, reason: str | None = None) -> None:
+        if not self.requested:
+            self.reason = reason or (f"stopped by {signal.Signals(signum).name}" if signum else "stopped")
+            parent = os.environ.get("SDK_SUPERVISOR_PID")
+            if signum == signal.SIGTERM and parent and os.getppid() != int(parent):
+                self.reason = f"the supervisor (pid {parent}) is gone: stopped with it"
+        self.requested = True
+        if self.notifier is not None:
+            self.notifier.stopping()
+        if self.runner is not None:
+            self.runner.stop()
+
+
 def serve(argv: list[str]) -> int:
+    stop = Stop()
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    faulthandler.enable(all_threads=True)  # a crash in native code leaves its traceback in service.log
     from sdk.runtime.cli import load_release
 
     parser = argparse.ArgumentParser(prog="python -m sdk serve", description="Run a release as a service.")
@@ -113,12 +231,39 @@ def serve(argv: list[str]) -> int:
         return exec_committed(args.root, args.status_dir, args.frames)
     status_dir = args.status_dir.resolve()
     status_dir.mkdir(parents=True, exist_ok=True)
+    lock = _runtime_lock(status_dir)
+    try:
+        return _serve(args, status_dir, stop, load_release)
+    finally:
+        lock.release()
+
+
+def _runtime_lock(status_dir: Path):
+    from sdk.errors import TargetError
+    from sdk.service.instance import RUNTIME_LOCK, HeldLock, holder
+
+    lock = HeldLock.acquire(status_dir / RUNTIME_LOCK, "runtime")
+    if lock is None:  # two runtimes would write the same files
+        who = holder(status_dir / RUNTIME_LOCK, "runtime") or {}
+        raise TargetError(f"another runtime (pid {who.get('pid')}) is running in {status_dir}", hint="sdk stop first")
+    return lock
+
+
+def _failed(status_dir: Path, message: str) -> None:
+    try:
+        write_status(status_dir, {"state": "FAILED", "reason": message, "last_error": message, "pid": os.getpid(), "time": time.time()})
+    except OSError:
+        pass  # the supervisor writes the end of a runtime it saw die; the log has the error
+
+
+def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
     notifier = Notifier()
-    base = {"release": None, "last_error": None}
+    stop.notifier = notifier
+    base = {"release": None, "last_error": None, "reason": None}
     try:
         release_id, pipeline, artifacts = load_release(args.release)
     except SdkError as exc:
-        write_status(status_dir, {"state": "FAILED", "last_error": exc.message, "pid": os.getpid(), "time": time.time()})
+        _failed(status_dir, exc.message)
         raise
     service = pipeline.spec.service
     applied, warnings = apply_realtime(service)
@@ -129,7 +274,7 @@ def serve(argv: list[str]) -> int:
     ping = {"next": 0.0, "ready": False}
     interval = notifier.watchdog_interval_s or service.watchdog_s / 2
 
-    def on_frame(count: int) -> None:  # the frame path: the only place the watchdog is fed
+    def on_frame(count: int) -> None:  # the frame path feeds the watchdog (and on_idle, while a camera reconnects on schedule)
         now = time.monotonic()
         if not ping["ready"]:
             ping["ready"] = True
@@ -138,23 +283,63 @@ def serve(argv: list[str]) -> int:
             ping["next"] = now + interval
             notifier.watchdog()
 
-    runner = PipelineRunner(
-        pipeline, artifacts, status_dir / "output", max_frames=args.frames, on_frame=on_frame, require_jsonl=False, monitor=monitor
-    )
+    def on_idle() -> None:  # no frame, but a camera being reconnected on schedule: alive, so the watchdog is fed
+        stream = runner.stream
+        if stream is None or not stream.reconnect_on_schedule():
+            return  # a reconnect that stopped trying (an open() that hangs) is a hang: the watchdog will see it
+        if not ping["ready"]:
+            ping["ready"] = True
+            notifier.ready(f"{pipeline.spec.name}: started, {stream.condition()}")
+        notifier.watchdog()
 
-    def on_term(*_: object) -> None:
-        notifier.stopping()
+    runner = PipelineRunner(
+        pipeline,
+        artifacts,
+        status_dir / OUTPUT_DIR,
+        max_frames=args.frames,
+        on_frame=on_frame,
+        require_jsonl=False,
+        monitor=monitor,
+        retention=service.retention,
+        on_idle=on_idle,
+        on_end=notifier.stopping,  # from here the manager applies stop_timeout_s, not the watchdog (closing takes time)
+    )
+    stop.runner = runner
+    if stop.requested:
         runner.stop()
 
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
     def source_counters() -> dict:
         counters = runner.counters
-        if counters is None:
-            return {}
-        return {"dropped": counters.dropped, "corrupt_frames": counters.corrupt, "disconnects": counters.disconnects}
+        live: dict = {"conditions": []}
+        if counters is not None:
+            live.update(dropped=counters.dropped, corrupt_frames=counters.corrupt, disconnects=counters.disconnects)
+            live.update(reconnect_attempts=counters.reconnect_attempts, corrupt_last=counters.corrupt_last)
+        stream = runner.stream
+        source = stream.condition() if stream is not None else None
+        if source is not None:
+            live["conditions"].append(source)
+            live["source_waiting"] = True  # no frames because of the camera: said above, not a stall of the runtime
+        sinks = runner.sinks
+        if sinks is not None:  # each output's frames written and not written (and why), exactly
+            live["outputs"] = sinks.describe()
+            live["conditions"] += sinks.conditions()
+        return live
 
-    reporter = StatusReporter(status_dir, monitor, notifier, service.status_interval_s, extra, service.heartbeat_udp, source_counters)
+    def orphaned() -> None:  # the supervisor died and no SIGTERM came (or it was lost): stop, and do not outlive the bound
+        stop(reason=f"the supervisor (pid {os.environ.get('SDK_SUPERVISOR_PID')}) is gone: stopped with it")
+        threading.Timer(service.stop_timeout_s, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+
+    reporter = StatusReporter(
+        status_dir,
+        monitor,
+        notifier,
+        service.status_interval_s,
+        extra,
+        service.heartbeat_udp,
+        source_counters,
+        stall_s=interval,
+        on_orphaned=orphaned,
+    )
     with reporter, GcOutOfTheLoop() as gc_guard:
         reporter.gc = gc_guard
         try:
@@ -162,15 +347,25 @@ def serve(argv: list[str]) -> int:
         except BaseException as exc:  # any end but a normal one is FAILED in status.json, never a stale NOMINAL
             monitor.stop()
             message = exc.message if isinstance(exc, SdkError) else f"{type(exc).__name__}: {exc}"
-            extra.update(state="FAILED", last_error=message)
+            extra.update(state="FAILED", last_error=message, reason=message)
             reporter.publish()
             raise
         monitor.stop()
-        extra["state"] = "STOPPED"  # the run ended (the stream ended, or SIGTERM): no longer NOMINAL
+        stream = runner.stream
+        live_ended = stream is not None and stream.reader.live and stream.source_ended and not stop.requested
         extra["last_error"] = result.last_error
         extra["stage_errors"] = result.stage_errors
+        if live_ended:  # a camera that stops is a fault (the manager restarts the runtime); a recording that ends is not
+            extra.update(state="FAILED", reason=f"the live source ended: {stream.name}")
+            extra["last_error"] = extra["last_error"] or extra["reason"]
+        else:
+            extra["state"] = "STOPPED"  # the run ended (the stream ended, or SIGTERM): no longer NOMINAL
+            extra["reason"] = stop.reason or ("frames limit reached" if args.frames and result.frames >= args.frames else "the source ended")
     reporter.publish()
     notifier.close()
+    if live_ended:
+        sys.stderr.write(f"error: {extra['reason']}\n")
+        return 1
     return 0
 
 

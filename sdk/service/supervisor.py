@@ -4,13 +4,24 @@ In a container or on the simulated target there is no service manager, so this s
 what the unit file asks of systemd: it starts `python -m sdk serve`, listens on the same
 notification protocol (READY, WATCHDOG=1), kills a child whose watchdog pings stop, restarts a
 child that failed with a doubling backoff, gives up after `max_restarts` within the window, and
-on SIGTERM passes SIGTERM on and waits `stop_timeout_s` before SIGKILL. A clean exit (the source
-ended) is not restarted, like Restart=on-failure.
+on SIGTERM passes SIGTERM on and waits `stop_timeout_s` before SIGKILL. A clean exit (a replay
+ended, or --frames reached) is not restarted, like Restart=on-failure.
+
+One per state folder, by construction: it holds `service.lock` (sdk/service/instance.py) from its
+first moment to its last, and a second one exits with EXIT_ALREADY_RUNNING before it touches
+anything. Its runtime dies with it: the kernel sends the runtime SIGTERM when the supervisor dies
+(PR_SET_PDEATHSIG), the runtime also watches its parent, and a runtime left over all the same is
+stopped (verified by its own lock) before a new one starts. Nothing it writes can kill it: a
+state file that cannot be written (a full disk) is counted, logged and written again later.
+Every end of a runtime is in status.json and supervisor.json with its reason; the runtime's output
+and the supervisor's own crash traceback go to service.log (sdk/service/logfile.py, bounded).
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import os
 import select
 import signal
@@ -18,17 +29,44 @@ import socket
 import subprocess
 import sys
 import time
+import traceback
 from collections import deque
 from pathlib import Path
 
-from sdk.service.files import LOG_FILE, PID_FILE, SUPERVISOR_FILE, write_json_atomic
+from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, read_json, write_json_atomic
+from sdk.service.instance import RUNTIME_LOCK, SERVICE_LOCK, HeldLock, holder, start_ticks, stop_holder
+from sdk.service.logfile import RotatingLog
 
 START_TIMEOUT_S = 120.0  # READY must come within this (model load included), like TimeoutStartSec
 MAX_BACKOFF_S = 30.0
+EXIT_ALREADY_RUNNING = 75  # EX_TEMPFAIL: another supervisor holds the lock; this one changed nothing
+EXIT_CRASHED = 70  # EX_SOFTWARE: the supervisor itself failed (its traceback is in service.log)
+PR_SET_PDEATHSIG = 1
+TERMINAL = ("STOPPED", "FAILED")
+DEFAULT_LOG_MB, DEFAULT_LOG_KEEP = 16.0, 4  # until the release's own retention is read
+
+
+def die_with_parent(parent: int, signum: int = signal.SIGTERM):
+    """A preexec_fn: the kernel sends `signum` to the child when `parent` dies; a parent already gone is seen at once."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+    def preexec() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0)
+        if os.getppid() != parent:  # it died between fork and prctl: no signal will come
+            os._exit(1)
+
+    return preexec
+
+
+def signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
 
 
 class Supervisor:
-    def __init__(self, release: Path, status_dir: Path, service, frames: int | None = None) -> None:
+    def __init__(self, release: Path, status_dir: Path, service=None, frames: int | None = None) -> None:
         self.release = release
         self.status_dir = status_dir
         self.service = service
@@ -38,25 +76,47 @@ class Supervisor:
         self.total_restarts = 0
         self.last_exit: int | None = None
         self.last_reason: str | None = None
+        self.last_error: str | None = None
         self.child: subprocess.Popen | None = None
+        self.log: RotatingLog | None = None
+        self.state_write_failures = 0
+        self.state_write_error: str | None = None
         self._stopping = False
 
     def command(self) -> list[str]:
         argv = [sys.executable, "-B", "-m", "sdk", "serve", "--release", str(self.release), "--status-dir", str(self.status_dir)]
         return argv + (["--frames", str(self.frames)] if self.frames else [])
 
-    def _write(self) -> None:
+    def note(self, text: str) -> None:
+        if self.log is not None:
+            self.log.line(text)
+
+    def _write(self) -> bool:
         state = {
             "state": self.state,
             "pid": os.getpid(),
+            "start": start_ticks(os.getpid()),
             "child_pid": self.child.pid if self.child and self.child.poll() is None else None,
             "restarts": self.total_restarts,
             "last_exit": self.last_exit,
             "last_reason": self.last_reason,
+            "last_error": self.last_error,
             "release": str(self.release),
+            "state_write_failures": self.state_write_failures,
             "time": time.time(),
         }
-        write_json_atomic(self.status_dir / SUPERVISOR_FILE, state)
+        try:
+            write_json_atomic(self.status_dir / SUPERVISOR_FILE, state)
+        except OSError as exc:  # a full disk must not end the service: counted, said, tried again
+            self.state_write_failures += 1
+            if self.state_write_error is None:
+                self.state_write_error = f"{exc.strerror or exc}"
+                self.note(f"cannot write {SUPERVISOR_FILE} ({self.state_write_error}); the service goes on and tries again")
+            return False
+        if self.state_write_error is not None:
+            self.note(f"{SUPERVISOR_FILE} written again after {self.state_write_failures} failed writes ({self.state_write_error})")
+            self.state_write_error = None
+        return True
 
     def stop(self, *_: object) -> None:
         self._stopping = True
@@ -64,17 +124,69 @@ class Supervisor:
             self.child.send_signal(signal.SIGTERM)
 
     def run(self) -> int:
-        self.status_dir.mkdir(parents=True, exist_ok=True)
-        (self.status_dir / PID_FILE).write_text(f"{os.getpid()}\n")
+        """Take the lock or leave; then supervise until stopped, done or given up. The lock is released
+        last, when everything (the runtime's end included) is written."""
         signal.signal(signal.SIGTERM, self.stop)
         signal.signal(signal.SIGINT, self.stop)
+        self.status_dir.mkdir(parents=True, exist_ok=True)
+        lock = HeldLock.acquire(self.status_dir / SERVICE_LOCK, "supervisor", {"release": str(self.release)})
+        if lock is None:
+            who = holder(self.status_dir / SERVICE_LOCK, "supervisor") or {}
+            sys.stderr.write(f"already running: pid {who.get('pid')} holds {self.status_dir / SERVICE_LOCK}\n")
+            return EXIT_ALREADY_RUNNING
+        try:
+            (self.status_dir / PID_FILE).unlink(missing_ok=True)  # from an earlier version: a PID, not an identity
+            self.log = RotatingLog(self.status_dir / LOG_FILE, int(DEFAULT_LOG_MB * 2**20), DEFAULT_LOG_KEEP)
+            self.log.adopt_stdio()
+            self.note(f"supervisor started for {self.release.name}")
+            try:
+                return self._supervise()
+            except BaseException as exc:
+                self.state, self.last_reason = "failed", f"supervisor crashed: {type(exc).__name__}: {exc}"
+                self.log.write(("".join(traceback.format_exception(exc)) + "\n").encode(errors="replace"))
+                self._end_child()
+                self._finish_runtime_status(self.last_reason)
+                return EXIT_CRASHED
+            finally:
+                self._write()
+                self.note(f"supervisor ends: {self.state} ({self.last_reason})")
+        finally:
+            lock.release()
+
+    def _load(self) -> None:
+        from sdk.runtime.cli import load_release
+
+        _, pipeline, _ = load_release(self.release)
+        self.service = pipeline.spec.service
+        retention = self.service.retention
+        self.log.max_bytes = int(retention.log_max_mb * 2**20)
+        self.log.keep = retention.log_keep
+
+    def _supervise(self) -> int:
+        if self.service is None:
+            try:
+                self._load()
+            except Exception as exc:
+                message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+                self.state, self.last_reason, self.last_error = "failed", f"cannot load the release: {message}", message
+                self.note(self.last_reason)
+                return 1
         # An abstract socket: no file to clean up, no 108-byte path limit.
         address = f"@sdk-supervisor-{os.getpid()}"
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         listener.bind("\0" + address[1:])
-        env = {**os.environ, "NOTIFY_SOCKET": address, "WATCHDOG_USEC": str(int(self.service.watchdog_s * 1e6))}
+        env = {
+            **os.environ,
+            "NOTIFY_SOCKET": address,
+            "WATCHDOG_USEC": str(int(self.service.watchdog_s * 1e6)),
+            "SDK_SUPERVISOR_PID": str(os.getpid()),
+        }
         try:
             while True:
+                self._stop_orphan()
+                if self._stopping:
+                    self.state = "stopped"
+                    return 0
                 code, reason = self._run_child(listener, env)
                 self.last_exit, self.last_reason = code, reason
                 if self._stopping or code == 0:
@@ -86,6 +198,12 @@ class Supervisor:
                     self.restarts.popleft()
                 if len(self.restarts) > self.service.max_restarts:
                     self.state = "failed"
+                    given_up = (
+                        f"gave up after {len(self.restarts)} failures within {self.service.restart_window_s:g} s "
+                        f"(max_restarts {self.service.max_restarts}); last: {reason}"
+                    )
+                    self.last_reason = given_up
+                    self._finish_runtime_status(given_up, force=True)
                     return 1
                 self.total_restarts += 1
                 self.state = "restarting"
@@ -99,53 +217,127 @@ class Supervisor:
                     return 0
         finally:
             listener.close()
-            self._write()
-            (self.status_dir / PID_FILE).unlink(missing_ok=True)
+
+    def _stop_orphan(self) -> None:
+        """A runtime that outlived an earlier supervisor (it was frozen when that one died): stopped before
+        a new one starts, found by its lock, never by a PID alone."""
+        wait = self.service.stop_timeout_s if self.service is not None else 10.0
+        stopped = stop_holder(self.status_dir / RUNTIME_LOCK, "runtime", wait, kill_after=True)
+        if stopped is not None:
+            self.note(f"stopped runtime pid {stopped['pid']} left by an earlier supervisor (stopped: {stopped['stopped']})")
+
+    def _end_child(self) -> None:
+        if self.child is not None and self.child.poll() is None:
+            self.child.kill()
+            self.child.wait()
+
+    def _finish_runtime_status(self, reason: str, force: bool = False) -> None:
+        """status.json after the runtime ended: a terminal state with the reason, never a dead PID's NOMINAL."""
+        status = read_json(self.status_dir / STATUS_FILE) or {}
+        pid = self.child.pid if self.child is not None else status.get("pid")
+        mine = status.get("pid") == pid
+        if mine and status.get("state") in TERMINAL and not force:
+            self.last_error = status.get("last_error") or self.last_error
+            return
+        last_error = (status.get("last_error") if mine else None) or reason
+        state = "STOPPED" if self._stopping and not force else "FAILED"
+        ended = {**(status if mine else {"pid": pid}), "state": state, "reason": reason, "last_error": last_error, "time": time.time()}
+        ended["ended_by"] = "supervisor"
+        self.last_error = last_error
+        try:
+            write_json_atomic(self.status_dir / STATUS_FILE, ended)
+        except OSError as exc:
+            self.note(f"cannot write {STATUS_FILE} ({exc.strerror or exc}): the runtime's end ({reason}) is only in this log")
 
     def _run_child(self, listener: socket.socket, env: dict) -> tuple[int, str]:
-        with (self.status_dir / LOG_FILE).open("ab") as log:
-            self.child = subprocess.Popen(self.command(), cwd=self.release, env=env, stdout=log, stderr=log, start_new_session=True)
+        read_end, write_end = os.pipe()
+        try:
+            self.child = subprocess.Popen(
+                self.command(),
+                cwd=self.release,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=write_end,
+                stderr=write_end,
+                start_new_session=True,
+                preexec_fn=die_with_parent(os.getpid()),
+            )
+        finally:
+            os.close(write_end)
+        output = [read_end]
         self.state = "starting"
         self._write()
+        self.note(f"runtime pid {self.child.pid} started")
+        try:
+            code, reason = self._watch(listener, output)
+        finally:
+            self._drain(output, until_eof_s=1.0)
+            if output:
+                os.close(read_end)
+        self.note(f"runtime pid {self.child.pid} ended: {reason}")
+        self._finish_runtime_status(reason)
+        return code, reason
+
+    def _drain(self, output: list[int], until_eof_s: float = 0.0) -> None:
+        deadline = time.monotonic() + until_eof_s
+        while output:
+            readable, _, _ = select.select(output, [], [], max(0.0, deadline - time.monotonic()))
+            if not readable:
+                return
+            data = os.read(output[0], 65536)
+            if not data:
+                os.close(output.pop())
+                return
+            self.log.write(data)
+
+    def _watch(self, listener: socket.socket, output: list[int]) -> tuple[int, str]:
         ready = False
         last_ping = time.monotonic()
         stop_sent_at: float | None = None
+        last_state_write = time.monotonic()
         while True:
             code = self.child.poll()
             if code is not None:
                 if self._stopping:
                     return code, "stopped"
-                return code, "exited" if code == 0 else f"failed with status {code}"
+                if code == 0:
+                    return code, "exited"
+                return code, f"killed by {signal_name(code)} (status {code})" if code < 0 else f"failed with status {code}"
             if self._stopping and stop_sent_at is None:
                 stop_sent_at = time.monotonic()
             if stop_sent_at is not None and time.monotonic() - stop_sent_at > self.service.stop_timeout_s:
                 self.child.kill()  # did not stop within the bound
                 self.child.wait()
                 return -9, f"killed: no exit within stop_timeout_s {self.service.stop_timeout_s:g}"
-            readable, _, _ = select.select([listener], [], [], 0.1)
-            if readable:
+            readable, _, _ = select.select([listener, *output], [], [], 0.1)
+            if output and output[0] in readable:
+                self._drain(output)
+            if listener in readable:
                 message = listener.recv(4096).decode(errors="replace").splitlines()
                 if "READY=1" in message and not ready:
                     ready = True
                     self.state = "running"
                     self._write()
+                    last_state_write = time.monotonic()
                 if "WATCHDOG=1" in message or "READY=1" in message:
                     last_ping = time.monotonic()
+                if "STOPPING=1" in message and stop_sent_at is None:
+                    stop_sent_at = time.monotonic()  # like systemd: a stopping service has stop_timeout_s, no watchdog
+            if self.state_write_error is not None and time.monotonic() - last_state_write > 1.0:
+                self._write()  # the disk was full: try again, once a second
+                last_state_write = time.monotonic()
             limit = self.service.watchdog_s if ready else START_TIMEOUT_S
             if stop_sent_at is None and time.monotonic() - last_ping > limit:
                 self.child.kill()  # hung: SIGTERM would wait on the very loop that stopped
                 self.child.wait()
-                return -9, "watchdog: no frame for " + f"{limit:g} s" if ready else f"not ready within {limit:g} s"
+                return -9, f"watchdog: no frame for {limit:g} s" if ready else f"not ready within {limit:g} s"
 
 
 def supervise(argv: list[str]) -> int:
-    from sdk.runtime.cli import load_release
-
     parser = argparse.ArgumentParser(prog="python -m sdk supervise")
     parser.add_argument("--release", type=Path, required=True)
     parser.add_argument("--status-dir", type=Path, required=True)
     parser.add_argument("--frames", type=int, default=None, help="each run stops after N frames (tests)")
     args = parser.parse_args(argv)
     release = args.release.resolve()  # pinned at start: a later deploy does not swap a running service
-    _, pipeline, _ = load_release(release)
-    return Supervisor(release, args.status_dir.resolve(), pipeline.spec.service, args.frames).run()
+    return Supervisor(release, args.status_dir.resolve(), None, args.frames).run()

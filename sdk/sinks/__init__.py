@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 from pathlib import Path
 
 from sdk.frame import Frame
@@ -26,12 +28,19 @@ class NullSink:
 
 
 class SinkGroup:
-    """All of a pipeline's sinks as one stage: opened, written and closed together."""
+    """All of a pipeline's sinks as one stage: opened, written and closed together.
+
+    Every sink gets every frame even when one raises (the first error is raised afterwards). With
+    `sync_interval_s` (a service) a thread of its own fsyncs the sinks that can be synced, so the
+    frame loop never waits on the disk for durability."""
 
     name = "sink"
 
-    def __init__(self, sinks: list) -> None:
+    def __init__(self, sinks: list, sync_interval_s: float | None = None) -> None:
         self.sinks = sinks
+        self.sync_interval_s = sync_interval_s
+        self._stop_sync = threading.Event()
+        self._sync_thread: threading.Thread | None = None
 
     def __enter__(self) -> SinkGroup:
         opened = []
@@ -40,22 +49,73 @@ class SinkGroup:
                 sink.open()
                 opened.append(sink)
         except BaseException:
-            for sink in reversed(opened):
-                sink.close()
+            close_all(reversed(opened))
             raise
+        if self.sync_interval_s and any(hasattr(s, "sync") for s in self.sinks):
+            self._sync_thread = threading.Thread(target=self._sync_loop, name="sink-sync", daemon=True)
+            self._sync_thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        for sink in reversed(self.sinks):
-            sink.close()
+        self._stop_sync.set()
+        if self._sync_thread is not None:
+            self._sync_thread.join(timeout=10)
+        close_all(reversed(self.sinks))
 
     def __call__(self, frame: Frame, detections: Detections) -> None:
+        failure: Exception | None = None
         for sink in self.sinks:
-            sink.write(frame, detections)
+            try:
+                sink.write(frame, detections)
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def _sync_loop(self) -> None:
+        while not self._stop_sync.wait(self.sync_interval_s):
+            for sink in self.sinks:
+                sync = getattr(sink, "sync", None)
+                if sync is not None:
+                    try:
+                        sync()
+                    except Exception:  # noqa: S112 - a sink counts its own sync errors; the loop must go on
+                        continue
+
+    def describe(self) -> list[dict]:
+        """Each output's counts (written, not written and why, newest synced frame, files): for the status."""
+        return [sink.describe() for sink in self.sinks if hasattr(sink, "describe")]
+
+    def conditions(self) -> list[str]:
+        """Why the service is DEGRADED on account of its outputs right now (frames not being written)."""
+        found = []
+        for sink in self.sinks:
+            stats = getattr(sink, "stats", None)
+            condition = stats.condition() if stats is not None else None
+            if condition:
+                found.append(condition)
+        return found
 
 
-def create_sinks(specs: tuple, output_dir: Path, *, fps: float = 30.0, require_jsonl: bool = False) -> SinkGroup:
+def close_all(sinks) -> None:
+    """Close every sink, even when one fails; then raise the first failure (the others are chained to stderr)."""
+    failures: list[BaseException] = []
+    for sink in sinks:
+        try:
+            sink.close()
+        except Exception as exc:
+            failures.append(exc)
+    if failures:
+        for other in failures[1:]:
+            sys.stderr.write(f"warning: closing a sink also failed: {type(other).__name__}: {other}\n")
+        raise failures[0]
+
+
+def create_sinks(specs: tuple, output_dir: Path, *, fps: float = 30.0, require_jsonl: bool = False, retention=None) -> SinkGroup:
     """One sink per spec; paths stay inside `output_dir`.
+
+    `retention` (a service's `service.retention`): the sinks write rotating segments (each spec's
+    `rotate`), keep the free-space floors and are fsynced every `sync_interval_s` by the group.
 
     A measuring run promises `detections.jsonl` in its report folder (the report contract):
     `require_jsonl` adds it unless a JSONL sink of the pipeline already writes exactly that file
@@ -70,14 +130,17 @@ def create_sinks(specs: tuple, output_dir: Path, *, fps: float = 30.0, require_j
         if isinstance(spec, JsonlSpec):
             from sdk.sinks.jsonl import JsonlSink
 
-            sinks.append(JsonlSink(confined_path(output_dir, spec.path, where=where)))
+            path = confined_path(output_dir, spec.path, where=where)
+            sinks.append(JsonlSink(path, rotate=spec.rotate, retention=retention, sync_interval_s=spec.sync_interval_s))
         elif isinstance(spec, VideoSpec):
             from sdk.sinks.video import VideoSink
 
-            sinks.append(VideoSink(confined_path(output_dir, spec.path, where=where), fourcc=spec.fourcc, fps=spec.fps or fps))
+            path = confined_path(output_dir, spec.path, where=where)
+            sinks.append(VideoSink(path, fourcc=spec.fourcc, fps=spec.fps or fps, rotate=spec.rotate, retention=retention))
         elif isinstance(spec, NullSpec):
             sinks.append(NullSink())
-    return SinkGroup(sinks)
+    intervals = [s.sync_interval_s for s in sinks if getattr(s, "sync_interval_s", None)]
+    return SinkGroup(sinks, sync_interval_s=min(intervals) if retention is not None and intervals else None)
 
 
 __all__ = ["NullSink", "SinkGroup", "create_sinks"]

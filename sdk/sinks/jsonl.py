@@ -1,13 +1,32 @@
-"""detections.jsonl: one line per frame (frame, t_capture_ns, detections with label, score, box, and keypoints where decoded)."""
+"""detections.jsonl: one line per frame (frame, t_capture_ns, detections with label, score, box, and keypoints where decoded).
+
+Every line goes to the kernel as one write() when its frame is done: a kill -9 of the runtime loses
+no line it wrote (the page cache outlives the process). `sync()` (the sink group's sync thread,
+every `sync_interval_s`) fsyncs the current file and records the newest frame on the disk, so a
+power cut loses at most that interval. A line that cannot be written (a full disk, the free-space
+floor) is not half-written: it is counted as not written, with the reason, and the next frame tries
+again, so writing resumes when space returns.
+
+A measuring run writes one file (`.detections.jsonl.partial`, published as `detections.jsonl` when
+complete). A service (`retention` given) writes segments (sdk/sinks/files.py): rotated by size or
+age, pruned by retention, and the killed run's current segment published on the next open.
+"""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import sys
+import threading
+import time
 from pathlib import Path
 
 from sdk.frame import Frame
 from sdk.postprocess.detections import Detection, Detections
-from sdk.sinks.files import partial_path, publish
+from sdk.sinks.files import MIB, FreeSpace, OutputStats, Segments, partial_path, publish, trim_torn_tail
+
+ROTATE_RETRY_S = 1.0
 
 
 def _record(d: Detection, r: int) -> dict:
@@ -20,27 +39,141 @@ def _record(d: Detection, r: int) -> dict:
 class JsonlSink:
     name = "jsonl"
 
-    def __init__(self, path: Path, *, decimals: int = 2) -> None:
+    def __init__(self, path: Path, *, decimals: int = 2, rotate=None, retention=None, sync_interval_s: float | None = None) -> None:
         self.path = Path(path)
         self.decimals = decimals
-        self._partial = partial_path(self.path)
-        self._handle = None
+        self.durable = retention is not None
+        self.sync_interval_s = sync_interval_s
+        self.stats = OutputStats(self.path.name)
+        self.segments: Segments | None = None
+        self._current = partial_path(self.path)
+        if self.durable:
+            segment_bytes = int((rotate.max_mb if rotate is not None else 64) * MIB)
+            self.segments = Segments(
+                self.path, max_files=retention.max_files, max_total_bytes=int(retention.max_total_mb * MIB), segment_bytes=segment_bytes
+            )
+            self._current = self.segments.current
+            self.max_age_s = rotate.max_age_s if rotate is not None else None
+            self.floor_mb = retention.detections_min_free_mb
+        self.free = FreeSpace(self.path.parent)
+        self._fd = -1
+        self._size = 0
+        self._opened_at = 0.0
+        self._rotate_after = 0.0
+        self._last_index: int | None = None
+        self._lock = threading.Lock()  # the fd against the sync thread (rotation and close swap it)
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = self._partial.open("w", encoding="utf-8", buffering=1 << 16)
+        if self.durable:
+            self._recover()
+        self._open_current()
 
-    def write(self, frame: Frame, detections: Detections) -> None:
+    def _recover(self) -> None:
+        current = self.segments.current
+        if not current.exists():
+            return
+        if trim_torn_tail(current) == 0:
+            current.unlink()
+            return
+        final = self.segments.publish_current()
+        sys.stderr.write(f"note: {self.path.name}: the current file of an earlier run that did not close it was kept as {final.name}\n")
+
+    def _open_current(self) -> None:
+        self._fd = os.open(self._current, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        self._size = 0
+        self._opened_at = time.monotonic()
+
+    def line(self, frame: Frame, detections: Detections) -> bytes:
         r = self.decimals
         line = {
             "frame": frame.index,
             "t_capture_ns": frame.t_capture_ns,
             "detections": [_record(d, r) for d in detections],
         }
-        self._handle.write(json.dumps(line, separators=(",", ":")) + "\n")
+        return (json.dumps(line, separators=(",", ":")) + "\n").encode()
+
+    def write(self, frame: Frame, detections: Detections) -> None:
+        data = self.line(frame, detections)
+        if self.durable:
+            if self.free.below(self.floor_mb):
+                self.stats.lost(f"free space {self.free.free_mb:.1f} MiB is below detections_min_free_mb {self.floor_mb:g}")
+                return
+            now = time.monotonic()
+            full = self._size + len(data) > self.segments.segment_bytes
+            old = self.max_age_s is not None and now - self._opened_at >= self.max_age_s
+            if self._size and (full or old) and now >= self._rotate_after:
+                self._rotate()
+        try:
+            written = os.write(self._fd, data)
+        except OSError as exc:
+            self.stats.lost(_reason(exc))
+            return
+        if written < len(data):  # the disk filled inside this line: a torn line is no line
+            try:
+                os.ftruncate(self._fd, self._size)
+            except OSError:
+                pass
+            self.stats.lost(os.strerror(errno.ENOSPC))  # the partial line is removed: counted like any line not written
+            return
+        self._size += written
+        self._last_index = frame.index
+        self.stats.ok()
+
+    def _rotate(self) -> None:
+        with self._lock:
+            os.close(self._fd)
+            self._fd = -1
+            try:
+                self.segments.publish_current()
+            except OSError as exc:  # the current file stays current; tried again a second later
+                self.stats.last_error = f"cannot finish {self._current.name}: {_reason(exc)}"
+                self._rotate_after = time.monotonic() + ROTATE_RETRY_S
+                self._fd = os.open(self._current, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+                return
+            self._open_current()
+
+    def sync(self) -> None:
+        """fsync the current file; the newest frame written before it is then on the disk."""
+        with self._lock:
+            if self._fd < 0:
+                return
+            newest = self._last_index
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                self.stats.last_error = f"fsync: {_reason(exc)}"
+                return
+        if newest is not None:
+            self.stats.synced_frame = newest
+            self.stats.synced_at = time.monotonic()
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-            publish(self._partial, self.path)
+        with self._lock:
+            if self._fd < 0:
+                return
+            os.close(self._fd)
+            self._fd = -1
+            if not self._current.exists():  # someone else moved it (never this service: one runtime per folder)
+                sys.stderr.write(f"warning: {self._current} vanished before it could be published\n")
+                return
+            if self.durable:
+                if self._size == 0 and self._current.stat().st_size == 0:
+                    self._current.unlink()
+                    return
+                self.segments.publish_current()
+            else:
+                publish(self._current, self.path)
+        self.stats.synced_frame = self._last_index
+
+    def describe(self) -> dict:
+        info = {"output": self.path.name, **self.stats.as_dict()}
+        if self.segments is not None:
+            info["files_published"] = list(self.segments.published[-3:])
+            info["files_published_count"] = len(self.segments.published)
+            info["files_deleted"] = self.segments.deleted
+        return info
+
+
+def _reason(exc: OSError) -> str:
+    return os.strerror(exc.errno) if exc.errno else str(exc)

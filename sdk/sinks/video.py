@@ -1,7 +1,19 @@
-"""An annotated video a person can watch: boxes, labels and scores drawn on the source frames."""
+"""An annotated video a person can watch: boxes, labels and scores drawn on the source frames.
+
+A measuring run writes one file, published when complete. A service (`retention` given) writes
+segments: the current one is finished (the encoder closed, so it plays) and published every
+`rotate.max_age_s` seconds or `rotate.max_mb`, so after a kill -9 the recording plays up to its
+last finished segment; the killed run's current segment is published by the next run only if it
+plays, else deleted with a note (an MP4 without its index cannot be read). OpenCV's writer does not
+report a full disk, so the video sink never goes near one: below `retention.min_free_mb` free (the
+floor the detections sink keeps writing under) it finishes its segment and stops, counting every
+frame it does not write, and starts a new segment when space returns.
+"""
 
 from __future__ import annotations
 
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -9,41 +21,105 @@ import numpy as np
 from sdk.errors import SdkError
 from sdk.frame import Frame
 from sdk.postprocess.detections import Detections
-from sdk.sinks.files import partial_path, publish
+from sdk.sinks.files import MIB, FreeSpace, OutputStats, Segments, partial_path, publish
 
 _COLOURS = ((0, 200, 255), (255, 120, 0), (60, 220, 60), (200, 60, 220), (0, 80, 255))
+ENCODER_FLOOR_MB = 4.0  # the encoder's own buffers: never write a video with less free than this
 
 
 class VideoSink:
     name = "video"
 
-    def __init__(self, path: Path, *, fourcc: str = "mp4v", fps: float = 30.0) -> None:
+    def __init__(self, path: Path, *, fourcc: str = "mp4v", fps: float = 30.0, rotate=None, retention=None) -> None:
         self.path = Path(path)
         self.fourcc = fourcc
         self.fps = fps
+        self.durable = retention is not None
+        self.stats = OutputStats(self.path.name)
+        self.segments: Segments | None = None
         # OpenCV picks the container from the suffix: keep it on the partial name.
         self._partial = partial_path(self.path).with_suffix(".partial" + self.path.suffix)
+        if self.durable:
+            segment_bytes = int((rotate.max_mb if rotate is not None else 256) * MIB)
+            self.segments = Segments(
+                self.path, max_files=retention.max_files, max_total_bytes=int(retention.max_total_mb * MIB), segment_bytes=segment_bytes
+            )
+            self._partial = self.segments.current
+            self.max_age_s = rotate.max_age_s if rotate is not None else None
+            self.floor_mb = max(retention.min_free_mb, ENCODER_FLOOR_MB)
+            self._guard = min(64 * 1024, segment_bytes // 4)  # room left below max_mb: the encoder's buffer and the next frame
+        self.free = FreeSpace(self.path.parent)
         self._writer = None
+        self._frames_in_segment = 0
+        self._opened_at = 0.0
         self._size: tuple[int, int] | None = None
         self._canvas: np.ndarray | None = None
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.durable:
+            self._recover()
+
+    def _recover(self) -> None:
+        current = self.segments.current
+        if not current.exists():
+            return
+        if _plays(current):
+            final = self.segments.publish_current()
+            sys.stderr.write(f"note: {self.path.name}: the segment an earlier run did not finish plays; kept as {final.name}\n")
+        else:
+            size = current.stat().st_size
+            current.unlink()
+            sys.stderr.write(f"note: {self.path.name}: the segment an earlier run did not finish ({size} bytes) does not play; deleted\n")
+
+    def _start(self, image: np.ndarray) -> None:
+        import cv2
+
+        self._size = (image.shape[1], image.shape[0])
+        self._canvas = np.empty((image.shape[0], image.shape[1], 3), np.uint8)
+        self._writer = cv2.VideoWriter(str(self._partial), cv2.VideoWriter_fourcc(*self.fourcc), self.fps, self._size)
+        if not self._writer.isOpened():
+            self._writer = None
+            raise SdkError(
+                f"cannot write video {self.path} with codec {self.fourcc}",
+                hint="try fourcc: mp4v with a .mp4 path, or MJPG with .avi",
+            )
+        self._frames_in_segment = 0
+        self._opened_at = time.monotonic()
+
+    def _finish(self) -> None:
+        """Close the encoder (the segment now plays) and publish it."""
+        if self._writer is None:
+            return
+        self._writer.release()
+        self._writer = None
+        if self.durable:
+            if self._frames_in_segment:
+                self.segments.publish_current()
+            else:
+                self._partial.unlink(missing_ok=True)
+        elif self._partial.exists():
+            publish(self._partial, self.path)
+        else:
+            sys.stderr.write(f"warning: {self._partial} vanished before it could be published\n")
 
     def write(self, frame: Frame, detections: Detections) -> None:
         import cv2
 
         image = frame.image
+        if self.durable:
+            if self.free.below(self.floor_mb):  # the video stops first; the detections sink goes on
+                self._finish()
+                self.stats.lost(f"free space {self.free.free_mb:.1f} MiB is below min_free_mb {self.floor_mb:g}")
+                return
+            if self._writer is not None and self._frames_in_segment and self._due():
+                try:
+                    self._finish()
+                except OSError as exc:
+                    self.stats.last_error = f"cannot finish a segment: {exc}"
         if self._writer is None:
-            self._size = (image.shape[1], image.shape[0])
-            self._canvas = np.empty((image.shape[0], image.shape[1], 3), np.uint8)
-            self._writer = cv2.VideoWriter(str(self._partial), cv2.VideoWriter_fourcc(*self.fourcc), self.fps, self._size)
-            if not self._writer.isOpened():
-                raise SdkError(
-                    f"cannot write video {self.path} with codec {self.fourcc}",
-                    hint="try fourcc: mp4v with a .mp4 path, or MJPG with .avi",
-                )
-        # Draw on our own canvas (allocated once): the source owns the frame buffer.
+            self._start(image)
+        # Draw on our own canvas (allocated once per size): the source owns the frame buffer.
         if (image.shape[1], image.shape[0]) == self._size and image.ndim == 3:
             np.copyto(self._canvas, image)
         else:
@@ -61,9 +137,34 @@ class VideoSink:
             cv2.putText(image, text, (x1 + 1, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
         cv2.putText(image, f"frame {frame.index}", (8, 20), cv2.FONT_HERSHEY_SIMPLEX, 0.55, (255, 255, 255), 1, cv2.LINE_AA)
         self._writer.write(image)
+        self._frames_in_segment += 1
+        self.stats.ok()
+
+    def _due(self) -> bool:
+        if self.max_age_s is not None and time.monotonic() - self._opened_at >= self.max_age_s:
+            return True
+        try:
+            return self._partial.stat().st_size + self._guard >= self.segments.segment_bytes
+        except OSError:
+            return False
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.release()
-            self._writer = None
-            publish(self._partial, self.path)
+        self._finish()
+
+    def describe(self) -> dict:
+        info = {"output": self.path.name, **self.stats.as_dict()}
+        if self.segments is not None:
+            info["files_published"] = list(self.segments.published[-3:])
+            info["files_published_count"] = len(self.segments.published)
+            info["files_deleted"] = self.segments.deleted
+        return info
+
+
+def _plays(path: Path) -> bool:
+    import cv2
+
+    capture = cv2.VideoCapture(str(path))
+    try:
+        return bool(capture.isOpened() and capture.read()[0])
+    finally:
+        capture.release()

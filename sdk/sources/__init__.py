@@ -27,7 +27,9 @@ def open_reader(uri: str, base: Path | None = None) -> FrameReader:
 
 
 def open_stream(uri: str, replay: Replay, base: Path | None = None, max_frames: int | None = None, reconnect: Reconnect | None = None) -> FrameStream:
-    return FrameStream(open_reader(uri, base), replay, max_frames=max_frames, reconnect=reconnect)
+    stream = FrameStream(open_reader(uri, base), replay, max_frames=max_frames, reconnect=reconnect)
+    stream.name = uri.partition("?")[0]  # what the status calls the camera
+    return stream
 
 
 __all__ = [

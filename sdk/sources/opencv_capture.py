@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sdk.errors import SourceError
-from sdk.sources.base import FrameReader
+from sdk.sources.base import CorruptFrame, FrameReader
 from sdk.sources.uri import SourceUri
 
 
@@ -25,6 +25,9 @@ class OpenCvCapture(FrameReader):
         self.live = uri.live
         self._capture = None
         self._buffer: np.ndarray | None = None
+        self._log = None  # file sources: FFmpeg's messages (sdk/sources/decoder_log.py) tell a damaged frame
+        self._logged = 0
+        self._position = 0
 
     def _describe(self) -> tuple[object, int, str]:
         import cv2
@@ -56,6 +59,12 @@ class OpenCvCapture(FrameReader):
                 f"cannot open {what}: this OpenCV build has no GStreamer support",
                 hint="on Jetson use JetPack's OpenCV (python3-opencv), not the PyPI wheel",
             )
+        if self.uri.scheme == "file" and self._log is None:
+            from sdk.sources.decoder_log import DecoderLog
+
+            self._log = DecoderLog.acquire()
+            self._logged = self._log.checkpoint() if self._log is not None else 0
+        self._position = 0
         capture = cv2.VideoCapture(target, api)
         if not capture.isOpened():
             capture.release()
@@ -75,6 +84,15 @@ class OpenCvCapture(FrameReader):
             raise SourceError("read() before open()")
         # Decoding into the same buffer each time: the steady state allocates no image.
         ok, image = self._capture.read(self._buffer)
+        index = self._position
+        self._position += 1
+        if self._log is not None:
+            logged = self._log.checkpoint()
+            if logged > self._logged:  # the decoder reported damage while it made this frame
+                self._logged = logged
+                if ok and image is not None:
+                    self._buffer = image
+                raise CorruptFrame(f"frame {index}: {self._log.last}")
         if not ok or image is None:
             return None
         self._buffer = image
@@ -83,12 +101,21 @@ class OpenCvCapture(FrameReader):
     def skip(self) -> bool:
         if self._capture is None:
             raise SourceError("skip() before open()")
-        return bool(self._capture.grab())  # demuxes and decodes, without the copy out (0.4 ms of 0.7 here)
+        grabbed = bool(self._capture.grab())  # demuxes and decodes, without the copy out (0.4 ms of 0.7 here)
+        self._position += 1
+        if self._log is not None:
+            self._logged = self._log.checkpoint()  # a skipped frame's damage is not the next frame's
+        return grabbed
 
     def close(self) -> None:
         if self._capture is not None:
             self._capture.release()
             self._capture = None
+        if self._log is not None:
+            from sdk.sources.decoder_log import DecoderLog
+
+            self._log = None
+            DecoderLog.release()
 
     @property
     def nominal_fps(self) -> float | None:

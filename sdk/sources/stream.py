@@ -20,6 +20,8 @@ from sdk.frame import Frame
 from sdk.sources.base import CorruptFrame, FrameReader
 from sdk.spec.schema import Reconnect, Replay
 
+IDLE_S = 0.25  # a live stream waiting for a frame calls on_idle this often (the watchdog's ping while a camera reconnects)
+
 
 @dataclass
 class StreamCounters:
@@ -29,6 +31,11 @@ class StreamCounters:
     loops: int = 0
     disconnects: int = 0  # a live camera vanished and was reopened (or is being)
     reconnect_attempts: int = 0
+    corrupt_last: str | None = None  # the reader's (the decoder's) message for the newest corrupt frame
+    reconnecting_since: float | None = None  # monotonic seconds; None while the camera delivers
+    last_attempt_at: float | None = None  # monotonic seconds of the newest reopen attempt
+    next_attempt_s: float = 0.0  # the wait before the next attempt (the backoff)
+    missing_at_start: bool = False  # the camera was not there when the stream opened
 
 
 class FrameStream:
@@ -50,11 +57,26 @@ class FrameStream:
         self._clock = clock
         self._sleep = sleep
         self._live: _LiveCapture | None = None
+        self._stop_requested = False
+        self.on_idle: Callable[[], None] | None = None  # called every IDLE_S while a live stream waits for a frame
+        self.on_end: Callable[[], None] | None = None  # called once when the frames end (before anything is closed)
+        self.name = getattr(reader, "name", None) or type(reader).__name__
+        self.source_ended = False  # the reader ran out (a recording's end, a camera gone for good), not stop() or the frame limit
 
     def __enter__(self) -> FrameStream:
-        self.reader.open()
+        missing = False
+        try:
+            self.reader.open()
+        except Exception:
+            if not (self.reader.live and self.reconnect is not None):
+                raise
+            missing = True  # a camera that is not there yet is retried like one that went away, not a failure
+            self.counters.missing_at_start = True
         if self.reader.live:
-            self._live = _LiveCapture(self.reader, self._clock, self.counters, self.reconnect)
+            self._live = _LiveCapture(self.reader, self._clock, self.counters, self.reconnect, missing=missing)
+            self._live.on_idle = self.on_idle
+            if self._stop_requested:
+                self._live.stop()
             self._live.start()
         return self
 
@@ -64,23 +86,49 @@ class FrameStream:
         self.reader.close()
 
     def __iter__(self) -> Iterator[Frame]:
+        if self._stop_requested:
+            return
         if self._live is not None:
             yield from self._live.frames(self.max_frames)
-            return
-        yield from self._recorded()
+            self.source_ended = self._live.ended_by_source
+        else:
+            yield from self._recorded()
+        if self.on_end is not None:
+            self.on_end()
 
     def stop(self) -> None:
-        """Ask a live capture to end (from another thread or a signal handler)."""
+        """Ask the stream to end (from another thread or a signal handler)."""
+        self._stop_requested = True
         if self._live is not None:
             self._live.stop()
+
+    def reconnect_on_schedule(self, margin_s: float = 1.0) -> bool:
+        """A live camera is being reconnected and its attempts keep their schedule (the next one is due
+        within its backoff plus `margin_s`): the runtime is doing its job, not hung."""
+        c = self.counters
+        if c.reconnecting_since is None:
+            return False
+        last = c.last_attempt_at if c.last_attempt_at is not None else c.reconnecting_since
+        return time.monotonic() <= last + c.next_attempt_s + margin_s
+
+    def condition(self) -> str | None:
+        """Why the source makes the service DEGRADED right now (a missing or reconnecting camera)."""
+        c = self.counters
+        if c.reconnecting_since is None:
+            return None
+        gone = time.monotonic() - c.reconnecting_since
+        if c.missing_at_start and c.delivered == 0:
+            return f"camera {self.name} missing ({c.reconnect_attempts} attempts in {gone:.1f} s)"
+        return f"camera {self.name} reconnecting (gone for {gone:.1f} s, {c.reconnect_attempts} attempts)"
 
     def _next_image(self) -> np.ndarray | None:
         rewound = False
         while True:
             try:
                 image = self.reader.read()
-            except CorruptFrame:
+            except CorruptFrame as exc:
                 self.counters.corrupt += 1
+                self.counters.corrupt_last = str(exc)  # the reader's (the decoder's) own words
                 continue
             if image is not None:
                 return image
@@ -98,6 +146,7 @@ class FrameStream:
         while self.max_frames is None or self.counters.delivered < self.max_frames:
             image = self._next_image()
             if image is None:
+                self.source_ended = True
                 return
             now = self._clock()
             if not rate:
@@ -114,6 +163,7 @@ class FrameStream:
                         due += period_ns
                         image = self._next_image()
                         if image is None:
+                            self.source_ended = True
                             return
                         now = self._clock()
                 if now < due:
@@ -127,8 +177,12 @@ class FrameStream:
 class _LiveCapture:
     """A capture thread with a one-frame mailbox; buffers rotate, none is allocated per frame."""
 
-    def __init__(self, reader: FrameReader, clock: Callable[[], int], counters: StreamCounters, reconnect: Reconnect | None = None) -> None:
+    def __init__(
+        self, reader: FrameReader, clock: Callable[[], int], counters: StreamCounters, reconnect: Reconnect | None = None, missing: bool = False
+    ) -> None:
         self.reader = reader
+        self.missing = missing
+        self.on_idle: Callable[[], None] | None = None
         self.reconnect = reconnect
         self.clock = clock
         self.counters = counters
@@ -137,6 +191,7 @@ class _LiveCapture:
         self._pool: list[np.ndarray] = []
         self._ended = False
         self._stopping = False
+        self.ended_by_source = False
         self._thread = threading.Thread(target=self._run, name="capture", daemon=True)
 
     def start(self) -> None:
@@ -151,12 +206,16 @@ class _LiveCapture:
 
     def _run(self) -> None:
         index = 0
+        if self.missing and not self._reopen(disconnect=False):
+            self._end()
+            return
         while not self._stopping:
             try:
                 image = self.reader.read()
-            except CorruptFrame:
+            except CorruptFrame as exc:
                 with self._condition:
                     self.counters.corrupt += 1
+                    self.counters.corrupt_last = str(exc)
                 index += 1
                 continue
             except Exception:  # the device went away mid-read: the same as a camera that stopped
@@ -175,30 +234,45 @@ class _LiveCapture:
                 self._mailbox = Frame(index=index, t_capture_ns=t_arrival, image=slot)
                 self._condition.notify_all()
             index += 1
+        self._end()
+
+    def _end(self) -> None:
         with self._condition:
             self._ended = True
+            self.ended_by_source = not self._stopping
             self._condition.notify_all()
 
-    def _reopen(self) -> bool:
-        """Close and reopen the camera with a doubling backoff until it answers or the stream is stopped."""
-        with self._condition:
-            self.counters.disconnects += 1
+    def _reopen(self, disconnect: bool = True) -> bool:
+        """Close and reopen the camera with a doubling backoff until it answers or the stream is stopped.
+        The schedule is in the counters (`reconnecting_since`, `last_attempt_at`, `next_attempt_s`), so
+        the runtime can tell a reconnect that keeps trying from a hung one."""
+        c = self.counters
         delay = self.reconnect.initial_backoff_s
+        with self._condition:
+            c.disconnects += disconnect
+            c.reconnecting_since, c.last_attempt_at, c.next_attempt_s = time.monotonic(), None, delay
         while True:
-            try:
-                self.reader.close()
-            except Exception:
-                pass  # a vanished device may fail to close; opening again is what matters
+            if disconnect or c.reconnect_attempts:
+                try:
+                    self.reader.close()
+                except Exception:
+                    pass  # a vanished device may fail to close; opening again is what matters
             with self._condition:
                 self._condition.wait_for(lambda: self._stopping, timeout=delay)  # stop() cuts the wait short
                 if self._stopping:
                     return False
-                self.counters.reconnect_attempts += 1
+                c.reconnect_attempts += 1
+                c.last_attempt_at = time.monotonic()
             try:
                 self.reader.open()
-                return True
             except Exception:
                 delay = min(delay * 2, self.reconnect.max_backoff_s)
+                with self._condition:
+                    c.last_attempt_at, c.next_attempt_s = time.monotonic(), delay
+                continue
+            with self._condition:
+                c.reconnecting_since = None
+            return True
 
     def _free_buffer(self, like: np.ndarray) -> np.ndarray:
         while self._pool:
@@ -215,7 +289,12 @@ class _LiveCapture:
                     self._pool.append(in_use)  # the consumer is done with the previous frame
                     in_use = None
                 while self._mailbox is None and not self._ended and not self._stopping:
-                    self._condition.wait(timeout=0.5)
+                    if not self._condition.wait(timeout=IDLE_S) and self.on_idle is not None:
+                        self._condition.release()  # the callback must not hold up the capture thread
+                        try:
+                            self.on_idle()
+                        finally:
+                            self._condition.acquire()
                 if self._mailbox is None:
                     return
                 frame, self._mailbox = self._mailbox, None

@@ -18,7 +18,8 @@ class SyntheticReader(FrameReader):
 
     `corrupt_every=K` marks every K-th frame corrupt, to exercise the skip-and-count path.
     `live=1&fps=F` makes it a camera that delivers on its own clock; `unplug_at=N&unplug_ms=M`
-    pulls its cable after N frames for M milliseconds (reads end, opening fails, then it is back).
+    pulls its cable after N frames for M milliseconds (reads end, opening fails, then it is back);
+    `absent_ms=M` is a camera not yet plugged in: opening fails for the first M milliseconds.
     """
 
     def __init__(self, uri: SourceUri) -> None:
@@ -35,6 +36,8 @@ class SyntheticReader(FrameReader):
         self.unplug_at = uri.int_param("unplug_at", 0)
         self.unplug_s = uri.int_param("unplug_ms", 500) / 1000
         self._unplugged_until: float | None = None
+        absent_s = uri.int_param("absent_ms", 0) / 1000
+        self._absent_until = time.monotonic() + absent_s if absent_s else None
         self._next_due = 0.0
         if self.fps < 1:
             raise SourceError("synthetic://: fps must be at least 1")
@@ -47,6 +50,8 @@ class SyntheticReader(FrameReader):
         if self.live:
             if self._unplugged_until is not None and time.monotonic() < self._unplugged_until:
                 raise SourceError("synthetic camera: not connected")
+            if self._absent_until is not None and time.monotonic() < self._absent_until:
+                raise SourceError("synthetic camera: not plugged in yet")
             self._next_due = time.monotonic()
             return  # a camera goes on from where it was: frame numbers do not restart
         self._position = 0

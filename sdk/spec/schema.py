@@ -17,7 +17,7 @@ from sdk.spec.bounds import MAX_HELD_FRAMES_BYTES, MAX_TENSOR_SIDE, Flag, Frozen
 from sdk.spec.budgets import AccuracyAcceptance, Budgets, Determinism, EnvironmentRequirements, LatencyLimits, PositiveMs
 from sdk.spec.calibration import AccuracyGate, Calibration
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
-from sdk.spec.service import DegradedMode, Health, Service
+from sdk.spec.service import DegradedMode, Health, Retention, Service
 from sdk.spec.source import SOURCE_SCHEMES, Reconnect, Replay, Source, synthetic_size
 
 Pixels = Int(1, MAX_TENSOR_SIDE, "pixels")
@@ -226,9 +226,21 @@ class Postprocess(Frozen):
         return classes
 
 
+class Rotate(Frozen):
+    """When a service's output closes its current file and begins the next (`service.retention` prunes the finished ones).
+
+    A finished file is whole (a video plays to its end); a kill loses at most the current one's
+    unsynced tail. Measuring runs (deploy, validation) write one file and do not rotate."""
+
+    max_mb: Real("MiB at which the current file is finished and the next begun", gt=0, le=65_536) = 64
+    max_age_s: Real("seconds after which the current file is finished and the next begun; null: by size only", ge=1, le=86_400) | None = None
+
+
 class JsonlSink(Frozen):
     kind: Literal["jsonl"]
     path: str = "detections.jsonl"
+    rotate: Rotate = Rotate()
+    sync_interval_s: Real("seconds between fsyncs of the current file: a power cut loses at most this much", ge=0.05, le=60) = 1.0
 
 
 class VideoSink(Frozen):
@@ -236,6 +248,7 @@ class VideoSink(Frozen):
     path: str = "annotated.mp4"
     fourcc: Annotated[str, Field(min_length=4, max_length=4)] = "mp4v"
     fps: Real("frame rate written in the file; null: the source's", gt=0, le=1000) | None = None
+    rotate: Rotate = Rotate(max_mb=256, max_age_s=60)  # a kill loses at most the current segment (a minute)
 
 
 class NullSink(Frozen):
@@ -273,6 +286,20 @@ class Pipeline(Frozen):
             sinks = [dict(s, kind="null") if isinstance(s, dict) and "kind" in s and s["kind"] is None else s for s in data["sinks"]]
             data = {**data, "sinks": sinks}
         return data
+
+    @model_validator(mode="after")
+    def _rotation_inside_retention(self) -> Pipeline:
+        limit = self.service.retention.max_total_mb
+        for index, sink in enumerate(self.sinks):
+            rotate = getattr(sink, "rotate", None)
+            if rotate is not None and rotate.max_mb * 2 > limit:
+                raise bounds_error(
+                    f"sinks[{index}].rotate.max_mb {rotate.max_mb:g} is more than half of service.retention.max_total_mb {limit:g}; "
+                    "allowed: at most half (the bound holds a finished file and the current one)",
+                    hint="lower rotate.max_mb or raise service.retention.max_total_mb",
+                    path=("sinks", index, "rotate", "max_mb"),
+                )
+        return self
 
     @model_validator(mode="after")
     def _int8_needs_calibration(self) -> Pipeline:
@@ -366,6 +393,8 @@ __all__ = [
     "Reconnect",
     "Replay",
     "Resize",
+    "Retention",
+    "Rotate",
     "Service",
     "Sink",
     "Source",

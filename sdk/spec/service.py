@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from sdk.spec.bounds import Flag, Frozen, Int, Real, bounds_error
 
@@ -17,6 +17,32 @@ class DegradedMode(Frozen):
     process_every: Int(1, 100, "while DEGRADED: one frame in N is processed, the rest shed and counted") = 2
 
 
+class Retention(Frozen):
+    """How much of the vehicle's disk a service may take: finished output files and service.log.
+
+    Each output (sink) keeps at most `max_files` finished files and `max_total_mb` with its current
+    file, the oldest deleted first; below `min_free_mb` free on the output disk the video sink stops
+    writing (frames counted as not written) and below `detections_min_free_mb` the detections sink
+    stops too: the video first, the detections last. Writing resumes when space returns."""
+
+    max_files: Int(1, 100_000, "finished files kept per output; the oldest are deleted first") = 1000
+    max_total_mb: Real("MiB one output's files may take, its current file included; the oldest go first", gt=0, le=1_048_576) = 1024
+    log_max_mb: Real("MiB of service.log before it is rotated", ge=0.01, le=4096) = 16
+    log_keep: Int(0, 100, "rotated service.log files kept (service.log.1 is the newest)") = 4
+    min_free_mb: Real("free MiB on the output disk below which the video sink stops writing", ge=0, le=1_048_576) = 1024
+    detections_min_free_mb: Real("free MiB below which the detections sink stops too (it stops last)", ge=0, le=1_048_576) = 64
+
+    @model_validator(mode="after")
+    def _detections_stop_last(self) -> Retention:
+        if self.detections_min_free_mb > self.min_free_mb:
+            raise bounds_error(
+                f"detections_min_free_mb {self.detections_min_free_mb:g} is above min_free_mb {self.min_free_mb:g}; "
+                "allowed: at most min_free_mb (the detections sink stops last)",
+                path=("service", "retention", "detections_min_free_mb"),
+            )
+        return self
+
+
 class Service(Frozen):
     """The runtime as a long-running service on the vehicle (`python -m sdk serve`, systemd or the supervisor)."""
 
@@ -27,6 +53,7 @@ class Service(Frozen):
     restart_window_s: Real("the window max_restarts counts in, seconds", gt=0, le=86_400) = 60.0
     restart_backoff_s: Real("seconds before a restart; doubles per restart within the window", ge=0, le=600) = 1.0
     degraded: DegradedMode = DegradedMode()
+    retention: Retention = Retention()
     heartbeat_udp: Annotated[str, Field(pattern=r"^[A-Za-z0-9.\-]{1,253}:[0-9]{1,5}$")] | None = None  # host:port
     cpu_affinity: Annotated[tuple[Int(0, 1023, "a CPU number"), ...], Field(min_length=1, max_length=1024)] | None = None
     realtime_priority: Int(1, 99, "SCHED_FIFO priority, where permitted") | None = None
@@ -40,7 +67,7 @@ class Service(Frozen):
         return address
 
 
-__all__ = ["DegradedMode", "Service"]
+__all__ = ["DegradedMode", "Retention", "Service"]
 
 
 class Health(Frozen):

@@ -86,8 +86,14 @@ def test_serve_notifies_ready_feeds_the_watchdog_and_stops_cleanly_on_sigterm(de
         listener.close()
     final = read_json(status_dir / "status.json")
     assert final["state"] == "STOPPED" and final["frames"] >= 20
-    lines = (status_dir / "output" / "detections.jsonl").read_text().splitlines()
+    from sdk.sinks.files import finished_files
+
+    files = finished_files(status_dir / "output" / "detections.jsonl")
+    assert [f.name for f in files] == ["detections.000001.jsonl"]  # a service's outputs are numbered segments
+    lines = files[0].read_text().splitlines()
     assert len(lines) >= final["frames"] - 1 and all(json.loads(line)["detections"] for line in lines)  # whole lines only
+    (jsonl,) = [o for o in final["outputs"] if o["output"] == "detections.jsonl"]
+    assert jsonl["written"] == len(lines) and jsonl["not_written"] == 0 and jsonl["synced_frame"] == json.loads(lines[-1])["frame"]
     assert not [p.name for p in (status_dir / "output").iterdir() if p.name.startswith(".")]  # no partial file left
 
 
@@ -134,6 +140,7 @@ def test_a_model_that_will_not_load_is_restarted_then_given_up(deployed, tmp_pat
     assert state["state"] == "failed" and state["restarts"] == 2 and "failed with status 1" in state["last_reason"]
     runtime = read_json(status_dir / "status.json")
     assert runtime["state"] == "FAILED" and "model.onnx" in runtime["last_error"]
+    assert runtime["reason"].startswith("gave up after 3 failures within 60 s") and runtime["ended_by"] == "supervisor"
     assert "error:" in (status_dir / "service.log").read_text()
 
 

@@ -1,0 +1,155 @@
+"""Shared by the service fault tests: one deploy per module, a copy of its store per test, real processes
+found by their command line, every one of them reaped when the test ends (pass or fail)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from sdk.store import ReleaseStore
+from tests.conftest import PIPELINE, tiny_yolo
+
+CAMERA = "synthetic://boxes?width=64&height=48&frames=100000"
+SERVICE = """
+service:
+  watchdog_s: 1.0
+  status_interval_s: 0.2
+  stop_timeout_s: 2
+  max_restarts: 3
+  restart_window_s: 60
+  restart_backoff_s: 0.1
+"""
+
+
+def deploy_once(tmp_path_factory, name: str = "svc") -> Path:
+    """A tiny pipeline (synthetic camera, 30 fps) deployed once to a local target; returns the store's root."""
+    from tools.deploy import Deploy
+
+    base = tmp_path_factory.mktemp(name)
+    folder = base / "pipeline"
+    folder.mkdir()
+    tiny_yolo(folder / "tiny.onnx")
+    (folder / "tiny.yaml").write_text(PIPELINE.format(uri=CAMERA, rate=30, max_ms=5000) + SERVICE)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SDK_STATE_DIR", str(base / "state"))
+        Deploy(folder / "tiny.yaml", "local", frames=3, report_dir=base / "deploy")()
+    return base / "state" / "targets" / "local"
+
+
+def copy_store(root: Path, where: Path, *edits: tuple[str, str]) -> ReleaseStore:
+    """This test's own copy of the deployed store; `edits` change its committed release's pipeline file."""
+    shutil.copytree(root, where, symlinks=True)
+    store = ReleaseStore(where)
+    (pipeline,) = (store.release_dir(store.committed()) / "pipeline").glob("*.yaml")
+    text = pipeline.read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    pipeline.write_text(text)
+    return store
+
+
+def processes(mark: str, word: str | None = None) -> list[int]:
+    """Live (not zombie) processes whose command line holds `mark` (and the word `word`, e.g. serve)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and any(mark in part for part in argv) and (word is None or word in argv):
+            found.append(int(entry.name))
+    return found
+
+
+def reap(mark: str) -> None:
+    """SIGKILL every process of this test (by PID, found by its unique folder) and wait until they are gone."""
+    deadline = time.monotonic() + 10
+    while (pids := processes(mark)) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+
+
+def service(root: Path, *args: str, check: bool = True) -> dict:
+    done = subprocess.run([sys.executable, "-m", "sdk", "service", "--root", str(root), *args], capture_output=True, text=True, timeout=120)
+    if check:
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+    return {"returncode": done.returncode, "stderr": done.stderr, **(json.loads(done.stdout) if done.stdout.strip() else {})}
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def mount_tmpfs(where: Path, size: str) -> None:
+    """A small disk of our own at `where` (root only); the caller unmounts it (see unmount)."""
+    where.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (root needed): {done.stderr.strip()}")
+
+
+def unmount(where: Path) -> None:
+    for _ in range(50):
+        if subprocess.run(["umount", str(where)], capture_output=True).returncode == 0:
+            return
+        time.sleep(0.1)
+    subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+def fill(folder: Path, leave: int = 0) -> Path:
+    """Fill the file system of `folder` with a file until at most `leave` bytes are free (ENOSPC when 0)."""
+    path = folder / "filler"
+    block = b"\xff" * 65536
+    with path.open("wb", buffering=0) as handle:
+        while True:
+            free = shutil.disk_usage(folder).free
+            if free <= leave:
+                break
+            try:
+                handle.write(block[: max(1, min(len(block), free - leave))])
+            except OSError:
+                break
+    return path
+
+
+def jsonl_lines(output: Path) -> list[dict]:
+    """Every published detection line of a service's detections.jsonl, oldest file first."""
+    from sdk.sinks.files import finished_files
+
+    lines = []
+    for path in finished_files(output / "detections.jsonl"):
+        data = path.read_bytes()
+        assert b"\0" not in data, f"NUL bytes in {path.name}"
+        lines += [json.loads(line) for line in data.decode().splitlines()]
+    return lines
