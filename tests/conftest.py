@@ -83,8 +83,10 @@ def hermetic_session(tmp_path_factory):
     processes it left running fail the session, and those processes are ended."""
     patch = pytest.MonkeyPatch()
     folder = tmp_path_factory.mktemp("session")
-    patch.setenv("SDK_TARGETS_DIR", str(folder / "targets"))
-    patch.setenv("SDK_STATE_DIR", str(folder / "state"))
+    if not os.environ.get("SDK_HERMETIC_SESSION"):  # a pytest run by a test (the plugin's tests) keeps its parent's targets
+        patch.setenv("SDK_TARGETS_DIR", str(folder / "targets"))
+        patch.setenv("SDK_STATE_DIR", str(folder / "state"))
+        patch.setenv("SDK_HERMETIC_SESSION", "1")
     before = _checkout_files()
     yield
     patch.undo()

@@ -169,9 +169,9 @@ def runtime_versions(backend: str | None) -> dict:
         if module is not None:
             versions[name] = getattr(module, "__version__", None)
     if runtime == "tensorrt" or "sdk.gpu.driver" in sys.modules:  # the GPU was used: which CUDA
-        from sdk.probe import _cuda
+        from sdk.probe import _cuda_driver
 
-        versions["cuda"] = _cuda() or "unknown"
+        versions["cuda"] = _cuda_driver() or "unknown"
     return versions
 
 

@@ -35,6 +35,17 @@ from sdk.gpu.plan import PreprocessPlan  # noqa: E402
 from sdk.spec.schema import Preprocess  # noqa: E402
 from tools.release.kernels import kernel_files  # noqa: E402
 
+if "--smoke" in sys.argv[1:]:
+    # The smoke mode CI runs: the modules it drives import, and it says plainly whether a GPU is here to time.
+    from sdk.engine.cuda_check import require_cuda_device
+    from sdk.errors import BackendError
+
+    try:
+        require_cuda_device(BackendError)
+        print("smoke: imports fine; a CUDA device is here: time it with tests/benchmarks/gpu_session.sh")
+    except BackendError as error:
+        print(f"smoke: imports fine; nothing timed: {error.message}")
+    sys.exit(0)
 build, out = Path(sys.argv[1]), Path(sys.argv[2])
 results: dict = {}
 
