@@ -56,6 +56,8 @@ class DecoderLog:
         sys.stderr.flush()
         self._real = os.dup(2)
         read_end, write_end = os.pipe()
+        pipe = os.fstat(write_end)
+        self._pipe_id = (pipe.st_dev, pipe.st_ino)
         os.dup2(write_end, 2)
         os.close(write_end)
         self._read_end = read_end
@@ -111,7 +113,12 @@ class DecoderLog:
             pass  # the real stderr is gone: nothing to keep it for
 
     def checkpoint(self, timeout_s: float = 1.0) -> int:
-        """The number of FFmpeg lines written so far, all of them read (waits for the pump, at most `timeout_s`)."""
+        """The number of FFmpeg lines written so far, all of them read (waits for the pump, at most `timeout_s`).
+
+        When something else has put its own file on fd 2 since (a test harness's capture, a log rotation),
+        FFmpeg no longer writes to the pipe: nothing is waited for, the count stays as it is."""
+        if not self.in_place():
+            return self.count
         with self._condition:
             self._asked += 1
             asked = self._asked
@@ -122,6 +129,14 @@ class DecoderLog:
         with self._condition:
             self._condition.wait_for(lambda: self._seen >= asked, timeout=timeout_s)
             return self.count
+
+    def in_place(self) -> bool:
+        """fd 2 is still this tap's pipe."""
+        try:
+            st = os.fstat(2)
+        except OSError:
+            return False
+        return (st.st_dev, st.st_ino) == self._pipe_id
 
     def _close(self) -> None:
         sys.stderr.flush()
