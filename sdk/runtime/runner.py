@@ -100,6 +100,7 @@ class PipelineRunner:
             raise ConfigError(f"{self.pipeline.path}: {what}: {problem}", hint=REPLAY_FRAMES_HINT)
         recorder = LatencyRecorder(limit or DEFAULT_RECORDER_CAPACITY)
         stream = open_stream(spec.source.uri, spec.source.replay, self.pipeline.folder, max_frames=limit, reconnect=spec.source.reconnect)
+        stream.wait_for_camera = self.monitor is not None  # only a service (it has a health monitor) waits for a missing camera
         self._stream = stream
         stream.on_idle, stream.on_end = self.on_idle, self.on_end
         if self._stopping:  # stopped before the run began (SIGTERM during the model load)

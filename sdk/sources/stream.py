@@ -62,13 +62,14 @@ class FrameStream:
         self.on_end: Callable[[], None] | None = None  # called once when the frames end (before anything is closed)
         self.name = getattr(reader, "name", None) or type(reader).__name__
         self.source_ended = False  # the reader ran out (a recording's end, a camera gone for good), not stop() or the frame limit
+        self.wait_for_camera = False  # a service waits for a camera absent at start; a measuring run (a health check) fails at once
 
     def __enter__(self) -> FrameStream:
         missing = False
         try:
             self.reader.open()
         except Exception:
-            if not (self.reader.live and self.reconnect is not None):
+            if not (self.reader.live and self.reconnect is not None and self.wait_for_camera):
                 raise
             missing = True  # a camera that is not there yet is retried like one that went away, not a failure
             self.counters.missing_at_start = True

@@ -93,6 +93,7 @@ def test_a_camera_absent_at_start_is_waited_for_and_said(tmp_path):
     camera = Camera(absent=3)
     stream = FrameStream(camera, Replay(), max_frames=5, reconnect=Reconnect(initial_backoff_s=0.05, max_backoff_s=0.1))
     stream.name = "v4l2:///dev/video9"
+    stream.wait_for_camera = True  # as the service's runner sets it
     seen = []
     stream.on_idle = lambda: seen.append(stream.condition())
     assert play(stream) == 5  # no exception: the stream waited for the camera
@@ -116,3 +117,12 @@ def test_a_reconnect_on_schedule_is_told_from_a_hung_one():
         wait_until(lambda: stream.condition() is None)  # back
         assert next(frames) is not None and stream.counters.disconnects == 1
         stream.stop()
+
+
+def test_a_measuring_run_does_not_wait_for_a_camera_absent_at_start():
+    """A health check or a validation fails at once (the trial rolls back now, not at its deadline)."""
+    import pytest
+
+    stream = FrameStream(Camera(absent=3), Replay(), max_frames=5, reconnect=Reconnect(initial_backoff_s=0.05, max_backoff_s=0.1))
+    with pytest.raises(SourceError, match="no such camera"):
+        play(stream)
