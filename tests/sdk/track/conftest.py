@@ -1,4 +1,4 @@
-"""The real detector over the first frames of the real clip (vtest.avi, a pedestrian street scene), once per session:
+"""The real detector over the real clip (vtest.avi, a pedestrian street scene), once per session:
 the detections the tracker tests feed to ours and to the reference tracker."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from sdk.backends import create_backend
 from sdk.postprocess import create_postprocessor
 from sdk.preprocess import CpuPreprocessor
 
-FRAMES = 240  # 8 s at 10 fps of a busy street: people cross, pass each other and are occluded
+FRAMES = 795  # the whole clip (80 s at 10 fps of a street: people cross, pass each other and are occluded)
 
 
 class Frame:
