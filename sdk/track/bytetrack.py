@@ -84,16 +84,17 @@ class ByteTracker:
         """Confirmed tracks without a detection this frame (predicted, waiting for one)."""
         return int(np.count_nonzero((self.ids >= 0) & (self.missed > 0)))
 
-    def _match(self, tracks: np.ndarray, boxes: np.ndarray, least_iou: float) -> tuple[np.ndarray, np.ndarray]:
-        """Optimal assignment of these track rows to these boxes; pairs under `least_iou` are never assigned."""
-        if not len(tracks) or not len(boxes):
-            return np.zeros(0, np.intp), np.zeros(0, np.intp)
-        iou = iou_matrix(self.kalman.boxes[tracks], boxes)
+    def _match(self, iou: np.ndarray, tracks: np.ndarray, dets: np.ndarray, least_iou: float) -> tuple[np.ndarray, np.ndarray]:
+        """Optimal assignment of these track rows to these detection rows (of the frame's IoU matrix); pairs under
+        `least_iou` are never assigned. Returns the matched track rows and detection rows."""
+        if not len(tracks) or not len(dets):
+            return tracks[:0], dets[:0]
+        pairs = iou[np.ix_(tracks, dets)]
         if self.gated:
-            iou[iou < least_iou] = 0.0  # a pair below the threshold adds nothing to the assignment's total
-        rows, cols = self._assign(iou, maximize=True)
-        good = iou[rows, cols] >= least_iou
-        return tracks[rows[good]], cols[good]
+            pairs[pairs < least_iou] = 0.0  # a pair below the threshold adds nothing to the assignment's total
+        rows, cols = self._assign(pairs, maximize=True)
+        good = pairs[rows, cols] >= least_iou
+        return tracks[rows[good]], dets[cols[good]]
 
     def update(self, detections: Detections) -> Detections:
         spec = self.spec
@@ -109,14 +110,15 @@ class ByteTracker:
         det_track = np.full(n, -1, np.intp)  # the track row each detection joined
         high = np.flatnonzero(scores >= spec.high_score)
         low = np.flatnonzero((scores >= spec.low_score) & (scores < spec.high_score))
+        iou = iou_matrix(self.kalman.boxes, boxes) if len(self.ids) and n else None  # predicted tracks x detections
         # 2. High-score detections against every track.
-        rows, cols = self._match(np.arange(len(self.ids)), boxes[high], spec.match_iou)
-        det_track[high[cols]] = rows
+        rows, dets = self._match(iou, np.arange(len(self.ids)), high, spec.match_iou)
+        det_track[dets] = rows
         matched = np.zeros(len(self.ids), bool)
         matched[rows] = True
         # 3. Low-score detections against the tracks left over.
-        rows2, cols2 = self._match(np.flatnonzero(~matched), boxes[low], spec.low_match_iou)
-        det_track[low[cols2]] = rows2
+        rows, dets = self._match(iou, np.flatnonzero(~matched), low, spec.low_match_iou)
+        det_track[dets] = rows
         joined = np.flatnonzero(det_track >= 0)
         rows = det_track[joined]
         self.kalman.update(rows, boxes[joined])
@@ -133,10 +135,11 @@ class ByteTracker:
             self.missed = np.concatenate([self.missed, np.zeros(len(born), np.int32)])
             det_track[born] = np.arange(first, first + len(born))
         # Confirm: ids in detection order (best score first), so numbering is deterministic.
-        for row in det_track[det_track >= 0]:
-            if self.ids[row] < 0 and self.hits[row] >= spec.min_hits:
-                self.ids[row] = self.next_id
-                self.next_id += 1
+        rows = det_track[det_track >= 0]
+        confirmed = rows[(self.ids[rows] < 0) & (self.hits[rows] >= spec.min_hits)]
+        if len(confirmed):
+            self.ids[confirmed] = np.arange(self.next_id, self.next_id + len(confirmed))
+            self.next_id += len(confirmed)
         self._write(detections, det_track)
         # 5. End the tentative tracks that missed and the confirmed ones lost too long.
         alive = (self.missed <= spec.max_lost_frames) & ((self.ids >= 0) | (self.missed == 0))
@@ -148,15 +151,13 @@ class ByteTracker:
         n = len(det_track)
         has = det_track >= 0
         rows = det_track[has]
-        ids = np.full(n, -1, np.int64)
-        ids[has] = self.ids[rows]
-        detections.track_ids[:n] = ids
-        ages = np.zeros(n, np.int32)
-        ages[has] = self.ages[rows]
-        detections.track_ages[:n] = ages
-        states = np.full(n, UNTRACKED, np.int8)
-        states[has] = np.where(self.ids[rows] >= 0, TRACKED, TENTATIVE)
-        detections.track_states[:n] = states
+        ids = self.ids[rows]
+        detections.track_ids[:n] = -1
+        detections.track_ids[:n][has] = ids
+        detections.track_ages[:n] = 0
+        detections.track_ages[:n][has] = self.ages[rows]
+        detections.track_states[:n] = UNTRACKED
+        detections.track_states[:n][has] = np.where(ids >= 0, TRACKED, TENTATIVE)
         detections.tracked = True
 
     def _keep(self, alive: np.ndarray) -> None:
