@@ -20,7 +20,7 @@ from scipy.optimize import linear_sum_assignment
 
 from sdk.postprocess.detections import Detections
 from sdk.spec.track import Track
-from sdk.track.bytetrack import ByteTracker, iou_matrix
+from sdk.track.bytetrack import ByteTracker
 from tests.sdk.track.conftest import fill
 
 trackers = pytest.importorskip("trackers", reason="the reference tracker comes from the `trackers` package (pip install trackers; test extra)")
@@ -80,12 +80,13 @@ class Recording(ByteTracker):
         self.log = []
         return super().update(detections)
 
-    def _match(self, tracks, boxes, least_iou):
-        rows, cols = super()._match(tracks, boxes, least_iou)
-        iou = iou_matrix(self.kalman.boxes[tracks], boxes) if len(tracks) and len(boxes) else np.zeros((len(tracks), len(boxes)))
-        position = {t: i for i, t in enumerate(tracks)}
-        self.log.append((iou, least_iou, [(position[r], c) for r, c in zip(rows, cols)]))
-        return rows, cols
+    def _match(self, iou, tracks, dets, least_iou):
+        rows, matched = super()._match(iou, tracks, dets, least_iou)
+        pairs = iou[np.ix_(tracks, dets)] if iou is not None else np.zeros((len(tracks), len(dets)))
+        track_at = {t: i for i, t in enumerate(tracks)}
+        det_at = {d: j for j, d in enumerate(dets)}
+        self.log.append((pairs, least_iou, [(track_at[r], det_at[d]) for r, d in zip(rows, matched)]))
+        return rows, matched
 
 
 def test_every_difference_of_the_gated_assignment_is_a_sub_threshold_pair_kept_out(clip_detections):
