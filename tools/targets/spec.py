@@ -55,7 +55,10 @@ class MenderSettings(Frozen):
     ] = None
     missing_modules: Annotated[
         list[RUNTIME_MODULE] | None,
-        Field(description="runtime modules the device lacks, shipped as wheels (default: all but numpy and cv2 on Jetson/DRIVE, all elsewhere; scipy only with a pipeline that tracks)"),
+        Field(
+            description="runtime modules the device lacks, shipped as wheels (default: all but numpy and cv2 on Jetson/DRIVE, all elsewhere; "
+            "scipy only with a pipeline that tracks)"
+        ),
     ] = None
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from sdk.postprocess.detections import TRACK_STATES, Detections
@@ -55,7 +54,7 @@ def test_an_id_survives_a_short_occlusion_and_nothing_else_changes(clip_detectio
     assert occluded[after_frame][after_row][2] == "tracked"
     assert occluded[after_frame][after_row][1] == plain[after_frame][after_row][1]  # the age counts the frames it was lost
     # Every other detection of the clip has the same id, age and state as without the occlusion.
-    for index, (a, b) in enumerate(zip(plain, occluded)):
+    for index, (a, b) in enumerate(zip(plain, occluded, strict=True)):
         assert {r: v for r, v in a.items() if r in b} == b, index
 
 
@@ -69,6 +68,7 @@ def test_a_gap_longer_than_max_lost_frames_ends_the_track(clip_detections):
     assert occluded[path[start - 1][0]][path[start - 1][1]][0] == track_id
     assert occluded[after_frame][after_row][0] != track_id  # the track ended after max_lost_frames: the person is someone new
     assert all(v[0] != track_id for frame in occluded[path[start][0] :] for v in frame.values())  # and its id never comes back
+
 
 def test_ages_grow_by_one_a_frame_and_states_follow_the_rules(clip_detections):
     spec = Track()

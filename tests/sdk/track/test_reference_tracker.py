@@ -40,7 +40,7 @@ def reference_ids(tracker, frame) -> list[int]:
     n = len(frame.scores)
     result = tracker.update(sv.Detections(xyxy=frame.boxes.astype(np.float64), confidence=frame.scores.astype(np.float64), class_id=np.zeros(n, int)))
     ids = [-1] * n
-    for box, track_id in zip(result.xyxy, result.tracker_id):
+    for box, track_id in zip(result.xyxy, result.tracker_id, strict=True):
         (row,) = np.flatnonzero((frame.boxes == box.astype(np.float32)).all(axis=1))
         ids[row] = int(track_id)
     return ids
@@ -51,8 +51,8 @@ def same_tracks(ours: list[list[int]], theirs: list[list[int]]) -> list[tuple[in
     forward: dict[int, int] = {}
     backward: dict[int, int] = {}
     differences = []
-    for index, (a_frame, b_frame) in enumerate(zip(ours, theirs)):
-        for row, (a, b) in enumerate(zip(a_frame, b_frame)):
+    for index, (a_frame, b_frame) in enumerate(zip(ours, theirs, strict=True)):
+        for row, (a, b) in enumerate(zip(a_frame, b_frame, strict=True)):
             if (a < 0) != (b < 0) or (a >= 0 and (forward.setdefault(a, b) != b or backward.setdefault(b, a) != a)):
                 differences.append((index, row))
     return differences
@@ -85,7 +85,7 @@ class Recording(ByteTracker):
         pairs = iou[np.ix_(tracks, dets)] if iou is not None else np.zeros((len(tracks), len(dets)))
         track_at = {t: i for i, t in enumerate(tracks)}
         det_at = {d: j for j, d in enumerate(dets)}
-        self.log.append((pairs, least_iou, [(track_at[r], det_at[d]) for r, d in zip(rows, matched)]))
+        self.log.append((pairs, least_iou, [(track_at[r], det_at[d]) for r, d in zip(rows, matched, strict=True)]))
         return rows, matched
 
 
@@ -104,16 +104,16 @@ def test_every_difference_of_the_gated_assignment_is_a_sub_threshold_pair_kept_o
         tracker.update(detections)
         ungated.update(twin)
         n = detections.count
-        ours = list(zip(detections.track_ids[:n], detections.track_states[:n], detections.track_ages[:n]))
-        theirs = list(zip(twin.track_ids[:n], twin.track_states[:n], twin.track_ages[:n]))
+        ours = list(zip(detections.track_ids[:n], detections.track_states[:n], detections.track_ages[:n], strict=True))
+        theirs = list(zip(twin.track_ids[:n], twin.track_states[:n], twin.track_ages[:n], strict=True))
         if ours == theirs:
             continue
         differing += 1
-        stage = next(i for i, (a, b) in enumerate(zip(tracker.log, ungated.log)) if sorted(a[2]) != sorted(b[2]))
+        stage = next(i for i, (a, b) in enumerate(zip(tracker.log, ungated.log, strict=True)) if sorted(a[2]) != sorted(b[2]))
         iou, least, gated_pairs = tracker.log[stage]
         _, _, ungated_pairs = ungated.log[stage]
         rows, cols = linear_sum_assignment(iou, maximize=True)  # the reference's solve, before it drops pairs
-        assert any(0 < iou[r, c] < least for r, c in zip(rows, cols)), index
+        assert any(0 < iou[r, c] < least for r, c in zip(rows, cols, strict=True)), index
         assert sum(iou[r, c] for r, c in gated_pairs) > sum(iou[r, c] for r, c in ungated_pairs), index
     # Rare on this clip, and present: the check above is not empty.
     assert 1 <= differing <= len(clip_detections) // 50, differing

@@ -42,7 +42,8 @@ def test_deploy_local_with_track_writes_track_ids_in_detections_jsonl(tmp_path):
     state, reports = tmp_path / "state", tmp_path / "reports"
     env = {**os.environ, "SDK_STATE_DIR": str(state), "SDK_TARGETS_DIR": str(tmp_path / "targets"), "COLUMNS": "200"}
     done = subprocess.run(
-        [sys.executable, "-c", "from tools.cli import main; main()", "deploy", "--target", "local", str(pipeline), "--frames", "40", "--report-dir", str(reports)],
+        [sys.executable, "-c", "from tools.cli import main; main()", "deploy", "--target", "local", str(pipeline), "--frames", "40", "--report-dir"]
+        + [str(reports)],
         cwd=REPO,
         env=env,
         capture_output=True,
