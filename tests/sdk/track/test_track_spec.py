@@ -101,3 +101,12 @@ def test_the_cli_prints_one_error_and_one_hint_and_exits_1(folder, tmp_path):
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 1, done.stderr
     assert len(lines) == 2 and lines[0].startswith("error: ") and "track.min_hits" in lines[0] and lines[1].startswith("hint: "), done.stderr
+
+
+def test_a_tracker_without_scipy_is_one_error_naming_it(monkeypatch):
+    from sdk.track import create_tracker
+
+    monkeypatch.setitem(sys.modules, "scipy.optimize", None)  # as on a device whose release did not bring scipy
+    with pytest.raises(ConfigError) as info:
+        create_tracker(Track())
+    assert "scipy" in info.value.message and "\n" not in info.value.message and "pip install scipy" in info.value.hint
