@@ -26,6 +26,11 @@ RUNTIME_MODULES = {
     # The TensorRT backend and sdk/gpu; tools/release/wheels.py pins it to the device's CUDA major.
     "cuda.bindings": "cuda-bindings",
 }
+# Modules only some pipelines need: the probe reports them missing like the others, and a deploy ships them
+# only to run a pipeline that uses them (tools/release/wheels.py, pipeline_modules).
+PIPELINE_MODULES = {
+    "scipy": "scipy>=1.10",  # the `track:` stage (sdk/track): linear_sum_assignment
+}
 
 # Compute capability by Tegra SoC (from /proc/device-tree/compatible).
 TEGRA_COMPUTE = {"tegra234": "8.7", "tegra264": "11.0", "tegra194": "7.2"}
@@ -170,7 +175,7 @@ def _missing_modules() -> list[str]:
         except ModuleNotFoundError:  # the parent of a dotted name (`cuda` of cuda.bindings) is missing
             return False
 
-    return [module for module in RUNTIME_MODULES if not found(module)]
+    return [module for module in (*RUNTIME_MODULES, *PIPELINE_MODULES) if not found(module)]
 
 
 def fingerprint(root: str | None = None) -> dict:

@@ -172,7 +172,8 @@ def bundle_for_facts(base: Bundle, facts: dict, progress: Progress, int8: Int8Ch
         task = progress.task(f"CUDA kernels for compute capability {compute_capability[0]}.{compute_capability[1]}", total=None)
         base = with_kernels(base, kernel_files(build_kernels(cache_dir()), compute_capability))
         task.done()
-    requirements = requirements_for(facts.get("missing_modules") or [], cuda=facts.get("cuda"))  # cuda-bindings pinned to the driver's major
+    # cuda-bindings pinned to the driver's major; scipy only for a pipeline that tracks
+    requirements = requirements_for(facts.get("missing_modules") or [], cuda=facts.get("cuda"), needs=base.modules)
     if not requirements:
         return base
     task = progress.task(f"fetching wheels for {facts['arch']} {facts['python_abi']}: {', '.join(requirements)}", total=None)

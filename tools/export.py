@@ -80,12 +80,13 @@ def assumed_facts(target: RemoteTarget) -> dict:
     - arch: aarch64 for Jetson/DRIVE platforms, this host's machine for `linux-generic`;
     - python_abi: `mender.python_abi`, else cp310 (JetPack 6) / cp312 (Thor), or this host's for `linux-generic`;
     - missing_modules: `mender.missing_modules`, else every runtime module but numpy and cv2 on
-      Jetson/DRIVE (JetPack's own), every runtime module elsewhere: those travel as offline wheels;
+      Jetson/DRIVE (JetPack's own), every runtime module elsewhere: those travel as offline wheels
+      (scipy, a pipeline module, only with a pipeline that tracks);
     - compute_capability: 8.7 (Orin) / 11.0 (Thor) on Jetson/DRIVE, none elsewhere (the CUDA kernels it selects);
     - tensorrt: none. The TensorRT engine is built on the device by a deploy, never by an export: an
       exported release runs ONNX Runtime (`model.backend: auto`), and `backend: tensorrt` is refused.
     """
-    from sdk.probe import RUNTIME_MODULES
+    from sdk.probe import PIPELINE_MODULES, RUNTIME_MODULES
 
     spec = target.spec
     generic = spec.platform == "linux-generic"
@@ -93,7 +94,7 @@ def assumed_facts(target: RemoteTarget) -> dict:
     if spec.mender.missing_modules is not None:
         missing = list(spec.mender.missing_modules)
     else:
-        missing = [m for m in RUNTIME_MODULES if generic or m not in PROVIDED_BY_JETPACK]
+        missing = [m for m in (*RUNTIME_MODULES, *PIPELINE_MODULES) if generic or m not in PROVIDED_BY_JETPACK]
     return {
         "assumed": True,
         "platform": spec.platform,

@@ -19,6 +19,16 @@ class Detection:
     score: float
     box: tuple[float, float, float, float]  # x1, y1, x2, y2 in source-image pixels
     keypoints: tuple[tuple[float, float], ...] = ()  # x, y in source-image pixels (not clipped to the frame)
+    # With a `track:` stage (sdk/track): the confirmed track's id (None: no confirmed track yet), the track's age in
+    # frames and its state (TRACK_STATES). All three are None without tracking.
+    track_id: int | None = None
+    track_age: int | None = None
+    track_state: str | None = None
+
+
+# A detection's track: matched to a confirmed track; the first hits of a track not yet confirmed (no id yet);
+# no track (a low-score detection matching none, or a high-score one below new_track_score).
+TRACK_STATES = ("tracked", "tentative", "untracked")
 
 
 class Detections:
@@ -29,6 +39,11 @@ class Detections:
         self.scores = np.zeros(capacity, np.float32)
         self.class_ids = np.zeros(capacity, np.int32)
         self.count = 0
+        # Written by a tracker (sdk/track) after NMS; `tracked` stays False without one (and nothing of it is serialised).
+        self.tracked = False
+        self.track_ids = np.full(capacity, -1, np.int64)  # -1: no confirmed track
+        self.track_ages = np.zeros(capacity, np.int32)  # frames since the track began (1 on its first); 0: no track
+        self.track_states = np.zeros(capacity, np.int8)  # index into TRACK_STATES
 
     def select(
         self,
@@ -62,6 +77,9 @@ class Detections:
         h.update(self.scores[:n].data)
         h.update(self.class_ids[:n].data)
         h.update(self.keypoints[:n].data)  # nothing when the decoder has no keypoints: the digest is as before
+        if self.tracked:  # the track ids are output too; without a tracker the digest is as before
+            h.update(self.track_ids[:n].data)
+            h.update(self.track_states[:n].data)
         return int.from_bytes(h.digest(), "little")
 
     def __iter__(self) -> Iterator[Detection]:
@@ -70,4 +88,17 @@ class Detections:
             label = self.labels[class_id] if class_id < len(self.labels) else str(class_id)
             x1, y1, x2, y2 = (float(v) for v in self.boxes[i])
             points = tuple((float(x), float(y)) for x, y in self.keypoints[i])
-            yield Detection(label, class_id, float(self.scores[i]), (x1, y1, x2, y2), points)
+            if not self.tracked:
+                yield Detection(label, class_id, float(self.scores[i]), (x1, y1, x2, y2), points)
+                continue
+            track_id = int(self.track_ids[i])
+            yield Detection(
+                label,
+                class_id,
+                float(self.scores[i]),
+                (x1, y1, x2, y2),
+                points,
+                track_id if track_id >= 0 else None,
+                int(self.track_ages[i]),
+                TRACK_STATES[self.track_states[i]],
+            )

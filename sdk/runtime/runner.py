@@ -1,4 +1,7 @@
-"""The frame loop: source -> preprocess -> infer -> postprocess -> sink, timed per stage.
+"""The frame loop: source -> preprocess -> infer -> postprocess (-> track) -> sink, timed per stage.
+
+A pipeline with a `track:` section runs its tracker (sdk/track, one per camera) right after NMS; its time is
+part of the postprocess stage (the report's stage names do not change).
 
 Stages are built and opened in order and closed in reverse (each is a context manager).
 A frame that makes a stage raise is counted and skipped; a stage that fails every frame
@@ -24,6 +27,7 @@ from sdk.sinks import create_sinks
 from sdk.sources import FrameStream, StreamCounters, open_stream
 from sdk.spec.bounds import REPLAY_FRAMES_HINT, replay_frames_problem
 from sdk.spec.loader import PipelineFile
+from sdk.track import create_tracker
 
 MAX_CONSECUTIVE_ERRORS = 25
 DEFAULT_RECORDER_CAPACITY = 1 << 16
@@ -125,6 +129,9 @@ class PipelineRunner:
             preprocess = stack.enter_context(CpuPreprocessor(spec.preprocess, input_buffer))
             net_size = (spec.preprocess.resize.width, spec.preprocess.resize.height)
             postprocess = stack.enter_context(create_postprocessor(spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors()))
+            tracker = create_tracker(spec.track)  # None: the pipeline does not track
+            if tracker is not None:
+                stack.enter_context(tracker)
             frames = stack.enter_context(stream)
             fps = spec.source.replay.rate_fps or frames.reader.nominal_fps or 30.0
             sinks = create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl, retention=self.retention)
@@ -132,13 +139,13 @@ class PipelineRunner:
             note = f"TensorRT engine, {spec.model.precision}" if backend.name == "tensorrt" else _precision_note(spec.model.precision)
             result = RunResult(recorder, stream.counters, backend=f"{backend.describe()}, {note}", preprocess=preprocess.describe())
             started = time.perf_counter()
-            self._loop(frames, preprocess, backend, postprocess, sinks, result)
+            self._loop(frames, preprocess, backend, postprocess, tracker, sinks, result)
             result.wall_s = time.perf_counter() - started
             if hasattr(backend, "slowest_layers"):  # TensorRT with profile_layers: the bottleneck layers, by name
                 result.slowest_layers = [(name, round(ms / max(result.frames, 1), 4)) for name, ms in backend.slowest_layers(10)]
         return result
 
-    def _loop(self, frames, preprocess, backend, postprocess, sinks, result: RunResult) -> None:
+    def _loop(self, frames, preprocess, backend, postprocess, tracker, sinks, result: RunResult) -> None:
         clock = time.monotonic_ns
         record = result.recorder.record
         on_frame = self.on_frame
@@ -161,6 +168,8 @@ class PipelineRunner:
                 marks[3] = clock()
                 stage = "postprocess"
                 detections = postprocess(geometry)
+                if tracker is not None:
+                    detections = tracker.update(detections)  # timed with postprocess
                 marks[4] = clock()
                 stage = "sink"
                 sinks(frame, detections)

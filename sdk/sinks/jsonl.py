@@ -1,4 +1,5 @@
-"""detections.jsonl: one line per frame (frame, t_capture_ns, detections with label, score, box, and keypoints where decoded).
+"""detections.jsonl: one line per frame (frame, t_capture_ns, detections with label, score, box, keypoints where decoded,
+and track_id, track_age, track_state where the pipeline tracks).
 
 Every line goes to the kernel as one write() when its frame is done: a kill -9 of the runtime loses
 no line it wrote (the page cache outlives the process). `sync()` (the sink group's sync thread,
@@ -33,6 +34,10 @@ def _record(d: Detection, r: int) -> dict:
     record = {"label": d.label, "score": round(d.score, 4), "box": [round(v, r) for v in d.box]}
     if d.keypoints:  # decoders with keypoints (postprocess.decoder.keypoints): [[x, y], ...] in source pixels
         record["keypoints"] = [[round(x, r), round(y, r)] for x, y in d.keypoints]
+    if d.track_state is not None:  # a `track:` stage: the id (null until the track is confirmed), its age in frames, its state
+        record["track_id"] = d.track_id
+        record["track_age"] = d.track_age
+        record["track_state"] = d.track_state
     return record
 
 

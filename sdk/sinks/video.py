@@ -130,7 +130,7 @@ class VideoSink:
             x1, y1, x2, y2 = (int(round(v)) for v in d.box)
             colour = _COLOURS[d.class_id % len(_COLOURS)]
             cv2.rectangle(image, (x1, y1), (x2, y2), colour, 2)
-            text = f"{d.label} {d.score:.2f}"
+            text = f"{d.label} {d.score:.2f}" if d.track_id is None else f"#{d.track_id} {d.label} {d.score:.2f}"
             (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.4, 1)
             top = max(0, y1 - th - 4)
             cv2.rectangle(image, (x1, top), (x1 + tw + 2, top + th + 4), colour, cv2.FILLED)

@@ -4,7 +4,7 @@ One section per stage; each section becomes the keyword arguments of that stage.
 model forbids unknown keys (the loader turns those into "did you mean" errors) and is
 frozen: the pipeline is validated once, at load, and never changes afterwards. Every number
 has a documented range (`sdk.spec.bounds`). The sections `source`, `preprocess`, `budgets`,
-`calibration` and `service` live in modules of their own and are re-exported here.
+`calibration`, `service` and `track` live in modules of their own and are re-exported here.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from sdk.spec.calibration import AccuracyGate, Calibration
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
 from sdk.spec.service import DegradedMode, Health, Retention, Service
 from sdk.spec.source import SOURCE_SCHEMES, Reconnect, Replay, Source, synthetic_size
+from sdk.spec.track import Track
 
 Pixels = Int(1, MAX_TENSOR_SIDE, "pixels")
 STAGE_NAMES = ("preprocess", "infer", "postprocess", "sink")
@@ -265,6 +266,7 @@ class Pipeline(Frozen):
     preprocess: Preprocess
     model: Model
     postprocess: Postprocess
+    track: Track | None = None  # multi-object tracking after NMS (ByteTrack), one tracker per camera
     sinks: Annotated[tuple[Sink, ...], Field(max_length=16)] = Field(default_factory=lambda: (JsonlSink(kind="jsonl"),))
     budgets: Budgets = Budgets()
     calibration: Calibration | None = None
@@ -400,6 +402,7 @@ __all__ = [
     "Source",
     "SsdAnchorOptions",
     "SsdDecoder",
+    "Track",
     "VideoSink",
     "YoloDecoder",
     "crop_outside",

@@ -10,6 +10,7 @@ from pathlib import Path
 import sdk
 from sdk.artifacts import ENGINE_FILE, PRECISION_FILE, QDQ_FILE, RANGES_FILE, TRT_CACHE_FILE, ModelArtifacts
 from sdk.spec.loader import PipelineFile
+from tools.release.wheels import pipeline_modules
 
 PIPELINE_DIR = "pipeline"
 ARTIFACTS_DIR = "artifacts"
@@ -23,6 +24,7 @@ class Bundle:
     pipeline: str
     artifacts: str
     fingerprint: dict
+    modules: tuple[str, ...] = ()  # optional runtime modules the pipeline needs (wheels.pipeline_modules): shipped if the device lacks them
 
 
 def runtime_files() -> dict[str, Path]:
@@ -49,7 +51,7 @@ def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_ke
         "host_python": sys.version.split()[0],
         "host_machine": platform.machine(),
     }
-    bundle = Bundle(files, pipeline_rel, ARTIFACTS_DIR, fingerprint)
+    bundle = Bundle(files, pipeline_rel, ARTIFACTS_DIR, fingerprint, pipeline_modules(pipeline.spec))
     return with_int8(bundle, int8.qdq_model, int8.ranges, precision=int8.precision_file) if int8 is not None else bundle
 
 

@@ -17,7 +17,8 @@ import tempfile
 from pathlib import Path
 
 from sdk.errors import ReleaseError
-from sdk.probe import RUNTIME_MODULES
+from sdk.probe import PIPELINE_MODULES, RUNTIME_MODULES
+from sdk.spec.schema import Pipeline
 
 # manylinux tags a glibc-2.35 device (JetPack 6, Ubuntu 22.04) and current x86-64 Linux accept.
 GLIBC_TAGS = (
@@ -47,14 +48,22 @@ def cuda_bindings_requirement(cuda: str | None) -> str | None:
     return f"cuda-bindings>={major},<{major + 1}"
 
 
-def requirements_for(missing_modules: list[str], cuda: str | None = None) -> list[str]:
+def pipeline_modules(spec: Pipeline) -> tuple[str, ...]:
+    """The modules of sdk.probe.PIPELINE_MODULES this pipeline runs: scipy where it tracks (`track:`)."""
+    return ("scipy",) if spec.track is not None else ()
+
+
+def requirements_for(missing_modules: list[str], cuda: str | None = None, needs: tuple[str, ...] = ()) -> list[str]:
     """What pip fetches for the modules the device lacks; `cuda` (the probe's, e.g. 12.6) pins cuda-bindings,
-    which is left out where the device has no CUDA."""
-    unknown = [m for m in missing_modules if m not in RUNTIME_MODULES]
+    which is left out where the device has no CUDA. A missing module of sdk.probe.PIPELINE_MODULES is fetched only
+    where the pipeline `needs` it (pipeline_modules): scipy travels with a tracking pipeline, not with every release."""
+    known = {**RUNTIME_MODULES, **PIPELINE_MODULES}
+    unknown = [m for m in missing_modules if m not in known]
     if unknown:
         raise ReleaseError(f"the device lacks modules the SDK does not know how to ship: {', '.join(unknown)}")
     pinned = {"cuda.bindings": cuda_bindings_requirement(cuda)}
-    requirements = [pinned[m] if m in pinned else RUNTIME_MODULES[m] for m in missing_modules]
+    wanted = [m for m in missing_modules if m in RUNTIME_MODULES or m in needs]
+    requirements = [pinned[m] if m in pinned else known[m] for m in wanted]
     return sorted(r for r in requirements if r)
 
 

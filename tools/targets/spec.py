@@ -40,7 +40,7 @@ class Timeouts(Frozen):
     keepalive_s: Real("seconds between SSH keepalives", gt=0, le=300) = 5.0
 
 
-RUNTIME_MODULE = Literal["numpy", "cv2", "yaml", "pydantic", "onnxruntime"]  # sdk.probe.RUNTIME_MODULES
+RUNTIME_MODULE = Literal["numpy", "cv2", "yaml", "pydantic", "onnxruntime", "scipy"]  # sdk.probe.RUNTIME_MODULES, PIPELINE_MODULES
 
 
 class MenderSettings(Frozen):
@@ -55,7 +55,10 @@ class MenderSettings(Frozen):
     ] = None
     missing_modules: Annotated[
         list[RUNTIME_MODULE] | None,
-        Field(description="runtime modules the device lacks, shipped as wheels (default: all but numpy and cv2 on Jetson/DRIVE, all elsewhere)"),
+        Field(
+            description="runtime modules the device lacks, shipped as wheels (default: all but numpy and cv2 on Jetson/DRIVE, all elsewhere; "
+            "scipy only with a pipeline that tracks)"
+        ),
     ] = None
 
 

@@ -1,0 +1,52 @@
+"""The real detector over the real clip (vtest.avi, a pedestrian street scene), once per session:
+the detections the tracker tests feed to ours and to the reference tracker."""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+import pytest
+
+from sdk.backends import create_backend
+from sdk.postprocess import create_postprocessor
+from sdk.preprocess import CpuPreprocessor
+
+FRAMES = 795  # the whole clip (80 s at 10 fps of a street: people cross, pass each other and are occluded)
+
+
+class Frame:
+    """One frame's NMS output: boxes [N, 4] float32 (source pixels), scores [N], best first."""
+
+    def __init__(self, boxes: np.ndarray, scores: np.ndarray) -> None:
+        self.boxes, self.scores = boxes, scores
+
+
+@pytest.fixture(scope="session")
+def clip_detections(example_pipeline, prepared_example, video_path) -> list[Frame]:
+    spec = example_pipeline.spec
+    capture = cv2.VideoCapture(str(video_path))
+    frames = []
+    with create_backend("onnxruntime", prepared_example.model_path, threads=1) as backend:
+        (buffer,) = backend.inputs.values()
+        pre = CpuPreprocessor(spec.preprocess, buffer)
+        post = create_postprocessor(spec.postprocess, backend.outputs, (300, 300), prepared_example.load_tensors())
+        for _ in range(FRAMES):
+            ok, bgr = capture.read()
+            assert ok
+            geometry = pre(bgr)
+            backend.infer()
+            found = post(geometry)
+            n = found.count
+            frames.append(Frame(found.boxes[:n].copy(), found.scores[:n].copy()))
+    capture.release()
+    return frames
+
+
+def fill(detections, frame: Frame, keep=None) -> None:
+    """Put a frame's detections (or the `keep` rows of them) into a Detections, as postprocess leaves them."""
+    rows = np.arange(len(frame.scores)) if keep is None else np.asarray(keep, np.intp)
+    n = len(rows)
+    detections.boxes[:n] = frame.boxes[rows]
+    detections.scores[:n] = frame.scores[rows]
+    detections.class_ids[:n] = 0
+    detections.count = n
