@@ -36,9 +36,10 @@ def load(folder: Path, postprocess: str, sinks: str = ""):
 
 GOOD = {
     "yolox": "postprocess:\n  decoder: {kind: yolo, output: out, layout: yolox, strides: [8, 16, 32, 64]}\n  classes: [a]\n",
-    "v5-anchors": "postprocess:\n  decoder: {kind: yolo, output: out, layout: v5, anchors: {8: [[10, 13], [16, 30]], 16: [[30, 61]]}}\n  classes: [a]\n",
-    "nms_inside": "postprocess:\n  decoder: {kind: nms_inside, boxes: b, scores: s, classes: c, count: n, box_format: yxyx, normalized: true, class_offset: 1}\n"
+    "v5-anchors": "postprocess:\n  decoder: {kind: yolo, output: out, layout: v5, anchors: {8: [[10, 13], [16, 30]], 16: [[30, 61]]}}\n"
     "  classes: [a]\n",
+    "nms_inside": "postprocess:\n  decoder: {kind: nms_inside, boxes: b, scores: s, classes: c, count: n, box_format: yxyx,"
+    " normalized: true, class_offset: 1}\n  classes: [a]\n",
     "classify": "postprocess:\n  decoder: {kind: classify, output: probs, activation: sigmoid, top_k: 3}\n  classes: [a, b, c]\n",
     "segment": "postprocess:\n  decoder: {kind: segment, output: seg}\n  classes: [road, car]\n",
 }
