@@ -75,6 +75,7 @@ class SegmentPostprocessor(Stage):
             raise ModelError(
                 f"postprocess.decoder.output: {decoder.output!r} is {list(raw.shape)}, expected {layout} (channels_last: {decoder.channels_last})"
             )
+        self._planes = None if decoder.channels_last else raw[0]  # [C, H, W]: argmax as a running max over contiguous planes
         self._maps = raw[0] if decoder.channels_last else raw[0].transpose(1, 2, 0)  # a [H, W, C] view
         channels = self._maps.shape[2]
         expected = 2 if channels == 1 else channels
@@ -93,6 +94,9 @@ class SegmentPostprocessor(Stage):
         self.decoder, self.spec = decoder, spec
         height, width = self._maps.shape[:2]
         self._net = np.zeros((height, width), np.uint8)
+        self._best = np.zeros((height, width), np.float32)
+        self._higher = np.zeros((height, width), bool)
+        self._step = np.zeros((height, width), np.uint8)
         self.result = Mask(classes)
 
     def describe(self) -> str:
@@ -106,6 +110,19 @@ class SegmentPostprocessor(Stage):
         maps, net = self._maps, self._net
         if maps.shape[2] == 1:
             np.greater(maps[:, :, 0], self._cut, out=net.view(bool))
+        elif self._planes is not None:
+            # argmax over contiguous planes without a masked write (slow in numpy): the maximum, then, from the last
+            # channel to the first (so the first maximum wins, as argmax), net -= (net - c) * (plane == max), in uint8.
+            best, equal, step = self._best, self._higher, self._step
+            np.copyto(best, self._planes[0])
+            for plane in self._planes[1:]:
+                np.maximum(best, plane, out=best)
+            net.fill(0)
+            for channel in range(len(self._planes) - 1, 0, -1):
+                np.equal(self._planes[channel], best, out=equal)
+                np.subtract(net, np.uint8(channel), out=step)
+                np.multiply(step, equal, out=step)
+                np.subtract(net, step, out=net)
         else:
             net[:] = np.argmax(maps, axis=2)
         out = self.result
