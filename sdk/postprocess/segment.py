@@ -118,7 +118,7 @@ class SegmentPostprocessor(Stage):
             for plane in self._planes[1:]:
                 np.maximum(best, plane, out=best)
             net.fill(0)
-            for channel in range(len(self._planes) - 1, 0, -1):
+            for channel in range(len(self._planes) - 1, -1, -1):
                 np.equal(self._planes[channel], best, out=equal)
                 np.subtract(net, np.uint8(channel), out=step)
                 np.multiply(step, equal, out=step)

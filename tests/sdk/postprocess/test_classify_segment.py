@@ -61,7 +61,8 @@ def test_argmax_mask_through_letterbox_and_crop(channels_last, crop):
     # blocky maps (objects, not noise), so that the two nearest-neighbour mappings agree except on block edges
     small = rng.normal(0, 1, (5, 8, 12)).astype(np.float32)
     maps = np.repeat(np.repeat(small, 8, axis=1), 8, axis=2)  # [5, 64, 96]
-    maps[:, :4, :4] = 3.0  # a tie: the first channel wins, as argmax
+    maps[:, :4, :4] = 3.0  # a tie of every channel: the first wins, as argmax
+    maps[1:3, 4:8, :4] = 4.0  # a tie of two
     raw = maps.transpose(1, 2, 0)[None].copy() if channels_last else maps[None].copy()
     names = [f"s{i}" for i in range(5)]
     post = create_postprocessor(spec({"kind": "segment", "output": "o", "channels_last": channels_last}, names), {"o": raw}, (96, 64), {})
