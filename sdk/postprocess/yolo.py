@@ -41,6 +41,7 @@ class YoloPostprocessor(Stage):
             raise ModelError(f"postprocess.decoder: {decoder.output!r} is {list(raw.shape)}, expected [1, N, 5+C] or [1, 4+C, N]")
         # A view with one row per candidate: [N, 5 + C] (v5, yolox) or [N, 4 + C] (v8, transposed view).
         self._rows = raw[0].T if decoder.layout == "v8" else raw[0]
+        self._columns = raw[0] if decoder.layout == "v8" else None  # [4 + C, N]: v8's class maxima along contiguous rows
         head = 4 if decoder.layout == "v8" else 5
         classes = self._rows.shape[1] - head
         if classes != len(spec.classes):
@@ -69,20 +70,27 @@ class YoloPostprocessor(Stage):
     def __call__(self, geometry: ResizeGeometry) -> Detections:
         if self._grid:
             return self._decode_grid(geometry)
-        rows, head = self._rows, self._head
-        class_scores = rows[:, head:]
-        best = class_scores.argmax(axis=1)
-        scores = class_scores[np.arange(len(rows)), best]
-        if self.decoder.layout == "v5":
-            scores = scores * rows[:, 4]  # objectness x class confidence
-        keep = np.nonzero(scores > self.spec.score_threshold)[0]
-        out = self.detections
+        rows, head, out = self._rows, self._head, self.detections
+        if self._columns is not None:
+            # v8: the best score per candidate reduced over contiguous class rows (not the transposed view's
+            # strided ones); the best class only for those that pass (same argmax: the first maximum).
+            classes = self._columns[4:]
+            scores = classes.max(axis=0)
+            keep = np.nonzero(scores > self.spec.score_threshold)[0]
+            best = classes[:, keep].argmax(axis=0)
+            scores = scores[keep]
+        else:
+            class_scores = rows[:, head:]
+            best = class_scores.argmax(axis=1)
+            scores = class_scores[np.arange(len(rows)), best] * rows[:, 4]  # v5: objectness x class confidence
+            keep = np.nonzero(scores > self.spec.score_threshold)[0]
+            best, scores = best[keep], scores[keep]
         if len(keep) == 0:
             out.count = 0
             return out
         cx, cy, w, h = rows[keep, 0], rows[keep, 1], rows[keep, 2], rows[keep, 3]
         boxes = np.stack([cx - 0.5 * w, cy - 0.5 * h, cx + 0.5 * w, cy + 0.5 * h], axis=1).astype(np.float32)
-        scores, best = scores[keep].astype(np.float32), best[keep]
+        scores = scores.astype(np.float32)
         return out.select(boxes, scores, best, self.spec.iou_threshold, geometry)
 
     def _decode_grid(self, geometry: ResizeGeometry) -> Detections:
