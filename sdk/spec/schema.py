@@ -221,9 +221,15 @@ class Postprocess(Frozen):
         labelled = isinstance(self.decoder, LABELLED) and self.decoder.labels is not None
         if labelled and self.classes:
             raise ValueError("name the classes once: postprocess.classes or postprocess.decoder.labels (a file), not both")
+        if "classes" not in self.model_fields_set and not labelled:
+            where = ", or a label file in decoder.labels" if isinstance(self.decoder, LABELLED) else ""
+            raise bounds_error(
+                f"required key is missing: the class names in the model's order{where}",
+                hint="add the key; README.md lists every key",
+                path=("postprocess", "classes"),
+            )
         if not self.classes and not labelled:
-            where = " (postprocess.classes, or a label file in decoder.labels)" if isinstance(self.decoder, LABELLED) else ""
-            raise ValueError("name at least one class" + where)
+            raise ValueError("name at least one class")
         return self
 
 

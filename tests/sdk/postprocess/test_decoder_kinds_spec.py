@@ -95,7 +95,8 @@ BAD = {
         "postprocess",
         "not both",
     ),
-    "no-classes": ("postprocess:\n  decoder: {kind: segment, output: s}\n", "postprocess", "name at least one class"),
+    "no-classes": ("postprocess:\n  decoder: {kind: segment, output: s}\n", "postprocess.classes", "required key is missing"),
+    "empty-classes": ("postprocess:\n  decoder: {kind: segment, output: s}\n  classes: []\n", "postprocess", "name at least one class"),
     "unknown-kind": ("postprocess:\n  decoder: {kind: detr, output: s}\n  classes: [a]\n", "postprocess.decoder", "detr"),
 }
 
