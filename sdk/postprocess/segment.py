@@ -49,16 +49,21 @@ class Mask:
         """Blend the classes (not class 0, the background) over the frame, 50 %."""
         if self.mask.shape != image.shape[:2]:
             return
-        palette = _palette(len(self.labels))
+        palette = _palette()
         seen = (self.mask > 0) & (self.mask != UNSEEN)
         image[seen] = (image[seen].astype(np.uint16) + palette[self.mask[seen]]) // 2
 
 
-def _palette(count: int) -> np.ndarray:
-    rng = np.random.default_rng(20)
-    palette = rng.integers(40, 256, (256, 3)).astype(np.uint16)
-    palette[0] = 0
-    return palette
+_PALETTE: list[np.ndarray] = []
+
+
+def _palette() -> np.ndarray:
+    """A fixed colour per class index (made once): class 0, the background, is not drawn."""
+    if not _PALETTE:
+        palette = np.random.default_rng(20).integers(40, 256, (256, 3)).astype(np.uint16)
+        palette[0] = 0
+        _PALETTE.append(palette)
+    return _PALETTE[0]
 
 
 class SegmentPostprocessor(Stage):
