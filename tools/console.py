@@ -27,6 +27,8 @@ def render_report(console: Console, report: dict, report_dir, staged) -> None:
         f"[bold]{report['pipeline']}[/] on [bold]{report['target']}[/]: {report['measured_frames']} frames measured "
         f"({report['warmup_frames']} warm-up), {report['dropped']} dropped, backend {report['backend']}"
     )
+    if report.get("postprocess"):  # older reports have none
+        console.print(f"postprocess: {report['postprocess']}")
     table = Table()
     for column in ("stage", "p50 ms", "p99 ms", "max ms", "mean ms"):
         table.add_column(column, justify="left" if column == "stage" else "right")

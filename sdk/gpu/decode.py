@@ -145,6 +145,10 @@ class YoloDecodePlan:
     def build(cls, spec: Postprocess, output_shape: tuple[int, ...], capacity: int = 4096) -> YoloDecodePlan:
         decoder = spec.decoder
         assert isinstance(decoder, YoloDecoder)
+        if decoder.layout == "yolox" or decoder.anchors is not None:
+            # The kernel reads decoded rows (v5, v8); grid-decoded heads decode on the CPU (sdk/postprocess/yolo.py).
+            what = "YOLOX" if decoder.layout == "yolox" else "a v5 raw head with anchors"
+            raise ModelError(f"the CUDA YOLO decoder takes decoded v5 and v8 rows, not {what}", hint="decode this model on the CPU")
         _, a, b = output_shape
         v5 = decoder.layout == "v5"
         count, width = (a, b) if v5 else (b, a)  # v5 [1, N, 5 + C]; v8 [1, 4 + C, N]

@@ -67,6 +67,17 @@ class Detections:
             geometry.points_to_source(self.keypoints[:n].reshape(-1, 2))
         return self
 
+    def fill(self, boxes: np.ndarray, scores: np.ndarray, class_ids: np.ndarray, geometry: ResizeGeometry) -> Detections:
+        """Keep these detections as they are (a model that ran its own NMS): best first, capped, in source pixels."""
+        order = np.argsort(-scores, kind="stable")[: len(self.scores)]
+        n = len(order)
+        self.boxes[:n] = boxes[order]
+        self.scores[:n] = scores[order]
+        self.class_ids[:n] = class_ids[order]
+        self.count = n
+        geometry.boxes_to_source(self.boxes[:n])
+        return self
+
     def __len__(self) -> int:
         return self.count
 
@@ -85,7 +96,7 @@ class Detections:
     def __iter__(self) -> Iterator[Detection]:
         for i in range(self.count):
             class_id = int(self.class_ids[i])
-            label = self.labels[class_id] if class_id < len(self.labels) else str(class_id)
+            label = self.labels[class_id] if 0 <= class_id < len(self.labels) else str(class_id)
             x1, y1, x2, y2 = (float(v) for v in self.boxes[i])
             points = tuple((float(x), float(y)) for x, y in self.keypoints[i])
             if not self.tracked:

@@ -57,6 +57,9 @@ class SsdPostprocessor(Stage):
         self._net_w, self._net_h = net_size
         self.detections = Detections(spec.max_detections, spec.classes, keypoints=decoder.keypoints)
 
+    def describe(self) -> str:
+        return f"SSD, {len(self._anchor_cx)} anchors; the SDK's NMS (IoU {self.spec.iou_threshold:g})"
+
     def __call__(self, geometry: ResizeGeometry) -> Detections:
         out = self.detections
         logits = self._logits

@@ -109,6 +109,7 @@ def build_report(
         "wall_s": round(result.wall_s, 3),
         "backend": result.backend,
         "preprocess": result.preprocess,
+        "postprocess": result.postprocess,
         "slowest_layers": [{"layer": name, "ms_per_frame": ms} for name, ms in result.slowest_layers],
         "hashes": _hashes(pipeline, artifacts),
         "determinism": {"frames": len(frames), "digest": outputs_digest(frames, digests)},

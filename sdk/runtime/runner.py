@@ -19,7 +19,7 @@ from pathlib import Path
 from sdk.artifacts import ModelArtifacts
 from sdk.backends import create_backend
 from sdk.errors import ConfigError, ModelError, SdkError
-from sdk.postprocess import create_postprocessor
+from sdk.postprocess import create_postprocessor, describe
 from sdk.preprocess import CpuPreprocessor
 from sdk.runtime.recorder import LatencyRecorder
 from sdk.service.health import HealthMonitor
@@ -41,6 +41,7 @@ class RunResult:
     last_error: str | None = None
     backend: str = ""
     preprocess: str = ""  # which sampler resized the frames (it depends on the installed OpenCV)
+    postprocess: str = ""  # the decoder, and where NMS ran (the SDK's, or the model's own: then the SDK's is skipped)
     wall_s: float = 0.0
     slowest_layers: list[tuple[str, float]] = field(default_factory=list)  # (layer, ms per frame), TensorRT profiling only
 
@@ -128,7 +129,9 @@ class PipelineRunner:
             ((input_name, input_buffer),) = backend.inputs.items()
             preprocess = stack.enter_context(CpuPreprocessor(spec.preprocess, input_buffer))
             net_size = (spec.preprocess.resize.width, spec.preprocess.resize.height)
-            postprocess = stack.enter_context(create_postprocessor(spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors()))
+            postprocess = stack.enter_context(
+                create_postprocessor(spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors(), self.pipeline.class_names())
+            )
             tracker = create_tracker(spec.track)  # None: the pipeline does not track
             if tracker is not None:
                 stack.enter_context(tracker)
@@ -138,6 +141,7 @@ class PipelineRunner:
             self.sinks = stack.enter_context(sinks)
             note = f"TensorRT engine, {spec.model.precision}" if backend.name == "tensorrt" else _precision_note(spec.model.precision)
             result = RunResult(recorder, stream.counters, backend=f"{backend.describe()}, {note}", preprocess=preprocess.describe())
+            result.postprocess = describe(postprocess)
             started = time.perf_counter()
             self._loop(frames, preprocess, backend, postprocess, tracker, sinks, result)
             result.wall_s = time.perf_counter() - started

@@ -10,6 +10,7 @@ from sdk.frame import Frame
 from sdk.postprocess.detections import Detections
 from sdk.spec.paths import confined_path
 from sdk.spec.schema import JsonlSink as JsonlSpec
+from sdk.spec.schema import MaskSink as MaskSpec
 from sdk.spec.schema import NullSink as NullSpec
 from sdk.spec.schema import VideoSink as VideoSpec
 
@@ -125,13 +126,21 @@ def create_sinks(specs: tuple, output_dir: Path, *, fps: float = 30.0, require_j
     contract = JsonlSpec(kind="jsonl")
     if require_jsonl and not any(isinstance(spec, JsonlSpec) and Path(spec.path) == Path(contract.path) for spec in specs):
         specs = (*specs, contract)
+    masks = next((spec for spec in specs if isinstance(spec, MaskSpec)), None)  # the JSONL lines name its files
     for index, spec in enumerate(specs):
         where = f"sinks[{index}].path"
         if isinstance(spec, JsonlSpec):
             from sdk.sinks.jsonl import JsonlSink
 
             path = confined_path(output_dir, spec.path, where=where)
-            sinks.append(JsonlSink(path, rotate=spec.rotate, retention=retention, sync_interval_s=spec.sync_interval_s))
+            sink = JsonlSink(path, rotate=spec.rotate, retention=retention, sync_interval_s=spec.sync_interval_s)
+            if masks is not None:
+                sink.masks = (masks.path, masks.every)
+            sinks.append(sink)
+        elif isinstance(spec, MaskSpec):
+            from sdk.sinks.mask import MaskSink
+
+            sinks.append(MaskSink(confined_path(output_dir, spec.path, where=where), every=spec.every, keep=spec.keep))
         elif isinstance(spec, VideoSpec):
             from sdk.sinks.video import VideoSink
 

@@ -67,6 +67,7 @@ class JsonlSink:
         self._rotate_after = 0.0
         self._last_index: int | None = None
         self._lock = threading.Lock()  # the fd against the sync thread (rotation and close swap it)
+        self.masks: tuple[str, int] | None = None  # a mask sink's folder and `every`: a segment line names the frame's PNG
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -96,6 +97,11 @@ class JsonlSink:
             "t_capture_ns": frame.t_capture_ns,
             "detections": [_record(d, r) for d in detections],
         }
+        fields = getattr(detections, "jsonl_fields", None)
+        if fields is not None:  # classify: classes [{label, score}]; segment: mask (file or null), pixels {label: count}
+            line.update(fields(r))
+            if "mask" in line and self.masks is not None and frame.index % self.masks[1] == 0:
+                line["mask"] = f"{self.masks[0]}/{frame.index:06d}.png"
         return (json.dumps(line, separators=(",", ":")) + "\n").encode()
 
     def write(self, frame: Frame, detections: Detections) -> None:

@@ -126,6 +126,9 @@ class VideoSink:
             resized = cv2.resize(image, self._size)
             self._canvas[...] = resized[..., None] if resized.ndim == 2 else resized
         image = self._canvas
+        draw = getattr(detections, "draw", None)
+        if draw is not None:  # a segment mask blended over the frame, or a classifier's best classes
+            draw(image)
         for d in detections:
             x1, y1, x2, y2 = (int(round(v)) for v in d.box)
             colour = _COLOURS[d.class_id % len(_COLOURS)]

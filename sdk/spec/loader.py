@@ -50,8 +50,27 @@ class PipelineFile:
             return None
         return self.resolve(calibration.source.partition("://")[2], "calibration.source")
 
+    def labels_file(self) -> Path | None:
+        """The label file a classify or segment decoder names (decoder.labels), or None."""
+        labels = getattr(self.spec.postprocess.decoder, "labels", None)
+        return self.resolve(labels, "postprocess.decoder.labels") if labels is not None else None
+
+    def class_names(self) -> tuple[str, ...]:
+        """postprocess.classes, or the names the label file holds (read, and refused in one line, here)."""
+        from sdk.spec.decoders import read_labels
+
+        labels = self.labels_file()
+        if labels is None:
+            return self.spec.postprocess.classes
+        return read_labels(labels, f"{self.path}: postprocess.decoder.labels")
+
     def check_files(self) -> None:
-        files = ((self.model_path, "model.path"), (self.source_file(), "source.uri"), (self.calibration_source_file(), "calibration.source"))
+        files = (
+            (self.model_path, "model.path"),
+            (self.source_file(), "source.uri"),
+            (self.calibration_source_file(), "calibration.source"),
+            (self.labels_file(), "postprocess.decoder.labels"),
+        )
         for file, yaml_path in files:
             if file is not None and not file.exists():
                 raise ConfigError(
@@ -72,8 +91,10 @@ def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile
     pipeline.model_path  # noqa: B018
     pipeline.source_file()
     pipeline.calibration_source_file()
+    pipeline.labels_file()
     if check_files:
         pipeline.check_files()
+        pipeline.class_names()  # a label file that names nothing is refused at load, not at the first frame
     return pipeline
 
 

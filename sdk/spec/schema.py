@@ -16,6 +16,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from sdk.spec.bounds import MAX_HELD_FRAMES_BYTES, MAX_TENSOR_SIDE, Flag, Frozen, Int, Real, bounds_error, shown, size_text
 from sdk.spec.budgets import AccuracyAcceptance, Budgets, Determinism, EnvironmentRequirements, LatencyLimits, PositiveMs
 from sdk.spec.calibration import AccuracyGate, Calibration
+from sdk.spec.decoders import LABELLED, ClassifyDecoder, NmsInsideDecoder, SegmentDecoder, YoloDecoder
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
 from sdk.spec.service import DegradedMode, Health, Retention, Service
 from sdk.spec.source import SOURCE_SCHEMES, Reconnect, Replay, Source, synthetic_size
@@ -205,26 +206,32 @@ class SsdDecoder(Frozen):
         return self
 
 
-class YoloDecoder(Frozen):
-    kind: Literal["yolo"]
-    output: str
-    # v5: [1, N, 5 + C] (cx, cy, w, h, objectness, classes); v8: [1, 4 + C, N].
-    layout: Literal["v5", "v8"]
-
-
 class Postprocess(Frozen):
-    decoder: Annotated[Union[SsdDecoder, YoloDecoder], Field(discriminator="kind")]  # noqa: UP007
-    classes: Annotated[tuple[str, ...], Field(max_length=10_000)]
+    decoder: Annotated[
+        Union[SsdDecoder, YoloDecoder, NmsInsideDecoder, ClassifyDecoder, SegmentDecoder],  # noqa: UP007
+        Field(discriminator="kind"),
+    ]
+    # Class names in the model's order; classify and segment may name a label file (decoder.labels) instead.
+    classes: Annotated[tuple[str, ...], Field(max_length=10_000)] = ()
     score_threshold: Real("detections scoring below are dropped", ge=0, le=1) = 0.3
     iou_threshold: Real("non-maximum suppression: overlap above which the lower score goes", gt=0, le=1) = 0.6
     max_detections: Int(1, 10000, "detections kept per frame, highest scores first") = 100
 
-    @field_validator("classes")
-    @classmethod
-    def _some_classes(cls, classes: tuple[str, ...]) -> tuple[str, ...]:
-        if not classes:
+    @model_validator(mode="after")
+    def _some_classes(self) -> Postprocess:
+        labelled = isinstance(self.decoder, LABELLED) and self.decoder.labels is not None
+        if labelled and self.classes:
+            raise ValueError("name the classes once: postprocess.classes or postprocess.decoder.labels (a file), not both")
+        if "classes" not in self.model_fields_set and not labelled:
+            where = ", or a label file in decoder.labels" if isinstance(self.decoder, LABELLED) else ""
+            raise bounds_error(
+                f"required key is missing: the class names in the model's order{where}",
+                hint="add the key; README.md lists every key",
+                path=("postprocess", "classes"),
+            )
+        if not self.classes and not labelled:
             raise ValueError("name at least one class")
-        return classes
+        return self
 
 
 class Rotate(Frozen):
@@ -256,7 +263,16 @@ class NullSink(Frozen):
     kind: Literal["null"]
 
 
-Sink = Annotated[Union[JsonlSink, VideoSink, NullSink], Field(discriminator="kind")]  # noqa: UP007
+class MaskSink(Frozen):
+    """A segment decoder's masks as PNGs (class index per pixel, source size; 255 outside the crop), `path/NNNNNN.png`."""
+
+    kind: Literal["mask"]
+    path: str = "masks"
+    every: Int(1, 100_000, "write the mask of every n-th frame (the JSONL sink names the file of those frames)") = 1
+    keep: Int(1, 1_000_000, "the newest masks kept; older ones are deleted (a service runs for days)") = 10_000
+
+
+Sink = Annotated[Union[JsonlSink, VideoSink, NullSink, MaskSink], Field(discriminator="kind")]  # noqa: UP007
 
 
 class Pipeline(Frozen):
@@ -300,6 +316,17 @@ class Pipeline(Frozen):
                     "allowed: at most half (the bound holds a finished file and the current one)",
                     hint="lower rotate.max_mb or raise service.retention.max_total_mb",
                     path=("sinks", index, "rotate", "max_mb"),
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _masks_need_a_segmenter(self) -> Pipeline:
+        for index, sink in enumerate(self.sinks):
+            if isinstance(sink, MaskSink) and not isinstance(self.postprocess.decoder, SegmentDecoder):
+                raise bounds_error(
+                    f"a mask sink with decoder kind {self.postprocess.decoder.kind}; allowed: kind: mask only with postprocess.decoder.kind segment",
+                    hint="remove the mask sink: this decoder makes no mask",
+                    path=("sinks", index, "kind"),
                 )
         return self
 
@@ -374,6 +401,7 @@ __all__ = [
     "AccuracyAcceptance",
     "AccuracyGate",
     "Budgets",
+    "ClassifyDecoder",
     "Calibration",
     "Crop",
     "DegradedMode",
@@ -384,7 +412,9 @@ __all__ = [
     "GeneratedAnchors",
     "JsonlSink",
     "LatencyLimits",
+    "MaskSink",
     "Model",
+    "NmsInsideDecoder",
     "Normalize",
     "NullSink",
     "Pipeline",
@@ -397,6 +427,7 @@ __all__ = [
     "Resize",
     "Retention",
     "Rotate",
+    "SegmentDecoder",
     "Service",
     "Sink",
     "Source",

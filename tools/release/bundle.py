@@ -43,6 +43,9 @@ def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_ke
         media = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
         for path in media:
             files[f"{PIPELINE_DIR}/{path.relative_to(folder).as_posix()}"] = path
+    labels = pipeline.labels_file()
+    if labels is not None:  # a classify or segment decoder's label file travels with the pipeline, where it names it
+        files[f"{PIPELINE_DIR}/{labels.relative_to(folder).as_posix()}"] = labels
     for path in artifacts.files():
         files[f"{ARTIFACTS_DIR}/{path.name}"] = path
     fingerprint = {
