@@ -339,5 +339,6 @@ def supervise(argv: list[str]) -> int:
     parser.add_argument("--status-dir", type=Path, required=True)
     parser.add_argument("--frames", type=int, default=None, help="each run stops after N frames (tests)")
     args = parser.parse_args(argv)
+    os.umask(0o007)  # as the unit's UMask=: the status folder is shared with the unit's user through the group
     release = args.release.resolve()  # pinned at start: a later deploy does not swap a running service
     return Supervisor(release, args.status_dir.resolve(), None, args.frames).run()
