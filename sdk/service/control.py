@@ -131,7 +131,8 @@ def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None =
         supervisor = read_json(folder / SUPERVISOR_FILE) or {}
         if supervisor.get("pid") == child.pid:  # this start's supervisor, not a file left by an earlier one
             if supervisor.get("state") in ("running", "stopped"):
-                return {**status(folder), "started": True}
+                plan = (supervisor.get("source") or {}).get("plan")
+                return {**status(folder), "started": True, **({"plan": plan} if plan else {})}
             if supervisor.get("state") == "failed":
                 break
         if code is not None:
