@@ -151,7 +151,9 @@ def stop(folder: Path, wait_s: float) -> dict:
     except PermissionError:  # the locked-down unit runs as its own user: only systemd (root) may stop it
         units = sorted(p.name for p in folder.glob("perception-*.service"))
         name = units[0] if units else "perception-PIPELINE.service"
-        raise TargetError(f"the service runs as another user (systemd's {name}): this login may not signal it", hint=f"sudo systemctl stop {name}") from None
+        raise TargetError(
+            f"the service runs as another user (systemd's {name}): this login may not signal it", hint=f"sudo systemctl stop {name}"
+        ) from None
     if stopped is not None and not stopped["stopped"]:
         raise TargetError(
             f"the supervisor (pid {stopped['pid']}) did not stop within {wait_s:g} s", hint="it keeps trying; check sdk logs --target T"

@@ -63,7 +63,9 @@ class Service(Frozen):
     root_reason: Annotated[str, Field(min_length=10, max_length=200, pattern=r"^[^\n\r\x00]+$")] | None = None  # needed for user: root
     memory_max_mb: Real("MiB the service may take (systemd MemoryMax=); beyond it the kernel ends it and it restarts", ge=64, le=1_048_576) = 4096
     oom_score_adjust: Int(-1000, 1000, "the service's OOMScoreAdjust= (negative: killed after other programs)") = -500
-    on_failure: Annotated[str, Field(max_length=200, pattern=r"^(?:[A-Za-z0-9:_.@-]|%[nNip])+\.(service|target)$")] | None = None  # started on failure (%n: this unit)
+    on_failure: Annotated[str, Field(max_length=200, pattern=r"^(?:[A-Za-z0-9:_.@-]|%[nNip])+\.(service|target)$")] | None = (
+        None  # started on failure (%n: this unit)
+    )
 
     @field_validator("heartbeat_udp")
     @classmethod
@@ -81,7 +83,9 @@ class Service(Frozen):
                 path=("service", "user"),
             )
         if self.user != "root" and self.root_reason is not None:
-            raise bounds_error(f"root_reason is set but user is {self.user!r}; allowed: root_reason only with user: root", path=("service", "root_reason"))
+            raise bounds_error(
+                f"root_reason is set but user is {self.user!r}; allowed: root_reason only with user: root", path=("service", "root_reason")
+            )
         return self
 
 

@@ -87,7 +87,8 @@ def test_start_on_a_replay_says_what_it_will_do_and_that_it_ends_with_the_clip(t
     Deploy(pipeline.path, "local", frames=3, report_dir=tmp_path / "r")()
     started = sdk("start", "--target", "local")
     assert started.returncode == 0, started.stderr
-    said = "replaying synthetic://boxes?width=64&height=48&frames=60 once (60 frames at 30 fps, about 2 s): the service stops by itself when the clip ends"
+    clip = "synthetic://boxes?width=64&height=48&frames=60"
+    said = f"replaying {clip} once (60 frames at 30 fps, about 2 s): the service stops by itself when the clip ends"
     assert f"local: {said}" in started.stderr and json.loads(started.stdout)["plan"].startswith(said)
     deadline = time.monotonic() + 60
     while (service := json.loads(sdk("status", "--target", "local").stdout)["service"])["state"] != "stopped":
@@ -170,5 +171,7 @@ def test_the_deploy_says_the_root_step_while_the_service_user_is_missing(tiny_pi
     assert done.returncode in (0, 4), done.stderr
     unit = state_dir / "targets" / "local" / "service" / "perception-tiny.service"
     note = next(line for line in done.stdout.splitlines() if "service unit" in line)
-    assert f"note the service unit {unit.resolve()} runs as user perception (not created yet); once, as root on the device: sudo env PYTHONPATH=" in note
+    assert (
+        f"note the service unit {unit.resolve()} runs as user perception (not created yet); once, as root on the device: sudo env PYTHONPATH=" in note
+    )
     assert note.endswith(f"-m sdk service --root {unit.resolve().parents[1]} install") and "User=perception" in unit.read_text()

@@ -106,7 +106,12 @@ def test_capabilities_limits_and_the_failure_hook_come_from_the_pipeline(example
     assert settings(plain, "RestrictRealtime") == ["yes"] and not settings(plain, "OnFailure")
     assert settings(plain, "MemoryMax") == ["4096M"] and settings(plain, "OOMScoreAdjust") == ["-500"]
     spec = variant(
-        example_pipeline.spec, realtime_priority=50, lock_memory=True, memory_max_mb=1536, oom_score_adjust=-800, on_failure="vehicle-alert@%n.service"
+        example_pipeline.spec,
+        realtime_priority=50,
+        lock_memory=True,
+        memory_max_mb=1536,
+        oom_score_adjust=-800,
+        on_failure="vehicle-alert@%n.service",
     )
     tuned = render(spec)
     assert settings(tuned, "CapabilityBoundingSet") == ["CAP_SYS_NICE CAP_IPC_LOCK"] == settings(tuned, "AmbientCapabilities")
@@ -193,7 +198,11 @@ def test_the_root_step_creates_the_user_shares_the_folder_and_unlinks_removed_un
         useradd = commands[0]
         assert useradd.startswith("useradd --system --no-create-home") and "--shell /usr/sbin/nologin" in useradd
         assert f"--gid {grp.getgrgid(group).gr_name}" in useradd and useradd.endswith(" perception")
-    assert f"chmod -R g+rwX {folder}" in commands and f"systemctl disable --now perception-parking.service" in commands
-    assert commands[-3:] == [f"systemctl link {folder}/perception-tiny.service", "systemctl enable perception-tiny.service", "systemctl restart perception-tiny.service"]
+    assert f"chmod -R g+rwX {folder}" in commands and "systemctl disable --now perception-parking.service" in commands
+    assert commands[-3:] == [
+        f"systemctl link {folder}/perception-tiny.service",
+        "systemctl enable perception-tiny.service",
+        "systemctl restart perception-tiny.service",
+    ]
     dry = service(store.root, "install", "--dry-run")
     assert dry["ran"] is False and dry["commands"][-1] == "systemctl restart perception-tiny.service"
