@@ -206,3 +206,32 @@ def test_the_root_step_creates_the_user_shares_the_folder_and_unlinks_removed_un
     ]
     dry = service(store.root, "install", "--dry-run")
     assert dry["ran"] is False and dry["commands"][-1] == "systemctl restart perception-tiny.service"
+
+
+def test_the_units_start_on_a_read_only_store_runs_the_committed_release_and_leaves_a_stale_trial(deployed_service, tmp_path):
+    """Under ProtectSystem=strict the store is read-only to the unit: `serve --root` does not recover it, and still
+    runs only the committed release (a release on trial when the power went never starts). A read-only bind
+    mount stands in for systemd's."""
+    from tests.sdk.service.service_helpers import unmount
+
+    store = copy_store(deployed_service, tmp_path / "store")
+    committed = store.committed()
+    shutil.copytree(store.release_dir(committed), store.releases / "0123456789abcdef")  # the release on trial
+    stale = {"release": "0123456789abcdef", "fallback": committed, "token": 99, "boot": "an earlier boot", "deadline": 0, "state": "running"}
+    (store.root / "trial.json").write_text(json.dumps(stale))
+    view = tmp_path / "read-only"
+    view.mkdir()
+    done = subprocess.run(["mount", "--bind", str(store.root), str(view)], capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot bind-mount here (root needed): {done.stderr.strip()}")
+    try:
+        assert subprocess.run(["mount", "-o", "remount,ro,bind", str(view)], capture_output=True).returncode == 0
+        status_dir = tmp_path / "status"  # the unit's ReadWritePaths=, outside the read-only view here
+        command = [sys.executable, "-m", "sdk", "serve", "--root", str(view), "--pipeline", "tiny", "--status-dir", str(status_dir)]
+        done = subprocess.run([*command, "--frames", "3"], capture_output=True, text=True, timeout=120)
+    finally:
+        unmount(view)
+    assert done.returncode == 0, done.stderr
+    status = json.loads((status_dir / "status.json").read_text())
+    assert status["release"] == committed and status["frames"] >= 1
+    assert json.loads((store.root / "trial.json").read_text()) == stale  # left for the next deploy to roll back
