@@ -452,6 +452,8 @@ def _service_command(args: argparse.Namespace, console: Console) -> int:
         for line in result["lines"]:
             console.print(line, highlight=False, markup=False)
     else:
+        if result.get("plan"):  # what the service will do, and when it ends (a replay ends with its clip)
+            sys.stderr.write(f"{args.target}: {result['plan']}\n")
         console.print_json(json.dumps(result))
     return 0
 

@@ -52,6 +52,14 @@ def render_report(console: Console, report: dict, report_dir, staged) -> None:
         console.print(f"  [yellow]skipped[/] {report['corrupt_frames']} corrupt frame(s), stage errors {report['stage_errors']}")
     if staged.recovered:
         console.print(f"  [yellow]note[/] an unfinished trial of release {staged.recovered} was rolled back before this deploy")
+    unit = getattr(staged, "service_unit", None) or {}
+    if unit and (not unit.get("user_exists") or unit.get("removed_units")):  # the root step the deploy cannot take
+        removed = f"; units removed: {', '.join(unit['removed_units'])}" if unit.get("removed_units") else ""
+        console.print(
+            f"  [yellow]note[/] the service unit {unit['unit']} runs as user {unit['user']}"
+            f"{'' if unit.get('user_exists') else ' (not created yet)'}{removed}; once, as root on the device: {unit['install']}",
+            highlight=False,
+        )
     sent = (
         f"{staged.files_sent} of {staged.files} file(s), {staged.bytes_sent / 1e6:.1f} MB sent" if staged.files else "current release, nothing sent"
     )

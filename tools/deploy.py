@@ -236,7 +236,7 @@ def install_release(
             session.store_op("commit")
             session.store_op("prune")
             # The service's systemd unit follows the release it runs (linking it into systemd is the user's root step).
-            session.service_op("unit", python=staged.python)
+            staged = replace(staged, service_unit=session.service_op("unit", python=staged.python))
     finally:
         session.unlock(owner)
     return staged

@@ -22,7 +22,10 @@ def store_command(target: Target, op: str) -> dict:
         owner = f"rollback:{target.name}"
         session.lock(owner)
         try:
-            return session.store_op(op)
+            result = session.store_op(op)
+            if op == "rollback":  # the unit follows the committed release, like after a deploy's commit
+                result["service_unit"] = session.service_op("unit")
+            return result
         finally:
             session.unlock(owner)
 

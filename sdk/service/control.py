@@ -1,4 +1,4 @@
-"""`python -m sdk service --root DIR (start|stop|status|logs|unit)`: the current release's service on a target.
+"""`python -m sdk service --root DIR (start|stop|status|logs|unit|install)`: the current release's service on a target.
 
 Without systemd (containers, the simulated target, a bench board) `start` launches the
 supervisor detached (its own session, so an SSH disconnect does not end it) and waits until the
@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -130,7 +131,8 @@ def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None =
         supervisor = read_json(folder / SUPERVISOR_FILE) or {}
         if supervisor.get("pid") == child.pid:  # this start's supervisor, not a file left by an earlier one
             if supervisor.get("state") in ("running", "stopped"):
-                return {**status(folder), "started": True}
+                plan = (supervisor.get("source") or {}).get("plan")
+                return {**status(folder), "started": True, **({"plan": plan} if plan else {})}
             if supervisor.get("state") == "failed":
                 break
         if code is not None:
@@ -144,7 +146,14 @@ def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None =
 def stop(folder: Path, wait_s: float) -> dict:
     """SIGTERM the verified lock holder (never a PID read from a file alone) and wait for its lock to go;
     a runtime that outlived its supervisor is stopped the same way, SIGKILL after the wait."""
-    stopped = stop_holder(folder / SERVICE_LOCK, "supervisor", wait_s, who=supervisor_holder(folder))
+    try:
+        stopped = stop_holder(folder / SERVICE_LOCK, "supervisor", wait_s, who=supervisor_holder(folder))
+    except PermissionError:  # the locked-down unit runs as its own user: only systemd (root) may stop it
+        units = sorted(p.name for p in folder.glob("perception-*.service"))
+        name = units[0] if units else "perception-PIPELINE.service"
+        raise TargetError(
+            f"the service runs as another user (systemd's {name}): this login may not signal it", hint=f"sudo systemctl stop {name}"
+        ) from None
     if stopped is not None and not stopped["stopped"]:
         raise TargetError(
             f"the supervisor (pid {stopped['pid']}) did not stop within {wait_s:g} s", hint="it keeps trying; check sdk logs --target T"
@@ -166,7 +175,14 @@ def logs(folder: Path, lines: int) -> dict:
 
 
 def write_unit(store: ReleaseStore, folder: Path, user: str | None) -> dict:
-    """service/perception-<pipeline>.service for the committed release (rendered, not installed: that needs root)."""
+    """service/perception-<pipeline>.service for the committed release (rendered, not installed: that needs root).
+
+    One unit per pipeline, and only the committed pipeline's unit stays: the units of pipelines no longer
+    committed in this store are removed here, at every deploy's commit (decision 0110); the root step
+    (`install`) disables their links."""
+    import grp
+    import pwd
+
     import sdk
     from sdk.runtime.cli import load_release
     from sdk.service.unit import render_unit, unit_name
@@ -180,9 +196,29 @@ def write_unit(store: ReleaseStore, folder: Path, user: str | None) -> dict:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / unit_name(pipeline.spec.name)
     sdk_path = str(Path(sdk.__file__).resolve().parent.parent)  # the store code that runs this (the agent on a device)
-    unit = render_unit(pipeline.spec.name, pipeline.spec.service, root=str(store.root.resolve()), python=python, sdk_path=sdk_path, user=user)
-    path.write_text(unit)
-    return {"unit": str(path), "install": f"sudo systemctl link {path} && sudo systemctl enable --now {path.name}"}
+    root = store.root.resolve()
+    try:
+        group = grp.getgrgid(root.stat().st_gid).gr_name  # the store owner's: the SSH login reads the service's status
+    except KeyError:
+        group = None
+    spec = pipeline.spec
+    if user == "root" and spec.service.root_reason is None:
+        raise TargetError("--user root needs the pipeline's service.root_reason", hint="say why in the pipeline file (service: root_reason: ...)")
+    unit = render_unit(spec, root=str(root), python=python, sdk_path=sdk_path, group=group, user=user)
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(unit)
+    os.replace(partial, path)
+    removed = [old.name for old in sorted(folder.glob("perception-*.service")) if old.name != path.name]
+    for name in removed:
+        (folder / name).unlink(missing_ok=True)
+    runs_as = user or spec.service.user
+    try:
+        pwd.getpwnam(runs_as)
+        user_exists = True
+    except KeyError:
+        user_exists = False
+    install = f"sudo env PYTHONPATH={shlex.quote(sdk_path)} {shlex.quote(sys.executable)} -m sdk service --root {shlex.quote(str(root))} install"
+    return {"unit": str(path), "user": runs_as, "user_exists": user_exists, "removed_units": removed, "install": install}
 
 
 def main(argv: list[str]) -> int:
@@ -196,6 +232,7 @@ def main(argv: list[str]) -> int:
     ops.add_parser("status")
     ops.add_parser("logs").add_argument("--lines", type=int, default=100)
     ops.add_parser("unit").add_argument("--user", default=None)
+    ops.add_parser("install").add_argument("--dry-run", action="store_true")
     args = parser.parse_args(argv)
     store = ReleaseStore(args.root)
     folder = (store.root / SERVICE_DIR).resolve()  # absolute: the supervisor runs in the release's folder
@@ -208,6 +245,10 @@ def main(argv: list[str]) -> int:
             result = status(folder)
         elif args.op == "unit":
             result = write_unit(store, folder, args.user)
+        elif args.op == "install":
+            from sdk.service.install import install
+
+            result = install(folder, args.dry_run)
         else:
             result = logs(folder, args.lines)
     except TargetError as exc:

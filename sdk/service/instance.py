@@ -83,7 +83,7 @@ class HeldLock:
         """The lock, or None when another process holds it. The descriptor is not inherited by children
         (a child must not keep the lock after its parent died) unless `inheritable()` says so."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o664)  # the group: the other manager's user
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

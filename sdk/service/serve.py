@@ -31,6 +31,7 @@ from sdk.service.files import OUTPUT_DIR, STATUS_FILE, write_json_atomic
 from sdk.service.health import DEGRADED, NOMINAL, STARTING, STOPPED, HealthMonitor
 from sdk.service.notify import Notifier
 from sdk.service.realtime import GcOutOfTheLoop, apply_realtime
+from sdk.service.unit import EXIT_OTHER_PIPELINE
 
 
 def write_status(folder: Path, status: dict) -> None:
@@ -160,10 +161,14 @@ class StatusReporter:
             self._udp[0].close()
 
 
-def exec_committed(root: Path, status_dir: Path, frames: int | None) -> int:
+def exec_committed(root: Path, status_dir: Path, frames: int | None, pipeline: str | None = None) -> int:
     """The service's entry point (systemd's ExecStart): recover the store, then become the committed
     release's own `serve` (same PID, so the manager's notify socket and watchdog carry over).
     A trial that can no longer finish is rolled back first: an unchecked release never starts here.
+    Under the locked-down unit the store is read-only (ProtectSystem=strict, decision 0111): the
+    committed release is read as recorded, and a trial left by a power cut is rolled back by the next
+    deploy (it never runs: only `committed` does). With `pipeline`, only that pipeline's release starts:
+    another pipeline's committed release exits EXIT_OTHER_PIPELINE, which systemd does not restart.
     The service lock is taken first and kept across the exec: systemd's service and `sdk start`
     exclude each other like two supervisors do."""
     from sdk.errors import TargetError
@@ -176,10 +181,16 @@ def exec_committed(root: Path, status_dir: Path, frames: int | None) -> int:
         who = holder(status_dir / SERVICE_LOCK, "supervisor") or {}
         raise TargetError(f"already running: pid {who.get('pid')} holds {status_dir / SERVICE_LOCK}", hint="sdk stop first")
     store = ReleaseStore(root)
-    with store.locked():
-        folder = store.committed_dir()
+    if os.access(store.root, os.W_OK):
+        with store.locked():
+            folder = store.committed_dir()
+    else:
+        committed = store.committed()
+        folder = store.release_dir(committed) if committed else None
     if folder is None:
         raise TargetError(f"{root}: no release has passed its health check on this device", hint="deploy one first")
+    if pipeline is not None:
+        _require_pipeline(folder, pipeline)
     env_python = store.env_dir(folder.name) / "bin" / "python"
     python = str(env_python) if env_python.exists() else sys.executable
     argv = [python, "-B", "-m", "sdk", "serve", "--release", str(folder), "--status-dir", str(status_dir)]
@@ -189,6 +200,35 @@ def exec_committed(root: Path, status_dir: Path, frames: int | None) -> int:
     lock.inheritable()
     os.execve(python, argv, env)
     return 1  # not reached
+
+
+class OtherPipeline(SdkError):
+    """The store's committed release runs another pipeline than the unit's: not restarted (decision 0110)."""
+
+    exit_code = EXIT_OTHER_PIPELINE
+
+
+def committed_pipeline(folder: Path) -> str | None:
+    """The `name:` of a release's pipeline file, read without pydantic (the agent's bare Python)."""
+    import re
+
+    from sdk.release import ReleaseManifest
+
+    try:
+        text = (folder / ReleaseManifest.load(folder).pipeline).read_text()
+    except (OSError, ValueError, SdkError):
+        return None
+    found = re.search(r"^name:\s*[\"']?([A-Za-z0-9_.-]+)", text, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def _require_pipeline(folder: Path, pipeline: str) -> None:
+    name = committed_pipeline(folder)
+    if name != pipeline:
+        raise OtherPipeline(
+            f"the committed release {folder.name} runs pipeline {name!r}, not {pipeline!r}: this unit starts {pipeline!r} only",
+            hint=f"deploy {pipeline} again to run it, or disable this unit (sudo systemctl disable --now perception-{pipeline})",
+        )
 
 
 class Stop:
@@ -226,9 +266,10 @@ def serve(argv: list[str]) -> int:
     where.add_argument("--root", type=Path, help="a release store: recover it, then serve its committed release")
     parser.add_argument("--status-dir", type=Path, required=True)
     parser.add_argument("--frames", type=int, default=None, help="stop after N frames (tests)")
+    parser.add_argument("--pipeline", default=None, help="with --root: start only this pipeline's committed release")
     args = parser.parse_args(argv)
     if args.root is not None:
-        return exec_committed(args.root, args.status_dir, args.frames)
+        return exec_committed(args.root, args.status_dir, args.frames, args.pipeline)
     status_dir = args.status_dir.resolve()
     status_dir.mkdir(parents=True, exist_ok=True)
     lock = _runtime_lock(status_dir)

@@ -81,6 +81,7 @@ class Supervisor:
         self.log: RotatingLog | None = None
         self.state_write_failures = 0
         self.state_write_error: str | None = None
+        self.source: dict | None = None  # what the service does with its source (sdk/service/plan.py)
         self._stopping = False
 
     def command(self) -> list[str]:
@@ -102,6 +103,7 @@ class Supervisor:
             "last_reason": self.last_reason,
             "last_error": self.last_error,
             "release": str(self.release),
+            "source": self.source,
             "state_write_failures": self.state_write_failures,
             "time": time.time(),
         }
@@ -158,6 +160,9 @@ class Supervisor:
 
         _, pipeline, _ = load_release(self.release)
         self.service = pipeline.spec.service
+        from sdk.service.plan import source_plan
+
+        self.source = source_plan(pipeline)
         retention = self.service.retention
         self.log.max_bytes = int(retention.log_max_mb * 2**20)
         self.log.keep = retention.log_keep
@@ -339,5 +344,6 @@ def supervise(argv: list[str]) -> int:
     parser.add_argument("--status-dir", type=Path, required=True)
     parser.add_argument("--frames", type=int, default=None, help="each run stops after N frames (tests)")
     args = parser.parse_args(argv)
+    os.umask(0o007)  # as the unit's UMask=: the status folder is shared with the unit's user through the group
     release = args.release.resolve()  # pinned at start: a later deploy does not swap a running service
     return Supervisor(release, args.status_dir.resolve(), None, args.frames).run()

@@ -58,6 +58,14 @@ class Service(Frozen):
     cpu_affinity: Annotated[tuple[Int(0, 1023, "a CPU number"), ...], Field(min_length=1, max_length=1024)] | None = None
     realtime_priority: Int(1, 99, "SCHED_FIFO priority, where permitted") | None = None
     lock_memory: Flag = False  # mlockall: no page faults in the frame loop, where permitted
+    # The systemd unit (sdk/service/unit.py): who it runs as and what it may take.
+    user: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_-]{0,31}$")] = "perception"  # a dedicated unprivileged user
+    root_reason: Annotated[str, Field(min_length=10, max_length=200, pattern=r"^[^\n\r\x00]+$")] | None = None  # needed for user: root
+    memory_max_mb: Real("MiB the service may take (systemd MemoryMax=); beyond it the kernel ends it and it restarts", ge=64, le=1_048_576) = 4096
+    oom_score_adjust: Int(-1000, 1000, "the service's OOMScoreAdjust= (negative: killed after other programs)") = -500
+    on_failure: Annotated[str, Field(max_length=200, pattern=r"^(?:[A-Za-z0-9:_.@-]|%[nNip])+\.(service|target)$")] | None = (
+        None  # started on failure (%n: this unit)
+    )
 
     @field_validator("heartbeat_udp")
     @classmethod
@@ -65,6 +73,20 @@ class Service(Frozen):
         if address is not None and not 1 <= int(address.rpartition(":")[2]) <= 65535:
             raise bounds_error(f"the port of {address!r} is out of range; allowed: host:port, the port from 1 to 65535")
         return address
+
+    @model_validator(mode="after")
+    def _root_has_a_reason(self) -> Service:
+        if self.user == "root" and self.root_reason is None:
+            raise bounds_error(
+                "user root needs a root_reason; allowed: a dedicated unprivileged user (the default, perception), "
+                "or root with root_reason saying why (written into the unit)",
+                path=("service", "user"),
+            )
+        if self.user != "root" and self.root_reason is not None:
+            raise bounds_error(
+                f"root_reason is set but user is {self.user!r}; allowed: root_reason only with user: root", path=("service", "root_reason")
+            )
+        return self
 
 
 __all__ = ["DegradedMode", "Retention", "Service"]

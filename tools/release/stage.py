@@ -22,6 +22,7 @@ class StageResult:
     recovered: str | None  # an unfinished trial this deploy rolled back first
     device: dict = field(default_factory=dict)  # the target's fingerprint, probed by this deploy
     python: str | None = None  # the release's offline environment on the target, when it ships wheels
+    service_unit: dict | None = None  # `sdk service unit`'s answer: the unit rendered at the commit, its user, the root step
 
 
 def manifest_for(bundle: Bundle) -> ReleaseManifest:

@@ -144,32 +144,6 @@ def test_a_model_that_will_not_load_is_restarted_then_given_up(deployed, tmp_pat
     assert "error:" in (status_dir / "service.log").read_text()
 
 
-def test_the_unit_file_passes_systemd_analyze(tmp_path, example_pipeline):
-    from sdk.service.unit import render_unit, unit_name
-
-    analyze = shutil.which("systemd-analyze")
-    if analyze is None:
-        pytest.skip("systemd-analyze is not installed here (apt-get install systemd)")
-    root = str(tmp_path / "root 1")
-    text = render_unit("pedestrian", example_pipeline.spec.service, root=root, python=sys.executable, sdk_path=str(REPO), user="root")
-    (tmp_path / "root 1").mkdir(parents=True)
-    assert "Type=notify" in text and "WatchdogSec=5" in text and "Restart=on-failure" in text and "StartLimitBurst=6" in text
-    path = tmp_path / unit_name("pedestrian")
-    path.write_text(text)
-    done = subprocess.run([analyze, "verify", str(path)], capture_output=True, text=True, timeout=60)
-    problems = [line for line in done.stderr.splitlines() if str(path) in line or "perception-pedestrian" in line]
-    assert done.returncode == 0 and not problems, done.stderr
-
-
-def test_the_unit_is_rendered_for_the_committed_release(deployed):
-    store, _ = deployed
-    result = service(store, "unit", "--user", "nvidia")
-    text = Path(result["unit"]).read_text()
-    assert Path(result["unit"]).name == "perception-tiny.service" and "User=nvidia" in text and "WatchdogSec=1" in text
-    assert f'"serve" "--root" "{store.root.resolve()}"' in text and "sudo systemctl link" in result["install"]
-    assert "ExecStartPre" not in text and 'Environment="PYTHONPATH=' in text
-
-
 def test_the_units_start_command_rolls_back_a_stale_trial_and_runs_the_committed_release(deployed, tmp_path):
     """What systemd runs at boot after a power cut mid-trial: ExecStart, word for word, without systemd."""
     import shlex

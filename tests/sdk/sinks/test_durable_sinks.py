@@ -105,3 +105,24 @@ def test_rotation_and_floors_are_checked_at_load(tmp_path):
         (tmp_path / f"{name}.yaml").write_text(base.replace(old, new))
         with pytest.raises(ConfigError, match=message):
             load_pipeline(tmp_path / f"{name}.yaml")
+
+
+def test_rotation_by_time_finishes_a_file_every_max_age_s(tmp_path, monkeypatch):
+    """rotate.max_age_s on a clock the test drives (one frame a second): a file every 60 frames, none lost, none
+    split, and size never the reason (64 MiB is far away)."""
+    import types
+
+    import sdk.sinks.jsonl as jsonl_module
+
+    clock = {"now": 1000.0}
+    monkeypatch.setattr(jsonl_module, "time", types.SimpleNamespace(monotonic=lambda: clock["now"]))
+    sink = JsonlSink(tmp_path / "detections.jsonl", rotate=Rotate(max_mb=64, max_age_s=60), retention=Retention())
+    sink.open()
+    for index in range(200):
+        sink.write(frame(index), NOTHING)
+        clock["now"] += 1.0
+    sink.close()
+    kept = finished_files(tmp_path / "detections.jsonl")
+    spans = [[json.loads(line)["frame"] for line in path.read_text().splitlines()] for path in kept]
+    assert [(span[0], span[-1], len(span)) for span in spans] == [(0, 59, 60), (60, 119, 60), (120, 179, 60), (180, 199, 20)]
+    assert sink.segments.deleted == 0 and sink.stats.written == 200 and sink.stats.not_written == 0
