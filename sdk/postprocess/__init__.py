@@ -8,8 +8,19 @@ from sdk.postprocess.detections import Detection, Detections
 from sdk.spec.schema import GeneratedAnchors, Postprocess, SsdDecoder
 
 
-def create_postprocessor(spec: Postprocess, outputs: dict[str, np.ndarray], net_size: tuple[int, int], tensors: dict[str, np.ndarray]):
-    """The decoder the pipeline names, bound to the backend's output buffers."""
+def create_postprocessor(spec: Postprocess, outputs: dict[str, np.ndarray], net_size: tuple[int, int], tensors: dict[str, np.ndarray], *, session=None):
+    """The decoder the pipeline names, bound to the backend's output buffers. With a CUDA `session`
+    (the CUDA preprocessor's), the decode kernel runs on the engine's outputs in place where it
+    knows the head (sdk/postprocess/device.py); NMS stays here."""
+    cpu = _cpu_postprocessor(spec, outputs, net_size, tensors)
+    if session is None:
+        return cpu
+    from sdk.postprocess.device import device_decoder
+
+    return device_decoder(spec, cpu, outputs, tensors, net_size, session)
+
+
+def _cpu_postprocessor(spec: Postprocess, outputs: dict[str, np.ndarray], net_size: tuple[int, int], tensors: dict[str, np.ndarray]):
     if isinstance(spec.decoder, SsdDecoder):
         from sdk.errors import ModelError
         from sdk.postprocess.anchors import from_corners, generate

@@ -17,7 +17,7 @@ from sdk.artifacts import ModelArtifacts
 from sdk.backends import create_backend
 from sdk.errors import ConfigError, ModelError, SdkError
 from sdk.postprocess import create_postprocessor
-from sdk.preprocess import CpuPreprocessor
+from sdk.preprocess import create_preprocessor
 from sdk.runtime.recorder import LatencyRecorder
 from sdk.service.health import HealthMonitor
 from sdk.sinks import create_sinks
@@ -36,7 +36,7 @@ class RunResult:
     stage_errors: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
     backend: str = ""
-    preprocess: str = ""  # which sampler resized the frames (it depends on the installed OpenCV)
+    preprocess: dict = field(default_factory=dict)  # the device used and why, and how (sampler, OpenCV or kernel, event times)
     wall_s: float = 0.0
     slowest_layers: list[tuple[str, float]] = field(default_factory=list)  # (layer, ms per frame), TensorRT profiling only
 
@@ -122,18 +122,19 @@ class PipelineRunner:
             if len(backend.inputs) != 1:
                 raise ModelError(f"{model_path}: the model must have one input, it has {len(backend.inputs)}")
             ((input_name, input_buffer),) = backend.inputs.items()
-            preprocess = stack.enter_context(CpuPreprocessor(spec.preprocess, input_buffer))
+            preprocess = stack.enter_context(create_preprocessor(spec.preprocess, backend, kernels_dir=self.artifacts.folder.parent / "kernels", where=f"{self.pipeline.path}: preprocess.device"))
             net_size = (spec.preprocess.resize.width, spec.preprocess.resize.height)
-            postprocess = stack.enter_context(create_postprocessor(spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors()))
+            postprocess = stack.enter_context(create_postprocessor(spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors(), session=preprocess.session))
             frames = stack.enter_context(stream)
             fps = spec.source.replay.rate_fps or frames.reader.nominal_fps or 30.0
             sinks = create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl, retention=self.retention)
             self.sinks = stack.enter_context(sinks)
             note = f"TensorRT engine, {spec.model.precision}" if backend.name == "tensorrt" else _precision_note(spec.model.precision)
-            result = RunResult(recorder, stream.counters, backend=f"{backend.describe()}, {note}", preprocess=preprocess.describe())
+            result = RunResult(recorder, stream.counters, backend=f"{backend.describe()}, {note}", preprocess=preprocess.report())
             started = time.perf_counter()
             self._loop(frames, preprocess, backend, postprocess, sinks, result)
             result.wall_s = time.perf_counter() - started
+            result.preprocess = preprocess.report()  # with the run's event times and decode counts
             if hasattr(backend, "slowest_layers"):  # TensorRT with profile_layers: the bottleneck layers, by name
                 result.slowest_layers = [(name, round(ms / max(result.frames, 1), 4)) for name, ms in backend.slowest_layers(10)]
         return result
