@@ -5,7 +5,7 @@ given. Each twin reads its inputs and writes its outputs at the addresses the pa
 as the kernel does, so a wrong address, stride or size in the wiring gives wrong results here too.
 The arithmetic follows plugins_cuda/include/pp_math.cuh and ssd_decode.cuh step for step in float32;
 each fused multiply-add is computed in float64 and rounded once (exact where the product fits 53 bits,
-else off by at most one float32 ulp, against the C++ reference: tests/sdk/gpu/test_reference_twin.py).
+else off by at most one float32 ulp, against the C++ reference: tests/plugins_cuda/test_reference_twin.py).
 Sources bgr8 and rgb8 only (what the runtime's readers deliver); nv12 and yuyv need the C++ reference.
 """
 
