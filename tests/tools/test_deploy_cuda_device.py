@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sdk.preprocess.test_cuda_path import matched_share
+from sdk.postprocess.compare import matched_share
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"

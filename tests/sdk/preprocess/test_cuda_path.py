@@ -16,35 +16,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper, save
 
 from sdk.errors import BackendError
+from sdk.postprocess.compare import matched_share
 from sdk.runtime import PipelineRunner
 from sdk.spec import load_pipeline
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
 FRAMES = 24
-
-
-def iou(a, b) -> float:
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / union if union > 0 else 0.0
-
-
-def matched_share(ours: list[dict], theirs: list[dict]) -> tuple[float, int]:
-    """Share of detections (both runs, frame by frame) with a partner of the same label within IoU 0.98 and score 0.02."""
-    by_frame = {line["frame"]: line["detections"] for line in theirs}
-    good = total = 0
-    for line in ours:
-        other = list(by_frame.get(line["frame"], []))
-        total += len(line["detections"]) + len(other)
-        for d in line["detections"]:
-            partner = next((o for o in other if o["label"] == d["label"] and iou(d["box"], o["box"]) >= 0.98 and abs(d["score"] - o["score"]) <= 0.02), None)
-            if partner is not None:
-                other.remove(partner)
-                good += 2
-    return (good / total if total else 1.0), total
 
 
 def run(pipeline_path: Path, artifacts, out: Path, monkeypatch, emulate: bool):
