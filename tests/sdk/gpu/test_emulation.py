@@ -92,3 +92,33 @@ def test_uninitialised_device_memory_is_not_zero():
     host = np.zeros(8, np.uint8)
     gpu.download(host, gpu.device_buffer(8))
     assert (host == 0xCD).all()
+
+
+class InputBackend:
+    name = "onnxruntime"
+
+    def __init__(self, dtype) -> None:
+        self.inputs = {"images": np.zeros((1, 3, 32, 32), dtype)}
+        self.outputs: dict = {}
+
+
+def test_int8_engines_take_the_fp32_input_and_only_an_int8_binding_gets_the_quantising_kernel():
+    from sdk.errors import ConfigError
+    from sdk.preprocess.cuda import CudaPreprocessor
+    from sdk.spec.schema import Preprocess
+
+    spec = Preprocess(resize={"width": 32, "height": 32}, normalize={"scale": 1 / 127.5, "mean": [1, 1, 1]})
+    image = np.random.default_rng(1).integers(0, 256, (48, 64, 3), dtype=np.uint8)
+    choice = DeviceChoice("cuda", "test", emulated=True)
+    fp32 = InputBackend(np.float32)  # an INT8 engine with a float32 input, as TensorRT builds them from Q/DQ models
+    with CudaPreprocessor(spec, fp32, choice) as stage:
+        stage(image)
+        assert stage.plan.kernel == "pp_bgr8_f32_nchw"
+    with pytest.raises(ConfigError, match="is INT8"):
+        CudaPreprocessor(spec, InputBackend(np.int8), choice)
+    quantised = InputBackend(np.int8)
+    with CudaPreprocessor(spec, quantised, choice, int8_scale=1 / 127) as stage:
+        stage(image)
+        assert stage.plan.kernel == "pp_bgr8_i8_nchw"
+    expected = np.clip(np.rint(fp32.inputs["images"] / np.float32(1 / 127)), -128, 127)
+    assert np.abs(quantised.inputs["images"].astype(int) - expected).max() <= 1 and (quantised.inputs["images"] == expected).mean() > 0.99
