@@ -69,7 +69,9 @@ class EmulatedCuda:
     def open(self) -> EmulatedCuda:
         if self.library_path is not None:
             if not self.library_path.is_file():
-                raise ConfigError(f"{REFERENCE_ENV}={self.library_path}: no such file", hint="build plugins_cuda with CMake (libpp_reference.so) or unset it")
+                raise ConfigError(
+                    f"{REFERENCE_ENV}={self.library_path}: no such file", hint="build plugins_cuda with CMake (libpp_reference.so) or unset it"
+                )
             lib = ctypes.CDLL(str(self.library_path))
             lib.pp_reference.restype = ctypes.c_int
             lib.pp_reference.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int]
@@ -178,7 +180,12 @@ class EmulatedCuda:
         if grid[0] * block[0] < p.count:
             raise BackendError(f"{function}: grid {grid} x block {block} does not cover {p.count} rows")
         cap = p.capacity
-        for address, nbytes, what in ((p.out_boxes, 16 * cap, "boxes"), (p.out_scores, 4 * cap, "scores"), (p.out_classes, 4 * cap, "classes"), (p.out_count, 4, "count")):
+        for address, nbytes, what in (
+            (p.out_boxes, 16 * cap, "boxes"),
+            (p.out_scores, 4 * cap, "scores"),
+            (p.out_classes, 4 * cap, "classes"),
+            (p.out_count, 4, "count"),
+        ):
             self.check(address, nbytes, f"{function}: candidate {what}")
         if function == "ssd_decode":
             self.check(p.encodings, 16 * p.count, "ssd_decode: box encodings")

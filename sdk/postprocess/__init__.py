@@ -8,7 +8,9 @@ from sdk.postprocess.detections import Detection, Detections
 from sdk.spec.schema import GeneratedAnchors, Postprocess, SsdDecoder
 
 
-def create_postprocessor(spec: Postprocess, outputs: dict[str, np.ndarray], net_size: tuple[int, int], tensors: dict[str, np.ndarray], *, session=None):
+def create_postprocessor(
+    spec: Postprocess, outputs: dict[str, np.ndarray], net_size: tuple[int, int], tensors: dict[str, np.ndarray], *, session=None
+):
     """The decoder the pipeline names, bound to the backend's output buffers. With a CUDA `session`
     (the CUDA preprocessor's), the decode kernel runs on the engine's outputs in place where it
     knows the head (sdk/postprocess/device.py); NMS stays here."""

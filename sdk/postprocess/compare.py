@@ -30,7 +30,14 @@ def matched_share(ours: list[dict], theirs: list[dict], min_iou: float = IOU, ma
         other = list(by_frame.get(line["frame"], []))
         total += len(line["detections"]) + len(other)
         for d in line["detections"]:
-            partner = next((o for o in other if o["label"] == d["label"] and iou(d["box"], o["box"]) >= min_iou and abs(d["score"] - o["score"]) <= max_score_diff), None)
+            partner = next(
+                (
+                    o
+                    for o in other
+                    if o["label"] == d["label"] and iou(d["box"], o["box"]) >= min_iou and abs(d["score"] - o["score"]) <= max_score_diff
+                ),
+                None,
+            )
             if partner is not None:
                 other.remove(partner)
                 good += 2

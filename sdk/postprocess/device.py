@@ -19,7 +19,9 @@ from sdk.stage import Stage
 DEFAULT_CAPACITY = 4096
 
 
-def device_decoder(spec, cpu_decoder, outputs: dict[str, np.ndarray], tensors: dict[str, np.ndarray], net_size, session, capacity: int = DEFAULT_CAPACITY):
+def device_decoder(
+    spec, cpu_decoder, outputs: dict[str, np.ndarray], tensors: dict[str, np.ndarray], net_size, session, capacity: int = DEFAULT_CAPACITY
+):
     """The decode-on-device stage for `cpu_decoder`'s head (already validated by it), or the CPU decoder
     itself where the kernels do not decode this head (the reason goes into the report)."""
     from sdk.gpu.decode import SsdDecodePlan, YoloDecodePlan
@@ -28,7 +30,10 @@ def device_decoder(spec, cpu_decoder, outputs: dict[str, np.ndarray], tensors: d
     decoder = spec.decoder
     if isinstance(decoder, SsdDecoder):
         if isinstance(decoder.anchors, GeneratedAnchors) or (decoder.box_layout, decoder.box_size, decoder.keypoints) != ("yxhw", "exp", 0):
-            session.decode = {"device": "cpu", "reason": "the CUDA SSD decoder knows TF's box coding only (yxhw, exp, no keypoints, anchors from the model)"}
+            session.decode = {
+                "device": "cpu",
+                "reason": "the CUDA SSD decoder knows TF's box coding only (yxhw, exp, no keypoints, anchors from the model)",
+            }
             return cpu_decoder
         anchors = tensors[decoder.anchors]
         count = anchors.reshape(-1, 4).shape[0]

@@ -64,7 +64,9 @@ class CpuPreprocessor(Stage):
 
     def report(self) -> dict:
         """The report's `preprocess` section: the device used, why, and how."""
-        chosen = self.choice.as_dict() if self.choice is not None else {"device": "cpu", "reason": "the CPU preprocessor was asked for", "emulated": False}
+        chosen = {"device": "cpu", "reason": "the CPU preprocessor was asked for", "emulated": False}
+        if self.choice is not None:
+            chosen = self.choice.as_dict()
         return {**chosen, "how": self.describe()}
 
     def geometry_for(self, width: int, height: int) -> ResizeGeometry:

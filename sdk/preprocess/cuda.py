@@ -55,7 +55,9 @@ def choose_device(requested: str, backend, kernels_dir: Path | None, where: str 
         return DeviceChoice("cuda", f"preprocess.device is cuda and {ENV}=host: the CUDA path on the emulated device", emulated=True)
     problem = cuda_problem(backend, kernels_dir)
     if problem is None:
-        return DeviceChoice("cuda", "a CUDA device, cuda-python and the kernels are available" if requested == "auto" else "preprocess.device is cuda")
+        return DeviceChoice(
+            "cuda", "a CUDA device, cuda-python and the kernels are available" if requested == "auto" else "preprocess.device is cuda"
+        )
     reason, detail = problem
     if requested == "cuda":
         raise BackendError(f"{where}: cuda, but {reason} ({detail}); allowed on this machine: auto or cpu", hint=CUDA_HINT)
@@ -67,7 +69,16 @@ def choose_device(requested: str, backend, kernels_dir: Path | None, where: str 
 class CudaPreprocessor(Stage):
     name = "preprocess"
 
-    def __init__(self, spec: Preprocess, backend, choice: DeviceChoice, *, kernels_dir: Path | None = None, int8_scale: float | None = None, memory: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: Preprocess,
+        backend,
+        choice: DeviceChoice,
+        *,
+        kernels_dir: Path | None = None,
+        int8_scale: float | None = None,
+        memory: str | None = None,
+    ) -> None:
         if len(backend.inputs) != 1:
             raise BackendError(f"the CUDA preprocessing feeds one input; the engine has {len(backend.inputs)}")
         ((input_name, binding),) = backend.inputs.items()

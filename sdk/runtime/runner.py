@@ -122,9 +122,11 @@ class PipelineRunner:
             if len(backend.inputs) != 1:
                 raise ModelError(f"{model_path}: the model must have one input, it has {len(backend.inputs)}")
             ((input_name, input_buffer),) = backend.inputs.items()
-            preprocess = stack.enter_context(create_preprocessor(spec.preprocess, backend, kernels_dir=self.artifacts.folder.parent / "kernels", where=f"{self.pipeline.path}: preprocess.device"))
+            kernels, where = self.artifacts.folder.parent / "kernels", f"{self.pipeline.path}: preprocess.device"
+            preprocess = stack.enter_context(create_preprocessor(spec.preprocess, backend, kernels_dir=kernels, where=where))
             net_size = (spec.preprocess.resize.width, spec.preprocess.resize.height)
-            postprocess = stack.enter_context(create_postprocessor(spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors(), session=preprocess.session))
+            tensors = self.artifacts.load_tensors()
+            postprocess = stack.enter_context(create_postprocessor(spec.postprocess, backend.outputs, net_size, tensors, session=preprocess.session))
             frames = stack.enter_context(stream)
             fps = spec.source.replay.rate_fps or frames.reader.nominal_fps or 30.0
             sinks = create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl, retention=self.retention)

@@ -141,7 +141,10 @@ def main() -> None:
     for label, nbytes in rows:
         print(f"  {label:50} {nbytes:>11,} B  {nbytes / floor:>5.2f} x minimum  {nbytes / ORIN_BYTES_PER_S * 1e6:>7.1f} us")
     stages, twins, alone = wiring(2 if args.smoke else args.frames)
-    print(f"emulated CUDA path, host ms per frame: stages {stages:.3f}; the kernels' twins alone {twins:.3f}; the wiring alone (no-op kernels) {alone:.3f}")
+    print(
+        f"emulated CUDA path, host ms per frame: stages {stages:.3f}; the kernels' twins alone {twins:.3f}; "
+        f"the wiring alone (no-op kernels) {alone:.3f}"
+    )
 
 
 if __name__ == "__main__":

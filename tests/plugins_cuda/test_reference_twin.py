@@ -44,7 +44,9 @@ def test_yolo_twin_is_the_host_reference(reference, layout):
     plan = YoloDecodePlan.build(spec, output.shape, capacity=300)  # fewer than the 350 candidates: overflow on both
     boxes, scores, classes, found = host_yolo(reference, plan, output)
     out = plan.output_buffers()
-    twin.yolo_decode(plan.bound(output.ctypes.data, out["boxes"].ctypes.data, out["scores"].ctypes.data, out["classes"].ctypes.data, out["count"].ctypes.data))
+    twin.yolo_decode(
+        plan.bound(output.ctypes.data, out["boxes"].ctypes.data, out["scores"].ctypes.data, out["classes"].ctypes.data, out["count"].ctypes.data)
+    )
     assert int(out["count"][0]) == found > plan.capacity
     assert np.array_equal(out["boxes"][: len(boxes)], boxes) and np.array_equal(out["scores"][: len(scores)], scores)
     assert np.array_equal(out["classes"][: len(classes)], classes)

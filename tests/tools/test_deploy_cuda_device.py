@@ -24,7 +24,9 @@ def cli(*args: str, state: Path, emulate: bool = False) -> subprocess.CompletedP
     env.pop("SDK_CUDA_EMULATION", None)
     if emulate:
         env["SDK_CUDA_EMULATION"] = "host"
-    return subprocess.run([sys.executable, "-c", "from tools.cli import main; main()", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", "from tools.cli import main; main()", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 def pipeline(folder: Path, device: str) -> Path:
@@ -57,7 +59,10 @@ def test_cpu_cuda_and_auto_on_a_machine_without_a_gpu(tmp_path):
         out = tmp_path / f"r-{device}"
         done = cli("deploy", "--target", "local", str(paths[device]), "--frames", "30", "--report-dir", str(out), state=state, emulate=emulate)
         assert done.returncode in (0, 4), done.stdout + done.stderr  # PASS, or INCONCLUSIVE on 20 measured frames
-        reports[device] = json.loads((out / "report.json").read_text()), [json.loads(line) for line in (out / "detections.jsonl").read_text().splitlines()]
+        reports[device] = (
+            json.loads((out / "report.json").read_text()),
+            [json.loads(line) for line in (out / "detections.jsonl").read_text().splitlines()],
+        )
         assert "preprocessing: " in done.stdout
     auto = reports["auto"][0]["preprocess"]
     assert (auto["device"], auto["reason"], auto["emulated"]) == ("cpu", "no CUDA device", False)

@@ -34,7 +34,9 @@ def yolo_rows(count: int) -> np.ndarray:
 
 
 def spec(max_detections: int = 100) -> Postprocess:
-    return Postprocess(decoder={"kind": "yolo", "output": "output0", "layout": "v5"}, classes=("a", "b"), score_threshold=0.5, max_detections=max_detections)
+    return Postprocess(
+        decoder={"kind": "yolo", "output": "output0", "layout": "v5"}, classes=("a", "b"), score_threshold=0.5, max_detections=max_detections
+    )
 
 
 def geometry() -> ResizeGeometry:
