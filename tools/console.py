@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from sdk.runtime.report import preprocess_line
 from sdk.runtime.verdict import SHORT_UNITS, check_unit, format_number
 from tools.progress import RichProgress  # noqa: F401 - the progress display lives with its Protocol; imported from here by the CLI
 
@@ -36,6 +37,7 @@ def render_report(console: Console, report: dict, report_dir, staged) -> None:
         table.add_row(stage, _ms(stats["p50_ms"]), _ms(stats["p99_ms"]), _ms(stats["max_ms"]), _ms(stats["mean_ms"]))
     e2e = report["end_to_end"]
     table.add_row("[bold]end to end[/]", _ms(e2e["p50_ms"]), _ms(e2e["p99_ms"]), _ms(e2e["max_ms"]), _ms(e2e["mean_ms"]))
+    console.print(f"preprocessing: {preprocess_line(report.get('preprocess'))}", highlight=False)
     console.print(table)
     for check in report["checks"]:
         style = VERDICT_STYLE[check["status"]]

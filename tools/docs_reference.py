@@ -59,6 +59,10 @@ MEANINGS = {
     "preprocess.color": "channel order of the tensor (frames are BGR as decoded)",
     "preprocess.layout": "tensor layout",
     "preprocess.dtype": "tensor element type",
+    "preprocess.device": (
+        "`auto`: the CUDA kernels where a CUDA device, cuda-python, the release's kernels and a TensorRT engine are there, "
+        "else the CPU; `cpu`; `cuda`: an error where the CUDA path cannot run (`SDK_CUDA_EMULATION=host` emulates it on the host)"
+    ),
     "model": "the detector and how it runs",
     "model.path": "the original ONNX model, relative to the pipeline file (the release carries the prepared model, not this file)",
     "model.prepare": "cut the graph between these tensors, with static shapes (what TensorRT and DLA can take); `null`: use the model as it is",

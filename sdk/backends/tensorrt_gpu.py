@@ -68,6 +68,7 @@ class TensorRTBackend(Backend):
         self._cudart = self._engine = self._context = self._stream = None
         self._stream_handle = 0
         self._events = ()
+        self._on_device: set[str] = set()  # tensors a CUDA stage writes or reads on the GPU: never copied
 
     def open(self) -> None:
         require_cuda_device(BackendError)
@@ -148,6 +149,8 @@ class TensorRTBackend(Backend):
         cudart, stream = self._cudart, self._stream
         to_device, to_host = cudart.cudaMemcpyKind.cudaMemcpyHostToDevice, cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
         for name, array in self.inputs.items():
+            if name in self._on_device:
+                continue  # written by the CUDA preprocessing kernel, earlier on this stream
             _check(cudart.cudaMemcpyAsync(self._device[name], self._host[name], array.nbytes, to_device, stream), "copy in")
         _check(cudart.cudaEventRecord(self._events[0], stream), "event record")
         if self._graph_exec is not None:
@@ -156,9 +159,27 @@ class TensorRTBackend(Backend):
             raise BackendError("TensorRT execution failed (see the TensorRT log)")
         _check(cudart.cudaEventRecord(self._events[1], stream), "event record")
         for name, array in self.outputs.items():
+            if name in self._on_device:
+                continue  # read by the CUDA decode kernel, later on this stream
             _check(cudart.cudaMemcpyAsync(self._host[name], self._device[name], array.nbytes, to_host, stream), "copy out")
         _check(cudart.cudaStreamSynchronize(stream), "stream synchronisation")
         self.last_infer_ms = _check(cudart.cudaEventElapsedTime(*self._events), "event timing")
+
+    @property
+    def stream_handle(self) -> int:
+        """The backend's CUDA stream (an address): CUDA stages enqueue on it, so one stream orders the frame."""
+        return self._stream_handle
+
+    def device_address(self, name: str) -> int:
+        """The device buffer bound to a tensor (what a kernel writes or reads in place)."""
+        return int(self._device[name])
+
+    def keep_on_device(self, *names: str) -> None:
+        """These tensors are produced or consumed on the GPU: infer() copies them neither in nor out."""
+        unknown = [n for n in names if n not in self._specs]
+        if unknown:
+            raise ModelError(f"{self.engine_path}: the engine has no tensor {unknown}")
+        self._on_device.update(names)
 
     def close(self) -> None:
         cudart = self._cudart

@@ -38,6 +38,7 @@ DRIVER_NAMES = (
     "cuStreamCreate",
     "cuStreamSynchronize",
     "cuStreamDestroy",
+    "CUstream",
     "CUstream_flags",
     "cuEventCreate",
     "cuEventRecord",
@@ -80,11 +81,18 @@ def import_driver():
 
 
 class CudaModule:
-    """The device's context, the kernels module it can load, one stream and a pair of timing events."""
+    """The device's context, the kernels module it can load, one stream and a pair of timing events.
 
-    def __init__(self, kernels_dir: Path, device: int = 0) -> None:
+    `stream`: the address of a stream to run on (the TensorRT backend's, so that preprocessing,
+    enqueueV3 and decoding share one stream); None creates one.
+    """
+
+    emulated = False
+
+    def __init__(self, kernels_dir: Path, device: int = 0, stream: int | None = None) -> None:
         self.kernels_dir = Path(kernels_dir)
         self.device_index = device
+        self._adopted_stream = stream
         self.choice: ImageChoice | None = None
         self.memory: str | None = None
         self._cu = None
@@ -133,7 +141,10 @@ class CudaModule:
         # By address: the driver copies the image during the call.
         image_buffer = np.frombuffer(image, np.uint8)
         self.module = self.own("cuModuleUnload", call("cuModuleLoadData", image_buffer.ctypes.data))
-        self.stream = self.own("cuStreamDestroy", call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value))
+        if self._adopted_stream is not None:
+            self.stream = cu.CUstream(self._adopted_stream)  # the backend owns and destroys it
+        else:
+            self.stream = self.own("cuStreamDestroy", call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value))
         self.events = [self.own("cuEventDestroy", call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DEFAULT.value)) for _ in range(2)]
         return self
 
@@ -163,6 +174,32 @@ class CudaModule:
         self.call("cuEventRecord", start, self.stream)
         self.call("cuLaunchKernel", function, *grid, *block, 0, self.stream, address, 0)
         self.call("cuEventRecord", stop, self.stream)
+
+    def enqueue(self, function, grid: tuple[int, int, int], block: tuple[int, int, int], params: ctypes.Structure) -> None:
+        """Enqueue one launch on the stream, without events (the runtime records its own per stage)."""
+        _pointers, address = kernel_arguments(params)
+        self.call("cuLaunchKernel", function, *grid, *block, 0, self.stream, address, 0)
+
+    def event(self):
+        return self.own("cuEventDestroy", self.call("cuEventCreate", self._cu.CUevent_flags.CU_EVENT_DEFAULT.value))
+
+    def record(self, event) -> None:
+        self.call("cuEventRecord", event, self.stream)
+
+    def event_ms(self, start, stop) -> float:
+        """GPU time between two recorded events (waits for the later one)."""
+        self.call("cuEventSynchronize", stop)
+        return float(self.call("cuEventElapsedTime", start, stop))
+
+    def memset32(self, device: int, value: int, count: int) -> None:
+        self.call("cuMemsetD32Async", device, value, count, self.stream)
+
+    def bind(self, array, what: str) -> int:  # noqa: ARG002 - the emulated device's hook; bindings on a GPU come from the engine
+        raise BackendError(f"{what}: a GPU binding's address comes from the TensorRT backend, not from a host array")
+
+    def describe(self) -> str:
+        choice = self.choice
+        return f"CUDA device {self.device_index}, kernels: {choice.kind} sm_{choice.arch} ({choice.reason}), {self.memory} input memory"
 
     def elapsed_ms(self) -> float:
         start, stop = self.events
@@ -239,7 +276,7 @@ class _CudaDecoder:
         for device, array in uploads:
             if array is not None:
                 cuda.upload(device, np.ascontiguousarray(array, np.float32))
-        cuda.call("cuMemsetD32Async", self._device["count"], 0, 1, cuda.stream)
+        cuda.memset32(self._device["count"], 0, 1)
         cuda.launch(self._function, self.plan.grid, self.plan.block, self._params)
         for name, array in self.host.items():
             cuda.download(array, self._device[name])

@@ -61,10 +61,19 @@ def create_postprocessor(
     net_size: tuple[int, int],
     tensors: dict[str, np.ndarray],
     classes: tuple[str, ...] | None = None,
+    *,
+    session=None,
 ):
     """The decoder the pipeline names, bound to the backend's output buffers. `classes`: the names a label file holds
-    (PipelineFile.class_names()); postprocess.classes where not given."""
-    return DECODERS[spec.decoder.kind](spec, outputs, net_size, tensors, classes or spec.classes)
+    (PipelineFile.class_names()); postprocess.classes where not given. With a CUDA `session` (the CUDA
+    preprocessor's), the decode kernel runs on the engine's outputs in place where it knows the head
+    (sdk/postprocess/device.py); NMS stays here."""
+    cpu = DECODERS[spec.decoder.kind](spec, outputs, net_size, tensors, classes or spec.classes)
+    if session is None:
+        return cpu
+    from sdk.postprocess.device import device_decoder
+
+    return device_decoder(spec, cpu, outputs, tensors, net_size, session)
 
 
 def describe(postprocessor) -> str:

@@ -25,6 +25,8 @@ from sdk.stage import Stage
 
 class CpuPreprocessor(Stage):
     name = "preprocess"
+    session = None  # no CUDA session: the decoders run on the CPU
+    choice = None  # the DeviceChoice that picked this stage (create_preprocessor sets it)
 
     def __init__(self, spec: Preprocess, output: np.ndarray, *, sampler: str = "auto") -> None:
         """`sampler`: "warp" (OpenCV's warpAffine), "separable" (`SeparableBilinear`) or "auto": the
@@ -59,6 +61,13 @@ class CpuPreprocessor(Stage):
 
         how = "OpenCV warpAffine" if self.sampler == "warp" else "separable bilinear"
         return f"CPU, {how} (OpenCV {cv2.__version__})"
+
+    def report(self) -> dict:
+        """The report's `preprocess` section: the device used, why, and how."""
+        chosen = {"device": "cpu", "reason": "the CPU preprocessor was asked for", "emulated": False}
+        if self.choice is not None:
+            chosen = self.choice.as_dict()
+        return {**chosen, "how": self.describe()}
 
     def geometry_for(self, width: int, height: int) -> ResizeGeometry:
         g = self._geometry

@@ -71,6 +71,12 @@ def build_report(
     checks = [replace(c, duration_s=round(result.wall_s, 3)) for c in checks]  # each rests on this run
     if budgets.environment is not None and before is None:
         notes.append("budgets.environment was not checked: no environment was captured")
+    decode = result.preprocess.get("decode") if isinstance(result.preprocess, dict) else None
+    if isinstance(decode, dict) and decode.get("overflow_frames"):
+        notes.append(
+            f"the GPU decode found more candidates than its capacity ({decode['capacity']}) on {decode['overflow_frames']} frame(s): "
+            f"{decode['candidates_lost']} candidate(s) were not kept (raise postprocess.score_threshold)"
+        )
     if load and load.get("overloaded"):
         notes.append(
             f"the 1-minute load average reached {load['load_1m']['max']:g} on {load['cpus']} CPU(s) during the run: "
@@ -250,3 +256,15 @@ def write_report(report: dict, folder: Path) -> Path:
     partial.write_text(json.dumps(report, indent=2) + "\n")
     publish(partial, final)
     return final
+
+
+def preprocess_line(section) -> str:
+    """The device the preprocessing ran on and why, in one line (a report from before preprocess.device: its text)."""
+    if not isinstance(section, dict):
+        return str(section)
+    device = section.get("device", "?") + (" (emulated on the host)" if section.get("emulated") else "")
+    line = f"{device}: {section.get('reason', '')}"
+    decode = section.get("decode")
+    if isinstance(decode, dict) and decode.get("device") == "cuda":
+        line += f"; decode on the device, {decode.get('overflow_frames', 0)} frame(s) over the candidate capacity {decode.get('capacity')}"
+    return line

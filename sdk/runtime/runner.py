@@ -20,7 +20,7 @@ from sdk.artifacts import ModelArtifacts
 from sdk.backends import create_backend
 from sdk.errors import ConfigError, ModelError, SdkError
 from sdk.postprocess import create_postprocessor, describe
-from sdk.preprocess import CpuPreprocessor
+from sdk.preprocess import create_preprocessor
 from sdk.runtime.recorder import LatencyRecorder
 from sdk.service.health import HealthMonitor
 from sdk.sinks import create_sinks
@@ -40,7 +40,7 @@ class RunResult:
     stage_errors: dict[str, int] = field(default_factory=dict)
     last_error: str | None = None
     backend: str = ""
-    preprocess: str = ""  # which sampler resized the frames (it depends on the installed OpenCV)
+    preprocess: dict = field(default_factory=dict)  # the device used and why, and how (sampler, OpenCV or kernel, event times)
     postprocess: str = ""  # the decoder, and where NMS ran (the SDK's, or the model's own: then the SDK's is skipped)
     wall_s: float = 0.0
     slowest_layers: list[tuple[str, float]] = field(default_factory=list)  # (layer, ms per frame), TensorRT profiling only
@@ -127,10 +127,13 @@ class PipelineRunner:
             if len(backend.inputs) != 1:
                 raise ModelError(f"{model_path}: the model must have one input, it has {len(backend.inputs)}")
             ((input_name, input_buffer),) = backend.inputs.items()
-            preprocess = stack.enter_context(CpuPreprocessor(spec.preprocess, input_buffer))
+            kernels, where = self.artifacts.folder.parent / "kernels", f"{self.pipeline.path}: preprocess.device"
+            preprocess = stack.enter_context(create_preprocessor(spec.preprocess, backend, kernels_dir=kernels, where=where))
             net_size = (spec.preprocess.resize.width, spec.preprocess.resize.height)
             postprocess = stack.enter_context(
-                create_postprocessor(spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors(), self.pipeline.class_names())
+                create_postprocessor(
+                    spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors(), self.pipeline.class_names(), session=preprocess.session
+                )
             )
             tracker = create_tracker(spec.track)  # None: the pipeline does not track
             if tracker is not None:
@@ -140,11 +143,12 @@ class PipelineRunner:
             sinks = create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl, retention=self.retention)
             self.sinks = stack.enter_context(sinks)
             note = f"TensorRT engine, {spec.model.precision}" if backend.name == "tensorrt" else _precision_note(spec.model.precision)
-            result = RunResult(recorder, stream.counters, backend=f"{backend.describe()}, {note}", preprocess=preprocess.describe())
+            result = RunResult(recorder, stream.counters, backend=f"{backend.describe()}, {note}", preprocess=preprocess.report())
             result.postprocess = describe(postprocess)
             started = time.perf_counter()
             self._loop(frames, preprocess, backend, postprocess, tracker, sinks, result)
             result.wall_s = time.perf_counter() - started
+            result.preprocess = preprocess.report()  # with the run's event times and decode counts
             if hasattr(backend, "slowest_layers"):  # TensorRT with profile_layers: the bottleneck layers, by name
                 result.slowest_layers = [(name, round(ms / max(result.frames, 1), 4)) for name, ms in backend.slowest_layers(10)]
         return result

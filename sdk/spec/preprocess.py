@@ -64,6 +64,9 @@ class Preprocess(Frozen):
     normalize: Normalize = Normalize()
     layout: Literal["nchw", "nhwc"] = "nchw"
     dtype: Literal["float32", "float16", "uint8"] = "float32"
+    # Where the tensor is made: `auto` takes the CUDA kernels when a CUDA device, cuda-python and the
+    # release's kernels are there (and the engine's input lives on that GPU), else the CPU path.
+    device: Literal["auto", "cpu", "cuda"] = "auto"
 
     @model_validator(mode="after")
     def _uint8_is_raw(self) -> Preprocess:

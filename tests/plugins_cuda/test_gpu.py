@@ -131,3 +131,53 @@ def test_yolo_decode_kernel_finds_the_host_references_candidates(gpu_kernels, re
         theirs = np.lexsort((boxes[:, 1], boxes[:, 0], scores))
         assert (g_scores[ours] == scores[theirs]).all() and (g_boxes[ours] == boxes[theirs]).all()
         assert (g_classes[ours] == classes[theirs]).all()
+
+
+def test_the_runtime_stage_writes_the_engines_binding_and_times_by_events(gpu_kernels, reference, real_frames):
+    """sdk/preprocess/cuda.py on a GPU: the kernel writes a device buffer standing for TensorRT's input binding,
+    on the stream the backend hands over, the binding is marked as never copied, and the stage's time comes from
+    CUDA events. (The whole path with an engine: the selftest's cuda_pipeline_matches_cpu, tests/tools/test_selftest.py.)"""
+    from cuda.bindings import driver as cu
+
+    from sdk.gpu.handles import device_address, native_handle
+    from sdk.gpu.session import DeviceChoice
+    from sdk.preprocess.cuda import CudaPreprocessor
+
+    spec = Preprocess(**CASES[0][1])
+    nbytes = int(np.prod(spec.tensor_shape)) * 4
+    _, device = cu.cuDeviceGet(0)
+    _, context = cu.cuDevicePrimaryCtxRetain(device)
+    cu.cuCtxSetCurrent(context)
+    _, stream = cu.cuStreamCreate(0)
+    _, binding = cu.cuMemAlloc(nbytes)
+
+    class DeviceBackend:
+        name = "tensorrt"
+        inputs = {"input": np.zeros(spec.tensor_shape, np.float32)}  # the pinned host view TensorRT's backend also keeps
+        outputs: dict = {}
+        stream_handle = native_handle(stream)
+        kept: set = set()
+
+        def keep_on_device(self, *names):
+            self.kept.update(names)
+
+        def device_address(self, name):
+            return device_address(binding)
+
+    backend = DeviceBackend()
+    stage = CudaPreprocessor(spec, backend, DeviceChoice("cuda", "test"), kernels_dir=gpu_kernels)
+    try:
+        image = real_frames[0]
+        for _ in range(3):
+            stage(image)
+        out = np.empty(spec.tensor_shape, np.float32)
+        cu.cuMemcpyDtoH(out.ctypes.data, binding, nbytes)
+        assert out.tobytes() == reference.run(stage.plan, image).tobytes()
+        assert backend.kept == {"input"} and not backend.inputs["input"].any()  # written on the device only
+        times = stage.report()["event_ms"]["preprocess"]
+        assert times["frames"] == 3 and 0 < times["mean_ms"] <= times["max_ms"]
+    finally:
+        stage.close()
+        cu.cuMemFree(binding)
+        cu.cuStreamDestroy(stream)
+        cu.cuDevicePrimaryCtxRelease(device)

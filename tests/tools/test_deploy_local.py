@@ -66,7 +66,8 @@ def test_deploy_local_writes_the_report_contract(tmp_path):
     assert report["release"] == current.name
     # Which sampler resized the frames, and with which OpenCV (the pixels must not depend on it).
     opencv = report["environment"]["packages"]["cv2"]["version"]
-    assert report["preprocess"] in (f"CPU, OpenCV warpAffine (OpenCV {opencv})", f"CPU, separable bilinear (OpenCV {opencv})")
+    assert report["preprocess"]["how"] in (f"CPU, OpenCV warpAffine (OpenCV {opencv})", f"CPU, separable bilinear (OpenCV {opencv})")
+    assert (report["preprocess"]["device"], report["preprocess"]["reason"], report["preprocess"]["emulated"]) == ("cpu", "no CUDA device", False)
     lines = [json.loads(line) for line in (reports / "detections.jsonl").read_text().splitlines()]
     assert [line["frame"] for line in lines] == list(range(40))
     assert all(isinstance(line["t_capture_ns"], int) for line in lines)

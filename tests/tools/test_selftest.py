@@ -50,6 +50,22 @@ def test_on_a_machine_without_gpu_the_checks_skip_with_their_reasons(tiny_pipeli
     assert done.returncode == 4, done.stdout + done.stderr  # skipped for lack of hardware: proves nothing
     assert "cuda_driver" in done.stdout and "SKIP" in done.stdout and "no CUDA driver" in done.stdout
     assert "the release has no TensorRT engine" in done.stdout and "the release carries no CUDA kernels" in done.stdout
+    assert "cuda_pipeline_matches_cpu" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_cuda_pipeline_check_on_the_emulated_device(state_dir, tmp_path, monkeypatch):
+    """The selftest's short CUDA-path run against the CPU path, everything but the GPU: the example's release,
+    the CUDA path on the emulated device (which the check names in its detail)."""
+    from sdk.selftest import PASS, cuda_pipeline_matches_cpu
+
+    monkeypatch.delenv("SDK_CUDA_EMULATION", raising=False)
+    Deploy(REPO / "pipelines" / "pedestrian.yaml", "local", frames=2, report_dir=tmp_path / "r")()
+    release = (state_dir / "targets" / "local" / "current").resolve()
+    status, detail = cuda_pipeline_matches_cpu(release, gpu=False, frames=12, emulate=True)
+    assert status == PASS, detail
+    assert detail.startswith("EMULATED on the host, not a GPU: 12 frames: 100.0% of") and "decode on cuda" in detail
+    assert "SDK_CUDA_EMULATION" not in os.environ  # restored
 
 
 @pytest.mark.slow
@@ -86,3 +102,5 @@ def test_on_a_gpu_machine_the_cuda_checks_run(tiny_pipeline, tmp_path, state_dir
     assert checks["cuda_preprocess_matches_cpu"]["status"] == "PASS", checks
     assert "of an 8-bit step" in checks["cuda_preprocess_matches_cpu"]["detail"]
     assert checks["engine_runs"]["status"] in ("N/A", "PASS"), checks  # an engine only where TensorRT builds one
+    # The short CUDA-path pipeline (kernel into the engine's binding, decode on the device) needs the engine too.
+    assert checks["cuda_pipeline_matches_cpu"]["status"] == ("PASS" if checks["engine_runs"]["status"] == "PASS" else "N/A"), checks

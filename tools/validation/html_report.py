@@ -11,7 +11,7 @@ import json
 from html import escape
 from pathlib import Path
 
-from sdk.runtime.report import REPORT_FILE
+from sdk.runtime.report import REPORT_FILE, preprocess_line
 from sdk.runtime.timeline import TIMELINE_FILE, read_timeline
 from sdk.runtime.verdict import check_unit, format_number
 from sdk.sinks.files import partial_path, publish
@@ -193,6 +193,7 @@ def write_html(folder: Path) -> Path:
         + (f'<span class="detail">{escape(detail[len(verdict) :].lstrip(", "))}</span>' if detail != verdict else ""),
         "<h2>Run</h2>",
         _run(report),
+        f"<p>preprocessing on {escape(preprocess_line(report.get('preprocess')))}</p>",
         f"<p>backend {escape(str(report.get('backend')))}; "
         f"{_cell(report['measured_frames'])} frames measured after {_cell(report['warmup_frames'])} warm-up, {_cell(report['dropped'])} dropped, "
         f"{_cell(report.get('corrupt_frames', 0))} corrupt; confidence {report.get('confidence', 0.95):.0%} "
