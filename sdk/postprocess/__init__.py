@@ -8,8 +8,14 @@ from sdk.postprocess.detections import Detection, Detections
 from sdk.spec.schema import GeneratedAnchors, Postprocess, SsdDecoder
 
 
-def create_postprocessor(spec: Postprocess, outputs: dict[str, np.ndarray], net_size: tuple[int, int], tensors: dict[str, np.ndarray]):
+def create_postprocessor(
+    spec: Postprocess, outputs: dict[str, np.ndarray], net_size: tuple[int, int], tensors: dict[str, np.ndarray], plugin_folder=None
+):
     """The decoder the pipeline names, bound to the backend's output buffers."""
+    if spec.decoder.kind == "python":  # a user's function (sdk.postprocess.plugin); plugin_folder: its decoder.path, resolved
+        from sdk.postprocess.plugin import PluginPostprocessor
+
+        return PluginPostprocessor(spec, outputs, plugin_folder)
     if isinstance(spec.decoder, SsdDecoder):
         from sdk.errors import ModelError
         from sdk.postprocess.anchors import from_corners, generate

@@ -124,7 +124,10 @@ class PipelineRunner:
             ((input_name, input_buffer),) = backend.inputs.items()
             preprocess = stack.enter_context(CpuPreprocessor(spec.preprocess, input_buffer))
             net_size = (spec.preprocess.resize.width, spec.preprocess.resize.height)
-            postprocess = stack.enter_context(create_postprocessor(spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors()))
+            tensors = self.artifacts.load_tensors()
+            postprocess = stack.enter_context(
+                create_postprocessor(spec.postprocess, backend.outputs, net_size, tensors, self.pipeline.plugin_folder())
+            )
             frames = stack.enter_context(stream)
             fps = spec.source.replay.rate_fps or frames.reader.nominal_fps or 30.0
             sinks = create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl, retention=self.retention)

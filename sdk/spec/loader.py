@@ -50,8 +50,18 @@ class PipelineFile:
             return None
         return self.resolve(calibration.source.partition("://")[2], "calibration.source")
 
+    def plugin_folder(self) -> Path | None:
+        """The folder a `kind: python` decoder imports its module from (decoder.path), or None."""
+        folder = getattr(self.spec.postprocess.decoder, "path", None) if self.spec.postprocess.decoder.kind == "python" else None
+        return self.resolve(folder, "postprocess.decoder.path") if folder is not None else None
+
     def check_files(self) -> None:
-        files = ((self.model_path, "model.path"), (self.source_file(), "source.uri"), (self.calibration_source_file(), "calibration.source"))
+        files = (
+            (self.model_path, "model.path"),
+            (self.source_file(), "source.uri"),
+            (self.calibration_source_file(), "calibration.source"),
+            (self.plugin_folder(), "postprocess.decoder.path"),
+        )
         for file, yaml_path in files:
             if file is not None and not file.exists():
                 raise ConfigError(

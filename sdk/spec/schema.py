@@ -16,6 +16,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from sdk.spec.bounds import MAX_HELD_FRAMES_BYTES, MAX_TENSOR_SIDE, Flag, Frozen, Int, Real, bounds_error, shown, size_text
 from sdk.spec.budgets import AccuracyAcceptance, Budgets, Determinism, EnvironmentRequirements, LatencyLimits, PositiveMs
 from sdk.spec.calibration import AccuracyGate, Calibration
+from sdk.spec.plugin import PythonDecoder
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
 from sdk.spec.service import DegradedMode, Health, Retention, Service
 from sdk.spec.source import SOURCE_SCHEMES, Reconnect, Replay, Source, synthetic_size
@@ -212,7 +213,7 @@ class YoloDecoder(Frozen):
 
 
 class Postprocess(Frozen):
-    decoder: Annotated[Union[SsdDecoder, YoloDecoder], Field(discriminator="kind")]  # noqa: UP007
+    decoder: Annotated[Union[SsdDecoder, YoloDecoder, PythonDecoder], Field(discriminator="kind")]  # noqa: UP007
     classes: Annotated[tuple[str, ...], Field(max_length=10_000)]
     score_threshold: Real("detections scoring below are dropped", ge=0, le=1) = 0.3
     iou_threshold: Real("non-maximum suppression: overlap above which the lower score goes", gt=0, le=1) = 0.6
@@ -389,6 +390,7 @@ __all__ = [
     "Pixels",
     "PositiveMs",
     "Prepare",
+    "PythonDecoder",
     "Preprocess",
     "Reconnect",
     "Replay",
