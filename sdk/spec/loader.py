@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from sdk.errors import ConfigError
 from sdk.spec.bounds import ERROR_TYPE
 from sdk.spec.paths import confined_path
+from sdk.spec.placeholders import find_placeholder
 from sdk.spec.schema import Pipeline
 from sdk.spec.yaml_source import YamlDocument, YamlPath, format_yaml_path, read_yaml
 
@@ -73,6 +74,13 @@ class PipelineFile:
 def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile:
     path = Path(path)
     document = read_yaml(path)
+    left = find_placeholder(document.data)
+    if left is not None:  # `sdk init` could not tell this value from the model: say which and why, before any type error
+        where, reason = left
+        raise ConfigError(
+            f"{document.where(where)}: still the placeholder `sdk init` wrote ({reason}); allowed: the model's real value",
+            hint="fill in every FILL-IN value (the comments in the file say where to find each), then run again",
+        )
     try:
         spec = Pipeline.model_validate(document.data)
     except ValidationError as exc:
