@@ -59,6 +59,7 @@ class TensorRTBackend(Backend):
                 hint="profile without the graph, then run with it",
             )
         self.cuda_graph = cuda_graph
+        self._constants: frozenset[str] = frozenset()  # model.inputs, copied to the device once
         self._graph = self._graph_exec = None
         self.last_infer_ms: float | None = None
         self._specs: dict[str, TensorSpec] = {}
@@ -148,6 +149,8 @@ class TensorRTBackend(Backend):
         cudart, stream = self._cudart, self._stream
         to_device, to_host = cudart.cudaMemcpyKind.cudaMemcpyHostToDevice, cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
         for name, array in self.inputs.items():
+            if name in self._constants:
+                continue  # copied once, by constants_written()
             _check(cudart.cudaMemcpyAsync(self._device[name], self._host[name], array.nbytes, to_device, stream), "copy in")
         _check(cudart.cudaEventRecord(self._events[0], stream), "event record")
         if self._graph_exec is not None:
@@ -159,6 +162,14 @@ class TensorRTBackend(Backend):
             _check(cudart.cudaMemcpyAsync(self._host[name], self._device[name], array.nbytes, to_host, stream), "copy out")
         _check(cudart.cudaStreamSynchronize(stream), "stream synchronisation")
         self.last_infer_ms = _check(cudart.cudaEventElapsedTime(*self._events), "event timing")
+
+    def constants_written(self, names: tuple[str, ...]) -> None:
+        """model.inputs: copied to the device once, here, and left out of every frame's copies."""
+        cudart = self._cudart
+        to_device = cudart.cudaMemcpyKind.cudaMemcpyHostToDevice
+        for name in names:
+            _check(cudart.cudaMemcpy(self._device[name], self._host[name], self.inputs[name].nbytes, to_device), "copy constant input")
+        self._constants = frozenset(names)
 
     def close(self) -> None:
         cudart = self._cudart

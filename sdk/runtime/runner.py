@@ -15,9 +15,10 @@ from pathlib import Path
 
 from sdk.artifacts import ModelArtifacts
 from sdk.backends import create_backend
-from sdk.errors import ConfigError, ModelError, SdkError
+from sdk.errors import ConfigError, SdkError
 from sdk.postprocess import create_postprocessor
 from sdk.preprocess import CpuPreprocessor
+from sdk.runtime.constants import split_inputs
 from sdk.runtime.recorder import LatencyRecorder
 from sdk.service.health import HealthMonitor
 from sdk.sinks import create_sinks
@@ -119,9 +120,8 @@ class PipelineRunner:
                     cuda_graph=spec.model.cuda_graph,
                 )
             )
-            if len(backend.inputs) != 1:
-                raise ModelError(f"{model_path}: the model must have one input, it has {len(backend.inputs)}")
-            ((input_name, input_buffer),) = backend.inputs.items()
+            # The image input, and the constants of model.inputs written into their buffers once (sdk.runtime.constants).
+            _, input_buffer = split_inputs(backend, dict(spec.model.inputs), model_path)
             preprocess = stack.enter_context(CpuPreprocessor(spec.preprocess, input_buffer))
             net_size = (spec.preprocess.resize.width, spec.preprocess.resize.height)
             tensors = self.artifacts.load_tensors()

@@ -12,9 +12,9 @@ import math
 import re
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, field_validator
+from pydantic import Field, StrictBool, field_validator
 
-from sdk.spec.bounds import Flag, Frozen, bounds_error, shown
+from sdk.spec.bounds import Flag, Frozen, Int, Real, bounds_error, shown
 
 ENTRY_POINT_GROUP = "sdk.decoders"
 _DOTTED = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
@@ -26,7 +26,12 @@ ENTRY_HINT = (
 )
 MAX_OPTION_TEXT = 4096
 MAX_OPTION_NUMBER = 1e15
-OptionValue = Union[bool, int, float, Annotated[str, Field(max_length=MAX_OPTION_TEXT)]]  # noqa: UP007
+OptionValue = Union[  # noqa: UP007  (in this order: a YAML string stays a string, an integer an integer)
+    StrictBool,
+    Annotated[str, Field(max_length=MAX_OPTION_TEXT)],
+    Int(-(10**15), 10**15, "an integer option, handed to the plug-in as it is"),
+    Real("a number option, handed to the plug-in as it is", ge=-1e15, le=1e15),
+]
 
 
 class PythonDecoder(Frozen):

@@ -16,6 +16,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from sdk.spec.bounds import MAX_HELD_FRAMES_BYTES, MAX_TENSOR_SIDE, Flag, Frozen, Int, Real, bounds_error, shown, size_text
 from sdk.spec.budgets import AccuracyAcceptance, Budgets, Determinism, EnvironmentRequirements, LatencyLimits, PositiveMs
 from sdk.spec.calibration import AccuracyGate, Calibration
+from sdk.spec.model_inputs import ModelInputs
 from sdk.spec.plugin import PythonDecoder
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
 from sdk.spec.service import DegradedMode, Health, Retention, Service
@@ -34,9 +35,9 @@ class Prepare(Frozen):
 
     @field_validator("inputs")
     @classmethod
-    def _one_input(cls, inputs: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-        if len(inputs) != 1:
-            raise ValueError(f"exactly one input tensor with its static shape is needed, got {len(inputs)}")
+    def _some_inputs(cls, inputs: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+        if not 1 <= len(inputs) <= 17:
+            raise ValueError(f"the image input and any constant inputs (model.inputs), each with its static shape, are needed; got {len(inputs)}")
         return inputs
 
     @field_validator("outputs")
@@ -73,6 +74,7 @@ class Model(Frozen):
     dla: DlaPlacement | None = None  # run on a DLA core under this contract (TensorRT builds only)
     profile_layers: Flag = False  # TensorRT: per-layer times in the report (names the bottleneck layers; costs time)
     cuda_graph: Flag = False  # TensorRT: replay the engine's launches as one CUDA graph (less CPU per frame)
+    inputs: ModelInputs = Field(default_factory=dict)  # constant inputs besides the image, by name (sdk.spec.model_inputs)
 
     @model_validator(mode="after")
     def _graph_or_profile(self) -> Model:
@@ -311,10 +313,16 @@ class Pipeline(Frozen):
     @model_validator(mode="after")
     def _prepared_input_matches_preprocess(self) -> Pipeline:
         if self.model.prepare is not None:
-            ((name, shape),) = self.model.prepare.inputs.items()
+            images = [name for name in self.model.prepare.inputs if name not in self.model.inputs]
+            if len(images) != 1:
+                raise ValueError(
+                    f"model.prepare.inputs names {sorted(self.model.prepare.inputs)}: exactly one of them must be the image "
+                    f"(the others constants named in model.inputs), got {len(images)} not in model.inputs"
+                )
+            shape = self.model.prepare.inputs[images[0]]
             if tuple(shape) != self.preprocess.tensor_shape:
                 raise ValueError(
-                    f"model.prepare.inputs[{name!r}] is {list(shape)} but preprocess produces "
+                    f"model.prepare.inputs[{images[0]!r}] is {list(shape)} but preprocess produces "
                     f"{list(self.preprocess.tensor_shape)} ({self.preprocess.layout})"
                 )
         return self
