@@ -116,7 +116,10 @@ def render(recognised: Recognised, model_rel: str, source: str, name: str) -> tu
     _block(section, 2, lines, fill, "preprocess")
     model: dict = {"path": model_rel}
     if r.prepare is None and not r.image.static:  # a dynamic batch or size: the runtime binds static buffers once
-        r.prepare = {"inputs": {r.image.name: [1, *(resize[k] if k else c for k, c in _axes(r))]}, "outputs": [o.name for o in r.outputs]}
+        shapes = {r.image.name: [1, *(resize[k] if k else c for k, c in _axes(r))]}
+        for t in r.extra_inputs:  # a constant input's static shape (the cut keeps it an input)
+            shapes[t.name] = list(t.shape) if t.static else PREFIX + f"the static shape of the constant input {t.name!r} {list(t.shape)}"
+        r.prepare = {"inputs": shapes, "outputs": [o.name for o in r.outputs]}
     if r.prepare is not None:  # the convolutional core only (TensorRT and DLA cannot take the graph's Loops and NMS)
         model["prepare"] = r.prepare
     if r.extra_inputs:

@@ -237,3 +237,55 @@ def test_usage_errors(tmp_path):
     (tmp_path / "bad.onnx").write_bytes(b"not a model")
     done = sdk("init", "bad.onnx", cwd=tmp_path)
     assert done.returncode == 1 and "not a readable ONNX model" in done.stderr and "Traceback" not in done.stderr
+
+
+def _graph_with_outputs(path: Path, image: list, outputs: dict[str, list], *, nms: bool = False) -> Path:
+    """A one-node-per-output graph with these output shapes (recognition reads shapes and names only)."""
+    nodes, infos = [], []
+    for name, shape in outputs.items():
+        nodes.append(helper.make_node("ConstantOfShape", [f"{name}_shape"], [name]))
+        infos.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
+    inits = [helper.make_tensor(f"{n}_shape", TensorProto.INT64, [len(s)], [d if isinstance(d, int) else 1 for d in s]) for n, s in outputs.items()]
+    if nms:
+        nodes.append(helper.make_node("NonMaxSuppression", ["b", "s"], ["selected"]))
+        inits += [helper.make_tensor("b", TensorProto.FLOAT, [1, 1, 4], [0, 0, 1, 1]), helper.make_tensor("s", TensorProto.FLOAT, [1, 1, 1], [1])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("images", TensorProto.FLOAT, image)], infos, inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("outputs", "nms", "family", "decoder"),
+    [
+        ({"output": [1, 3 * 8400, 85]}, False, "yolo-v5", {"kind": "yolo", "output": "output", "layout": "v5"}),
+        ({"output0": [1, 84, 8400]}, False, "yolo-v8", {"kind": "yolo", "output": "output0", "layout": "v8"}),
+        ({"output": [1, 8400, 85]}, False, "yolox", None),
+        ({"num_dets": [1, 1], "det_boxes": [1, 100, 4], "det_scores": [1, 100], "det_classes": [1, 100]}, False, "nms-inside", None),
+        ({"boxes": [1, 100, 4]}, True, "nms-inside", None),
+        ({"logits": [1, 1000]}, False, "classifier", None),
+        ({"mask": [1, 21, 640, 640]}, False, "segmenter", None),
+    ],
+)
+def test_families_from_output_shapes_at_640(tmp_path, outputs, nms, family, decoder):
+    from tools.model_families import recognise
+
+    found = recognise(_graph_with_outputs(tmp_path / "m.onnx", [1, 3, 640, 640], outputs, nms=nms))
+    assert found.family == family and (found.width, found.height, found.layout) == (640, 640, "nchw")
+    if decoder is not None:
+        assert found.decoder == decoder and len(found.classes) == 80
+        assert found.preprocess["normalize"].startswith("FILL-IN: ")  # no Ultralytics metadata: the normalisation is not known
+    else:
+        assert found.decoder["kind"] == "python" and found.decoder["entry"].startswith("FILL-IN: ")
+
+
+def test_extra_inputs_and_a_dynamic_batch_are_written_as_placeholders_and_prepare(tmp_path):
+    model = _graph_with_outputs(tmp_path / "m.onnx", ["batch", 3, 640, 640], {"output0": ["batch", 84, 8400]})
+    loaded = onnx.load(str(model))
+    loaded.graph.input.append(helper.make_tensor_value_info("scale_factor", TensorProto.FLOAT, [1, 2]))
+    onnx.save(loaded, str(model))
+    done = sdk("init", "m.onnx", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    keys = [line.split(":")[0].strip() for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert keys == ["preprocess.normalize", "model.inputs.scale_factor"], done.stdout
+    data = yaml.safe_load((tmp_path / "m.yaml").read_text())
+    assert data["model"]["prepare"]["inputs"] == {"images": [1, 3, 640, 640], "scale_factor": [1, 2]}
