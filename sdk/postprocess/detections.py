@@ -19,6 +19,7 @@ class Detection:
     score: float
     box: tuple[float, float, float, float]  # x1, y1, x2, y2 in source-image pixels
     keypoints: tuple[tuple[float, float], ...] = ()  # x, y in source-image pixels (not clipped to the frame)
+    secondary: dict | None = None  # the cascade steps' results on this detection's crop, by step name
 
 
 class Detections:
@@ -29,6 +30,7 @@ class Detections:
         self.scores = np.zeros(capacity, np.float32)
         self.class_ids = np.zeros(capacity, np.int32)
         self.count = 0
+        self.secondary: list[dict] | None = None  # set by the cascade stage each frame, one mapping per detection
 
     def select(
         self,
@@ -70,4 +72,5 @@ class Detections:
             label = self.labels[class_id] if class_id < len(self.labels) else str(class_id)
             x1, y1, x2, y2 = (float(v) for v in self.boxes[i])
             points = tuple((float(x), float(y)) for x, y in self.keypoints[i])
-            yield Detection(label, class_id, float(self.scores[i]), (x1, y1, x2, y2), points)
+            extra = self.secondary[i] if self.secondary is not None and i < len(self.secondary) and self.secondary[i] else None
+            yield Detection(label, class_id, float(self.scores[i]), (x1, y1, x2, y2), points, extra)

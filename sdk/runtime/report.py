@@ -110,6 +110,7 @@ def build_report(
         "backend": result.backend,
         "preprocess": result.preprocess,
         "slowest_layers": [{"layer": name, "ms_per_frame": ms} for name, ms in result.slowest_layers],
+        "cascade": {step: summarize(np.asarray(ms, np.float64)) for step, ms in result.cascade_ms.items()},  # within postprocess
         "hashes": _hashes(pipeline, artifacts),
         "determinism": {"frames": len(frames), "digest": outputs_digest(frames, digests)},
         "interference": interference,

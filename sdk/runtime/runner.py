@@ -40,6 +40,7 @@ class RunResult:
     preprocess: str = ""  # which sampler resized the frames (it depends on the installed OpenCV)
     wall_s: float = 0.0
     slowest_layers: list[tuple[str, float]] = field(default_factory=list)  # (layer, ms per frame), TensorRT profiling only
+    cascade_ms: dict[str, list[float]] = field(default_factory=dict)  # per cascade step, ms per frame (within postprocess)
 
     @property
     def frames(self) -> int:
@@ -76,6 +77,7 @@ class PipelineRunner:
         self.on_end = on_end  # the frames ended (before the stages close)
         self._stream: FrameStream | None = None
         self._stopping = False
+        self._cascade = None
 
     @property
     def counters(self) -> StreamCounters | None:
@@ -128,6 +130,10 @@ class PipelineRunner:
             postprocess = stack.enter_context(
                 create_postprocessor(spec.postprocess, backend.outputs, net_size, tensors, self.pipeline.plugin_folder())
             )
+            if spec.cascade:  # models on the crops of the detections (sdk.cascade); their time is the postprocess stage's
+                from sdk.cascade import CascadeStage
+
+                self._cascade = stack.enter_context(CascadeStage(spec.cascade, self.pipeline.folder))
             frames = stack.enter_context(stream)
             fps = spec.source.replay.rate_fps or frames.reader.nominal_fps or 30.0
             sinks = create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl, retention=self.retention)
@@ -137,6 +143,8 @@ class PipelineRunner:
             started = time.perf_counter()
             self._loop(frames, preprocess, backend, postprocess, sinks, result)
             result.wall_s = time.perf_counter() - started
+            if self._cascade is not None:
+                result.cascade_ms = self._cascade.latencies_ms()
             if hasattr(backend, "slowest_layers"):  # TensorRT with profile_layers: the bottleneck layers, by name
                 result.slowest_layers = [(name, round(ms / max(result.frames, 1), 4)) for name, ms in backend.slowest_layers(10)]
         return result
@@ -148,6 +156,7 @@ class PipelineRunner:
         consecutive = 0
         marks = [0] * 6
         monitor = self.monitor
+        cascade = self._cascade
         for frame in frames:
             if self._stopping:
                 break
@@ -164,6 +173,8 @@ class PipelineRunner:
                 marks[3] = clock()
                 stage = "postprocess"
                 detections = postprocess(geometry)
+                if cascade is not None:
+                    cascade(frame.image, detections)
                 marks[4] = clock()
                 stage = "sink"
                 sinks(frame, detections)

@@ -33,6 +33,8 @@ def _record(d: Detection, r: int) -> dict:
     record = {"label": d.label, "score": round(d.score, 4), "box": [round(v, r) for v in d.box]}
     if d.keypoints:  # decoders with keypoints (postprocess.decoder.keypoints): [[x, y], ...] in source pixels
         record["keypoints"] = [[round(x, r), round(y, r)] for x, y in d.keypoints]
+    if d.secondary:  # the cascade steps' results on this detection's crop (pipeline `cascade:`), by step name
+        record["secondary"] = d.secondary
     return record
 
 

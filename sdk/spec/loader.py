@@ -56,12 +56,23 @@ class PipelineFile:
         folder = getattr(self.spec.postprocess.decoder, "path", None) if self.spec.postprocess.decoder.kind == "python" else None
         return self.resolve(folder, "postprocess.decoder.path") if folder is not None else None
 
+    def cascade_files(self) -> list[tuple[Path, str]]:
+        """The files the cascade steps read (models, character lists), with their YAML paths."""
+        found = []
+        for i, step in enumerate(self.spec.cascade):
+            found.append((self.resolve(step.model.path, f"cascade[{i}].model.path"), f"cascade[{i}].model.path"))
+            characters = getattr(step.decoder, "characters", None)
+            if characters is not None:
+                found.append((self.resolve(characters, f"cascade[{i}].decoder.characters"), f"cascade[{i}].decoder.characters"))
+        return found
+
     def check_files(self) -> None:
         files = (
             (self.model_path, "model.path"),
             (self.source_file(), "source.uri"),
             (self.calibration_source_file(), "calibration.source"),
             (self.plugin_folder(), "postprocess.decoder.path"),
+            *self.cascade_files(),
         )
         for file, yaml_path in files:
             if file is not None and not file.exists():

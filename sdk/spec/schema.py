@@ -16,6 +16,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from sdk.spec.bounds import MAX_HELD_FRAMES_BYTES, MAX_TENSOR_SIDE, Flag, Frozen, Int, Real, bounds_error, shown, size_text
 from sdk.spec.budgets import AccuracyAcceptance, Budgets, Determinism, EnvironmentRequirements, LatencyLimits, PositiveMs
 from sdk.spec.calibration import AccuracyGate, Calibration
+from sdk.spec.cascade import Cascade
 from sdk.spec.model_inputs import ModelInputs
 from sdk.spec.plugin import PythonDecoder
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
@@ -268,6 +269,7 @@ class Pipeline(Frozen):
     preprocess: Preprocess
     model: Model
     postprocess: Postprocess
+    cascade: Cascade = ()  # models run on the crops of the detections, in order (sdk.spec.cascade)
     sinks: Annotated[tuple[Sink, ...], Field(max_length=16)] = Field(default_factory=lambda: (JsonlSink(kind="jsonl"),))
     budgets: Budgets = Budgets()
     calibration: Calibration | None = None
