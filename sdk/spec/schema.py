@@ -330,6 +330,20 @@ class Pipeline(Frozen):
         return self
 
     @model_validator(mode="after")
+    def _cascade_budgets_name_steps(self) -> Pipeline:
+        names = [step.name for step in self.cascade]
+        if len(set(names)) != len(names):
+            raise bounds_error(f"step names {names} repeat; allowed: a distinct name per step", path=("cascade",))
+        for step in self.budgets.cascade:
+            if step not in names:
+                raise bounds_error(
+                    f"{shown(step)} is not a cascade step; allowed: {', '.join(names) if names else 'none (the pipeline has no cascade)'}",
+                    hint="budgets.cascade is keyed by the names of the steps in `cascade:`",
+                    path=("budgets", "cascade", step),
+                )
+        return self
+
+    @model_validator(mode="after")
     def _anchors_laid_on_the_network_input(self) -> Pipeline:
         decoder = self.postprocess.decoder
         if isinstance(decoder, SsdDecoder) and isinstance(decoder.anchors, GeneratedAnchors):

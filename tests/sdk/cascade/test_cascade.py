@@ -72,6 +72,9 @@ cascade:
       color: bgr
       normalize: {scale: 0.00392156862745098, mean: [0.5, 0.5, 0.5], std: [0.5, 0.5, 0.5]}
     decoder: {kind: ctc, characters: characters.txt, space: true}
+budgets:
+  end_to_end: {p50_ms: 60000}
+  cascade: {text: {p50_ms: 60000}}
 """
 
 LINES = ("PERCEPTION 2026", "ORIN SDK", "LANE 42")
@@ -123,6 +126,9 @@ def test_a_step_is_validated_at_load(tmp_path):
     (folder / "ocr.yaml").write_text(PIPELINE.replace("kind: ctc, characters: characters.txt", "kind: ctc, characters: missing.txt"))
     with pytest.raises(ConfigError, match=r"cascade\[0\]\.decoder\.characters: .*missing.txt does not exist"):
         load_pipeline(folder / "ocr.yaml")
+    (folder / "ocr.yaml").write_text(PIPELINE.replace("cascade: {text:", "cascade: {txt:"))
+    with pytest.raises(ConfigError, match=r"budgets\.cascade\.txt: 'txt' is not a cascade step; allowed: text"):
+        load_pipeline(folder / "ocr.yaml")
     (folder / "ocr.yaml").write_text(PIPELINE.replace("max_per_frame: 8", "max_per_frame: 1000"))
     with pytest.raises(ConfigError, match=r"cascade\[0\]\.takes\.max_per_frame"):
         load_pipeline(folder / "ocr.yaml")
@@ -146,3 +152,5 @@ def test_paddleocr_detector_and_recogniser_read_the_lines_as_rapidocr_does(tmp_p
 
     report = json.loads((tmp_path / "reports" / "report.json").read_text())
     assert set(report["cascade"]) == {"text"} and report["cascade"]["text"]["p50_ms"] > 0
+    (check,) = [c for c in report["checks"] if c["name"].startswith("cascade.")]
+    assert check["name"] == "cascade.text.p50_ms" and check["measured"] > 0, check
