@@ -119,7 +119,9 @@ def _judge(exit_code: int, killed: str | None, report: dict | None, stderr: str,
     if report is None:
         return False, "the runtime wrote no report", frames
     if frames < min_frames:
-        return False, f"only {frames} frame(s) went through the pipeline; the health check needs {min_frames} (health.min_frames)", frames
+        last = report.get("last_error")  # why frames failed (a stage that raised on each of them), when one did
+        why = f"; last stage error: {last}" if last else ""
+        return False, f"only {frames} frame(s) went through the pipeline; the health check needs {min_frames} (health.min_frames){why}", frames
     return True, f"{frames} frames went through every stage", frames
 
 

@@ -111,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     deploy = commands.add_parser("deploy", help="prepare, stage, run and judge a pipeline on a target")
     _add_deploy_arguments(deploy)
+    init = commands.add_parser("init", help="write a commented pipeline file for an ONNX model (its family recognised from its tensors)")
+    init.add_argument("model", type=Path, metavar="MODEL.onnx", help="the model; the pipeline file is written beside it")
+    init.add_argument("--source", metavar="URI", help="the frames (file://clip.mp4, images://dir, v4l2:///dev/video0; default: synthetic frames)")
+    init.add_argument(
+        "--output", "-o", type=Path, metavar="PIPELINE.yaml", help="where to write (default: MODEL.yaml beside the model; never overwritten)"
+    )
     prepare = commands.add_parser("prepare", help="prepare the model (graph cut, static shapes, constants)")
     prepare.add_argument("pipeline", type=Path, help="pipeline file (YAML) whose model to prepare")
     calibrate = commands.add_parser("calibrate", help="INT8: ranges, Q/DQ model and TensorRT calibration caches from one run")
@@ -140,9 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim = targets_commands.add_parser("sim", help="start a simulated target (real sshd on loopback) and write targets/sim.yaml")
     sim.add_argument("--stop", action="store_true", help="stop the simulated target")
     _add_targets_add(targets_commands)
-    check = targets_commands.add_parser(
-        "check", help="connect, probe and list what would block a deploy (exit 0: nothing blocks, 1: something does)"
-    )
+    check = targets_commands.add_parser("check", help="connect, probe and list what would block a deploy (exit 0: nothing blocks, 1: something does)")
     check.add_argument("target", help="a target name (`sdk targets list`)")
     trust = targets_commands.add_parser("trust-key", help="make the target accept only releases signed by this Ed25519 key")
     trust.add_argument("target", help="a target name (`sdk targets list`)")
@@ -236,6 +240,23 @@ def _validate(args: argparse.Namespace, console: Console) -> int:
         result = validate()
     render_report(console, result.report, result.report_dir, result.staged)
     return result.exit_code
+
+
+def _init(args: argparse.Namespace, console: Console) -> int:
+    from tools.init_pipeline import init_pipeline
+
+    result = init_pipeline(args.model, source=args.source, output=args.output)
+    console.print(f"{result.recognised.summary}", highlight=False, markup=False)
+    console.print(f"wrote {result.path}", highlight=False, markup=False)
+    if result.fill_in:
+        console.print(
+            f"fill in {len(result.fill_in)} value(s) the model cannot tell; the file is refused until they are:", highlight=False, markup=False
+        )
+        for key, why in result.fill_in:
+            console.print(f"  {key}: {why}", highlight=False, markup=False)
+    else:
+        console.print(f"run it: deploy --target local {result.path} --frames 30", highlight=False, markup=False)
+    return 0
 
 
 def _prepare(args: argparse.Namespace, console: Console) -> int:
@@ -483,6 +504,7 @@ HANDLERS = {
     "deploy": _deploy,
     "validate": _validate,
     "selftest": _selftest,
+    "init": _init,
     "prepare": _prepare,
     "calibrate": _calibrate,
     "dla-report": _dla_report,

@@ -66,9 +66,13 @@ MEANINGS = {
     "model": "the detector and how it runs",
     "model.path": "the original ONNX model, relative to the pipeline file (the release carries the prepared model, not this file)",
     "model.prepare": "cut the graph between these tensors, with static shapes (what TensorRT and DLA can take); `null`: use the model as it is",
-    "model.prepare.inputs": "the one input tensor's name and its static shape",
+    "model.prepare.inputs": "the image input's name and static shape, and each constant input's (model.inputs)",
     "model.prepare.outputs": "names of the tensors the cut model ends at",
     "model.prepare.fold_constants": "fold constants after the cut until nothing folds",
+    "model.inputs": (
+        "constant inputs besides the image (an image size, scale factors), by name: a number or a flat list in C order, "
+        "cast to the input's type and bound once; the one input not named here is the image"
+    ),
     "model.backend": (
         "`auto`: a TensorRT engine where the target reports TensorRT and a GPU (built there by `deploy`), else ONNX Runtime; "
         "`tensorrt`: must build an engine (refused before anything is sent on a device without TensorRT); `onnxruntime`: never builds"
@@ -86,7 +90,13 @@ MEANINGS = {
         "NMS left them (`nms_inside`), a frame's top classes (`classify`) or a class mask (`segment`)"
     ),
     "postprocess.decoder": "the output decoder, chosen by `kind`",
-    "postprocess.decoder.kind": "`ssd`, `yolo`, `nms_inside`, `classify` or `segment` (docs/guides/models.md)",
+    "postprocess.decoder.kind": "`ssd`, `yolo`, `nms_inside`, `classify`, `segment` (docs/guides/models.md) or `python` (docs/guides/decoder-plugins.md)",
+    "postprocess.decoder.entry": (
+        "`kind: python`: `package.module:function`, or an entry point of the `sdk.decoders` group (docs/guides/decoder-plugins.md)"
+    ),
+    "postprocess.decoder.path": "`kind: python`: a folder beside the pipeline file searched first for the module; it travels with the release",
+    "postprocess.decoder.options": "`kind: python`: strings, numbers and booleans handed to the function unchanged",
+    "postprocess.decoder.nms": "`kind: python`: run the SDK's per-class NMS on what the function returns (false: it suppresses itself)",
     "postprocess.decoder.box_encodings": "output tensor of box encodings",
     "postprocess.decoder.class_logits": "output tensor of class logits",
     "postprocess.decoder.anchors": (

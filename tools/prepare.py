@@ -128,13 +128,15 @@ def _cut(model, inputs: dict[str, tuple[int, ...]], outputs: tuple[str, ...], fo
             f"{source}: model.prepare names tensor(s) the graph does not have: {', '.join(missing)}",
             hint="list the graph's tensors with Netron or onnx; names include their ':0' suffix",
         )
-    ((input_name, shape),) = inputs.items()
-    new_input = tensors[input_name]
-    new_input.inputs.clear()  # its producers (the graph's own preprocessing) are cut away
-    new_input.shape = tuple(shape)
-    if new_input.dtype is None:
-        new_input.dtype = np.float32
-    graph.inputs = [new_input]
+    new_inputs = []
+    for input_name, shape in inputs.items():  # the image, and any constant inputs of model.inputs
+        new_input = tensors[input_name]
+        new_input.inputs.clear()  # its producers (the graph's own preprocessing) are cut away
+        new_input.shape = tuple(shape)
+        if new_input.dtype is None:
+            new_input.dtype = np.float32
+        new_inputs.append(new_input)
+    graph.inputs = new_inputs
     graph.outputs = [tensors[name] for name in outputs]
     for output in graph.outputs:
         output.dtype = output.dtype or np.float32

@@ -56,5 +56,9 @@ class Backend(ABC):
     @abstractmethod
     def output_specs(self) -> tuple[TensorSpec, ...]: ...
 
+    def constants_written(self, names: tuple[str, ...]) -> None:
+        """These inputs were written once and never change: a backend that copies inputs per frame may copy them now, once."""
+        return None  # ONNX Runtime reads the bound buffers themselves: nothing to do
+
     def describe(self) -> str:
         return self.name

@@ -59,6 +59,7 @@ class TensorRTBackend(Backend):
                 hint="profile without the graph, then run with it",
             )
         self.cuda_graph = cuda_graph
+        self._constants: frozenset[str] = frozenset()  # model.inputs, copied to the device once
         self._graph = self._graph_exec = None
         self.last_infer_ms: float | None = None
         self._specs: dict[str, TensorSpec] = {}
@@ -151,6 +152,8 @@ class TensorRTBackend(Backend):
         for name, array in self.inputs.items():
             if name in self._on_device:
                 continue  # written by the CUDA preprocessing kernel, earlier on this stream
+            if name in self._constants:
+                continue  # copied once, by constants_written()
             _check(cudart.cudaMemcpyAsync(self._device[name], self._host[name], array.nbytes, to_device, stream), "copy in")
         _check(cudart.cudaEventRecord(self._events[0], stream), "event record")
         if self._graph_exec is not None:
@@ -180,6 +183,14 @@ class TensorRTBackend(Backend):
         if unknown:
             raise ModelError(f"{self.engine_path}: the engine has no tensor {unknown}")
         self._on_device.update(names)
+
+    def constants_written(self, names: tuple[str, ...]) -> None:
+        """model.inputs: copied to the device once, here, and left out of every frame's copies."""
+        cudart = self._cudart
+        to_device = cudart.cudaMemcpyKind.cudaMemcpyHostToDevice
+        for name in names:
+            _check(cudart.cudaMemcpy(self._device[name], self._host[name], self.inputs[name].nbytes, to_device), "copy constant input")
+        self._constants = frozenset(names)
 
     def close(self) -> None:
         cudart = self._cudart

@@ -45,6 +45,12 @@ def _classify(spec: Postprocess, outputs, net_size, tensors, classes):
     return ClassifyPostprocessor(spec, outputs, classes)
 
 
+def _python(spec: Postprocess, outputs, net_size, tensors, classes, plugin_folder=None):
+    from sdk.postprocess.plugin import PluginPostprocessor  # a user's function; plugin_folder: its decoder.path, resolved
+
+    return PluginPostprocessor(spec, outputs, plugin_folder)
+
+
 def _segment(spec: Postprocess, outputs, net_size, tensors, classes):
     from sdk.postprocess.segment import SegmentPostprocessor
 
@@ -52,7 +58,7 @@ def _segment(spec: Postprocess, outputs, net_size, tensors, classes):
 
 
 # decoder kind -> factory(spec, outputs, net_size, tensors, classes): the one place a kind is bound to its module.
-DECODERS: dict[str, Callable] = {"ssd": _ssd, "yolo": _yolo, "nms_inside": _nms_inside, "classify": _classify, "segment": _segment}
+DECODERS: dict[str, Callable] = {"ssd": _ssd, "yolo": _yolo, "nms_inside": _nms_inside, "classify": _classify, "segment": _segment, "python": _python}
 
 
 def create_postprocessor(
@@ -63,12 +69,15 @@ def create_postprocessor(
     classes: tuple[str, ...] | None = None,
     *,
     session=None,
+    plugin_folder=None,
 ):
     """The decoder the pipeline names, bound to the backend's output buffers. `classes`: the names a label file holds
     (PipelineFile.class_names()); postprocess.classes where not given. With a CUDA `session` (the CUDA
     preprocessor's), the decode kernel runs on the engine's outputs in place where it knows the head
     (sdk/postprocess/device.py); NMS stays here."""
-    cpu = DECODERS[spec.decoder.kind](spec, outputs, net_size, tensors, classes or spec.classes)
+    kind = spec.decoder.kind
+    extra = {"plugin_folder": plugin_folder} if kind == "python" else {}
+    cpu = DECODERS[kind](spec, outputs, net_size, tensors, classes or spec.classes, **extra)
     if session is None:
         return cpu
     from sdk.postprocess.device import device_decoder

@@ -24,6 +24,7 @@ class Detection:
     track_id: int | None = None
     track_age: int | None = None
     track_state: str | None = None
+    secondary: dict | None = None  # the cascade steps' results on this detection's crop, by step name
 
 
 # A detection's track: matched to a confirmed track; the first hits of a track not yet confirmed (no id yet);
@@ -44,6 +45,7 @@ class Detections:
         self.track_ids = np.full(capacity, -1, np.int64)  # -1: no confirmed track
         self.track_ages = np.zeros(capacity, np.int32)  # frames since the track began (1 on its first); 0: no track
         self.track_states = np.zeros(capacity, np.int8)  # index into TRACK_STATES
+        self.secondary: list[dict] | None = None  # set by the cascade stage each frame, one mapping per detection
 
     def select(
         self,
@@ -99,8 +101,9 @@ class Detections:
             label = self.labels[class_id] if 0 <= class_id < len(self.labels) else str(class_id)
             x1, y1, x2, y2 = (float(v) for v in self.boxes[i])
             points = tuple((float(x), float(y)) for x, y in self.keypoints[i])
+            extra = self.secondary[i] if self.secondary is not None and i < len(self.secondary) and self.secondary[i] else None
             if not self.tracked:
-                yield Detection(label, class_id, float(self.scores[i]), (x1, y1, x2, y2), points)
+                yield Detection(label, class_id, float(self.scores[i]), (x1, y1, x2, y2), points, secondary=extra)
                 continue
             track_id = int(self.track_ids[i])
             yield Detection(
@@ -112,4 +115,5 @@ class Detections:
                 track_id if track_id >= 0 else None,
                 int(self.track_ages[i]),
                 TRACK_STATES[self.track_states[i]],
+                extra,
             )

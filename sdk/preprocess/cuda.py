@@ -75,13 +75,15 @@ class CudaPreprocessor(Stage):
         backend,
         choice: DeviceChoice,
         *,
+        image_input: str | None = None,
         kernels_dir: Path | None = None,
         int8_scale: float | None = None,
         memory: str | None = None,
     ) -> None:
-        if len(backend.inputs) != 1:
+        if image_input is None and len(backend.inputs) != 1:
             raise BackendError(f"the CUDA preprocessing feeds one input; the engine has {len(backend.inputs)}")
-        ((input_name, binding),) = backend.inputs.items()
+        input_name = image_input if image_input is not None else next(iter(backend.inputs))
+        binding = backend.inputs[input_name]
         quantised = binding.dtype == np.int8
         if quantised and (int8_scale is None or spec.dtype != "float32"):
             raise ConfigError(

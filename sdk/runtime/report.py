@@ -60,6 +60,8 @@ def build_report(
     budgets = spec.budgets
     warmup = min(budgets.warmup_frames, result.frames)
     latencies = result.recorder.latencies_ms(skip=warmup)
+    cascade = {step: np.asarray(ms[warmup:], np.float64) for step, ms in result.cascade_ms.items()}  # per frame, as the stages
+    latencies.update({f"cascade.{step}": ms for step, ms in cascade.items()})
     frames, _, digests = result.recorder.rows()
     frames, digests = frames[warmup:], digests[warmup:]
     e2e = latencies["end_to_end"]
@@ -117,6 +119,7 @@ def build_report(
         "preprocess": result.preprocess,
         "postprocess": result.postprocess,
         "slowest_layers": [{"layer": name, "ms_per_frame": ms} for name, ms in result.slowest_layers],
+        "cascade": {step: summarize(ms) for step, ms in cascade.items()},  # within postprocess
         "hashes": _hashes(pipeline, artifacts),
         "determinism": {"frames": len(frames), "digest": outputs_digest(frames, digests)},
         "interference": interference,

@@ -18,9 +18,10 @@ from pathlib import Path
 
 from sdk.artifacts import ModelArtifacts
 from sdk.backends import create_backend
-from sdk.errors import ConfigError, ModelError, SdkError
+from sdk.errors import ConfigError, SdkError
 from sdk.postprocess import create_postprocessor, describe
 from sdk.preprocess import create_preprocessor
+from sdk.runtime.constants import split_inputs
 from sdk.runtime.recorder import LatencyRecorder
 from sdk.service.health import HealthMonitor
 from sdk.sinks import create_sinks
@@ -44,6 +45,7 @@ class RunResult:
     postprocess: str = ""  # the decoder, and where NMS ran (the SDK's, or the model's own: then the SDK's is skipped)
     wall_s: float = 0.0
     slowest_layers: list[tuple[str, float]] = field(default_factory=list)  # (layer, ms per frame), TensorRT profiling only
+    cascade_ms: dict[str, list[float]] = field(default_factory=dict)  # per cascade step, ms per frame (within postprocess)
 
     @property
     def frames(self) -> int:
@@ -80,6 +82,7 @@ class PipelineRunner:
         self.on_end = on_end  # the frames ended (before the stages close)
         self._stream: FrameStream | None = None
         self._stopping = False
+        self._cascade = None
 
     @property
     def counters(self) -> StreamCounters | None:
@@ -124,20 +127,29 @@ class PipelineRunner:
                     cuda_graph=spec.model.cuda_graph,
                 )
             )
-            if len(backend.inputs) != 1:
-                raise ModelError(f"{model_path}: the model must have one input, it has {len(backend.inputs)}")
-            ((input_name, input_buffer),) = backend.inputs.items()
+            # The image input, and the constants of model.inputs written into their buffers once (sdk.runtime.constants).
+            image_input, _ = split_inputs(backend, dict(spec.model.inputs), model_path)
             kernels, where = self.artifacts.folder.parent / "kernels", f"{self.pipeline.path}: preprocess.device"
-            preprocess = stack.enter_context(create_preprocessor(spec.preprocess, backend, kernels_dir=kernels, where=where))
+            preprocess = stack.enter_context(create_preprocessor(spec.preprocess, backend, image_input=image_input, kernels_dir=kernels, where=where))
             net_size = (spec.preprocess.resize.width, spec.preprocess.resize.height)
             postprocess = stack.enter_context(
                 create_postprocessor(
-                    spec.postprocess, backend.outputs, net_size, self.artifacts.load_tensors(), self.pipeline.class_names(), session=preprocess.session
+                    spec.postprocess,
+                    backend.outputs,
+                    net_size,
+                    self.artifacts.load_tensors(),
+                    self.pipeline.class_names(),
+                    session=preprocess.session,
+                    plugin_folder=self.pipeline.plugin_folder(),
                 )
             )
             tracker = create_tracker(spec.track)  # None: the pipeline does not track
             if tracker is not None:
                 stack.enter_context(tracker)
+            if spec.cascade:  # models on the crops of the detections (sdk.cascade); their time is the postprocess stage's
+                from sdk.cascade import CascadeStage
+
+                self._cascade = stack.enter_context(CascadeStage(spec.cascade, self.pipeline.folder))
             frames = stack.enter_context(stream)
             fps = spec.source.replay.rate_fps or frames.reader.nominal_fps or 30.0
             sinks = create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl, retention=self.retention)
@@ -149,6 +161,8 @@ class PipelineRunner:
             self._loop(frames, preprocess, backend, postprocess, tracker, sinks, result)
             result.wall_s = time.perf_counter() - started
             result.preprocess = preprocess.report()  # with the run's event times and decode counts
+            if self._cascade is not None:
+                result.cascade_ms = self._cascade.latencies_ms()
             if hasattr(backend, "slowest_layers"):  # TensorRT with profile_layers: the bottleneck layers, by name
                 result.slowest_layers = [(name, round(ms / max(result.frames, 1), 4)) for name, ms in backend.slowest_layers(10)]
         return result
@@ -160,6 +174,7 @@ class PipelineRunner:
         consecutive = 0
         marks = [0] * 6
         monitor = self.monitor
+        cascade = self._cascade
         for frame in frames:
             if self._stopping:
                 break
@@ -176,6 +191,8 @@ class PipelineRunner:
                 marks[3] = clock()
                 stage = "postprocess"
                 detections = postprocess(geometry)
+                if cascade is not None:
+                    cascade(frame.image, detections)
                 if tracker is not None:
                     detections = tracker.update(detections)  # timed with postprocess
                 marks[4] = clock()

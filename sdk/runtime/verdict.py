@@ -141,6 +141,7 @@ def evaluate(
     """(verdict, checks, notes) of the latency budgets, deadline, drops and environment requirements."""
     checks: list[BudgetCheck] = []
     groups = [("end_to_end", budgets.end_to_end)] + [(stage, limits) for stage, limits in budgets.stages.items()]
+    groups += [(f"cascade.{step}", limits) for step, limits in budgets.cascade.items()]
     for group, limits in groups:
         if limits is None:
             continue

@@ -38,6 +38,8 @@ def _record(d: Detection, r: int) -> dict:
         record["track_id"] = d.track_id
         record["track_age"] = d.track_age
         record["track_state"] = d.track_state
+    if d.secondary:  # the cascade steps' results on this detection's crop (pipeline `cascade:`), by step name
+        record["secondary"] = d.secondary
     return record
 
 

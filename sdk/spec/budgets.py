@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from sdk.spec.bounds import MAX_COUNT, MAX_REPLAY_FRAMES, Flag, Frozen, Int, Real
 
@@ -71,6 +71,8 @@ class Budgets(Frozen):
     warmup_frames: Int(0, MAX_REPLAY_FRAMES, "first frames left out of the statistics") = 0
     end_to_end: LatencyLimits | None = None
     stages: dict[Literal["preprocess", "infer", "postprocess", "sink"], LatencyLimits] = {}
+    # A cascade step's time a frame (part of postprocess), by the step's name in `cascade:`.
+    cascade: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")], LatencyLimits] = {}
     max_dropped: Int(0, MAX_COUNT, "frames dropped (late or overwritten), at most") | None = None
     deadline_ms: Ms("per frame, end to end from capture; a dropped frame misses it") | None = None
     max_miss_ratio: Ratio("deadline misses per frame, at most") | None = None

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 from sdk.errors import ConfigError
 from sdk.spec.bounds import ERROR_TYPE
 from sdk.spec.paths import confined_path
+from sdk.spec.placeholders import find_placeholder
 from sdk.spec.schema import Pipeline
 from sdk.spec.yaml_source import YamlDocument, YamlPath, format_yaml_path, read_yaml
 
@@ -64,12 +65,29 @@ class PipelineFile:
             return self.spec.postprocess.classes
         return read_labels(labels, f"{self.path}: postprocess.decoder.labels")
 
+    def plugin_folder(self) -> Path | None:
+        """The folder a `kind: python` decoder imports its module from (decoder.path), or None."""
+        folder = getattr(self.spec.postprocess.decoder, "path", None) if self.spec.postprocess.decoder.kind == "python" else None
+        return self.resolve(folder, "postprocess.decoder.path") if folder is not None else None
+
+    def cascade_files(self) -> list[tuple[Path, str]]:
+        """The files the cascade steps read (models, character lists), with their YAML paths."""
+        found = []
+        for i, step in enumerate(self.spec.cascade):
+            found.append((self.resolve(step.model.path, f"cascade[{i}].model.path"), f"cascade[{i}].model.path"))
+            characters = getattr(step.decoder, "characters", None)
+            if characters is not None:
+                found.append((self.resolve(characters, f"cascade[{i}].decoder.characters"), f"cascade[{i}].decoder.characters"))
+        return found
+
     def check_files(self) -> None:
         files = (
             (self.model_path, "model.path"),
             (self.source_file(), "source.uri"),
             (self.calibration_source_file(), "calibration.source"),
             (self.labels_file(), "postprocess.decoder.labels"),
+            (self.plugin_folder(), "postprocess.decoder.path"),
+            *self.cascade_files(),
         )
         for file, yaml_path in files:
             if file is not None and not file.exists():
@@ -82,6 +100,13 @@ class PipelineFile:
 def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile:
     path = Path(path)
     document = read_yaml(path)
+    left = find_placeholder(document.data)
+    if left is not None:  # `sdk init` could not tell this value from the model: say which and why, before any type error
+        where, reason = left
+        raise ConfigError(
+            f"{document.where(where)}: still the placeholder `sdk init` wrote ({reason}); allowed: the model's real value",
+            hint="fill in every FILL-IN value (the comments in the file say where to find each), then run again",
+        )
     try:
         spec = Pipeline.model_validate(document.data)
     except ValidationError as exc:

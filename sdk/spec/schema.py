@@ -17,6 +17,9 @@ from sdk.spec.bounds import MAX_HELD_FRAMES_BYTES, MAX_TENSOR_SIDE, Flag, Frozen
 from sdk.spec.budgets import AccuracyAcceptance, Budgets, Determinism, EnvironmentRequirements, LatencyLimits, PositiveMs
 from sdk.spec.calibration import AccuracyGate, Calibration
 from sdk.spec.decoders import LABELLED, ClassifyDecoder, NmsInsideDecoder, SegmentDecoder, YoloDecoder
+from sdk.spec.cascade import Cascade
+from sdk.spec.model_inputs import ModelInputs
+from sdk.spec.plugin import PythonDecoder
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
 from sdk.spec.service import DegradedMode, Health, Retention, Service
 from sdk.spec.source import SOURCE_SCHEMES, Reconnect, Replay, Source, synthetic_size
@@ -35,9 +38,9 @@ class Prepare(Frozen):
 
     @field_validator("inputs")
     @classmethod
-    def _one_input(cls, inputs: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
-        if len(inputs) != 1:
-            raise ValueError(f"exactly one input tensor with its static shape is needed, got {len(inputs)}")
+    def _some_inputs(cls, inputs: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+        if not 1 <= len(inputs) <= 17:
+            raise ValueError(f"the image input and any constant inputs (model.inputs), each with its static shape, are needed; got {len(inputs)}")
         return inputs
 
     @field_validator("outputs")
@@ -74,6 +77,7 @@ class Model(Frozen):
     dla: DlaPlacement | None = None  # run on a DLA core under this contract (TensorRT builds only)
     profile_layers: Flag = False  # TensorRT: per-layer times in the report (names the bottleneck layers; costs time)
     cuda_graph: Flag = False  # TensorRT: replay the engine's launches as one CUDA graph (less CPU per frame)
+    inputs: ModelInputs = Field(default_factory=dict)  # constant inputs besides the image, by name (sdk.spec.model_inputs)
 
     @model_validator(mode="after")
     def _graph_or_profile(self) -> Model:
@@ -208,7 +212,7 @@ class SsdDecoder(Frozen):
 
 class Postprocess(Frozen):
     decoder: Annotated[
-        Union[SsdDecoder, YoloDecoder, NmsInsideDecoder, ClassifyDecoder, SegmentDecoder],  # noqa: UP007
+        Union[SsdDecoder, YoloDecoder, NmsInsideDecoder, ClassifyDecoder, SegmentDecoder, PythonDecoder],  # noqa: UP007
         Field(discriminator="kind"),
     ]
     # Class names in the model's order; classify and segment may name a label file (decoder.labels) instead.
@@ -283,6 +287,7 @@ class Pipeline(Frozen):
     model: Model
     postprocess: Postprocess
     track: Track | None = None  # multi-object tracking after NMS (ByteTrack), one tracker per camera
+    cascade: Cascade = ()  # models run on the crops of the detections, in order (sdk.spec.cascade)
     sinks: Annotated[tuple[Sink, ...], Field(max_length=16)] = Field(default_factory=lambda: (JsonlSink(kind="jsonl"),))
     budgets: Budgets = Budgets()
     calibration: Calibration | None = None
@@ -339,11 +344,31 @@ class Pipeline(Frozen):
     @model_validator(mode="after")
     def _prepared_input_matches_preprocess(self) -> Pipeline:
         if self.model.prepare is not None:
-            ((name, shape),) = self.model.prepare.inputs.items()
+            images = [name for name in self.model.prepare.inputs if name not in self.model.inputs]
+            if len(images) != 1:
+                raise ValueError(
+                    f"model.prepare.inputs names {sorted(self.model.prepare.inputs)}: exactly one of them must be the image "
+                    f"(the others constants named in model.inputs), got {len(images)} not in model.inputs"
+                )
+            shape = self.model.prepare.inputs[images[0]]
             if tuple(shape) != self.preprocess.tensor_shape:
                 raise ValueError(
-                    f"model.prepare.inputs[{name!r}] is {list(shape)} but preprocess produces "
+                    f"model.prepare.inputs[{images[0]!r}] is {list(shape)} but preprocess produces "
                     f"{list(self.preprocess.tensor_shape)} ({self.preprocess.layout})"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _cascade_budgets_name_steps(self) -> Pipeline:
+        names = [step.name for step in self.cascade]
+        if len(set(names)) != len(names):
+            raise bounds_error(f"step names {names} repeat; allowed: a distinct name per step", path=("cascade",))
+        for step in self.budgets.cascade:
+            if step not in names:
+                raise bounds_error(
+                    f"{shown(step)} is not a cascade step; allowed: {', '.join(names) if names else 'none (the pipeline has no cascade)'}",
+                    hint="budgets.cascade is keyed by the names of the steps in `cascade:`",
+                    path=("budgets", "cascade", step),
                 )
         return self
 
@@ -421,6 +446,7 @@ __all__ = [
     "Pixels",
     "PositiveMs",
     "Prepare",
+    "PythonDecoder",
     "Preprocess",
     "Reconnect",
     "Replay",

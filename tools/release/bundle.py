@@ -46,6 +46,12 @@ def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_ke
     labels = pipeline.labels_file()
     if labels is not None:  # a classify or segment decoder's label file travels with the pipeline, where it names it
         files[f"{PIPELINE_DIR}/{labels.relative_to(folder).as_posix()}"] = labels
+    plugins = pipeline.plugin_folder()
+    if plugins is not None:  # a `kind: python` decoder's modules travel with the pipeline, at the same place relative to it
+        for path in sorted(p for p in plugins.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            files[f"{PIPELINE_DIR}/{path.relative_to(folder).as_posix()}"] = path
+    for path, _ in pipeline.cascade_files():  # the cascade's models and character lists, beside the pipeline as written
+        files[f"{PIPELINE_DIR}/{path.relative_to(folder).as_posix()}"] = path
     for path in artifacts.files():
         files[f"{ARTIFACTS_DIR}/{path.name}"] = path
     fingerprint = {

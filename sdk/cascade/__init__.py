@@ -1,0 +1,121 @@
+"""The cascade stage: each step crops the first model's detections, runs its model on the crops of a frame as one
+batch (where the model's batch dimension is free; else one crop at a time), decodes, and attaches its result to the
+parent detection (`Detections.secondary`, written by the JSONL sink). Per-step latency is kept for the report.
+
+Lifecycle as every stage: built (sessions loaded, buffers allocated for `max_per_frame` crops), called once a frame
+`(image, detections) -> detections`, closed.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from sdk.cascade.decoders import Classify, Ctc
+from sdk.errors import ModelError, missing_dependency
+from sdk.postprocess.detections import Detections
+from sdk.spec.cascade import CascadeStep, CtcDecoder
+from sdk.spec.paths import confined_path
+from sdk.stage import Stage
+
+
+def crop_rect(box, crop, width: int, height: int) -> tuple[int, int, int, int] | None:
+    """x1, y1, x2, y2 (integers, inside the frame) of a detection's crop, or None when the box is below min_size."""
+    x1, y1, x2, y2 = box
+    w, h = x2 - x1, y2 - y1
+    if w < crop.min_size or h < crop.min_size:
+        return None
+    if crop.square:
+        side = max(w, h)
+        x1, y1, w, h = x1 - (side - w) / 2, y1 - (side - h) / 2, side, side
+    x1, y1 = x1 - crop.padding * w, y1 - crop.padding * h
+    x2, y2 = x1 + w * (1 + 2 * crop.padding), y1 + h * (1 + 2 * crop.padding)
+    left, top = max(0, int(np.floor(x1))), max(0, int(np.floor(y1)))
+    right, bottom = min(width, int(np.ceil(x2))), min(height, int(np.ceil(y2)))
+    return (left, top, right, bottom) if right > left and bottom > top else None
+
+
+class _Step:
+    def __init__(self, index: int, spec: CascadeStep, folder: Path) -> None:
+        from sdk.backends.onnxruntime_cpu import session_options
+        from sdk.preprocess import CpuPreprocessor
+
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise missing_dependency("onnxruntime", "pip install onnxruntime") from None
+        where = f"cascade[{index}] ({spec.name})"
+        path = confined_path(folder, spec.model.path, where=f"{where}.model.path")
+        try:
+            self.session = ort.InferenceSession(str(path), session_options(spec.model.threads), providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ORT raises its own types
+            raise ModelError(f"{where}: ONNX Runtime cannot load {path}: {exc}") from None
+        inputs = self.session.get_inputs()
+        if len(inputs) != 1:
+            raise ModelError(f"{where}: a cascade model takes one input (the crops), {path.name} has {len(inputs)}")
+        shape, want = inputs[0].shape, spec.preprocess.tensor_shape
+        for axis, (dim, size) in enumerate(zip(shape[1:], want[1:], strict=False), start=1):
+            if isinstance(dim, int) and dim != size:
+                raise ModelError(
+                    f"{where}: the model's input {inputs[0].name!r} {shape} has {dim} at axis {axis}, the step's preprocess makes {list(want)}",
+                    hint="make the step's preprocess.resize, layout and color match the model's input",
+                )
+        self.batched = not isinstance(shape[0], int)  # a free batch dimension: the crops of a frame run as one batch
+        self.spec, self.name, self.input = spec, spec.name, inputs[0].name
+        capacity = spec.takes.max_per_frame
+        self.buffer = np.zeros((capacity, *want[1:]), np.dtype(spec.preprocess.dtype))
+        self.preprocessors = [CpuPreprocessor(spec.preprocess, self.buffer[i : i + 1]) for i in range(capacity)]
+        self.decoder = Ctc(spec.decoder, folder, where) if isinstance(spec.decoder, CtcDecoder) else Classify(spec.decoder)
+        self.latency_ms: list[float] = []
+
+    def __call__(self, image: np.ndarray, detections: Detections, results: list[dict]) -> None:
+        started = time.perf_counter()
+        takes, height, width = self.spec.takes, image.shape[0], image.shape[1]
+        parents, n = [], 0
+        for i in range(detections.count):  # best first
+            if n == len(self.preprocessors):
+                break
+            label = detections.labels[detections.class_ids[i]] if detections.class_ids[i] < len(detections.labels) else ""
+            if detections.scores[i] < takes.min_score or (takes.classes and label not in takes.classes):
+                continue
+            rect = crop_rect(detections.boxes[i].tolist(), self.spec.crop, width, height)
+            if rect is None:
+                continue
+            x1, y1, x2, y2 = rect
+            self.preprocessors[n](np.ascontiguousarray(image[y1:y2, x1:x2]))
+            parents.append(i)
+            n += 1
+        if n:
+            if self.batched:
+                output = self.session.run(None, {self.input: self.buffer[:n]})[0]
+            else:
+                output = np.concatenate([self.session.run(None, {self.input: self.buffer[k : k + 1]})[0] for k in range(n)])
+            for parent, result in zip(parents, self.decoder(output), strict=True):
+                results[parent][self.name] = result
+        self.latency_ms.append((time.perf_counter() - started) * 1000.0)
+
+
+class CascadeStage(Stage):
+    name = "cascade"
+
+    def __init__(self, steps, folder: Path) -> None:
+        self.steps = [_Step(i, spec, Path(folder)) for i, spec in enumerate(steps)]
+
+    def __call__(self, image: np.ndarray, detections: Detections) -> Detections:
+        results: list[dict] = [{} for _ in range(detections.count)]
+        for step in self.steps:
+            step(image, detections, results)
+        detections.secondary = results
+        return detections
+
+    def latencies_ms(self) -> dict[str, list[float]]:
+        return {step.name: step.latency_ms for step in self.steps}
+
+    def close(self) -> None:
+        for step in self.steps:
+            step.session = None
+
+
+__all__ = ["CascadeStage", "crop_rect"]

@@ -1,0 +1,291 @@
+"""`sdk init MODEL.onnx`: the family recognised from the model's tensors, a commented file that validates (after the
+documented edits where the model cannot tell a value) and runs with `deploy --target local`, on the real models the
+repository has (the example's TF SSD, BlazeFace, PaddleOCR's classifier, detector and recogniser from rapidocr)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import yaml
+from onnx import TensorProto, helper
+
+from sdk.errors import ConfigError
+from sdk.spec.loader import load_pipeline
+from tests.integration.mediapipe_reference import REPO, compare, deploy_local, reference_anchors
+from tests.integration.test_blazeface_real_model import ASSETS, NAMES, one_box_and_one_score_tensor, portrait_frames
+
+EXAMPLE = REPO / "pipelines"
+
+
+def sdk(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "400", "SDK_STATE_DIR": str(cwd / ".state")}
+    return subprocess.run(
+        [sys.executable, "-c", "from tools.cli import main; main()", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def edit(path: Path, changes: dict) -> None:
+    """The documented edits: each dotted key set to its value (the comments are not kept, the values are)."""
+    data = yaml.safe_load(path.read_text())
+    for dotted, value in changes.items():
+        node, keys = data, dotted.split(".")
+        for key in keys[:-1]:
+            node = node[key]
+        node[keys[-1]] = value
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def normalised(spec, pixels: np.ndarray) -> np.ndarray:
+    n = spec.preprocess.normalize
+    return (pixels * n.scale - np.asarray(n.mean)) / np.asarray(n.std)
+
+
+@pytest.mark.slow
+def test_the_example_tf_ssd_gets_the_example_pipeline_and_runs(tmp_path):
+    for name in ("ssdlite_pedestrian.onnx", "vtest.avi"):
+        shutil.copy(EXAMPLE / "assets" / name, tmp_path / name)
+    done = sdk("init", "ssdlite_pedestrian.onnx", "--source", "file://vtest.avi", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "TF Object Detection API SSD: 1917 anchors" in done.stdout and "fill in" not in done.stdout
+    written = load_pipeline(tmp_path / "ssdlite_pedestrian.yaml").spec  # validates as written
+    example = load_pipeline(EXAMPLE / "pedestrian.yaml").spec
+    assert written.model.prepare == example.model.prepare
+    assert written.postprocess.decoder == example.postprocess.decoder
+    assert written.preprocess.resize == example.preprocess.resize and written.preprocess.layout == example.preprocess.layout
+    pixels = np.arange(256.0)[:, None]  # the same network input for every pixel value (x * 2/255 - 1 written two ways)
+    assert np.allclose(normalised(written, pixels), normalised(example, pixels), atol=1e-6)
+    lines = deploy_local(tmp_path / "ssdlite_pedestrian.yaml", 8, tmp_path / "state", tmp_path / "reports")
+    assert [line["frame"] for line in lines] == list(range(8)) and all(line["detections"] for line in lines)
+    again = sdk("init", "ssdlite_pedestrian.onnx", cwd=tmp_path)
+    assert again.returncode == 1 and "exists; sdk init never overwrites a file" in again.stderr and "Traceback" not in again.stderr
+
+
+BLAZEFACE_EDITS = {  # face_detection_short_range.pbtxt, as docs/getting-started.md tells a user to copy them
+    "preprocess.normalize": {"scale": 0.00784313725490196, "mean": [1.0, 1.0, 1.0]},
+    "postprocess.decoder.anchors.generate.num_layers": 4,
+    "postprocess.decoder.anchors.generate.min_scale": 0.1484375,
+    "postprocess.decoder.anchors.generate.max_scale": 0.75,
+    "postprocess.decoder.anchors.generate.strides": [8, 16, 16, 16],
+    "postprocess.decoder.anchors.generate.fixed_anchor_size": True,
+    "postprocess.decoder.box_layout": "xywh",
+    "postprocess.decoder.box_size": "linear",
+    "postprocess.decoder.scale_factors": [128, 128, 128, 128],
+}
+
+
+@pytest.mark.slow
+def test_blazeface_names_what_to_fill_in_and_runs_once_it_is(tmp_path):
+    model = one_box_and_one_score_tensor(ASSETS / "blazeface_front_128.onnx", tmp_path / "blazeface.onnx")
+    done = sdk("init", model.name, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    listed = [line.split(":")[0].strip() for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert listed == list(BLAZEFACE_EDITS), done.stdout
+    pipeline = tmp_path / "blazeface.yaml"
+    with pytest.raises(ConfigError) as refused:
+        load_pipeline(pipeline)
+    assert "blazeface.yaml:19: preprocess.normalize: still the placeholder `sdk init` wrote (" in str(refused.value)
+    assert "MediaPipe detectors take x / 127.5 - 1" in str(refused.value)
+    frames = portrait_frames(cv2.imread(str(ASSETS / "astronaut_256.jpg")), 8)
+    (tmp_path / "frames").mkdir()
+    for i, frame in enumerate(frames):
+        cv2.imwrite(str(tmp_path / "frames" / f"{i:03d}.png"), frame)
+    edit(pipeline, {**BLAZEFACE_EDITS, "source.uri": "images://frames", "postprocess.score_threshold": 0.5, "postprocess.iou_threshold": 0.3})
+    assert load_pipeline(pipeline).spec.postprocess.decoder.anchors.generate.anchor_count == 896
+    lines = deploy_local(pipeline, 8, tmp_path / "state", tmp_path / "reports")
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    stats = compare(frames, lines, session, reference_anchors(), NAMES, band=0.01)
+    assert stats["matched"] >= 8 and stats["recall"] >= 0.97 and stats["precision"] >= 0.97, stats
+
+
+def test_a_head_split_over_grids_is_refused_with_how_to_join_it(tmp_path):
+    shutil.copy(ASSETS / "blazeface_front_128.onnx", tmp_path / "raw.onnx")
+    done = sdk("init", "raw.onnx", cwd=tmp_path)
+    assert done.returncode == 1 and "an SSD head split over 2 grids" in done.stderr and "hint: join the grids with a Concat" in done.stderr
+    assert not (tmp_path / "raw.yaml").exists()
+
+
+def _rapidocr_models() -> Path:
+    rapidocr = pytest.importorskip("rapidocr_onnxruntime")
+    return Path(rapidocr.__file__).parent / "models"
+
+
+@pytest.mark.parametrize(
+    ("model", "family"),
+    [
+        ("ch_ppocr_mobile_v2.0_cls_infer.onnx", "classifier: 'save_infer_model/scale_0.tmp_1' ['?', 2] scores 2 classes"),
+        ("ch_PP-OCRv4_det_infer.onnx", "segmenter: 'sigmoid_0.tmp_0'"),
+        ("ch_PP-OCRv4_rec_infer.onnx", "sequence recogniser (CTC): 'softmax_11.tmp_0'"),
+    ],
+)
+def test_paddleocr_models_are_recognised_and_refused_until_filled_in(tmp_path, model, family):
+    shutil.copy(_rapidocr_models() / model, tmp_path / model)
+    done = sdk("init", model, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith(family), done.stdout + done.stderr
+    keys = [line.split(":")[0].strip() for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert keys == ["preprocess.resize.width", "preprocess.resize.height", "preprocess.normalize", "postprocess.decoder.entry"]
+    with pytest.raises(ConfigError, match=r"preprocess\.resize\.width: still the placeholder `sdk init` wrote \(the model's input width is dynamic"):
+        load_pipeline(tmp_path / model.replace(".onnx", ".yaml"))
+
+
+CLASSIFY = '''\
+import numpy as np
+
+
+def decode(outputs, geometry, options):
+    """A whole-frame classifier as one detection: the box is the network input, the score the best class's."""
+    (probs,) = outputs.values()
+    best = int(np.argmax(probs[0]))
+    return {"boxes": [[0, 0, geometry.out_width, geometry.out_height]], "scores": [float(probs[0, best])], "class_ids": [best]}
+'''
+
+
+@pytest.mark.slow
+def test_the_paddleocr_classifier_runs_after_the_documented_edits(tmp_path):
+    shutil.copy(_rapidocr_models() / "ch_ppocr_mobile_v2.0_cls_infer.onnx", tmp_path / "cls.onnx")
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "classify.py").write_text(CLASSIFY)
+    assert sdk("init", "cls.onnx", cwd=tmp_path).returncode == 0
+    edit(
+        tmp_path / "cls.yaml",
+        {
+            "preprocess.resize.width": 192,  # PaddleOCR's text-direction classifier: 3 x 48 x 192, (x / 255 - 0.5) / 0.5
+            "preprocess.resize.height": 48,
+            "preprocess.normalize": {"scale": 0.00392156862745098, "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]},
+            "model.prepare.inputs": {"x": [1, 3, 48, 192]},
+            "postprocess.decoder": {"kind": "python", "entry": "classify:decode", "path": "plugins"},
+            "postprocess.classes": ["0_degrees", "180_degrees"],
+        },
+    )
+    lines = deploy_local(tmp_path / "cls.yaml", 6, tmp_path / "state", tmp_path / "reports")
+    assert len(lines) == 6 and all(len(line["detections"]) == 1 for line in lines)
+    assert all(d["label"] in ("0_degrees", "180_degrees") and 0.5 <= d["score"] <= 1.0 for line in lines for d in line["detections"])
+
+
+def yolo_v8_like(path: Path, size: int = 64, classes: int = 2) -> Path:
+    """A graph with a YOLOv8 head's shape ([1, 4 + C, cells of strides 8, 16, 32]) and Ultralytics' metadata, fixed weights:
+    no real YOLO model is in the repository (Ultralytics' weights are AGPL), so this checks recognition and the run only."""
+    rng = np.random.default_rng(0)
+    nodes, inits, parts = [], [], []
+    for stride in (8, 16, 32):
+        w = helper.make_tensor(
+            f"w{stride}", TensorProto.FLOAT, [4 + classes, 3, stride, stride], rng.normal(0, 0.02, (4 + classes) * 3 * stride * stride)
+        )
+        inits += [w, helper.make_tensor(f"s{stride}", TensorProto.INT64, [3], [1, 4 + classes, -1])]
+        nodes += [
+            helper.make_node("Conv", ["images", f"w{stride}"], [f"c{stride}"], strides=[stride, stride]),
+            helper.make_node("Reshape", [f"c{stride}", f"s{stride}"], [f"r{stride}"]),
+            helper.make_node("Sigmoid", [f"r{stride}"], [f"p{stride}"]),
+        ]
+        parts.append(f"p{stride}")
+    nodes.append(helper.make_node("Concat", parts, ["raw"], axis=2))
+    scale = helper.make_tensor("scale", TensorProto.FLOAT, [1, 4 + classes, 1], [size, size, size / 2, size / 2] + [1.0] * classes)
+    nodes.append(helper.make_node("Mul", ["raw", "scale"], ["output0"]))
+    cells = sum((size // s) ** 2 for s in (8, 16, 32))
+    graph = helper.make_graph(
+        nodes,
+        "yolo",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, [1, 4 + classes, cells])],
+        [*inits, scale],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    for key, value in (("author", "Ultralytics"), ("stride", "32"), ("names", "{0: 'person', 1: 'car'}")):
+        model.metadata_props.add(key=key, value=value)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.slow
+def test_a_yolo_v8_head_is_recognised_and_runs_as_written(tmp_path):
+    yolo_v8_like(tmp_path / "yolo.onnx")
+    done = sdk("init", "yolo.onnx", cwd=tmp_path)
+    assert done.returncode == 0 and "YOLO v8 head 'output0' [1, 6, 84]: 2 classes" in done.stdout and "fill in" not in done.stdout, done.stdout
+    spec = load_pipeline(tmp_path / "yolo.yaml").spec
+    assert spec.postprocess.classes == ("person", "car") and spec.preprocess.resize.mode == "letterbox"
+    assert spec.preprocess.normalize.scale == pytest.approx(1 / 255)
+    lines = deploy_local(tmp_path / "yolo.yaml", 5, tmp_path / "state", tmp_path / "reports")
+    assert len(lines) == 5
+
+
+def test_the_model_must_be_in_the_pipeline_folder_and_so_must_the_source(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    shutil.copy(ASSETS / "blazeface_front_128.onnx", tmp_path / "m.onnx")
+    done = sdk("init", "m.onnx", "--output", "elsewhere/m.yaml", cwd=tmp_path)
+    assert done.returncode == 1 and "is outside" in done.stderr and "write the file beside the model" in done.stderr
+    (tmp_path / "elsewhere" / "clip.avi").write_bytes(b"")
+    model = one_box_and_one_score_tensor(ASSETS / "blazeface_front_128.onnx", tmp_path / "joined.onnx")
+    done = sdk("init", model.name, "--source", "file://elsewhere/clip.avi", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr  # inside the folder: kept, relative
+    assert 'uri: "file://elsewhere/clip.avi"' in (tmp_path / "joined.yaml").read_text()
+    done = sdk("init", model.name, "--output", "j2.yaml", "--source", f"file://{tmp_path.parent / 'x.avi'}", cwd=tmp_path)
+    assert done.returncode == 1 and "--source" in done.stderr
+
+
+def test_usage_errors(tmp_path):
+    done = sdk("init", "missing.onnx", cwd=tmp_path)
+    assert done.returncode == 1 and "missing.onnx: no such model file" in done.stderr
+    (tmp_path / "bad.onnx").write_bytes(b"not a model")
+    done = sdk("init", "bad.onnx", cwd=tmp_path)
+    assert done.returncode == 1 and "not a readable ONNX model" in done.stderr and "Traceback" not in done.stderr
+
+
+def _graph_with_outputs(path: Path, image: list, outputs: dict[str, list], *, nms: bool = False) -> Path:
+    """A one-node-per-output graph with these output shapes (recognition reads shapes and names only)."""
+    nodes, infos = [], []
+    for name, shape in outputs.items():
+        nodes.append(helper.make_node("ConstantOfShape", [f"{name}_shape"], [name]))
+        infos.append(helper.make_tensor_value_info(name, TensorProto.FLOAT, shape))
+    inits = [helper.make_tensor(f"{n}_shape", TensorProto.INT64, [len(s)], [d if isinstance(d, int) else 1 for d in s]) for n, s in outputs.items()]
+    if nms:
+        nodes.append(helper.make_node("NonMaxSuppression", ["b", "s"], ["selected"]))
+        inits += [helper.make_tensor("b", TensorProto.FLOAT, [1, 1, 4], [0, 0, 1, 1]), helper.make_tensor("s", TensorProto.FLOAT, [1, 1, 1], [1])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("images", TensorProto.FLOAT, image)], infos, inits)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("outputs", "nms", "family", "decoder"),
+    [
+        ({"output": [1, 3 * 8400, 85]}, False, "yolo-v5", {"kind": "yolo", "output": "output", "layout": "v5"}),
+        ({"output0": [1, 84, 8400]}, False, "yolo-v8", {"kind": "yolo", "output": "output0", "layout": "v8"}),
+        ({"output": [1, 8400, 85]}, False, "yolox", None),
+        ({"num_dets": [1, 1], "det_boxes": [1, 100, 4], "det_scores": [1, 100], "det_classes": [1, 100]}, False, "nms-inside", None),
+        ({"boxes": [1, 100, 4]}, True, "nms-inside", None),
+        ({"logits": [1, 1000]}, False, "classifier", None),
+        ({"mask": [1, 21, 640, 640]}, False, "segmenter", None),
+    ],
+)
+def test_families_from_output_shapes_at_640(tmp_path, outputs, nms, family, decoder):
+    from tools.model_families import recognise
+
+    found = recognise(_graph_with_outputs(tmp_path / "m.onnx", [1, 3, 640, 640], outputs, nms=nms))
+    assert found.family == family and (found.width, found.height, found.layout) == (640, 640, "nchw")
+    if decoder is not None:
+        assert found.decoder == decoder and len(found.classes) == 80
+        assert found.preprocess["normalize"].startswith("FILL-IN: ")  # no Ultralytics metadata: the normalisation is not known
+    else:
+        assert found.decoder["kind"] == "python" and found.decoder["entry"].startswith("FILL-IN: ")
+
+
+def test_extra_inputs_and_a_dynamic_batch_are_written_as_placeholders_and_prepare(tmp_path):
+    model = _graph_with_outputs(tmp_path / "m.onnx", ["batch", 3, 640, 640], {"output0": ["batch", 84, 8400]})
+    loaded = onnx.load(str(model))
+    loaded.graph.input.append(helper.make_tensor_value_info("scale_factor", TensorProto.FLOAT, [1, 2]))
+    onnx.save(loaded, str(model))
+    done = sdk("init", "m.onnx", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    keys = [line.split(":")[0].strip() for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert keys == ["preprocess.normalize", "model.inputs.scale_factor"], done.stdout
+    data = yaml.safe_load((tmp_path / "m.yaml").read_text())
+    assert data["model"]["prepare"]["inputs"] == {"images": [1, 3, 640, 640], "scale_factor": [1, 2]}
