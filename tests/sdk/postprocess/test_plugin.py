@@ -127,7 +127,7 @@ def test_the_contract_threshold_nms_cap_and_source_pixels(tmp_path, monkeypatch)
     )
     out = np.zeros((1, 3), np.float32)
     for nms, expected in ((True, 2), (False, 3)):
-        post = create_postprocessor(_postprocess(entry="heads:decode", nms=nms), {"out": out}, (100, 100), {}, tmp_path)
+        post = create_postprocessor(_postprocess(entry="heads:decode", nms=nms), {"out": out}, (100, 100), {}, plugin_folder=tmp_path)
         found = list(post(_geometry()))
         assert len(found) == expected and [d.score for d in found] == sorted((d.score for d in found), reverse=True)
         assert found[0].box == pytest.approx((20.0, 10.0, 100.0, 50.0))  # x stretched 2x back to the 200-pixel-wide source
@@ -147,7 +147,7 @@ def test_the_contract_threshold_nms_cap_and_source_pixels(tmp_path, monkeypatch)
 def test_errors_in_the_plugin_are_named_after_it(tmp_path, body, message):
     (tmp_path / "bad.py").write_text(f"def decode(outputs, geometry, options):\n    x = 1\n    return {body}\n")
     sys.modules.pop("bad", None)
-    post = create_postprocessor(_postprocess(entry="bad:decode"), {"out": np.zeros(1, np.float32)}, (100, 100), {}, tmp_path)
+    post = create_postprocessor(_postprocess(entry="bad:decode"), {"out": np.zeros(1, np.float32)}, (100, 100), {}, plugin_folder=tmp_path)
     with pytest.raises(PluginError, match=message):
         post(_geometry())
     sys.modules.pop("bad", None)
