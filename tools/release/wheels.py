@@ -182,10 +182,13 @@ def download_wheels(
         shutil.rmtree(staging, ignore_errors=True)
         detail = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
         against = f" that work with the device's {', '.join(constraints)}" if constraints else ""
-        raise ReleaseError(
-            f"cannot fetch wheels of {', '.join(requirements)}{against} for {arch} {python_abi}: {detail}",
-            hint="the host needs PyPI (or a pip index) to prepare an offline release; or install the packages on the device",
-        )
+        hint = "the host needs PyPI (or a pip index) to prepare an offline release; or install the packages on the device"
+        if constraints and "ResolutionImpossible" in done.stderr + done.stdout:
+            hint = (
+                "no wheel of these declares support for the device's own packages, which a release does not replace: deploy a "
+                "TensorRT release (no ONNX Runtime needed), or install a matching build on the device (pip install --user)"
+            )
+        raise ReleaseError(f"cannot fetch wheels of {', '.join(requirements)}{against} for {arch} {python_abi}: {detail}", hint=hint)
     (staging / "COMPLETE").write_text("\n".join(requirements) + "\n")
     if folder.exists():
         shutil.rmtree(folder)
