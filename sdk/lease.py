@@ -43,9 +43,13 @@ def boot_id() -> str:
 
 
 def process_start(pid: int) -> str | None:
-    """The kernel's start time of a process (clock ticks since boot): a pid reused later has another."""
+    """The kernel's start time of a process (clock ticks since boot): a pid reused later has another.
+
+    Read from its main thread's stat (the same start time): qemu-user answers a process's reads of its own
+    /proc/<pid>/stat with a stand-in whose start time is off by a few ticks (an emulated aarch64 device), but
+    passes /proc/<pid>/task/<pid>/stat through, so the holder and every other process read the same value."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+        return Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return None
 

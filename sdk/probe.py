@@ -16,11 +16,13 @@ import shutil
 import subprocess
 import sys
 
-# What the runtime imports, and the distribution that provides it where the device lacks it.
+# What the runtime imports, and the distribution that provides it where the device lacks it. The minimums are
+# what JetPack 6 ships (Ubuntu 22.04: numpy 1.21.5, PyYAML 5.4.1; OpenCV 4.8.0) wherever the code allows
+# (decision 0430); pyproject.toml's runtime dependencies say the same (a test holds them equal).
 RUNTIME_MODULES = {
-    "numpy": "numpy>=1.24",
+    "numpy": "numpy>=1.21.5",
     "cv2": "opencv-python-headless>=4.8",
-    "yaml": "pyyaml>=6.0",
+    "yaml": "pyyaml>=5.4.1",
     "pydantic": "pydantic>=2.5",
     "onnxruntime": "onnxruntime>=1.17",
     # The TensorRT backend and sdk/gpu; tools/release/wheels.py pins it to the device's CUDA major.
@@ -30,6 +32,18 @@ RUNTIME_MODULES = {
 # only to run a pipeline that uses them (tools/release/wheels.py, pipeline_modules).
 PIPELINE_MODULES = {
     "scipy": "scipy>=1.10",  # the `track:` stage (sdk/track): linear_sum_assignment
+}
+
+# The distributions that may provide each module, in the order asked (pip's names; a vendor's own build of
+# OpenCV, as JetPack's, has no distribution metadata: its cv2/version.py says the version).
+DISTRIBUTIONS = {
+    "numpy": ("numpy",),
+    "cv2": ("opencv-python-headless", "opencv-python", "opencv-contrib-python-headless", "opencv-contrib-python"),
+    "yaml": ("PyYAML",),
+    "pydantic": ("pydantic",),
+    "onnxruntime": ("onnxruntime", "onnxruntime-gpu"),
+    "cuda.bindings": ("cuda-bindings", "cuda-python"),
+    "scipy": ("scipy",),
 }
 
 # Compute capability by Tegra SoC (from /proc/device-tree/compatible).
@@ -178,6 +192,40 @@ def _missing_modules() -> list[str]:
     return [module for module in (*RUNTIME_MODULES, *PIPELINE_MODULES) if not found(module)]
 
 
+def _module_version(module: str) -> str | None:
+    """The version of the copy of `module` this Python imports, without importing it where metadata says it
+    (importing OpenCV and ONNX Runtime costs seconds on a small ARM core)."""
+    import importlib.metadata
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ModuleNotFoundError, ValueError):
+        return None
+    if spec is None:
+        return None
+    folder = os.path.dirname(spec.origin) if spec.origin else (list(spec.submodule_search_locations or []) or [None])[0]
+    for distribution in DISTRIBUTIONS.get(module, ()):
+        # The metadata must belong to the copy that is imported (a venv's numpy over the system's, stale metadata).
+        for found in importlib.metadata.distributions(name=distribution):
+            site = os.path.abspath(str(found.locate_file("")))
+            if folder is None or os.path.abspath(folder).startswith(site + os.sep):
+                return found.version
+    if folder:  # OpenCV's own installation (JetPack's, a source build) writes cv2/version.py
+        match = re.search(r'opencv_version\s*=\s*"([^"]+)"', _read(os.path.join(folder, "version.py")) or "")
+        if match:
+            return match.group(1)
+    try:
+        return str(getattr(__import__(module, fromlist=["__version__"]), "__version__", None) or "") or None
+    except Exception:  # noqa: BLE001 - found but broken: the health check names the cause
+        return None
+
+
+def _module_versions() -> dict[str, str | None]:
+    """The installed version of every runtime module, null where absent (or present without a readable version)."""
+    return {module: _module_version(module) for module in RUNTIME_MODULES}
+
+
 def fingerprint(root: str | None = None) -> dict:
     soc = _soc()
     disk_path = root if root and os.path.isdir(root) else os.path.dirname(root) if root else "/"
@@ -208,6 +256,7 @@ def fingerprint(root: str | None = None) -> dict:
         "systemd": os.path.isdir("/run/systemd/system"),
         "python_abi": f"cp{sys.version_info.major}{sys.version_info.minor}",
         "missing_modules": _missing_modules(),
+        "module_versions": _module_versions(),
     }
 
 

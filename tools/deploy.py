@@ -28,7 +28,7 @@ from tools.progress import Progress, SilentProgress
 from tools.release.bundle import Bundle, collect_bundle, runtime_files, with_engine, with_int8, with_wheels
 from tools.release.kernels import build_kernels, kernel_files, parse_compute_capability, with_kernels
 from tools.release.stage import StageResult, manifest_for, stage_release
-from tools.release.wheels import download_wheels, requirements_for
+from tools.release.wheels import download_wheels, plan_wheels
 from tools.sessions import open_session, paused_service
 from tools.signing import signer_for
 from tools.state import cache_dir
@@ -163,6 +163,7 @@ def bundle_for_facts(base: Bundle, facts: dict, progress: Progress, int8: Int8Ch
     """The bundle for a device described by `facts` (a probe's, or what `sdk export` assumes of a target file)."""
     if int8 is not None and facts.get("tensorrt"):
         base = with_int8(base, int8.qdq_model, int8.ranges, trt_cache_file(int8.calibration, facts["tensorrt"]), int8.precision_file)
+    built = None
     if engine is not None:  # engine(facts) -> the TensorRT engine this device gets, or None
         built = engine(facts)
         if built is not None:
@@ -172,12 +173,15 @@ def bundle_for_facts(base: Bundle, facts: dict, progress: Progress, int8: Int8Ch
         task = progress.task(f"CUDA kernels for compute capability {compute_capability[0]}.{compute_capability[1]}", total=None)
         base = with_kernels(base, kernel_files(build_kernels(cache_dir()), compute_capability))
         task.done()
-    # cuda-bindings pinned to the driver's major; scipy only for a pipeline that tracks
-    requirements = requirements_for(facts.get("missing_modules") or [], cuda=facts.get("cuda"), needs=base.modules)
-    if not requirements:
+    # What the device lacks, resolved against what it has and keeps (its numpy, OpenCV, cuda-python); cuda-bindings
+    # pinned to the driver's major; scipy only for a pipeline that tracks; no ONNX Runtime where the release runs on TensorRT (an engine and a CUDA driver).
+    on_tensorrt = built is not None and bool(facts.get("cuda"))
+    plan = plan_wheels(facts, onnxruntime=not on_tensorrt, needs=base.modules)
+    if not plan.requirements:
         return base
-    task = progress.task(f"fetching wheels for {facts['arch']} {facts['python_abi']}: {', '.join(requirements)}", total=None)
-    wheels = download_wheels(requirements, facts["arch"], facts["python_abi"], cache_dir())
+    against = f" (against the device's {', '.join(plan.constraints)})" if plan.constraints else ""
+    task = progress.task(f"fetching wheels for {facts['arch']} {facts['python_abi']}: {', '.join(plan.requirements)}{against}", total=None)
+    wheels = download_wheels(plan.requirements, facts["arch"], facts["python_abi"], cache_dir(), plan.constraints, plan.keep)
     task.done()
     return with_wheels(base, wheels)
 

@@ -10,15 +10,22 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from sdk.errors import ReleaseError
-from sdk.probe import PIPELINE_MODULES, RUNTIME_MODULES
+from sdk.probe import DISTRIBUTIONS, PIPELINE_MODULES, RUNTIME_MODULES
 from sdk.spec.schema import Pipeline
+
+# What a JetPack / DRIVE OS device has and must keep: its OpenCV, TensorRT and cuda-python are built against its
+# numpy, and the vendor's OpenCV has GStreamer/Argus. A release never ships its own copy of these where the device
+# has one; everything it ships is resolved against them (decision 0430).
+DEVICE_OWNED = ("numpy", "cv2", "cuda.bindings")
 
 # manylinux tags a glibc-2.35 device (JetPack 6, Ubuntu 22.04) and current x86-64 Linux accept.
 GLIBC_TAGS = (
@@ -67,20 +74,95 @@ def requirements_for(missing_modules: list[str], cuda: str | None = None, needs:
     return sorted(r for r in requirements if r)
 
 
-def wheels_folder(requirements: list[str], arch: str, python_abi: str, cache: Path) -> Path:
-    """Where the wheels for (requirements, arch, abi) are cached; complete when it holds COMPLETE."""
-    key = hashlib.sha256(json.dumps([requirements, arch, python_abi]).encode()).hexdigest()[:16]
+@dataclass(frozen=True)
+class WheelPlan:
+    """What the offline wheels must hold for one device.
+
+    requirements: what pip fetches (modules the device lacks, or has below the runtime's minimum).
+    constraints: the device's own packages pinned to the versions it has (`numpy==1.21.5`): whatever is fetched must
+    work with them, so pip picks an ONNX Runtime built for the device's numpy rather than pulling numpy 2.
+    keep: distributions the device has and keeps; their wheels (pulled in as dependencies) are never shipped."""
+
+    requirements: list[str]
+    constraints: list[str]
+    keep: list[str]
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _satisfies(requirement: str, version: str) -> bool:
+    from packaging.requirements import Requirement
+    from packaging.version import InvalidVersion
+
+    try:
+        return Requirement(requirement).specifier.contains(version, prereleases=True)
+    except InvalidVersion:
+        return True  # a vendor's version string pip cannot read (e.g. "4.8.0-dev"): trust what the device has
+
+
+def plan_wheels(facts: dict, *, onnxruntime: bool = True, needs: tuple[str, ...] = ()) -> WheelPlan:
+    """The wheel plan for a probed device. `onnxruntime=False` where the release runs on TensorRT (an engine and a
+    CUDA device): ONNX Runtime, and the numpy it would pull, are not shipped at all. `needs`: the modules of
+    sdk.probe.PIPELINE_MODULES this pipeline uses (pipeline_modules: scipy with `track:`), shipped only then.
+
+    A module the device has at a version below the runtime's minimum is shipped (it shadows the device's copy in
+    the release's own environment only), except the device-owned ones: replacing those would break the device's
+    OpenCV and TensorRT, so the deploy stops with the version found and the minimum."""
+    missing = set(facts.get("missing_modules") or [])
+    unknown = sorted(missing - set(RUNTIME_MODULES) - set(PIPELINE_MODULES))
+    if unknown:
+        raise ReleaseError(f"the device lacks modules the SDK does not know how to ship: {', '.join(unknown)}")
+    versions = facts.get("module_versions") or {}
+    requirements, constraints, keep = [], [], []
+    wanted = {**RUNTIME_MODULES, **{module: PIPELINE_MODULES[module] for module in needs if module in PIPELINE_MODULES}}
+    for module, default in wanted.items():
+        requirement = cuda_bindings_requirement(facts.get("cuda")) if module == "cuda.bindings" else default
+        if module == "onnxruntime" and not onnxruntime:
+            continue
+        version = versions.get(module)
+        if module not in missing:
+            if version is None or requirement is None or _satisfies(requirement, version):
+                keep += DISTRIBUTIONS[module]
+                if version is not None and module != "cv2":  # nothing fetched depends on OpenCV; its name varies by vendor
+                    constraints.append(f"{DISTRIBUTIONS[module][0]}=={version}")
+                continue
+            if module in DEVICE_OWNED:
+                raise ReleaseError(
+                    f"the device has {module} {version}, older than the runtime's minimum {requirement}; a release does not "
+                    f"replace it (the device's OpenCV, TensorRT and cuda-python are built against what it has)",
+                    hint="update the device's JetPack / DRIVE OS, or install a newer one on the device's Python yourself",
+                )
+        if requirement is not None:
+            requirements.append(requirement)
+    return WheelPlan(sorted(requirements), sorted(constraints), sorted({_normalise(name) for name in keep}))
+
+
+def wheels_folder(requirements: list[str], arch: str, python_abi: str, cache: Path, constraints: list[str] = ()) -> Path:
+    """Where the wheels for (requirements, constraints, arch, abi) are cached; complete when it holds COMPLETE."""
+    identity = [requirements, arch, python_abi] + ([sorted(constraints)] if constraints else [])
+    key = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:16]
     return cache / "wheels" / key
 
 
-def download_wheels(requirements: list[str], arch: str, python_abi: str, cache: Path) -> list[Path]:
-    """Binary wheels (with their dependencies) for the target; cached by (requirements, arch, abi)."""
+def wheel_distribution(wheel: Path) -> str:
+    """The normalised distribution name of a wheel file (`opencv_python_headless-4.9...whl` -> opencv-python-headless)."""
+    return _normalise(wheel.name.split("-")[0])
+
+
+def download_wheels(
+    requirements: list[str], arch: str, python_abi: str, cache: Path, constraints: list[str] = (), keep: list[str] = ()
+) -> list[Path]:
+    """Binary wheels (with their dependencies) for the target, resolved against `constraints` (the device's own
+    packages); cached by (requirements, constraints, arch, abi). Wheels of the `keep` distributions are left out."""
     if not requirements:
         return []
-    folder = wheels_folder(requirements, arch, python_abi, cache)
+    folder = wheels_folder(requirements, arch, python_abi, cache, list(constraints))
     key = folder.name
+    kept = {_normalise(name) for name in keep}
     if (folder / "COMPLETE").is_file():
-        return sorted(folder.glob("*.whl"))
+        return sorted(w for w in folder.glob("*.whl") if wheel_distribution(w) not in kept)
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=folder.parent))
     version = python_abi.removeprefix("cp")
@@ -103,16 +185,23 @@ def download_wheels(requirements: list[str], arch: str, python_abi: str, cache: 
     ]
     for tag in GLIBC_TAGS:
         command += ["--platform", f"{tag}_{arch}"]
+    if constraints:
+        (staging / "constraints.txt").write_text("\n".join(constraints) + "\n")
+        command += ["--constraint", str(staging / "constraints.txt")]
     done = subprocess.run([*command, *requirements], capture_output=True, text=True, env={**os.environ, "PIP_NO_INPUT": "1"})
     if done.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         detail = (done.stderr.strip().splitlines() or ["pip failed"])[-1]
-        raise ReleaseError(
-            f"cannot fetch wheels of {', '.join(requirements)} for {arch} {python_abi}: {detail}",
-            hint="the host needs PyPI (or a pip index) to prepare an offline release; or install the packages on the device",
-        )
+        against = f" that work with the device's {', '.join(constraints)}" if constraints else ""
+        hint = "the host needs PyPI (or a pip index) to prepare an offline release; or install the packages on the device"
+        if constraints and "ResolutionImpossible" in done.stderr + done.stdout:
+            hint = (
+                "no wheel of these declares support for the device's own packages, which a release does not replace: deploy a "
+                "TensorRT release (no ONNX Runtime needed), or install a matching build on the device (pip install --user)"
+            )
+        raise ReleaseError(f"cannot fetch wheels of {', '.join(requirements)}{against} for {arch} {python_abi}: {detail}", hint=hint)
     (staging / "COMPLETE").write_text("\n".join(requirements) + "\n")
     if folder.exists():
         shutil.rmtree(folder)
     os.replace(staging, folder)
-    return sorted(folder.glob("*.whl"))
+    return sorted(w for w in folder.glob("*.whl") if wheel_distribution(w) not in kept)

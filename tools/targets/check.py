@@ -177,17 +177,25 @@ def check_facts(result: CheckResult, platform: str, facts: dict, root: dict, rem
 
 
 def _modules(result: CheckResult, facts: dict) -> None:
-    from tools.release.wheels import requirements_for, wheels_folder
+    from sdk.errors import ReleaseError
+    from tools.release.wheels import plan_wheels, wheels_folder
     from tools.state import cache_dir
 
-    missing = [m for m in facts.get("missing_modules") or [] if m in RUNTIME_MODULES]
-    if not missing:
-        result.add(OK, "runtime modules", f"the device's Python has {', '.join(RUNTIME_MODULES)}")
+    versions = facts.get("module_versions") or {}
+    try:
+        plan = plan_wheels(facts)
+    except ReleaseError as error:
+        result.add(WARN, "runtime modules", error.message, error.hint)
         return
-    requirements = requirements_for(missing, cuda=facts.get("cuda"))
-    cached = (wheels_folder(requirements, facts["arch"], facts["python_abi"], cache_dir()) / "COMPLETE").is_file()
+    has = ", ".join(f"{m} {versions[m]}" if versions.get(m) else m for m in RUNTIME_MODULES if m not in (facts.get("missing_modules") or []))
+    if not plan.requirements:
+        result.add(OK, "runtime modules", f"the device's Python has {has or 'none of them'}")
+        return
+    cached = (wheels_folder(plan.requirements, facts["arch"], facts["python_abi"], cache_dir(), plan.constraints) / "COMPLETE").is_file()
     where = "cached on this host" if cached else "downloaded on this host by the deploy (needs PyPI or a pip index here, not on the device)"
-    result.add(NOTE, "runtime modules", f"missing {', '.join(missing)}: the deploy ships wheels for {facts['arch']} {facts['python_abi']}, {where}")
+    kept = f"; it keeps its own {has}" if has else ""
+    shipped = f"{facts['arch']} {facts['python_abi']} of {', '.join(plan.requirements)}"
+    result.add(NOTE, "runtime modules", f"the deploy ships wheels for {shipped}, {where}{kept}")
 
 
 def _accelerators(result: CheckResult, platform: str, facts: dict) -> None:

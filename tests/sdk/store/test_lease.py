@@ -112,3 +112,14 @@ def test_a_dead_holders_lock_is_free_and_its_trial_is_rolled_back_at_the_next_en
     assert store.current() == store.committed() == first
     host_b.stdin.close()
     assert host_b.wait(timeout=30) == 0
+
+
+def test_a_holder_reads_its_own_start_time_as_every_other_process_does():
+    """The lease compares the start time its holder recorded with what a later process reads; the kernel's own
+    value, as `cat` (another process) sees it, is what both must read (qemu-user fakes a process's own /proc/<pid>/stat)."""
+    import os
+
+    from sdk.lease import process_start
+
+    seen = subprocess.run(["cat", f"/proc/{os.getpid()}/stat"], capture_output=True, text=True, check=True).stdout
+    assert process_start(os.getpid()) == seen.rsplit(")", 1)[1].split()[19]

@@ -41,9 +41,9 @@ def test_cuda_bindings_follow_the_device_cuda_major(cuda, allowed, refused):
 
 def test_the_offline_wheels_carry_cuda_bindings_pinned_or_not_at_all():
     assert "cuda.bindings" in RUNTIME_MODULES
-    assert requirements_for(["numpy", "cuda.bindings"], cuda="12.6") == ["cuda-bindings>=12,<13", "numpy>=1.24"]
-    assert requirements_for(["numpy", "cuda.bindings"], cuda=None) == ["numpy>=1.24"]  # no CUDA: nothing to drive, never unbounded
-    assert requirements_for(["numpy"]) == ["numpy>=1.24"]  # the call the deploy makes today
+    assert requirements_for(["numpy", "cuda.bindings"], cuda="12.6") == ["cuda-bindings>=12,<13", "numpy>=1.21.5"]
+    assert requirements_for(["numpy", "cuda.bindings"], cuda=None) == ["numpy>=1.21.5"]  # no CUDA: nothing to drive, never unbounded
+    assert requirements_for(["numpy"]) == ["numpy>=1.21.5"]  # the call the deploy makes today
 
 
 def test_no_extra_leaves_the_cuda_major_open():
