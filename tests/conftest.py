@@ -218,7 +218,7 @@ def tiny_pipeline(tmp_path):
 @pytest.fixture()
 def postprocess_hook(monkeypatch):
     """A test stage: the real decoder, after `hook(call)` (1-based) runs before each call: sleep to stall, raise to fail."""
-    import sdk.runtime.runner as runner_module
+    import sdk.runtime.stages as runner_module  # the stage factories live there
     from sdk.stage import Stage
 
     def install(hook) -> None:

@@ -37,12 +37,18 @@ class PipelineFile:
     def model_path(self) -> Path:
         return self.resolve(self.spec.model.path, "model.path")
 
-    def source_file(self) -> Path | None:
-        """The file or folder a replay source reads, or None for live sources."""
-        scheme, _, rest = self.spec.source.uri.partition("://")
+    def source_file(self, camera: str | None = None) -> Path | None:
+        """The file or folder a replay source reads (the first camera's unless named), or None for live sources."""
+        cameras = self.spec.cameras
+        name = camera if camera is not None else next(iter(cameras))
+        scheme, _, rest = cameras[name].uri.partition("://")
         if scheme in ("file", "images"):
-            return self.resolve(rest, "source.uri")
+            return self.resolve(rest, self.source_key(name))
         return None
+
+    def source_key(self, camera: str) -> str:
+        """The YAML path of a camera's URI."""
+        return f"sources.{camera}.uri" if self.spec.multi_camera else "source.uri"
 
     def calibration_source_file(self) -> Path | None:
         calibration = self.spec.calibration
@@ -51,7 +57,8 @@ class PipelineFile:
         return self.resolve(calibration.source.partition("://")[2], "calibration.source")
 
     def check_files(self) -> None:
-        files = ((self.model_path, "model.path"), (self.source_file(), "source.uri"), (self.calibration_source_file(), "calibration.source"))
+        cameras = tuple((self.source_file(name), self.source_key(name)) for name in self.spec.cameras)
+        files = ((self.model_path, "model.path"), *cameras, (self.calibration_source_file(), "calibration.source"))
         for file, yaml_path in files:
             if file is not None and not file.exists():
                 raise ConfigError(
@@ -70,7 +77,8 @@ def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile
     pipeline = PipelineFile(spec=spec, path=path.resolve())
     # Paths are confined even when files are not checked (on the device).
     pipeline.model_path  # noqa: B018
-    pipeline.source_file()
+    for camera in spec.cameras:
+        pipeline.source_file(camera)
     pipeline.calibration_source_file()
     if check_files:
         pipeline.check_files()

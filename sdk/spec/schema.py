@@ -16,6 +16,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from sdk.spec.bounds import MAX_HELD_FRAMES_BYTES, MAX_TENSOR_SIDE, Flag, Frozen, Int, Real, bounds_error, shown, size_text
 from sdk.spec.budgets import AccuracyAcceptance, Budgets, Determinism, EnvironmentRequirements, LatencyLimits, PositiveMs
 from sdk.spec.calibration import AccuracyGate, Calibration
+from sdk.spec.cameras import CAMERA_NAME, CAMERA_NAME_RULE, MAX_CAMERAS, Batch, CameraSource
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
 from sdk.spec.service import DegradedMode, Health, Retention, Service
 from sdk.spec.source import SOURCE_SCHEMES, Reconnect, Replay, Source, synthetic_size
@@ -261,7 +262,9 @@ Sink = Annotated[Union[JsonlSink, VideoSink, NullSink], Field(discriminator="kin
 class Pipeline(Frozen):
     version: Literal[1]
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
-    source: Source
+    source: Source | None = None  # one camera, named after the pipeline
+    sources: Annotated[dict[str, CameraSource], Field(max_length=MAX_CAMERAS)] | None = None  # several: camera name -> source
+    batch: Batch = Batch()
     preprocess: Preprocess
     model: Model
     postprocess: Postprocess
@@ -288,6 +291,43 @@ class Pipeline(Frozen):
         return data
 
     @model_validator(mode="after")
+    def _one_kind_of_source(self) -> Pipeline:
+        hint = "give `source:` for one camera or `sources: {NAME: {uri: ...}, ...}` for several"
+        if (self.source is None) == (self.sources is None):
+            both = "both `source` and `sources` are" if self.source is not None else "neither `source` nor `sources` is"
+            raise bounds_error(f"{both} given; allowed: exactly one of them", hint=hint, path=("sources",) if self.sources is not None else ())
+        if self.sources is not None:
+            if not self.sources:
+                raise bounds_error("{} names no camera; allowed: at least one camera", hint=hint, path=("sources",))
+            for name in self.sources:
+                if not CAMERA_NAME.match(str(name)):
+                    raise bounds_error(f"camera name {shown(name)}: allowed: {CAMERA_NAME_RULE}", hint="rename the camera", path=("sources", name))
+        for name in self.budgets.cameras:
+            if name not in self.cameras:
+                raise bounds_error(
+                    f"{shown(name)} is not a camera of this pipeline; allowed: {', '.join(self.cameras)}",
+                    hint="budgets.cameras is keyed by the names of `sources`",
+                    path=("budgets", "cameras", name),
+                )
+        return self
+
+    @property
+    def cameras(self) -> dict[str, CameraSource]:
+        """Every camera by name, in the file's order; `source:` is one camera named after the pipeline."""
+        if self.sources is not None:
+            return dict(self.sources)
+        return {self.name: CameraSource(**dict(self.source))}
+
+    @property
+    def multi_camera(self) -> bool:
+        return self.sources is not None
+
+    def preprocess_for(self, camera: str) -> Preprocess:
+        """The preprocessing of one camera: the shared section with the camera's own crop, where it has one."""
+        crop = self.cameras[camera].crop
+        return self.preprocess if crop is None else self.preprocess.model_copy(update={"crop": crop})
+
+    @model_validator(mode="after")
     def _rotation_inside_retention(self) -> Pipeline:
         limit = self.service.retention.max_total_mb
         for index, sink in enumerate(self.sinks):
@@ -311,10 +351,12 @@ class Pipeline(Frozen):
     def _prepared_input_matches_preprocess(self) -> Pipeline:
         if self.model.prepare is not None:
             ((name, shape),) = self.model.prepare.inputs.items()
-            if tuple(shape) != self.preprocess.tensor_shape:
+            # The batch dimension is 1 (one frame a call) or the camera count (one frame of each camera).
+            batches = sorted({1, len(self.cameras)})
+            if tuple(shape[1:]) != self.preprocess.tensor_shape[1:] or not shape or shape[0] not in batches:
                 raise ValueError(
                     f"model.prepare.inputs[{name!r}] is {list(shape)} but preprocess produces "
-                    f"{list(self.preprocess.tensor_shape)} ({self.preprocess.layout})"
+                    f"{list(self.preprocess.tensor_shape)} ({self.preprocess.layout}) with a batch of {' or '.join(map(str, batches))}"
                 )
         return self
 
@@ -337,13 +379,15 @@ class Pipeline(Frozen):
 
     @model_validator(mode="after")
     def _crop_inside_a_known_frame(self) -> Pipeline:
-        crop = self.preprocess.crop
-        if crop is not None and self.source.uri.startswith("synthetic://"):
-            width, height = synthetic_size(self.source.uri)
-            problem = crop_outside(crop, width, height)
-            if problem is not None:
-                key, message = problem
-                raise bounds_error(message, hint=CROP_HINT, path=("preprocess", "crop", key))
+        for name, camera in self.cameras.items():
+            crop = camera.crop or self.preprocess.crop
+            if crop is not None and camera.uri.startswith("synthetic://"):
+                width, height = synthetic_size(camera.uri)
+                problem = crop_outside(crop, width, height)
+                if problem is not None:
+                    key, message = problem
+                    at = ("sources", name, "crop", key) if camera.crop is not None else ("preprocess", "crop", key)
+                    raise bounds_error(message, hint=CROP_HINT, path=at)
         return self
 
     @model_validator(mode="after")
@@ -371,7 +415,9 @@ __all__ = [
     "STAGE_NAMES",
     "AccuracyAcceptance",
     "AccuracyGate",
+    "Batch",
     "Budgets",
+    "CameraSource",
     "Calibration",
     "Crop",
     "DegradedMode",
