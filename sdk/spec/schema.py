@@ -322,6 +322,20 @@ class Pipeline(Frozen):
     def multi_camera(self) -> bool:
         return self.sources is not None
 
+    @property
+    def batch_size(self) -> int:
+        """Frames per inference call the prepared model is made for: the camera count with `batch.size: cameras`, else 1."""
+        return len(self.cameras) if self.batch.size == "cameras" else 1
+
+    def prepared_inputs(self) -> dict[str, tuple[int, ...]] | None:
+        """model.prepare.inputs with the batch dimension the cameras need: a first dimension written as 1
+        becomes the camera count when the frames are batched (`batch.size: cameras`)."""
+        if self.model.prepare is None:
+            return None
+        return {
+            name: (self.batch_size, *shape[1:]) if shape and shape[0] == 1 else tuple(shape) for name, shape in self.model.prepare.inputs.items()
+        }
+
     def preprocess_for(self, camera: str) -> Preprocess:
         """The preprocessing of one camera: the shared section with the camera's own crop, where it has one."""
         crop = self.cameras[camera].crop
