@@ -73,7 +73,8 @@ def select_frames(total: int, spec: Calibration) -> FrameSelection:
 
 def source_uri(pipeline: PipelineFile) -> str:
     spec = pipeline.spec.calibration
-    uri = (spec.source if spec and spec.source else None) or pipeline.spec.source.uri
+    # Several cameras: the first camera's recording (frames drawn from every camera are not done yet: guides/cameras.md).
+    uri = (spec.source if spec and spec.source else None) or next(iter(pipeline.spec.cameras.values())).uri
     if uri.partition("://")[0] not in ("file", "images"):
         raise ConfigError(f"{pipeline.path}: calibration.source: calibration needs a recording (file://, images://), the pipeline reads {uri!r}")
     return uri
