@@ -19,6 +19,9 @@ from sdk.spec.schema import Pipeline
 from sdk.spec.yaml_source import YamlDocument, YamlPath, format_yaml_path, read_yaml
 
 
+ONE_OF_REQUIRED = {"source": "sources"}  # top-level keys required unless their alternative is given
+
+
 @dataclass(frozen=True)
 class PipelineFile:
     """A validated pipeline and where it lives; relative paths resolve against its folder."""
@@ -106,6 +109,9 @@ def config_error(document: YamlDocument, exc: ValidationError, root: type[BaseMo
         close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
         suggestion = f"; did you mean {close[0]!r}?" if close else ""
         missing = {_yaml_path(document.data, tuple(e["loc"])) for e in errors if e["type"] == "missing"}
+        # `source` is required unless `sources` is given (one of the two): a misspelt one is missing too.
+        top = document.data if isinstance(document.data, dict) else {}
+        missing |= {(key,) for key, other in ONE_OF_REQUIRED.items() if not yaml_path[:-1] and key not in top and other not in top}
         if close and (*yaml_path[:-1], close[0]) in missing:
             suggestion += f" ({close[0]!r} is required and missing)"
         return ConfigError(

@@ -293,9 +293,10 @@ class Pipeline(Frozen):
     @model_validator(mode="after")
     def _one_kind_of_source(self) -> Pipeline:
         hint = "give `source:` for one camera or `sources: {NAME: {uri: ...}, ...}` for several"
-        if (self.source is None) == (self.sources is None):
-            both = "both `source` and `sources` are" if self.source is not None else "neither `source` nor `sources` is"
-            raise bounds_error(f"{both} given; allowed: exactly one of them", hint=hint, path=("sources",) if self.sources is not None else ())
+        if self.source is not None and self.sources is not None:
+            raise bounds_error("both `source` and `sources` are given; allowed: exactly one of them", hint=hint, path=("sources",))
+        if self.source is None and self.sources is None:
+            raise bounds_error("neither `source` nor `sources` is given; allowed: exactly one of them", hint=hint, path=())
         if self.sources is not None:
             if not self.sources:
                 raise bounds_error("{} names no camera; allowed: at least one camera", hint=hint, path=("sources",))
