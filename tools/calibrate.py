@@ -181,6 +181,12 @@ class Calibrate:
     def __init__(self, pipeline: PipelineFile, model: ModelArtifacts, cache_root: Path, progress: Progress | None = None) -> None:
         if pipeline.spec.calibration is None:
             raise ConfigError(f"{pipeline.path}: no `calibration` section", hint="add one (see README.md) to calibrate for INT8")
+        if pipeline.spec.batch_size > 1:
+            raise ConfigError(
+                f"{pipeline.path}: calibration: INT8 calibration of {len(pipeline.spec.cameras)} batched cameras is not supported yet "
+                "(frames drawn from every camera, accuracy per camera); allowed: one camera, or batch.size: 1",
+                hint="calibrate with batch.size: 1 (the ranges do not depend on the batch), or with one camera's pipeline",
+            )
         self.pipeline = pipeline
         self.spec = pipeline.spec.calibration
         self.model = model
