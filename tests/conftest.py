@@ -151,6 +151,7 @@ def state_dir(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("SDK_STATE_DIR", str(folder))
     return folder
 
+
 # Three candidates in v5 layout (cx, cy, w, h, objectness, car, person) in 32 x 32 network pixels.
 ROWS = np.array([[8, 8, 4, 4, 0.9, 0.1, 0.9], [24, 20, 6, 8, 0.8, 0.9, 0.1], [16, 16, 2, 2, 0.1, 0.5, 0.5]], np.float32)
 

@@ -70,8 +70,7 @@ MEANINGS = {
     "model.path": "the original ONNX model, relative to the pipeline file (the release carries the prepared model, not this file)",
     "model.prepare": "cut the graph between these tensors, with static shapes (what TensorRT and DLA can take); `null`: use the model as it is",
     "model.prepare.inputs": (
-        "the one input tensor's name and its static shape; with `sources` and `batch.size: cameras` a batch of 1 is prepared "
-        "as the camera count"
+        "the one input tensor's name and its static shape; with `sources` and `batch.size: cameras` a batch of 1 is prepared as the camera count"
     ),
     "model.prepare.outputs": "names of the tensors the cut model ends at",
     "model.prepare.fold_constants": "fold constants after the cut until nothing folds",

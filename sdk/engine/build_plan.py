@@ -176,7 +176,9 @@ def batch_profiles(input_shapes: dict[str, tuple[int, ...]], cameras: int, on_dl
     for name, shape in sorted(input_shapes.items()):
         shape = tuple(int(d) for d in shape)
         if any(d <= 0 for d in shape[1:]):
-            raise EngineBuildError(f"input {name} {list(shape)}: only the first (batch) dimension may be dynamic", hint="prepare the model with static shapes")
+            raise EngineBuildError(
+                f"input {name} {list(shape)}: only the first (batch) dimension may be dynamic", hint="prepare the model with static shapes"
+            )
         if shape and shape[0] <= 0:
             if on_dla:
                 raise EngineBuildError(

@@ -32,10 +32,8 @@ from sdk.release import sha256_of
 from sdk.runtime.environment import check_requirements
 from sdk.runtime.recorder import STAGES
 from sdk.runtime.runner import RunResult
-from sdk.runtime.statistics import deadline_misses, drift_ms, quantile_estimate
-from sdk.runtime.statistics import DeadlineMisses
-from sdk.runtime.verdict import BudgetCheck
-from sdk.runtime.verdict import _percentile_check, combine, describe_verdict, evaluate, summarize
+from sdk.runtime.statistics import DeadlineMisses, deadline_misses, drift_ms, quantile_estimate
+from sdk.runtime.verdict import BudgetCheck, _percentile_check, combine, describe_verdict, evaluate, summarize
 from sdk.sinks.files import partial_path, publish
 from sdk.spec.loader import PipelineFile
 
@@ -149,9 +147,8 @@ def camera_misses(camera, warmup: int, deadline_ms: float) -> DeadlineMisses:
 def summed_misses(each: list[DeadlineMisses], deadline_ms: float) -> DeadlineMisses:
     """Several cameras' misses as one: counts added, the longest streak of any camera."""
     flags = np.concatenate([m.miss_flags for m in each]) if each else np.zeros(0, bool)
-    return DeadlineMisses(
-        deadline_ms, sum(m.frames for m in each), sum(m.late for m in each), sum(m.dropped for m in each), max((m.longest_streak for m in each), default=0), flags
-    )
+    longest = max((m.longest_streak for m in each), default=0)
+    return DeadlineMisses(deadline_ms, sum(m.frames for m in each), sum(m.late for m in each), sum(m.dropped for m in each), longest, flags)
 
 
 def camera_sections(spec, result: RunResult, warmup: int) -> dict:

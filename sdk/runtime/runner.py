@@ -19,11 +19,11 @@ from pathlib import Path
 from sdk.artifacts import ModelArtifacts
 from sdk.backends import create_backend
 from sdk.errors import ConfigError, ModelError, SdkError
+from sdk.runtime.gather import CameraSlot
 from sdk.runtime.recorder import LatencyRecorder
+from sdk.runtime.stages import Decoding, Preprocessing, Tracking, batch_slots, create_feed, describe_batching, open_cameras
 from sdk.service.health import HealthMonitor
 from sdk.sinks import create_sinks
-from sdk.runtime.gather import CameraSlot
-from sdk.runtime.stages import Decoding, Preprocessing, Tracking, batch_slots, create_feed, describe_batching, open_cameras
 from sdk.sources import FrameStream, StreamCounters
 from sdk.spec.bounds import REPLAY_FRAMES_HINT, replay_frames_problem
 from sdk.spec.loader import PipelineFile
@@ -210,7 +210,7 @@ class PipelineRunner:
             counters = cameras[0].stream.counters if len(cameras) == 1 else StreamCounters()
             result = RunResult(recorder, counters, backend=f"{backend.describe()}, {note}", preprocess=preprocess.describe())
             result.batch, result.batching = batch, describe_batching(len(cameras), batch)
-            for camera, capacity in zip(cameras, capacities):
+            for camera, capacity in zip(cameras, capacities, strict=True):
                 replay = spec.cameras[camera.name].replay.model_dump()
                 own = recorder if len(cameras) == 1 else LatencyRecorder(min(capacity, DEFAULT_RECORDER_CAPACITY))
                 result.cameras[camera.name] = CameraResult(own, camera.stream.counters, replay=replay)
@@ -259,7 +259,7 @@ class PipelineRunner:
                     backend.infer()
                     inferred = clock()
                     done = []
-                    for (camera, frame), geometry in zip(group, geometries):
+                    for (camera, frame), geometry in zip(group, geometries, strict=True):
                         index = frame.index
                         stage = "postprocess"
                         detections = track(camera.name, decoders[camera.index if batched else 0](geometry))

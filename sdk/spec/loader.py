@@ -18,7 +18,6 @@ from sdk.spec.paths import confined_path
 from sdk.spec.schema import Pipeline
 from sdk.spec.yaml_source import YamlDocument, YamlPath, format_yaml_path, read_yaml
 
-
 ONE_OF_REQUIRED = {"source": "sources"}  # top-level keys required unless their alternative is given
 
 

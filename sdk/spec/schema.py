@@ -333,9 +333,7 @@ class Pipeline(Frozen):
         becomes the camera count when the frames are batched (`batch.size: cameras`)."""
         if self.model.prepare is None:
             return None
-        return {
-            name: (self.batch_size, *shape[1:]) if shape and shape[0] == 1 else tuple(shape) for name, shape in self.model.prepare.inputs.items()
-        }
+        return {name: (self.batch_size, *shape[1:]) if shape and shape[0] == 1 else tuple(shape) for name, shape in self.model.prepare.inputs.items()}
 
     def preprocess_for(self, camera: str) -> Preprocess:
         """The preprocessing of one camera: the shared section with the camera's own crop, where it has one."""

@@ -6,9 +6,7 @@ probe supplies the TensorRT version and the DLA core count (an Orin NX 8GB has o
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sdk.engine.placement import check_contract

@@ -48,7 +48,14 @@ class PlanEngineBuild:
         calibration = self.analysis.pipeline.spec.calibration
         algorithm = TRT_ALGORITHM[calibration.method] if calibration is not None else "EntropyCalibration2"
         plan = plan_build(
-            self.facts.tensorrt, shapes, self.precision, contract, cores, predicted, calibrator=algorithm, higher_precision=self.higher_precision,
+            self.facts.tensorrt,
+            shapes,
+            self.precision,
+            contract,
+            cores,
+            predicted,
+            calibrator=algorithm,
+            higher_precision=self.higher_precision,
             cameras=cameras,
         )
         return PlannedBuild(report, plan)

@@ -21,10 +21,9 @@ from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Determinism
 from tools.progress import Progress, SilentProgress
 from tools.validation.detections_file import read_detections
-from tools.validation.reference import compare_per_camera
 from tools.validation.determinism import compare_runs
 from tools.validation.html_report import write_html
-from tools.validation.reference import REFERENCE_FILE, compare_with_reference, run_reference
+from tools.validation.reference import REFERENCE_FILE, compare_per_camera, compare_with_reference, run_reference
 
 REFERENCE_SIDE = "the FP32 model on ONNX Runtime (CPU), on the host"
 

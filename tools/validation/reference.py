@@ -64,6 +64,7 @@ class AccuracyResult:
 def run_reference(pipeline: PipelineFile, artifacts: ModelArtifacts, frames: int, destination: Path) -> Path:
     """The FP32 reference detections for the first `frames` source frames, written to `destination`."""
     spec = pipeline.spec
+
     def unpaced(source):
         return source.model_copy(update={"replay": source.replay.model_copy(update={"rate_fps": None, "late_frames": "keep"})})
 

@@ -38,7 +38,9 @@ def test_an_unplugged_camera_is_degraded_by_name_while_the_other_runs(deployed, 
         # The front camera keeps the frames coming while the rear one is away.
         later = wait_for(lambda: (s := read_json(folder / "status.json")).get("frames", 0) >= first["frames"] + 30 and s, 10, "front frames")
         assert any(c.startswith("camera rear") for c in later.get("conditions") or []) or later["disconnects"] == 1
-        back = wait_for(lambda: (s := read_json(folder / "status.json")).get("state") == "NOMINAL" and s.get("disconnects") == 1 and s, 30, "rear back")
+        back = wait_for(
+            lambda: (s := read_json(folder / "status.json")).get("state") == "NOMINAL" and s.get("disconnects") == 1 and s, 30, "rear back"
+        )
         assert not back.get("conditions")
         assert read_json(folder / "supervisor.json")["restarts"] == 0
         service(store.root, "stop")
