@@ -15,3 +15,5 @@ class Frame:
     # H x W x 3 BGR (OpenCV's order) or H x W gray, uint8. Owned by the source: valid until
     # the next frame is read, so stages must not keep it.
     image: np.ndarray
+    # The camera's name in a pipeline with `sources:` (its frame numbers are its own); None with `source:`.
+    camera: str | None = None

@@ -89,7 +89,7 @@ def cuda_preprocess_matches_cpu(release: Path, gpu: bool) -> tuple[str, str]:
 
     _, pipeline, _ = load_release(release)
     spec = pipeline.spec.preprocess
-    reader = open_reader(pipeline.spec.source.uri, pipeline.folder)
+    reader = open_reader(next(iter(pipeline.spec.cameras.values())).uri, pipeline.folder)  # the (first) camera's
     with reader:
         frame = reader.read()
     if frame is None or frame.ndim != 3 or spec.dtype != "float32":

@@ -151,6 +151,7 @@ def state_dir(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("SDK_STATE_DIR", str(folder))
     return folder
 
+
 # Three candidates in v5 layout (cx, cy, w, h, objectness, car, person) in 32 x 32 network pixels.
 ROWS = np.array([[8, 8, 4, 4, 0.9, 0.1, 0.9], [24, 20, 6, 8, 0.8, 0.9, 0.1], [16, 16, 2, 2, 0.1, 0.5, 0.5]], np.float32)
 
@@ -218,7 +219,7 @@ def tiny_pipeline(tmp_path):
 @pytest.fixture()
 def postprocess_hook(monkeypatch):
     """A test stage: the real decoder, after `hook(call)` (1-based) runs before each call: sleep to stall, raise to fail."""
-    import sdk.runtime.runner as runner_module
+    import sdk.runtime.stages as runner_module  # the stage factories live there
     from sdk.stage import Stage
 
     def install(hook) -> None:

@@ -73,7 +73,8 @@ def select_frames(total: int, spec: Calibration) -> FrameSelection:
 
 def source_uri(pipeline: PipelineFile) -> str:
     spec = pipeline.spec.calibration
-    uri = (spec.source if spec and spec.source else None) or pipeline.spec.source.uri
+    # Several cameras: the first camera's recording (frames drawn from every camera are not done yet: guides/cameras.md).
+    uri = (spec.source if spec and spec.source else None) or next(iter(pipeline.spec.cameras.values())).uri
     if uri.partition("://")[0] not in ("file", "images"):
         raise ConfigError(f"{pipeline.path}: calibration.source: calibration needs a recording (file://, images://), the pipeline reads {uri!r}")
     return uri
@@ -180,6 +181,12 @@ class Calibrate:
     def __init__(self, pipeline: PipelineFile, model: ModelArtifacts, cache_root: Path, progress: Progress | None = None) -> None:
         if pipeline.spec.calibration is None:
             raise ConfigError(f"{pipeline.path}: no `calibration` section", hint="add one (see README.md) to calibrate for INT8")
+        if pipeline.spec.batch_size > 1:
+            raise ConfigError(
+                f"{pipeline.path}: calibration: INT8 calibration of {len(pipeline.spec.cameras)} batched cameras is not supported yet "
+                "(frames drawn from every camera, accuracy per camera); allowed: one camera, or batch.size: 1",
+                hint="calibrate with batch.size: 1 (the ranges do not depend on the batch), or with one camera's pipeline",
+            )
         self.pipeline = pipeline
         self.spec = pipeline.spec.calibration
         self.model = model
@@ -292,8 +299,7 @@ def write_onnxruntime_ranges(tensors: dict[str, dict[str, float]], method: str, 
     from onnxruntime.quantization.calibrate import TensorData, TensorsData, save_tensors_data
 
     data = {
-        name: TensorData(lowest=np.array(-entry["amax"], np.float32), highest=np.array(entry["amax"], np.float32))
-        for name, entry in tensors.items()
+        name: TensorData(lowest=np.array(-entry["amax"], np.float32), highest=np.array(entry["amax"], np.float32)) for name, entry in tensors.items()
     }
     save_tensors_data(TensorsData(ORT_METHODS[method](CalibrationMethod), data), path)
 

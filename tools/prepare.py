@@ -49,6 +49,9 @@ class PrepareModel:
                 "prepare": spec.model_dump(mode="json") if spec else None,
                 "extract": sorted(tensors_to_extract(self.pipeline)),
             }
+            inputs = self.pipeline.spec.prepared_inputs()
+            if spec is not None and inputs != {name: tuple(shape) for name, shape in spec.inputs.items()}:
+                settings["batched_inputs"] = {name: list(shape) for name, shape in inputs.items()}  # several cameras, one call
             canonical = json.dumps(settings, sort_keys=True).encode()
             self._key = hashlib.sha256(canonical).hexdigest()[:24]
         return self._key
@@ -79,7 +82,7 @@ class PrepareModel:
         tensors = {name: _constant_tensor(model, name, source) for name in tensors_to_extract(self.pipeline)}
         prepare = self.pipeline.spec.model.prepare
         if prepare is not None:
-            model = _cut(model, prepare.inputs, prepare.outputs, prepare.fold_constants, source)
+            model = _cut(model, self.pipeline.spec.prepared_inputs(), prepare.outputs, prepare.fold_constants, source)
         onnx.save(model, str(out.model_path))
         np.savez(out.tensors_path, **tensors)
         meta = {

@@ -20,9 +20,12 @@ def create_backend(
     dla_core: int | None = None,
     profile_layers: bool = False,
     cuda_graph: bool = False,
+    batch: int = 1,
 ) -> Backend:
     """`tensorrt`: the release's engine (an error without one or without a GPU). `auto`: the engine
-    when the release has one and this machine has a CUDA device, else ONNX Runtime on the CPU."""
+    when the release has one and this machine has a CUDA device, else ONNX Runtime on the CPU.
+    `batch`: the frames per call a model with a dynamic first (batch) dimension is bound for; a
+    static one keeps its own (an engine's batch is fixed when it is built)."""
     has_engine = engine_path is not None and Path(engine_path).is_file()
     if name == "tensorrt" or (name == "auto" and has_engine and _cuda_device()):
         if not has_engine:
@@ -36,7 +39,7 @@ def create_backend(
     if name in ("auto", "onnxruntime"):
         from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
 
-        return OnnxRuntimeBackend(model_path, threads=threads)
+        return OnnxRuntimeBackend(model_path, threads=threads, batch=batch)
     raise ConfigError(f"model.backend: unknown backend {name!r}; allowed: auto, {', '.join(BACKENDS)}")
 
 

@@ -49,8 +49,9 @@ def session_options(threads: int | None = None):
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
 
-    def __init__(self, model_path: Path, *, threads: int | None = None) -> None:
+    def __init__(self, model_path: Path, *, threads: int | None = None, batch: int = 1) -> None:
         super().__init__()
+        self.batch = batch  # a dynamic first dimension is bound to this many frames
         self.model_path = Path(model_path)
         self.threads = threads
         self._session = None
@@ -67,8 +68,8 @@ class OnnxRuntimeBackend(Backend):
             session = ort.InferenceSession(str(self.model_path), session_options(self.threads), providers=["CPUExecutionProvider"])
         except Exception as exc:  # ORT raises its own exception types per failure
             raise ModelError(f"ONNX Runtime cannot load {self.model_path}: {exc}") from None
-        self._inputs = tuple(_spec(t, self.model_path) for t in session.get_inputs())
-        self._outputs = tuple(_spec(t, self.model_path) for t in session.get_outputs())
+        self._inputs = tuple(_spec(t, self.model_path, self.batch) for t in session.get_inputs())
+        self._outputs = tuple(_spec(t, self.model_path, self.batch) for t in session.get_outputs())
         binding = session.io_binding()
         # Buffers bound once: ORT reads inputs from and writes outputs into these numpy arrays.
         for spec in self._inputs:
@@ -102,8 +103,10 @@ class OnnxRuntimeBackend(Backend):
         return f"onnxruntime {ort.__version__} CPU, {self.threads or 'default'} thread(s)"
 
 
-def _spec(arg, model_path: Path) -> TensorSpec:
+def _spec(arg, model_path: Path, batch: int = 1) -> TensorSpec:
     shape = tuple(arg.shape)
+    if shape and not (isinstance(shape[0], int) and shape[0] > 0):
+        shape = (batch, *shape[1:])  # a dynamic batch dimension: bound once, to the frames per call
     if not all(isinstance(d, int) and d > 0 for d in shape):
         raise ModelError(
             f"{model_path}: tensor {arg.name!r} has a dynamic shape {list(shape)}",

@@ -66,6 +66,7 @@ class BuildPlan:
     # implicit-INT8 build; in a Q/DQ model they simply have no Q/DQ.
     higher_precision: tuple[str, ...] = ()
     format: int = PLAN_FORMAT
+    batch_note: str | None = None  # several cameras: how the batch was set (a description; the shapes are in `profiles`)
 
     @property
     def series(self) -> str:
@@ -92,7 +93,7 @@ class BuildPlan:
     def digest(self) -> str:
         """The build settings, without the predictions (TensorRT decides those) and without the TensorRT
         version (the engine cache keys on it as a field of its own, so a miss can name it)."""
-        settings = {k: v for k, v in self.as_dict().items() if k not in ("layers", "tensorrt")}
+        settings = {k: v for k, v in self.as_dict().items() if k not in ("layers", "tensorrt", "batch_note")}
         return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
 
@@ -108,6 +109,7 @@ def plan_build(
     timing_cache: bool = True,
     calibrator: str = "EntropyCalibration2",  # the calibration cache header's algorithm (tools/calibrate.py)
     higher_precision: tuple[str, ...] = (),  # layers kept out of INT8 by the accuracy fallback
+    cameras: int = 1,  # the pipeline's camera count: the batch a dynamic first dimension is built for
 ) -> BuildPlan:
     if precision not in ("int8", "fp16", "fp32"):
         raise EngineBuildError(f"unknown precision {precision!r}", hint="int8, fp16 or fp32")
@@ -142,7 +144,7 @@ def plan_build(
         )
         for name, kind, device in predicted
     )
-    profiles = tuple(Profile(name, tuple(shape), tuple(shape), tuple(shape)) for name, shape in sorted(input_shapes.items()))
+    profiles, batch_note = batch_profiles(input_shapes, cameras, on_dla)
     return BuildPlan(
         tensorrt=str(tensorrt),
         precision=precision,
@@ -159,7 +161,40 @@ def plan_build(
         profiles=profiles,
         layers=layers,
         higher_precision=tuple(sorted(kept)),
+        batch_note=batch_note,
     )
+
+
+def batch_profiles(input_shapes: dict[str, tuple[int, ...]], cameras: int, on_dla: bool) -> tuple[tuple[Profile, ...], str | None]:
+    """The optimisation profile of each input (min, opt, max) and what the camera count made of the batch.
+
+    A static shape is its own profile (min = opt = max). A dynamic first dimension (0 or -1 in the
+    model) is the batch: min 1 (a batch with one camera's frame), opt = max = the camera count (every
+    camera delivered in time). DLA engines take no dynamic dimension: a dynamic batch there is refused,
+    and a static batch is said to be fixed to the camera count."""
+    profiles, notes = [], []
+    for name, shape in sorted(input_shapes.items()):
+        shape = tuple(int(d) for d in shape)
+        if any(d <= 0 for d in shape[1:]):
+            raise EngineBuildError(
+                f"input {name} {list(shape)}: only the first (batch) dimension may be dynamic", hint="prepare the model with static shapes"
+            )
+        if shape and shape[0] <= 0:
+            if on_dla:
+                raise EngineBuildError(
+                    f"input {name} {list(shape)} has a dynamic batch; DLA engines need a static batch",
+                    hint=f"prepare the model with a batch of {cameras} (model.prepare.inputs, batch.size: cameras)",
+                )
+            rest = shape[1:]
+            profiles.append(Profile(name, (1, *rest), (cameras, *rest), (cameras, *rest)))
+            notes.append(f"{name}: dynamic batch, profile min 1, opt and max {cameras} (the camera count)")
+        else:
+            profiles.append(Profile(name, shape, shape, shape))
+            if cameras > 1:
+                kind = "DLA needs a static batch: " if on_dla else ""
+                what = f"one frame of each of the {cameras} cameras per call" if shape[0] == cameras else "the cameras' frames one after another"
+                notes.append(f"{kind}{name}: static batch {shape[0]} ({what})")
+    return tuple(profiles), ("; ".join(notes) or None)
 
 
 def _layer_precision(kind: str, device: str, precision: str, explicit: bool) -> str:

@@ -66,7 +66,8 @@ def run(argv: list[str]) -> int:
         pipeline = load_pipeline(args.pipeline, check_files=False)
         artifacts = ModelArtifacts(args.artifacts)
 
-    total = args.frames or pipeline.spec.source.replay.frames
+    each = [args.frames or camera.replay.frames for camera in pipeline.spec.cameras.values()]
+    total = sum(each) if all(each) else None
     last = [0.0]
 
     def on_frame(count: int) -> None:

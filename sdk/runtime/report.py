@@ -32,8 +32,8 @@ from sdk.release import sha256_of
 from sdk.runtime.environment import check_requirements
 from sdk.runtime.recorder import STAGES
 from sdk.runtime.runner import RunResult
-from sdk.runtime.statistics import deadline_misses, drift_ms, quantile_estimate
-from sdk.runtime.verdict import describe_verdict, evaluate, summarize
+from sdk.runtime.statistics import DeadlineMisses, deadline_misses, drift_ms, quantile_estimate
+from sdk.runtime.verdict import BudgetCheck, _percentile_check, combine, describe_verdict, evaluate, summarize
 from sdk.sinks.files import partial_path, publish
 from sdk.spec.loader import PipelineFile
 
@@ -66,10 +66,18 @@ def build_report(
     frames, digests = frames[warmup:], digests[warmup:]
     e2e = latencies["end_to_end"]
     dropped = result.counters.dropped
-    misses = deadline_misses(frames, e2e, budgets.deadline_ms) if budgets.deadline_ms is not None else None
+    several = len(result.cameras) > 1
+    if budgets.deadline_ms is None:
+        misses = None
+    elif several:  # frame numbers are per camera: the misses of each, added up
+        misses = summed_misses([camera_misses(c, warmup, budgets.deadline_ms) for c in result.cameras.values()], budgets.deadline_ms)
+    else:
+        misses = deadline_misses(frames, e2e, budgets.deadline_ms)
     before, after = environment if environment is not None else (None, None)
     environment_checks = check_requirements(budgets.environment, before, after, load) if before is not None else []
     verdict, checks, notes = evaluate(budgets, latencies, dropped, misses, environment_checks)
+    if budgets.cameras:  # each camera's own budget, checked on its own frames
+        verdict, checks, _ = combine(checks + camera_checks(budgets, result, warmup))
     checks = [replace(c, duration_s=round(result.wall_s, 3)) for c in checks]  # each rests on this run
     if budgets.environment is not None and before is None:
         notes.append("budgets.environment was not checked: no environment was captured")
@@ -113,7 +121,9 @@ def build_report(
         "checks": [c.as_dict() for c in checks],
         "notes": notes,
         "confidence": 0.95,
-        "replay": spec.source.replay.model_dump(),
+        "replay": next(iter(spec.cameras.values())).replay.model_dump(),  # the first camera's; each in `cameras`
+        "batching": {"frames_per_call": result.batch, "note": result.batching},
+        "cameras": camera_sections(spec, result, warmup),
         "wall_s": round(result.wall_s, 3),
         "backend": result.backend,
         "preprocess": result.preprocess,
@@ -136,6 +146,70 @@ def build_report(
             "during": load,
         },
     }
+
+
+def camera_misses(camera, warmup: int, deadline_ms: float) -> DeadlineMisses:
+    frames, _, _ = camera.recorder.rows()
+    skip = min(warmup, len(frames))
+    return deadline_misses(frames[skip:], camera.recorder.latencies_ms(skip=skip)["end_to_end"], deadline_ms)
+
+
+def summed_misses(each: list[DeadlineMisses], deadline_ms: float) -> DeadlineMisses:
+    """Several cameras' misses as one: counts added, the longest streak of any camera."""
+    flags = np.concatenate([m.miss_flags for m in each]) if each else np.zeros(0, bool)
+    longest = max((m.longest_streak for m in each), default=0)
+    return DeadlineMisses(deadline_ms, sum(m.frames for m in each), sum(m.late for m in each), sum(m.dropped for m in each), longest, flags)
+
+
+def camera_sections(spec, result: RunResult, warmup: int) -> dict:
+    """Per camera: end to end from its own capture (the gather wait included), stages, drops, misses, empty slots.
+
+    The warm-up frames are left out of each camera's own frames (the first `warmup_frames` of each)."""
+    sections = {}
+    for name, camera in result.cameras.items():
+        skip = min(warmup, camera.recorder.count)
+        latencies = camera.recorder.latencies_ms(skip=skip)
+        budget = spec.budgets.cameras.get(name)
+        deadline = (budget.deadline_ms if budget is not None else None) or spec.budgets.deadline_ms
+        misses = camera_misses(camera, warmup, deadline) if deadline is not None else None
+        sections[name] = {
+            "uri": spec.cameras[name].uri.partition("?")[0],
+            "frames": camera.recorder.count,
+            "measured_frames": camera.recorder.count - skip,
+            "end_to_end": summarize(latencies["end_to_end"], END_TO_END_KEYS),
+            "stages": {stage: summarize(latencies[stage]) for stage in STAGES},
+            "queue": summarize(latencies["queue"]),
+            "dropped": camera.counters.dropped,
+            "skipped_slots": camera.skipped_slots,
+            "corrupt_frames": camera.counters.corrupt,
+            "disconnects": camera.counters.disconnects,
+            "misses": misses.misses if misses is not None else None,
+            "deadline": _deadline(misses),
+            "replay": camera.replay,
+        }
+    return sections
+
+
+def camera_checks(budgets, result: RunResult, warmup: int) -> list:
+    checks = []
+    for name, budget in budgets.cameras.items():
+        camera = result.cameras.get(name)
+        if camera is None:
+            continue
+        skip = min(warmup, camera.recorder.count)
+        e2e = camera.recorder.latencies_ms(skip=skip)["end_to_end"]
+        if budget.end_to_end is not None:
+            for key, limit in budget.end_to_end.items():
+                check = _percentile_check(f"end_to_end.{key}", key, e2e, limit)
+                checks.append(replace(check, name=f"cameras.{name}.end_to_end.{key}", duration_s=round(result.wall_s, 3)))
+        if budget.deadline_ms is not None:
+            misses = camera_misses(camera, warmup, budget.deadline_ms)
+            limit = budgets.max_miss_ratio
+            if limit is not None:
+                status = "FAIL" if misses.ratio > limit else "PASS"
+                detail = f"deadline {budget.deadline_ms:g} ms; a dropped frame counts as a miss"
+                checks.append(BudgetCheck(f"cameras.{name}.deadline.miss_ratio", limit, round(misses.ratio, 6), status, misses.frames, None, detail))
+    return checks
 
 
 def utc_now() -> str:

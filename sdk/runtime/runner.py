@@ -1,9 +1,9 @@
-"""The frame loop: source -> preprocess -> infer -> postprocess (-> track) -> sink, timed per stage.
+"""The frame loop: sources -> batch -> preprocess -> infer -> decode -> cascade -> track -> sinks, timed per stage.
 
-A pipeline with a `track:` section runs its tracker (sdk/track, one per camera) right after NMS; its time is
-part of the postprocess stage (the report's stage names do not change).
-
-Stages are built and opened in order and closed in reverse (each is a context manager).
+Stages are built by their factories (`sdk.runtime.stages`), opened in order and closed in reverse
+(each is a context manager). A batch is one frame of each camera that delivered in time (one
+camera: one frame); its frames share the preprocess and infer marks, then are decoded and written
+one by one, so a frame's latency from its own capture includes the gather wait and its turn.
 A frame that makes a stage raise is counted and skipped; a stage that fails every frame
 for a long run is a broken pipeline and stops the run with the error it keeps raising.
 """
@@ -19,19 +19,28 @@ from pathlib import Path
 from sdk.artifacts import ModelArtifacts
 from sdk.backends import create_backend
 from sdk.errors import ConfigError, SdkError
-from sdk.postprocess import create_postprocessor, describe
-from sdk.preprocess import create_preprocessor
 from sdk.runtime.constants import split_inputs
+from sdk.runtime.gather import CameraSlot
 from sdk.runtime.recorder import LatencyRecorder
+from sdk.runtime.stages import Cascading, Decoding, Preprocessing, Tracking, batch_slots, create_feed, describe_batching, open_cameras
 from sdk.service.health import HealthMonitor
 from sdk.sinks import create_sinks
-from sdk.sources import FrameStream, StreamCounters, open_stream
+from sdk.sources import FrameStream, StreamCounters
 from sdk.spec.bounds import REPLAY_FRAMES_HINT, replay_frames_problem
 from sdk.spec.loader import PipelineFile
-from sdk.track import create_tracker
 
 MAX_CONSECUTIVE_ERRORS = 25
 DEFAULT_RECORDER_CAPACITY = 1 << 16
+
+
+@dataclass
+class CameraResult:
+    """One camera's share of the run: its frames' timings, its source's counters, its empty batch slots."""
+
+    recorder: LatencyRecorder
+    counters: StreamCounters
+    skipped_slots: int = 0
+    replay: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -45,6 +54,9 @@ class RunResult:
     postprocess: str = ""  # the decoder, and where NMS ran (the SDK's, or the model's own: then the SDK's is skipped)
     wall_s: float = 0.0
     slowest_layers: list[tuple[str, float]] = field(default_factory=list)  # (layer, ms per frame), TensorRT profiling only
+    cameras: dict[str, CameraResult] = field(default_factory=dict)
+    batching: str = ""  # how frames went through the engine (batched, or one after another)
+    batch: int = 1  # frames per inference call
     cascade_ms: dict[str, list[float]] = field(default_factory=dict)  # per cascade step, ms per frame (within postprocess)
 
     @property
@@ -52,8 +64,40 @@ class RunResult:
         return self.recorder.count
 
 
+class CameraSet:
+    """Several cameras seen by a service as one source: on schedule while any reconnects, conditions naming each."""
+
+    def __init__(self, streams: list[FrameStream]) -> None:
+        self.streams = streams
+
+    def reconnect_on_schedule(self, margin_s: float = 1.0) -> bool:
+        return any(stream.reconnect_on_schedule(margin_s) for stream in self.streams)
+
+    def condition(self) -> str | None:
+        found = [c for c in (stream.condition() for stream in self.streams) if c]
+        return "; ".join(found) or None
+
+    def stop(self) -> None:
+        for stream in self.streams:
+            stream.stop()
+
+    @property
+    def source_ended(self) -> bool:
+        return all(stream.source_ended for stream in self.streams)
+
+
+def summed_counters(counters: list[StreamCounters]) -> StreamCounters:
+    """The cameras' counters added up (a status' and the report's aggregate)."""
+    total = StreamCounters()
+    for c in counters:
+        for key in ("delivered", "dropped", "corrupt", "loops", "disconnects", "reconnect_attempts"):
+            setattr(total, key, getattr(total, key) + getattr(c, key))
+        total.corrupt_last = c.corrupt_last or total.corrupt_last
+    return total
+
+
 class PipelineRunner:
-    """Settings in the constructor; `run()` opens every stage, loops, and closes them."""
+    """Settings in the constructor; `run()` builds and opens every stage, loops, and closes them."""
 
     def __init__(
         self,
@@ -80,39 +124,58 @@ class PipelineRunner:
         self.sinks = None  # the SinkGroup while it runs (read by a service's status thread)
         self.on_idle = on_idle  # a live stream waiting for a frame (a reconnect) calls it every 0.25 s
         self.on_end = on_end  # the frames ended (before the stages close)
-        self._stream: FrameStream | None = None
+        self._cameras: list[CameraSlot] = []
+        self._feed = None
         self._stopping = False
-        self._cascade = None
 
     @property
     def counters(self) -> StreamCounters | None:
-        """The source's counters while it runs (read by a service's status thread)."""
-        return self._stream.counters if self._stream is not None else None
+        """The sources' counters while it runs, added up over the cameras (read by a service's status thread)."""
+        if not self._cameras:
+            return None
+        if len(self._cameras) == 1:
+            return self._cameras[0].stream.counters
+        return summed_counters([camera.stream.counters for camera in self._cameras])
 
     @property
-    def stream(self) -> FrameStream | None:
-        return self._stream
+    def stream(self) -> FrameStream | CameraSet | None:
+        if not self._cameras:
+            return None
+        if len(self._cameras) == 1:
+            return self._cameras[0].stream
+        return CameraSet([camera.stream for camera in self._cameras])
 
     def stop(self) -> None:
         """End the run after the current frame (safe from a signal handler)."""
         self._stopping = True
-        if self._stream is not None:
-            self._stream.stop()
+        for camera in self._cameras:
+            camera.stream.stop()
+        if self._feed is not None and hasattr(self._feed, "stop"):
+            self._feed.stop()
 
     def run(self) -> RunResult:
         spec = self.pipeline.spec
-        limit = self.max_frames or spec.source.replay.frames
-        problem = replay_frames_problem(limit) if limit else None
-        if problem is not None:  # before the records are allocated (--frames is not part of the file)
-            what = "frames to run (--frames)" if self.max_frames else "source.replay.frames"
-            raise ConfigError(f"{self.pipeline.path}: {what}: {problem}", hint=REPLAY_FRAMES_HINT)
-        recorder = LatencyRecorder(limit or DEFAULT_RECORDER_CAPACITY)
-        stream = open_stream(spec.source.uri, spec.source.replay, self.pipeline.folder, max_frames=limit, reconnect=spec.source.reconnect)
-        stream.wait_for_camera = self.monitor is not None  # only a service (it has a health monitor) waits for a missing camera
-        self._stream = stream
-        stream.on_idle, stream.on_end = self.on_idle, self.on_end
+        names = list(spec.cameras)
+        for name, camera in spec.cameras.items():
+            each = self.max_frames or camera.replay.frames
+            problem = replay_frames_problem(each * len(names)) if each else None
+            if problem is not None:  # before the records are allocated (--frames is not part of the file)
+                what = "frames to run (--frames)" if self.max_frames else self.pipeline.source_key(name).replace(".uri", ".replay.frames")
+                raise ConfigError(f"{self.pipeline.path}: {what}: {problem}", hint=REPLAY_FRAMES_HINT)
+        cameras = open_cameras(self.pipeline, self.max_frames, wait_for_camera=self.monitor is not None)
+        capacities = [self.max_frames or spec.cameras[c.name].replay.frames or DEFAULT_RECORDER_CAPACITY for c in cameras]
+        recorder = LatencyRecorder(min(sum(capacities), DEFAULT_RECORDER_CAPACITY * len(cameras)) if len(cameras) > 1 else capacities[0])
+        for camera in cameras:
+            camera.stream.on_idle = self.on_idle if len(cameras) == 1 else None
+        self._cameras = cameras
+        feed = create_feed(self.pipeline, cameras)
+        if len(cameras) == 1:
+            cameras[0].stream.on_end = self.on_end
+        else:
+            feed.on_idle, feed.on_end = self.on_idle, self.on_end
+        self._feed = feed
         if self._stopping:  # stopped before the run began (SIGTERM during the model load)
-            stream.stop()
+            self.stop()
         with ExitStack() as stack:
             model_path = self.artifacts.model_for(spec.model.precision)
             backend = stack.enter_context(
@@ -125,100 +188,121 @@ class PipelineRunner:
                     dla_core=spec.model.dla.core if spec.model.dla is not None else None,
                     profile_layers=spec.model.profile_layers,
                     cuda_graph=spec.model.cuda_graph,
+                    batch=len(cameras) if spec.batch.size == "cameras" else 1,
                 )
             )
             # The image input, and the constants of model.inputs written into their buffers once (sdk.runtime.constants).
-            image_input, _ = split_inputs(backend, dict(spec.model.inputs), model_path)
-            kernels, where = self.artifacts.folder.parent / "kernels", f"{self.pipeline.path}: preprocess.device"
-            preprocess = stack.enter_context(create_preprocessor(spec.preprocess, backend, image_input=image_input, kernels_dir=kernels, where=where))
-            net_size = (spec.preprocess.resize.width, spec.preprocess.resize.height)
-            postprocess = stack.enter_context(
-                create_postprocessor(
-                    spec.postprocess,
-                    backend.outputs,
-                    net_size,
-                    self.artifacts.load_tensors(),
-                    self.pipeline.class_names(),
-                    session=preprocess.session,
-                    plugin_folder=self.pipeline.plugin_folder(),
-                )
+            image_input, input_buffer = split_inputs(backend, dict(spec.model.inputs), model_path)
+            batch = batch_slots(self.pipeline, input_buffer, model_path)
+            kernels = self.artifacts.folder.parent / "kernels"  # the release's CUDA kernels (preprocess.device)
+            preprocess = stack.enter_context(Preprocessing(self.pipeline, backend, image_input, batch, kernels))
+            decode = stack.enter_context(Decoding(self.pipeline, backend.outputs, self.artifacts.load_tensors(), batch, preprocess.session))
+            cascade = stack.enter_context(Cascading(self.pipeline))
+            track = stack.enter_context(Tracking(self.pipeline))
+            frames = stack.enter_context(feed)
+            rates = {c.name: spec.cameras[c.name].replay.rate_fps or c.stream.reader.nominal_fps or 30.0 for c in cameras}
+            sinks = create_sinks(
+                spec.sinks,
+                self.output_dir,
+                fps=rates[cameras[0].name],
+                require_jsonl=self.require_jsonl,
+                retention=self.retention,
+                cameras=rates if len(cameras) > 1 else None,
             )
-            tracker = create_tracker(spec.track)  # None: the pipeline does not track
-            if tracker is not None:
-                stack.enter_context(tracker)
-            if spec.cascade:  # models on the crops of the detections (sdk.cascade); their time is the postprocess stage's
-                from sdk.cascade import CascadeStage
-
-                self._cascade = stack.enter_context(CascadeStage(spec.cascade, self.pipeline.folder))
-            frames = stack.enter_context(stream)
-            fps = spec.source.replay.rate_fps or frames.reader.nominal_fps or 30.0
-            sinks = create_sinks(spec.sinks, self.output_dir, fps=fps, require_jsonl=self.require_jsonl, retention=self.retention)
             self.sinks = stack.enter_context(sinks)
             note = f"TensorRT engine, {spec.model.precision}" if backend.name == "tensorrt" else _precision_note(spec.model.precision)
-            result = RunResult(recorder, stream.counters, backend=f"{backend.describe()}, {note}", preprocess=preprocess.report())
-            result.postprocess = describe(postprocess)
+            counters = cameras[0].stream.counters if len(cameras) == 1 else StreamCounters()
+            result = RunResult(recorder, counters, backend=f"{backend.describe()}, {note}", preprocess=preprocess.report())
+            result.postprocess = decode.describe()
+            result.batch, result.batching = batch, describe_batching(len(cameras), batch)
+            for camera, capacity in zip(cameras, capacities, strict=True):
+                replay = spec.cameras[camera.name].replay.model_dump()
+                own = recorder if len(cameras) == 1 else LatencyRecorder(min(capacity, DEFAULT_RECORDER_CAPACITY))
+                result.cameras[camera.name] = CameraResult(own, camera.stream.counters, replay=replay)
             started = time.perf_counter()
-            self._loop(frames, preprocess, backend, postprocess, tracker, sinks, result)
-            result.wall_s = time.perf_counter() - started
-            result.preprocess = preprocess.report()  # with the run's event times and decode counts
-            if self._cascade is not None:
-                result.cascade_ms = self._cascade.latencies_ms()
+            try:
+                self._loop(frames, preprocess, backend, decode, cascade, track, sinks, result)
+            finally:
+                result.wall_s = time.perf_counter() - started
+                result.preprocess = preprocess.report()  # with the run's event times and decode counts
+                result.cascade_ms = cascade.latencies_ms()
+                for camera in cameras:
+                    result.cameras[camera.name].skipped_slots = camera.skipped_slots
+                if len(cameras) > 1:
+                    result.counters = summed_counters([camera.stream.counters for camera in cameras])
             if hasattr(backend, "slowest_layers"):  # TensorRT with profile_layers: the bottleneck layers, by name
                 result.slowest_layers = [(name, round(ms / max(result.frames, 1), 4)) for name, ms in backend.slowest_layers(10)]
         return result
 
-    def _loop(self, frames, preprocess, backend, postprocess, tracker, sinks, result: RunResult) -> None:
+    def _loop(self, feed, preprocess, backend, decode, cascade, track, sinks, result: RunResult) -> None:
         clock = time.monotonic_ns
         record = result.recorder.record
         on_frame = self.on_frame
         consecutive = 0
-        marks = [0] * 6
         monitor = self.monitor
-        cascade = self._cascade
-        for frame in frames:
+        preprocessors, decoders = preprocess.by_camera, decode.by_slot
+        batched = result.batch > 1
+        several = len(result.cameras) > 1
+        own = {name: camera.recorder.record for name, camera in result.cameras.items()} if several else None
+        count = len(result.cameras)
+        marks = [0] * 6
+        for batch in feed.batches():
             if self._stopping:
                 break
-            if monitor is not None and not monitor.admit(frame.index):
-                continue  # DEGRADED: shed, and counted by the monitor
-            stage = "preprocess"
-            try:
-                marks[0] = frame.t_capture_ns
-                marks[1] = clock()
-                geometry = preprocess(frame.image)
-                marks[2] = clock()
-                stage = "infer"
-                backend.infer()
-                marks[3] = clock()
-                stage = "postprocess"
-                detections = postprocess(geometry)
-                if cascade is not None:
-                    cascade(frame.image, detections)
-                if tracker is not None:
-                    detections = tracker.update(detections)  # timed with postprocess
-                marks[4] = clock()
-                stage = "sink"
-                sinks(frame, detections)
-                marks[5] = clock()
-            except SdkError:
-                raise
-            except Exception as exc:  # a bad frame must not take the run down: count, skip
-                result.stage_errors[stage] = result.stage_errors.get(stage, 0) + 1
-                result.last_error = f"frame {frame.index}: {stage}: {type(exc).__name__}: {exc}"
-                consecutive += 1
-                if monitor is not None:
-                    monitor.failed()  # an error storm is a run of misses: it escalates to DEGRADED
-                if consecutive >= MAX_CONSECUTIVE_ERRORS:
-                    raise SdkError(
-                        f"stage {stage} failed on {consecutive} frames in a row; last: {result.last_error}",
-                        hint="the pipeline is broken, not one frame: check the stage's settings",
-                    ) from exc
-                continue
-            consecutive = 0
-            record(frame.index, marks, detections.digest())  # after the last mark: not part of the latency
             if monitor is not None:
-                monitor.frame(marks[5] - marks[0])
-            if on_frame is not None:
-                on_frame(result.recorder.count)
+                batch = [(camera, frame) for camera, frame in batch if monitor.admit(frame.index)]  # DEGRADED: shed, counted
+                if not batch:
+                    continue
+            # One call for the batch (batched), or each frame through the same engine in turn (batch of 1).
+            groups = [batch] if batched else [[item] for item in batch]
+            for group in groups:
+                stage = "preprocess"
+                index = group[0][1].index
+                try:
+                    start = clock()
+                    geometries = [preprocessors[camera.index](frame.image) for camera, frame in group]
+                    preprocessed = clock()
+                    stage = "infer"
+                    backend.infer()
+                    inferred = clock()
+                    done = []
+                    for (camera, frame), geometry in zip(group, geometries, strict=True):
+                        index = frame.index
+                        stage = "postprocess"
+                        detections = decoders[camera.index if batched else 0](geometry)
+                        detections = track(camera.name, cascade(frame.image, detections))
+                        decoded = clock()
+                        stage = "sink"
+                        sinks(frame, detections)
+                        done.append((camera, frame, decoded, clock(), detections))
+                except SdkError:
+                    raise
+                except Exception as exc:  # a bad frame must not take the run down: count, skip
+                    result.stage_errors[stage] = result.stage_errors.get(stage, 0) + 1
+                    camera_note = f"camera {group[0][0].name}: " if several else ""
+                    result.last_error = f"{camera_note}frame {index}: {stage}: {type(exc).__name__}: {exc}"
+                    consecutive += 1
+                    if monitor is not None:
+                        monitor.failed()  # an error storm is a run of misses: it escalates to DEGRADED
+                    if consecutive >= MAX_CONSECUTIVE_ERRORS:
+                        raise SdkError(
+                            f"stage {stage} failed on {consecutive} frames in a row; last: {result.last_error}",
+                            hint="the pipeline is broken, not one frame: check the stage's settings",
+                        ) from exc
+                    continue
+                consecutive = 0
+                for camera, frame, decoded, written, detections in done:
+                    marks[0], marks[1], marks[2], marks[3], marks[4], marks[5] = frame.t_capture_ns, start, preprocessed, inferred, decoded, written
+                    digest = detections.digest()
+                    if several:
+                        own[camera.name](frame.index, marks, digest)
+                        record(frame.index * count + camera.index, marks, digest)  # one key per (camera, frame)
+                    else:
+                        record(frame.index, marks, digest)  # after the last mark: not part of the latency
+                    if monitor is not None:
+                        monitor.frame(marks[5] - marks[0])
+                    if on_frame is not None:
+                        on_frame(result.recorder.count)
 
 
 def _precision_note(precision: str) -> str:

@@ -393,11 +393,13 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
             raise
         monitor.stop()
         stream = runner.stream
-        live_ended = stream is not None and stream.reader.live and stream.source_ended and not stop.requested
+        streams = getattr(stream, "streams", None) or ([stream] if stream is not None else [])  # several cameras: each
+        ended = [s.name for s in streams if s.reader.live and s.source_ended]
+        live_ended = bool(ended) and not stop.requested
         extra["last_error"] = result.last_error
         extra["stage_errors"] = result.stage_errors
         if live_ended:  # a camera that stops is a fault (the manager restarts the runtime); a recording that ends is not
-            extra.update(state="FAILED", reason=f"the live source ended: {stream.name}")
+            extra.update(state="FAILED", reason=f"the live source ended: {', '.join(ended)}")
             extra["last_error"] = extra["last_error"] or extra["reason"]
         else:
             extra["state"] = "STOPPED"  # the run ended (the stream ended, or SIGTERM): no longer NOMINAL

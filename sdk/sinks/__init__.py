@@ -52,7 +52,7 @@ class SinkGroup:
         except BaseException:
             close_all(reversed(opened))
             raise
-        if self.sync_interval_s and any(hasattr(s, "sync") for s in self.sinks):
+        if self.sync_interval_s and any(hasattr(s, "sync") for s in self._each()):
             self._sync_thread = threading.Thread(target=self._sync_loop, name="sink-sync", daemon=True)
             self._sync_thread.start()
         return self
@@ -75,7 +75,7 @@ class SinkGroup:
 
     def _sync_loop(self) -> None:
         while not self._stop_sync.wait(self.sync_interval_s):
-            for sink in self.sinks:
+            for sink in self._each():
                 sync = getattr(sink, "sync", None)
                 if sync is not None:
                     try:
@@ -85,17 +85,51 @@ class SinkGroup:
 
     def describe(self) -> list[dict]:
         """Each output's counts (written, not written and why, newest synced frame, files): for the status."""
-        return [sink.describe() for sink in self.sinks if hasattr(sink, "describe")]
+        return [sink.describe() for sink in self._each() if hasattr(sink, "describe")]
+
+    def _each(self) -> list:
+        """Every sink, a per-camera one's parts one by one."""
+        return [part for sink in self.sinks for part in (sink.by_camera.values() if isinstance(sink, PerCamera) else (sink,))]
 
     def conditions(self) -> list[str]:
         """Why the service is DEGRADED on account of its outputs right now (frames not being written)."""
         found = []
-        for sink in self.sinks:
+        for sink in self._each():
             stats = getattr(sink, "stats", None)
             condition = stats.condition() if stats is not None else None
             if condition:
                 found.append(condition)
         return found
+
+
+class PerCamera:
+    """One sink per camera (`annotated-NAME.mp4`): each frame goes to its own camera's."""
+
+    def __init__(self, sinks: dict) -> None:
+        self.by_camera = sinks
+        self.name = next(iter(sinks.values())).name
+
+    def open(self) -> None:
+        opened = []
+        try:
+            for sink in self.by_camera.values():
+                sink.open()
+                opened.append(sink)
+        except BaseException:
+            close_all(reversed(opened))
+            raise
+
+    def write(self, frame: Frame, detections: Detections) -> None:
+        self.by_camera[frame.camera].write(frame, detections)
+
+    def close(self) -> None:
+        close_all(reversed(list(self.by_camera.values())))
+
+
+def camera_path(path: str, camera: str) -> str:
+    """annotated.mp4 -> annotated-front.mp4"""
+    stem, dot, suffix = path.rpartition(".")
+    return f"{stem}-{camera}.{suffix}" if dot and "/" not in suffix else f"{path}-{camera}"
 
 
 def close_all(sinks) -> None:
@@ -112,7 +146,9 @@ def close_all(sinks) -> None:
         raise failures[0]
 
 
-def create_sinks(specs: tuple, output_dir: Path, *, fps: float = 30.0, require_jsonl: bool = False, retention=None) -> SinkGroup:
+def create_sinks(
+    specs: tuple, output_dir: Path, *, fps: float = 30.0, require_jsonl: bool = False, retention=None, cameras: dict[str, float] | None = None
+) -> SinkGroup:
     """One sink per spec; paths stay inside `output_dir`.
 
     `retention` (a service's `service.retention`): the sinks write rotating segments (each spec's
@@ -121,6 +157,9 @@ def create_sinks(specs: tuple, output_dir: Path, *, fps: float = 30.0, require_j
     A measuring run promises `detections.jsonl` in its report folder (the report contract):
     `require_jsonl` adds it unless a JSONL sink of the pipeline already writes exactly that file
     (a sink with its own `path` still gets its file, beside the contract's).
+
+    `cameras` (several cameras: name -> frame rate): the JSONL lines name their camera; a video sink
+    writes one file per camera, `annotated-NAME.mp4`, at that camera's rate.
     """
     sinks: list = []
     contract = JsonlSpec(kind="jsonl")
@@ -144,11 +183,18 @@ def create_sinks(specs: tuple, output_dir: Path, *, fps: float = 30.0, require_j
         elif isinstance(spec, VideoSpec):
             from sdk.sinks.video import VideoSink
 
+            if cameras:
+                per_camera = {}
+                for camera, rate in cameras.items():
+                    path = confined_path(output_dir, camera_path(spec.path, camera), where=where)
+                    per_camera[camera] = VideoSink(path, fourcc=spec.fourcc, fps=spec.fps or rate, rotate=spec.rotate, retention=retention)
+                sinks.append(PerCamera(per_camera))
+                continue
             path = confined_path(output_dir, spec.path, where=where)
             sinks.append(VideoSink(path, fourcc=spec.fourcc, fps=spec.fps or fps, rotate=spec.rotate, retention=retention))
         elif isinstance(spec, NullSpec):
             sinks.append(NullSink())
-    intervals = [s.sync_interval_s for s in sinks if getattr(s, "sync_interval_s", None)]
+    intervals = [s.sync_interval_s for s in sinks if getattr(s, "sync_interval_s", None)]  # JSONL sinks: never per camera
     return SinkGroup(sinks, sync_interval_s=min(intervals) if retention is not None and intervals else None)
 
 

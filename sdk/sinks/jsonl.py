@@ -94,7 +94,8 @@ class JsonlSink:
 
     def line(self, frame: Frame, detections: Detections) -> bytes:
         r = self.decimals
-        line = {
+        line = {"camera": frame.camera} if frame.camera is not None else {}  # `sources:`: whose frame (numbers are per camera)
+        line |= {
             "frame": frame.index,
             "t_capture_ns": frame.t_capture_ns,
             "detections": [_record(d, r) for d in detections],

@@ -67,6 +67,13 @@ class Determinism(Frozen):
     min_iou: Ratio("IoU per matched detection, at least") = 1.0
 
 
+class CameraBudget(Frozen):
+    """A camera's own latency budget under `budgets.cameras.NAME` (a rear camera may have a looser one than the front)."""
+
+    end_to_end: LatencyLimits | None = None
+    deadline_ms: Ms("per frame of this camera, end to end from its capture") | None = None
+
+
 class Budgets(Frozen):
     warmup_frames: Int(0, MAX_REPLAY_FRAMES, "first frames left out of the statistics") = 0
     end_to_end: LatencyLimits | None = None
@@ -82,6 +89,7 @@ class Budgets(Frozen):
     environment: EnvironmentRequirements | None = None
     accuracy: AccuracyAcceptance | None = None
     determinism: Determinism | None = None
+    cameras: dict[str, CameraBudget] = {}  # per camera, by the names of `sources` (checked against them at load)
 
     @model_validator(mode="after")
     def _misses_need_a_deadline(self) -> Budgets:
@@ -91,4 +99,4 @@ class Budgets(Frozen):
         return self
 
 
-__all__ = ["AccuracyAcceptance", "Budgets", "Determinism", "EnvironmentRequirements", "LatencyLimits", "Ms", "PositiveMs", "Ratio"]
+__all__ = ["AccuracyAcceptance", "Budgets", "CameraBudget", "Determinism", "EnvironmentRequirements", "LatencyLimits", "Ms", "PositiveMs", "Ratio"]

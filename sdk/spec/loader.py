@@ -19,6 +19,8 @@ from sdk.spec.placeholders import find_placeholder
 from sdk.spec.schema import Pipeline
 from sdk.spec.yaml_source import YamlDocument, YamlPath, format_yaml_path, read_yaml
 
+ONE_OF_REQUIRED = {"source": "sources"}  # top-level keys required unless their alternative is given
+
 
 @dataclass(frozen=True)
 class PipelineFile:
@@ -38,12 +40,18 @@ class PipelineFile:
     def model_path(self) -> Path:
         return self.resolve(self.spec.model.path, "model.path")
 
-    def source_file(self) -> Path | None:
-        """The file or folder a replay source reads, or None for live sources."""
-        scheme, _, rest = self.spec.source.uri.partition("://")
+    def source_file(self, camera: str | None = None) -> Path | None:
+        """The file or folder a replay source reads (the first camera's unless named), or None for live sources."""
+        cameras = self.spec.cameras
+        name = camera if camera is not None else next(iter(cameras))
+        scheme, _, rest = cameras[name].uri.partition("://")
         if scheme in ("file", "images"):
-            return self.resolve(rest, "source.uri")
+            return self.resolve(rest, self.source_key(name))
         return None
+
+    def source_key(self, camera: str) -> str:
+        """The YAML path of a camera's URI."""
+        return f"sources.{camera}.uri" if self.spec.multi_camera else "source.uri"
 
     def calibration_source_file(self) -> Path | None:
         calibration = self.spec.calibration
@@ -81,9 +89,10 @@ class PipelineFile:
         return found
 
     def check_files(self) -> None:
+        cameras = tuple((self.source_file(name), self.source_key(name)) for name in self.spec.cameras)
         files = (
             (self.model_path, "model.path"),
-            (self.source_file(), "source.uri"),
+            *cameras,
             (self.calibration_source_file(), "calibration.source"),
             (self.labels_file(), "postprocess.decoder.labels"),
             (self.plugin_folder(), "postprocess.decoder.path"),
@@ -114,7 +123,8 @@ def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile
     pipeline = PipelineFile(spec=spec, path=path.resolve())
     # Paths are confined even when files are not checked (on the device).
     pipeline.model_path  # noqa: B018
-    pipeline.source_file()
+    for camera in spec.cameras:
+        pipeline.source_file(camera)
     pipeline.calibration_source_file()
     pipeline.labels_file()
     if check_files:
@@ -144,6 +154,9 @@ def config_error(document: YamlDocument, exc: ValidationError, root: type[BaseMo
         close = difflib.get_close_matches(str(key), allowed, n=1, cutoff=0.6)
         suggestion = f"; did you mean {close[0]!r}?" if close else ""
         missing = {_yaml_path(document.data, tuple(e["loc"])) for e in errors if e["type"] == "missing"}
+        # `source` is required unless `sources` is given (one of the two): a misspelt one is missing too.
+        top = document.data if isinstance(document.data, dict) else {}
+        missing |= {(key,) for key, other in ONE_OF_REQUIRED.items() if not yaml_path[:-1] and key not in top and other not in top}
         if close and (*yaml_path[:-1], close[0]) in missing:
             suggestion += f" ({close[0]!r} is required and missing)"
         return ConfigError(

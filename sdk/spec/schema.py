@@ -20,6 +20,7 @@ from sdk.spec.decoders import LABELLED, ClassifyDecoder, NmsInsideDecoder, Segme
 from sdk.spec.cascade import Cascade
 from sdk.spec.model_inputs import ModelInputs
 from sdk.spec.plugin import PythonDecoder
+from sdk.spec.cameras import CAMERA_NAME, CAMERA_NAME_RULE, MAX_CAMERAS, Batch, CameraSource
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
 from sdk.spec.service import DegradedMode, Health, Retention, Service
 from sdk.spec.source import SOURCE_SCHEMES, Reconnect, Replay, Source, synthetic_size
@@ -282,7 +283,9 @@ Sink = Annotated[Union[JsonlSink, VideoSink, NullSink, MaskSink], Field(discrimi
 class Pipeline(Frozen):
     version: Literal[1]
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")]
-    source: Source
+    source: Source | None = None  # one camera, named after the pipeline
+    sources: Annotated[dict[str, CameraSource], Field(max_length=MAX_CAMERAS)] | None = None  # several: camera name -> source
+    batch: Batch = Batch()
     preprocess: Preprocess
     model: Model
     postprocess: Postprocess
@@ -309,6 +312,56 @@ class Pipeline(Frozen):
             sinks = [dict(s, kind="null") if isinstance(s, dict) and "kind" in s and s["kind"] is None else s for s in data["sinks"]]
             data = {**data, "sinks": sinks}
         return data
+
+    @model_validator(mode="after")
+    def _one_kind_of_source(self) -> Pipeline:
+        hint = "give `source:` for one camera or `sources: {NAME: {uri: ...}, ...}` for several"
+        if self.source is not None and self.sources is not None:
+            raise bounds_error("both `source` and `sources` are given; allowed: exactly one of them", hint=hint, path=("sources",))
+        if self.source is None and self.sources is None:
+            raise bounds_error("neither `source` nor `sources` is given; allowed: exactly one of them", hint=hint, path=())
+        if self.sources is not None:
+            if not self.sources:
+                raise bounds_error("{} names no camera; allowed: at least one camera", hint=hint, path=("sources",))
+            for name in self.sources:
+                if not CAMERA_NAME.match(str(name)):
+                    raise bounds_error(f"camera name {shown(name)}: allowed: {CAMERA_NAME_RULE}", hint="rename the camera", path=("sources", name))
+        for name in self.budgets.cameras:
+            if name not in self.cameras:
+                raise bounds_error(
+                    f"{shown(name)} is not a camera of this pipeline; allowed: {', '.join(self.cameras)}",
+                    hint="budgets.cameras is keyed by the names of `sources`",
+                    path=("budgets", "cameras", name),
+                )
+        return self
+
+    @property
+    def cameras(self) -> dict[str, CameraSource]:
+        """Every camera by name, in the file's order; `source:` is one camera named after the pipeline."""
+        if self.sources is not None:
+            return dict(self.sources)
+        return {self.name: CameraSource(**dict(self.source))}
+
+    @property
+    def multi_camera(self) -> bool:
+        return self.sources is not None
+
+    @property
+    def batch_size(self) -> int:
+        """Frames per inference call the prepared model is made for: the camera count with `batch.size: cameras`, else 1."""
+        return len(self.cameras) if self.batch.size == "cameras" else 1
+
+    def prepared_inputs(self) -> dict[str, tuple[int, ...]] | None:
+        """model.prepare.inputs with the batch dimension the cameras need: a first dimension written as 1
+        becomes the camera count when the frames are batched (`batch.size: cameras`)."""
+        if self.model.prepare is None:
+            return None
+        return {name: (self.batch_size, *shape[1:]) if shape and shape[0] == 1 else tuple(shape) for name, shape in self.model.prepare.inputs.items()}
+
+    def preprocess_for(self, camera: str) -> Preprocess:
+        """The preprocessing of one camera: the shared section with the camera's own crop, where it has one."""
+        crop = self.cameras[camera].crop
+        return self.preprocess if crop is None else self.preprocess.model_copy(update={"crop": crop})
 
     @model_validator(mode="after")
     def _rotation_inside_retention(self) -> Pipeline:
@@ -350,11 +403,14 @@ class Pipeline(Frozen):
                     f"model.prepare.inputs names {sorted(self.model.prepare.inputs)}: exactly one of them must be the image "
                     f"(the others constants named in model.inputs), got {len(images)} not in model.inputs"
                 )
-            shape = self.model.prepare.inputs[images[0]]
-            if tuple(shape) != self.preprocess.tensor_shape:
+            name = images[0]
+            shape = self.model.prepare.inputs[name]
+            # The batch dimension is 1 (one frame a call) or the camera count (one frame of each camera).
+            batches = sorted({1, len(self.cameras)})
+            if tuple(shape[1:]) != self.preprocess.tensor_shape[1:] or not shape or shape[0] not in batches:
                 raise ValueError(
-                    f"model.prepare.inputs[{images[0]!r}] is {list(shape)} but preprocess produces "
-                    f"{list(self.preprocess.tensor_shape)} ({self.preprocess.layout})"
+                    f"model.prepare.inputs[{name!r}] is {list(shape)} but preprocess produces "
+                    f"{list(self.preprocess.tensor_shape)} ({self.preprocess.layout}) with a batch of {' or '.join(map(str, batches))}"
                 )
         return self
 
@@ -391,13 +447,15 @@ class Pipeline(Frozen):
 
     @model_validator(mode="after")
     def _crop_inside_a_known_frame(self) -> Pipeline:
-        crop = self.preprocess.crop
-        if crop is not None and self.source.uri.startswith("synthetic://"):
-            width, height = synthetic_size(self.source.uri)
-            problem = crop_outside(crop, width, height)
-            if problem is not None:
-                key, message = problem
-                raise bounds_error(message, hint=CROP_HINT, path=("preprocess", "crop", key))
+        for name, camera in self.cameras.items():
+            crop = camera.crop or self.preprocess.crop
+            if crop is not None and camera.uri.startswith("synthetic://"):
+                width, height = synthetic_size(camera.uri)
+                problem = crop_outside(crop, width, height)
+                if problem is not None:
+                    key, message = problem
+                    at = ("sources", name, "crop", key) if camera.crop is not None else ("preprocess", "crop", key)
+                    raise bounds_error(message, hint=CROP_HINT, path=at)
         return self
 
     @model_validator(mode="after")
@@ -425,7 +483,9 @@ __all__ = [
     "STAGE_NAMES",
     "AccuracyAcceptance",
     "AccuracyGate",
+    "Batch",
     "Budgets",
+    "CameraSource",
     "ClassifyDecoder",
     "Calibration",
     "Crop",

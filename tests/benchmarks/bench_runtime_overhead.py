@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import sdk.runtime.runner as runner_module  # noqa: E402
+import sdk.runtime.stages as stages_module  # noqa: E402
 from sdk.backends import create_backend  # noqa: E402
 from sdk.postprocess import create_postprocessor  # noqa: E402
 from sdk.preprocess import CpuPreprocessor  # noqa: E402
@@ -75,7 +76,7 @@ def main() -> None:
         """sdk.sources.open_stream's signature, reading the decoded frames from memory at full speed."""
         return FrameStream(MemoryReader(images), replay.model_copy(update={"rate_fps": None}), max_frames=max_frames, reconnect=reconnect)
 
-    runner_module.open_stream = from_memory
+    stages_module.open_stream = from_memory  # the sources stage's factory opens the streams
 
     def runtime_round() -> float:
         out = Path(tempfile.mkdtemp())

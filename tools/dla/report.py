@@ -6,7 +6,7 @@ probe supplies the TensorRT version and the DLA core count (an Orin NX 8GB has o
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sdk.engine.placement import check_contract
@@ -42,6 +42,17 @@ def target_facts(target_name: str, tensorrt_override: str | None) -> TargetFacts
     return TargetFacts(platform, TensorRTVersion.parse(version), probed.get("dla_cores"))
 
 
+def camera_batch_note(spec) -> str:
+    """What the camera count made of the batch the model is analysed (and a DLA engine built) with."""
+    count, batch = len(spec.cameras), spec.batch_size
+    if batch == count:
+        return (
+            f"{count} cameras: analysed with a static batch of {batch} (one frame of each camera per call); "
+            "DLA engines need a static batch, so the engine is built for exactly this camera count"
+        )
+    return f"{count} cameras with batch.size 1: a static batch of 1, the cameras' frames run one after another through the engine"
+
+
 class DlaAnalysis:
     """Lazy: settings now, the analysis when called. `source` is a pipeline file or an .onnx model."""
 
@@ -67,7 +78,10 @@ class DlaAnalysis:
     def __call__(self) -> DlaReport:
         model = self.model_path()
         availability = dla_availability(self.facts.platform, self.facts.tensorrt, self.facts.dla_cores)
-        return analyse(load_graph(model), str(model), self.facts.platform, self.facts.tensorrt, availability, self.precision)
+        report = analyse(load_graph(model), str(model), self.facts.platform, self.facts.tensorrt, availability, self.precision)
+        if self.pipeline is not None and len(self.pipeline.spec.cameras) > 1:
+            report = replace(report, recommendations=(*report.recommendations, camera_batch_note(self.pipeline.spec)))
+        return report
 
     def check_contract(self, report: DlaReport) -> None:
         """The pipeline's `model.dla` contract against the prediction (nothing to check for a bare model)."""

@@ -41,12 +41,21 @@ class PlanEngineBuild:
         self.analysis.check_contract(report)  # raises EngineBuildError with the numbers
         contract = self.analysis.pipeline.spec.model.dla
         model = onnx.load(report.model, load_external_data=False)
-        shapes = {i.name: tuple(d.dim_value for d in i.type.tensor_type.shape.dim) for i in model.graph.input}
+        shapes = {i.name: tuple(d.dim_value for d in i.type.tensor_type.shape.dim) for i in model.graph.input}  # 0: dynamic
+        cameras = len(self.analysis.pipeline.spec.cameras)
         cores = dla_availability(self.facts.platform, self.facts.tensorrt, self.facts.dla_cores).cores
         predicted = tuple((v.name, v.layer, v.device) for v in report.layers)
         calibration = self.analysis.pipeline.spec.calibration
         algorithm = TRT_ALGORITHM[calibration.method] if calibration is not None else "EntropyCalibration2"
         plan = plan_build(
-            self.facts.tensorrt, shapes, self.precision, contract, cores, predicted, calibrator=algorithm, higher_precision=self.higher_precision
+            self.facts.tensorrt,
+            shapes,
+            self.precision,
+            contract,
+            cores,
+            predicted,
+            calibrator=algorithm,
+            higher_precision=self.higher_precision,
+            cameras=cameras,
         )
         return PlannedBuild(report, plan)

@@ -37,9 +37,11 @@ def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_ke
     folder = pipeline.folder
     pipeline_rel = f"{PIPELINE_DIR}/{pipeline.path.name}"
     files[pipeline_rel] = pipeline.path
-    source = pipeline.source_file()
-    if source is not None:
-        # Replay media travel with the pipeline, at the same place relative to it.
+    for camera in pipeline.spec.cameras:
+        source = pipeline.source_file(camera)
+        if source is None:
+            continue
+        # Replay media travel with the pipeline, at the same place relative to it (every camera's).
         media = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
         for path in media:
             files[f"{PIPELINE_DIR}/{path.relative_to(folder).as_posix()}"] = path

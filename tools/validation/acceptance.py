@@ -23,7 +23,7 @@ from tools.progress import Progress, SilentProgress
 from tools.validation.detections_file import read_detections
 from tools.validation.determinism import compare_runs
 from tools.validation.html_report import write_html
-from tools.validation.reference import REFERENCE_FILE, compare_with_reference, run_reference
+from tools.validation.reference import REFERENCE_FILE, compare_per_camera, compare_with_reference, run_reference
 
 REFERENCE_SIDE = "the FP32 model on ONNX Runtime (CPU), on the host"
 
@@ -63,7 +63,7 @@ def accept(
     if budgets.accuracy is not None:
         started = time.monotonic()
         run_frames = read_detections(report_dir / "detections.jsonl")
-        frames = max(run_frames, default=-1) + 1
+        frames = max((key[1] if isinstance(key, tuple) else key for key in run_frames), default=-1) + 1  # per camera
         task = progress.task(f"FP32 reference on the host: {frames} frames", total=None)
         reference = run_reference(pipeline, artifacts, frames, report_dir / REFERENCE_FILE)
         task.done()
@@ -71,6 +71,14 @@ def accept(
         duration = round(time.monotonic() - started, 3)
         compared = comparison(report, pipeline.spec.model.precision)
         report["accuracy"] = result.as_dict() | {"thresholds": budgets.accuracy.model_dump(), "compared": compared, "duration_s": duration}
+        if pipeline.spec.multi_camera:  # judged per camera too: one camera's misses are not averaged away by the others
+            each = compare_per_camera(reference, report_dir / "detections.jsonl", budgets.accuracy, list(pipeline.spec.cameras))
+            report["accuracy"]["cameras"] = {name: {k: v for k, v in r.as_dict().items() if k != "thresholds"} for name, r in each.items()}
+            added += [
+                replace(c, name=c.name.replace("accuracy.", f"cameras.{name}.accuracy.", 1), duration_s=duration)
+                for name, r in each.items()
+                for c in r.checks()
+            ]
         suffix = "; trivial comparison: same runtime and precision on both sides" if compared["trivial"] else ""
         added += [replace(c, detail=c.detail + suffix, duration_s=duration) for c in result.checks()]
     if repeats:

@@ -19,7 +19,8 @@ def read_detections(path: Path) -> dict[int, list[tuple[str, float, np.ndarray]]
     for number, line in enumerate(lines, 1):
         try:
             record = json.loads(line)
-            frames[int(record["frame"])] = [(d["label"], float(d["score"]), np.asarray(d["box"], float)) for d in record["detections"]]
+            key = (record["camera"], int(record["frame"])) if "camera" in record else int(record["frame"])  # several cameras: per camera
+            frames[key] = [(d["label"], float(d["score"]), np.asarray(d["box"], float)) for d in record["detections"]]
         except (ValueError, KeyError, TypeError) as exc:
             raise SdkError(f"{path}:{number}: not a detections line ({exc})", hint="the file was cut or edited; run the validation again") from None
     return frames

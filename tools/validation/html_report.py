@@ -15,6 +15,7 @@ from sdk.runtime.report import REPORT_FILE, preprocess_line
 from sdk.runtime.timeline import TIMELINE_FILE, read_timeline
 from sdk.runtime.verdict import check_unit, format_number
 from sdk.sinks.files import partial_path, publish
+from tools.validation.camera_plots import draw_camera_plots
 from tools.validation.plots import draw_plots
 
 HTML_FILE = "report.html"
@@ -176,12 +177,24 @@ def _environment(report: dict) -> str:
     return _table(["", "value"], rows)
 
 
+def _cameras(report: dict) -> str:
+    rows = []
+    for name, c in report["cameras"].items():
+        e2e = c["end_to_end"]
+        rows.append([name, c["frames"], e2e.get("p50_ms"), e2e.get("p99_ms"), e2e.get("max_ms"), c["dropped"], c["skipped_slots"], c["misses"]])
+    note = (report.get("batching") or {}).get("note", "")
+    headers = ["camera", "frames", "p50 ms", "p99 ms", "max ms", "dropped", "skipped slots", "deadline misses"]
+    return f"<p>{escape(note)}</p>" + _table(headers, [[escape(str(r[0]))] + [_cell(v) for v in r[1:]] for r in rows])
+
+
 def write_html(folder: Path) -> Path:
     """Render report.html from report.json and timeline.npz in `folder` (atomically), plots inline."""
     folder = Path(folder)
     report = json.loads((folder / REPORT_FILE).read_text())
     timeline_path = folder / TIMELINE_FILE
-    plots = draw_plots(report, read_timeline(timeline_path)) if timeline_path.is_file() else {}
+    timeline = read_timeline(timeline_path) if timeline_path.is_file() else None
+    plots = draw_plots(report, timeline) if timeline is not None else {}
+    per_camera = draw_camera_plots(report, timeline) if timeline is not None else {}
     verdict = report["verdict"]
     detail = report.get("verdict_detail") or verdict
     parts = [
@@ -218,6 +231,10 @@ def write_html(folder: Path) -> Path:
             parts.append(f"<h2>{title}</h2>")
         if key in plots:
             parts.append(f'<figure aria-label="{escape(key)}">{plots[key]}</figure>')
+    if per_camera:
+        parts.append("<h2>Cameras</h2>" + _cameras(report))
+        for name, svg in per_camera.items():
+            parts.append(f'<figure aria-label="latency {escape(name)}">{svg}</figure>')
     if report.get("accuracy"):
         parts += ["<h2>Accuracy</h2>", _accuracy(report)]
     if report.get("determinism_runs"):

@@ -64,11 +64,15 @@ class AccuracyResult:
 def run_reference(pipeline: PipelineFile, artifacts: ModelArtifacts, frames: int, destination: Path) -> Path:
     """The FP32 reference detections for the first `frames` source frames, written to `destination`."""
     spec = pipeline.spec
-    replay = spec.source.replay.model_copy(update={"rate_fps": None, "late_frames": "keep"})
+
+    def unpaced(source):
+        return source.model_copy(update={"replay": source.replay.model_copy(update={"rate_fps": None, "late_frames": "keep"})})
+
+    sources = {"sources": {name: unpaced(s) for name, s in spec.sources.items()}} if spec.multi_camera else {"source": unpaced(spec.source)}
     reference = PipelineFile(
         spec.model_copy(
             update={
-                "source": spec.source.model_copy(update={"replay": replay}),
+                **sources,
                 "sinks": (JsonlSink(kind="jsonl"),),
                 "model": spec.model.model_copy(update={"precision": "fp32"}),  # the reference is the FP32 model, whatever ran
             }
@@ -81,8 +85,24 @@ def run_reference(pipeline: PipelineFile, artifacts: ModelArtifacts, frames: int
     return destination
 
 
-def compare_with_reference(reference: Path, run: Path, thresholds: AccuracyAcceptance) -> AccuracyResult:
+def compare_per_camera(reference: Path, run: Path, thresholds: AccuracyAcceptance, cameras: list[str]) -> dict[str, AccuracyResult]:
+    """Each camera's detections against its own reference frames."""
     ref_frames, run_frames = read_detections(reference), read_detections(run)
+    return {
+        name: _compare(
+            {k: v for k, v in ref_frames.items() if isinstance(k, tuple) and k[0] == name},
+            {k: v for k, v in run_frames.items() if isinstance(k, tuple) and k[0] == name},
+            thresholds,
+        )
+        for name in cameras
+    }
+
+
+def compare_with_reference(reference: Path, run: Path, thresholds: AccuracyAcceptance) -> AccuracyResult:
+    return _compare(read_detections(reference), read_detections(run), thresholds)
+
+
+def _compare(ref_frames: dict, run_frames: dict, thresholds: AccuracyAcceptance) -> AccuracyResult:
     common = sorted(set(ref_frames) & set(run_frames))  # a dropped frame is the latency budget's business
     n_ref = n_run = 0
     ious: list[float] = []
