@@ -80,7 +80,10 @@ def evaluate_int8(
 
     geometry = source_geometry(pipeline)
     with OnnxRuntimeBackend(fp32.model_path) as full, OnnxRuntimeBackend(qdq_model) as quantized:
-        posts = [create_postprocessor(spec.postprocess, b.outputs, net, tensors, pipeline.class_names(), plugin_folder=pipeline.plugin_folder()) for b in (full, quantized)]
+        posts = [
+            create_postprocessor(spec.postprocess, b.outputs, net, tensors, pipeline.class_names(), plugin_folder=pipeline.plugin_folder())
+            for b in (full, quantized)
+        ]
         ((name, full_input),) = full.inputs.items()
         quantized_input = quantized.inputs[name]
         task = progress.task(f"accuracy gate: FP32 vs INT8 on {len(frames)} held-out frames", total=len(frames))

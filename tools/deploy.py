@@ -174,7 +174,8 @@ def bundle_for_facts(base: Bundle, facts: dict, progress: Progress, int8: Int8Ch
         base = with_kernels(base, kernel_files(build_kernels(cache_dir()), compute_capability))
         task.done()
     # What the device lacks, resolved against what it has and keeps (its numpy, OpenCV, cuda-python); cuda-bindings
-    # pinned to the driver's major; scipy only for a pipeline that tracks; no ONNX Runtime where the release runs on TensorRT (an engine and a CUDA driver).
+    # pinned to the driver's major; scipy only for a pipeline that tracks; no ONNX Runtime where the release runs on
+    # TensorRT (an engine and a CUDA driver).
     on_tensorrt = built is not None and bool(facts.get("cuda"))
     plan = plan_wheels(facts, onnxruntime=not on_tensorrt, needs=base.modules)
     if not plan.requirements:

@@ -9,7 +9,13 @@ from sdk.preprocess.geometry import ResizeGeometry
 
 
 def create_preprocessor(
-    spec, backend, *, image_input: str | None = None, kernels_dir: Path | None = None, where: str = "preprocess.device", int8_scale: float | None = None
+    spec,
+    backend,
+    *,
+    image_input: str | None = None,
+    kernels_dir: Path | None = None,
+    where: str = "preprocess.device",
+    int8_scale: float | None = None,
 ):
     """The stage `preprocess.device` asks for, writing `backend`'s one input: CpuPreprocessor, or
     CudaPreprocessor (sdk/preprocess/cuda.py) into the engine's input binding. Both take a frame and

@@ -25,7 +25,6 @@ from sdk.runtime.gather import CameraGatherer, CameraSlot, SingleCamera
 from sdk.sources import open_stream
 from sdk.spec.loader import PipelineFile
 
-
 # Why several cameras preprocess on the CPU (decision 0604): the CUDA path binds one frame's kernel output to the
 # engine's whole input binding and owns the backend's stream; batch slots and per-camera sessions are not built yet.
 SEVERAL_CAMERAS = "several cameras: the CUDA preprocessing takes one camera"
@@ -42,7 +41,10 @@ def create_preprocessor(pipeline: PipelineFile, camera: str, backend, image_inpu
     if not pipeline.spec.multi_camera:
         return chosen(spec, backend, image_input=image_input, kernels_dir=kernels_dir, where=where)
     if spec.device == "cuda":
-        raise ConfigError(f"{where}: cuda, but the pipeline has {len(pipeline.spec.cameras)} cameras; allowed with several cameras: auto or cpu", hint="use preprocess.device: auto (the cameras preprocess on the CPU) or one camera per pipeline")
+        raise ConfigError(
+            f"{where}: cuda, but the pipeline has {len(pipeline.spec.cameras)} cameras; allowed with several cameras: auto or cpu",
+            hint="use preprocess.device: auto (the cameras preprocess on the CPU) or one camera per pipeline",
+        )
     from sdk.gpu.session import DeviceChoice
 
     output = backend.inputs[image_input]
@@ -134,9 +136,7 @@ class Decoding:
 
     name = "postprocess"
 
-    def __init__(
-        self, pipeline: PipelineFile, outputs: dict[str, np.ndarray], tensors: dict[str, np.ndarray], batch: int, session=None
-    ) -> None:
+    def __init__(self, pipeline: PipelineFile, outputs: dict[str, np.ndarray], tensors: dict[str, np.ndarray], batch: int, session=None) -> None:
         spec = pipeline.spec
         net_size = (spec.preprocess.resize.width, spec.preprocess.resize.height)
         self.by_slot = []

@@ -16,11 +16,11 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 from sdk.spec.bounds import MAX_HELD_FRAMES_BYTES, MAX_TENSOR_SIDE, Flag, Frozen, Int, Real, bounds_error, shown, size_text
 from sdk.spec.budgets import AccuracyAcceptance, Budgets, Determinism, EnvironmentRequirements, LatencyLimits, PositiveMs
 from sdk.spec.calibration import AccuracyGate, Calibration
-from sdk.spec.decoders import LABELLED, ClassifyDecoder, NmsInsideDecoder, SegmentDecoder, YoloDecoder
+from sdk.spec.cameras import CAMERA_NAME, CAMERA_NAME_RULE, MAX_CAMERAS, Batch, CameraSource
 from sdk.spec.cascade import Cascade
+from sdk.spec.decoders import LABELLED, ClassifyDecoder, NmsInsideDecoder, SegmentDecoder, YoloDecoder
 from sdk.spec.model_inputs import ModelInputs
 from sdk.spec.plugin import PythonDecoder
-from sdk.spec.cameras import CAMERA_NAME, CAMERA_NAME_RULE, MAX_CAMERAS, Batch, CameraSource
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
 from sdk.spec.service import DegradedMode, Health, Retention, Service
 from sdk.spec.source import SOURCE_SCHEMES, Reconnect, Replay, Source, synthetic_size

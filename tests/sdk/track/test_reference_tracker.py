@@ -23,7 +23,9 @@ from sdk.spec.track import Track
 from sdk.track.bytetrack import ByteTracker
 from tests.sdk.track.conftest import fill
 
-trackers = pytest.importorskip("trackers", reason="the reference tracker comes from the `trackers` package: pip install --no-deps -r tests/reference-packages.txt")
+trackers = pytest.importorskip(
+    "trackers", reason="the reference tracker comes from the `trackers` package: pip install --no-deps -r tests/reference-packages.txt"
+)
 sv = pytest.importorskip("supervision", reason="the `trackers` package's detections are supervision's (pip install supervision)")
 
 pytestmark = pytest.mark.slow
