@@ -125,6 +125,8 @@ def cuda_pipeline_matches_cpu(release: Path, gpu: bool, frames: int = 30, emulat
     from sdk.spec.schema import JsonlSink
 
     _, pipeline, artifacts = load_release(release)
+    if pipeline.spec.multi_camera:
+        return NOT_APPLICABLE, "several cameras preprocess on the CPU (decision 0604): the CUDA path takes one camera"
     if not emulate:
         if not (release / "kernels").is_dir():
             return NOT_APPLICABLE, "the release carries no CUDA kernels"

@@ -59,21 +59,22 @@ def source_scheme(uri: str) -> str:
 
 
 def pipeline_access(spec) -> Access:
-    """The device nodes and address families `spec` (a PipelineSpec) needs; nothing else is reachable."""
-    scheme = source_scheme(spec.source.uri)
+    """The device nodes and address families `spec` (a PipelineSpec) needs, over all its cameras; nothing else is
+    reachable."""
+    schemes = {source_scheme(camera.uri) for camera in spec.cameras.values()}
     devices: list[str] = []
-    if scheme in ("v4l2", "gst"):
+    if schemes & {"v4l2", "gst"}:
         devices.append(CAMERA_CLASS)
-    gpu = spec.model.backend != "onnxruntime" or scheme in ("csi", "gst")
+    gpu = spec.model.backend != "onnxruntime" or bool(schemes & {"csi", "gst"})
     if gpu:
         devices += [*JETSON_GPU_NODES, *DISCRETE_GPU_NODES]
     if spec.model.dla is not None:
         core = spec.model.dla.core
         devices += [f"/dev/nvhost-nvdla{core}", f"/dev/nvhost-ctrl-nvdla{core}"]
-    if scheme == "csi":
+    if "csi" in schemes:
         devices += [CAMERA_CLASS, "/dev/nvhost-vi", "/dev/nvhost-isp", "/dev/nvhost-nvcsi", "/dev/nvhost-ctrl-vi"]
-    network = spec.service.heartbeat_udp is not None or scheme == "gst"
-    return Access(tuple(dict.fromkeys(devices)), network, scheme == "csi")
+    network = spec.service.heartbeat_udp is not None or "gst" in schemes
+    return Access(tuple(dict.fromkeys(devices)), network, "csi" in schemes)
 
 
 __all__ = ["ARGUS_SOCKET", "Access", "pipeline_access", "source_scheme"]

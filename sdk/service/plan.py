@@ -10,10 +10,9 @@ from __future__ import annotations
 from sdk.sources.uri import LIVE_SCHEMES, parse_source_uri
 
 
-def clip_frames(pipeline) -> int | None:
-    """Frames the replay plays: `replay.frames`, or a synthetic source's `frames=`; None when only the file knows
-    (the supervisor does not open the video to count: it stays free of OpenCV's memory)."""
-    source = pipeline.spec.source
+def clip_frames(pipeline, source) -> int | None:
+    """Frames the replay of `source` plays: `replay.frames`, or a synthetic source's `frames=`; None when only the file
+    knows (the supervisor does not open the video to count: it stays free of OpenCV's memory)."""
     if source.replay.frames is not None:
         return source.replay.frames
     try:
@@ -25,8 +24,17 @@ def clip_frames(pipeline) -> int | None:
 
 
 def source_plan(pipeline) -> dict:
-    """{"uri", "live", "loop", "frames", "rate_fps", "ends", "plan"}: what the service will do with its source."""
-    source = pipeline.spec.source
+    """{"uri", "live", "loop", "frames", "rate_fps", "ends", "plan"}: what the service will do with its source; with
+    several cameras, the first camera's, and `plan` says each camera's in turn."""
+    cameras = pipeline.spec.cameras
+    plans = {name: _camera_plan(pipeline, source) for name, source in cameras.items()}
+    first = next(iter(plans.values()))
+    if len(plans) == 1:
+        return first
+    return {**first, "plan": "; ".join(f"camera {name}: {plan['plan']}" for name, plan in plans.items())}
+
+
+def _camera_plan(pipeline, source) -> dict:
     scheme = source.uri.partition("://")[0]
     live = scheme in LIVE_SCHEMES or "live=1" in source.uri
     plan = {"uri": source.uri, "live": live, "loop": source.replay.loop, "frames": None, "rate_fps": source.replay.rate_fps}
@@ -34,7 +42,7 @@ def source_plan(pipeline) -> dict:
         plan["ends"] = "never"
         plan["plan"] = f"running on the live source {source.uri} until stopped (restarted if its stream ends)"
         return plan
-    frames = clip_frames(pipeline)
+    frames = clip_frames(pipeline, source)
     plan["frames"] = frames
     length = f"{frames} frames" if frames else "every frame of it"
     pace = f" at {source.replay.rate_fps:g} fps" if source.replay.rate_fps else " as fast as the pipeline goes"
