@@ -194,7 +194,7 @@ def test_the_paddleocr_text_detector_runs_as_kind_segment_after_the_documented_e
 
     shutil.copy(_rapidocr_models() / "ch_PP-OCRv4_det_infer.onnx", tmp_path / "det.onnx")
     assert sdk("init", "det.onnx", cwd=tmp_path).returncode == 0
-    _frames(tmp_path / "frames", [document_frame(i) for i in range(3)])
+    _frames(tmp_path / "frames", [document_frame(i) for i in range(5)])
     edit(
         tmp_path / "det.yaml",
         {
@@ -207,8 +207,8 @@ def test_the_paddleocr_text_detector_runs_as_kind_segment_after_the_documented_e
             "postprocess.classes": ["background", "text"],
         },
     )
-    lines = deploy_local(tmp_path / "det.yaml", 3, tmp_path / "state", tmp_path / "reports")
-    assert [line["mask"] for line in lines] == [f"masks/{i:06d}.png" for i in range(3)]
+    lines = deploy_local(tmp_path / "det.yaml", 5, tmp_path / "state", tmp_path / "reports")
+    assert [line["mask"] for line in lines] == [f"masks/{i:06d}.png" for i in range(5)]
     for line in lines:
         assert line["pixels"]["text"] > 2000 and line["pixels"]["background"] + line["pixels"]["text"] == 640 * 360, line["pixels"]
         mask = cv2.imread(str(tmp_path / "reports" / line["mask"]), cv2.IMREAD_UNCHANGED)
@@ -248,12 +248,13 @@ def test_a_model_ending_in_nms_gets_kind_nms_inside_and_runs_once_filled_in(tmp_
         "classes": "detection_classes",
         "count": "num_detections",
     }
-    with pytest.raises(ConfigError, match=r"postprocess\.decoder\.box_format: still the placeholder"):
-        load_pipeline(tmp_path / "faces.yaml")
-    _frames(tmp_path / "frames", portrait_frames(cv2.imread(str(ASSETS / "astronaut_256.jpg")), 4))
+    edit(tmp_path / "faces.yaml", {"preprocess.normalize": NMS_EDITS["preprocess.normalize"]})
+    with pytest.raises(ConfigError, match=r"postprocess\.decoder\.box_format: still the placeholder `sdk init` wrote \(the order of a box row"):
+        load_pipeline(tmp_path / "faces.yaml")  # refused, naming the next key to fill in
+    _frames(tmp_path / "frames", portrait_frames(cv2.imread(str(ASSETS / "astronaut_256.jpg")), 6))
     edit(tmp_path / "faces.yaml", {**NMS_EDITS, "source.uri": "images://frames", "postprocess.score_threshold": 0.5})
-    lines = deploy_local(tmp_path / "faces.yaml", 4, tmp_path / "state", tmp_path / "reports")
-    assert len(lines) == 4 and all(line["detections"] and {d["label"] for d in line["detections"]} == {"face"} for line in lines)
+    lines = deploy_local(tmp_path / "faces.yaml", 6, tmp_path / "state", tmp_path / "reports")
+    assert len(lines) == 6 and all(line["detections"] and {d["label"] for d in line["detections"]} == {"face"} for line in lines)
 
 
 def yolo_v8_like(path: Path, size: int = 64, classes: int = 2) -> Path:
