@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sdk.errors import ModelError
 from sdk.spec.placeholders import placeholder
+from tools.family_decoders import class_names, classifier, final_op, nms_inside, normalize_unknown, segmenter, yolox
 
 _ELEM = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 10: "float16", 11: "float64"}
 TF_CORE_SIZES = (300, 320, 256, 384, 512, 640)  # TF OD API SSD image_resizer sizes, most common first
@@ -82,7 +83,7 @@ def recognise(model_path: Path) -> Recognised:
     base.preprocess = {"color": "rgb" if image.shape[1 if layout == "nchw" else 3] == 3 else "gray"}
     names = " ".join(o.name.lower() for o in outputs)
     if ops & {"NonMaxSuppression", "EfficientNMS_TRT", "BatchedNMSDynamic_TRT"} or any(n in names for n in NMS_NAMES):
-        return _nms_inside(
+        return nms_inside(
             base, f"ends in its own NMS ({', '.join(sorted(ops & {'NonMaxSuppression', 'EfficientNMS_TRT'})) or 'by its output names'})", outputs
         )
     cells = _cells(width, height)
@@ -95,7 +96,7 @@ def recognise(model_path: Path) -> Recognised:
             if any(a == 3 * c for c in cells) and b > 5:
                 return _yolo(base, out, "v5", b - 5, metadata)
             if a in cells and b > 5:
-                return _yolox(base, out, b - 5, metadata)
+                return yolox(base, out, b - 5, metadata)
     ssd = _ssd_pair(outputs)
     if ssd is not None:
         return _generated_ssd(base, *ssd)
@@ -103,9 +104,9 @@ def recognise(model_path: Path) -> Recognised:
         (out,) = outputs
         shape, what = out.shape, f"{out.name!r} {list(out.shape)}"
         if isinstance(shape[1] if len(shape) > 1 else None, int) and (len(shape) == 2 or (len(shape) == 4 and shape[2:] == (1, 1))):
-            return _classifier(base, out, f"classifier: {what} scores {shape[1]} classes", _final_op(out.name, made_by))
+            return classifier(base, out, f"classifier: {what} scores {shape[1]} classes", final_op(out.name, made_by))
         if len(shape) == 4 and isinstance(shape[1], int) and all(not isinstance(d, int) or d >= 8 for d in shape[2:]):
-            return _segmenter(base, out, f"segmenter: {what}, {shape[1]} class(es) per pixel", _final_op(out.name, made_by))
+            return segmenter(base, out, f"segmenter: {what}, {shape[1]} class(es) per pixel", final_op(out.name, made_by))
         if len(shape) == 3 and isinstance(shape[2], int) and shape[2] > 10:
             return _other(base, "text-recognizer", f"sequence recogniser (CTC): {what}, {shape[2]} symbols per step", outputs)
     split = [o for o in outputs if len(o.shape) == 3 and isinstance(o.shape[-1], int) and o.shape[-1] >= 4 and (o.shape[-1] - 4) % 2 == 0]
@@ -138,26 +139,11 @@ def _cells(width, height) -> set[int]:
     return {sum(per[:3]), sum(per)}
 
 
-def _class_names(count: int, metadata: dict) -> tuple[list[str], bool]:
-    import ast
-
-    names = metadata.get("names")
-    if names:
-        try:
-            parsed = ast.literal_eval(names)  # Ultralytics writes a dict {0: 'person', ...}
-            listed = [str(parsed[i]) for i in range(count)] if isinstance(parsed, dict) else [str(n) for n in parsed]
-            if len(listed) == count:
-                return listed, True
-        except (ValueError, SyntaxError, KeyError, TypeError):
-            pass
-    return [f"class_{i}" for i in range(count)], False
-
-
 def _yolo(base: Recognised, out: Tensor, layout: str, classes: int, metadata: dict) -> Recognised:
     base.family = f"yolo-{layout}"
     base.summary = f"YOLO {layout} head {out.name!r} {list(out.shape)}: {classes} classes"
     base.decoder = {"kind": "yolo", "output": out.name, "layout": layout}
-    base.classes, named = _class_names(classes, metadata)
+    base.classes, named = class_names(classes, metadata)
     if not named:
         base.notes.append("the model carries no class names: rename class_0 ... in postprocess.classes (they label detections.jsonl)")
     ultralytics = "ultralytics" in (metadata.get("author", "") + metadata.get("description", "")).lower() or "stride" in metadata
@@ -297,115 +283,6 @@ def _short(value: float) -> float:
     return float(np.format_float_positional(np.float32(value), unique=True))
 
 
-def _final_op(name: str, made_by: dict) -> str:
-    """The op that computed an output, looking through the ops that only move values (Identity, Reshape, ...)."""
-    for _ in range(16):
-        node = made_by.get(name)
-        if node is None:
-            return ""
-        if node.op_type not in ("Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Cast"):
-            return node.op_type
-        name = node.input[0]
-    return ""
-
-
-def _normalize_unknown(base: Recognised) -> None:
-    base.preprocess.setdefault("normalize", placeholder("the model's training normalisation (e.g. ImageNet mean and std); check the model card"))
-
-
-def _yolox(base: Recognised, out: Tensor, classes: int, metadata: dict) -> Recognised:
-    base.family = "yolox"
-    base.summary = f"YOLOX head {out.name!r} {list(out.shape)}: one row per cell, objectness and {classes} class scores"
-    four = sum(math.ceil(base.width / s) * math.ceil(base.height / s) for s in (8, 16, 32)) != out.shape[1]
-    base.decoder = {"kind": "yolo", "output": out.name, "layout": "yolox", "strides": [8, 16, 32, 64] if four else [8, 16, 32]}
-    base.classes, named = _class_names(classes, metadata)
-    if not named:
-        base.notes.append("the model carries no class names: rename class_0 ... in postprocess.classes (they label detections.jsonl)")
-    base.notes.append("YOLOX exports with decode_in_inference off (raw grid offsets); a head decoded in the graph is layout v5")
-    base.preprocess.update(
-        {
-            "resize_mode": "letterbox",
-            "pad_value": 114,
-            "normalize": placeholder(
-                "how the model expects its pixels; Megvii's YOLOX exports take BGR 0..255 as they are ({scale: 1.0} and preprocess.color: bgr)"
-            ),
-        }
-    )
-    return base
-
-
-def _nms_inside(base: Recognised, summary: str, outputs: list[Tensor]) -> Recognised:
-    """A model that chose its detections: its boxes, scores, classes and count tensors named from their shapes and names."""
-    base.family, base.summary = "nms-inside", summary
-    boxes = [o for o in outputs if len(o.shape) in (2, 3) and o.shape[-1] == 4]
-    rows = [o for o in outputs if o not in boxes and len(o.shape) in (1, 2) and not (isinstance(o.shape[-1], int) and o.shape[-1] == 1)]
-    counts = [o for o in outputs if o not in boxes and o not in rows]
-
-    def named(candidates: list[Tensor], words: tuple[str, ...], what: str) -> str:
-        hits = [o for o in candidates if any(w in o.name.lower() for w in words)] or (candidates if len(candidates) == 1 else [])
-        if len(hits) == 1:
-            return hits[0].name
-        listing = ", ".join(f"{o.name} {list(o.shape)}" for o in outputs)
-        return placeholder(f"the output holding {what} (one of {listing})")
-
-    base.decoder = {
-        "kind": "nms_inside",
-        "boxes": named(boxes, ("box",), "the kept boxes [1, K, 4]"),
-        "scores": named(rows, ("score", "conf", "prob"), "the kept scores [1, K]"),
-        "classes": named(rows, ("class", "label", "cls"), "the kept class ids [1, K]"),
-    }
-    if counts:
-        base.decoder["count"] = named(counts, ("num", "count"), "the number of detections [1]")
-    base.decoder.update(
-        {
-            "box_format": placeholder("the order of a box row: yxyx (TF Object Detection API), xyxy (EfficientNMS) or cxcywh"),
-            "normalized": placeholder("true where boxes are fractions of the network input (TF Object Detection API), false for its pixels"),
-            "class_offset": placeholder("1 where class ids start at 1 (TF Object Detection API label maps), else 0"),
-        }
-    )
-    base.classes = placeholder("the model's class names, in class-id order (its label map)")
-    if any(not o.static for o in outputs):
-        base.notes.append("its outputs must have static shapes (K rows, padded): docs/guides/models.md shows how to pad a NonMaxSuppression head")
-    _normalize_unknown(base)
-    return base
-
-
-def _labels(count, what: str) -> list[str]:
-    return [f"class_{i}" for i in range(count)] if isinstance(count, int) else [f"{what}_0"]
-
-
-def _classifier(base: Recognised, out: Tensor, summary: str, final_op: str) -> Recognised:
-    base.family, base.summary = "classifier", summary
-    count = out.shape[1]
-    activation = "none" if final_op in ("Softmax", "Sigmoid", "LogSoftmax") else "softmax"
-    base.decoder = {"kind": "classify", "output": out.name, "activation": activation, "top_k": min(5, count)}
-    base.classes = _labels(count, "class")
-    base.notes.append(
-        f"activation {activation}: "
-        + (f"the graph ends in {final_op}" if activation == "none" else "the graph ends in logits (use sigmoid for a multi-label model)")
-    )
-    base.notes.append("rename class_0 ... in postprocess.classes, or name a label file (decoder.labels, one class a line)")
-    _normalize_unknown(base)
-    return base
-
-
-def _segmenter(base: Recognised, out: Tensor, summary: str, final_op: str) -> Recognised:
-    base.family, base.summary = "segmenter", summary
-    count = out.shape[1]
-    base.decoder = {"kind": "segment", "output": out.name}
-    if count == 1:  # a foreground probability
-        base.decoder.update({"threshold": 0.5, "activation": "none" if final_op == "Sigmoid" else "sigmoid"})
-        base.classes = ["background", "foreground"]
-        base.notes.append(
-            "one channel: a foreground probability, thresholded at 0.5" + (" (the graph ends in Sigmoid)" if final_op == "Sigmoid" else "")
-        )
-    else:
-        base.classes = _labels(count, "class")
-        base.notes.append("rename class_0 ... in postprocess.classes (class 0 is often the background)")
-    _normalize_unknown(base)
-    return base
-
-
 def _other(base: Recognised, family: str, summary: str, outputs: list[Tensor]) -> Recognised:
     """A family no built-in decoder kind covers (a CTC text recogniser, an unknown head): a `kind: python` plug-in, its entry a placeholder."""
     base.family, base.summary = family, summary
@@ -416,7 +293,7 @@ def _other(base: Recognised, family: str, summary: str, outputs: list[Tensor]) -
     }
     base.classes = ["class_0"]
     base.notes.append("docs/guides/decoder-plugins.md describes the plug-in's contract")
-    _normalize_unknown(base)
+    normalize_unknown(base)
     return base
 
 
