@@ -132,11 +132,19 @@ def render(recognised: Recognised, model_rel: str, source: str, name: str) -> tu
     _block(model, 2, lines, fill, "model")
     lines += ["", "postprocess:", "  decoder:"]
     _block(r.decoder, 4, lines, fill, "postprocess.decoder")
-    lines += [f"  classes: {_scalar(r.classes)}", "  score_threshold: 0.3", "  iou_threshold: 0.6", "  max_detections: 100"]
+    kind = r.decoder.get("kind")
+    _block({"classes": r.classes}, 2, lines, fill, "postprocess")
+    if kind == "classify":
+        lines.append("  score_threshold: 0.0  # classes below it are not reported")
+    elif kind == "segment":
+        lines.append("  score_threshold: 0.3")
+    else:
+        lines += ["  score_threshold: 0.3", "  iou_threshold: 0.6" + ("  # not used: the model runs its own NMS" if kind == "nms_inside" else "")]
+        lines.append("  max_detections: 100")
+    lines += ["", "sinks:", "  - {kind: jsonl, path: detections.jsonl}"]
+    if kind == "segment":
+        lines.append("  - {kind: mask, path: masks}  # masks/NNNNNN.png: an 8-bit PNG of class indices per frame")
     lines += [
-        "",
-        "sinks:",
-        "  - {kind: jsonl, path: detections.jsonl}",
         "",
         "# budgets: without any, a run is INCONCLUSIVE (exit 4). For example:",
         "# budgets:",

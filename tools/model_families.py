@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sdk.errors import ModelError
 from sdk.spec.placeholders import placeholder
+from tools.family_decoders import class_names, classifier, final_op, nms_inside, normalize_unknown, segmenter, yolox
 
 _ELEM = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 10: "float16", 11: "float64"}
 TF_CORE_SIZES = (300, 320, 256, 384, 512, 640)  # TF OD API SSD image_resizer sizes, most common first
@@ -43,7 +44,7 @@ class Recognised:
     height: int | str
     extra_inputs: list[Tensor] = field(default_factory=list)
     decoder: dict = field(default_factory=dict)
-    classes: list[str] = field(default_factory=list)
+    classes: list[str] | str = field(default_factory=list)  # or a placeholder where the model cannot tell how many
     preprocess: dict = field(default_factory=dict)  # resize mode/coordinates/pad, color, normalize (a dict or a placeholder)
     prepare: dict | None = None
     notes: list[str] = field(default_factory=list)
@@ -70,6 +71,7 @@ def recognise(model_path: Path) -> Recognised:
     produced = {o for n in graph.node for o in n.output}
     metadata = {p.key: p.value for p in model.metadata_props}
     ops = {n.op_type for n in graph.node}
+    made_by = {o: n for n in graph.node for o in n.output}
     if {"concat:0", "concat_1:0", "Preprocessor/sub:0"} <= produced:
         anchors = [n for n, s in initializers.items() if "Postprocessor" in n and len(s) in (2, 3) and s[-1] == 4 and math.prod(s) > 4]
         if anchors:
@@ -81,11 +83,8 @@ def recognise(model_path: Path) -> Recognised:
     base.preprocess = {"color": "rgb" if image.shape[1 if layout == "nchw" else 3] == 3 else "gray"}
     names = " ".join(o.name.lower() for o in outputs)
     if ops & {"NonMaxSuppression", "EfficientNMS_TRT", "BatchedNMSDynamic_TRT"} or any(n in names for n in NMS_NAMES):
-        return _other(
-            base,
-            "nms-inside",
-            f"ends in its own NMS ({', '.join(sorted(ops & {'NonMaxSuppression', 'EfficientNMS_TRT'})) or 'by its output names'})",
-            outputs,
+        return nms_inside(
+            base, f"ends in its own NMS ({', '.join(sorted(ops & {'NonMaxSuppression', 'EfficientNMS_TRT'})) or 'by its output names'})", outputs
         )
     cells = _cells(width, height)
     if len(outputs) == 1 and len(outputs[0].shape) == 3 and isinstance(width, int) and isinstance(height, int):
@@ -97,9 +96,7 @@ def recognise(model_path: Path) -> Recognised:
             if any(a == 3 * c for c in cells) and b > 5:
                 return _yolo(base, out, "v5", b - 5, metadata)
             if a in cells and b > 5:
-                return _other(
-                    base, "yolox", f"YOLOX head {out.name!r} {list(out.shape)}: one row per cell, objectness and {b - 5} class scores", outputs
-                )
+                return yolox(base, out, b - 5, metadata)
     ssd = _ssd_pair(outputs)
     if ssd is not None:
         return _generated_ssd(base, *ssd)
@@ -107,9 +104,9 @@ def recognise(model_path: Path) -> Recognised:
         (out,) = outputs
         shape, what = out.shape, f"{out.name!r} {list(out.shape)}"
         if isinstance(shape[1] if len(shape) > 1 else None, int) and (len(shape) == 2 or (len(shape) == 4 and shape[2:] == (1, 1))):
-            return _other(base, "classifier", f"classifier: {what} scores {shape[1]} classes", outputs)
+            return classifier(base, out, f"classifier: {what} scores {shape[1]} classes", final_op(out.name, made_by))
         if len(shape) == 4 and isinstance(shape[1], int) and all(not isinstance(d, int) or d >= 8 for d in shape[2:]):
-            return _other(base, "segmenter", f"segmenter: {what}, {shape[1]} class(es) per pixel", outputs)
+            return segmenter(base, out, f"segmenter: {what}, {shape[1]} class(es) per pixel", final_op(out.name, made_by))
         if len(shape) == 3 and isinstance(shape[2], int) and shape[2] > 10:
             return _other(base, "text-recognizer", f"sequence recogniser (CTC): {what}, {shape[2]} symbols per step", outputs)
     split = [o for o in outputs if len(o.shape) == 3 and isinstance(o.shape[-1], int) and o.shape[-1] >= 4 and (o.shape[-1] - 4) % 2 == 0]
@@ -142,26 +139,11 @@ def _cells(width, height) -> set[int]:
     return {sum(per[:3]), sum(per)}
 
 
-def _class_names(count: int, metadata: dict) -> tuple[list[str], bool]:
-    import ast
-
-    names = metadata.get("names")
-    if names:
-        try:
-            parsed = ast.literal_eval(names)  # Ultralytics writes a dict {0: 'person', ...}
-            listed = [str(parsed[i]) for i in range(count)] if isinstance(parsed, dict) else [str(n) for n in parsed]
-            if len(listed) == count:
-                return listed, True
-        except (ValueError, SyntaxError, KeyError, TypeError):
-            pass
-    return [f"class_{i}" for i in range(count)], False
-
-
 def _yolo(base: Recognised, out: Tensor, layout: str, classes: int, metadata: dict) -> Recognised:
     base.family = f"yolo-{layout}"
     base.summary = f"YOLO {layout} head {out.name!r} {list(out.shape)}: {classes} classes"
     base.decoder = {"kind": "yolo", "output": out.name, "layout": layout}
-    base.classes, named = _class_names(classes, metadata)
+    base.classes, named = class_names(classes, metadata)
     if not named:
         base.notes.append("the model carries no class names: rename class_0 ... in postprocess.classes (they label detections.jsonl)")
     ultralytics = "ultralytics" in (metadata.get("author", "") + metadata.get("description", "")).lower() or "stride" in metadata
@@ -302,7 +284,7 @@ def _short(value: float) -> float:
 
 
 def _other(base: Recognised, family: str, summary: str, outputs: list[Tensor]) -> Recognised:
-    """A family this SDK has no built-in decoder kind for yet: a `kind: python` plug-in, its entry a placeholder."""
+    """A family no built-in decoder kind covers (a CTC text recogniser, an unknown head): a `kind: python` plug-in, its entry a placeholder."""
     base.family, base.summary = family, summary
     listing = ", ".join(f"{o.name} {list(o.shape)}" for o in outputs)
     base.decoder = {
@@ -311,7 +293,7 @@ def _other(base: Recognised, family: str, summary: str, outputs: list[Tensor]) -
     }
     base.classes = ["class_0"]
     base.notes.append("docs/guides/decoder-plugins.md describes the plug-in's contract")
-    base.preprocess.setdefault("normalize", placeholder("the model's training normalisation (e.g. ImageNet mean and std)"))
+    normalize_unknown(base)
     return base
 
 

@@ -119,55 +119,142 @@ def _rapidocr_models() -> Path:
 
 
 @pytest.mark.parametrize(
-    ("model", "family"),
+    ("model", "family", "decoder"),
     [
-        ("ch_ppocr_mobile_v2.0_cls_infer.onnx", "classifier: 'save_infer_model/scale_0.tmp_1' ['?', 2] scores 2 classes"),
-        ("ch_PP-OCRv4_det_infer.onnx", "segmenter: 'sigmoid_0.tmp_0'"),
-        ("ch_PP-OCRv4_rec_infer.onnx", "sequence recogniser (CTC): 'softmax_11.tmp_0'"),
+        (
+            "ch_ppocr_mobile_v2.0_cls_infer.onnx",
+            "classifier: 'save_infer_model/scale_0.tmp_1' ['?', 2] scores 2 classes",
+            {"kind": "classify", "output": "save_infer_model/scale_0.tmp_1", "activation": "none", "top_k": 2},  # Softmax in the graph
+        ),
+        (
+            "ch_PP-OCRv4_det_infer.onnx",
+            "segmenter: 'sigmoid_0.tmp_0'",
+            {"kind": "segment", "output": "sigmoid_0.tmp_0", "threshold": 0.5, "activation": "none"},  # Sigmoid in the graph
+        ),
+        ("ch_PP-OCRv4_rec_infer.onnx", "sequence recogniser (CTC): 'softmax_11.tmp_0'", None),
     ],
 )
-def test_paddleocr_models_are_recognised_and_refused_until_filled_in(tmp_path, model, family):
+def test_paddleocr_models_are_recognised_and_refused_until_filled_in(tmp_path, model, family, decoder):
     shutil.copy(_rapidocr_models() / model, tmp_path / model)
     done = sdk("init", model, cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.startswith(family), done.stdout + done.stderr
     keys = [line.split(":")[0].strip() for line in done.stdout.splitlines() if line.startswith("  ")]
-    assert keys == ["preprocess.resize.width", "preprocess.resize.height", "preprocess.normalize", "postprocess.decoder.entry"]
+    plugin = ["postprocess.decoder.entry"] if decoder is None else []  # a CTC recogniser as the primary model: no kind covers it
+    assert keys == ["preprocess.resize.width", "preprocess.resize.height", "preprocess.normalize", *plugin]
+    written = tmp_path / model.replace(".onnx", ".yaml")
+    data = yaml.safe_load(written.read_text())
+    if decoder is not None:
+        assert data["postprocess"]["decoder"] == decoder
+    else:
+        assert data["postprocess"]["decoder"]["kind"] == "python"
     with pytest.raises(ConfigError, match=r"preprocess\.resize\.width: still the placeholder `sdk init` wrote \(the model's input width is dynamic"):
-        load_pipeline(tmp_path / model.replace(".onnx", ".yaml"))
+        load_pipeline(written)
 
 
-CLASSIFY = '''\
-import numpy as np
+def _frames(folder: Path, frames: list[np.ndarray]) -> None:
+    folder.mkdir()
+    for i, frame in enumerate(frames):
+        cv2.imwrite(str(folder / f"{i:03d}.png"), frame)
 
 
-def decode(outputs, geometry, options):
-    """A whole-frame classifier as one detection: the box is the network input, the score the best class's."""
-    (probs,) = outputs.values()
-    best = int(np.argmax(probs[0]))
-    return {"boxes": [[0, 0, geometry.out_width, geometry.out_height]], "scores": [float(probs[0, best])], "class_ids": [best]}
-'''
+PADDLE_NORMALIZE = {"scale": 0.00784313725490196, "mean": [1.0, 1.0, 1.0]}  # PaddleOCR: (x / 255 - 0.5) / 0.5
 
 
 @pytest.mark.slow
-def test_the_paddleocr_classifier_runs_after_the_documented_edits(tmp_path):
+def test_the_paddleocr_classifier_runs_as_kind_classify_after_the_documented_edits(tmp_path):
+    from tests.integration.real_models import text_image
+
     shutil.copy(_rapidocr_models() / "ch_ppocr_mobile_v2.0_cls_infer.onnx", tmp_path / "cls.onnx")
-    (tmp_path / "plugins").mkdir()
-    (tmp_path / "plugins" / "classify.py").write_text(CLASSIFY)
     assert sdk("init", "cls.onnx", cwd=tmp_path).returncode == 0
+    words = ["PERCEPTION", "deploy", "Orin NX 16GB", "lane closed", "EXIT 12", "speed 80"]
+    _frames(tmp_path / "frames", [text_image(words[i], 384, 96, i, flipped=bool(i % 2)) for i in range(6)])
     edit(
         tmp_path / "cls.yaml",
         {
-            "preprocess.resize.width": 192,  # PaddleOCR's text-direction classifier: 3 x 48 x 192, (x / 255 - 0.5) / 0.5
+            "source.uri": "images://frames",
+            "preprocess.resize.width": 192,  # PaddleOCR's text-direction classifier: 3 x 48 x 192
             "preprocess.resize.height": 48,
-            "preprocess.normalize": {"scale": 0.00392156862745098, "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]},
+            "preprocess.color": "bgr",
+            "preprocess.normalize": PADDLE_NORMALIZE,
             "model.prepare.inputs": {"x": [1, 3, 48, 192]},
-            "postprocess.decoder": {"kind": "python", "entry": "classify:decode", "path": "plugins"},
             "postprocess.classes": ["0_degrees", "180_degrees"],
         },
     )
+    spec = load_pipeline(tmp_path / "cls.yaml").spec
+    assert spec.postprocess.decoder.kind == "classify" and spec.postprocess.decoder.activation == "none"
     lines = deploy_local(tmp_path / "cls.yaml", 6, tmp_path / "state", tmp_path / "reports")
-    assert len(lines) == 6 and all(len(line["detections"]) == 1 for line in lines)
-    assert all(d["label"] in ("0_degrees", "180_degrees") and 0.5 <= d["score"] <= 1.0 for line in lines for d in line["detections"])
+    assert len(lines) == 6 and all(line["detections"] == [] and len(line["classes"]) == 2 for line in lines)
+    best = [line["classes"][0]["label"] for line in lines]
+    assert best == ["0_degrees", "180_degrees"] * 3, best  # the real model sees which frames are upside down
+
+
+@pytest.mark.slow
+def test_the_paddleocr_text_detector_runs_as_kind_segment_after_the_documented_edits(tmp_path):
+    from tests.integration.real_models import document_frame
+
+    shutil.copy(_rapidocr_models() / "ch_PP-OCRv4_det_infer.onnx", tmp_path / "det.onnx")
+    assert sdk("init", "det.onnx", cwd=tmp_path).returncode == 0
+    _frames(tmp_path / "frames", [document_frame(i) for i in range(5)])
+    edit(
+        tmp_path / "det.yaml",
+        {
+            "source.uri": "images://frames",
+            "preprocess.resize.width": 320,
+            "preprocess.resize.height": 192,
+            "preprocess.color": "bgr",
+            "preprocess.normalize": PADDLE_NORMALIZE,
+            "model.prepare.inputs": {"x": [1, 3, 192, 320]},
+            "postprocess.classes": ["background", "text"],
+        },
+    )
+    lines = deploy_local(tmp_path / "det.yaml", 5, tmp_path / "state", tmp_path / "reports")
+    assert [line["mask"] for line in lines] == [f"masks/{i:06d}.png" for i in range(5)]
+    for line in lines:
+        assert line["pixels"]["text"] > 2000 and line["pixels"]["background"] + line["pixels"]["text"] == 640 * 360, line["pixels"]
+        mask = cv2.imread(str(tmp_path / "reports" / line["mask"]), cv2.IMREAD_UNCHANGED)
+        assert mask.shape == (360, 640) and set(np.unique(mask)) == {0, 1}
+
+
+NMS_EDITS = {  # the head tests/integration/test_nms_inside_real_model.py appends: TF Object Detection API outputs
+    "postprocess.decoder.box_format": "yxyx",
+    "postprocess.decoder.normalized": True,
+    "postprocess.decoder.class_offset": 1,
+    "postprocess.classes": ["face"],
+    "preprocess.normalize": {"scale": 0.00784313725490196, "mean": [1.0, 1.0, 1.0]},
+}
+
+
+@pytest.mark.slow
+def test_a_model_ending_in_nms_gets_kind_nms_inside_and_runs_once_filled_in(tmp_path):
+    from tests.integration.test_nms_inside_real_model import with_nms_head
+
+    model = with_nms_head(ASSETS / "blazeface_front_128.onnx", tmp_path / "faces.onnx")
+    done = sdk("init", model.name, cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("ends in its own NMS (NonMaxSuppression)"), done.stdout + done.stderr
+    keys = [line.split(":")[0].strip() for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert keys == [
+        "preprocess.normalize",
+        "postprocess.decoder.box_format",
+        "postprocess.decoder.normalized",
+        "postprocess.decoder.class_offset",
+        "postprocess.classes",
+    ]
+    data = yaml.safe_load((tmp_path / "faces.yaml").read_text())
+    decoder = data["postprocess"]["decoder"]
+    assert {k: decoder[k] for k in ("kind", "boxes", "scores", "classes", "count")} == {
+        "kind": "nms_inside",
+        "boxes": "detection_boxes",
+        "scores": "detection_scores",
+        "classes": "detection_classes",
+        "count": "num_detections",
+    }
+    edit(tmp_path / "faces.yaml", {"preprocess.normalize": NMS_EDITS["preprocess.normalize"]})
+    with pytest.raises(ConfigError, match=r"postprocess\.decoder\.box_format: still the placeholder `sdk init` wrote \(the order of a box row"):
+        load_pipeline(tmp_path / "faces.yaml")  # refused, naming the next key to fill in
+    _frames(tmp_path / "frames", portrait_frames(cv2.imread(str(ASSETS / "astronaut_256.jpg")), 6))
+    edit(tmp_path / "faces.yaml", {**NMS_EDITS, "source.uri": "images://frames", "postprocess.score_threshold": 0.5})
+    lines = deploy_local(tmp_path / "faces.yaml", 6, tmp_path / "state", tmp_path / "reports")
+    assert len(lines) == 6 and all(line["detections"] and {d["label"] for d in line["detections"]} == {"face"} for line in lines)
 
 
 def yolo_v8_like(path: Path, size: int = 64, classes: int = 2) -> Path:
@@ -217,6 +304,58 @@ def test_a_yolo_v8_head_is_recognised_and_runs_as_written(tmp_path):
     assert len(lines) == 5
 
 
+def yolox_like(path: Path, size: int = 64, classes: int = 3) -> Path:
+    """A graph with a raw YOLOX head's shape ([1, cells of strides 8, 16, 32, 5 + C], decode_in_inference off), fixed
+    weights, no metadata: recognition and the run only (no YOLOX model is in the repository)."""
+    rng = np.random.default_rng(1)
+    nodes, inits, parts = [], [], []
+    for stride in (8, 16, 32):
+        w = helper.make_tensor(
+            f"w{stride}", TensorProto.FLOAT, [5 + classes, 3, stride, stride], rng.normal(0, 0.004, (5 + classes) * 3 * stride * stride)
+        )
+        inits += [w, helper.make_tensor(f"s{stride}", TensorProto.INT64, [3], [1, 5 + classes, -1])]
+        nodes += [
+            helper.make_node("Conv", ["images", f"w{stride}"], [f"c{stride}"], strides=[stride, stride]),
+            helper.make_node("Reshape", [f"c{stride}", f"s{stride}"], [f"r{stride}"]),
+        ]
+        parts.append(f"r{stride}")
+    nodes += [
+        helper.make_node("Concat", parts, ["raw"], axis=2),
+        helper.make_node("Transpose", ["raw"], ["rows"], perm=[0, 2, 1]),
+        helper.make_node("Sigmoid", ["rows"], ["output"]),  # offsets in 0..1, log sizes near 0.5, scores through the sigmoid
+    ]
+    cells = sum((size // s) ** 2 for s in (8, 16, 32))
+    graph = helper.make_graph(
+        nodes,
+        "yolox",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, cells, 5 + classes])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.slow
+def test_a_yolox_head_gets_kind_yolo_layout_yolox_and_runs_once_filled_in(tmp_path):
+    yolox_like(tmp_path / "yolox.onnx")
+    done = sdk("init", "yolox.onnx", cwd=tmp_path)
+    assert done.returncode == 0 and "YOLOX head 'output' [1, 84, 8]: one row per cell, objectness and 3 class scores" in done.stdout, done.stdout
+    keys = [line.split(":")[0].strip() for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert keys == ["preprocess.normalize"], done.stdout
+    data = yaml.safe_load((tmp_path / "yolox.yaml").read_text())
+    assert data["postprocess"]["decoder"] == {"kind": "yolo", "output": "output", "layout": "yolox", "strides": [8, 16, 32]}
+    with pytest.raises(ConfigError, match=r"preprocess\.normalize: still the placeholder .*YOLOX exports take BGR 0\.\.255"):
+        load_pipeline(tmp_path / "yolox.yaml")
+    edit(tmp_path / "yolox.yaml", {"preprocess.normalize": {"scale": 1.0}, "preprocess.color": "bgr", "postprocess.classes": ["a", "b", "c"]})
+    spec = load_pipeline(tmp_path / "yolox.yaml").spec
+    assert spec.postprocess.decoder.grid_strides() == (8, 16, 32) and spec.preprocess.resize.mode == "letterbox"
+    lines = deploy_local(tmp_path / "yolox.yaml", 5, tmp_path / "state", tmp_path / "reports")
+    assert len(lines) == 5
+
+
 def test_the_model_must_be_in_the_pipeline_folder_and_so_must_the_source(tmp_path):
     (tmp_path / "elsewhere").mkdir()
     shutil.copy(ASSETS / "blazeface_front_128.onnx", tmp_path / "m.onnx")
@@ -259,11 +398,18 @@ def _graph_with_outputs(path: Path, image: list, outputs: dict[str, list], *, nm
     [
         ({"output": [1, 3 * 8400, 85]}, False, "yolo-v5", {"kind": "yolo", "output": "output", "layout": "v5"}),
         ({"output0": [1, 84, 8400]}, False, "yolo-v8", {"kind": "yolo", "output": "output0", "layout": "v8"}),
-        ({"output": [1, 8400, 85]}, False, "yolox", None),
-        ({"num_dets": [1, 1], "det_boxes": [1, 100, 4], "det_scores": [1, 100], "det_classes": [1, 100]}, False, "nms-inside", None),
-        ({"boxes": [1, 100, 4]}, True, "nms-inside", None),
-        ({"logits": [1, 1000]}, False, "classifier", None),
-        ({"mask": [1, 21, 640, 640]}, False, "segmenter", None),
+        ({"output": [1, 8400, 85]}, False, "yolox", {"kind": "yolo", "output": "output", "layout": "yolox", "strides": [8, 16, 32]}),
+        ({"output": [1, 8500, 85]}, False, "yolox", {"kind": "yolo", "output": "output", "layout": "yolox", "strides": [8, 16, 32, 64]}),
+        (
+            {"num_dets": [1, 1], "det_boxes": [1, 100, 4], "det_scores": [1, 100], "det_classes": [1, 100]},
+            False,
+            "nms-inside",
+            {"kind": "nms_inside", "boxes": "det_boxes", "scores": "det_scores", "classes": "det_classes", "count": "num_dets"},
+        ),
+        ({"boxes": [1, 100, 4]}, True, "nms-inside", {"kind": "nms_inside", "boxes": "boxes"}),  # scores and classes: placeholders
+        ({"logits": [1, 1000]}, False, "classifier", {"kind": "classify", "output": "logits", "activation": "softmax", "top_k": 5}),
+        ({"mask": [1, 21, 640, 640]}, False, "segmenter", {"kind": "segment", "output": "mask"}),
+        ({"weird": [1, 7, 7]}, False, "unknown", {"kind": "python"}),
     ],
 )
 def test_families_from_output_shapes_at_640(tmp_path, outputs, nms, family, decoder):
@@ -271,11 +417,16 @@ def test_families_from_output_shapes_at_640(tmp_path, outputs, nms, family, deco
 
     found = recognise(_graph_with_outputs(tmp_path / "m.onnx", [1, 3, 640, 640], outputs, nms=nms))
     assert found.family == family and (found.width, found.height, found.layout) == (640, 640, "nchw")
-    if decoder is not None:
-        assert found.decoder == decoder and len(found.classes) == 80
-        assert found.preprocess["normalize"].startswith("FILL-IN: ")  # no Ultralytics metadata: the normalisation is not known
-    else:
-        assert found.decoder["kind"] == "python" and found.decoder["entry"].startswith("FILL-IN: ")
+    assert found.preprocess["normalize"].startswith("FILL-IN: ")  # no Ultralytics metadata: the normalisation is not known
+    written = {k: v for k, v in found.decoder.items() if not (isinstance(v, str) and v.startswith("FILL-IN: "))}
+    assert written == decoder
+    if family.startswith("yolo"):
+        assert found.classes == [f"class_{i}" for i in range(80)]
+    if family == "nms-inside":  # what only the user knows
+        assert {k for k, v in found.decoder.items() if v not in written.values()} >= {"box_format", "normalized", "class_offset"}
+        assert found.classes.startswith("FILL-IN: ")
+    if family == "unknown":
+        assert found.decoder["entry"].startswith("FILL-IN: ")
 
 
 def test_extra_inputs_and_a_dynamic_batch_are_written_as_placeholders_and_prepare(tmp_path):
