@@ -89,6 +89,7 @@ class AgentClient:
             raise TargetError(f"{self.connection.where}: the device agent refused the upload", hint="see the target's message above")
         sent = 0
         channel = self.process.channel
+        channel.settimeout(None)  # sendall waits for the window; a stalled link is the transfer watchdog's to end
         try:
             for sha256 in order:
                 size, source = objects[sha256]
@@ -115,7 +116,7 @@ class AgentClient:
 
     def _answer_after_failure(self) -> dict | None:
         try:
-            return self._read(self.connection.spec.timeouts.command_s)
+            return self._read(min(30.0, self.connection.spec.timeouts.command_s))  # a refused write answers at once
         except TargetError:
             return None
 
