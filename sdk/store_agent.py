@@ -171,15 +171,21 @@ class Receiver:
                     while view:
                         view = view[os.write(fd, view) :]
                 except OSError as exc:
+                    os.close(fd)  # its blocks are freed only once closed: the free space reported is the real one
+                    fd = -1
                     raise ReceiveFailed(self._write_failed(path, exc, left)) from None
                 left -= len(block)
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
         return digest.hexdigest()
 
     def _write_failed(self, path: Path, exc: OSError, left: int) -> dict:
         """A refused write: the partial is removed (a full disk's cannot be resumed into the space that is not there)."""
-        path.unlink(missing_ok=True)
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:  # a file system turned read-only keeps it; the next deploy resumes or removes it
+            pass
         answer = {"error": f"writing {path} failed: {exc.strerror or exc} (errno {exc.errno})", "errno": exc.errno, "path": str(path)}
         if exc.errno in DISK_FULL:
             answer.update(disk_full=True, free_bytes=self.store.free_bytes(), need=left)
