@@ -292,8 +292,7 @@ def write_onnxruntime_ranges(tensors: dict[str, dict[str, float]], method: str, 
     from onnxruntime.quantization.calibrate import TensorData, TensorsData, save_tensors_data
 
     data = {
-        name: TensorData(lowest=np.array(-entry["amax"], np.float32), highest=np.array(entry["amax"], np.float32))
-        for name, entry in tensors.items()
+        name: TensorData(lowest=np.array(-entry["amax"], np.float32), highest=np.array(entry["amax"], np.float32)) for name, entry in tensors.items()
     }
     save_tensors_data(TensorsData(ORT_METHODS[method](CalibrationMethod), data), path)
 

@@ -140,9 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim = targets_commands.add_parser("sim", help="start a simulated target (real sshd on loopback) and write targets/sim.yaml")
     sim.add_argument("--stop", action="store_true", help="stop the simulated target")
     _add_targets_add(targets_commands)
-    check = targets_commands.add_parser(
-        "check", help="connect, probe and list what would block a deploy (exit 0: nothing blocks, 1: something does)"
-    )
+    check = targets_commands.add_parser("check", help="connect, probe and list what would block a deploy (exit 0: nothing blocks, 1: something does)")
     check.add_argument("target", help="a target name (`sdk targets list`)")
     trust = targets_commands.add_parser("trust-key", help="make the target accept only releases signed by this Ed25519 key")
     trust.add_argument("target", help="a target name (`sdk targets list`)")

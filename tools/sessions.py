@@ -310,6 +310,7 @@ class SshSession:
         self.python = target.spec.python
         self._agent: str | None = None
         self._client = None
+        self.place = None  # a labgrid place (tools/labgrid_place.py), released when the session closes
         self._lock = None
         self.token: int | None = None
 
@@ -317,9 +318,25 @@ class SshSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        try:
+            if self._client is not None:
+                self._client.close()
+            self.connection.close()
+        finally:
+            if self.place is not None:
+                self.place.release()
+
+    def power_cycle(self, delay: float | None = None) -> None:
+        """Power-cycle the device through its labgrid place's power driver; the SSH connection starts over."""
+        if self.place is None:
+            raise TargetError(
+                f"{self.name}: no power control: the target is not a labgrid place", hint="give the target file `labgrid: {place: NAME}`"
+            )
         if self._client is not None:
             self._client.close()
+            self._client = None
         self.connection.close()
+        self.place.power_cycle(delay)
 
     # The agent: the release store code, uploaded once per version, before any release exists; one
     # process of it per session answers every store request (tools/ssh_agent.py, sdk/store_agent.py).
@@ -563,6 +580,10 @@ def open_session(target):
     """The session for a target; SSH connects lazily, through a jump host when the target names one."""
     if isinstance(target, LocalTarget):
         return LocalSession(target)
+    if target.spec.labgrid is not None:
+        from tools.labgrid_place import open_place_session
+
+        return open_place_session(target)
     from tools.ssh import connect
 
     return SshSession(target, connect(target))
