@@ -32,6 +32,7 @@ class LabgridPlace:
         self.where = where
         self._session = None
         self._acquired = False
+        self.borrowed = False
 
     def __enter__(self) -> LabgridPlace:
         self.acquire()
@@ -51,8 +52,12 @@ class LabgridPlace:
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # labgrid prints "acquired place X"
                 self._session = start_session(self.coordinator, extra={"args": args})
-                self._run(self._session.acquire())
-            self._acquired = True
+                holder = self._session.get_place(self.place).acquired
+                if holder and holder == f"{self._session.gethostname()}/{self._session.getuser()}":
+                    self.borrowed = True  # acquired already by this user here (labgrid-client acquire, labgrid's pytest plugin): used, left acquired
+                else:
+                    self._run(self._session.acquire())
+                    self._acquired = True
         except BaseException as exc:  # Ctrl-C or an error half-way: whatever was taken goes back
             self.release()
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):

@@ -76,6 +76,7 @@ def bench(ssh_target, tmp_path):
         sim = yaml.safe_load((ssh_target.targets / "sim.yaml").read_text())
         for key in ("host", "port", "user"):
             sim.pop(key, None)
+        (ssh_target.targets / "labgrid.yaml").write_text(yaml.safe_dump(sim))  # what `--target labgrid:PLACE` shares
         sim["labgrid"] = {"coordinator": coordinator, "place": PLACE}
         (ssh_target.targets / f"{PLACE}.yaml").write_text(yaml.safe_dump(sim))
         yield coordinator
@@ -112,9 +113,6 @@ def test_deploy_and_validation_through_a_labgrid_place_then_released(bench, ssh_
     assert (ssh_target.root / "current").exists()  # deployed into the simulated target behind the place
     assert acquired_by(bench) == "None"
     # `--target labgrid:PLACE`: the coordinator from labgrid's own LG_COORDINATOR, the rest from targets/labgrid.yaml.
-    shared = yaml.safe_load((ssh_target.targets / f"{PLACE}.yaml").read_text())
-    shared.pop("labgrid")
-    (ssh_target.targets / "labgrid.yaml").write_text(yaml.safe_dump(shared))
     monkeypatch.setenv("LG_COORDINATOR", bench)
     again = Deploy(pipeline_copy(tmp_path), f"labgrid:{PLACE}", frames=2, report_dir=tmp_path / "r2")()
     assert again.staged.release_id == result.staged.release_id and again.staged.bytes_sent == 0
@@ -153,3 +151,28 @@ def test_the_place_is_released_after_ctrl_c(bench, ssh_target, tmp_path):
     assert deploy.returncode != 0
     assert acquired_by(bench) == "None"
     assert wait_until(lambda: not processes_under(ssh_target.root), 30), processes_under(ssh_target.root)  # the device let go too
+
+
+def test_the_acceptance_suite_beside_labgrids_own_pytest_plugin(bench, ssh_target, tmp_path):
+    """As a lab runs it: the place acquired by the user (`labgrid-client acquire`), then `pytest --lg-env ENV.yaml`.
+    The SDK's plugin takes the place from the environment's RemotePlace, uses it, and leaves it acquired."""
+    from tests.tools.validation.test_pytest_plugin import pytest_command
+    from tests.tools.validation.test_validate import relaxed_example
+
+    env_file = tmp_path / "env.yaml"
+    env_file.write_text(
+        yaml.safe_dump({"targets": {"main": {"resources": {"RemotePlace": {"name": PLACE}}}}, "options": {"coordinator_address": bench}})
+    )
+    _client(bench, "acquire")
+    try:
+        owner = acquired_by(bench)
+        command = [*pytest_command(), "--lg-env", str(env_file), "--pipeline", str(relaxed_example(tmp_path / "p")), "--frames", "15"]
+        command += ["--acceptance-report-dir", str(tmp_path / "report")]
+        env = {k: v for k, v in os.environ.items() if k != "LG_COORDINATOR"}
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        assert f'"target": "labgrid:{PLACE}"' in (tmp_path / "report" / "report.json").read_text()
+        assert acquired_by(bench) == owner  # the user's acquisition, left as it was
+    finally:
+        _client(bench, "release", check=False)
+    assert acquired_by(bench) == "None"
