@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,6 +21,9 @@ from sdk.errors import SdkError
 from tests.tools.test_deploy_ssh import pipeline_copy
 from tests.tools.test_trial_faults import UNPLUGGED, pipeline, processes_under, wait_until
 from tools.deploy import Deploy
+from tools.release.bundle import runtime_files
+from tools.sessions import open_session
+from tools.targets import resolve_target
 from tools.targets.sim import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,8 +58,50 @@ def _stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
+class PowerSwitch:
+    """A network power switch on loopback that labgrid's `simplerest` model drives: GET /relay/<index>/<0|1>."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        switched: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                switched.append(self.path)
+                body = (self.path.rsplit("/", 1)[-1] or "1").encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.switched = switched
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/relay/{{index}}/{{value}}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
 @pytest.fixture()
-def bench(ssh_target, tmp_path):
+def power_switch():
+    switch = PowerSwitch()
+    yield switch
+    switch.close()
+
+
+@pytest.fixture()
+def bench(ssh_target, tmp_path, power_switch):
     """Coordinator + exporter (their own process groups, stopped at the end), place `bench-3` matching the
     exporter's NetworkService, and targets/bench-3.yaml naming the place; key and host-key pin from the sim."""
     _require_labgrid()
@@ -67,12 +113,14 @@ def bench(ssh_target, tmp_path):
         started.append(_spawn(["labgrid-coordinator", "-l", coordinator], logs / "coordinator.log"))
         exporter_yaml = logs / "exporter.yaml"
         service = {"address": "127.0.0.1", "port": ssh_target.server.port, "username": getpass.getuser()}
-        exporter_yaml.write_text(yaml.safe_dump({"sim": {"NetworkService": service}}))
+        power = {"model": "simplerest", "host": power_switch.url, "index": 0}
+        exporter_yaml.write_text(yaml.safe_dump({"sim": {"NetworkService": service, "NetworkPowerPort": power}}))
         _wait(lambda: _client(coordinator, "places", check=False).returncode == 0, "the coordinator to answer", started)
         started.append(_spawn(["labgrid-exporter", "-c", coordinator, "-n", "exp", str(exporter_yaml)], logs / "exporter.log"))
-        _wait(lambda: "exp/sim/NetworkService" in _resources(coordinator), "the exporter's NetworkService", started)
+        _wait(lambda: "exp/sim/NetworkPowerPort" in _resources(coordinator), "the exporter's resources", started)
         _client(coordinator, "create")
         _client(coordinator, "add-match", "exp/sim/NetworkService")
+        _client(coordinator, "add-match", "exp/sim/NetworkPowerPort")
         sim = yaml.safe_load((ssh_target.targets / "sim.yaml").read_text())
         for key in ("host", "port", "user"):
             sim.pop(key, None)
@@ -175,4 +223,15 @@ def test_the_acceptance_suite_beside_labgrids_own_pytest_plugin(bench, ssh_targe
         assert acquired_by(bench) == owner  # the user's acquisition, left as it was
     finally:
         _client(bench, "release", check=False)
+    assert acquired_by(bench) == "None"
+
+
+def test_a_power_cycle_goes_through_the_places_power_driver(bench, ssh_target, power_switch):
+    with open_session(resolve_target(PLACE)) as session:
+        session.ensure_agent(runtime_files())
+        session.power_cycle(delay=0.1)
+        assert power_switch.switched == ["/relay/0/0", "/relay/0/1"]  # off, then on, through labgrid's driver
+        session.ensure_agent(runtime_files())  # the connection and the agent start over after the cycle
+        assert "releases" in session.status()
+        assert acquired_by(bench) != "None"
     assert acquired_by(bench) == "None"
