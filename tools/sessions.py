@@ -341,21 +341,31 @@ class SshSession:
     # The agent: the release store code, uploaded once per version, before any release exists; one
     # process of it per session answers every store request (tools/ssh_agent.py, sdk/store_agent.py).
     def ensure_agent(self, runtime_files: dict[str, Path]) -> None:
-        from tools.ssh_agent import AgentClient, AgentGone, agent_command
+        """Launch the agent; its start-up overlaps the lock holder's (`lock`). An agent that is not on the device
+        yet (the first contact, a new version) is found missing by the first request and installed then."""
+        from tools.ssh_agent import AgentClient, agent_command
 
         if self._client is not None and self._client.alive():
             return
         version = agent_version(runtime_files)
         agent = f"{self.root}/agent/{version}"
         self._agent = agent
+        self._runtime_files = runtime_files
         self._client = AgentClient(self.connection, agent_command(agent, self.python, self.root), self.name)
+        self._client.launch()
+
+    def _agent_ready(self) -> bool:
+        """Wait for the launched agent; install it when it is missing. True when it was installed just now."""
+        from tools.ssh_agent import AgentGone
+
         try:
-            self._client.start()
-            return
+            self._client.ready()
+            return False
         except AgentGone:
             pass
-        self._install_agent(runtime_files, agent, version)
+        self._install_agent(self._runtime_files, self._agent, self._agent.rsplit("/", 1)[1])
         self._client.start()
+        return True
 
     def _install_agent(self, runtime_files: dict[str, Path], agent: str, version: str) -> None:
         """The agent's files as one tar stream unpacked by the device's Python, then renamed into place."""
@@ -365,12 +375,14 @@ class SshSession:
     def _store(self, op: str, *args: str) -> dict:
         if self._client is None:
             raise TargetError("internal: the agent is not installed")
+        self._agent_ready()
         return self._client.store(op, *args)
 
     def service_op(self, op: str, *args: str, python: str | None = None) -> dict:
         """`python` (a release's environment) for the ops that read the pipeline file (`unit`); else the device's own.
         `status` is asked of the session's agent: it is asked on every deploy, and a Python start-up costs more than it."""
         if op == "status" and python is None and self._client is not None:
+            self._agent_ready()
             return self._client.request({"service-status": True}, "service status")
         command = self._agent_command()
         if python is not None:
@@ -392,8 +404,15 @@ class SshSession:
         whatever the SSH session notices."""
         timeouts = self.target.spec.timeouts
         lease = max(5.0, 3 * timeouts.keepalive_s)
-        process = self.connection.start([*self._agent_command(), "store", "--root", self.root, *hold_lock_arguments(owner, lease)])
-        self.token = _locked(process, owner, timeouts.command_s + lease, self.name)
+        argv = [*self._agent_command(), "store", "--root", self.root, *hold_lock_arguments(owner, lease)]
+        process = self.connection.start(argv)  # starts while the agent launched by ensure_agent starts too
+        try:
+            self.token = _locked(process, owner, timeouts.command_s + lease, self.name)
+        except ReleaseError:
+            if self._client is None or not self._agent_ready():
+                raise
+            process = self.connection.start(argv)  # the agent was missing (first contact): installed now, once more
+            self.token = _locked(process, owner, timeouts.command_s + lease, self.name)
         process.heartbeat(every=lease / 4)
         self._lock = process
 
@@ -442,6 +461,7 @@ class SshSession:
         if not objects:
             return 0
         with self.connection.transfer("uploading the release") as tick:
+            self._agent_ready()
             return self._client.receive(objects, task, tick)
 
     def assemble(self, manifest: ReleaseManifest, signature: str | None = None) -> None:
@@ -455,6 +475,7 @@ class SshSession:
 
     def _assemble(self, *args: str) -> None:
         """`store assemble`; the device's refusal (an unsigned or tampered manifest) keeps its own message and hint."""
+        self._agent_ready()
         answer = self._client.answer({"argv": ["assemble", *args]})
         if "ok" not in answer:
             message = answer.get("error") or "store assemble failed"
@@ -463,6 +484,7 @@ class SshSession:
     def _put(self, remote: str, data: bytes, what: str) -> None:
         """A small file written whole by the agent (a full disk named as such)."""
         try:
+            self._agent_ready()
             self._client.request({"put": remote, "data": data.decode()}, what)
         except TargetError as exc:
             if "No space left" in exc.message or "Disk quota" in exc.message:
@@ -485,6 +507,7 @@ class SshSession:
         import sdk
 
         if self._client is not None and self._client.alive():
+            self._agent_ready()
             return self._client.request({"probe": True}, "probe")
 
         source = (Path(sdk.__file__).parent / "probe.py").read_bytes()

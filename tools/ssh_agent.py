@@ -29,11 +29,23 @@ class AgentClient:
 
     def start(self) -> None:
         """Start the agent and wait for its `ready` line; AgentGone when it cannot start (no agent there)."""
+        self.launch()
+        self.ready()
+
+    def launch(self) -> None:
+        """Start the agent without waiting: its start-up overlaps what the host does next (the lock holder's)."""
         self.process = self.connection.start(self.command)
+        self._ready = False
+
+    def ready(self) -> None:
+        """Wait for a launched agent's `ready` line (once); AgentGone when it did not start."""
+        if getattr(self, "_ready", True):
+            return
         answer = self._read(self.connection.spec.timeouts.command_s)
         if not answer.get("ready"):
             self.close()
             raise AgentGone(f"{self.connection.where}: the device agent did not start")
+        self._ready = True
 
     def alive(self) -> bool:
         return self.process is not None and not self.process.channel.closed
@@ -58,6 +70,7 @@ class AgentClient:
     def _send_line(self, request: dict) -> None:
         if not self.alive():
             self.start()
+        self.ready()
         try:
             self.process.channel.sendall(json.dumps(request).encode() + b"\n")
         except (OSError, EOFError) as exc:
