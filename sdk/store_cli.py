@@ -20,7 +20,7 @@ from sdk.trial import HealthPolicy, run_trial
 
 OPS = (
     *("have", "install", "assemble", "trial", "env", "commit", "rollback", "prune", "recover", "status"),
-    *("hold-lock", "clear-run", "prepare", "trust-key"),
+    *("hold-lock", "clear-run", "prepare", "trust-key", "partials", "serve"),
 )
 
 
@@ -90,9 +90,16 @@ def main(argv: list[str]) -> dict:
     ops.add_parser("prepare", help="create the folders, sweep crash leftovers, recover a trial; report free space")
     trust = ops.add_parser("trust-key", help="from now on accept only releases signed by this Ed25519 key (a PEM public key file, removed)")
     trust.add_argument("key", type=Path)
+    partials = ops.add_parser("partials", help="keep the partial uploads of these objects (SHA:SIZE), remove every other one")
+    partials.add_argument("objects", nargs="*", type=_object_spec)
+    ops.add_parser("serve", help="answer a whole deploy's requests, one JSON line each, on stdin (sdk/store_agent.py)")
     args = parser.parse_args(argv)
 
     store = ReleaseStore(args.root)
+    if args.op == "serve":
+        from sdk.store_agent import serve
+
+        raise SystemExit(serve(args.root))
     if args.op == "hold-lock":
         holder = store.acquire(args.owner, wait_s=args.wait, lease_s=args.lease)
         sys.stdout.write(json.dumps({"locked": args.owner, "token": holder.token}) + "\n")
@@ -109,6 +116,10 @@ def main(argv: list[str]) -> dict:
             return {"recovered": recovered, "free_bytes": store.free_bytes(), **store.status()}
         if args.op == "have":
             return {"present": [f"{sha}:{size}" for sha, size in args.objects if store.has_object(sha, size, verify=True)]}
+        if args.op == "partials":
+            from sdk.store_agent import partials as keep_partials
+
+            return keep_partials(store, dict(args.objects))
         if args.op == "install":
             for sha256 in args.sha256:
                 store.install_object(store.upload_path(sha256), sha256)

@@ -219,11 +219,11 @@ def install_release(
     policy = policy or HealthPolicy()
     sign = signer_for(sign_key or sign_key_of(target))  # a bad key is refused before anything is sent
     session.ensure_agent(runtime_files())
-    bundle, facts = bundle_for_device(session, base, progress, int8, engine)
-    manifest = manifest_for(bundle)
     owner = deploy_owner()
-    session.lock(owner)
+    session.lock(owner)  # over SSH its holder starts while the agent does (two device start-ups at once)
     try:
+        bundle, facts = bundle_for_device(session, base, progress, int8, engine)
+        manifest = manifest_for(bundle)
         staged = stage_release(session, bundle, manifest, progress, sign(manifest))
         staged = replace(staged, device=facts, python=session.env(staged.release_id))
         if staged.previous != staged.release_id:

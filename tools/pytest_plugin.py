@@ -14,6 +14,7 @@ file, a bad pipeline) ends the session with the CLI's `error:` and `hint:` lines
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,7 @@ ACCEPTED = ("PASS",)  # the only status a check's test passes with (see `Accepta
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("perception-sdk", "latency and accuracy acceptance on a target (perception deploy SDK)")
     group.addoption("--pipeline", type=Path, default=None, help="pipeline file whose budgets the acceptance suite checks")
-    group.addoption("--target", default="local", help="target name (default: local)")
+    group.addoption("--target", default=None, help="target name (default: local, or the labgrid place of --lg-env's RemotePlace)")
     group.addoption("--frames", type=int, default=None, help="frames to run (default: the pipeline's replay setting)")
     group.addoption("--repeat", type=int, default=None, help="runs compared for determinism (default 1, or 2 with budgets.determinism)")
     group.addoption("--stress", default=None, help="interference on the device during the run, e.g. cpu=2,memory=1")
@@ -167,9 +168,10 @@ def acceptance(request: pytest.FixtureRequest, record_testsuite_property) -> Acc
         pytest.skip("no --pipeline given: run the acceptance suite as pytest --target T --pipeline P tests/acceptance")
     from tools.validation.validate import Validate
 
+    target = target_of(config)
     validate = Validate(
         path,
-        config.getoption("--target"),
+        target,
         frames=config.getoption("--frames"),
         report_dir=config.getoption("--acceptance-report-dir"),
         repeat=config.getoption("--repeat"),
@@ -180,7 +182,48 @@ def acceptance(request: pytest.FixtureRequest, record_testsuite_property) -> Acc
     try:
         result = validate()
     except SdkError as exc:  # the CLI's two lines instead of a traceback into the SDK
-        pytest.fail(f"error: validation on {config.getoption('--target')} failed: {exc.message}\nhint: {exc.hint}", pytrace=False)
+        pytest.fail(f"error: validation on {target} failed: {exc.message}\nhint: {exc.hint}", pytrace=False)
     for key, value in properties(result.report).items():  # traceability in pytest's own --junitxml too
         record_testsuite_property(key, value)
     return Acceptance(result.report, result.report_dir)
+
+
+def target_of(config: pytest.Config) -> str:
+    """`--target`; else, beside labgrid's own plugin (`--lg-env ENV.yaml`), the environment's RemotePlace as
+    `labgrid:PLACE` (its coordinator_address as LG_COORDINATOR unless set); else `local`."""
+    given = config.getoption("--target")
+    if given:
+        return given
+    env_file = config.getoption("lg_env", default=None) or (os.environ.get("LG_ENV") if _has_labgrid_plugin(config) else None)
+    if not env_file:
+        return "local"
+    place, coordinator = remote_place(Path(env_file))
+    if place is None:
+        return "local"
+    if coordinator and not os.environ.get("LG_COORDINATOR"):
+        os.environ["LG_COORDINATOR"] = coordinator
+    return f"labgrid:{place}"
+
+
+def _has_labgrid_plugin(config: pytest.Config) -> bool:
+    return config.pluginmanager.has_plugin("labgrid")
+
+
+def remote_place(env_file: Path) -> tuple[str | None, str | None]:
+    """The RemotePlace of a labgrid environment file's first target (`main` first), and its coordinator_address."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(env_file.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None, None
+    targets = data.get("targets") or {}
+    names = sorted(targets, key=lambda name: name != "main")
+    for name in names:
+        resources = (targets[name] or {}).get("resources") or {}
+        entries = resources if isinstance(resources, list) else [{k: v} for k, v in resources.items()]
+        for entry in entries:
+            remote = entry.get("RemotePlace") if isinstance(entry, dict) else None
+            if isinstance(remote, dict) and remote.get("name"):
+                return str(remote["name"]), (data.get("options") or {}).get("coordinator_address")
+    return None, (data.get("options") or {}).get("coordinator_address")

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 from collections.abc import Callable
@@ -23,9 +22,9 @@ from pathlib import Path
 
 from sdk.errors import ReleaseError, TargetError
 from sdk.release import ReleaseManifest
-from sdk.store import DISK_FULL, ReleaseStore, disk_full, upload_object
+from sdk.store import DISK_FULL, ReleaseStore, disk_full
 from tools.progress import Task
-from tools.ssh import error_line, sftp_reason, sftp_refused
+from tools.ssh import error_line
 from tools.targets import LocalTarget, RemoteTarget
 
 RUN_EXIT_CODES = (0, 3, 4)  # the runtime ran and judged; anything else is a failure to run
@@ -310,6 +309,8 @@ class SshSession:
         self.root = target.root
         self.python = target.spec.python
         self._agent: str | None = None
+        self._client = None
+        self.place = None  # a labgrid place (tools/labgrid_place.py), released when the session closes
         self._lock = None
         self.token: int | None = None
 
@@ -317,40 +318,72 @@ class SshSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.connection.close()
-
-    # The agent: the release store code, uploaded once per version, before any release exists.
-    def ensure_agent(self, runtime_files: dict[str, Path]) -> None:
-        digest = hashlib.sha256()
-        for name, path in sorted(runtime_files.items()):
-            digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
-        version = digest.hexdigest()[:16]
-        agent = f"{self.root}/agent/{version}"
-        sftp = self.connection.sftp()
         try:
-            sftp.stat(f"{agent}/sdk/__init__.py")
-        except FileNotFoundError:
-            staging = f"{self.root}/agent/.tmp-{version}-{os.getpid()}"
-            self.connection.run(["mkdir", "-p", "--", f"{self.root}/agent"]).check("creating the agent folder")
-            self.connection.run(["rm", "-rf", "--", staging]).check("clearing the agent staging folder")
-            with self.connection.transfer("installing the agent") as tick:
-                for name, path in sorted(runtime_files.items()):
-                    remote = f"{staging}/{name}"
-                    _sftp_makedirs(sftp, remote.rsplit("/", 1)[0])
-                    sftp.put(str(path), remote, callback=lambda *_: tick())
-            self.connection.run(["mv", "-T", "--", staging, agent]).check("publishing the agent")
+            if self._client is not None:
+                self._client.close()
+            self.connection.close()
+        finally:
+            if self.place is not None:
+                self.place.release()
+
+    def power_cycle(self, delay: float | None = None) -> None:
+        """Power-cycle the device through its labgrid place's power driver; the SSH connection starts over."""
+        if self.place is None:
+            raise TargetError(
+                f"{self.name}: no power control: the target is not a labgrid place", hint="give the target file `labgrid: {place: NAME}`"
+            )
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        self.connection.close()
+        self.place.power_cycle(delay)
+
+    # The agent: the release store code, uploaded once per version, before any release exists; one
+    # process of it per session answers every store request (tools/ssh_agent.py, sdk/store_agent.py).
+    def ensure_agent(self, runtime_files: dict[str, Path]) -> None:
+        """Launch the agent; its start-up overlaps the lock holder's (`lock`). An agent that is not on the device
+        yet (the first contact, a new version) is found missing by the first request and installed then."""
+        from tools.ssh_agent import AgentClient, agent_command
+
+        if self._client is not None and self._client.alive():
+            return
+        version = agent_version(runtime_files)
+        agent = f"{self.root}/agent/{version}"
         self._agent = agent
+        self._runtime_files = runtime_files
+        self._client = AgentClient(self.connection, agent_command(agent, self.python, self.root), self.name)
+        self._client.launch()
+
+    def _agent_ready(self) -> bool:
+        """Wait for the launched agent; install it when it is missing. True when it was installed just now."""
+        from tools.ssh_agent import AgentGone
+
+        try:
+            self._client.ready()
+            return False
+        except AgentGone:
+            pass
+        self._install_agent(self._runtime_files, self._agent, self._agent.rsplit("/", 1)[1])
+        self._client.start()
+        return True
+
+    def _install_agent(self, runtime_files: dict[str, Path], agent: str, version: str) -> None:
+        """The agent's files as one tar stream unpacked by the device's Python, then renamed into place."""
+        staging = f"{self.root}/agent/.tmp-{version}-{os.getpid()}"
+        self.connection.run([self.python, "-c", UNPACK_AGENT, staging, agent], stdin=agent_tar(runtime_files)).check("installing the agent")
 
     def _store(self, op: str, *args: str) -> dict:
-        argv = [*self._agent_command(), "store", "--root", self.root, op, *args]
-        result = self.connection.run(argv).check(f"store {op}")
-        try:
-            return json.loads(result.stdout.strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            raise TargetError(f"{self.connection.where}: store {op} answered {result.stdout[:200]!r}") from None
+        if self._client is None:
+            raise TargetError("internal: the agent is not installed")
+        self._agent_ready()
+        return self._client.store(op, *args)
 
     def service_op(self, op: str, *args: str, python: str | None = None) -> dict:
-        """`python` (a release's environment) for the ops that read the pipeline file (`unit`); else the device's own."""
+        """`python` (a release's environment) for the ops that read the pipeline file (`unit`); else the device's own.
+        `status` is asked of the session's agent: it is asked on every deploy, and a Python start-up costs more than it."""
+        if op == "status" and python is None and self._client is not None:
+            self._agent_ready()
+            return self._client.request({"service-status": True}, "service status")
         command = self._agent_command()
         if python is not None:
             command = [*command[:3], python, *command[4:]]  # env PYTHONPATH=agent PYTHONDONTWRITEBYTECODE=1 <python> -B -m sdk
@@ -371,8 +404,15 @@ class SshSession:
         whatever the SSH session notices."""
         timeouts = self.target.spec.timeouts
         lease = max(5.0, 3 * timeouts.keepalive_s)
-        process = self.connection.start([*self._agent_command(), "store", "--root", self.root, *hold_lock_arguments(owner, lease)])
-        self.token = _locked(process, owner, timeouts.command_s + lease, self.name)
+        argv = [*self._agent_command(), "store", "--root", self.root, *hold_lock_arguments(owner, lease)]
+        process = self.connection.start(argv)  # starts while the agent launched by ensure_agent starts too
+        try:
+            self.token = _locked(process, owner, timeouts.command_s + lease, self.name)
+        except ReleaseError:
+            if self._client is None or not self._agent_ready():
+                raise
+            process = self.connection.start(argv)  # the agent was missing (first contact): installed now, once more
+            self.token = _locked(process, owner, timeouts.command_s + lease, self.name)
         process.heartbeat(every=lease / 4)
         self._lock = process
 
@@ -411,113 +451,18 @@ class SshSession:
         """The partial uploads this deploy resumes (object -> bytes already on the device), and the bytes freed
         by removing every other one: a partial upload of an object this release does not need (left by a cut
         deploy of another release), or longer than its object."""
-        sftp = self.connection.sftp()
-        store = f"{self.root}/store"
-        kept, freed = {}, 0
-        with self.connection.transfer("looking for partial uploads"):
-            try:
-                entries = sftp.listdir_attr(store)
-            except FileNotFoundError:
-                return {}, 0
-            for entry in entries:
-                sha256 = upload_object(entry.filename)
-                if sha256 is None or "/" in entry.filename:
-                    continue
-                length = entry.st_size or 0
-                if sha256 in objects and length <= objects[sha256] and stat.S_ISREG(entry.st_mode or 0):
-                    kept[sha256] = length
-                    continue
-                try:
-                    sftp.remove(f"{store}/{entry.filename}")
-                except FileNotFoundError:
-                    continue
-                freed += length
-        return kept, freed
+        answer = self._store("partials", *(f"{sha}:{size}" for sha, size in objects.items()))
+        return {sha: int(length) for sha, length in answer["kept"].items()}, int(answer["freed"])
 
     def upload(self, objects: dict[str, tuple[int, Path]], task: Task) -> int:
-        """SFTP with pipelined writes into `store/.upload-<sha>`, resuming after what a cut link left there;
-        then one command on the device verifies every hash before the objects become visible."""
-        with self.connection.transfer("uploading the release") as tick:
-            sent = self._send(objects, task, tick)
+        """One stream into the session's agent, resuming after what a cut link left in `store/.upload-<sha>`;
+        the device hashes each object as it writes it and publishes it (fsync, read-only, rename) only when
+        the hash is the object's name (sdk/store_agent.py)."""
         if not objects:
             return 0
-        try:
-            self._store("install", *objects)
-        except TargetError as exc:
-            if "arrived corrupt" not in str(exc):
-                raise
-            raise ReleaseError(f"{self.name}: {exc.message}; the upload was discarded", hint="deploy again to resend it") from None
-        return sent
-
-    def _send(self, objects: dict[str, tuple[int, Path]], task: Task, tick: Callable[[], None]) -> int:
-        sftp = self.connection.sftp()
-        remote_of = {sha256: f"{self.root}/store/.upload-{sha256}" for sha256 in objects}
-        offsets = {}
-        for sha256, (size, _) in objects.items():
-            try:
-                offsets[sha256] = sftp.stat(remote_of[sha256]).st_size or 0
-            except FileNotFoundError:
-                offsets[sha256] = 0
-            if offsets[sha256] > size:
-                sftp.remove(remote_of[sha256])
-                offsets[sha256] = 0
-        to_send = {sha256: size - offsets[sha256] for sha256, (size, _) in objects.items()}
-        sent = 0
-        for sha256, (size, source) in objects.items():
-            remote, offset = remote_of[sha256], offsets[sha256]
-            task.advance(offset)
-            try:
-                with source.open("rb") as local, sftp.open(remote, "r+b" if offset else "wb") as handle:
-                    handle.set_pipelined(True)
-                    handle.seek(offset)
-                    local.seek(offset)
-                    while block := local.read(1 << 20):
-                        handle.write(block)
-                        task.advance(len(block))
-                        sent += len(block)
-                        tick()
-                    _settle(handle)
-            except OSError as exc:
-                # Still to send if this object starts over: all of it, and what the later ones lack.
-                self._write_failed(remote, exc, size, size + sum(to_send.values()) - to_send[sha256])
-                raise
-            to_send[sha256] = 0
-        return sent
-
-    def _write_failed(self, remote: str, exc: OSError, size: int, need: int) -> None:
-        """An SFTP write failed while the link is up: a full disk becomes `disk full on T` with its partial file
-        removed (it cannot be resumed into the space that is not there); any other failure names the server's reason.
-        Returns when the error is no answer of the server (a lost link): the caller re-raises, the partial stays for the retry."""
-        if not (sftp_refused(exc) and self.connection.alive()):
-            return
-        sftp = self.connection.sftp()
-        try:
-            try:
-                written = sftp.stat(remote).st_size or 0
-            except FileNotFoundError:
-                written = 0
-            free = self._free_bytes()
-        except Exception:  # paramiko's SSHException, OSError, TargetError: the link went down after all
-            return
-        if free is not None and free < max(size - written, 1):
-            try:
-                sftp.remove(remote)
-            except FileNotFoundError:
-                pass
-            raise disk_full(self.name, need, self._free_bytes() or 0) from None
-        raise TargetError(
-            f"{self.name}: writing {remote} failed: {sftp_reason(exc)}",
-            hint="the current release is untouched; check the target's filesystem, then deploy again",
-        ) from None
-
-    def _free_bytes(self) -> int | None:
-        """Free bytes where the store's objects go, as the device's store measures them (statvfs f_bavail)."""
-        script = "import os, sys; s = os.statvfs(sys.argv[1]); print(s.f_bavail * s.f_frsize)"
-        result = self.connection.run([self.python, "-c", script, f"{self.root}/store"])
-        try:
-            return int(result.stdout.strip())
-        except ValueError:
-            return None
+        with self.connection.transfer("uploading the release") as tick:
+            self._agent_ready()
+            return self._client.receive(objects, task, tick)
 
     def assemble(self, manifest: ReleaseManifest, signature: str | None = None) -> None:
         remote = f"{self.root}/releases/.tmp-manifest-{manifest.release_id}.json"
@@ -530,23 +475,21 @@ class SshSession:
 
     def _assemble(self, *args: str) -> None:
         """`store assemble`; the device's refusal (an unsigned or tampered manifest) keeps its own message and hint."""
-        result = self.connection.run([*self._agent_command(), "store", "--root", self.root, "assemble", *args])
-        if result.exit_code == 0:
-            return
-        hints = [line.removeprefix("hint:").strip() for line in result.stderr.splitlines() if line.startswith("hint:")]
-        message = error_line(result.stderr) or f"store assemble ended with exit status {result.exit_code}"
-        raise ReleaseError(f"{self.name}: {message}", hint=hints[-1] if hints else "see the target's message above")
+        self._agent_ready()
+        answer = self._client.answer({"argv": ["assemble", *args]})
+        if "ok" not in answer:
+            message = answer.get("error") or "store assemble failed"
+            raise ReleaseError(f"{self.name}: {message}", hint=answer.get("hint") or "see the target's message above")
 
     def _put(self, remote: str, data: bytes, what: str) -> None:
-        """A small file written whole over SFTP (a full disk named as such)."""
-        with self.connection.transfer(what):
-            try:
-                with self.connection.sftp().open(remote, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()  # not pipelined: a failed write raises here, not lost in close()
-            except OSError as exc:
-                self._write_failed(remote, exc, len(data), len(data))
-                raise
+        """A small file written whole by the agent (a full disk named as such)."""
+        try:
+            self._agent_ready()
+            self._client.request({"put": remote, "data": data.decode()}, what)
+        except TargetError as exc:
+            if "No space left" in exc.message or "Disk quota" in exc.message:
+                raise disk_full(self.name, len(data), 0) from None
+            raise
 
     def trust_key(self, pem: str) -> dict:
         """From now on the device accepts only releases signed by this key: `store trust-key` checks and installs it."""
@@ -559,8 +502,13 @@ class SshSession:
         return self._store(op, *args, *(["--token", str(self.token)] if op in MUTATING_OPS else []))
 
     def probe(self) -> dict:
-        """The device fingerprint in one round trip: the probe's source goes to the device's `python3 -`."""
+        """The device fingerprint in one round trip: asked of the session's agent, or (no agent yet) the probe's
+        source sent to the device's `python3 -`."""
         import sdk
+
+        if self._client is not None and self._client.alive():
+            self._agent_ready()
+            return self._client.request({"probe": True}, "probe")
 
         source = (Path(sdk.__file__).parent / "probe.py").read_bytes()
         result = self.connection.run([self.python, "-", self.root], stdin=source).check("probe")
@@ -619,30 +567,46 @@ class SshSession:
         return self._store("status")
 
 
-def _settle(handle) -> None:
-    """Wait for the answer to every pipelined write of an SFTP file. paramiko reads them only now and then and
-    drops those still in flight when the file closes, so a write the server refused (a full disk) would pass
-    unseen; each one read here raises the server's error."""
-    handle.flush()
-    pending = getattr(handle, "_reqs", None)
-    while pending:
-        handle.sftp._read_response(pending.popleft())
+UNPACK_AGENT = (
+    "import os, shutil, sys, tarfile; staging, agent = sys.argv[1:3]; shutil.rmtree(staging, ignore_errors=True); "
+    "os.makedirs(staging); tar = tarfile.open(fileobj=sys.stdin.buffer, mode='r|'); "
+    "tar.extractall(staging, filter='data') if hasattr(tarfile, 'data_filter') else tar.extractall(staging); "
+    "os.rename(staging, agent) if not os.path.isdir(agent) else shutil.rmtree(staging)"
+)
+_AGENT_VERSIONS: dict[tuple, str] = {}
 
 
-def _sftp_makedirs(sftp, path: str) -> None:
-    parts = path.split("/")
-    for depth in range(2, len(parts) + 1):
-        folder = "/".join(parts[:depth])
-        try:
-            sftp.stat(folder)
-        except FileNotFoundError:
-            sftp.mkdir(folder)
+def agent_version(runtime_files: dict[str, Path]) -> str:
+    """The hash of the agent's files, computed once per process (a fleet asks for it once per target)."""
+    key = tuple((name, str(path), path.stat().st_mtime_ns, path.stat().st_size) for name, path in sorted(runtime_files.items()))
+    if key not in _AGENT_VERSIONS:
+        digest = hashlib.sha256()
+        for name, path in sorted(runtime_files.items()):
+            digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+        _AGENT_VERSIONS[key] = digest.hexdigest()[:16]
+    return _AGENT_VERSIONS[key]
+
+
+def agent_tar(runtime_files: dict[str, Path]) -> bytes:
+    """The agent's files as an uncompressed tar (the device unpacks it with its own Python)."""
+    import io
+    import tarfile
+
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, path in sorted(runtime_files.items()):
+            tar.add(str(path), arcname=name, recursive=False)
+    return buffer.getvalue()
 
 
 def open_session(target):
     """The session for a target; SSH connects lazily, through a jump host when the target names one."""
     if isinstance(target, LocalTarget):
         return LocalSession(target)
+    if target.spec.labgrid is not None:
+        from tools.labgrid_place import open_place_session
+
+        return open_place_session(target)
     from tools.ssh import connect
 
     return SshSession(target, connect(target))

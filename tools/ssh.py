@@ -90,8 +90,7 @@ def load_private_key(target: RemoteTarget):
     mode = stat.S_IMODE(info.st_mode)
     if mode & 0o077:
         raise TargetError(
-            f"{where}: Permissions {mode:04o} for '{path}' are too open. "
-            "It is required that your private key files are NOT accessible by others.",
+            f"{where}: Permissions {mode:04o} for '{path}' are too open. It is required that your private key files are NOT accessible by others.",
             hint=f"chmod 600 {shlex.quote(str(path))}",
         )
     identity = (str(path), info.st_dev, info.st_ino, info.st_mtime_ns, info.st_size)

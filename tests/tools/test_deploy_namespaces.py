@@ -23,9 +23,12 @@ from .netns import NamespaceHost, namespaces_available
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
 
-pytestmark = pytest.mark.skipif(
-    not namespaces_available() and not os.environ.get("CI"), reason="network namespaces need root and iproute2 (apt-get install iproute2)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not namespaces_available() and not os.environ.get("CI"), reason="network namespaces need root and iproute2 (apt-get install iproute2)"
+    ),
+    pytest.mark.xdist_group("netns"),  # the hosts' addresses (10.231.N.0/30) are the machine's: one worker runs these tests
+]
 
 
 def pipeline(tmp_path: Path, media: str = "vtest.avi") -> Path:

@@ -140,7 +140,7 @@ def test_ssh_resume_needs_room_only_for_the_rest_and_stale_uploads_are_swept(ssh
     assert intact_current(small_disk) == result.release_id
 
 
-def test_a_refused_sftp_write_names_the_servers_reason(ssh_target, small_disk, tmp_path):
+def test_a_refused_write_on_the_device_names_its_reason(ssh_target, small_disk, tmp_path):
     """Not a full disk, not a cut link: the filesystem turns read-only as the upload starts."""
 
     class TurnsReadOnly(FillsTheDisk):
@@ -156,7 +156,7 @@ def test_a_refused_sftp_write_names_the_servers_reason(ssh_target, small_disk, t
             stage(session, tmp_path / "b", {"pipeline/p.yaml": b"version: 2\n"}, TurnsReadOnly(small_disk, 0))
     message = caught.value.message
     assert message.startswith("sim: writing ") and "/store/.upload-" in message
-    assert message.endswith('failed: the SFTP server answered "Failure"'), message
+    assert message.endswith("failed: Read-only file system (errno 30)"), message
     assert "connection lost" not in message and "status -1" not in message
     assert intact_current(small_disk) == first.release_id
 

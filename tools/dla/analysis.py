@@ -223,8 +223,21 @@ def analyse(graph: Graph, model: str, platform: str, tensorrt: TensorRTVersion, 
     transitions, io_boundaries = _boundaries(graph, layers)
     recommendations = _recommend(graph, layers, len(subgraphs), table.loadables_per_core)
     return DlaReport(
-        model, platform, str(tensorrt), tensorrt.series, precision, availability.cores, availability.reason, table.source,
-        layers, subgraphs, transitions, io_boundaries, table.loadables_per_core, recommendations, graph.constants,
+        model,
+        platform,
+        str(tensorrt),
+        tensorrt.series,
+        precision,
+        availability.cores,
+        availability.reason,
+        table.source,
+        layers,
+        subgraphs,
+        transitions,
+        io_boundaries,
+        table.loadables_per_core,
+        recommendations,
+        graph.constants,
     )
 
 

@@ -120,8 +120,13 @@ ELEMENTWISE = LayerRule(
     "ElementWise",
     (
         FOUR_D,
-        Check("broadcast", "one_of", ("same", "per_channel", "per_tensor"), "DLA element-wise operands are the same shape, N,C,1,1 or N,1,1,1",
-              "broadcast the operand to the full shape (a constant) or per channel"),
+        Check(
+            "broadcast",
+            "one_of",
+            ("same", "per_channel", "per_tensor"),
+            "DLA element-wise operands are the same shape, N,C,1,1 or N,1,1,1",
+            "broadcast the operand to the full shape (a constant) or per channel",
+        ),
     ),
 )
 SHUFFLE = LayerRule(
@@ -140,8 +145,13 @@ REDUCE = LayerRule(
     "Reduce",
     (
         FOUR_D,
-        Check("reduce_op", "equals", "max", "DLA reduces with MAX only; the ONNX parser builds this as a Reduce, not a Pooling layer",
-              "use AveragePool with the whole plane as its window (at most 8x8) instead of GlobalAveragePool / ReduceMean"),
+        Check(
+            "reduce_op",
+            "equals",
+            "max",
+            "DLA reduces with MAX only; the ONNX parser builds this as a Reduce, not a Pooling layer",
+            "use AveragePool with the whole plane as its window (at most 8x8) instead of GlobalAveragePool / ReduceMean",
+        ),
         Check("reduce_batch", "equals", False, "DLA reduces over C, H and W, never the batch"),
     ),
 )
@@ -160,11 +170,21 @@ RESIZE = LayerRule(
     "Resize",
     (
         FOUR_D,
-        Check("resize_input", "equals", "scales", "DLA resizes by constant scales only, not by sizes or computed scales (NvInfer.h 10.3.0:4099)",
-              "give Resize constant scales instead of sizes"),
-        Check("resize_combination", "one_of", RESIZE_COMBINATIONS,
-              "DLA resizes nearest with asymmetric/floor or half_pixel/round_prefer_floor|ceil, bilinear with half_pixel or pytorch_half_pixel "
-              "(NvInfer.h 10.3.0:4077)", "use mode nearest with coordinate_transformation_mode asymmetric and nearest_mode floor"),
+        Check(
+            "resize_input",
+            "equals",
+            "scales",
+            "DLA resizes by constant scales only, not by sizes or computed scales (NvInfer.h 10.3.0:4099)",
+            "give Resize constant scales instead of sizes",
+        ),
+        Check(
+            "resize_combination",
+            "one_of",
+            RESIZE_COMBINATIONS,
+            "DLA resizes nearest with asymmetric/floor or half_pixel/round_prefer_floor|ceil, bilinear with half_pixel or pytorch_half_pixel "
+            "(NvInfer.h 10.3.0:4077)",
+            "use mode nearest with coordinate_transformation_mode asymmetric and nearest_mode floor",
+        ),
         Check("scales_nc", "range", (1.0, 1.0), "DLA resizes H and W only (NvInfer.h 10.3.0:4132)"),
         Check("scales_hw_integer", "equals", True, "DLA resize scales are integers (NvInfer.h 10.3.0:4132)", "use an integer upsampling factor"),
         Check("scales_hw", "range", (1.0, 32.0), "DLA nearest resize scales are 1-32 (NvInfer.h 10.3.0:4132)", when=("resize_mode", "nearest")),
@@ -177,13 +197,28 @@ SOFTMAX = LayerRule(
     "SoftMax",
     (
         FOUR_D,
-        Check("softmax_flattened", "equals", False, "ONNX Softmax before opset 13 is flattened to 2-D by the parser (onnx2trt_utils.cpp addSoftmax)",
-              "export with opset 13 or later"),
+        Check(
+            "softmax_flattened",
+            "equals",
+            False,
+            "ONNX Softmax before opset 13 is flattened to 2-D by the parser (onnx2trt_utils.cpp addSoftmax)",
+            "export with opset 13 or later",
+        ),
         Check("axis", "one_of", (1, 2, 3), "DLA softmax runs along the channel or a spatial axis (NvInfer.h 10.3.0:1985)"),
-        Check("softmax_axis_size", "range", (1, 8192), "DLA softmax axes are at most 8192 long where the other C/H/W are 1 (NvInfer.h 10.3.0:1987)",
-              when=("softmax_others_one", True)),
-        Check("softmax_axis_size", "range", (1, 1024), "DLA softmax axes are at most 1024 long where another C/H/W exceeds 1 (NvInfer.h 10.3.0:1990)",
-              when=("softmax_others_one", False)),
+        Check(
+            "softmax_axis_size",
+            "range",
+            (1, 8192),
+            "DLA softmax axes are at most 8192 long where the other C/H/W are 1 (NvInfer.h 10.3.0:1987)",
+            when=("softmax_others_one", True),
+        ),
+        Check(
+            "softmax_axis_size",
+            "range",
+            (1, 1024),
+            "DLA softmax axes are at most 1024 long where another C/H/W exceeds 1 (NvInfer.h 10.3.0:1990)",
+            when=("softmax_others_one", False),
+        ),
     ),
 )
 

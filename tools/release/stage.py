@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sdk.release import FileEntry, ReleaseManifest, sha256_of
 from sdk.store import disk_full
@@ -25,8 +27,26 @@ class StageResult:
     service_unit: dict | None = None  # `sdk service unit`'s answer: the unit rendered at the commit, its user, the root step
 
 
+_HASHES: dict[tuple, str] = {}
+_HASHES_LOCK = threading.Lock()
+
+
+def hashed(path: Path) -> FileEntry:
+    """A file's entry, hashed once per process while it is unchanged: a fleet deploy hashes its release once,
+    not once per target (the targets' bundles share all but their device-specific files)."""
+    info = path.stat()
+    key = (str(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    with _HASHES_LOCK:
+        known = _HASHES.get(key)
+    if known is None:
+        known = sha256_of(path)
+        with _HASHES_LOCK:
+            _HASHES[key] = known
+    return FileEntry(known, info.st_size)
+
+
 def manifest_for(bundle: Bundle) -> ReleaseManifest:
-    entries = {name: FileEntry(sha256_of(path), path.stat().st_size) for name, path in bundle.files.items()}
+    entries = {name: hashed(path) for name, path in bundle.files.items()}
     return ReleaseManifest(entries, bundle.pipeline, bundle.artifacts, bundle.fingerprint)
 
 

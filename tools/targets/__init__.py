@@ -76,7 +76,33 @@ def load_target_file(name: str) -> RemoteTarget:
     return RemoteTarget(name, spec, path)
 
 
+LABGRID_PREFIX = "labgrid:"
+LABGRID_DEFAULTS = "labgrid.yaml"  # key, host-key pin, remote_root, platform for `--target labgrid:PLACE`
+
+
+def labgrid_target(place: str) -> RemoteTarget:
+    """`--target labgrid:PLACE`: targets/labgrid.yaml's settings for the place PLACE (coordinator: $LG_COORDINATOR)."""
+    path = targets_dir() / LABGRID_DEFAULTS
+    if not path.is_file():
+        raise TargetError(
+            f"--target labgrid:{place}: {path} does not exist",
+            hint="it holds what every labgrid place shares: key_file, host_key (known_hosts of the bench), remote_root, platform",
+        )
+    document = read_yaml(path)
+    data = dict(document.data or {})
+    data["labgrid"] = {**(data.get("labgrid") or {}), "place": place}
+    if os.environ.get("LG_COORDINATOR"):
+        data["labgrid"]["coordinator"] = os.environ["LG_COORDINATOR"]
+    try:
+        spec = TargetSpec.model_validate(data)
+    except ValidationError as exc:
+        raise config_error(document, exc, TargetSpec) from None
+    return RemoteTarget(f"{LABGRID_PREFIX}{place}", spec, path)
+
+
 def resolve_target(name: str) -> Target:
+    if name.startswith(LABGRID_PREFIX):
+        return labgrid_target(name.removeprefix(LABGRID_PREFIX))
     _check_name(name)
     if name == "local":
         return LocalTarget("local", state_dir() / "targets" / "local")

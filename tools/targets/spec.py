@@ -62,10 +62,20 @@ class MenderSettings(Frozen):
     ] = None
 
 
+class LabgridSettings(Frozen):
+    """The target is a labgrid place: acquired per session, reached through its NetworkService (tools/labgrid_place.py)."""
+
+    coordinator: Annotated[
+        str | None,
+        Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.:-]{0,252}:[0-9]{1,5}$", description="HOST:PORT (default: $LG_COORDINATOR, else labgrid's 20408)"),
+    ] = None
+    place: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$", description="the labgrid place's name")]
+
+
 class TargetSpec(Frozen):
-    host: Annotated[str, Field(pattern=HOST)]
+    host: Annotated[str | None, Field(pattern=HOST, description="required unless `labgrid` names a place (its NetworkService gives it)")] = None
     port: Int(1, 65535, "SSH port") = 22
-    user: Annotated[str, Field(pattern=USER)]
+    user: Annotated[str | None, Field(pattern=USER, description="required unless `labgrid` names a place")] = None
     key_file: str
     # A passphrase-protected key_file: the variable holding its passphrase (else it is asked on a terminal).
     key_passphrase_env: Annotated[str, Field(pattern=ENV_NAME)] | None = None
@@ -81,6 +91,15 @@ class TargetSpec(Frozen):
         Field(description="Ed25519 private key (PEM or OpenSSH, relative to the target file) that signs the release manifests for this target"),
     ] = None
     mender: Annotated[MenderSettings, Field(description="`sdk export --mender`: what the artifact assumes of the device")] = MenderSettings()
+    labgrid: Annotated[LabgridSettings | None, Field(description="a labgrid place: host, port and user come from its NetworkService")] = None
+
+    @model_validator(mode="after")
+    def _address(self) -> TargetSpec:
+        if self.labgrid is None and (self.host is None or self.user is None):
+            raise ValueError("host and user are required (or `labgrid: {place: NAME}` for a labgrid place)")
+        if self.labgrid is not None and self.jump is not None:
+            raise ValueError("a labgrid place is reached through its NetworkService; `jump` does not apply")
+        return self
 
     @model_validator(mode="after")
     def _no_parent_segments(self) -> TargetSpec:

@@ -1,0 +1,165 @@
+"""The host's side of the device agent (`python -m sdk store serve`, sdk/store_agent.py): one process per SSH
+session answers every store request of a deploy, and receives the release as one stream it hashes while
+writing. Requests are JSON lines; the agent's answers are JSON lines; nothing goes through a shell unquoted."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from sdk.errors import ReleaseError, TargetError
+from sdk.store import disk_full
+from tools.progress import Task
+from tools.remote_process import RemoteProcess
+
+BLOCK = 1 << 20
+
+
+class AgentGone(TargetError):
+    """The agent process ended (the agent is not installed, or it exited after a failed upload)."""
+
+
+class AgentClient:
+    def __init__(self, connection, command: list[str], name: str) -> None:
+        self.connection = connection
+        self.command = command
+        self.name = name
+        self.process: RemoteProcess | None = None
+
+    def start(self) -> None:
+        """Start the agent and wait for its `ready` line; AgentGone when it cannot start (no agent there)."""
+        self.launch()
+        self.ready()
+
+    def launch(self) -> None:
+        """Start the agent without waiting: its start-up overlaps what the host does next (the lock holder's)."""
+        self.process = self.connection.start(self.command)
+        self._ready = False
+
+    def ready(self) -> None:
+        """Wait for a launched agent's `ready` line (once); AgentGone when it did not start."""
+        if getattr(self, "_ready", True):
+            return
+        answer = self._read(self.connection.spec.timeouts.command_s)
+        if not answer.get("ready"):
+            self.close()
+            raise AgentGone(f"{self.connection.where}: the device agent did not start")
+        self._ready = True
+
+    def alive(self) -> bool:
+        return self.process is not None and not self.process.channel.closed
+
+    def close(self) -> str:
+        process, self.process = self.process, None
+        return process.close() if process is not None else ""
+
+    def _read(self, timeout: float) -> dict:
+        try:
+            line = self.process.read_line(timeout=self.connection.remaining(timeout))
+        except TargetError:
+            self.close()
+            raise
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            stderr = self.close()
+            raise AgentGone(f"{self.connection.where}: the device agent ended: {_last_line(stderr) or 'no answer'}") from None
+        return answer if isinstance(answer, dict) else {}
+
+    def _send_line(self, request: dict) -> None:
+        if not self.alive():
+            self.start()
+        self.ready()
+        try:
+            self.process.channel.sendall(json.dumps(request).encode() + b"\n")
+        except (OSError, EOFError) as exc:
+            self.close()
+            raise TargetError(f"{self.connection.where}: the connection dropped: {exc or type(exc).__name__}") from None
+
+    def answer(self, request: dict, timeout: float | None = None) -> dict:
+        """One request and its answer as it came: `{"ok": ...}` or `{"error": ..., "hint": ...}`."""
+        self._send_line(request)
+        return self._read(timeout or self.connection.spec.timeouts.command_s)
+
+    def request(self, request: dict, what: str, timeout: float | None = None) -> dict:
+        """One request, its `ok` answer; the device's error as TargetError (its message and hint)."""
+        answer = self.answer(request, timeout)
+        if "ok" in answer:
+            return answer["ok"]
+        message, hint = answer.get("error") or "no answer", answer.get("hint") or "see the target's message above"
+        raise TargetError(f"{what} failed on the target: {message}", hint=hint)
+
+    def store(self, op: str, *args: str) -> dict:
+        return self.request({"argv": [op, *args]}, f"store {op}")
+
+    def receive(self, objects: dict[str, tuple[int, Path]], task: Task, tick: Callable[[], None]) -> int:
+        """Stream every object's missing bytes; the device hashes them as it writes and publishes each verified one."""
+        order = list(objects)
+        self._send_line({"receive": [f"{sha}:{objects[sha][0]}" for sha in order]})
+        offsets = self._read(self.connection.spec.timeouts.command_s).get("offsets")
+        if not isinstance(offsets, dict):
+            raise TargetError(f"{self.connection.where}: the device agent refused the upload", hint="see the target's message above")
+        sent = 0
+        channel = self.process.channel
+        channel.settimeout(None)  # sendall waits for the window; a stalled link is the transfer watchdog's to end
+        try:
+            for sha256 in order:
+                size, source = objects[sha256]
+                offset = int(offsets.get(sha256, 0))
+                task.advance(offset)
+                with source.open("rb") as local:
+                    local.seek(offset)
+                    while block := local.read(min(BLOCK, size - local.tell())):
+                        channel.sendall(block)
+                        task.advance(len(block))
+                        sent += len(block)
+                        tick()
+        except (OSError, EOFError):
+            if not self.connection.alive():
+                raise  # a lost link: the partial stays on the device for the next deploy to resume
+            answer = self._answer_after_failure()
+            if answer is None:
+                raise
+            self._raise(answer, objects, order, offsets)
+        answer = self._read(self.connection.spec.timeouts.command_s)
+        if "ok" not in answer:
+            self._raise(answer, objects, order, offsets)
+        return sent
+
+    def _answer_after_failure(self) -> dict | None:
+        try:
+            return self._read(min(30.0, self.connection.spec.timeouts.command_s))  # a refused write answers at once
+        except TargetError:
+            return None
+
+    def _raise(self, answer: dict, objects, order: list[str], offsets: dict) -> None:
+        if answer.get("errno") is not None or answer.get("cut"):
+            self.close()  # it ended after this answer: the next request starts a new one
+        message = answer.get("error") or "the upload failed"
+        if answer.get("disk_full"):
+            failed = Path(answer.get("path", "")).name.removeprefix(".upload-")
+            later = order[order.index(failed) + 1 :] if failed in order else []
+            need = objects[failed][0] if failed in objects else 0
+            need += sum(objects[sha][0] - int(offsets.get(sha, 0)) for sha in later)
+            raise disk_full(self.name, need, int(answer.get("free_bytes") or 0))
+        if "arrived corrupt" in message:
+            raise ReleaseError(f"{self.name}: {message}", hint="deploy again to resend it")
+        if answer.get("path"):
+            raise TargetError(f"{self.name}: {message}", hint="the current release is untouched; check the target's filesystem, then deploy again")
+        raise TargetError(f"{self.name}: the upload failed on the target: {message}", hint=answer.get("hint") or "deploy again")
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):
+        if line.startswith("error:"):
+            return line.removeprefix("error:").strip()
+    return lines[-1] if lines else ""
+
+
+def agent_command(agent: str, python: str, root: str) -> list[str]:
+    return ["env", f"PYTHONPATH={agent}", "PYTHONDONTWRITEBYTECODE=1", python, "-B", "-m", "sdk", "store", "--root", root, "serve"]
+
+
+__all__ = ["AgentClient", "AgentGone", "agent_command"]
