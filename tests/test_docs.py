@@ -19,7 +19,7 @@ REFERENCE = REPO / "docs" / "reference"
 REPORT_SCHEMA = REFERENCE / "report.schema.json"
 
 INSTALL_AND_RUN = "pip install -e '.[test]' && deploy --target local pipelines/pedestrian.yaml"
-TEST_COMMAND = "python -m pytest"
+TEST_COMMAND = "python -m pytest -n 4"
 
 
 def test_readme_is_at_most_10_kb():
@@ -38,7 +38,7 @@ def test_readme_keeps_its_two_commands_verbatim():
     assert INSTALL_AND_RUN in lines, "README must show the set-up command exactly"
     assert TEST_COMMAND in lines, "README must show the test command exactly"
     ci = (REPO / ".ci" / "run").read_text()
-    assert "python3 -m pytest" in ci and "pipelines/pedestrian.yaml" in ci, ".ci/run runs README's commands"
+    assert "python3 -m pytest -n 4" in ci and "pipelines/pedestrian.yaml" in ci, ".ci/run runs README's commands"
 
 
 def _relative_links(path: Path) -> list[str]:
