@@ -198,7 +198,7 @@ def test_the_site_builds_strict(tmp_path):
     pytest.importorskip("material", reason="mkdocs-material is not installed (pip install -e '.[docs]')")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "tools/mkdocs.yml", "--site-dir", str(tmp_path / "site")],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -1,4 +1,4 @@
-"""MkDocs hooks (mkdocs.yml `hooks:`): the decision records fill their own nav section and index.
+"""MkDocs hooks (tools/mkdocs.yml `hooks:`): the decision records fill their own nav section and index.
 
 Every docs/decisions/NNNN-*.md is listed, whoever adds it, without editing mkdocs.yml: a record
 added on another branch appears in the site (and in the index page) when it is merged. Standard

@@ -90,6 +90,16 @@ class Segments:
         return sum(_size(f) for f in self.finished()) + _size(self.current)
 
 
+def describe_output(path: Path, stats: OutputStats, segments: Segments | None) -> dict:
+    """A sink's line in the report and the service status: its output, its counts, and its segments (if rotating)."""
+    info = {"output": path.name, **stats.as_dict()}
+    if segments is not None:
+        info["files_published"] = list(segments.published[-3:])
+        info["files_published_count"] = len(segments.published)
+        info["files_deleted"] = segments.deleted
+    return info
+
+
 class FreeSpace:
     """Free MiB on an output's disk, asked at most once a second; `below(floor)` is the question a sink asks per frame."""
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from sdk.frame import Frame
 from sdk.postprocess.detections import Detection, Detections
-from sdk.sinks.files import MIB, FreeSpace, OutputStats, Segments, partial_path, publish, trim_torn_tail
+from sdk.sinks.files import MIB, FreeSpace, OutputStats, Segments, describe_output, partial_path, publish, trim_torn_tail
 
 ROTATE_RETRY_S = 1.0
 
@@ -181,12 +181,7 @@ class JsonlSink:
         self.stats.synced_frame = self._last_index
 
     def describe(self) -> dict:
-        info = {"output": self.path.name, **self.stats.as_dict()}
-        if self.segments is not None:
-            info["files_published"] = list(self.segments.published[-3:])
-            info["files_published_count"] = len(self.segments.published)
-            info["files_deleted"] = self.segments.deleted
-        return info
+        return describe_output(self.path, self.stats, self.segments)
 
 
 def _reason(exc: OSError) -> str:

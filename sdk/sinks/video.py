@@ -21,7 +21,7 @@ import numpy as np
 from sdk.errors import SdkError
 from sdk.frame import Frame
 from sdk.postprocess.detections import Detections
-from sdk.sinks.files import MIB, FreeSpace, OutputStats, Segments, partial_path, publish
+from sdk.sinks.files import MIB, FreeSpace, OutputStats, Segments, describe_output, partial_path, publish
 
 _COLOURS = ((0, 200, 255), (255, 120, 0), (60, 220, 60), (200, 60, 220), (0, 80, 255))
 ENCODER_FLOOR_MB = 4.0  # the encoder's own buffers: never write a video with less free than this
@@ -155,12 +155,7 @@ class VideoSink:
         self._finish()
 
     def describe(self) -> dict:
-        info = {"output": self.path.name, **self.stats.as_dict()}
-        if self.segments is not None:
-            info["files_published"] = list(self.segments.published[-3:])
-            info["files_published_count"] = len(self.segments.published)
-            info["files_deleted"] = self.segments.deleted
-        return info
+        return describe_output(self.path, self.stats, self.segments)
 
 
 def _plays(path: Path) -> bool:
