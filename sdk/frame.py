@@ -6,14 +6,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sdk.pixels import Nv12Image
+
 
 @dataclass
 class Frame:
     index: int
     # time.monotonic_ns() when the frame arrived (live) or was due (paced replay).
     t_capture_ns: int
-    # H x W x 3 BGR (OpenCV's order) or H x W gray, uint8. Owned by the source: valid until
+    # H x W x 3 BGR (OpenCV's order), H x W gray, uint8, or an NV12 frame (sdk.pixels.Nv12Image:
+    # planes, pitches, YUV colour) where the source delivers NV12. Owned by the source: valid until
     # the next frame is read, so stages must not keep it.
-    image: np.ndarray
+    image: np.ndarray | Nv12Image
     # The camera's name in a pipeline with `sources:` (its frame numbers are its own); None with `source:`.
     camera: str | None = None

@@ -30,23 +30,19 @@ PP_HD float pp_mul(float a, float b) {
 
 PP_HD int pp_clamp(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
-// BT.601 limited range YUV -> 8-bit BGR in Q20 fixed point, the integer arithmetic of OpenCV's
+// YUV -> 8-bit BGR in Q20 fixed point with the matrix and range in the parameter block (p.yuv).
+// With BT.601 limited range (the default block) this is the integer arithmetic of OpenCV's
 // COLOR_YUV2BGR_NV12 / _YUYV: the GPU path converts camera frames exactly as a host would.
-#define PP_CY 1220542
-#define PP_CUB 2116026
-#define PP_CUG (-409993)
-#define PP_CVG (-852492)
-#define PP_CVR 1673527
 #define PP_SHIFT 20
 
-PP_HD void pp_yuv_to_bgr(int y, int u, int v, float* b, float* g, float* r) {
+PP_HD void pp_yuv_to_bgr(const PpParams& p, int y, int u, int v, float* b, float* g, float* r) {
     const int half = 1 << (PP_SHIFT - 1);
-    const int yy = (y > 16 ? y - 16 : 0) * PP_CY;
+    const int yy = (y > p.yuv[0] ? y - p.yuv[0] : 0) * p.yuv[1];
     u -= 128;
     v -= 128;
-    *b = (float)pp_clamp((yy + half + PP_CUB * u) >> PP_SHIFT, 0, 255);
-    *g = (float)pp_clamp((yy + half + PP_CVG * v + PP_CUG * u) >> PP_SHIFT, 0, 255);
-    *r = (float)pp_clamp((yy + half + PP_CVR * v) >> PP_SHIFT, 0, 255);
+    *b = (float)pp_clamp((yy + half + p.yuv[2] * u) >> PP_SHIFT, 0, 255);
+    *g = (float)pp_clamp((yy + half + p.yuv[4] * v + p.yuv[3] * u) >> PP_SHIFT, 0, 255);
+    *r = (float)pp_clamp((yy + half + p.yuv[5] * v) >> PP_SHIFT, 0, 255);
 }
 
 // One source pixel (absolute frame coordinates, already clamped) as float B, G, R.
@@ -60,10 +56,10 @@ PP_HD void pp_fetch(const PpParams& p, int x, int y, float* b, float* g, float* 
         *r = (float)px[FMT == PP_FMT_BGR8 ? 2 : 0];
     } else if (FMT == PP_FMT_NV12) {
         const pp_u8* uv = (const pp_u8*)p.src_uv + (long long)(y >> 1) * p.uv_pitch + 2 * (x >> 1);
-        pp_yuv_to_bgr(src[(long long)y * p.src_pitch + x], uv[0], uv[1], b, g, r);
+        pp_yuv_to_bgr(p, src[(long long)y * p.src_pitch + x], uv[0], uv[1], b, g, r);
     } else {  // YUYV: a macropixel of two pixels shares U and V
         const pp_u8* mp = src + (long long)y * p.src_pitch + 4 * (x >> 1);
-        pp_yuv_to_bgr(mp[2 * (x & 1)], mp[1], mp[3], b, g, r);
+        pp_yuv_to_bgr(p, mp[2 * (x & 1)], mp[1], mp[3], b, g, r);
     }
 }
 

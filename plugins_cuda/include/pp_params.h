@@ -35,6 +35,10 @@ struct PpParams {
     float quant_scale;          // INT8 output: value = q * quant_scale
     int channels;               // 3, or 1 for gray
     int pick[3];                // output channel c takes B (0), G (1) or R (2)
+    // YUV sources (NV12, YUYV): Q20 fixed-point conversion to BGR (sdk/gpu/colour.py computes them).
+    // yuv[0] is the luma offset (16 limited range, 0 full range), then the coefficients of
+    // Y, U->B, U->G, V->G, V->R; chroma is centred on 128. BT.601 limited range by default (OpenCV's).
+    int yuv[6];
 };
 
 #endif

@@ -70,7 +70,7 @@ int pp_params_layout(unsigned int* out, int capacity) {
         offsetof(PpParams, pad_x), offsetof(PpParams, pad_y), offsetof(PpParams, content_w), offsetof(PpParams, content_h),
         offsetof(PpParams, ax), offsetof(PpParams, bx), offsetof(PpParams, ay), offsetof(PpParams, by),
         offsetof(PpParams, gain), offsetof(PpParams, offset), offsetof(PpParams, pad_value), offsetof(PpParams, quant_scale),
-        offsetof(PpParams, channels), offsetof(PpParams, pick),
+        offsetof(PpParams, channels), offsetof(PpParams, pick), offsetof(PpParams, yuv),
     };
     const int n = (int)(sizeof(layout) / sizeof(layout[0]));
     for (int i = 0; i < n && i < capacity; ++i) out[i] = layout[i];

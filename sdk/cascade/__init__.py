@@ -105,6 +105,10 @@ class CascadeStage(Stage):
 
     def __call__(self, image: np.ndarray, detections: Detections) -> Detections:
         results: list[dict] = [{} for _ in range(detections.count)]
+        if self.steps and detections.count:
+            from sdk.pixels import as_bgr
+
+            image = as_bgr(image)  # an NV12 frame is converted once, only when a step crops from it
         for step in self.steps:
             step(image, detections, results)
         detections.secondary = results

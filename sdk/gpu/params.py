@@ -41,6 +41,7 @@ class PpParams(ctypes.Structure):
         ("quant_scale", ctypes.c_float),
         ("channels", ctypes.c_int32),
         ("pick", ctypes.c_int32 * 3),
+        ("yuv", ctypes.c_int32 * 6),  # YUV sources: luma offset and Q20 coefficients (sdk/pixels.py: YuvColour)
     ]
 
 

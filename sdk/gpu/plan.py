@@ -13,6 +13,7 @@ import numpy as np
 
 from sdk.errors import ConfigError
 from sdk.gpu.params import DTYPES, FORMATS, PpParams
+from sdk.pixels import BT601_LIMITED, YuvColour
 from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Preprocess
 
@@ -84,9 +85,11 @@ class PreprocessPlan:
         pitch: int | None = None,
         uv_pitch: int | None = None,
         int8_scale: float | None = None,
+        colour: YuvColour = BT601_LIMITED,
     ) -> PreprocessPlan:
         """The plan for frames of one size. `int8_scale` (the model input's quantization scale) turns a
-        float32 spec into INT8 output: q = round_half_even(value / scale), saturated to [-128, 127]."""
+        float32 spec into INT8 output: q = round_half_even(value / scale), saturated to [-128, 127].
+        `colour`: the YUV matrix and range of nv12 / yuyv sources (BT.601 limited range, OpenCV's, by default)."""
         pitch, source_bytes, uv_pitch, uv_bytes = source_layout(source_format, width, height, pitch, uv_pitch)
         dtype = _SPEC_DTYPES[spec.dtype]
         if int8_scale is not None:
@@ -123,6 +126,7 @@ class PreprocessPlan:
         params.gain[:] = [float(np.float32(n.scale / n.std[c])) for c in range(3)]
         params.offset[:] = [float(np.float32(-n.mean[c] / n.std[c])) for c in range(3)]
         params.pick[:] = _PICK[spec.color]
+        params.yuv[:] = colour.coefficients()
         shape = spec.tensor_shape
         output_bytes = int(np.prod(shape)) * np.dtype(_NUMPY[dtype]).itemsize
         kernel = f"pp_{source_format}_{dtype}_{spec.layout}"

@@ -6,7 +6,7 @@ as the kernel does, so a wrong address, stride or size in the wiring gives wrong
 The arithmetic follows plugins_cuda/include/pp_math.cuh and ssd_decode.cuh step for step in float32;
 each fused multiply-add is computed in float64 and rounded once (exact where the product fits 53 bits,
 else off by at most one float32 ulp, against the C++ reference: tests/plugins_cuda/test_reference_twin.py).
-Sources bgr8 and rgb8 only (what the runtime's readers deliver); nv12 and yuyv need the C++ reference.
+Every source format: bgr8, rgb8, and nv12 / yuyv converted with the block's YUV coefficients (pp_yuv_to_bgr).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as np
 from sdk.errors import BackendError
 from sdk.gpu.decode import SsdParams, YoloParams
 from sdk.gpu.params import PpParams
+from sdk.pixels import yuv_to_bgr
 
 _DTYPES = {"f32": np.float32, "f16": np.float16, "u8": np.uint8, "i8": np.int8}
 F32 = np.float32
@@ -42,16 +43,35 @@ def _axis(scale: float, offset: float, size: int, crop: int) -> tuple[np.ndarray
     return np.clip(first, 0, crop - 1), np.clip(first + 1, 0, crop - 1), weight
 
 
+def _crop_bgr(p: PpParams, source_format: str) -> np.ndarray:
+    """The crop's pixels as uint8 B, G, R (pp_fetch for every pixel of the crop), read at the block's addresses."""
+    rows = p.crop_y + p.crop_h
+    x_end = p.crop_x + p.crop_w
+    if source_format in ("bgr8", "rgb8"):
+        source = memory(p.src, rows * p.src_pitch).reshape(rows, p.src_pitch)
+        crop = source[p.crop_y :, 3 * p.crop_x : 3 * x_end].reshape(p.crop_h, p.crop_w, 3)
+        return crop[..., ::-1] if source_format == "rgb8" else crop
+    ys = np.arange(p.crop_y, rows)
+    xs = np.arange(p.crop_x, x_end)
+    if source_format == "nv12":
+        luma = memory(p.src, (rows - 1) * p.src_pitch + x_end)
+        chroma_rows = (rows + 1) // 2
+        chroma = memory(p.src_uv, (chroma_rows - 1) * p.uv_pitch + 2 * ((x_end + 1) // 2))
+        y = luma[ys[:, None] * p.src_pitch + xs[None, :]]
+        pair = (ys[:, None] >> 1) * p.uv_pitch + 2 * (xs[None, :] >> 1)
+        u, v = chroma[pair], chroma[pair + 1]
+    elif source_format == "yuyv":
+        packed = memory(p.src, (rows - 1) * p.src_pitch + 4 * ((x_end + 1) // 2))
+        macro = ys[:, None] * p.src_pitch + 4 * (xs[None, :] >> 1)
+        y, u, v = packed[macro + 2 * (xs[None, :] & 1)], packed[macro + 1], packed[macro + 3]
+    else:
+        raise BackendError(f"the numpy twin of the preprocessing kernel has no source format {source_format!r}")
+    return yuv_to_bgr(y, u, v, p.yuv[:])
+
+
 def preprocess(p: PpParams, source_format: str, dtype: str, layout: str) -> None:
     """pp_<format>_<dtype>_<layout> over every output pixel."""
-    if source_format not in ("bgr8", "rgb8"):
-        raise BackendError(
-            f"the numpy twin of the preprocessing kernel reads bgr8 and rgb8 frames, not {source_format}",
-            hint="set SDK_CUDA_REFERENCE_LIB to the CMake-built libpp_reference.so (plugins_cuda) for the YUV formats",
-        )
-    rows = p.crop_y + p.crop_h
-    source = memory(p.src, rows * p.src_pitch).reshape(rows, p.src_pitch)
-    crop = source[p.crop_y :, 3 * p.crop_x : 3 * (p.crop_x + p.crop_w)].reshape(p.crop_h, p.crop_w, 3)
+    crop = _crop_bgr(p, source_format)
     x0, x1, fx = _axis(p.ax, p.bx, p.content_w, p.crop_w)
     y0, y1, fy = _axis(p.ay, p.by, p.content_h, p.crop_h)
     fx, fy = fx[None, :, None], fy[:, None, None]
@@ -59,9 +79,7 @@ def preprocess(p: PpParams, source_format: str, dtype: str, layout: str) -> None
     c00, c01, c10, c11 = top_rows[:, x0], top_rows[:, x1], bottom_rows[:, x0], bottom_rows[:, x1]
     top = _fma(fx, c01 - c00, c00)
     bottom = _fma(fx, c11 - c10, c10)
-    sampled = _fma(fy, bottom - top, top)  # channels in the frame's byte order
-    if source_format == "rgb8":
-        sampled = sampled[..., ::-1]
+    sampled = _fma(fy, bottom - top, top)  # B, G, R
     canvas = np.full((p.out_h, p.out_w, 3), F32(p.pad_value), F32)  # B, G, R
     canvas[p.pad_y : p.pad_y + p.content_h, p.pad_x : p.pad_x + p.content_w] = sampled
     if p.channels == 1:  # OpenCV's float BGR2GRAY weights, as pp_pixel

@@ -106,7 +106,9 @@ class VideoSink:
     def write(self, frame: Frame, detections: Detections) -> None:
         import cv2
 
-        image = frame.image
+        from sdk.pixels import as_bgr
+
+        image = as_bgr(frame.image)  # NV12 frames are drawn on their BGR conversion
         if self.durable:
             if self.free.below(self.floor_mb):  # the video stops first; the detections sink goes on
                 self._finish()

@@ -5,17 +5,28 @@ from __future__ import annotations
 import numpy as np
 
 from sdk.errors import SourceError
+from sdk.pixels import Nv12Image, YuvColour
 from sdk.sources.base import CorruptFrame, FrameReader
+from sdk.spec.source import PIXEL_FORMATS
+from sdk.sources.gst_caps import appsink_caps, caps_deliver_nv12, colour_from_colorimetry
 from sdk.sources.uri import SourceUri
 
 
-def argus_pipeline(sensor_id: int, width: int, height: int, fps: int) -> str:
-    """The Jetson Argus (CSI camera) pipeline: NVMM NV12 from the ISP, converted to BGR for appsink."""
+
+
+def argus_pipeline(sensor_id: int, width: int, height: int, fps: int, nv12: bool = False) -> str:
+    """The Jetson Argus (CSI camera) pipeline: NVMM NV12 from the ISP, converted to BGR for appsink, or
+    (`nv12`) copied out as NV12 by nvvidconv (the VIC, not the CPU) with its colorimetry pinned to
+    BT.601 limited range, so the CUDA kernel converts it as OpenCV would and no CPU converts a pixel."""
+    tail = (
+        "nvvidconv ! video/x-raw,format=NV12,colorimetry=bt601 ! "
+        if nv12
+        else "nvvidconv ! video/x-raw,format=BGRx ! videoconvert ! video/x-raw,format=BGR ! "
+    )
     return (
         f"nvarguscamerasrc sensor-id={sensor_id} ! "
         f"video/x-raw(memory:NVMM),width={width},height={height},framerate={fps}/1,format=NV12 ! "
-        "nvvidconv ! video/x-raw,format=BGRx ! videoconvert ! video/x-raw,format=BGR ! "
-        "appsink drop=true max-buffers=1 sync=false"
+        f"{tail}appsink drop=true max-buffers=1 sync=false"
     )
 
 
@@ -28,6 +39,23 @@ class OpenCvCapture(FrameReader):
         self._log = None  # file sources: FFmpeg's messages (sdk/sources/decoder_log.py) tell a damaged frame
         self._logged = 0
         self._position = 0
+        # What read() hands out: "bgr" (BGR or gray arrays) or "nv12" (sdk.pixels.Nv12Image).
+        self.pixel_format = self._pixel_format()
+        self._nv12: Nv12Image | None = None
+        self._colour: YuvColour | None = None
+
+    def _pixel_format(self) -> str:
+        if self.uri.scheme == "gst":
+            return "nv12" if caps_deliver_nv12(self.uri.target) else "bgr"
+        wanted = self.uri.params.get("format", "bgr")
+        if wanted not in PIXEL_FORMATS:
+            raise SourceError(f"source {self.uri.scheme}://: format={wanted!r}; allowed: {', '.join(PIXEL_FORMATS)}")
+        if wanted == "nv12" and self.uri.scheme not in ("file", "csi"):
+            raise SourceError(
+                f"source {self.uri.scheme}://: format=nv12 is offered by file:// (replayed as NV12) and csi:// (Argus)",
+                hint="a gst:// pipeline delivers NV12 when the caps before its appsink say format=NV12",
+            )
+        return wanted
 
     def _describe(self) -> tuple[object, int, str]:
         import cv2
@@ -46,6 +74,7 @@ class OpenCvCapture(FrameReader):
                 self.uri.int_param("width", 1920),
                 self.uri.int_param("height", 1080),
                 self.uri.int_param("fps", 30),
+                nv12=self.pixel_format == "nv12",
             )
             return pipeline, cv2.CAP_GSTREAMER, f"CSI camera {sensor} (Argus)"
         return self.uri.target, cv2.CAP_GSTREAMER, f"GStreamer pipeline {self.uri.target!r}"
@@ -96,7 +125,20 @@ class OpenCvCapture(FrameReader):
         if not ok or image is None:
             return None
         self._buffer = image
+        if self.pixel_format == "nv12":
+            return self._as_nv12(image)
         return image
+
+    def _as_nv12(self, image: np.ndarray) -> Nv12Image:
+        """A file replayed as NV12 (BGR converted by OpenCV, BT.601 limited range, as a camera delivers it),
+        or the (H*3/2) x W buffer OpenCV's GStreamer backend returns for NV12 caps (views, no copy)."""
+        if self.uri.scheme == "file":
+            self._nv12 = Nv12Image.from_bgr(image, out=self._nv12)
+            return self._nv12
+        if self._colour is None:
+            caps = appsink_caps(self._describe()[0])
+            self._colour = colour_from_colorimetry(caps.get("colorimetry"), image.shape[0] * 2 // 3, f"source {self.uri.scheme}://")
+        return Nv12Image.from_opencv(image, self._colour)
 
     def skip(self) -> bool:
         if self._capture is None:

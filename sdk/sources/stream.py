@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdk.frame import Frame
+from sdk.pixels import copy_pixels, empty_like_pixels, same_layout
 from sdk.sources.base import CorruptFrame, FrameReader
 from sdk.spec.schema import Reconnect, Replay
 
@@ -228,7 +229,7 @@ class _LiveCapture:
                 continue
             with self._condition:
                 slot = self._free_buffer(image)
-                np.copyto(slot, image)
+                copy_pixels(slot, image)
                 if self._mailbox is not None:
                     self.counters.dropped += 1
                     self._pool.append(self._mailbox.image)
@@ -275,12 +276,12 @@ class _LiveCapture:
                 c.reconnecting_since = None
             return True
 
-    def _free_buffer(self, like: np.ndarray) -> np.ndarray:
+    def _free_buffer(self, like):
         while self._pool:
             buffer = self._pool.pop()
-            if buffer.shape == like.shape and buffer.dtype == like.dtype:
+            if same_layout(buffer, like):
                 return buffer
-        return np.empty_like(like)
+        return empty_like_pixels(like)
 
     def frames(self, max_frames: int | None) -> Iterator[Frame]:
         in_use: np.ndarray | None = None

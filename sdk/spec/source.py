@@ -22,6 +22,7 @@ from sdk.spec.bounds import (
 )
 
 SOURCE_SCHEMES = ("file", "images", "v4l2", "csi", "gst", "synthetic")
+PIXEL_FORMATS = ("bgr", "nv12")  # `format=` of a source URI (sdk/sources/opencv_capture.py)
 # synthetic:// takes its frame size from the URI: known at load, so its memory and crops are checked then.
 SYNTHETIC_SIZE = {"width": 640, "height": 480}
 ReplayFrames = Int(
@@ -61,6 +62,12 @@ class Source(Frozen):
             raise ValueError(f"unknown source URI {uri!r}; allowed: {allowed}")
         if scheme == "synthetic":
             synthetic_size(uri)  # refuses a frame size out of range
+        if scheme != "gst":
+            pixel_format = dict(parse_qsl(rest.partition("?")[2], keep_blank_values=True)).get("format")
+            if pixel_format is not None and pixel_format not in PIXEL_FORMATS:
+                raise ValueError(f"format={pixel_format!r} in {uri!r}; allowed: {', '.join(PIXEL_FORMATS)}")
+            if pixel_format == "nv12" and scheme not in ("file", "csi"):
+                raise ValueError(f"format=nv12 in {uri!r}: NV12 frames come from file:// (replayed as NV12) and csi:// (Argus); gst:// takes it from its caps")
         return uri
 
 

@@ -12,7 +12,9 @@ from sdk.gpu.emulation import EmulatedCuda
 from sdk.gpu.plan import PreprocessPlan
 from sdk.spec.schema import Postprocess, Preprocess
 
-from .helpers import host_yolo, yolo_outputs
+from sdk.pixels import Nv12Image, YuvColour, yuv_to_bgr
+
+from .helpers import host_yolo, nv12_to_bgr, to_nv12, to_yuyv, yolo_outputs
 
 SPECS = [
     Preprocess(resize={"width": 300, "height": 300, "coordinates": "asymmetric"}, normalize={"scale": 1 / 127.5, "mean": [1, 1, 1]}),
@@ -71,3 +73,83 @@ def test_emulated_device_runs_the_cpp_reference(host_build, real_frames):
     assert np.abs(result - ours).max() <= 4e-6
     with pytest.raises(Exception, match="does not cover"):
         gpu.enqueue(plan.kernel, (1, 1, 1), plan.block, plan.bound(source, output))
+
+
+# NV12 (and YUYV) in the twin: the same per-pixel conversion as pp_yuv_to_bgr, then the BGR sampling.
+COLOURS = [YuvColour(), YuvColour("bt601", "full"), YuvColour("bt709", "limited"), YuvColour("bt709", "full")]
+
+
+@pytest.mark.parametrize("colour", COLOURS, ids=lambda c: c.name.replace(" ", "-"))
+@pytest.mark.parametrize("spec", SPECS, ids=["ssd", "letterbox-f16-nhwc", "crop-u8", "gray"])
+def test_nv12_twin_is_the_host_reference(reference, real_frames, spec, colour):
+    """Padded pitches (as NVMM surfaces have) on both planes, every colour: the twin and the C++ reference agree."""
+    image = real_frames[1]
+    h, w = image.shape[:2]
+    y, uv = to_nv12(image)
+    pitch, uv_pitch = w + 64, w + 32
+    y_padded = np.full((h, pitch), 0xEE, np.uint8)
+    y_padded[:, :w] = y
+    uv_padded = np.full((h // 2, uv_pitch), 0xEE, np.uint8)
+    uv_padded[:, :w] = uv
+    plan = PreprocessPlan.build(spec, "nv12", w, h, pitch=pitch, uv_pitch=uv_pitch, colour=colour)
+    theirs = reference.run(plan, y_padded, uv_padded)
+    ours = np.full(plan.output_shape, 77, plan.numpy_dtype)
+    twin.preprocess(plan.bound(y_padded.ctypes.data, ours.ctypes.data, uv_padded.ctypes.data), "nv12", plan.dtype, plan.layout)
+    diff = np.abs(ours.astype(np.float64) - theirs.astype(np.float64))
+    assert diff.max() <= (1.0 if spec.dtype == "uint8" else 4e-6 * max(1.0, np.abs(theirs.astype(np.float64)).max()))
+    assert (diff > 0).mean() < 1e-3
+
+
+def test_yuyv_twin_is_the_host_reference(reference, real_frames):
+    image = real_frames[0]
+    h, w = image.shape[:2]
+    packed = to_yuyv(image)
+    spec = SPECS[1]
+    plan = PreprocessPlan.build(spec, "yuyv", w, h)
+    theirs = reference.run(plan, packed)
+    ours = np.full(plan.output_shape, 77, plan.numpy_dtype)
+    twin.preprocess(plan.bound(packed.ctypes.data, ours.ctypes.data), "yuyv", plan.dtype, plan.layout)
+    assert np.abs(ours.astype(np.float64) - theirs.astype(np.float64)).max() <= 4e-6 * np.abs(theirs.astype(np.float64)).max()
+
+
+@pytest.mark.parametrize("spec", SPECS[:3], ids=["ssd", "letterbox-f16-nhwc", "crop-u8"])
+def test_nv12_twin_is_opencvs_conversion_then_the_bgr_path(real_frames, spec):
+    """On real frames: the NV12 twin equals cv2.cvtColor(COLOR_YUV2BGR_NV12) followed by the BGR twin, to the bit
+    (the conversion is per source pixel, so converting the taps or the whole frame is the same)."""
+    for image in real_frames:
+        h, w = image.shape[:2]
+        y, uv = to_nv12(image)
+        plan = PreprocessPlan.build(spec, "nv12", w, h)
+        ours = np.full(plan.output_shape, 77, plan.numpy_dtype)
+        twin.preprocess(plan.bound(y.ctypes.data, ours.ctypes.data, uv.ctypes.data), "nv12", plan.dtype, plan.layout)
+        bgr = np.ascontiguousarray(nv12_to_bgr(y, uv))
+        bgr_plan = PreprocessPlan.build(spec, "bgr8", w, h)
+        theirs = np.full(bgr_plan.output_shape, 77, bgr_plan.numpy_dtype)
+        twin.preprocess(bgr_plan.bound(bgr.ctypes.data, theirs.ctypes.data), "bgr8", bgr_plan.dtype, bgr_plan.layout)
+        assert np.array_equal(ours, theirs)
+
+
+def test_default_colour_is_opencvs_bt601_limited_range(real_frames):
+    """pp_yuv_to_bgr with the default block is OpenCV's integer conversion bit for bit, on every pixel of a real frame."""
+    y, uv = to_nv12(real_frames[0])
+    image = Nv12Image(y, uv.reshape(y.shape[0] // 2, y.shape[1] // 2, 2))
+    u = np.repeat(np.repeat(image.uv[..., 0], 2, 0), 2, 1)
+    v = np.repeat(np.repeat(image.uv[..., 1], 2, 0), 2, 1)
+    assert np.array_equal(yuv_to_bgr(image.y, u, v, YuvColour()), nv12_to_bgr(y, uv))
+    assert np.array_equal(image.to_bgr(), nv12_to_bgr(y, uv))
+
+
+@pytest.mark.parametrize("colour", COLOURS[1:], ids=lambda c: c.name.replace(" ", "-"))
+def test_other_colours_follow_the_itu_formulas(colour):
+    """Full range and BT.709 (no OpenCV conversion to compare with): within one step of the float formula
+    of ITU-R BT.601 / BT.709 (Kr, Kb; limited range scales luma by 255/219 and chroma by 255/224)."""
+    grid = np.arange(0, 256, 3, dtype=np.uint8)
+    y, u, v = (a.reshape(-1) for a in np.meshgrid(grid, grid, grid, indexing="ij"))
+    ours = yuv_to_bgr(y, u, v, colour).astype(np.float64)
+    kr, kb = {"bt601": (0.299, 0.114), "bt709": (0.2126, 0.0722)}[colour.matrix]
+    kg = 1 - kr - kb
+    ys, cs, offset = (255 / 219, 255 / 224, 16) if colour.range == "limited" else (1.0, 1.0, 0)
+    luma = np.maximum(y.astype(np.float64) - offset, 0) * ys
+    cb, cr = (u.astype(np.float64) - 128) * cs, (v.astype(np.float64) - 128) * cs
+    expected = np.stack([luma + 2 * (1 - kb) * cb, luma - 2 * kb * (1 - kb) / kg * cb - 2 * kr * (1 - kr) / kg * cr, luma + 2 * (1 - kr) * cr], axis=1)
+    assert np.abs(ours - np.clip(expected, 0, 255)).max() <= 1.0
