@@ -90,7 +90,10 @@ class Nv12Image:
     format = "nv12"
     ndim = 3  # stages that ask `image.ndim == 2` for gray frames: NV12 is a colour frame
 
-    def __init__(self, y: np.ndarray, uv: np.ndarray, colour: YuvColour = BT601_LIMITED) -> None:
+    def __init__(self, y: np.ndarray, uv: np.ndarray, colour: YuvColour = BT601_LIMITED, device: tuple[int, int] | None = None) -> None:
+        """`device`: where the source has the planes in memory the GPU reads (a mapped NVMM surface, a
+        buffer the source allocated on the CUDA device): the (Y, UV) addresses, with `y` and `uv` the host
+        views of the same memory at the same pitches. The CUDA preprocessor then launches on them in place."""
         if y.dtype != np.uint8 or uv.dtype != np.uint8 or y.ndim != 2 or uv.ndim != 3 or uv.shape[2] != 2:
             raise SourceError(f"an NV12 frame is a uint8 H x W luma plane and an H/2 x W/2 x 2 chroma plane, got {y.shape} and {uv.shape}")
         h, w = y.shape
@@ -98,7 +101,7 @@ class Nv12Image:
             raise SourceError(f"the chroma plane of a {w}x{h} NV12 frame is {(w + 1) // 2}x{(h + 1) // 2} pairs, got {uv.shape[1]}x{uv.shape[0]}")
         if y.strides[1] != 1 or uv.strides[2] != 1 or uv.strides[1] != 2:
             raise SourceError("NV12 planes must have contiguous rows (only the row pitch may be larger than the width)")
-        self.y, self.uv, self.colour = y, uv, colour
+        self.y, self.uv, self.colour, self.device = y, uv, colour, device
 
     @property
     def shape(self) -> tuple[int, int, int]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from sdk.errors import ConfigError
+from sdk.pixels import Nv12Image
 from sdk.preprocess.geometry import ResizeGeometry
 from sdk.preprocess.sampling import SAMPLERS, SeparableBilinear, warp_is_exact
 from sdk.spec.schema import Preprocess
@@ -55,6 +56,8 @@ class CpuPreprocessor(Stage):
         self._geometry: ResizeGeometry | None = None
         self._matrix: np.ndarray | None = None
         self._separable: SeparableBilinear | None = None
+        self._bgr: np.ndarray | None = None  # NV12 frames converted to BGR
+        self.source_format = "bgr8"
 
     def describe(self) -> str:
         import cv2
@@ -67,7 +70,7 @@ class CpuPreprocessor(Stage):
         chosen = {"device": "cpu", "reason": "the CPU preprocessor was asked for", "emulated": False}
         if self.choice is not None:
             chosen = self.choice.as_dict()
-        return {**chosen, "how": self.describe()}
+        return {**chosen, "how": self.describe(), "source_format": self.source_format}
 
     def geometry_for(self, width: int, height: int) -> ResizeGeometry:
         g = self._geometry
@@ -79,9 +82,14 @@ class CpuPreprocessor(Stage):
                 self._canvas[...] = self.spec.resize.pad_value  # padding is fixed per geometry
         return g
 
-    def __call__(self, image: np.ndarray) -> ResizeGeometry:
+    def __call__(self, image) -> ResizeGeometry:
         import cv2
 
+        if isinstance(image, Nv12Image):  # OpenCV's NV12 conversion (the kernel's, bit for bit), into a reused buffer
+            if self._bgr is None or self._bgr.shape != image.shape:
+                self._bgr = np.empty(image.shape, np.uint8)
+            image = image.to_bgr(out=self._bgr)
+            self.source_format = "nv12"
         if image.ndim == 2:
             image = cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
         height, width = image.shape[:2]

@@ -18,6 +18,7 @@ import numpy as np
 
 from sdk.errors import BackendError, ConfigError
 from sdk.gpu.session import CudaSession, DeviceChoice
+from sdk.pixels import BT601_LIMITED, Nv12Image, YuvColour
 from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Preprocess
 from sdk.stage import Stage
@@ -105,48 +106,85 @@ class CudaPreprocessor(Stage):
             self.session.close()
             raise
         self.plan = None
-        self._frame = self._image = None
+        self._key = None
+        self._frame = self._image = self._planes = None
         self._source = 0
         self._params = self._function = None
-        self._color = None
 
     def describe(self) -> str:
         return f"CUDA, fused kernel into the engine's input binding; {self.session.gpu.describe()}"
 
     def report(self) -> dict:
-        return {**self.session.report(), "kernel": self.plan.kernel if self.plan is not None else None, "how": self.describe()}
+        plan = self.plan
+        return {
+            **self.session.report(),
+            "kernel": plan.kernel if plan is not None else None,
+            "source_format": plan.source_format if plan is not None else None,
+            "how": self.describe(),
+        }
 
-    def _prepare(self, width: int, height: int) -> None:
+    def _prepare(self, source_format: str, width: int, height: int, colour: YuvColour, pitches: tuple[int, int] | None) -> None:
+        """Buffers and the parameter block for frames of one format and size. `pitches`: the (Y, UV) pitches
+        of NV12 frames the GPU reads in place (no frame buffer of ours), else None."""
         from sdk.gpu.plan import PreprocessPlan
 
-        plan = PreprocessPlan.build(self.spec, "bgr8", width, height, int8_scale=self._int8_scale)
+        pitch, uv_pitch = pitches if pitches is not None else (None, None)
+        plan = PreprocessPlan.build(
+            self.spec, source_format, width, height, int8_scale=self._int8_scale, colour=colour, pitch=pitch, uv_pitch=uv_pitch
+        )
         if plan.output_bytes != self._binding_bytes:
             raise BackendError(f"the kernel writes {plan.output_bytes} bytes but the input binding holds {self._binding_bytes}")
         gpu = self.session.gpu
-        mapped = gpu.memory == "mapped"
-        self._frame, source = gpu.pinned_buffer(plan.source_bytes, mapped)
-        self._image = self._frame.reshape(height, width, 3)  # rows tightly packed: pitch = 3 x width
-        self._source = source if mapped else gpu.device_buffer(plan.source_bytes)
-        self._params = plan.bound(self._source, self._dst)
         self._function = gpu.function(plan.kernel)
-        self.plan = plan
+        self.plan, self._key = plan, (source_format, width, height, colour, pitches)
+        if pitches is not None:  # the source's own device memory: addresses bound per frame
+            self._frame = self._image = self._planes = None
+            self._params = None
+            return
+        mapped = gpu.memory == "mapped"
+        total = plan.source_bytes + plan.uv_bytes  # NV12: Y rows, then UV rows, in one buffer (1.5 bytes a pixel)
+        self._frame, source = gpu.pinned_buffer(total, mapped)
+        self._source = source if mapped else gpu.device_buffer(total)
+        if source_format == "nv12":
+            y = self._frame[: plan.source_bytes].reshape(height, width)
+            uv = self._frame[plan.source_bytes :].reshape((height + 1) // 2, (width + 1) // 2, 2)
+            self._image, self._planes = None, (y, uv)
+            self._params = plan.bound(self._source, self._dst, self._source + plan.source_bytes)
+        else:
+            self._image, self._planes = self._frame.reshape(height, width, 3), None  # rows tightly packed: pitch = 3 x width
+            self._params = plan.bound(self._source, self._dst)
 
-    def __call__(self, image: np.ndarray) -> ResizeGeometry:
-        if image.ndim == 2:
+    def __call__(self, image) -> ResizeGeometry:
+        """Preprocess one frame into the binding: BGR (or gray) arrays, or NV12 frames (sdk.pixels.Nv12Image),
+        which the NV12 kernel reads directly: from the source's device memory where it gives one
+        (`Nv12Image.device`), else from our pinned buffer after one host copy of 1.5 bytes a pixel."""
+        nv12 = isinstance(image, Nv12Image)
+        if not nv12 and image.ndim == 2:
             import cv2
 
             image = cv2.cvtColor(image, cv2.COLOR_GRAY2BGR)
         height, width = image.shape[:2]
-        plan = self.plan
-        if plan is None or plan.geometry.source_width != width or plan.geometry.source_height != height:
-            self._prepare(width, height)
-            plan = self.plan
-        np.copyto(self._image, image)  # the one host copy: into the pinned frame buffer the GPU reads
-        gpu, times = self.session.gpu, self.session.times
+        if nv12:
+            resident = image.device is not None
+            key = ("nv12", width, height, image.colour, (image.pitch, image.uv_pitch) if resident else None)
+        else:
+            resident, key = False, ("bgr8", width, height, BT601_LIMITED, None)
+        if self.plan is None or self._key != key:
+            self._prepare(*key)
+        plan, gpu, times = self.plan, self.session.gpu, self.session.times
+        if resident:
+            params = plan.bound(image.device[0], self._dst, image.device[1])
+        else:
+            params = self._params
+            if nv12:  # the one host copy: both planes into the pinned frame buffer the GPU reads
+                np.copyto(self._planes[0], image.y)
+                np.copyto(self._planes[1], image.uv)
+            else:
+                np.copyto(self._image, image)
         times.mark("preprocess_start")
-        if gpu.memory == "copy":
+        if gpu.memory == "copy" and not resident:
             gpu.upload(self._source, self._frame)
-        gpu.enqueue(self._function, plan.grid, plan.block, self._params)
+        gpu.enqueue(self._function, plan.grid, plan.block, params)
         times.mark("preprocess_end")
         times.add("preprocess", "preprocess_start", "preprocess_end")  # waits for the end event: the stage's latency is its own
         return plan.geometry

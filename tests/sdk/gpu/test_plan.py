@@ -120,7 +120,7 @@ def test_kernel_arguments_point_at_the_parameter_block():
 
 def test_parameter_block_has_no_padding():
     offsets = field_offsets()
-    assert offsets[0] == 136  # 3 addresses, 12 ints, 12 floats, 4 ints: what pp_params.h declares
+    assert offsets[0] == 160  # 3 addresses, 12 ints, 12 floats, 4 ints, 6 YUV ints: what pp_params.h declares
     sizes = [ctypes.sizeof(t) for _, t in PpParams._fields_]
     assert all(offsets[i + 2] == offsets[i + 1] + sizes[i] for i in range(len(sizes) - 1))
 
