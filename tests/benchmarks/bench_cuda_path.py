@@ -2,11 +2,13 @@
 AGX Orin (204.8 GB/s), and the host time per frame of the emulated wiring (SDK_CUDA_EMULATION=host).
 
 Bytes per frame, from the plans (the example: 768x576 BGR -> 300x300 f32 NCHW, SSD 1917 anchors x 2 logits):
-  minimum   the input frame read once + the tensor written once (the brief's floor);
+  minimum   the input frame read once + the tensor written once (the brief's floor); for an NV12 source
+            the frame is 1.5 bytes a pixel (Y plane + interleaved U, V at half resolution) instead of 3;
   CUDA path the frame copied once into the pinned buffer (read + write), the fused kernel's modelled DRAM
             traffic (bench_cuda_traffic.py: tap sectors read + tensor written), the decode kernel reading the
             engine's outputs and the anchors, and the candidates (count + 24 bytes each) written and copied back;
-            on a discrete GPU the pinned frame also crosses PCIe once (H2D);
+            on a discrete GPU the pinned frame also crosses PCIe once (H2D); an NV12 frame that the
+            source holds in memory the GPU reads (Nv12Image.device) is not copied at all;
   CPU path  (today's path with a TensorRT engine) OpenCV on the CPU: the frame read, the crop converted to
             float32 (written, read), the warped canvas written and read, the tensor written to pinned memory,
             copied to the device (read + write), the outputs copied back (read + write) and read by the decoder.
@@ -56,7 +58,8 @@ class HostBackend:
         self.outputs = {"concat:0": np.zeros((1, ANCHORS, 1, 4), np.float32), "concat_1:0": np.zeros((1, ANCHORS, LOGITS), np.float32)}
 
 
-def traffic(plan: PreprocessPlan) -> list[tuple[str, int]]:
+def traffic(plan: PreprocessPlan, nv12: PreprocessPlan) -> list[tuple[str, int]]:
+    """Rows of (label, bytes per frame); `nv12` is the same pipeline fed NV12 frames of the same size."""
     frame, tensor = plan.source_bytes, plan.output_bytes
     outputs = ANCHORS * 4 * 4 + ANCHORS * LOGITS * 4
     candidates = 4 + CANDIDATES * 24
@@ -65,11 +68,19 @@ def traffic(plan: PreprocessPlan) -> list[tuple[str, int]]:
     crop_float = g.crop_width * g.crop_height * 3 * 4
     cuda = 2 * frame + modelled_bytes(plan) + outputs + ANCHORS * 16 + 2 * candidates + candidates
     cpu = frame + 2 * crop_float + 2 * canvas + tensor + 2 * tensor + 2 * outputs + outputs
+    yuv = nv12.source_bytes + nv12.uv_bytes  # 1.5 bytes a pixel
+    decode = outputs + ANCHORS * 16 + 2 * candidates + candidates
+    nv12_kernel = modelled_bytes(nv12)
     return [
         ("minimum (frame read once, tensor written once)", frame + tensor),
         ("CUDA path, Jetson (mapped pinned frame)", cuda),
         ("CUDA path, discrete GPU (+ one H2D of the frame)", cuda + frame),
         ("CPU path (OpenCV, tensor and outputs copied)", cpu),
+        ("minimum, NV12 source (1.5 B/px read, tensor written)", yuv + tensor),
+        ("CUDA path, NV12 copied once into mapped pinned memory", 2 * yuv + nv12_kernel + decode),
+        ("CUDA path, NV12 in the source's device memory (no copy)", nv12_kernel + decode),
+        ("CUDA path, NV12, discrete GPU (+ one H2D of the planes)", 2 * yuv + nv12_kernel + decode + yuv),
+        ("CPU path, NV12 (+ cvtColor: NV12 read, BGR written)", cpu + yuv + frame),
     ]
 
 
@@ -136,10 +147,10 @@ def main() -> None:
     spec = load_pipeline(EXAMPLE, check_files=False).spec
     plan = PreprocessPlan.build(spec.preprocess, "bgr8", 768, 576)
     print(f"bytes per frame, example pipeline ({CANDIDATES} candidates); Orin at {ORIN_BYTES_PER_S / 1e9:.1f} GB/s")
-    rows = traffic(plan)
+    rows = traffic(plan, PreprocessPlan.build(spec.preprocess, "nv12", 768, 576))
     floor = rows[0][1]
     for label, nbytes in rows:
-        print(f"  {label:50} {nbytes:>11,} B  {nbytes / floor:>5.2f} x minimum  {nbytes / ORIN_BYTES_PER_S * 1e6:>7.1f} us")
+        print(f"  {label:58} {nbytes:>11,} B  {nbytes / floor:>5.2f} x minimum  {nbytes / ORIN_BYTES_PER_S * 1e6:>7.1f} us")
     stages, twins, alone = wiring(2 if args.smoke else args.frames)
     print(
         f"emulated CUDA path, host ms per frame: stages {stages:.3f}; the kernels' twins alone {twins:.3f}; "

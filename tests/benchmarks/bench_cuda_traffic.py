@@ -7,7 +7,8 @@ The model assumes a sector stays in L2 between the taps of neighbouring output r
 flight at once (a few hundred blocks of 32x8 pixels) span a few source rows, a few hundred KiB against
 Orin's 4 MiB L2. Time = modelled bytes / 204.8 GB/s (AGX Orin 64 GB LPDDR5 peak): a lower bound.
 On Jetson the frame is read in place from mapped pinned memory (no copy); on a discrete GPU the
-H2D copy adds the source bytes once more over PCIe.
+H2D copy adds the source bytes once more over PCIe. An NV12 source is 1.5 bytes a pixel (Y, then the
+2x2-subsampled U, V pairs) against 3 for BGR: the kernel reads half the bytes of the same frame.
 
 With --ptx (the build's preprocess.compute_87.ptx) it also estimates instruction issue time: PTX
 instructions of the kernel (a proxy for SASS; both branches counted) x output pixels, over AGX Orin's
@@ -77,6 +78,14 @@ CASES = [
         None,
     ),
     (
+        "example as NV12: vtest 768x576 NV12 -> 300x300 f32 NCHW",
+        "nv12",
+        768,
+        576,
+        {"resize": {"width": 300, "height": 300, "coordinates": "asymmetric"}},
+        None,
+    ),
+    (
         "1080p NV12 (Argus) -> 640x640 letterbox f16 NCHW",
         "nv12",
         1920,
@@ -113,7 +122,7 @@ def main() -> None:
     args = parser.parse_args()
     ptx = args.ptx.read_text() if args.ptx else None
     print(f"{'case':58} {'minimum':>10} {'modelled':>10} {'ratio':>6} {'Orin us':>8}" + (f" {'PTX/px':>6} {'issue us':>8}" if ptx else ""))
-    for label, fmt, w, h, spec, int8_scale in CASES[:2] if args.smoke else CASES:
+    for label, fmt, w, h, spec, int8_scale in CASES[:3] if args.smoke else CASES:
         plan = PreprocessPlan.build(Preprocess(**spec), fmt, w, h, int8_scale=int8_scale)
         minimum, modelled = plan.minimum_bytes(), modelled_bytes(plan)
         line = f"{label:58} {minimum:>10,} {modelled:>10,} {modelled / minimum:>6.3f} {modelled / ORIN_BYTES_PER_S * 1e6:>8.1f}"
