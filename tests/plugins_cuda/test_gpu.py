@@ -181,3 +181,91 @@ def test_the_runtime_stage_writes_the_engines_binding_and_times_by_events(gpu_ke
         cu.cuMemFree(binding)
         cu.cuStreamDestroy(stream)
         cu.cuDevicePrimaryCtxRelease(device)
+
+
+@pytest.mark.parametrize("colour", [("bt601", "limited"), ("bt601", "full"), ("bt709", "limited"), ("bt709", "full")])
+def test_nv12_kernel_with_pitched_planes_and_each_colour_equals_the_host_reference(gpu_kernels, reference, real_frames, colour):
+    """NV12 as NVMM surfaces hold it (each plane's rows padded to its own pitch), every colour the caps can state."""
+    from sdk.gpu.driver import CudaModule, CudaPreprocessor
+    from sdk.pixels import YuvColour
+
+    image = real_frames[1]
+    h, w = image.shape[:2]
+    y, uv = to_nv12(image)
+    pitch, uv_pitch = w + 256, w + 128
+    y_padded = np.full((h, pitch), 0xEE, np.uint8)
+    y_padded[:, :w] = y
+    uv_padded = np.full((h // 2, uv_pitch), 0xEE, np.uint8)
+    uv_padded[:, :w] = uv
+    spec = Preprocess(resize={"width": 300, "height": 300, "coordinates": "asymmetric"}, normalize={"scale": 2 / 255, "mean": [1, 1, 1]})
+    plan = PreprocessPlan.build(spec, "nv12", w, h, pitch=pitch, uv_pitch=uv_pitch, colour=YuvColour(*colour))
+    expected = reference.run(plan, y_padded, uv_padded)
+    with CudaModule(gpu_kernels) as cuda:
+        gpu = CudaPreprocessor(plan, cuda)
+        gpu(np.concatenate([y_padded.reshape(-1), uv_padded.reshape(-1)]))
+        ours = gpu.download()
+    assert ours.tobytes() == expected.tobytes()
+
+
+def test_the_runtime_stage_reads_nv12_in_place_from_the_sources_device_memory(gpu_kernels, reference, real_frames):
+    """sdk/preprocess/cuda.py with NV12 frames on a GPU: host NV12 (copied once into the pinned buffer) and NV12 the
+    source holds in device memory (Nv12Image.device: a pitched cuMemAlloc standing for an NVMM surface, read in
+    place, no frame buffer of the stage's) both give the host reference's tensor in the binding, bit for bit."""
+    from cuda.bindings import driver as cu
+
+    from sdk.gpu.handles import device_address, native_handle
+    from sdk.gpu.session import DeviceChoice
+    from sdk.pixels import Nv12Image
+    from sdk.preprocess.cuda import CudaPreprocessor
+
+    spec = Preprocess(**CASES[0][1])
+    nbytes = int(np.prod(spec.tensor_shape)) * 4
+    image = real_frames[0]
+    h, w = image.shape[:2]
+    host = Nv12Image.from_bgr(image)
+    pitch = (w + 255) // 256 * 256
+    surface = np.zeros(pitch * h * 3 // 2, np.uint8)  # the surface's layout, on the host
+    y = surface[: pitch * h].reshape(h, pitch)[:, :w]
+    uv = surface[pitch * h :].reshape(h // 2, pitch)[:, :w].reshape(h // 2, w // 2, 2)
+    np.copyto(y, host.y)
+    np.copyto(uv, host.uv)
+    _, device = cu.cuDeviceGet(0)
+    _, context = cu.cuDevicePrimaryCtxRetain(device)
+    cu.cuCtxSetCurrent(context)
+    _, stream = cu.cuStreamCreate(0)
+    _, binding = cu.cuMemAlloc(nbytes)
+    _, planes = cu.cuMemAlloc(surface.nbytes)
+    cu.cuMemcpyHtoD(planes, surface.ctypes.data, surface.nbytes)
+    base = device_address(planes)
+
+    class DeviceBackend:
+        name = "tensorrt"
+        inputs = {"input": np.zeros(spec.tensor_shape, np.float32)}
+        outputs: dict = {}
+        stream_handle = native_handle(stream)
+        kept: set = set()
+
+        def keep_on_device(self, *names):
+            self.kept.update(names)
+
+        def device_address(self, name):
+            return device_address(binding)
+
+    stage = CudaPreprocessor(spec, DeviceBackend(), DeviceChoice("cuda", "test"), kernels_dir=gpu_kernels)
+    try:
+        out = np.empty(spec.tensor_shape, np.float32)
+        stage(host)
+        cu.cuMemcpyDtoH(out.ctypes.data, binding, nbytes)
+        expected = reference.run(stage.plan, host.y, host.uv)
+        assert stage.plan.kernel == "pp_nv12_f32_nchw" and out.tobytes() == expected.tobytes()
+        out[...] = 0
+        stage(Nv12Image(y, uv, device=(base, base + pitch * h)))
+        cu.cuMemcpyDtoH(out.ctypes.data, binding, nbytes)
+        assert stage._frame is None and (stage.plan.source_pitch, stage.plan.uv_pitch) == (pitch, pitch)
+        assert out.tobytes() == expected.tobytes()
+    finally:
+        stage.close()
+        cu.cuMemFree(planes)
+        cu.cuMemFree(binding)
+        cu.cuStreamDestroy(stream)
+        cu.cuDevicePrimaryCtxRelease(device)
