@@ -57,7 +57,9 @@ MEANINGS = {
     "source.uri": (
         "`file://clip.avi`, `images://folder`, `v4l2:///dev/video0?width=&height=&fps=`, `csi://0?width=&height=&fps=` (Jetson Argus), "
         "`gst://<pipeline ending in appsink>`, `synthetic://boxes?width=&height=&frames=` (or `noise`) "
-        "(`&live=1&fps=&unplug_at=&unplug_ms=` emulates a camera with a pulled cable); paths relative to the pipeline file"
+        "(`&live=1&fps=&unplug_at=&unplug_ms=` emulates a camera with a pulled cable); paths relative to the pipeline file; "
+        "`format=nv12` on `file://` (replayed as NV12) and `csi://` hands NV12 frames to the pipeline, as a `gst://` pipeline "
+        "whose caps before appsink say `format=NV12` does (docs/guides/gpu.md)"
     ),
     "source.replay": "how a recorded source is played back",
     "source.replay.loop": "start the recording again at its end",
