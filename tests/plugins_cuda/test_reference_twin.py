@@ -153,3 +153,33 @@ def test_other_colours_follow_the_itu_formulas(colour):
     cb, cr = (u.astype(np.float64) - 128) * cs, (v.astype(np.float64) - 128) * cs
     expected = np.stack([luma + 2 * (1 - kb) * cb, luma - 2 * kb * (1 - kb) / kg * cb - 2 * kr * (1 - kr) / kg * cr, luma + 2 * (1 - kr) * cr], axis=1)
     assert np.abs(ours - np.clip(expected, 0, 255)).max() <= 1.0
+
+
+def test_the_nv12_stage_on_the_emulated_device_runs_the_cpp_reference(host_build, real_frames, monkeypatch):
+    """SDK_CUDA_EMULATION=host with SDK_CUDA_REFERENCE_LIB: the runtime's CUDA stage on NV12 frames launches the
+    C++ host reference (the kernels' own source) and gives the numpy twins' tensor."""
+    from sdk.gpu.session import DeviceChoice
+    from sdk.preprocess.cuda import CudaPreprocessor
+
+    class InputBackend:
+        name = "onnxruntime"
+
+        def __init__(self, spec) -> None:
+            self.inputs = {"images": np.zeros(spec.tensor_shape, spec.dtype)}
+            self.outputs: dict = {}
+
+    spec = SPECS[1]
+    frame = Nv12Image.from_bgr(real_frames[0])
+    monkeypatch.setenv("SDK_CUDA_EMULATION", "host")
+    outputs = []
+    for library in (str(host_build.folder / "libpp_reference.so"), None):
+        if library:
+            monkeypatch.setenv("SDK_CUDA_REFERENCE_LIB", library)
+        else:
+            monkeypatch.delenv("SDK_CUDA_REFERENCE_LIB", raising=False)
+        backend = InputBackend(spec)
+        with CudaPreprocessor(spec, backend, DeviceChoice("cuda", "test", emulated=True)) as stage:
+            stage(frame)
+            assert ("C++ host reference" in stage.describe()) is bool(library) and stage.plan.kernel == "pp_nv12_f16_nhwc"
+        outputs.append(backend.inputs["images"].astype(np.float64))
+    assert np.abs(outputs[0] - outputs[1]).max() <= 4e-6 * np.abs(outputs[0]).max() + 2.0**-10 * np.abs(outputs[0]).max()
