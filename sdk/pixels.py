@@ -202,8 +202,6 @@ def pixel_format(image) -> str:
     return "nv12" if isinstance(image, Nv12Image) else ("gray8" if image.ndim == 2 else "bgr8")
 
 
-
-
 def same_layout(a, b) -> bool:
     """Whether a buffer of `a`'s kind and size can hold `b` (the live capture's buffer pool)."""
     if isinstance(a, Nv12Image) or isinstance(b, Nv12Image):
@@ -222,4 +220,16 @@ def copy_pixels(dst, src) -> None:
         np.copyto(dst, src)
 
 
-__all__ = ["BT601_LIMITED", "MATRICES", "Nv12Image", "RANGES", "YuvColour", "as_bgr", "copy_pixels", "empty_like_pixels", "pixel_format", "same_layout", "yuv_to_bgr"]
+__all__ = [
+    "BT601_LIMITED",
+    "MATRICES",
+    "Nv12Image",
+    "RANGES",
+    "YuvColour",
+    "as_bgr",
+    "copy_pixels",
+    "empty_like_pixels",
+    "pixel_format",
+    "same_layout",
+    "yuv_to_bgr",
+]

@@ -46,7 +46,8 @@ def colour_from_colorimetry(colorimetry: str | None, height: int, where: str) ->
     if colorimetry is None:
         if height >= UHD_ROWS:
             raise SourceError(
-                f"{where}: NV12 frames of {height} rows without colorimetry in the caps are BT.2020 by GStreamer's default, which the kernels do not convert",
+                f"{where}: NV12 frames of {height} rows without colorimetry in the caps are BT.2020 by GStreamer's default, "
+                "which the kernels do not convert",
                 hint="add colorimetry=bt709 (or bt601) to the caps before appsink",
             )
         return _NAMED["bt601"] if height <= SD_ROWS else _NAMED["bt709"]

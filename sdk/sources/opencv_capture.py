@@ -7,11 +7,9 @@ import numpy as np
 from sdk.errors import SourceError
 from sdk.pixels import Nv12Image, YuvColour
 from sdk.sources.base import CorruptFrame, FrameReader
-from sdk.spec.source import PIXEL_FORMATS
 from sdk.sources.gst_caps import appsink_caps, caps_deliver_nv12, colour_from_colorimetry
 from sdk.sources.uri import SourceUri
-
-
+from sdk.spec.source import PIXEL_FORMATS
 
 
 def argus_pipeline(sensor_id: int, width: int, height: int, fps: int, nv12: bool = False) -> str:

@@ -67,7 +67,9 @@ class Source(Frozen):
             if pixel_format is not None and pixel_format not in PIXEL_FORMATS:
                 raise ValueError(f"format={pixel_format!r} in {uri!r}; allowed: {', '.join(PIXEL_FORMATS)}")
             if pixel_format == "nv12" and scheme not in ("file", "csi"):
-                raise ValueError(f"format=nv12 in {uri!r}: NV12 frames come from file:// (replayed as NV12) and csi:// (Argus); gst:// takes it from its caps")
+                raise ValueError(
+                    f"format=nv12 in {uri!r}: NV12 frames come from file:// (replayed as NV12) and csi:// (Argus); gst:// takes it from its caps"
+                )
         return uri
 
 

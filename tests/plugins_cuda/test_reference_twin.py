@@ -10,9 +10,8 @@ from sdk.gpu import reference as twin
 from sdk.gpu.decode import YoloDecodePlan
 from sdk.gpu.emulation import EmulatedCuda
 from sdk.gpu.plan import PreprocessPlan
-from sdk.spec.schema import Postprocess, Preprocess
-
 from sdk.pixels import Nv12Image, YuvColour, yuv_to_bgr
+from sdk.spec.schema import Postprocess, Preprocess
 
 from .helpers import host_yolo, nv12_to_bgr, to_nv12, to_yuyv, yolo_outputs
 
@@ -151,7 +150,8 @@ def test_other_colours_follow_the_itu_formulas(colour):
     ys, cs, offset = (255 / 219, 255 / 224, 16) if colour.range == "limited" else (1.0, 1.0, 0)
     luma = np.maximum(y.astype(np.float64) - offset, 0) * ys
     cb, cr = (u.astype(np.float64) - 128) * cs, (v.astype(np.float64) - 128) * cs
-    expected = np.stack([luma + 2 * (1 - kb) * cb, luma - 2 * kb * (1 - kb) / kg * cb - 2 * kr * (1 - kr) / kg * cr, luma + 2 * (1 - kr) * cr], axis=1)
+    green = luma - 2 * kb * (1 - kb) / kg * cb - 2 * kr * (1 - kr) / kg * cr
+    expected = np.stack([luma + 2 * (1 - kb) * cb, green, luma + 2 * (1 - kr) * cr], axis=1)
     assert np.abs(ours - np.clip(expected, 0, 255)).max() <= 1.0
 
 

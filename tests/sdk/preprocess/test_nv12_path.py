@@ -53,7 +53,9 @@ def test_cpu_stage_converts_nv12_with_opencv(frames):
 def test_cuda_stage_picks_the_nv12_kernel_and_copies_one_and_a_half_bytes_a_pixel(monkeypatch, frames):
     monkeypatch.setenv("SDK_CUDA_EMULATION", "host")
     bgr_backend, nv12_backend = InputBackend(SPEC), InputBackend(SPEC)
-    with CudaPreprocessor(SPEC, bgr_backend, CHOICE, memory="copy") as bgr_stage, CudaPreprocessor(SPEC, nv12_backend, CHOICE, memory="copy") as nv12_stage:
+    bgr_stage = CudaPreprocessor(SPEC, bgr_backend, CHOICE, memory="copy")
+    nv12_stage = CudaPreprocessor(SPEC, nv12_backend, CHOICE, memory="copy")
+    with bgr_stage, nv12_stage:
         for image in frames:
             nv12 = Nv12Image.from_bgr(image)
             converted = nv12.to_bgr()
