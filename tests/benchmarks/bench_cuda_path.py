@@ -129,14 +129,22 @@ def wiring(frames: int) -> tuple[float, float, float]:
         reference.ssd_decode(sp)
 
     twins = per_frame_ms(twins_alone, frames)
+    from sdk.pixels import Nv12Image
+
+    nv12 = Nv12Image.from_bgr(image)
+    pre_nv12 = CudaPreprocessor(spec.preprocess, HostBackend(spec), DeviceChoice("cuda", "benchmark", emulated=True))
     kernels = reference.preprocess, reference.ssd_decode
     reference.preprocess = reference.ssd_decode = lambda *args: None
     try:
         alone = per_frame_ms(lambda: post(pre(image)), frames)
+        pre_nv12(nv12)
+        alone_nv12 = per_frame_ms(lambda: pre_nv12(nv12), frames)
+        alone_bgr = per_frame_ms(lambda: pre(image), frames)
     finally:
         reference.preprocess, reference.ssd_decode = kernels
     pre.close()
-    return stages, twins, alone
+    pre_nv12.close()
+    return stages, twins, alone, alone_bgr, alone_nv12
 
 
 def main() -> None:
@@ -151,10 +159,11 @@ def main() -> None:
     floor = rows[0][1]
     for label, nbytes in rows:
         print(f"  {label:58} {nbytes:>11,} B  {nbytes / floor:>5.2f} x minimum  {nbytes / ORIN_BYTES_PER_S * 1e6:>7.1f} us")
-    stages, twins, alone = wiring(2 if args.smoke else args.frames)
+    stages, twins, alone, alone_bgr, alone_nv12 = wiring(2 if args.smoke else args.frames)
     print(
         f"emulated CUDA path, host ms per frame: stages {stages:.3f}; the kernels' twins alone {twins:.3f}; "
-        f"the wiring alone (no-op kernels) {alone:.3f}"
+        f"the wiring alone (no-op kernels) {alone:.3f}; the preprocessing stage's wiring alone: BGR frame {alone_bgr:.3f}, "
+        f"NV12 frame {alone_nv12:.3f}"
     )
 
 
