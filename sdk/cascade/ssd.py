@@ -27,6 +27,10 @@ def cascade_tensor_key(step: str, name: str) -> str:
     return f"cascade/{step}/{name}"
 
 
+def _in_step(text: str) -> str:
+    return text.replace("postprocess.decoder.", "decoder.").replace("postprocess.", "decoder.")
+
+
 class CascadeSsd:
     def __init__(self, spec: CascadeSsdDecoder, step: str, session, capacity: int, net_size: tuple[int, int], tensors: dict, where: str) -> None:
         self.names = (spec.box_encodings, spec.class_logits)
@@ -55,8 +59,8 @@ class CascadeSsd:
                 SsdPostprocessor(post, self.anchors, {name: array[k : k + 1] for name, array in self.outputs.items()}, net_size)
                 for k in range(capacity)
             ]
-        except ModelError as exc:  # its message names postprocess.*: say which step's decoder it is
-            raise ModelError(f"{where}: {exc.message.replace('postprocess.', 'decoder.')}", hint=exc.hint) from None
+        except ModelError as exc:  # its message names postprocess.decoder.*: say which step's decoder it is
+            raise ModelError(f"{where}: {_in_step(exc.message)}", hint=_in_step(exc.hint)) from None
 
     @staticmethod
     def _anchors(spec: CascadeSsdDecoder, step: str, tensors: dict, where: str) -> CentreAnchors:

@@ -289,3 +289,28 @@ def test_the_guide_documents_the_ssd_step_with_an_example_that_loads(tmp_path):
     (path.parent / "blazeface.onnx").write_bytes(b"")
     (step,) = load_pipeline(path).spec.cascade
     assert step.decoder.kind == "ssd" and step.decoder.keypoints == 6 and step.decoder.anchors.generate.anchor_count == 896
+
+
+def test_a_step_naming_an_output_its_model_lacks_is_refused_when_it_opens(tmp_path):
+    from sdk.cascade import CascadeStage
+    from sdk.errors import ModelError
+
+    folder = tmp_path / "people"
+    (folder / "frames").mkdir(parents=True)
+    one_box_and_one_score_tensor(ASSETS / "blazeface_front_128.onnx", folder / "face_batch.onnx")
+    for name in ("pedestrian.onnx", "face_one.onnx"):
+        (folder / name).write_bytes(b"")
+    (folder / "people.yaml").write_text(PIPELINE.replace("class_logits: classificators", "class_logits: scores", 1))
+    step = load_pipeline(folder / "people.yaml").spec.cascade[0]
+    with pytest.raises(
+        ModelError,
+        match=r"cascade\[0\] \(face\)\.decoder\.class_logits: the step's model has no output 'scores'; it has \['classificators', 'regressors'\]",
+    ):
+        CascadeStage((step,), folder)
+    (folder / "people.yaml").write_text(PIPELINE.replace("keypoints: 6", "keypoints: 7", 1))
+    step = load_pipeline(folder / "people.yaml").spec.cascade[0]
+    with pytest.raises(
+        ModelError, match=r"cascade\[0\] \(face\): decoder\.box_encodings: .*holds 16 values per anchor, but keypoints: 7 reads 18"
+    ) as caught:
+        CascadeStage((step,), folder)
+    assert caught.value.hint == "16 values are 4 box values and 6 keypoints: set decoder.keypoints to at most 6"
