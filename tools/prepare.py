@@ -101,7 +101,14 @@ class PrepareModel:
                 graph = onnx.load(str(step_model))
             except Exception as exc:  # protobuf decode errors have no common base
                 raise ModelError(f"{step_model}: not a readable ONNX model: {exc}") from None
-            tensors[key] = _constant_tensor(graph, name, step_model)
+            try:
+                tensors[key] = _constant_tensor(graph, name, step_model)
+            except ModelError as exc:
+                step = key.split("/")[1]
+                raise ModelError(
+                    f"{exc.message} (cascade step {step!r}, decoder.anchors)",
+                    hint="name an initializer or Constant output of the step's model, or generate the anchors: anchors: {generate: {...}}",
+                ) from None
         prepare = self.pipeline.spec.model.prepare
         if prepare is not None:
             model = _cut(model, self.pipeline.spec.prepared_inputs(), prepare.outputs, prepare.fold_constants, source)

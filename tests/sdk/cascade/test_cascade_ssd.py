@@ -314,3 +314,20 @@ def test_a_step_naming_an_output_its_model_lacks_is_refused_when_it_opens(tmp_pa
     ) as caught:
         CascadeStage((step,), folder)
     assert caught.value.hint == "16 values are 4 box values and 6 keypoints: set decoder.keypoints to at most 6"
+
+
+def test_a_step_anchor_tensor_is_read_at_preparation_and_a_missing_one_named(tmp_path):
+    from sdk.errors import ModelError
+    from tools.prepare import PrepareModel
+
+    folder, _ = cascade_folder(tmp_path)
+    pipeline = load_pipeline(folder / "people.yaml")
+    tensors = PrepareModel(pipeline, tmp_path / "cache")().load_tensors()
+    a = reference_anchors()
+    np.testing.assert_allclose(tensors["cascade/face_t/face_anchors"][:, 1], a[:, 0] - a[:, 2] / 2, atol=1e-7)  # x1, as stored
+    assert "Postprocessor/ExpandDims:0" in tensors  # the first model's anchors as before
+    (folder / "people.yaml").write_text(PIPELINE.replace("anchors: face_anchors", "anchors: no_such_tensor"))
+    with pytest.raises(
+        ModelError, match=r"face_one\.onnx: tensor 'no_such_tensor' is not a constant of the graph \(cascade step 'face_t', decoder\.anchors\)"
+    ):
+        PrepareModel(load_pipeline(folder / "people.yaml"), tmp_path / "cache")()
