@@ -144,6 +144,12 @@ def render(recognised: Recognised, model_rel: str, source: str, name: str) -> tu
     lines += ["", "sinks:", "  - {kind: jsonl, path: detections.jsonl}"]
     if kind == "segment":
         lines.append("  - {kind: mask, path: masks}  # masks/NNNNNN.png: an 8-bit PNG of class indices per frame")
+    if kind not in ("classify", "segment"):  # detections: a second model can run on their crops
+        lines += [
+            "",
+            "# cascade: models run on the crops of these detections (person -> face, plate -> characters), each with its",
+            "# own preprocess and a decoder of kind classify, ctc or ssd: docs/guides/models.md, section Cascades.",
+        ]
     lines += [
         "",
         "# budgets: without any, a run is INCONCLUSIVE (exit 4). For example:",

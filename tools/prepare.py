@@ -18,6 +18,7 @@ import numpy as np
 from sdk.artifacts import ModelArtifacts
 from sdk.errors import ModelError
 from sdk.release import sha256_of
+from sdk.spec.cascade import CascadeSsdDecoder
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import SsdDecoder
 from tools.cache import build_folder
@@ -29,6 +30,18 @@ def tensors_to_extract(pipeline: PipelineFile) -> tuple[str, ...]:
     decoder = pipeline.spec.postprocess.decoder
     # Generated anchors ({generate: ...}) are made from the options where they are used: nothing to read here.
     return (decoder.anchors,) if isinstance(decoder, SsdDecoder) and isinstance(decoder.anchors, str) else ()
+
+
+def cascade_tensors_to_extract(pipeline: PipelineFile) -> dict[str, tuple[Path, str]]:
+    """The anchor tensors of cascade steps with an `ssd` decoder naming one: release key -> (the step's model, tensor)."""
+    from sdk.cascade.ssd import cascade_tensor_key
+
+    found = {}
+    for i, step in enumerate(pipeline.spec.cascade):
+        if isinstance(step.decoder, CascadeSsdDecoder) and isinstance(step.decoder.anchors, str):
+            model = pipeline.resolve(step.model.path, f"cascade[{i}].model.path")
+            found[cascade_tensor_key(step.name, step.decoder.anchors)] = (model, step.decoder.anchors)
+    return found
 
 
 class PrepareModel:
@@ -49,6 +62,9 @@ class PrepareModel:
                 "prepare": spec.model_dump(mode="json") if spec else None,
                 "extract": sorted(tensors_to_extract(self.pipeline)),
             }
+            cascade = cascade_tensors_to_extract(self.pipeline)
+            if cascade:  # only then: the keys of pipelines without one stay as they were
+                settings["cascade_extract"] = {key: [name, sha256_of(model)] for key, (model, name) in cascade.items()}
             inputs = self.pipeline.spec.prepared_inputs()
             if spec is not None and inputs != {name: tuple(shape) for name, shape in spec.inputs.items()}:
                 settings["batched_inputs"] = {name: list(shape) for name, shape in inputs.items()}  # several cameras, one call
@@ -80,6 +96,19 @@ class PrepareModel:
         except Exception as exc:  # protobuf decode errors have no common base
             raise ModelError(f"{source}: not a readable ONNX model: {exc}") from None
         tensors = {name: _constant_tensor(model, name, source) for name in tensors_to_extract(self.pipeline)}
+        for key, (step_model, name) in cascade_tensors_to_extract(self.pipeline).items():
+            try:
+                graph = onnx.load(str(step_model))
+            except Exception as exc:  # protobuf decode errors have no common base
+                raise ModelError(f"{step_model}: not a readable ONNX model: {exc}") from None
+            try:
+                tensors[key] = _constant_tensor(graph, name, step_model)
+            except ModelError as exc:
+                step = key.split("/")[1]
+                raise ModelError(
+                    f"{exc.message} (cascade step {step!r}, decoder.anchors)",
+                    hint="name an initializer or Constant output of the step's model, or generate the anchors: anchors: {generate: {...}}",
+                ) from None
         prepare = self.pipeline.spec.model.prepare
         if prepare is not None:
             model = _cut(model, self.pipeline.spec.prepared_inputs(), prepare.outputs, prepare.fold_constants, source)

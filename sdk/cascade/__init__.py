@@ -1,6 +1,7 @@
 """The cascade stage: each step crops the first model's detections, runs its model on the crops of a frame as one
-batch (where the model's batch dimension is free; else one crop at a time), decodes, and attaches its result to the
-parent detection (`Detections.secondary`, written by the JSONL sink). Per-step latency is kept for the report.
+batch (where the model's batch dimension is free; else one crop at a time), decodes (`classify`, `ctc`: decoders.py;
+`ssd`: ssd.py, boxes mapped back through each crop's geometry), and attaches its result to the parent detection
+(`Detections.secondary`, written by the JSONL sink). Per-step latency is kept for the report.
 
 Lifecycle as every stage: built (sessions loaded, buffers allocated for `max_per_frame` crops), called once a frame
 `(image, detections) -> detections`, closed.
@@ -16,7 +17,7 @@ import numpy as np
 from sdk.cascade.decoders import Classify, Ctc
 from sdk.errors import ModelError, missing_dependency
 from sdk.postprocess.detections import Detections
-from sdk.spec.cascade import CascadeStep, CtcDecoder
+from sdk.spec.cascade import CascadeSsdDecoder, CascadeStep, CtcDecoder
 from sdk.spec.paths import confined_path
 from sdk.stage import Stage
 
@@ -38,7 +39,7 @@ def crop_rect(box, crop, width: int, height: int) -> tuple[int, int, int, int] |
 
 
 class _Step:
-    def __init__(self, index: int, spec: CascadeStep, folder: Path) -> None:
+    def __init__(self, index: int, spec: CascadeStep, folder: Path, tensors: dict[str, np.ndarray]) -> None:
         from sdk.backends.onnxruntime_cpu import session_options
         from sdk.preprocess import CpuPreprocessor
 
@@ -67,13 +68,23 @@ class _Step:
         capacity = spec.takes.max_per_frame
         self.buffer = np.zeros((capacity, *want[1:]), np.dtype(spec.preprocess.dtype))
         self.preprocessors = [CpuPreprocessor(spec.preprocess, self.buffer[i : i + 1]) for i in range(capacity)]
-        self.decoder = Ctc(spec.decoder, folder, where) if isinstance(spec.decoder, CtcDecoder) else Classify(spec.decoder)
+        self.fetch: list[str] | None = None  # the outputs the decoder reads; None: the first one
+        if isinstance(spec.decoder, CascadeSsdDecoder):
+            from sdk.cascade.ssd import CascadeSsd
+
+            net_size = (spec.preprocess.resize.width, spec.preprocess.resize.height)
+            self.decoder = CascadeSsd(spec.decoder, spec.name, self.session, capacity, net_size, tensors, where)
+            self.fetch = list(self.decoder.names)
+        elif isinstance(spec.decoder, CtcDecoder):
+            self.decoder = Ctc(spec.decoder, folder, where)
+        else:
+            self.decoder = Classify(spec.decoder)
         self.latency_ms: list[float] = []
 
     def __call__(self, image: np.ndarray, detections: Detections, results: list[dict]) -> None:
         started = time.perf_counter()
         takes, height, width = self.spec.takes, image.shape[0], image.shape[1]
-        parents, n = [], 0
+        parents, crops, n = [], [], 0
         for i in range(detections.count):  # best first
             if n == len(self.preprocessors):
                 break
@@ -84,15 +95,18 @@ class _Step:
             if rect is None:
                 continue
             x1, y1, x2, y2 = rect
-            self.preprocessors[n](np.ascontiguousarray(image[y1:y2, x1:x2]))
+            geometry = self.preprocessors[n](np.ascontiguousarray(image[y1:y2, x1:x2]))
             parents.append(i)
+            crops.append((rect, geometry))
             n += 1
         if n:
             if self.batched:
-                output = self.session.run(None, {self.input: self.buffer[:n]})[0]
+                outputs = self.session.run(self.fetch, {self.input: self.buffer[:n]})
             else:
-                output = np.concatenate([self.session.run(None, {self.input: self.buffer[k : k + 1]})[0] for k in range(n)])
-            for parent, result in zip(parents, self.decoder(output), strict=True):
+                runs = [self.session.run(self.fetch, {self.input: self.buffer[k : k + 1]}) for k in range(n)]
+                outputs = [np.concatenate(parts) for parts in zip(*runs, strict=True)]
+            decoded = self.decoder(outputs, crops) if self.fetch is not None else self.decoder(outputs[0])
+            for parent, result in zip(parents, decoded, strict=True):
                 results[parent][self.name] = result
         self.latency_ms.append((time.perf_counter() - started) * 1000.0)
 
@@ -100,8 +114,9 @@ class _Step:
 class CascadeStage(Stage):
     name = "cascade"
 
-    def __init__(self, steps, folder: Path) -> None:
-        self.steps = [_Step(i, spec, Path(folder)) for i, spec in enumerate(steps)]
+    def __init__(self, steps, folder: Path, tensors: dict[str, np.ndarray] | None = None) -> None:
+        """`tensors`: the release's extracted tensors (a step's anchor tensor, under sdk.cascade.ssd.cascade_tensor_key)."""
+        self.steps = [_Step(i, spec, Path(folder), tensors or {}) for i, spec in enumerate(steps)]
 
     def __call__(self, image: np.ndarray, detections: Detections) -> Detections:
         results: list[dict] = [{} for _ in range(detections.count)]

@@ -196,8 +196,9 @@ class PipelineRunner:
             batch = batch_slots(self.pipeline, input_buffer, model_path)
             kernels = self.artifacts.folder.parent / "kernels"  # the release's CUDA kernels (preprocess.device)
             preprocess = stack.enter_context(Preprocessing(self.pipeline, backend, image_input, batch, kernels))
-            decode = stack.enter_context(Decoding(self.pipeline, backend.outputs, self.artifacts.load_tensors(), batch, preprocess.session))
-            cascade = stack.enter_context(Cascading(self.pipeline))
+            tensors = self.artifacts.load_tensors()  # the SSD anchors read at preparation (the first model's and the steps')
+            decode = stack.enter_context(Decoding(self.pipeline, backend.outputs, tensors, batch, preprocess.session))
+            cascade = stack.enter_context(Cascading(self.pipeline, tensors))
             track = stack.enter_context(Tracking(self.pipeline))
             frames = stack.enter_context(feed)
             rates = {c.name: spec.cameras[c.name].replay.rate_fps or c.stream.reader.nominal_fps or 30.0 for c in cameras}

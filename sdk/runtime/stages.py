@@ -175,12 +175,12 @@ class Cascading:
 
     name = "cascade"
 
-    def __init__(self, pipeline: PipelineFile) -> None:
+    def __init__(self, pipeline: PipelineFile, tensors: dict[str, np.ndarray] | None = None) -> None:
         self._stage = None
         if pipeline.spec.cascade:
             from sdk.cascade import CascadeStage
 
-            self._stage = CascadeStage(pipeline.spec.cascade, pipeline.folder)
+            self._stage = CascadeStage(pipeline.spec.cascade, pipeline.folder, tensors)
 
     def __enter__(self) -> Cascading:
         if self._stage is not None:

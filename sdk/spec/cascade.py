@@ -1,18 +1,21 @@
 """`cascade:`: models run on the crops of the first model's detections (plate -> characters, face -> landmarks).
 
 Each step names its model, which detections it takes (classes, min score, at most so many a frame), how a crop
-is cut (padding, square, min size), the crop's own preprocessing, and a decoder: `classify` (top-k labels) or
-`ctc` (text, greedy CTC over a character list file). Results attach to the parent detection in detections.jsonl.
+is cut (padding, square, min size), the crop's own preprocessing, and a decoder: `classify` (top-k labels), `ctc`
+(text, greedy CTC over a character list file) or `ssd` (boxes and keypoints inside the crop, mapped to frame pixels:
+the top-level SSD decoder's settings plus the class names and thresholds that `postprocess` holds for the first
+model). Results attach to the parent detection in detections.jsonl.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from sdk.spec.bounds import MAX_TENSOR_SIDE, Flag, Frozen, Int, Real
+from sdk.spec.bounds import MAX_TENSOR_SIDE, Flag, Frozen, Int, Real, bounds_error
 from sdk.spec.preprocess import Preprocess
+from sdk.spec.ssd import ANCHORS_AT, GeneratedAnchors, SsdDecoder
 
 
 class CascadeTakes(Frozen):
@@ -45,15 +48,45 @@ class CtcDecoder(Frozen):
     space: Flag = False  # the model's last index is a space (PaddleOCR's use_space_char)
 
 
+class CascadeSsdDecoder(SsdDecoder):
+    """The SSD decoder on a crop: `kind: ssd` with the top-level decoder's keys (anchors a tensor of the step's model or
+    `{generate: {...}}`, box_layout, box_size, scale_factors, keypoints, ...) and, since a step has no `postprocess`
+    section, its class names and thresholds. NMS per crop; boxes and keypoints in source-frame pixels."""
+
+    classes: Annotated[tuple[str, ...], Field(min_length=1, max_length=10_000)]  # the step model's class names, in its order
+    score_threshold: Real("detections on a crop scoring below are dropped", ge=0, le=1) = 0.5
+    iou_threshold: Real("non-maximum suppression on a crop: overlap above which the lower score goes", gt=0, le=1) = 0.3
+    max_detections: Int(1, 1000, "detections kept per crop, highest scores first") = 10
+
+
 class CascadeStep(Frozen):
     name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
     model: CascadeModel
     takes: CascadeTakes = CascadeTakes()
     crop: CascadeCrop = CascadeCrop()
     preprocess: Preprocess
-    decoder: Annotated[Union[ClassifyDecoder, CtcDecoder], Field(discriminator="kind")]  # noqa: UP007
+    decoder: Annotated[Union[ClassifyDecoder, CtcDecoder, CascadeSsdDecoder], Field(discriminator="kind")]  # noqa: UP007
+
+    @model_validator(mode="after")
+    def _anchors_laid_on_the_crop_input(self) -> CascadeStep:
+        decoder = self.decoder
+        if isinstance(decoder, CascadeSsdDecoder) and isinstance(decoder.anchors, GeneratedAnchors):
+            options, resize = decoder.anchors.generate, self.preprocess.resize
+            for key, value, side in (
+                ("input_size_width", options.input_size_width, resize.width),
+                ("input_size_height", options.input_size_height, resize.height),
+            ):
+                if value != side:
+                    axis = key.rsplit("_", 1)[1]
+                    raise bounds_error(
+                        f"{value} differs from the step's preprocess.resize.{axis} {side}; allowed: {side} (the anchors are laid on the "
+                        "network input the step's preprocessing makes)",
+                        hint="the step model's input size is both: set the step's preprocess.resize and the anchor options to it",
+                        path=(*ANCHORS_AT, key),  # moved under cascade[i].decoder by the loader
+                    )
+        return self
 
 
 Cascade = Annotated[tuple[CascadeStep, ...], Field(max_length=8)]
 
-__all__ = ["Cascade", "CascadeCrop", "CascadeModel", "CascadeStep", "CascadeTakes", "ClassifyDecoder", "CtcDecoder"]
+__all__ = ["Cascade", "CascadeCrop", "CascadeModel", "CascadeSsdDecoder", "CascadeStep", "CascadeTakes", "ClassifyDecoder", "CtcDecoder"]

@@ -143,6 +143,9 @@ def config_error(document: YamlDocument, exc: ValidationError, root: type[BaseMo
     yaml_path = _yaml_path(document.data, tuple(first["loc"]))
     if first["type"] == ERROR_TYPE and context.get("path") is not None:
         yaml_path = tuple(context["path"])  # a cross-field check names the key it is about
+        found = _yaml_path(document.data, tuple(first["loc"]))
+        if yaml_path[:2] == ("postprocess", "decoder") and found[:1] == ("cascade",) and len(found) >= 2:
+            yaml_path = (*found[:2], *yaml_path[1:])  # a decoder check (sdk.spec.ssd) that fired in a cascade step's decoder
     where = document.where(yaml_path)
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
     if first["type"] == ERROR_TYPE:

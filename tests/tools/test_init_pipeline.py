@@ -106,6 +106,16 @@ def test_blazeface_names_what_to_fill_in_and_runs_once_it_is(tmp_path):
     assert stats["matched"] >= 8 and stats["recall"] >= 0.97 and stats["precision"] >= 0.97, stats
 
 
+def test_a_detector_file_points_to_cascades_and_their_step_decoders(tmp_path):
+    from tools.init_pipeline import init_pipeline
+
+    one_box_and_one_score_tensor(ASSETS / "blazeface_front_128.onnx", tmp_path / "faces.onnx")
+    text = init_pipeline(tmp_path / "faces.onnx").path.read_text()
+    assert "# cascade: models run on the crops of these detections" in text
+    assert "a decoder of kind classify, ctc or ssd: docs/guides/models.md, section Cascades." in text
+    assert "## Cascades: a second model on the crops" in (REPO / "docs" / "guides" / "models.md").read_text()
+
+
 def test_a_head_split_over_grids_is_refused_with_how_to_join_it(tmp_path):
     shutil.copy(ASSETS / "blazeface_front_128.onnx", tmp_path / "raw.onnx")
     done = sdk("init", "raw.onnx", cwd=tmp_path)
