@@ -170,19 +170,35 @@ def cuda_pipeline_matches_cpu(release: Path, gpu: bool, frames: int = 30, emulat
     return (PASS if share >= 0.99 else FAIL), detail
 
 
-def run(release: Path) -> dict:
+def gpu_tests(release: Path, bundle: Path, deadline_s: float) -> dict:
+    """The repository's `gpu`-marked pytest tests from the host's selftest bundle (sdk/selftest_pytest.py)."""
+    from sdk.selftest_pytest import run_gpu_tests
+
+    started = time.perf_counter()
+    try:
+        check = run_gpu_tests(release, bundle, deadline_s)
+    except Exception as exc:
+        check = {"status": FAIL, "detail": f"{type(exc).__name__}: {exc}", "tests": []}
+    return {"name": "gpu_tests", **check, "seconds": round(time.perf_counter() - started, 3)}
+
+
+def run(release: Path, tests: Path | None = None, tests_deadline_s: float = 900.0) -> dict:
     checks = [_check("cuda_driver", cuda_driver), _check("tensorrt", tensorrt_version)]
     gpu = checks[0]["status"] == PASS
     checks.append(_check("engine_runs", engine_runs, release, gpu))
     checks.append(_check("cuda_preprocess_matches_cpu", cuda_preprocess_matches_cpu, release, gpu))
     checks.append(_check("cuda_pipeline_matches_cpu", cuda_pipeline_matches_cpu, release, gpu))
+    if tests is not None:
+        checks.append(gpu_tests(release, tests, tests_deadline_s))
     return {"release": release.name, "checks": checks}
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m sdk selftest")
     parser.add_argument("--release", type=Path, required=True)
+    parser.add_argument("--tests", type=Path, help="a selftest bundle (the host's scratch folder): run its gpu-marked tests too")
+    parser.add_argument("--tests-deadline", type=float, default=900.0, help="seconds the gpu tests may take")
     args = parser.parse_args(argv)
-    result = run(args.release.resolve())
+    result = run(args.release.resolve(), args.tests.resolve() if args.tests else None, args.tests_deadline)
     sys.stdout.write(json.dumps(result) + "\n")
     return 0

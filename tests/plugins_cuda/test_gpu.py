@@ -1,20 +1,22 @@
 """On a GPU: the kernels give the host reference's bytes, and their time by CUDA events.
 
 Marked `gpu`; skipped unless the CUDA driver library loads and reports a device. Nothing here
-has run on this project's CI machines (no GPU); run with `python -m pytest -m gpu` on a device.
+has run on this project's CI machines (no GPU). `sdk selftest --target T` runs these on a device, with the
+release's own kernels (SDK_SELFTEST_RELEASE); from a checkout on a GPU machine, `python -m pytest -m gpu`.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sdk.gpu.plan import PreprocessPlan
 from sdk.spec.schema import Preprocess
-from tools.release.kernels import kernel_files
 
 from .helpers import host_decode, host_yolo, to_nv12, to_yuyv, yolo_outputs
 
@@ -23,7 +25,8 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="session")
 def gpu_kernels(request, tmp_path_factory):
-    """A release-style kernels folder with every binary; skips unless a driver and a device exist."""
+    """A release-style kernels folder with every binary, or, under `sdk selftest`, the release's own (the kernels the
+    device really runs); skips unless a driver and a device exist."""
     try:
         ctypes.CDLL("libcuda.so.1")
     except OSError:
@@ -33,6 +36,11 @@ def gpu_kernels(request, tmp_path_factory):
     err2, count = driver.cuDeviceGetCount()
     if err != driver.CUresult.CUDA_SUCCESS or err2 != driver.CUresult.CUDA_SUCCESS or count == 0:
         pytest.skip(f"no CUDA device ({err!r})")
+    release = os.environ.get("SDK_SELFTEST_RELEASE")
+    if release and (Path(release) / "kernels").is_dir():
+        return Path(release) / "kernels"
+    from tools.release.kernels import kernel_files
+
     kernel_build = request.getfixturevalue("kernel_build")  # only where a GPU can run it
     folder = tmp_path_factory.mktemp("release")
     for rel, path in kernel_files(kernel_build.folder, None).items():
