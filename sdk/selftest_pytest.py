@@ -62,6 +62,16 @@ def _lay_wheels(bundle: Path) -> tuple[Path | None, str]:
     return bundle / "site", f"the device's own pytest {have} (none shipped: {why})"
 
 
+def _collection_skip_reason(text: str) -> str:
+    import ast
+
+    try:
+        _, _, reason = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, TypeError):
+        return text.strip()
+    return str(reason).removeprefix("Skipped: ")
+
+
 def parse_junit(path: Path) -> list[dict]:
     """One entry per test case: name, outcome (passed, failed, error, skipped), reason (the skip's or the failure's
     message), seconds."""
@@ -76,6 +86,8 @@ def parse_junit(path: Path) -> list[dict]:
                 outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
                 lines = (element.text or "").strip().splitlines()
                 reason = element.get("message") or (lines[-1] if lines else "")
+                if reason == "collection skipped":  # pytest writes the skip's (path, line, reason) tuple as the text
+                    reason = _collection_skip_reason(element.text or "")
                 break
         name = f"{case.get('classname', '')}::{case.get('name', '')}".strip(":")
         tests.append({"name": name, "outcome": outcome, "reason": reason[:500], "seconds": round(float(case.get("time") or 0), 3)})
