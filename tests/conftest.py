@@ -158,6 +158,7 @@ ROWS = np.array([[8, 8, 4, 4, 0.9, 0.1, 0.9], [24, 20, 6, 8, 0.8, 0.9, 0.1], [16
 def tiny_yolo(path: Path) -> Path:
     """Output = the constant rows + 0 * sum(input): input-dependent in the graph, constant in value."""
     from onnx import TensorProto, helper, numpy_helper, save  # here: the selftest runs this conftest on devices without onnx
+
     graph = helper.make_graph(
         [
             helper.make_node("ReduceSum", ["images"], ["total"], keepdims=0),

@@ -167,7 +167,12 @@ def test_a_failing_gpu_test_comes_back_failed_and_fails_the_selftest(tiny_pipeli
     from tools.cli import run
 
     bundle = selftest_bundle.TestBundle(
-        {"tests/test_synthetic.py": FAILING, "tests/test_needs_host.py": NEEDS_HOST, "pytest.ini": selftest_bundle.pytest_ini(REPO), "conftest.py": selftest_bundle.DEVICE_CONFTEST},
+        {
+            "tests/test_synthetic.py": FAILING,
+            "tests/test_needs_host.py": NEEDS_HOST,
+            "pytest.ini": selftest_bundle.pytest_ini(REPO),
+            "conftest.py": selftest_bundle.DEVICE_CONFTEST,
+        },
         ["tests/test_synthetic.py", "tests/test_needs_host.py"],
         no_wheels="not packed by this test",
     )
@@ -196,7 +201,8 @@ def test_without_wheels_or_a_pytest_on_the_device_the_report_says_so(tmp_path, m
     from sdk import selftest_pytest
     from tools.selftest_bundle import TestBundle
 
-    for name, content in TestBundle({}, ["tests/test_x.py"], no_wheels="cannot fetch wheels of pytest for aarch64 cp310: no network").contents().items():
+    bundle = TestBundle({}, ["tests/test_x.py"], no_wheels="cannot fetch wheels of pytest for aarch64 cp310: no network")
+    for name, content in bundle.contents().items():
         (tmp_path / name).write_bytes(content)
     monkeypatch.setattr(selftest_pytest, "_pytest_importable", lambda: None)
     check = selftest_pytest.run_gpu_tests(tmp_path, tmp_path)
