@@ -79,6 +79,7 @@ class CudaPreprocessor(Stage):
         kernels_dir: Path | None = None,
         int8_scale: float | None = None,
         memory: str | None = None,
+        cuda_graph: bool = False,
     ) -> None:
         if image_input is None and len(backend.inputs) != 1:
             raise BackendError(f"the CUDA preprocessing feeds one input; the engine has {len(backend.inputs)}")
@@ -98,7 +99,7 @@ class CudaPreprocessor(Stage):
             )
         self.spec, self.input_name, self._binding_bytes = spec, input_name, binding.nbytes
         self._int8_scale = int8_scale if quantised else None
-        self.session = CudaSession(choice, backend, kernels_dir, memory)
+        self.session = CudaSession(choice, backend, kernels_dir, memory, cuda_graph=cuda_graph)
         try:
             self._dst = self.session.binding(input_name)
         except BaseException:
@@ -130,6 +131,40 @@ class CudaPreprocessor(Stage):
         self._params = plan.bound(self._source, self._dst)
         self._function = gpu.function(plan.kernel)
         self.plan = plan
+        self._warm = False  # the first frame of a size runs un-captured (TensorRT: enqueueV3 once before capturing)
+        if self.session.graph is not None:
+            self.session.graph.invalidate()
+
+    def _enqueue(self) -> None:
+        """This stage's work on the stream: the frame's upload (discrete GPU), the kernel, its events."""
+        gpu, times, plan = self.session.gpu, self.session.times, self.plan
+        times.mark("preprocess_start")
+        if gpu.memory == "copy":
+            gpu.upload(self._source, self._frame)
+        gpu.enqueue(self._function, plan.grid, plan.block, self._params)
+        times.mark("preprocess_end")
+
+    def _enqueue_frame(self) -> bool:
+        """The whole frame's work (preprocess, the engine, the decode), for the capture."""
+        session = self.session
+        self._enqueue()
+        if not session.engine_enqueue():
+            return False
+        if session.decode_enqueue is not None:
+            session.decode_enqueue()
+        return True
+
+    def _launch_graph(self) -> bool:
+        """Replay the captured frame (capturing it first where needed); False where this frame runs un-captured."""
+        graph = self.session.graph
+        if graph is None or graph.refused or not self._warm:
+            self._warm = True
+            return False
+        if not graph.ready and not graph.capture(self._enqueue_frame):
+            return False
+        graph.launch()
+        self.session.launched = True
+        return True
 
     def __call__(self, image: np.ndarray) -> ResizeGeometry:
         if image.ndim == 2:
@@ -142,13 +177,10 @@ class CudaPreprocessor(Stage):
             self._prepare(width, height)
             plan = self.plan
         np.copyto(self._image, image)  # the one host copy: into the pinned frame buffer the GPU reads
-        gpu, times = self.session.gpu, self.session.times
-        times.mark("preprocess_start")
-        if gpu.memory == "copy":
-            gpu.upload(self._source, self._frame)
-        gpu.enqueue(self._function, plan.grid, plan.block, self._params)
-        times.mark("preprocess_end")
-        times.add("preprocess", "preprocess_start", "preprocess_end")  # waits for the end event: the stage's latency is its own
+        if self._launch_graph():
+            return plan.geometry  # the frame's work runs as the graph; its stage times are read after it ends
+        self._enqueue()
+        self.session.times.add("preprocess", "preprocess_start", "preprocess_end")  # waits for the end event: the stage's latency is its own
         return plan.geometry
 
     def close(self) -> None:
