@@ -265,6 +265,12 @@ class CudaPreprocessor:
         self.cuda.launch(self._function, self.plan.grid, self.plan.block, self._params)
         return self.cuda.elapsed_ms()
 
+    def enqueue(self) -> None:
+        """The frame's work on the stream, without events or waiting (what a CUDA graph captures)."""
+        if self.cuda.memory == "copy":
+            self.cuda.upload(self._source, self.input_array)
+        self.cuda.enqueue(self._function, self.plan.grid, self.plan.block, self._params)
+
     def download(self) -> np.ndarray:
         out = np.empty(self.plan.output_shape, self.plan.numpy_dtype)
         self.cuda.download(out, self._output)

@@ -104,6 +104,7 @@ class CudaSession:
             self.gpu.synchronize()
             self.times.add("preprocess", "preprocess_start", "preprocess_end")
             self.launched = False
+
     def binding(self, name: str) -> int:
         """The device address of one of the engine's tensors, which then stays on the device."""
         backend = self.backend

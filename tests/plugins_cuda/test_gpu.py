@@ -82,6 +82,40 @@ def test_kernel_equals_the_host_reference(gpu_kernels, reference, real_frames, s
     assert ours.tobytes() == expected.tobytes()
 
 
+def test_a_frame_captured_as_a_cuda_graph_replays_like_the_uncaptured_launch(gpu_kernels, real_frames):
+    """preprocess.cuda_graph's adapter on a GPU (sdk/gpu/graph.py): the upload, the kernel and the copy back captured
+    once with cuStreamBeginCapture/cuStreamEndCapture, instantiated, and replayed per frame with cuGraphLaunch give
+    the un-captured launch's bytes for each new frame written into the same pinned buffer."""
+    from sdk.gpu.driver import CudaModule, CudaPreprocessor
+    from sdk.gpu.graph import FrameGraph
+
+    h, w = real_frames[0].shape[:2]
+    plan = PreprocessPlan.build(Preprocess(**CASES[0][1]), "bgr8", w, h)
+    with CudaModule(gpu_kernels) as cuda:
+        kernel = CudaPreprocessor(plan, cuda)
+        plain = []
+        for image in real_frames:
+            kernel(image)
+            plain.append(kernel.download())
+        raw, _ = cuda.pinned_buffer(plan.output_bytes, False)  # a captured copy needs pinned host memory
+        out = raw.view(plan.numpy_dtype).reshape(plan.output_shape)
+
+        def frame() -> bool:
+            kernel.enqueue()
+            cuda.download(out, kernel.output_pointer)
+            return True
+
+        graph = FrameGraph(cuda)
+        assert graph.capture(frame), graph.reason
+        for image, expected in zip(real_frames, plain, strict=True):
+            np.copyto(kernel.input_array, image.reshape(-1))
+            graph.launch()
+            cuda.synchronize()
+            assert out.tobytes() == expected.tobytes()
+        assert graph.report() == {"requested": True, "captured": True, "replayed_frames": len(real_frames)}
+    assert plain[0].tobytes() != plain[1].tobytes()  # the frames differ: the replay read each new one
+
+
 def test_kernel_time_by_cuda_events(gpu_kernels):
     from sdk.gpu.driver import CudaModule, CudaPreprocessor
 
