@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from sdk.spec.bounds import MAX_TENSOR_SIDE, Flag, Frozen, Int, Real
 from sdk.spec.preprocess import Preprocess
@@ -52,6 +52,13 @@ class CascadeStep(Frozen):
     crop: CascadeCrop = CascadeCrop()
     preprocess: Preprocess
     decoder: Annotated[Union[ClassifyDecoder, CtcDecoder], Field(discriminator="kind")]  # noqa: UP007
+
+    @field_validator("preprocess")
+    @classmethod
+    def _no_graph(cls, preprocess: Preprocess) -> Preprocess:
+        if preprocess.cuda_graph:
+            raise ValueError("cuda_graph: true; allowed: false (a cascade step's crops are preprocessed on the CPU)")
+        return preprocess
 
 
 Cascade = Annotated[tuple[CascadeStep, ...], Field(max_length=8)]
