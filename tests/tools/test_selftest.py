@@ -50,7 +50,7 @@ def test_on_a_machine_without_gpu_the_checks_skip_with_their_reasons(tiny_pipeli
     assert done.returncode == 4, done.stdout + done.stderr  # skipped for lack of hardware: proves nothing
     assert "cuda_driver" in done.stdout and "SKIP" in done.stdout and "no CUDA driver" in done.stdout
     assert "the release has no TensorRT engine" in done.stdout and "the release carries no CUDA kernels" in done.stdout
-    assert "cuda_pipeline_matches_cpu" in done.stdout
+    assert "cuda_pipeline_matches_cpu" in done.stdout and "cuda_graph_replays_the_frame" in done.stdout
     # The gpu-marked tests ran on the "device" (here: the local release) and were skipped, one row each, with why.
     assert "gpu_tests" in done.stdout and "test_kernel_time_by_cuda_events" in done.stdout and "skipped" in done.stdout
     assert not (state_dir / "targets" / "local" / "scratch").exists()
@@ -60,7 +60,7 @@ def test_on_a_machine_without_gpu_the_checks_skip_with_their_reasons(tiny_pipeli
 def test_the_cuda_pipeline_check_on_the_emulated_device(state_dir, tmp_path, monkeypatch):
     """The selftest's short CUDA-path run against the CPU path, everything but the GPU: the example's release,
     the CUDA path on the emulated device (which the check names in its detail)."""
-    from sdk.selftest import PASS, cuda_pipeline_matches_cpu
+    from sdk.selftest import PASS, cuda_graph_replays_the_frame, cuda_pipeline_matches_cpu
 
     monkeypatch.delenv("SDK_CUDA_EMULATION", raising=False)
     Deploy(REPO / "pipelines" / "pedestrian.yaml", "local", frames=2, report_dir=tmp_path / "r")()
@@ -69,6 +69,11 @@ def test_the_cuda_pipeline_check_on_the_emulated_device(state_dir, tmp_path, mon
     assert status == PASS, detail
     assert detail.startswith("EMULATED on the host, not a GPU: 12 frames: 100.0% of") and "decode on cuda" in detail
     assert "SDK_CUDA_EMULATION" not in os.environ  # restored
+    # The same path captured as one CUDA graph per frame (preprocess.cuda_graph) replays it: the same detections.
+    status, detail = cuda_graph_replays_the_frame(release, gpu=False, frames=12, emulate=True)
+    assert status == PASS, detail
+    assert detail.startswith("EMULATED on the host, not a GPU: 11 of 12 frames replayed; 12 with the un-captured path's detections")
+    assert "SDK_CUDA_EMULATION" not in os.environ
 
 
 @pytest.mark.slow
@@ -255,3 +260,5 @@ def test_on_a_gpu_machine_the_cuda_checks_run(tiny_pipeline, tmp_path, state_dir
     assert checks["engine_runs"]["status"] in ("N/A", "PASS"), checks  # an engine only where TensorRT builds one
     # The short CUDA-path pipeline (kernel into the engine's binding, decode on the device) needs the engine too.
     assert checks["cuda_pipeline_matches_cpu"]["status"] == ("PASS" if checks["engine_runs"]["status"] == "PASS" else "N/A"), checks
+    # The frame as one CUDA graph: PASS, or N/A where there is no engine or TensorRT cannot capture it (with its reason).
+    assert checks["cuda_graph_replays_the_frame"]["status"] in ("PASS", "N/A"), checks
