@@ -27,6 +27,7 @@ DEVICE_TESTS = ("tests/sdk", "tests/plugins_cuda")
 SUPPORT = ("pipelines", "plugins_cuda", "cmake", "tools")  # what the tests and their fixtures read from the checkout
 GPU_MARK = re.compile(r"\bpytest\.mark\.gpu\b")
 DEVICE_CONFTEST = Path(__file__).with_name("selftest_conftest.py")  # shipped as the bundle's root conftest.py
+PREPARED = "selftest-prepared/example"  # the example model prepared on the host (tests/conftest.py's prepared_example)
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,23 @@ def pytest_wheels(arch: str, python_abi: str, cache: Path) -> list[Path]:
     raise ReleaseError(f"pytest's dependencies for {arch} {python_abi} do not settle: still missing {', '.join(unmet)}")
 
 
+def prepared_example(repo: Path, cache: Path) -> dict[str, Path]:
+    """The example's model prepared here (onnx-graphsurgeon is a host package), for the fixture that the TensorRT tests
+    build their engine from; nothing where this checkout has no example or cannot prepare it (the tests then skip)."""
+    from sdk.errors import SdkError
+    from sdk.spec import load_pipeline
+    from tools.prepare import PrepareModel
+
+    example = repo / "pipelines" / "pedestrian.yaml"
+    if not example.is_file():
+        return {}
+    try:
+        artifacts = PrepareModel(load_pipeline(example), cache)()
+    except (SdkError, ImportError):
+        return {}
+    return {f"{PREPARED}/{path.name}": path for path in sorted(artifacts.folder.iterdir()) if path.is_file()}
+
+
 def build_bundle(facts: dict, cache: Path, repo: Path = REPO) -> TestBundle:
     """The bundle for a probed device. Raises ReleaseError where this installation has no tests (not a checkout)."""
     if not (repo / "tests").is_dir():
@@ -165,6 +183,7 @@ def build_bundle(facts: dict, cache: Path, repo: Path = REPO) -> TestBundle:
         for path in sorted((repo / folder).rglob("*")):
             if path.is_file() and "__pycache__" not in path.parts and not path.name.startswith(".") and (folder != "tools" or path.suffix == ".py"):
                 files[path.relative_to(repo).as_posix()] = path
+    files.update(prepared_example(repo, cache))
     files["pytest.ini"] = pytest_ini(repo)
     files["conftest.py"] = DEVICE_CONFTEST
     try:

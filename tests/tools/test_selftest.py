@@ -228,6 +228,8 @@ def test_the_bundle_holds_the_gpu_tests_their_helpers_and_pytest_for_the_devices
     assert bundle.tests == ["tests/plugins_cuda/test_gpu.py", "tests/sdk/backends/test_tensorrt_backend.py"]
     assert {"tests/conftest.py", "tests/plugins_cuda/conftest.py", "tests/plugins_cuda/helpers.py", "conftest.py", "pytest.ini"} <= set(bundle.files)
     assert "pipelines/assets/vtest.avi" in bundle.files and not any(name.startswith("sdk/") for name in bundle.files)  # the release's sdk runs
+    # The example prepared on the host (onnx-graphsurgeon stays home): the TensorRT tests build their engine from it.
+    assert {"selftest-prepared/example/model.onnx", "selftest-prepared/example/prepare.json"} <= set(bundle.files)
     distributions = {wheel_distribution(wheel) for wheel in bundle.wheels}
     assert {"pytest", "pluggy", "iniconfig", "packaging", "exceptiongroup", "tomli"} <= distributions, distributions
     assert all(wheel.name.endswith("-none-any.whl") for wheel in bundle.wheels)
