@@ -201,40 +201,6 @@ def test_a_failing_gpu_test_comes_back_failed_and_fails_the_selftest(tiny_pipeli
     assert release_store_snapshot(ssh_target.root) == before
 
 
-def test_without_wheels_or_a_pytest_on_the_device_the_report_says_so(tmp_path, monkeypatch):
-    """Where pytest could not be fetched for the device and the device has none: SKIP, naming both."""
-    from sdk import selftest_pytest
-    from tools.selftest_bundle import TestBundle
-
-    bundle = TestBundle({}, ["tests/test_x.py"], no_wheels="cannot fetch wheels of pytest for aarch64 cp310: no network")
-    for name, content in bundle.contents().items():
-        (tmp_path / name).write_bytes(content)
-    monkeypatch.setattr(selftest_pytest, "_pytest_importable", lambda: None)
-    check = selftest_pytest.run_gpu_tests(tmp_path, tmp_path)
-    assert check["status"] == "SKIP" and check["tests"] == []
-    assert check["detail"] == (
-        "the gpu tests did not run: pytest could not be shipped (cannot fetch wheels of pytest for aarch64 cp310: no network) "
-        "and this device's Python has none"
-    )
-
-
-def test_the_bundle_holds_the_gpu_tests_their_helpers_and_pytest_for_the_devices_python(tmp_path):
-    """pip, run on the host's Python, evaluates markers for the host: for a Python 3.10 device the bundle must still
-    carry exceptiongroup and tomli, which pytest needs below 3.11."""
-    from tools.release.wheels import wheel_distribution
-    from tools.selftest_bundle import build_bundle
-
-    bundle = build_bundle({"arch": "aarch64", "python_abi": "cp310"}, tmp_path / "cache")
-    assert bundle.tests == ["tests/plugins_cuda/test_gpu.py", "tests/sdk/backends/test_tensorrt_backend.py"]
-    assert {"tests/conftest.py", "tests/plugins_cuda/conftest.py", "tests/plugins_cuda/helpers.py", "conftest.py", "pytest.ini"} <= set(bundle.files)
-    assert "pipelines/assets/vtest.avi" in bundle.files and not any(name.startswith("sdk/") for name in bundle.files)  # the release's sdk runs
-    # The example prepared on the host (onnx-graphsurgeon stays home): the TensorRT tests build their engine from it.
-    assert {"selftest-prepared/example/model.onnx", "selftest-prepared/example/prepare.json"} <= set(bundle.files)
-    distributions = {wheel_distribution(wheel) for wheel in bundle.wheels}
-    assert {"pytest", "pluggy", "iniconfig", "packaging", "exceptiongroup", "tomli"} <= distributions, distributions
-    assert all(wheel.name.endswith("-none-any.whl") for wheel in bundle.wheels)
-
-
 @pytest.mark.gpu
 def test_on_a_gpu_machine_the_cuda_checks_run(tiny_pipeline, tmp_path, state_dir):
     """Where a driver and a device exist: the local release carries the kernels for the probed compute capability (a
