@@ -159,8 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--mender-module", type=Path, metavar="DIR", help="write the Update Module DIR/perception-release and its .conf")
     export.add_argument("--root", help="--mender-module: the device's release store (default: the target's remote_root)")
     export.add_argument("--python", help="--mender-module: the device's Python, an absolute path (default: the target's, or /usr/bin/python3)")
-    selftest = commands.add_parser("selftest", help="the hardware checks (CUDA, TensorRT engine, CUDA preprocessing) on the target")
+    selftest = commands.add_parser(
+        "selftest", help="the hardware checks (CUDA, TensorRT engine, CUDA preprocessing and pipeline) and the gpu-marked tests, on the target"
+    )
     selftest.add_argument("--target", "-t", required=True, help="the target whose current release to check")
+    selftest.add_argument("--report-dir", type=Path, help="write selftest.json and the gpu tests' junit.xml here")
+    selftest.add_argument(
+        "--tests-deadline", type=_positive, default=900, metavar="S", help="seconds the gpu tests may take on the device (default 900)"
+    )
     validate = commands.add_parser("validate", help="latency and accuracy acceptance run on the target's current release")
     validate.add_argument("pipeline", type=Path, help="pipeline file (YAML): the one the current release runs")
     validate.add_argument("--target", "-t", required=True, help="the target whose current release to measure")
@@ -486,14 +492,19 @@ def _selftest(args: argparse.Namespace, console: Console) -> int:
     from tools.remote import selftest
     from tools.targets import resolve_target
 
-    result = selftest(resolve_target(args.target))
+    result = selftest(resolve_target(args.target), deadline_s=args.tests_deadline, report_dir=args.report_dir)
     table = Table(title=f"selftest of release {result['release']} on {args.target}")
     for column in ("check", "status", "detail"):
         table.add_column(column)
     style = {"PASS": "bold green", "FAIL": "bold red", "SKIP": "yellow", "N/A": "dim"}
     for check in result["checks"]:
-        table.add_row(check["name"], f"[{style[check['status']]}]{check['status']}[/]", check["detail"])
+        table.add_row(check["name"], f"[{style[check['status']]}]{check['status']}[/]", check["detail"], end_section=check["name"] == "gpu_tests")
+        outcome_style = {"passed": "green", "failed": "bold red", "error": "bold red", "skipped": "yellow"}
+        for test in check.get("tests", []):  # the gpu tests, one row each
+            table.add_row(f"  {test['name']}", f"[{outcome_style[test['outcome']]}]{test['outcome']}[/]", test["reason"])
     console.print(table)
+    if args.report_dir is not None:
+        sys.stderr.write(f"report: {args.report_dir}\n")
     statuses = {check["status"] for check in result["checks"]}
     if "FAIL" in statuses:
         return EXIT_BUDGET_FAIL

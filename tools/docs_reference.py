@@ -79,6 +79,10 @@ MEANINGS = {
         "`auto`: the CUDA kernels where a CUDA device, cuda-python, the release's kernels and a TensorRT engine are there, "
         "else the CPU; `cpu`; `cuda`: an error where the CUDA path cannot run (`SDK_CUDA_EMULATION=host` emulates it on the host)"
     ),
+    "preprocess.cuda_graph": (
+        "with the CUDA path (`device` cuda or auto): the frame's work (kernel, enqueueV3, decode, copies, events) captured once "
+        "as one CUDA graph and replayed per frame; an engine that cannot be captured runs un-captured and the report says why"
+    ),
     "model": "the detector and how it runs",
     "model.path": "the original ONNX model, relative to the pipeline file (the release carries the prepared model, not this file)",
     "model.prepare": "cut the graph between these tensors, with static shapes (what TensorRT and DLA can take); `null`: use the model as it is",

@@ -146,7 +146,11 @@ class TensorRTBackend(Backend):
         if problems:
             raise ModelError(f"{self.engine_path}: the engine's tensors do not match the pipeline: {'; '.join(problems)}")
 
-    def infer(self) -> None:
+    def enqueue(self) -> bool:
+        """The frame's work on the stream, without waiting: copies in (tensors the GPU does not write), enqueueV3 (or the
+        engine's own graph) between the timing events, copies out (tensors the GPU does not read). False where
+        TensorRT refuses to enqueue (under stream capture: an engine that cannot be captured). Capturable: pinned
+        host buffers, fixed addresses (preprocess.cuda_graph, sdk/gpu/graph.py)."""
         cudart, stream = self._cudart, self._stream
         to_device, to_host = cudart.cudaMemcpyKind.cudaMemcpyHostToDevice, cudart.cudaMemcpyKind.cudaMemcpyDeviceToHost
         for name, array in self.inputs.items():
@@ -159,13 +163,19 @@ class TensorRTBackend(Backend):
         if self._graph_exec is not None:
             _check(cudart.cudaGraphLaunch(self._graph_exec, stream), "graph launch")
         elif not self._context.execute_async_v3(self._stream_handle):
-            raise BackendError("TensorRT execution failed (see the TensorRT log)")
+            return False
         _check(cudart.cudaEventRecord(self._events[1], stream), "event record")
         for name, array in self.outputs.items():
             if name in self._on_device:
                 continue  # read by the CUDA decode kernel, later on this stream
             _check(cudart.cudaMemcpyAsync(self._host[name], self._device[name], array.nbytes, to_host, stream), "copy out")
-        _check(cudart.cudaStreamSynchronize(stream), "stream synchronisation")
+        return True
+
+    def infer(self) -> None:
+        cudart = self._cudart
+        if not self.enqueue():
+            raise BackendError("TensorRT execution failed (see the TensorRT log)")
+        _check(cudart.cudaStreamSynchronize(self._stream), "stream synchronisation")
         self.last_infer_ms = _check(cudart.cudaEventElapsedTime(*self._events), "event timing")
 
     @property

@@ -17,6 +17,7 @@ import numpy as np
 from sdk.errors import BackendError, missing_dependency
 from sdk.gpu.binaries import ImageChoice, KernelManifest, check_nvrtc_for_driver, choose_image, load_image
 from sdk.gpu.decode import SsdDecodePlan, YoloDecodePlan
+from sdk.gpu.graph import GRAPH_NAMES
 from sdk.gpu.handles import device_address
 from sdk.gpu.params import kernel_arguments
 from sdk.gpu.plan import PreprocessPlan
@@ -58,6 +59,7 @@ DRIVER_NAMES = (
     "cuGetErrorName",
     "CUresult",
     "CU_MEMHOSTALLOC_DEVICEMAP",
+    *GRAPH_NAMES,  # stream capture of one frame (sdk/gpu/graph.py)
 )
 DRIVER_ATTRIBUTES = (
     "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR",
@@ -209,6 +211,19 @@ class CudaModule:
     def synchronize(self) -> None:
         self.call("cuStreamSynchronize", self.stream)
 
+    # Stream capture (sdk/gpu/graph.py): the frame's work on this stream, captured once, replayed per frame.
+    def begin_capture(self) -> None:
+        self.call("cuStreamBeginCapture", self.stream, self._cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+
+    def end_capture(self):
+        return self.own("cuGraphDestroy", self.call("cuStreamEndCapture", self.stream))
+
+    def instantiate(self, graph):
+        return self.own("cuGraphExecDestroy", self.call("cuGraphInstantiate", graph, 0))
+
+    def launch_graph(self, graph_exec) -> None:
+        self.call("cuGraphLaunch", graph_exec, self.stream)
+
     def close(self) -> None:
         while self._owned:
             name, handle = self._owned.pop()
@@ -249,6 +264,12 @@ class CudaPreprocessor:
             self.cuda.upload(self._source, self.input_array)
         self.cuda.launch(self._function, self.plan.grid, self.plan.block, self._params)
         return self.cuda.elapsed_ms()
+
+    def enqueue(self) -> None:
+        """The frame's work on the stream, without events or waiting (what a CUDA graph captures)."""
+        if self.cuda.memory == "copy":
+            self.cuda.upload(self._source, self.input_array)
+        self.cuda.enqueue(self._function, self.plan.grid, self.plan.block, self._params)
 
     def download(self) -> np.ndarray:
         out = np.empty(self.plan.output_shape, self.plan.numpy_dtype)

@@ -10,7 +10,10 @@ launches, events, one stream), with:
   through ctypes with the very parameter block a launch passes, else the numpy twins (sdk/gpu/reference.py);
   the launch geometry is checked to cover the work as on a GPU;
 - the stream: in order and synchronous; events record the host's monotonic clock when the stream
-  reaches them, so the event-based stage timing code runs unchanged (the times are host times).
+  reaches them, so the event-based stage timing code runs unchanged (the times are host times);
+- stream capture (sdk/gpu/graph.py): while capturing, every operation is recorded instead of run, and a
+  graph launch replays the recording in order; synchronising or reading an event while capturing is an
+  error, as it is on a GPU.
 Never chosen by `preprocess.device: auto`; the report says `emulated`.
 """
 
@@ -51,6 +54,17 @@ class EmulatedEvent:
         self.t_ns = 0
 
 
+class EmulatedGraph:
+    """A captured stream: its operations in order, (name, run) each."""
+
+    def __init__(self, nodes: list[tuple[str, object]]) -> None:
+        self.nodes = tuple(nodes)
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.nodes]
+
+
 class EmulatedCuda:
     """Host buffers, a synchronous stream and host-reference kernels behind CudaModule's interface."""
 
@@ -65,6 +79,7 @@ class EmulatedCuda:
         self._allocations: dict[int, tuple[int, str, np.ndarray | None]] = {}  # address -> (bytes, what, owner)
         self.launches: dict[str, int] = {}
         self.bytes_copied = {"to_device": 0, "to_host": 0}
+        self._capturing: list[tuple[str, object]] | None = None
 
     def open(self) -> EmulatedCuda:
         if self.library_path is not None:
@@ -124,19 +139,39 @@ class EmulatedCuda:
                 return
         raise BackendError(f"{what}: address {address:#x} is in no device allocation")
 
+    def _stream(self, name: str, run) -> None:
+        """Run an operation now, or record it while the stream is being captured."""
+        if self._capturing is not None:
+            self._capturing.append((name, run))
+        else:
+            run()
+
     def upload(self, device: int, host: np.ndarray) -> None:
-        self.check(device, host.nbytes, "host-to-device copy")
-        ctypes.memmove(device, host.ctypes.data, host.nbytes)
-        self.bytes_copied["to_device"] += host.nbytes
+        def run() -> None:
+            self.check(device, host.nbytes, "host-to-device copy")
+            ctypes.memmove(device, host.ctypes.data, host.nbytes)
+            self.bytes_copied["to_device"] += host.nbytes
+
+        self._stream("upload", run)
 
     def download(self, host: np.ndarray, device: int) -> None:
-        self.check(device, host.nbytes, "device-to-host copy")
-        ctypes.memmove(host.ctypes.data, device, host.nbytes)
-        self.bytes_copied["to_host"] += host.nbytes
+        def run() -> None:
+            self.check(device, host.nbytes, "device-to-host copy")
+            ctypes.memmove(host.ctypes.data, device, host.nbytes)
+            self.bytes_copied["to_host"] += host.nbytes
+
+        self._stream("download", run)
 
     def memset32(self, device: int, value: int, count: int) -> None:
-        self.check(device, 4 * count, "memset")
-        reference.memory(device, 4 * count, np.uint32)[:] = value
+        def run() -> None:
+            self.check(device, 4 * count, "memset")
+            reference.memory(device, 4 * count, np.uint32)[:] = value
+
+        self._stream("memset", run)
+
+    def node(self, name: str, run) -> None:
+        """Other work on the stream: the engine's launch (the ONNX Runtime backend stands for enqueueV3)."""
+        self._stream(name, run)
 
     # Kernels --------------------------------------------------------------------------------------
     def function(self, name: str) -> str:
@@ -148,11 +183,16 @@ class EmulatedCuda:
         threads = block[0] * block[1] * block[2]
         if threads > BLOCK_THREADS:
             raise BackendError(f"{function}: {threads} threads per block, more than the kernels' launch bounds ({BLOCK_THREADS})")
-        if function in DECODE_KERNELS:
-            self._decode(function, grid, block, params)
-        else:
-            self._preprocess(function, grid, block, params)
-        self.launches[function] = self.launches.get(function, 0) + 1
+        captured = ctypes.pointer(type(params).from_buffer_copy(params))  # a launch copies its parameters, as cuLaunchKernel does
+
+        def run() -> None:
+            if function in DECODE_KERNELS:
+                self._decode(function, grid, block, captured.contents)
+            else:
+                self._preprocess(function, grid, block, captured.contents)
+            self.launches[function] = self.launches.get(function, 0) + 1
+
+        self._stream(function, run)
 
     def _preprocess(self, function: str, grid, block, p: PpParams) -> None:
         _, fmt, dtype, layout = function.split("_")
@@ -201,10 +241,38 @@ class EmulatedCuda:
         return EmulatedEvent()
 
     def record(self, event: EmulatedEvent) -> None:
-        event.t_ns = time.monotonic_ns()  # the stream is synchronous: it reaches the event now
+        def run() -> None:
+            event.t_ns = time.monotonic_ns()  # the stream is synchronous: it reaches the event now
+
+        self._stream("event", run)
+
+    def _not_capturing(self, what: str) -> None:
+        if self._capturing is not None:
+            raise BackendError(f"{what} while the stream is being captured (CUDA: cudaErrorStreamCaptureUnsupported)")
 
     def event_ms(self, start: EmulatedEvent, stop: EmulatedEvent) -> float:
+        self._not_capturing("reading an event")
         return (stop.t_ns - start.t_ns) / 1e6
 
     def synchronize(self) -> None:
-        pass
+        self._not_capturing("synchronising the stream")
+
+    # Stream capture ---------------------------------------------------------------------------------
+    def begin_capture(self) -> None:
+        if self._capturing is not None:
+            raise BackendError("the stream is already being captured")
+        self._capturing = []
+
+    def end_capture(self) -> EmulatedGraph:
+        if self._capturing is None:
+            raise BackendError("the stream is not being captured")
+        graph, self._capturing = EmulatedGraph(self._capturing), None
+        return graph
+
+    def instantiate(self, graph: EmulatedGraph) -> EmulatedGraph:
+        return graph
+
+    def launch_graph(self, graph: EmulatedGraph) -> None:
+        self._not_capturing("launching a graph")
+        for _, run in graph.nodes:
+            run()

@@ -65,7 +65,7 @@ class StreamTimes:
 class CudaSession:
     """The open device and the engine it feeds; `binding` gives the address a kernel reads or writes."""
 
-    def __init__(self, choice: DeviceChoice, backend, kernels_dir: Path | None, memory: str | None = None) -> None:
+    def __init__(self, choice: DeviceChoice, backend, kernels_dir: Path | None, memory: str | None = None, cuda_graph: bool = False) -> None:
         self.choice, self.backend = choice, backend
         if choice.emulated:
             from sdk.gpu.emulation import EmulatedCuda
@@ -79,6 +79,31 @@ class CudaSession:
         self.times = StreamTimes(self.gpu)
         # The decode stage's report: a dict where the CPU decodes, the device decoder's `report` where the GPU does.
         self.decode = {"device": "cpu", "reason": "the postprocessing decodes on the CPU"}
+        # preprocess.cuda_graph: the frame captured once and replayed (sdk/gpu/graph.py). The decode stage on the
+        # device sets `decode_enqueue` (its part of the frame); `launched` says the current frame ran as the graph.
+        from sdk.gpu.graph import FrameGraph
+
+        self.graph = FrameGraph(self.gpu) if cuda_graph else None
+        self.decode_enqueue = None
+        self.launched = False
+
+    def engine_enqueue(self) -> bool:
+        """The engine's launch on the stream, without waiting: TensorRT's enqueueV3 (False where it refuses);
+        on the emulated device the ONNX Runtime backend's inference, as one operation of the stream."""
+        if self.choice.emulated:
+            self.gpu.node("engine", self.backend.infer)
+            return True
+        return self.backend.enqueue()
+
+    def infer_step(self) -> None:
+        """The runtime's infer stage on the CUDA path: the engine, unless this frame's graph already holds it."""
+        if not self.launched:
+            self.backend.infer()
+            return
+        if self.decode_enqueue is None:  # the CPU decodes: the engine's outputs must be on the host now
+            self.gpu.synchronize()
+            self.times.add("preprocess", "preprocess_start", "preprocess_end")
+            self.launched = False
 
     def binding(self, name: str) -> int:
         """The device address of one of the engine's tensors, which then stays on the device."""
@@ -101,6 +126,7 @@ class CudaSession:
             "stream": "one stream: preprocessing, inference and decoding in order",
             "event_ms": self.times.summary(),
             "decode": self.decode() if callable(self.decode) else self.decode,
+            **({"cuda_graph": self.graph.report()} if self.graph is not None else {}),
         }
 
     def close(self) -> None:

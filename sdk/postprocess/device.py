@@ -57,6 +57,9 @@ class DeviceDecoder(Stage):
         gpu = session.gpu
         self.capacity = plan.capacity
         self.host = plan.output_buffers()
+        if session.graph is not None:  # a captured copy needs pinned host memory: the candidates land there
+            self.host = {name: _pinned_like(gpu, array) for name, array in self.host.items()}
+            session.decode_enqueue = self._enqueue
         self._device = {name: gpu.device_buffer(array.nbytes) for name, array in self.host.items()}
         inputs = {param: session.binding(tensor) for param, tensor in bindings.items()}  # by name, whatever the engine's order
         outs = (self._device["boxes"], self._device["scores"], self._device["classes"], self._device["count"])
@@ -83,8 +86,24 @@ class DeviceDecoder(Stage):
             "candidates_lost": self.candidates_lost,
         }
 
+    def _enqueue(self) -> None:
+        """The decode's part of the captured frame: no wait inside a graph, so the count and the whole candidate
+        buffers come back (capacity x 24 bytes), and the host reads the first `count` of them."""
+        gpu, times, host, device = self.session.gpu, self.session.times, self.host, self._device
+        times.mark("decode_start")
+        gpu.memset32(device["count"], 0, 1)
+        gpu.enqueue(self._function, self.plan.grid, self.plan.block, self._params)
+        for name in ("count", "boxes", "scores", "classes"):
+            gpu.download(host[name], device[name])
+        times.mark("decode_end")
+
     def __call__(self, geometry: ResizeGeometry) -> Detections:
         gpu, times, host, device = self.session.gpu, self.session.times, self.host, self._device
+        if self.session.launched:  # this frame ran as the captured graph: wait for it, then read its times
+            gpu.synchronize()
+            self.session.launched = False
+            times.add("preprocess", "preprocess_start", "preprocess_end")
+            return self._finish(geometry)
         times.mark("decode_start")
         gpu.memset32(device["count"], 0, 1)
         gpu.enqueue(self._function, self.plan.grid, self.plan.block, self._params)
@@ -96,6 +115,12 @@ class DeviceDecoder(Stage):
             for name in ("boxes", "scores", "classes"):
                 gpu.download(host[name][:n], device[name])
         times.mark("decode_end")
+        return self._finish(geometry)
+
+    def _finish(self, geometry: ResizeGeometry) -> Detections:
+        times, host = self.session.times, self.host
+        found = int(host["count"][0])
+        n = min(found, self.capacity)
         times.add("infer", "preprocess_end", "decode_start")
         times.add("decode", "decode_start", "decode_end")
         self.most_candidates = max(self.most_candidates, found)
@@ -103,3 +128,8 @@ class DeviceDecoder(Stage):
             self.overflow_frames += 1
             self.candidates_lost += found - self.capacity
         return self.detections.select(host["boxes"][:n], host["scores"][:n], host["classes"][:n], self.spec.iou_threshold, geometry)
+
+
+def _pinned_like(gpu, array: np.ndarray) -> np.ndarray:
+    raw, _ = gpu.pinned_buffer(array.nbytes, False)
+    return raw.view(array.dtype).reshape(array.shape)

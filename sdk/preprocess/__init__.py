@@ -30,7 +30,9 @@ def create_preprocessor(
         (image_input,) = backend.inputs
     choice = choose_device(spec.device, backend, kernels_dir, where)
     if choice.device == "cuda":
-        return CudaPreprocessor(spec, backend, choice, image_input=image_input, kernels_dir=kernels_dir, int8_scale=int8_scale)
+        return CudaPreprocessor(
+            spec, backend, choice, image_input=image_input, kernels_dir=kernels_dir, int8_scale=int8_scale, cuda_graph=spec.cuda_graph
+        )
     stage = CpuPreprocessor(spec, backend.inputs[image_input])
     stage.choice = choice
     return stage

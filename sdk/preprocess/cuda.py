@@ -80,6 +80,7 @@ class CudaPreprocessor(Stage):
         kernels_dir: Path | None = None,
         int8_scale: float | None = None,
         memory: str | None = None,
+        cuda_graph: bool = False,
     ) -> None:
         if image_input is None and len(backend.inputs) != 1:
             raise BackendError(f"the CUDA preprocessing feeds one input; the engine has {len(backend.inputs)}")
@@ -99,7 +100,7 @@ class CudaPreprocessor(Stage):
             )
         self.spec, self.input_name, self._binding_bytes = spec, input_name, binding.nbytes
         self._int8_scale = int8_scale if quantised else None
-        self.session = CudaSession(choice, backend, kernels_dir, memory)
+        self.session = CudaSession(choice, backend, kernels_dir, memory, cuda_graph=cuda_graph)
         try:
             self._dst = self.session.binding(input_name)
         except BaseException:
@@ -137,6 +138,9 @@ class CudaPreprocessor(Stage):
         gpu = self.session.gpu
         self._function = gpu.function(plan.kernel)
         self.plan, self._key = plan, (source_format, width, height, colour, pitches)
+        self._warm = False  # the first frame of a format and size runs un-captured (TensorRT: enqueueV3 once before capturing)
+        if self.session.graph is not None:
+            self.session.graph.invalidate()
         if pitches is not None:  # the source's own device memory: addresses bound per frame
             self._frame = self._image = self._planes = None
             self._params = None
@@ -153,6 +157,38 @@ class CudaPreprocessor(Stage):
         else:
             self._image, self._planes = self._frame.reshape(height, width, 3), None  # rows tightly packed: pitch = 3 x width
             self._params = plan.bound(self._source, self._dst)
+
+    def _enqueue(self, params=None, *, upload: bool = True) -> None:
+        """This stage's work on the stream: the frame's upload (discrete GPU), the kernel, its events."""
+        gpu, times, plan = self.session.gpu, self.session.times, self.plan
+        times.mark("preprocess_start")
+        if gpu.memory == "copy" and upload:
+            gpu.upload(self._source, self._frame)
+        gpu.enqueue(self._function, plan.grid, plan.block, self._params if params is None else params)
+        times.mark("preprocess_end")
+
+    def _enqueue_frame(self) -> bool:
+        """The whole frame's work (preprocess, the engine, the decode), for the capture."""
+        session = self.session
+        self._enqueue()
+        if not session.engine_enqueue():
+            return False
+        if session.decode_enqueue is not None:
+            session.decode_enqueue()
+        return True
+
+    def _launch_graph(self) -> bool:
+        """Replay the captured frame (capturing it first where needed); False where this frame runs un-captured.
+        Frames read in place from the source's device memory never run as the graph: their addresses change."""
+        graph = self.session.graph
+        if graph is None or graph.refused or not self._warm:
+            self._warm = True
+            return False
+        if not graph.ready and not graph.capture(self._enqueue_frame):
+            return False
+        graph.launch()
+        self.session.launched = True
+        return True
 
     def __call__(self, image) -> ResizeGeometry:
         """Preprocess one frame into the binding: BGR (or gray) arrays, or NV12 frames (sdk.pixels.Nv12Image),
@@ -171,7 +207,7 @@ class CudaPreprocessor(Stage):
             resident, key = False, ("bgr8", width, height, BT601_LIMITED, None)
         if self.plan is None or self._key != key:
             self._prepare(*key)
-        plan, gpu, times = self.plan, self.session.gpu, self.session.times
+        plan, times = self.plan, self.session.times
         if resident:
             params = plan.bound(image.device[0], self._dst, image.device[1])
         else:
@@ -181,11 +217,9 @@ class CudaPreprocessor(Stage):
                 np.copyto(self._planes[1], image.uv)
             else:
                 np.copyto(self._image, image)
-        times.mark("preprocess_start")
-        if gpu.memory == "copy" and not resident:
-            gpu.upload(self._source, self._frame)
-        gpu.enqueue(self._function, plan.grid, plan.block, params)
-        times.mark("preprocess_end")
+        if not resident and self._launch_graph():
+            return plan.geometry  # the frame's work runs as the graph; its stage times are read after it ends
+        self._enqueue(params, upload=not resident)
         times.add("preprocess", "preprocess_start", "preprocess_end")  # waits for the end event: the stage's latency is its own
         return plan.geometry
 

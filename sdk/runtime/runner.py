@@ -247,6 +247,7 @@ class PipelineRunner:
         own = {name: camera.recorder.record for name, camera in result.cameras.items()} if several else None
         count = len(result.cameras)
         marks = [0] * 6
+        infer = preprocess.infer_step(backend)
         for batch in feed.batches():
             if self._stopping:
                 break
@@ -264,7 +265,7 @@ class PipelineRunner:
                     geometries = [preprocessors[camera.index](frame.image) for camera, frame in group]
                     preprocessed = clock()
                     stage = "infer"
-                    backend.infer()
+                    infer()
                     inferred = clock()
                     done = []
                     for (camera, frame), geometry in zip(group, geometries, strict=True):

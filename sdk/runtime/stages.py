@@ -115,6 +115,12 @@ class Preprocessing:
         """The CUDA session of a one-camera CUDA path (its decoders run on the engine's outputs), else None."""
         return self.by_camera[0].session if len(self.by_camera) == 1 else None
 
+    def infer_step(self, backend):
+        """The infer stage: the backend's infer(), or on a CUDA path with preprocess.cuda_graph the session's (the
+        engine's launch is then part of the frame's graph)."""
+        session = self.session
+        return session.infer_step if session is not None and session.graph is not None else backend.infer
+
     def __enter__(self) -> Preprocessing:
         for preprocessor in self.by_camera:
             self._stack.enter_context(preprocessor)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from sdk.spec.bounds import MAX_TENSOR_SIDE, Flag, Frozen, Int, Real, bounds_error
 from sdk.spec.preprocess import Preprocess
@@ -85,6 +85,13 @@ class CascadeStep(Frozen):
                         path=(*ANCHORS_AT, key),  # moved under cascade[i].decoder by the loader
                     )
         return self
+
+    @field_validator("preprocess")
+    @classmethod
+    def _no_graph(cls, preprocess: Preprocess) -> Preprocess:
+        if preprocess.cuda_graph:
+            raise ValueError("cuda_graph: true; allowed: false (a cascade step's crops are preprocessed on the CPU)")
+        return preprocess
 
 
 Cascade = Annotated[tuple[CascadeStep, ...], Field(max_length=8)]

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import field_validator, model_validator
 
-from sdk.spec.bounds import MAX_SOURCE_PIXELS, MAX_TENSOR_SIDE, Frozen, Int, Real
+from sdk.spec.bounds import MAX_SOURCE_PIXELS, MAX_TENSOR_SIDE, Flag, Frozen, Int, Real, bounds_error
 
 
 class Resize(Frozen):
@@ -67,6 +67,19 @@ class Preprocess(Frozen):
     # Where the tensor is made: `auto` takes the CUDA kernels when a CUDA device, cuda-python and the
     # release's kernels are there (and the engine's input lives on that GPU), else the CPU path.
     device: Literal["auto", "cpu", "cuda"] = "auto"
+    # The CUDA path of a frame (the kernel, the engine's enqueueV3, the decode kernel and the candidates' copy)
+    # captured once as one CUDA graph and replayed per frame; off by default (sdk/gpu/graph.py, decision 0451).
+    cuda_graph: Flag = False
+
+    @model_validator(mode="after")
+    def _graph_needs_the_cuda_path(self) -> Preprocess:
+        if self.cuda_graph and self.device == "cpu":
+            raise bounds_error(
+                "true with preprocess.device cpu; allowed: true only with device cuda or auto (the graph holds the CUDA path's work)",
+                hint="set preprocess.device: cuda or auto, or drop preprocess.cuda_graph",
+                path=("preprocess", "cuda_graph"),
+            )
+        return self
 
     @model_validator(mode="after")
     def _uint8_is_raw(self) -> Preprocess:

@@ -266,6 +266,25 @@ class Pipeline(Frozen):
         return self
 
     @model_validator(mode="after")
+    def _one_cuda_graph(self) -> Pipeline:
+        if not self.preprocess.cuda_graph:
+            return self
+        clash = "model.cuda_graph (the engine alone)" if self.model.cuda_graph else "model.profile_layers" if self.model.profile_layers else None
+        if clash is not None:
+            raise bounds_error(
+                f"true together with {clash}; allowed: one of them (preprocess.cuda_graph already captures the engine's launches, "
+                "and TensorRT's layer profiler needs un-captured launches)",
+                hint="keep preprocess.cuda_graph (the whole frame) and drop the other",
+                path=("preprocess", "cuda_graph"),
+            )
+        if self.multi_camera:
+            raise bounds_error(
+                f"true with {len(self.cameras)} cameras; allowed: true with one camera (several cameras preprocess on the CPU, decision 0604)",
+                path=("preprocess", "cuda_graph"),
+            )
+        return self
+
+    @model_validator(mode="after")
     def _int8_needs_calibration(self) -> Pipeline:
         if self.model.precision == "int8" and self.calibration is None:
             raise ValueError("model.precision is int8 but there is no `calibration` section: INT8 ranges come from calibration frames")

@@ -1,20 +1,22 @@
 """On a GPU: the kernels give the host reference's bytes, and their time by CUDA events.
 
 Marked `gpu`; skipped unless the CUDA driver library loads and reports a device. Nothing here
-has run on this project's CI machines (no GPU); run with `python -m pytest -m gpu` on a device.
+has run on this project's CI machines (no GPU). `sdk selftest --target T` runs these on a device, with the
+release's own kernels (SDK_SELFTEST_RELEASE); from a checkout on a GPU machine, `python -m pytest -m gpu`.
 """
 
 from __future__ import annotations
 
 import ctypes
+import os
 import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from sdk.gpu.plan import PreprocessPlan
 from sdk.spec.schema import Preprocess
-from tools.release.kernels import kernel_files
 
 from .helpers import host_decode, host_yolo, to_nv12, to_yuyv, yolo_outputs
 
@@ -23,7 +25,8 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="session")
 def gpu_kernels(request, tmp_path_factory):
-    """A release-style kernels folder with every binary; skips unless a driver and a device exist."""
+    """A release-style kernels folder with every binary, or, under `sdk selftest`, the release's own (the kernels the
+    device really runs); skips unless a driver and a device exist."""
     try:
         ctypes.CDLL("libcuda.so.1")
     except OSError:
@@ -33,6 +36,11 @@ def gpu_kernels(request, tmp_path_factory):
     err2, count = driver.cuDeviceGetCount()
     if err != driver.CUresult.CUDA_SUCCESS or err2 != driver.CUresult.CUDA_SUCCESS or count == 0:
         pytest.skip(f"no CUDA device ({err!r})")
+    release = os.environ.get("SDK_SELFTEST_RELEASE")
+    if release and (Path(release) / "kernels").is_dir():
+        return Path(release) / "kernels"
+    from tools.release.kernels import kernel_files
+
     kernel_build = request.getfixturevalue("kernel_build")  # only where a GPU can run it
     folder = tmp_path_factory.mktemp("release")
     for rel, path in kernel_files(kernel_build.folder, None).items():
@@ -72,6 +80,40 @@ def test_kernel_equals_the_host_reference(gpu_kernels, reference, real_frames, s
         print(f"{plan.kernel}: {cuda.choice.kind} sm_{cuda.choice.arch}, input memory {cuda.memory}")
     # Same explicit roundings on both sides: bit for bit.
     assert ours.tobytes() == expected.tobytes()
+
+
+def test_a_frame_captured_as_a_cuda_graph_replays_like_the_uncaptured_launch(gpu_kernels, real_frames):
+    """preprocess.cuda_graph's adapter on a GPU (sdk/gpu/graph.py): the upload, the kernel and the copy back captured
+    once with cuStreamBeginCapture/cuStreamEndCapture, instantiated, and replayed per frame with cuGraphLaunch give
+    the un-captured launch's bytes for each new frame written into the same pinned buffer."""
+    from sdk.gpu.driver import CudaModule, CudaPreprocessor
+    from sdk.gpu.graph import FrameGraph
+
+    h, w = real_frames[0].shape[:2]
+    plan = PreprocessPlan.build(Preprocess(**CASES[0][1]), "bgr8", w, h)
+    with CudaModule(gpu_kernels) as cuda:
+        kernel = CudaPreprocessor(plan, cuda)
+        plain = []
+        for image in real_frames:
+            kernel(image)
+            plain.append(kernel.download())
+        raw, _ = cuda.pinned_buffer(plan.output_bytes, False)  # a captured copy needs pinned host memory
+        out = raw.view(plan.numpy_dtype).reshape(plan.output_shape)
+
+        def frame() -> bool:
+            kernel.enqueue()
+            cuda.download(out, kernel.output_pointer)
+            return True
+
+        graph = FrameGraph(cuda)
+        assert graph.capture(frame), graph.reason
+        for image, expected in zip(real_frames, plain, strict=True):
+            np.copyto(kernel.input_array, image.reshape(-1))
+            graph.launch()
+            cuda.synchronize()
+            assert out.tobytes() == expected.tobytes()
+        assert graph.report() == {"requested": True, "captured": True, "replayed_frames": len(real_frames)}
+    assert plain[0].tobytes() != plain[1].tobytes()  # the frames differ: the replay read each new one
 
 
 def test_kernel_time_by_cuda_events(gpu_kernels):

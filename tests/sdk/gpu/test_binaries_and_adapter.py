@@ -96,6 +96,7 @@ def test_every_driver_name_the_adapter_uses_exists_in_cuda_bindings():
     assert [n for n in adapter.DRIVER_ATTRIBUTES if not hasattr(driver.CUdevice_attribute, n)] == []
     assert hasattr(driver.CUstream_flags, "CU_STREAM_NON_BLOCKING") and hasattr(driver.CUevent_flags, "CU_EVENT_DEFAULT")
     assert hasattr(driver.CUresult, "CUDA_SUCCESS")
+    assert hasattr(driver.CUstreamCaptureMode, "CU_STREAM_CAPTURE_MODE_THREAD_LOCAL")
 
 
 def test_the_adapter_calls_no_driver_name_it_does_not_declare():
@@ -145,6 +146,11 @@ def test_the_adapters_argument_forms_pass_cuda_pythons_conversion():
         ("cuStreamCreate", (driver.CUstream_flags.CU_STREAM_NON_BLOCKING.value,)),
         ("cuEventCreate", (driver.CUevent_flags.CU_EVENT_DEFAULT.value,)),
         ("cuEventRecord", (driver.CUevent(), stream)),
+        # The frame's CUDA graph (sdk/gpu/graph.py), in the forms CudaModule passes them.
+        ("cuStreamBeginCapture", (stream, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)),
+        ("cuStreamEndCapture", (stream,)),
+        ("cuGraphInstantiate", (driver.CUgraph(), 0)),
+        ("cuGraphLaunch", (driver.CUgraphExec(), stream)),
     ]
     for name, args in calls:
         with pytest.raises(Exception) as caught:  # noqa: B017 - which error is the point, checked below
