@@ -118,12 +118,11 @@ class Int8ForDeploy:
             return {"report": report.as_dict(), "qdq_model": str(artifacts.qdq_model), "fallback_ran": False}
         search = FallbackToFp16(self.pipeline, self.model, artifacts, folder, self.progress, max_trials=spec.fallback_max_layers)
         mixed = search()
-        holdout = json.loads(artifacts.ranges.read_text())["holdout"][:4]
-        from tools.calibrate import preprocessed_frames
+        from tools.calibrate import holdout_frames
+        from tools.sensitivity import ranking_order
 
-        meta = json.loads(self.model.meta_path.read_text())
-        ((_, shape),) = meta["inputs"].items()
-        frames = list(preprocessed_frames(self.pipeline, set(holdout), tuple(shape), SilentProgress()).values())
+        held = holdout_frames(self.pipeline, self.model, artifacts, SilentProgress(), limit=4)
+        frames = [held[key] for key in ranking_order(held)[:4]]
         worst = [name for name, _ in mixed.ranking[:4]]
         plot_sensitivity(mixed, activation_samples(self.model, artifacts, worst, frames), folder / "sensitivity.png")
         plot_accuracy(mixed.report, folder / "accuracy.png")
