@@ -155,11 +155,11 @@ class Calibrate:
     def __init__(self, pipeline: PipelineFile, model: ModelArtifacts, cache_root: Path, progress: Progress | None = None) -> None:
         if pipeline.spec.calibration is None:
             raise ConfigError(f"{pipeline.path}: no `calibration` section", hint="add one (see README.md) to calibrate for INT8")
-        if pipeline.spec.batch_size > 1:
+        if pipeline.spec.batch_size > 1:  # tools.int8 calibrates batched cameras on their one-frame-per-call preparation
             raise ConfigError(
-                f"{pipeline.path}: calibration: INT8 calibration of {len(pipeline.spec.cameras)} batched cameras is not supported yet; "
-                "allowed: one camera, or batch.size: 1",
-                hint="calibrate with batch.size: 1 (the ranges do not depend on the batch; frames are drawn from every camera)",
+                f"{pipeline.path}: calibration: Calibrate takes the model prepared for one frame per call, not a batch of "
+                f"{pipeline.spec.batch_size} cameras",
+                hint="calibrate through `sdk calibrate` (tools.int8.Int8ForDeploy), which prepares it",
             )
         self.pipeline = pipeline
         self.spec = pipeline.spec.calibration
