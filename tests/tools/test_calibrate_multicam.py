@@ -201,3 +201,17 @@ def test_calibrate_itself_takes_the_one_frame_model(tmp_path):
     pipeline = load_pipeline(two_cameras(tmp_path, batch="cameras"), check_files=False)
     with pytest.raises(ConfigError, match="Calibrate takes the model prepared for one frame per call"):
         Calibrate(pipeline, None, tmp_path / "cache")
+
+
+@pytest.mark.slow
+def test_sdk_calibrate_reports_each_camera(tmp_path):
+    from tests.tools.test_deploy_local import cli
+
+    path = two_cameras(tmp_path / "p", rear={"uri": "file://assets/tree.avi"}, frames=16, holdout_frames=16)
+    done = cli("calibrate", str(path), "--out", str(tmp_path / "out"), state=tmp_path / "state")
+    assert done.returncode == 0, done.stderr
+    assert "frames per camera: front 8 + 8 held out, rear 8 + 8 held out" in done.stdout
+    assert "camera front: 8 frames" in done.stdout and "camera rear: 8 frames" in done.stdout
+    report = json.loads((tmp_path / "out" / "accuracy.json").read_text())
+    assert report["passed"] and {name: camera["frames"] for name, camera in report["cameras"].items()} == {"front": 8, "rear": 8}
+    assert json.loads((tmp_path / "out" / "ranges.json").read_text())["cameras"]["rear"] == {"frames": 8, "holdout_frames": 8, "source_frames": 68}
