@@ -12,6 +12,7 @@ import yaml
 
 from sdk.errors import ConfigError
 from sdk.runtime.report import REPORT_FILE
+from sdk.runtime.verdict import format_number
 from sdk.spec import load_pipeline
 from tests.tools.test_calibrate_multicam import dark_recording, two_cameras
 from tools.deploy import Deploy
@@ -51,6 +52,9 @@ def test_one_underexposed_camera_fails_by_name_and_its_own_thresholds_judge_it(t
     cameras = report["accuracy"]["cameras"]
     assert cameras["front"]["frames"] == cameras["rear"]["frames"] == 20 and cameras["rear"]["recall"] < 0.9 <= report["accuracy"]["recall"]
     assert cameras["rear"]["thresholds"] == STRICT
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "<th>camera</th><th>frames</th><th>recall</th>" in page
+    assert f"<td>rear</td><td>20</td><td>{format_number(cameras['rear']['recall'])}</td>" in page  # the accuracy table's row
     # The same run judged with the rear camera's own (looser) thresholds: every check passes; the front keeps budgets.accuracy.
     path = int8_two_cameras(tmp_path / "p", rear_accuracy=LOOSE)
     pipeline = load_pipeline(path)
