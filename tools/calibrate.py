@@ -27,14 +27,23 @@ import numpy as np
 
 from sdk.artifacts import ModelArtifacts
 from sdk.errors import ConfigError, ModelError
-from sdk.preprocess import CpuPreprocessor
 from sdk.quant.calibration_cache import CalibrationCache, fusion_ties, tie_ranges
 from sdk.release import sha256_of
-from sdk.sources import CorruptFrame, open_reader
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Calibration
 from tools.activation_stats import ActivationStatistics, CollectStatistics
 from tools.cache import build_folder
+from tools.calibration_frames import (
+    CameraClip,
+    CameraSelection,
+    camera_clips,
+    clip_geometry,
+    count_clip_frames,
+    iter_camera_frames,
+    iter_clip_frames,
+    select_camera_frames,
+    stratified,
+)
 from tools.prefetch import Prefetched
 from tools.progress import Progress, SilentProgress
 from tools.range_methods import entropy_amax, percentile_amax
@@ -72,8 +81,9 @@ def select_frames(total: int, spec: Calibration) -> FrameSelection:
 
 
 def source_uri(pipeline: PipelineFile) -> str:
+    """The one recording a pipeline calibrates on: `calibration.source`, else its camera's (several cameras:
+    `tools.calibration_frames` draws from each)."""
     spec = pipeline.spec.calibration
-    # Several cameras: the first camera's recording (frames drawn from every camera are not done yet: guides/cameras.md).
     uri = (spec.source if spec and spec.source else None) or next(iter(pipeline.spec.cameras.values())).uri
     if uri.partition("://")[0] not in ("file", "images"):
         raise ConfigError(f"{pipeline.path}: calibration.source: calibration needs a recording (file://, images://), the pipeline reads {uri!r}")
@@ -82,28 +92,7 @@ def source_uri(pipeline: PipelineFile) -> str:
 
 def iter_preprocessed_frames(pipeline: PipelineFile, indices: set[int], input_shape: tuple[int, ...]) -> Iterator[tuple[int, np.ndarray]]:
     """The chosen frames in source order, through the runtime's own preprocessing (the one code path)."""
-    buffer = np.zeros(input_shape, pipeline.spec.preprocess.dtype)
-    preprocess = CpuPreprocessor(pipeline.spec.preprocess, buffer)
-    delivered = 0
-    with open_reader(source_uri(pipeline), pipeline.folder) as reader:
-        index = 0
-        while delivered < len(indices):
-            if index not in indices:
-                if not reader.skip():  # not chosen: not decoded into an image
-                    break
-                index += 1
-                continue
-            try:
-                image = reader.read()
-            except CorruptFrame:
-                index += 1
-                continue
-            if image is None:
-                break
-            preprocess(image)
-            delivered += 1
-            yield index, buffer.copy()
-            index += 1
+    yield from iter_clip_frames(pipeline, source_uri(pipeline), pipeline.spec.preprocess, indices, input_shape)
 
 
 def preprocessed_frames(pipeline: PipelineFile, indices: set[int], input_shape: tuple[int, ...], progress: Progress) -> dict[int, np.ndarray]:
@@ -119,27 +108,12 @@ def preprocessed_frames(pipeline: PipelineFile, indices: set[int], input_shape: 
 
 def source_geometry(pipeline: PipelineFile):
     """The resize geometry of the calibration source's frames (boxes map back to its pixels)."""
-    from sdk.preprocess import ResizeGeometry
-
-    with open_reader(source_uri(pipeline), pipeline.folder) as reader:
-        while True:
-            try:
-                image = reader.read()
-            except CorruptFrame:
-                continue
-            if image is None:
-                raise ModelError(f"{pipeline.path}: the calibration source has no readable frame")
-            height, width = image.shape[:2]
-            return ResizeGeometry.plan(width, height, pipeline.spec.preprocess.resize, pipeline.spec.preprocess.crop)
+    return clip_geometry(pipeline, source_uri(pipeline), pipeline.spec.preprocess)
 
 
 def count_frames(pipeline: PipelineFile) -> int:
     """Frames in the calibration source, corrupt ones included (they keep their index)."""
-    count = 0
-    with open_reader(source_uri(pipeline), pipeline.folder) as reader:
-        while reader.skip():
-            count += 1
-    return count
+    return count_clip_frames(pipeline, CameraClip("source", source_uri(pipeline), pipeline.spec.preprocess))
 
 
 ORT_METHODS = {  # lazily: onnxruntime.quantization is imported only when calibrating
@@ -181,36 +155,50 @@ class Calibrate:
     def __init__(self, pipeline: PipelineFile, model: ModelArtifacts, cache_root: Path, progress: Progress | None = None) -> None:
         if pipeline.spec.calibration is None:
             raise ConfigError(f"{pipeline.path}: no `calibration` section", hint="add one (see README.md) to calibrate for INT8")
-        if pipeline.spec.batch_size > 1:
+        if pipeline.spec.batch_size > 1:  # tools.int8 calibrates batched cameras on their one-frame-per-call preparation
             raise ConfigError(
-                f"{pipeline.path}: calibration: INT8 calibration of {len(pipeline.spec.cameras)} batched cameras is not supported yet "
-                "(frames drawn from every camera, accuracy per camera); allowed: one camera, or batch.size: 1",
-                hint="calibrate with batch.size: 1 (the ranges do not depend on the batch), or with one camera's pipeline",
+                f"{pipeline.path}: calibration: Calibrate takes the model prepared for one frame per call, not a batch of "
+                f"{pipeline.spec.batch_size} cameras",
+                hint="calibrate through `sdk calibrate` (tools.int8.Int8ForDeploy), which prepares it",
             )
         self.pipeline = pipeline
         self.spec = pipeline.spec.calibration
         self.model = model
         self.cache_root = Path(cache_root)
         self.progress = progress or SilentProgress()
-        self._selection: FrameSelection | None = None
+        self._selection: FrameSelection | CameraSelection | None = None
 
     @property
-    def selection(self) -> FrameSelection:
+    def selection(self) -> FrameSelection | CameraSelection:
+        """One camera: the seeded draw; several (`sources:`): every camera's share (tools.calibration_frames)."""
         if self._selection is None:
-            self._selection = select_frames(count_frames(self.pipeline), self.spec)
+            if stratified(self.pipeline):
+                totals = {name: count_clip_frames(self.pipeline, clip) for name, clip in camera_clips(self.pipeline).items()}
+                self._selection = select_camera_frames(totals, self.spec, f"{self.pipeline.path}: calibration")
+            else:
+                self._selection = select_frames(count_frames(self.pipeline), self.spec)
         return self._selection
 
     @property
     def key(self) -> str:
-        uri = source_uri(self.pipeline)
-        source = self.pipeline.resolve(uri.partition("://")[2], "calibration.source")
-        media = [source] if source.is_file() else sorted(p for p in source.iterdir() if p.is_file())
+        if stratified(self.pipeline):
+            clips = camera_clips(self.pipeline).values()
+            uris = [(f"sources.{c.name}.uri", c.uri) for c in clips]
+            preprocess = {c.name: c.preprocess.model_dump(mode="json") for c in clips}
+            frames = {name: list(chosen) for name, chosen in self.selection.calibration.items()}
+        else:
+            uris = [("calibration.source", source_uri(self.pipeline))]
+            preprocess, frames = self.pipeline.spec.preprocess.model_dump(mode="json"), self.selection.calibration
+        media = []
+        for where, uri in uris:
+            source = self.pipeline.resolve(uri.partition("://")[2], where)
+            media += [source] if source.is_file() else sorted(p for p in source.iterdir() if p.is_file())
         settings = {
             "format": CALIBRATE_FORMAT,
             "model": sha256_of(self.model.model_path),
             "media": [sha256_of(p) for p in media],
-            "preprocess": self.pipeline.spec.preprocess.model_dump(mode="json"),
-            "frames": self.selection.calibration,
+            "preprocess": preprocess,
+            "frames": frames,
             "method": self.spec.method,
             "percentile": self.spec.percentile if self.spec.method == "percentile" else None,
         }
@@ -223,10 +211,17 @@ class Calibrate:
         build_folder(target.folder, lambda folder: self._calibrate_into(CalibrationArtifacts(folder)))
         return target
 
+    def _frames(self, input_shape: tuple[int, ...]):
+        """(key, tensor) of the calibration frames; the keys are frame indices, or (camera, index) with several cameras."""
+        chosen = self.selection.calibration
+        if isinstance(self.selection, CameraSelection):
+            return iter_camera_frames(self.pipeline, chosen, input_shape), sum(len(c) for c in chosen.values())
+        return iter_preprocessed_frames(self.pipeline, set(chosen), input_shape), len(chosen)
+
     def _calibrate_into(self, out: CalibrationArtifacts) -> None:
         meta = json.loads(self.model.meta_path.read_text())
         ((_, input_shape),) = meta["inputs"].items()
-        chosen = self.selection.calibration
+        chosen, count = self._frames(tuple(input_shape))
         delivered = []
 
         def tensors(frames):
@@ -235,31 +230,28 @@ class Calibrate:
                 yield frame
 
         # Frames are decoded ahead while the model runs, and not kept.
-        with Prefetched(iter_preprocessed_frames(self.pipeline, set(chosen), tuple(input_shape))) as frames:
+        with Prefetched(chosen) as frames:
             collect = CollectStatistics(self.model.model_path, histograms=self.spec.method != "minmax")
-            statistics = collect(tensors(frames), self.progress, count=len(chosen))
-        if len(delivered) != len(chosen):
-            raise ModelError(f"calibration: the source delivered {len(delivered)} of the {len(chosen)} chosen frames")
+            statistics = collect(tensors(frames), self.progress, count=count)
+        if len(delivered) != count:
+            raise ModelError(f"calibration: the source delivered {len(delivered)} of the {count} chosen frames")
         tensors = chosen_ranges(statistics, self.spec.method, self.spec.percentile)
         write_onnxruntime_ranges(tensors, self.spec.method, out.onnxruntime_ranges)
         task = self.progress.task("writing the Q/DQ model", total=None)
         write_qdq(self.model.model_path, out.qdq_model, out.onnxruntime_ranges, self.spec.method)
         task.done()
         ties = [[anchor, list(tied)] for anchor, tied in model_ties(self.model.model_path) if anchor in tensors]
-        out.ranges.write_text(
-            json.dumps(
-                {
-                    "method": self.spec.method,
-                    "frames": list(self.selection.calibration),
-                    "holdout": list(self.selection.holdout),
-                    "tensors": tensors,
-                    "ties": ties,
-                },
-                indent=1,
-                sort_keys=True,
-            )
-            + "\n"
-        )
+        selection = self.selection
+        recorded = {"method": self.spec.method, "tensors": tensors, "ties": ties}
+        if isinstance(selection, CameraSelection):  # frames and holdout per camera, and how many each camera gave
+            recorded |= {
+                "frames": {name: list(chosen) for name, chosen in selection.calibration.items()},
+                "holdout": {name: list(held) for name, held in selection.holdout.items()},
+                "cameras": selection.counts(),
+            }
+        else:
+            recorded |= {"frames": list(selection.calibration), "holdout": list(selection.holdout)}
+        out.ranges.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
 
 
 def model_ties(model: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -372,13 +364,31 @@ def quiet_onnxruntime_quantization():
         root.setLevel(previous)
 
 
+def holdout_frames(
+    pipeline: PipelineFile, model: ModelArtifacts, artifacts: CalibrationArtifacts, progress: Progress | None = None, limit: int | None = None
+) -> dict:
+    """The held-out frames recorded with the calibration, preprocessed: index -> tensor, or (camera, index) -> tensor
+    with several cameras (every camera's first `limit` with a limit)."""
+    progress = progress or SilentProgress()
+    holdout = json.loads(artifacts.ranges.read_text())["holdout"]
+    meta = json.loads(model.meta_path.read_text())
+    ((_, input_shape),) = meta["inputs"].items()
+    if not isinstance(holdout, dict):
+        return preprocessed_frames(pipeline, set(holdout[:limit]), tuple(input_shape), progress)
+    chosen = {name: tuple(held[:limit]) for name, held in holdout.items()}
+    task = progress.task("reading frames", total=sum(len(c) for c in chosen.values()))
+    frames = {}
+    for key, frame in iter_camera_frames(pipeline, chosen, tuple(input_shape)):
+        frames[key] = frame
+        task.advance()
+    task.done()
+    return frames
+
+
 def check_accuracy(pipeline: PipelineFile, model: ModelArtifacts, artifacts: CalibrationArtifacts, progress: Progress | None = None):
     """Run the accuracy gate on the held-out frames recorded with the calibration; returns the report."""
     from tools.accuracy import evaluate_int8
 
     progress = progress or SilentProgress()
-    holdout = json.loads(artifacts.ranges.read_text())["holdout"]
-    meta = json.loads(model.meta_path.read_text())
-    ((_, input_shape),) = meta["inputs"].items()
-    frames = preprocessed_frames(pipeline, set(holdout), tuple(input_shape), progress)
+    frames = holdout_frames(pipeline, model, artifacts, progress)
     return evaluate_int8(pipeline, model, artifacts.qdq_model, frames, pipeline.spec.calibration.accuracy, progress)

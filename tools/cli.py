@@ -281,6 +281,7 @@ def _prepare(args: argparse.Namespace, console: Console) -> int:
 
 
 def _calibrate(args: argparse.Namespace, console: Console) -> int:
+    import json
     import shutil
 
     from sdk.engine.platforms import known_tensorrt
@@ -311,7 +312,10 @@ def _calibrate(args: argparse.Namespace, console: Console) -> int:
     for version in args.tensorrt:
         shutil.copyfile(trt_cache_file(choice.calibration, version), out / f"calibration-trt{version}.cache")
     amax = choice.calibration.amax()
-    console.print(f"{len(amax)} tensors calibrated ({pipeline.spec.calibration.method}); artifacts in {out}")
+    cameras = json.loads(choice.ranges.read_text()).get("cameras", {})  # several cameras: how many frames each gave
+    drawn = ", ".join(f"{name} {c['frames']} + {c['holdout_frames']} held out" for name, c in cameras.items())
+    drawn = f"; frames per camera: {drawn}" if drawn else ""
+    console.print(f"{len(amax)} tensors calibrated ({pipeline.spec.calibration.method}){drawn}; artifacts in {out}")
     return 0
 
 

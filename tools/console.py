@@ -99,6 +99,11 @@ def render_accuracy(console: Console, report: dict) -> None:
         f"detections: FP32 {report['fp32_detections']}, INT8 {report['int8_detections']}; recall {report['recall']:.3f}, precision "
         f"{report['precision']:.3f}, mean IoU {report['mean_iou']:.3f}, mean score drift {report['mean_score_drift']:.4f}"
     )
+    for name, camera in report.get("cameras", {}).items():
+        console.print(
+            f"camera {name}: {camera['frames']} frames; recall {camera['recall']:.3f}, precision {camera['precision']:.3f}, "
+            f"mean score drift {camera['mean_score_drift']:.4f}: " + ("[green]PASS[/]" if camera["passed"] else "[bold red]FAIL[/]")
+        )
     for failure in report["failures"]:
         console.print(f"  [bold red]FAIL[/] {failure}")
     console.print("accuracy gate: " + ("[bold green]PASS[/]" if report["passed"] else "[bold red]FAIL[/]"))

@@ -21,7 +21,8 @@ from sdk.errors import ModelError
 from sdk.sinks.files import partial_path, publish
 from sdk.spec.loader import PipelineFile
 from tools.accuracy import plot_accuracy
-from tools.calibrate import Calibrate, CalibrationArtifacts, check_accuracy
+from tools.calibrate import Calibrate, CalibrationArtifacts, check_accuracy, write_qdq
+from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 
 ACCURACY_FILE = "accuracy.json"
@@ -69,7 +70,11 @@ class Int8ForDeploy:
 
         spec = self.pipeline.spec.calibration
         where = f"{self.pipeline.path}: model.precision int8"
-        artifacts = Calibrate(self.pipeline, self.model, self.cache_root, self.progress)()
+        pipeline, model = self.pipeline, self.model
+        if self.pipeline.spec.batch_size > 1:  # calibrated and judged one frame per call; the ranges are the batched model's too
+            pipeline = one_frame_per_call(self.pipeline)
+            model = PrepareModel(pipeline, self.cache_root)()
+        artifacts = Calibrate(pipeline, model, self.cache_root, self.progress)()
         judged = {
             "gate": spec.accuracy.model_dump(),
             "fallback": spec.fallback,
@@ -81,19 +86,31 @@ class Int8ForDeploy:
         self.judged_folder = recorded.parent
         cached = json.loads(recorded.read_text()) if recorded.is_file() else None
         if cached is None:
-            cached = self._judge(artifacts, recorded.parent)
+            cached = self._judge(pipeline, model, artifacts, recorded.parent)
             _write_json(recorded, cached)
         if not cached["report"]["passed"]:
             kept = cached.get("fp16_layers") or []
             detail = f" (also with {len(kept)} layer(s) kept out of INT8)" if cached.get("fallback_ran") else ""
             raise _refuse(where, cached["report"], detail)
+        qdq_model = Path(cached["qdq_model"])
+        if model is not self.model:
+            qdq_model = self._batched_qdq(artifacts, cached.get("fp16_layers") or [])
         return Int8Choice(
             artifacts,
-            Path(cached["qdq_model"]),
+            qdq_model,
             cached["report"],
             cached.get("fp16_layers") or [],
             Path(cached["precision_file"]) if cached.get("precision_file") else None,
         )
+
+    def _batched_qdq(self, artifacts: CalibrationArtifacts, fp16_layers: list[str]) -> Path:
+        """The judged Q/DQ model's ranges and kept layers on the batched preparation (same nodes, batch of the cameras)."""
+        path = self.judged_folder / f"model.qdq.batch{self.pipeline.spec.batch_size}.onnx"
+        if not path.is_file():
+            partial = partial_path(path)
+            write_qdq(self.model.model_path, partial, artifacts.onnxruntime_ranges, self.pipeline.spec.calibration.method, exclude=fp16_layers)
+            publish(partial, path)
+        return path
 
     judged_folder: Path | None = None
 
@@ -107,25 +124,24 @@ class Int8ForDeploy:
             if (self.judged_folder / name).is_file():
                 shutil.copyfile(self.judged_folder / name, Path(out) / name)
 
-    def _judge(self, artifacts: CalibrationArtifacts, folder: Path) -> dict:
+    def _judge(self, pipeline: PipelineFile, model: ModelArtifacts, artifacts: CalibrationArtifacts, folder: Path) -> dict:
         from tools.sensitivity import FallbackToFp16, activation_samples, plot_sensitivity
 
         folder.mkdir(parents=True, exist_ok=True)
-        report = check_accuracy(self.pipeline, self.model, artifacts, self.progress)
+        report = check_accuracy(pipeline, model, artifacts, self.progress)
         plot_accuracy(report, folder / "accuracy.png")
-        spec = self.pipeline.spec.calibration
+        spec = pipeline.spec.calibration
         if report.passed or spec.fallback == "none":
             return {"report": report.as_dict(), "qdq_model": str(artifacts.qdq_model), "fallback_ran": False}
-        search = FallbackToFp16(self.pipeline, self.model, artifacts, folder, self.progress, max_trials=spec.fallback_max_layers)
+        search = FallbackToFp16(pipeline, model, artifacts, folder, self.progress, max_trials=spec.fallback_max_layers)
         mixed = search()
-        holdout = json.loads(artifacts.ranges.read_text())["holdout"][:4]
-        from tools.calibrate import preprocessed_frames
+        from tools.calibrate import holdout_frames
+        from tools.sensitivity import ranking_order
 
-        meta = json.loads(self.model.meta_path.read_text())
-        ((_, shape),) = meta["inputs"].items()
-        frames = list(preprocessed_frames(self.pipeline, set(holdout), tuple(shape), SilentProgress()).values())
+        held = holdout_frames(pipeline, model, artifacts, SilentProgress(), limit=4)
+        frames = [held[key] for key in ranking_order(held)[:4]]
         worst = [name for name, _ in mixed.ranking[:4]]
-        plot_sensitivity(mixed, activation_samples(self.model, artifacts, worst, frames), folder / "sensitivity.png")
+        plot_sensitivity(mixed, activation_samples(model, artifacts, worst, frames), folder / "sensitivity.png")
         plot_accuracy(mixed.report, folder / "accuracy.png")
         return {
             "report": mixed.report.as_dict(),
@@ -135,6 +151,16 @@ class Int8ForDeploy:
             "precision_file": str(folder / "precision.json"),
             "baseline": report.as_dict(),
         }
+
+
+def one_frame_per_call(pipeline: PipelineFile) -> PipelineFile:
+    """The pipeline with `batch.size: 1` and its prepared input batch 1: what calibration and the gate run (decision 0631)."""
+    spec = pipeline.spec
+    model = spec.model
+    if model.prepare is not None:
+        inputs = {name: (1, *shape[1:]) for name, shape in model.prepare.inputs.items()}
+        model = model.model_copy(update={"prepare": model.prepare.model_copy(update={"inputs": inputs})})
+    return PipelineFile(spec.model_copy(update={"batch": spec.batch.model_copy(update={"size": 1}), "model": model}), pipeline.path)
 
 
 def trt_cache_file(artifacts: CalibrationArtifacts, tensorrt: str) -> Path:

@@ -29,7 +29,7 @@ from sdk.artifacts import ModelArtifacts
 from sdk.backends.onnxruntime_cpu import session_options
 from sdk.spec.loader import PipelineFile
 from tools.accuracy import AccuracyReport, evaluate_int8
-from tools.calibrate import CalibrationArtifacts, preprocessed_frames, write_qdq
+from tools.calibrate import CalibrationArtifacts, holdout_frames, write_qdq
 from tools.progress import Progress, SilentProgress
 
 WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
@@ -73,6 +73,12 @@ class MixedPrecision:
             "final": self.report.as_dict(),
             "passed": self.passed,
         }
+
+
+def ranking_order(frames: dict) -> list:
+    """Frame keys in order; with several cameras ((camera, index) keys) the cameras take turns, so the first few
+    frames come from every camera."""
+    return sorted(frames, key=lambda key: (key[1], key[0]) if isinstance(key, tuple) else (key, ""))
 
 
 def worst_cosine(report: AccuracyReport) -> float:
@@ -165,12 +171,9 @@ class FallbackToFp16:
 
     def __call__(self) -> MixedPrecision:
         self.out.mkdir(parents=True, exist_ok=True)
-        holdout = json.loads(self.artifacts.ranges.read_text())["holdout"]
-        meta = json.loads(self.model.meta_path.read_text())
-        ((_, input_shape),) = meta["inputs"].items()
-        frames = preprocessed_frames(self.pipeline, set(holdout), tuple(input_shape), self.progress)
+        frames = holdout_frames(self.pipeline, self.model, self.artifacts, self.progress)
         gate = self.pipeline.spec.calibration.accuracy
-        ranking = self.rank([frames[i] for i in sorted(frames)[: self.ranking_frames]])
+        ranking = self.rank([frames[i] for i in ranking_order(frames)[: self.ranking_frames]])
         baseline = evaluate_int8(self.pipeline, self.model, self.artifacts.qdq_model, frames, gate)
         best, kept, steps = baseline, [], []
         trial_path, final = self.out / ".trial.onnx", self.out / MIXED_FILE

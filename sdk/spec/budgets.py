@@ -72,6 +72,7 @@ class CameraBudget(Frozen):
 
     end_to_end: LatencyLimits | None = None
     deadline_ms: Ms("per frame of this camera, end to end from its capture") | None = None
+    accuracy: AccuracyAcceptance | None = None  # this camera's thresholds against the FP32 reference (else budgets.accuracy's)
 
 
 class Budgets(Frozen):
@@ -96,6 +97,12 @@ class Budgets(Frozen):
         for key in ("max_miss_ratio", "max_consecutive_misses"):
             if getattr(self, key) is not None and self.deadline_ms is None:
                 raise ValueError(f"{key} counts deadline misses: set budgets.deadline_ms too (e.g. 33.3 at 30 fps)")
+        for name, camera in self.cameras.items():
+            if camera.accuracy is not None and self.accuracy is None:
+                raise ValueError(
+                    f"cameras.{name}.accuracy sets this camera's own accuracy thresholds: set budgets.accuracy too "
+                    "(it turns the comparison with the FP32 reference on, and holds for the other cameras)"
+                )
         return self
 
 

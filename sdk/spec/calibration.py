@@ -24,7 +24,7 @@ class AccuracyGate(Frozen):
 class Calibration(Frozen):
     """INT8 calibration: which frames (deterministic), which range method, and the accuracy gate."""
 
-    source: str | None = None  # a file:// or images:// URI; default: the pipeline's own source
+    source: str | None = None  # a file:// or images:// URI; default: the pipeline's own source (with `sources:`, every camera's)
     # Calibration frames are streamed (decoded a few ahead, not kept); the held-out ones are kept in
     # memory, preprocessed: the pipeline caps their bytes (bounds.MAX_HELD_FRAMES_BYTES).
     frames: Int(1, MAX_CALIBRATION_FRAMES, "frames the ranges are collected on") = 300

@@ -72,8 +72,9 @@ def accept(
         compared = comparison(report, pipeline.spec.model.precision)
         report["accuracy"] = result.as_dict() | {"thresholds": budgets.accuracy.model_dump(), "compared": compared, "duration_s": duration}
         if pipeline.spec.multi_camera:  # judged per camera too: one camera's misses are not averaged away by the others
-            each = compare_per_camera(reference, report_dir / "detections.jsonl", budgets.accuracy, list(pipeline.spec.cameras))
-            report["accuracy"]["cameras"] = {name: {k: v for k, v in r.as_dict().items() if k != "thresholds"} for name, r in each.items()}
+            own = {name: budgets.cameras[name].accuracy if name in budgets.cameras else None for name in pipeline.spec.cameras}
+            each = compare_per_camera(reference, report_dir / "detections.jsonl", {name: limits or budgets.accuracy for name, limits in own.items()})
+            report["accuracy"]["cameras"] = {name: r.as_dict() | {"thresholds": r.thresholds.model_dump()} for name, r in each.items()}
             added += [
                 replace(c, name=c.name.replace("accuracy.", f"cameras.{name}.accuracy.", 1), duration_s=duration)
                 for name, r in each.items()

@@ -159,6 +159,13 @@ def _accuracy(report: dict) -> str:
         )
     keys = ("frames", "reference_detections", "run_detections", "matched", "recall", "precision", "mean_iou", "mean_score_drift")
     parts.append(_table(["", "value"], [[escape(k.replace("_", " ")), _cell(accuracy.get(k))] for k in keys]))
+    if accuracy.get("cameras"):  # each camera against its own reference frames, under its own thresholds
+        shown = ("frames", "recall", "precision", "mean_iou", "mean_score_drift")
+        rows = [
+            [escape(name), *(_cell(c.get(k)) for k in shown), _cell((c.get("thresholds") or {}).get("min_recall"))]
+            for name, c in accuracy["cameras"].items()
+        ]
+        parts.append(_table(["camera", *(k.replace("_", " ") for k in shown), "min recall"], rows))
     return "".join(parts)
 
 

@@ -85,16 +85,16 @@ def run_reference(pipeline: PipelineFile, artifacts: ModelArtifacts, frames: int
     return destination
 
 
-def compare_per_camera(reference: Path, run: Path, thresholds: AccuracyAcceptance, cameras: list[str]) -> dict[str, AccuracyResult]:
-    """Each camera's detections against its own reference frames."""
+def compare_per_camera(reference: Path, run: Path, thresholds: dict[str, AccuracyAcceptance]) -> dict[str, AccuracyResult]:
+    """Each camera's detections against its own reference frames, under its own thresholds (by camera name)."""
     ref_frames, run_frames = read_detections(reference), read_detections(run)
     return {
         name: _compare(
             {k: v for k, v in ref_frames.items() if isinstance(k, tuple) and k[0] == name},
             {k: v for k, v in run_frames.items() if isinstance(k, tuple) and k[0] == name},
-            thresholds,
+            limits,
         )
-        for name in cameras
+        for name, limits in thresholds.items()
     }
 
 
