@@ -137,16 +137,20 @@ def redeploy_and_fleet(
         started = time.perf_counter()
         deploy_fleet(targets[:1], install, no_run, None, work / "r1", SilentProgress(), parallel=1, canary=False)
         one = time.perf_counter() - started
-        agains = []
+        agains, device_cpu, host_cpu = [], [], []
         for _ in range(redeploys):
-            started = time.perf_counter()
+            device, cpu, started = _device_cpu(servers[0]), time.process_time(), time.perf_counter()
             with open_session(targets[0]) as session:
                 staged = install(session, targets[0])
             agains.append(time.perf_counter() - started)
+            host_cpu.append(time.process_time() - cpu)
+            time.sleep(0.3)  # the device's processes of that session end and are counted
+            device_cpu.append(_device_cpu(servers[0]) - device)
         again = statistics.median(agains)
         print(
             f"redeploy with nothing changed: {again:.2f} s (median of {redeploys}: {', '.join(f'{t:.2f}' for t in agains)}), "
-            f"{staged.bytes_sent} bytes of file data sent (target < 1.0 s, 0 bytes); load {_load()}"
+            f"{staged.bytes_sent} bytes of file data sent (target < 1.0 s, 0 bytes); CPU: host {statistics.median(host_cpu):.2f} s, "
+            f"device {statistics.median(device_cpu):.2f} s (sshd and every process it started); load {_load()}"
         )
         eight = one  # a fleet of one (--smoke) is the first deploy
         if fleet > 1 and full_fleet:
@@ -193,6 +197,13 @@ def redeploy_and_fleet(
     finally:
         for server in servers:
             server.stop()
+
+
+def _device_cpu(server) -> float:
+    """CPU seconds of a simulated device's finished sessions: its sshd's reaped children (the session's sshd, the
+    agent, every process they started), read from the kernel (/proc/PID/stat cutime + cstime)."""
+    fields = Path(f"/proc/{server.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
 
 
 def _load() -> str:
