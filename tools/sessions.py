@@ -341,8 +341,8 @@ class SshSession:
     # The agent: the release store code, uploaded once per version, before any release exists; one
     # process of it per session answers every store request (tools/ssh_agent.py, sdk/store_agent.py).
     def ensure_agent(self, runtime_files: dict[str, Path]) -> None:
-        """Launch the agent; its start-up overlaps the lock holder's (`lock`). An agent that is not on the device
-        yet (the first contact, a new version) is found missing by the first request and installed then."""
+        """Launch the agent without waiting for it. An agent that is not on the device yet (the first contact, a new
+        version) is installed by the same command: the device asks for its tar on the channel (tools/ssh_agent.py)."""
         from tools.ssh_agent import AgentClient, agent_command
 
         if self._client is not None and self._client.alive():
@@ -351,7 +351,8 @@ class SshSession:
         agent = f"{self.root}/agent/{version}"
         self._agent = agent
         self._runtime_files = runtime_files
-        self._client = AgentClient(self.connection, agent_command(agent, self.python, self.root), self.name)
+        command = agent_command(agent, self.python, self.root, INSTALL_AND_SERVE)
+        self._client = AgentClient(self.connection, command, self.name, payload=lambda: agent_tar(runtime_files))
         self._client.launch()
 
     def _agent_ready(self) -> bool:
@@ -571,6 +572,10 @@ UNPACK_AGENT = (
     "import compileall; [compileall.compile_dir(os.path.join(staging, *d), maxlevels=0, quiet=2) for d in (['sdk'], ['sdk', 'service'])]; "
     "os.rename(staging, agent) if not os.path.isdir(agent) else shutil.rmtree(staging)"
 )  # compiled once here: every later start of the agent (once a deploy) loads its bytecode instead of compiling
+INSTALL_AND_SERVE = (  # the first contact's agent: unpacked, then served by the same Python (argv: staging, agent, root)
+    UNPACK_AGENT + "; sys.path.insert(0, agent); sys.argv = ['sdk', 'store', '--root', sys.argv[3], 'serve']; "
+    "import runpy; runpy.run_module('sdk', run_name='__main__', alter_sys=True)"
+)
 _AGENT_VERSIONS: dict[tuple, str] = {}
 
 
@@ -585,8 +590,19 @@ def agent_version(runtime_files: dict[str, Path]) -> str:
     return _AGENT_VERSIONS[key]
 
 
+_AGENT_TARS: dict[str, bytes] = {}
+
+
 def agent_tar(runtime_files: dict[str, Path]) -> bytes:
-    """The agent's files as an uncompressed tar (the device unpacks it with its own Python)."""
+    """The agent's files as an uncompressed tar (the device unpacks it with its own Python), built once per process."""
+    version = agent_version(runtime_files)
+    if version not in _AGENT_TARS:
+        _AGENT_TARS.clear()
+        _AGENT_TARS[version] = _agent_tar(runtime_files)
+    return _AGENT_TARS[version]
+
+
+def _agent_tar(runtime_files: dict[str, Path]) -> bytes:
     import io
     import tarfile
 

@@ -22,10 +22,12 @@ class AgentGone(TargetError):
 
 
 class AgentClient:
-    def __init__(self, connection, command: list[str], name: str) -> None:
+    def __init__(self, connection, command: list[str], name: str, payload: Callable[[], bytes] | None = None) -> None:
         self.connection = connection
         self.command = command
         self.name = name
+        self.payload = payload  # the agent's tar, sent when the device asks for it (START_AGENT)
+        self.installed = False
         self.process: RemoteProcess | None = None
         self._sending = threading.Lock()  # request lines, the upload stream and heartbeats never interleave
 
@@ -44,6 +46,13 @@ class AgentClient:
         if getattr(self, "_ready", True):
             return
         answer = self._read(self.connection.spec.timeouts.command_s)
+        if answer.get("install") and self.payload is not None:
+            try:
+                self.process.channel.sendall(self.payload())
+            except (OSError, EOFError):
+                pass  # the answer below says why
+            self.installed = True
+            answer = self._read(self.connection.spec.timeouts.command_s)
         if not answer.get("ready"):
             self.close()
             raise AgentGone(f"{self.connection.where}: the device agent did not start")
@@ -212,8 +221,18 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def agent_command(agent: str, python: str, root: str) -> list[str]:
-    return ["env", f"PYTHONPATH={agent}", "PYTHONDONTWRITEBYTECODE=1", python, "-B", "-m", "sdk", "store", "--root", root, "serve"]
+# One exec and one Python a session: a missing agent (first contact, a new version) is found by the shell, which asks for
+# the agent's tar on the same channel (`{"install": true}`); that Python unpacks it, then serves as the agent.
+START_AGENT = (
+    'if [ -d "$1" ]; then exec env PYTHONPATH="$1" PYTHONDONTWRITEBYTECODE=1 "$2" -B -m sdk store --root "$3" serve; fi; '
+    'echo \'{"install": true}\'; exec "$2" -B -c "$4" "${1%/*}/.tmp-${1##*/}-$$" "$1" "$3"'
+)
+
+
+def agent_command(agent: str, python: str, root: str, install: str) -> list[str]:
+    """The agent's start: its folder, the device's Python, the store root and the install-then-serve script are
+    positional arguments of a fixed script (no value is parsed by the shell)."""
+    return ["sh", "-c", START_AGENT, "sh", agent, python, root, install]
 
 
 __all__ = ["AgentClient", "AgentGone", "agent_command"]

@@ -179,21 +179,24 @@ def redeploy_and_fleet(
             f"(each a 5-frame health check of the real model, all sharing this {os.cpu_count()}-core machine)"
         )
         print(f"fleet, staging only (connect, agent, lock, send {manifest_size(manifest) / 1e6:.1f} MB, verify, assemble), fresh targets:")
-        print("| targets | wall time | x one | host CPU | host CPU per added target | file bytes sent |")
-        print("|---:|---:|---:|---:|---:|---:|")
+        print("| targets | wall time | x one | host CPU | host CPU per added target | device CPU per target | file bytes sent | load |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---|")
         rows = {}
         for count in counts:
             for k in range(count):
                 shutil.rmtree(work / f"froot{k}", ignore_errors=True)
             sent_bytes.clear()
+            devices = [_device_cpu(server) for server in servers[:count]]
             cpu, started = time.process_time(), time.perf_counter()
             result = deploy_fleet(targets[:count], stage_only, no_run, None, work / f"s{count}", SilentProgress(), parallel=count, canary=False)
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+            time.sleep(0.5)  # the devices' session processes end and are counted
+            device = sum(_device_cpu(server) - before for server, before in zip(servers, devices)) / count
             assert result.exit_code == 0, [o.error for o in result.outcomes]
             rows[count] = (wall, cpu)
             one_wall, one_cpu = rows[counts[0]]
             per = f"{(cpu - one_cpu) / (count - 1):.2f} s" if count > 1 else "-"
-            print(f"| {count} | {wall:.2f} s | {wall / one_wall:.2f}x | {cpu:.2f} s | {per} | {sum(sent_bytes) / 1e6:.1f} MB | load {_load()}")
+            print(f"| {count} | {wall:.2f} s | {wall / one_wall:.2f}x | {cpu:.2f} s | {per} | {device:.2f} s | {sum(sent_bytes) / 1e6:.1f} MB | {_load()} |")
     finally:
         for server in servers:
             server.stop()
