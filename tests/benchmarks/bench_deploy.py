@@ -8,7 +8,7 @@
    wall time, host CPU time, file bytes sent. Target: 8 <= 2x the time of one. The full deploy (trial with a
    health check of the real model) of 8 vs 1 is reported apart: eight devices' checks share this machine.
 
-    python tests/benchmarks/bench_deploy.py [--smoke] [--part upload|redeploy|fleet] [--counts 1,8] [--redeploys N]
+    python tests/benchmarks/bench_deploy.py [--smoke] [--part upload|redeploy|fleet] [--counts 1,8] [--redeploys N] [--stage-rounds N]
 
 Other jobs on this machine load the same two cores: note `uptime`'s load average (printed first) beside every number.
 """
@@ -114,7 +114,7 @@ def upload_vs_scp(work: Path, sizes: tuple[int, ...] = (20_000_000, 15_000_000, 
 
 
 def redeploy_and_fleet(
-    work: Path, fleet: int = 8, counts: tuple[int, ...] = (1, 2, 4, 8, 16), *, redeploys: int = 1, full_fleet: bool = True, staging: bool = True
+    work: Path, fleet: int = 8, counts: tuple[int, ...] = (1, 2, 4, 8, 16), *, redeploys: int = 1, full_fleet: bool = True, staging: bool = True, stage_rounds: int = 1
 ) -> None:
     from sdk.spec import load_pipeline
 
@@ -183,20 +183,25 @@ def redeploy_and_fleet(
         print("|---:|---:|---:|---:|---:|---:|---:|---|")
         rows = {}
         for count in counts:
-            for k in range(count):
-                shutil.rmtree(work / f"froot{k}", ignore_errors=True)
-            sent_bytes.clear()
-            devices = [_device_cpu(server) for server in servers[:count]]
-            cpu, started = time.process_time(), time.perf_counter()
-            result = deploy_fleet(targets[:count], stage_only, no_run, None, work / f"s{count}", SilentProgress(), parallel=count, canary=False)
-            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-            time.sleep(0.5)  # the devices' session processes end and are counted
-            device = sum(_device_cpu(server) - before for server, before in zip(servers, devices)) / count
-            assert result.exit_code == 0, [o.error for o in result.outcomes]
+            walls, cpus, device_cpus = [], [], []
+            for _ in range(stage_rounds):
+                for k in range(count):
+                    shutil.rmtree(work / f"froot{k}", ignore_errors=True)
+                sent_bytes.clear()
+                devices = [_device_cpu(server) for server in servers[:count]]
+                cpu, started = time.process_time(), time.perf_counter()
+                result = deploy_fleet(targets[:count], stage_only, no_run, None, work / f"s{count}", SilentProgress(), parallel=count, canary=False)
+                walls.append(time.perf_counter() - started)
+                cpus.append(time.process_time() - cpu)
+                assert result.exit_code == 0, [o.error for o in result.outcomes]
+                time.sleep(0.5)  # the devices' session processes end and are counted
+                device_cpus.append(sum(_device_cpu(server) - before for server, before in zip(servers, devices)) / count)
+            wall, cpu, device = (statistics.median(values) for values in (walls, cpus, device_cpus))
             rows[count] = (wall, cpu)
             one_wall, one_cpu = rows[counts[0]]
             per = f"{(cpu - one_cpu) / (count - 1):.2f} s" if count > 1 else "-"
-            print(f"| {count} | {wall:.2f} s | {wall / one_wall:.2f}x | {cpu:.2f} s | {per} | {device:.2f} s | {sum(sent_bytes) / 1e6:.1f} MB | {_load()} |")
+            spread = f" ({min(walls):.2f}-{max(walls):.2f})" if stage_rounds > 1 else ""
+            print(f"| {count} | {wall:.2f} s{spread} | {wall / one_wall:.2f}x | {cpu:.2f} s | {per} | {device:.2f} s | {sum(sent_bytes) / 1e6:.1f} MB | {_load()} |")
     finally:
         for server in servers:
             server.stop()
@@ -219,6 +224,7 @@ def main() -> None:
     parser.add_argument("--part", choices=("all", "upload", "redeploy", "fleet"), default="all", help="run one part only")
     parser.add_argument("--counts", default="1,2,4,8,16", help="fleet sizes for the staging table (comma list; the first is the reference)")
     parser.add_argument("--redeploys", type=int, default=3, help="no-change redeploys measured (the median is reported)")
+    parser.add_argument("--stage-rounds", type=int, default=1, help="staging rounds per fleet size (the median is reported, the range beside it)")
     args = parser.parse_args()
     counts = tuple(int(c) for c in args.counts.split(","))
     print(f"load average before: {_load()} ({os.cpu_count()} cores)")
@@ -233,10 +239,9 @@ def main() -> None:
             if args.part in ("all", "upload"):
                 upload_vs_scp(work)
             if args.part != "upload":
-                fleet = max(counts) if args.part != "redeploy" else 1
                 redeploy_and_fleet(
-                    work, fleet=max(fleet, 8 if args.part == "all" else 1), counts=counts, redeploys=args.redeploys,
-                    full_fleet=args.part == "all", staging=args.part != "redeploy",
+                    work, fleet=8 if args.part == "all" else 1, counts=counts, redeploys=args.redeploys,
+                    full_fleet=args.part == "all", staging=args.part != "redeploy", stage_rounds=args.stage_rounds,
                 )
     finally:
         shutil.rmtree(work, ignore_errors=True)
