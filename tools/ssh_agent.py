@@ -27,7 +27,6 @@ class AgentClient:
         self.command = command
         self.name = name
         self.payload = payload  # the agent's tar, sent when the device asks for it (START_AGENT)
-        self.installed = False
         self.process: RemoteProcess | None = None
         self._sending = threading.Lock()  # request lines, the upload stream and heartbeats never interleave
 
@@ -51,7 +50,6 @@ class AgentClient:
                 self.process.channel.sendall(self.payload())
             except (OSError, EOFError):
                 pass  # the answer below says why
-            self.installed = True
             answer = self._read(self.connection.spec.timeouts.command_s)
         if not answer.get("ready"):
             self.close()
