@@ -59,12 +59,14 @@ class AgentLease:
         threading.Thread(target=self._watch, args=(holder,), name="lease-watch", daemon=True).start()
         return {"locked": owner, "token": holder.token}
 
-    def end(self, why: str) -> dict:
-        """Roll back this lease's own unfinished trial, then free the lock (nothing when none is held)."""
+    def end(self, why: str, only=None) -> dict:
+        """Roll back this lease's own unfinished trial, then free the lock (nothing when none is held, or when
+        `only` is given and no longer the holder)."""
         with self._mutex:
-            holder, self.holder = self.holder, None
-            if holder is None:
+            holder = self.holder
+            if holder is None or (only is not None and holder is not only):
                 return {"unlocked": None, "rolled_back": None}
+            self.holder = None
             from sdk.store_cli import _end_lease
 
             return {"unlocked": holder.lease.owner, "rolled_back": _end_lease(self.store, holder, why)}
@@ -74,7 +76,8 @@ class AgentLease:
         while self.holder is holder:
             time.sleep(lease_s / 8)
             if self.holder is holder and time.monotonic() - self._heard > lease_s:
-                self.end(f"no heartbeat from the host for {lease_s:g} s")
+                if self.end(f"no heartbeat from the host for {lease_s:g} s", only=holder)["unlocked"] is None:
+                    return  # unlocked meanwhile by the host itself
                 os._exit(1)  # the host is gone; whatever the agent was doing for it ends here, as a kill would
 
 
