@@ -90,7 +90,9 @@ def _dpkg_version(package: str) -> str | None:
     start costs tens of milliseconds on a small core, and every deploy probes)."""
     if not _DPKG and shutil.which("dpkg-query") is not None:
         try:  # exits 1 when any package is unknown, and still lists the others
-            done = subprocess.run(["dpkg-query", "-W", "-f=${Package} ${Status} ${Version}\n", *DPKG_PACKAGES], capture_output=True, text=True, timeout=5.0)
+            done = subprocess.run(
+                ["dpkg-query", "-W", "-f=${Package} ${Status} ${Version}\n", *DPKG_PACKAGES], capture_output=True, text=True, timeout=5.0
+            )
         except (OSError, subprocess.SubprocessError):
             done = None
         for line in done.stdout.splitlines() if done else ():

@@ -54,6 +54,7 @@ def _first(preferred: tuple[str, ...], offered) -> tuple[str, ...]:
     offered = tuple(offered)
     return tuple(name for name in preferred if name in offered) + tuple(name for name in offered if name not in preferred)
 
+
 # paramiko logs its own tracebacks for failures we turn into one clear error; keep them off the terminal.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 

@@ -114,7 +114,14 @@ def upload_vs_scp(work: Path, sizes: tuple[int, ...] = (20_000_000, 15_000_000, 
 
 
 def redeploy_and_fleet(
-    work: Path, fleet: int = 8, counts: tuple[int, ...] = (1, 2, 4, 8, 16), *, redeploys: int = 1, full_fleet: bool = True, staging: bool = True, stage_rounds: int = 1
+    work: Path,
+    fleet: int = 8,
+    counts: tuple[int, ...] = (1, 2, 4, 8, 16),
+    *,
+    redeploys: int = 1,
+    full_fleet: bool = True,
+    staging: bool = True,
+    stage_rounds: int = 1,
 ) -> None:
     from sdk.spec import load_pipeline
 
@@ -195,13 +202,14 @@ def redeploy_and_fleet(
                 cpus.append(time.process_time() - cpu)
                 assert result.exit_code == 0, [o.error for o in result.outcomes]
                 time.sleep(0.5)  # the devices' session processes end and are counted
-                device_cpus.append(sum(_device_cpu(server) - before for server, before in zip(servers, devices)) / count)
+                device_cpus.append(sum(_device_cpu(server) - before for server, before in zip(servers[:count], devices, strict=True)) / count)
             wall, cpu, device = (statistics.median(values) for values in (walls, cpus, device_cpus))
             rows[count] = (wall, cpu)
             one_wall, one_cpu = rows[counts[0]]
             per = f"{(cpu - one_cpu) / (count - 1):.2f} s" if count > 1 else "-"
             spread = f" ({min(walls):.2f}-{max(walls):.2f})" if stage_rounds > 1 else ""
-            print(f"| {count} | {wall:.2f} s{spread} | {wall / one_wall:.2f}x | {cpu:.2f} s | {per} | {device:.2f} s | {sum(sent_bytes) / 1e6:.1f} MB | {_load()} |")
+            sent = f"{sum(sent_bytes) / 1e6:.1f} MB"
+            print(f"| {count} | {wall:.2f} s{spread} | {wall / one_wall:.2f}x | {cpu:.2f} s | {per} | {device:.2f} s | {sent} | {_load()} |")
     finally:
         for server in servers:
             server.stop()
@@ -240,8 +248,13 @@ def main() -> None:
                 upload_vs_scp(work)
             if args.part != "upload":
                 redeploy_and_fleet(
-                    work, fleet=8 if args.part == "all" else 1, counts=counts, redeploys=args.redeploys,
-                    full_fleet=args.part == "all", staging=args.part != "redeploy", stage_rounds=args.stage_rounds,
+                    work,
+                    fleet=8 if args.part == "all" else 1,
+                    counts=counts,
+                    redeploys=args.redeploys,
+                    full_fleet=args.part == "all",
+                    staging=args.part != "redeploy",
+                    stage_rounds=args.stage_rounds,
                 )
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -280,7 +280,9 @@ def test_targets_check_releases_the_place_on_ctrl_c(bench, ssh_target):
     bench_file.write_text(yaml.safe_dump({**spec, "timeouts": {"connect_s": 120, "command_s": 120, "deadline_s": 300, "keepalive_s": 5}}))
     os.kill(ssh_target.server.pid, signal.SIGSTOP)  # the device hangs in the SSH handshake: the check waits, the place held
     command = [sys.executable, "-c", "import sys; from tools.cli import run; sys.exit(run(sys.argv[1:]))", "targets", "check", PLACE]
-    check = subprocess.Popen(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check = subprocess.Popen(
+        command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         _wait(lambda: acquired_by(bench) != "None", "the check to acquire the place", [check], timeout=120)
         check.send_signal(signal.SIGINT)
