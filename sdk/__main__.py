@@ -22,6 +22,12 @@ def main(argv: list[str]) -> int:
         from sdk.runtime.cli import main as run
 
         return run(argv[1:])
+    if command == "store" and len(argv) == 4 and argv[1] == "--root" and argv[3] == "serve":
+        from pathlib import Path
+
+        from sdk.store_agent import serve  # the device agent: only what it needs (the store's operations load lazily)
+
+        return serve(Path(argv[2]))
     if command == "store":
         from sdk.store_cli import run as store
 

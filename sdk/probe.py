@@ -81,13 +81,35 @@ def _l4t() -> str | None:
     return f"{match.group(1)}.{match.group(2)}" if match else None
 
 
+DPKG_PACKAGES = ("nvidia-jetpack", "libnvinfer10", "libnvinfer8")
+_DPKG: dict[str, str] = {}
+
+
 def _dpkg_version(package: str) -> str | None:
-    return _run("dpkg-query", "-W", "-f=${Version}", package) or None
+    """The installed version of a Debian package; the probe's packages are asked in one `dpkg-query` (a process
+    start costs tens of milliseconds on a small core, and every deploy probes)."""
+    if not _DPKG and shutil.which("dpkg-query") is not None:
+        try:  # exits 1 when any package is unknown, and still lists the others
+            done = subprocess.run(
+                ["dpkg-query", "-W", "-f=${Package} ${Status} ${Version}\n", *DPKG_PACKAGES], capture_output=True, text=True, timeout=5.0
+            )
+        except (OSError, subprocess.SubprocessError):
+            done = None
+        for line in done.stdout.splitlines() if done else ():
+            name, *status, version = line.split(" ")
+            if "installed" in status and version:
+                _DPKG[name.split(":")[0]] = version
+        _DPKG.setdefault("", "")  # asked once per process
+    return _DPKG.get(package) or None
 
 
 def _tensorrt() -> str | None:
+    import importlib.util
+
     for module in ("tensorrt", "tensorrt_lean"):
         try:
+            if importlib.util.find_spec(module) is None:
+                continue  # not there: no import attempt (each costs a search of the whole path)
             return __import__(module).__version__
         except Exception:  # noqa: BLE001 - any failure means "not usable here"
             continue

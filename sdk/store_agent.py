@@ -3,7 +3,11 @@
 The host starts it once per SSH session and sends one JSON request a line; every answer is one JSON
 line. A request is `{"argv": [OP, ARGS...]}` (the same operations as `python -m sdk store OP`, by the
 same code), `{"put": PATH, "data": TEXT}` (a small file written whole: a manifest, its signature, a
-verify key), `{"probe": true}`, `{"service-status": true}` or `{"receive": ["SHA:SIZE", ...]}`.
+verify key), `{"probe": true}`, `{"service-status": true}`, `{"receive": ["SHA:SIZE", ...]}`,
+`{"lock": OWNER, "lease": S, "wait": S}` and `{"unlock": true}`. An empty line is the host's heartbeat.
+
+The agent holds the deploy lock for its session itself (sdk/agent_lease.py, decision 0810): one device
+Python start-up per deploy.
 
 `receive` is the upload: the answer is where each object's partial upload (`store/.upload-<sha>`)
 stands, then the host streams every object's missing bytes back to back on stdin. Each object is
@@ -23,10 +27,10 @@ import hashlib
 import json
 import os
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sdk.activation import fsync_dir
+from sdk.agent_lease import AgentLease, Requests
 from sdk.errors import ReleaseError, SdkError
 from sdk.store import DISK_FULL, ReleaseStore, upload_object
 
@@ -47,43 +51,62 @@ def _error(exc: BaseException, op: str) -> dict:
 
 
 def serve(root: Path, stdin=None, stdout=None) -> int:
-    from sdk.store_cli import main as store_main
-
     stdin = stdin or sys.stdin.buffer
     stdout = stdout or sys.stdout.buffer
     store = ReleaseStore(root)
+    lease = AgentLease(store)
+    requests = Requests(stdin, lease.heard)
     _answer(stdout, {"ready": True, "pid": os.getpid()})
-    while line := stdin.readline():
-        try:
-            request = json.loads(line)
-        except ValueError:
-            _answer(stdout, {"error": f"not a request: {line[:80]!r}"})
+    try:
+        return _serve(root, store, lease, requests, stdin, stdout)
+    finally:
+        requests.close()
+        lease.end("the host closed the lock")  # the session ended (or the host's stream broke): as `hold-lock` does
+
+
+def _serve(root: Path, store: ReleaseStore, lease: AgentLease, requests: Requests, stdin, stdout) -> int:
+    while (request := requests.next()) is not Requests.END:
+        if not isinstance(request, dict):
+            _answer(stdout, {"error": f"not a request: {request[:80]!r}"})
             return 2
         try:
-            if "argv" in request:
-                result = store_main(["--root", str(root), *request["argv"]])
-            elif "put" in request:
-                result = put(Path(request["put"]), request["data"].encode())
-            elif "probe" in request:
-                from sdk.probe import fingerprint
-
-                result = fingerprint(str(root))
-            elif "service-status" in request:
-                from sdk.service.control import SERVICE_DIR, status
-
-                result = status(root / SERVICE_DIR)
-            elif "receive" in request:
-                result = Receiver(store, request["receive"]).run(stdin, stdout)
-            else:
-                result = {"error": f"unknown request {sorted(request)}"}
+            result = _handle(root, store, lease, requests, request, stdin, stdout)
         except ReceiveFailed as failed:
+            requests.close()
             _answer(stdout, failed.answer)
             return 1  # the stream is out of step: the host starts a new agent for its next request
         except (SdkError, OSError) as exc:
             op = (request.get("argv") or ["put" if "put" in request else "request"])[0]
             result = _error(exc, op)
+        finally:
+            if "receive" in request:
+                requests.resume()  # a no-op after a broken stream: requests.close() ends the reader first
         _answer(stdout, {"ok": result} if "error" not in result else result)
     return 0
+
+
+def _handle(root: Path, store: ReleaseStore, lease: AgentLease, requests: Requests, request: dict, stdin, stdout) -> dict:
+    if "argv" in request:
+        from sdk.store_cli import main as store_main
+
+        return store_main(["--root", str(root), *request["argv"]])
+    if "receive" in request:
+        return Receiver(store, request["receive"], lease.heard, requests.resume).run(stdin, stdout)
+    if "lock" in request:
+        return lease.acquire(str(request["lock"]), float(request.get("lease", 30.0)), float(request.get("wait", 0.0)))
+    if "unlock" in request:
+        return lease.end("the host closed the lock")
+    if "put" in request:
+        return put(Path(request["put"]), request["data"].encode())
+    if "probe" in request:
+        from sdk.probe import fingerprint
+
+        return fingerprint(str(root))
+    if "service-status" in request:
+        from sdk.service.control import SERVICE_DIR, status
+
+        return status(root / SERVICE_DIR)
+    return {"error": f"unknown request {sorted(request)}"}
 
 
 def put(path: Path, data: bytes) -> dict:
@@ -108,8 +131,10 @@ class ReceiveFailed(Exception):
 class Receiver:
     """Write, hash and publish a stream of objects (see the module's docstring)."""
 
-    def __init__(self, store: ReleaseStore, specs: list[str]) -> None:
+    def __init__(self, store: ReleaseStore, specs: list[str], heard=lambda: None, streamed=lambda: None) -> None:
         self.store = store
+        self.heard = heard  # every block read proves the host alive (the deploy lease)
+        self.streamed = streamed  # called once the stream's last byte is read: stdin carries request lines again
         self.objects = []
         for spec in specs:
             sha256, _, size = spec.partition(":")
@@ -132,6 +157,8 @@ class Receiver:
         return found
 
     def run(self, stdin, stdout) -> dict:
+        from concurrent.futures import ThreadPoolExecutor
+
         self.store.ensure()
         offsets = self.offsets()
         _answer(stdout, {"offsets": offsets})
@@ -141,6 +168,7 @@ class Receiver:
             for sha256, size in self.objects:
                 digest = self._receive(stdin, sha256, size, offsets[sha256])
                 pending.append(publisher.submit(self._publish, sha256, digest))
+            self.streamed()  # the host's heartbeats are read again while the last objects are published
             for future in pending:
                 installed.append(future.result())
         fsync_dir(self.store.objects)
@@ -165,6 +193,7 @@ class Receiver:
                 block = stdin.read1(min(BLOCK, left)) if hasattr(stdin, "read1") else stdin.read(min(BLOCK, left))
                 if not block:
                     raise ReceiveFailed({"error": "the host's stream ended early", "cut": True})  # keeps the partial
+                self.heard()
                 digest.update(block)
                 view = memoryview(block)
                 try:

@@ -8,6 +8,7 @@ so the code that checks hashes, renames and switches `current` on a vehicle is t
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from pathlib import Path
@@ -54,6 +55,13 @@ def _end_lease(store: ReleaseStore, holder, why: str) -> str | None:
 
 
 def main(argv: list[str]) -> dict:
+    args = _parser().parse_args(argv)
+    return _run_op(args)
+
+
+@functools.cache
+def _parser() -> argparse.ArgumentParser:
+    """Built once per process: the device agent parses every store request with it."""
     parser = argparse.ArgumentParser(prog="python -m sdk store")
     parser.add_argument("--root", type=Path, required=True)
     ops = parser.add_subparsers(dest="op", required=True)
@@ -93,8 +101,10 @@ def main(argv: list[str]) -> dict:
     partials = ops.add_parser("partials", help="keep the partial uploads of these objects (SHA:SIZE), remove every other one")
     partials.add_argument("objects", nargs="*", type=_object_spec)
     ops.add_parser("serve", help="answer a whole deploy's requests, one JSON line each, on stdin (sdk/store_agent.py)")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def _run_op(args: argparse.Namespace) -> dict:
     store = ReleaseStore(args.root)
     if args.op == "serve":
         from sdk.store_agent import serve

@@ -220,7 +220,7 @@ def install_release(
     sign = signer_for(sign_key or sign_key_of(target))  # a bad key is refused before anything is sent
     session.ensure_agent(runtime_files())
     owner = deploy_owner()
-    session.lock(owner)  # over SSH its holder starts while the agent does (two device start-ups at once)
+    session.lock(owner)  # over SSH the agent holds it: one device start-up for the whole deploy (decision 0810)
     try:
         bundle, facts = bundle_for_device(session, base, progress, int8, engine)
         manifest = manifest_for(bundle)

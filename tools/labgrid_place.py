@@ -117,20 +117,35 @@ def _reason(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
+def reached_target(target, service: dict):
+    """The target as reached through the place's NetworkService (address, port, user); key and pin from the file."""
+    from pydantic import ValidationError
+
+    from tools.targets import RemoteTarget
+
+    data = {**target.spec.model_dump(exclude_none=True), "host": service["address"], "port": service["port"], "user": service["username"]}
+    try:
+        spec = type(target.spec).model_validate(data)  # the place's values pass the same allow-lists as a target file's
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        raise TargetError(
+            f"{target.name}: labgrid place {target.spec.labgrid.place!r}: its NetworkService gives {field} = {error.get('input')!r}: {error['msg']}",
+            hint="fix the exporter's NetworkService (address, port, username) for this place",
+        ) from None
+    return RemoteTarget(target.name, spec, target.path)
+
+
 def open_place_session(target):
     """An SshSession to the place's NetworkService; the place is released when the session closes."""
     from tools.sessions import SshSession
     from tools.ssh import connect
-    from tools.targets import RemoteTarget
 
     settings = target.spec.labgrid
     place = LabgridPlace(coordinator_of(settings), settings.place, target.name)
     place.acquire()
     try:
-        service = place.network_service()
-        data = {**target.spec.model_dump(exclude_none=True), "host": service["address"], "port": service["port"], "user": service["username"]}
-        spec = type(target.spec).model_validate(data)  # the place's values pass the same allow-lists as a target file's
-        reached = RemoteTarget(target.name, spec, target.path)
+        reached = reached_target(target, place.network_service())
         session = SshSession(reached, connect(reached))
         session.place = place
         return session

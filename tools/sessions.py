@@ -89,7 +89,7 @@ def _trial_answer(lines: list[str], stderr: str, exit_code: int, where: str) -> 
     )
 
 
-def hold_lock_arguments(owner: str, lease: float) -> list[str]:
+def hold_lock_arguments(owner: str, lease: float) -> list[str]:  # the local target's holder (over SSH: the agent holds it)
     return ["hold-lock", owner, "--lease", f"{lease:g}", "--wait", f"{lease + 2:g}"]
 
 
@@ -341,8 +341,8 @@ class SshSession:
     # The agent: the release store code, uploaded once per version, before any release exists; one
     # process of it per session answers every store request (tools/ssh_agent.py, sdk/store_agent.py).
     def ensure_agent(self, runtime_files: dict[str, Path]) -> None:
-        """Launch the agent; its start-up overlaps the lock holder's (`lock`). An agent that is not on the device
-        yet (the first contact, a new version) is found missing by the first request and installed then."""
+        """Launch the agent without waiting for it. An agent that is not on the device yet (the first contact, a new
+        version) is installed by the same command: the device asks for its tar on the channel (tools/ssh_agent.py)."""
         from tools.ssh_agent import AgentClient, agent_command
 
         if self._client is not None and self._client.alive():
@@ -351,7 +351,8 @@ class SshSession:
         agent = f"{self.root}/agent/{version}"
         self._agent = agent
         self._runtime_files = runtime_files
-        self._client = AgentClient(self.connection, agent_command(agent, self.python, self.root), self.name)
+        command = agent_command(agent, self.python, self.root, INSTALL_AND_SERVE)
+        self._client = AgentClient(self.connection, command, self.name, payload=lambda: agent_tar(runtime_files))
         self._client.launch()
 
     def _agent_ready(self) -> bool:
@@ -399,28 +400,25 @@ class SshSession:
             raise TargetError(f"{self.connection.where}: service {op} answered {result.stdout[:200]!r}") from None
 
     def lock(self, owner: str) -> None:
-        """A device process holds the lock while this host's heartbeats reach it: a host that dies or
-        loses its link frees the target within one lease (rolling back its unfinished trial first),
-        whatever the SSH session notices."""
+        """The session's agent holds the lock while this host's heartbeats reach it (decision 0810): a host that
+        dies or loses its link frees the target within one lease (rolling back its unfinished trial first),
+        whatever the SSH session notices; kill -9 of the agent frees it at once."""
         timeouts = self.target.spec.timeouts
         lease = max(5.0, 3 * timeouts.keepalive_s)
-        argv = [*self._agent_command(), "store", "--root", self.root, *hold_lock_arguments(owner, lease)]
-        process = self.connection.start(argv)  # starts while the agent launched by ensure_agent starts too
-        try:
-            self.token = _locked(process, owner, timeouts.command_s + lease, self.name)
-        except ReleaseError:
-            if self._client is None or not self._agent_ready():
-                raise
-            process = self.connection.start(argv)  # the agent was missing (first contact): installed now, once more
-            self.token = _locked(process, owner, timeouts.command_s + lease, self.name)
-        process.heartbeat(every=lease / 4)
-        self._lock = process
+        if self._client is None:
+            raise TargetError("internal: the agent is not installed")
+        self._agent_ready()
+        self.token, self._lock = self._client.lock(owner, lease, wait=lease + 2)
 
     def unlock(self, owner: str) -> None:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
             self.token = None
+            try:
+                self._client.unlock()
+            except TargetError:
+                pass  # the agent or the link is gone: the device ended the lease itself
 
     def trial(self, release_id: str, owner: str, policy, on_event: Callable[[dict], None]) -> TrialOutcome:
         """The device-owned trial; the host waits longer than the device's own deadline."""
@@ -571,7 +569,12 @@ UNPACK_AGENT = (
     "import os, shutil, sys, tarfile; staging, agent = sys.argv[1:3]; shutil.rmtree(staging, ignore_errors=True); "
     "os.makedirs(staging); tar = tarfile.open(fileobj=sys.stdin.buffer, mode='r|'); "
     "tar.extractall(staging, filter='data') if hasattr(tarfile, 'data_filter') else tar.extractall(staging); "
+    "import compileall; [compileall.compile_dir(os.path.join(staging, *d), maxlevels=0, quiet=2) for d in (['sdk'], ['sdk', 'service'])]; "
     "os.rename(staging, agent) if not os.path.isdir(agent) else shutil.rmtree(staging)"
+)  # compiled once here: every later start of the agent (once a deploy) loads its bytecode instead of compiling
+INSTALL_AND_SERVE = (  # the first contact's agent: unpacked, then served by the same Python (argv: staging, agent, root)
+    UNPACK_AGENT + "; sys.path.insert(0, agent); sys.argv = ['sdk', 'store', '--root', sys.argv[3], 'serve']; "
+    "import runpy; runpy.run_module('sdk', run_name='__main__', alter_sys=True)"
 )
 _AGENT_VERSIONS: dict[tuple, str] = {}
 
@@ -587,8 +590,19 @@ def agent_version(runtime_files: dict[str, Path]) -> str:
     return _AGENT_VERSIONS[key]
 
 
+_AGENT_TARS: dict[str, bytes] = {}
+
+
 def agent_tar(runtime_files: dict[str, Path]) -> bytes:
-    """The agent's files as an uncompressed tar (the device unpacks it with its own Python)."""
+    """The agent's files as an uncompressed tar (the device unpacks it with its own Python), built once per process."""
+    version = agent_version(runtime_files)
+    if version not in _AGENT_TARS:
+        _AGENT_TARS.clear()
+        _AGENT_TARS[version] = _agent_tar(runtime_files)
+    return _AGENT_TARS[version]
+
+
+def _agent_tar(runtime_files: dict[str, Path]) -> bytes:
     import io
     import tarfile
 

@@ -37,6 +37,23 @@ from tools.remote_process import RemoteProcess
 from tools.targets import RemoteTarget
 
 WINDOW_BYTES = 32 * 1024 * 1024
+# AES-GCM first (decision 0811): one AES-NI pass for cipher and MAC, about half the device's sshd CPU of
+# aes128-ctr with hmac-sha2-256 (paramiko's first choice) and less of the host's. Everything else paramiko
+# offers stays behind it, reordered only, so a server without GCM negotiates what it did before.
+PREFERRED_CIPHERS = ("aes256-gcm@openssh.com", "aes128-gcm@openssh.com")
+PREFERRED_MACS = ("hmac-sha2-256-etm@openssh.com", "hmac-sha2-512-etm@openssh.com")  # for a CTR cipher: encrypt-then-MAC
+
+
+def prefer_fast_ciphers(options) -> None:
+    """Reorder a paramiko transport's offer: GCM ciphers, then encrypt-then-MAC; nothing added or removed."""
+    options.ciphers = _first(PREFERRED_CIPHERS, options.ciphers)
+    options.digests = _first(PREFERRED_MACS, options.digests)
+
+
+def _first(preferred: tuple[str, ...], offered) -> tuple[str, ...]:
+    offered = tuple(offered)
+    return tuple(name for name in preferred if name in offered) + tuple(name for name in offered if name not in preferred)
+
 
 # paramiko logs its own tracebacks for failures we turn into one clear error; keep them off the terminal.
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
@@ -232,6 +249,7 @@ class SshConnection:
         transport.banner_timeout = timeouts.connect_s
         transport.handshake_timeout = timeouts.connect_s
         transport.auth_timeout = timeouts.connect_s
+        prefer_fast_ciphers(transport.get_security_options())
         pinned = self._pinned_keys()
         if pinned is not None:
             # Ask the server for the key type we pinned, so a host with several keys is not misread as changed.

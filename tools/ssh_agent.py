@@ -5,6 +5,7 @@ writing. Requests are JSON lines; the agent's answers are JSON lines; nothing go
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,11 +22,13 @@ class AgentGone(TargetError):
 
 
 class AgentClient:
-    def __init__(self, connection, command: list[str], name: str) -> None:
+    def __init__(self, connection, command: list[str], name: str, payload: Callable[[], bytes] | None = None) -> None:
         self.connection = connection
         self.command = command
         self.name = name
+        self.payload = payload  # the agent's tar, sent when the device asks for it (START_AGENT)
         self.process: RemoteProcess | None = None
+        self._sending = threading.Lock()  # request lines, the upload stream and heartbeats never interleave
 
     def start(self) -> None:
         """Start the agent and wait for its `ready` line; AgentGone when it cannot start (no agent there)."""
@@ -42,6 +45,12 @@ class AgentClient:
         if getattr(self, "_ready", True):
             return
         answer = self._read(self.connection.spec.timeouts.command_s)
+        if answer.get("install") and self.payload is not None:
+            try:
+                self.process.channel.sendall(self.payload())
+            except (OSError, EOFError):
+                pass  # the answer below says why
+            answer = self._read(self.connection.spec.timeouts.command_s)
         if not answer.get("ready"):
             self.close()
             raise AgentGone(f"{self.connection.where}: the device agent did not start")
@@ -68,6 +77,10 @@ class AgentClient:
         return answer if isinstance(answer, dict) else {}
 
     def _send_line(self, request: dict) -> None:
+        with self._sending:
+            self._send_locked(request)
+
+    def _send_locked(self, request: dict) -> None:
         if not self.alive():
             self.start()
         self.ready()
@@ -93,10 +106,45 @@ class AgentClient:
     def store(self, op: str, *args: str) -> dict:
         return self.request({"argv": [op, *args]}, f"store {op}")
 
+    def lock(self, owner: str, lease: float, wait: float) -> tuple[int, Heartbeats]:
+        """The deploy lock, held by this session's agent (decision 0810); its lease is kept by heartbeats."""
+        answer = self.answer({"lock": owner, "lease": lease, "wait": wait}, self.connection.spec.timeouts.command_s + wait)
+        token = (answer.get("ok") or {}).get("token")
+        if answer.get("ok", {}).get("locked") != owner or not isinstance(token, int):
+            raise ReleaseError(f"{self.name}: {answer.get('error') or 'cannot take the deploy lock'}", hint="wait for the other deploy to finish")
+        return token, Heartbeats(self, self.process, every=lease / 4)
+
+    def unlock(self) -> None:
+        """End the lease (the device rolls back its own unfinished trial first); nothing when the agent is gone."""
+        if self.alive():
+            self.answer({"unlock": True})
+
+    def heartbeat(self, process: RemoteProcess) -> bool:
+        """One empty line to the agent that holds the lock; False once that agent is gone (never starts another)."""
+        if not self._sending.acquire(timeout=0.5):
+            return True  # an upload stream is being sent: its bytes renew the lease
+        try:
+            if self.process is not process or not self.alive():
+                return False
+            process.channel.sendall(b"\n")
+            return True
+        except (OSError, EOFError):
+            return False
+        finally:
+            self._sending.release()
+
     def receive(self, objects: dict[str, tuple[int, Path]], task: Task, tick: Callable[[], None]) -> int:
         """Stream every object's missing bytes; the device hashes them as it writes and publishes each verified one."""
         order = list(objects)
-        self._send_line({"receive": [f"{sha}:{objects[sha][0]}" for sha in order]})
+        with self._sending:  # heartbeats wait: the stream's own bytes prove this host alive
+            offsets, sent = self._stream(objects, order, task, tick)
+        answer = self._read(self.connection.spec.timeouts.command_s)  # the last objects' fsyncs; heartbeats go on
+        if "ok" not in answer:
+            self._raise(answer, objects, order, offsets)
+        return sent
+
+    def _stream(self, objects: dict[str, tuple[int, Path]], order: list[str], task: Task, tick: Callable[[], None]) -> tuple[dict, int]:
+        self._send_locked({"receive": [f"{sha}:{objects[sha][0]}" for sha in order]})
         offsets = self._read(self.connection.spec.timeouts.command_s).get("offsets")
         if not isinstance(offsets, dict):
             raise TargetError(f"{self.connection.where}: the device agent refused the upload", hint="see the target's message above")
@@ -122,10 +170,7 @@ class AgentClient:
             if answer is None:
                 raise
             self._raise(answer, objects, order, offsets)
-        answer = self._read(self.connection.spec.timeouts.command_s)
-        if "ok" not in answer:
-            self._raise(answer, objects, order, offsets)
-        return sent
+        return offsets, sent
 
     def _answer_after_failure(self) -> dict | None:
         try:
@@ -150,6 +195,22 @@ class AgentClient:
         raise TargetError(f"{self.name}: the upload failed on the target: {message}", hint=answer.get("hint") or "deploy again")
 
 
+class Heartbeats:
+    """An empty line to the agent every `every` seconds while the lock is held (the device takes silence for death)."""
+
+    def __init__(self, client: AgentClient, process: RemoteProcess, every: float) -> None:
+        self._beating = threading.Event()
+
+        def beat() -> None:
+            while not self._beating.wait(every) and client.heartbeat(process):
+                pass
+
+        threading.Thread(target=beat, name="sdk-lock-heartbeat", daemon=True).start()
+
+    def close(self) -> None:
+        self._beating.set()
+
+
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for line in reversed(lines):
@@ -158,8 +219,18 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def agent_command(agent: str, python: str, root: str) -> list[str]:
-    return ["env", f"PYTHONPATH={agent}", "PYTHONDONTWRITEBYTECODE=1", python, "-B", "-m", "sdk", "store", "--root", root, "serve"]
+# One exec and one Python a session: a missing agent (first contact, a new version) is found by the shell, which asks for
+# the agent's tar on the same channel (`{"install": true}`); that Python unpacks it, then serves as the agent.
+START_AGENT = (
+    'if [ -d "$1" ]; then exec env PYTHONPATH="$1" PYTHONDONTWRITEBYTECODE=1 "$2" -B -m sdk store --root "$3" serve; fi; '
+    'echo \'{"install": true}\'; exec "$2" -B -c "$4" "${1%/*}/.tmp-${1##*/}-$$" "$1" "$3"'
+)
+
+
+def agent_command(agent: str, python: str, root: str, install: str) -> list[str]:
+    """The agent's start: its folder, the device's Python, the store root and the install-then-serve script are
+    positional arguments of a fixed script (no value is parsed by the shell)."""
+    return ["sh", "-c", START_AGENT, "sh", agent, python, root, install]
 
 
 __all__ = ["AgentClient", "AgentGone", "agent_command"]

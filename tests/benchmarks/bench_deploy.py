@@ -8,7 +8,9 @@
    wall time, host CPU time, file bytes sent. Target: 8 <= 2x the time of one. The full deploy (trial with a
    health check of the real model) of 8 vs 1 is reported apart: eight devices' checks share this machine.
 
-    python tests/benchmarks/bench_deploy.py [--smoke]
+    python tests/benchmarks/bench_deploy.py [--smoke] [--part upload|redeploy|fleet] [--counts 1,8] [--redeploys N] [--stage-rounds N]
+
+Other jobs on this machine load the same two cores: note `uptime`'s load average (printed first) beside every number.
 """
 
 from __future__ import annotations
@@ -111,14 +113,23 @@ def upload_vs_scp(work: Path, sizes: tuple[int, ...] = (20_000_000, 15_000_000, 
     )
 
 
-def redeploy_and_fleet(work: Path, fleet: int = 8, counts: tuple[int, ...] = (1, 2, 4, 8, 16)) -> None:
+def redeploy_and_fleet(
+    work: Path,
+    fleet: int = 8,
+    counts: tuple[int, ...] = (1, 2, 4, 8, 16),
+    *,
+    redeploys: int = 1,
+    full_fleet: bool = True,
+    staging: bool = True,
+    stage_rounds: int = 1,
+) -> None:
     from sdk.spec import load_pipeline
 
     pipeline = load_pipeline(REPO / "pipelines" / "pedestrian.yaml")
     prepare = PrepareModel(pipeline, work / "cache")
     bundle = collect_bundle(pipeline, prepare(), prepare.key)
     manifest = manifest_for(bundle)
-    servers = [SimServer(work / f"fleet{k}").start() for k in range(max(fleet, *counts))]
+    servers = [SimServer(work / f"fleet{k}").start() for k in range(max(fleet, *counts) if staging else fleet)]
     try:
         for k, server in enumerate(servers):
             server.write_target(work / "targets" / f"v{k}.yaml", remote_root=str(work / f"froot{k}"))
@@ -133,13 +144,23 @@ def redeploy_and_fleet(work: Path, fleet: int = 8, counts: tuple[int, ...] = (1,
         started = time.perf_counter()
         deploy_fleet(targets[:1], install, no_run, None, work / "r1", SilentProgress(), parallel=1, canary=False)
         one = time.perf_counter() - started
-        started = time.perf_counter()
-        with open_session(targets[0]) as session:
-            staged = install(session, targets[0])
-        again = time.perf_counter() - started
-        print(f"redeploy with nothing changed: {again:.2f} s, {staged.bytes_sent} bytes of file data sent (target < 1.0 s, 0 bytes)")
+        agains, device_cpu, host_cpu = [], [], []
+        for _ in range(redeploys):
+            device, cpu, started = _device_cpu(servers[0]), time.process_time(), time.perf_counter()
+            with open_session(targets[0]) as session:
+                staged = install(session, targets[0])
+            agains.append(time.perf_counter() - started)
+            host_cpu.append(time.process_time() - cpu)
+            time.sleep(0.3)  # the device's processes of that session end and are counted
+            device_cpu.append(_device_cpu(servers[0]) - device)
+        again = statistics.median(agains)
+        print(
+            f"redeploy with nothing changed: {again:.2f} s (median of {redeploys}: {', '.join(f'{t:.2f}' for t in agains)}), "
+            f"{staged.bytes_sent} bytes of file data sent (target < 1.0 s, 0 bytes); CPU: host {statistics.median(host_cpu):.2f} s, "
+            f"device {statistics.median(device_cpu):.2f} s (sshd and every process it started); load {_load()}"
+        )
         eight = one  # a fleet of one (--smoke) is the first deploy
-        if fleet > 1:
+        if fleet > 1 and full_fleet:
             started = time.perf_counter()
             shutil.rmtree(work / "froot0")  # make the first target fresh again: all of them fresh at once
             result = deploy_fleet(targets, install, no_run, None, work / "r8", SilentProgress(), parallel=fleet, canary=False)
@@ -158,35 +179,63 @@ def redeploy_and_fleet(work: Path, fleet: int = 8, counts: tuple[int, ...] = (1,
             finally:
                 session.unlock("bench")
 
+        if not staging:
+            return
         print(
             f"fleet: full deploy incl. trial + health check: one target {one:.2f} s, {fleet} at once {eight:.2f} s = {eight / one:.2f}x one "
             f"(each a 5-frame health check of the real model, all sharing this {os.cpu_count()}-core machine)"
         )
         print(f"fleet, staging only (connect, agent, lock, send {manifest_size(manifest) / 1e6:.1f} MB, verify, assemble), fresh targets:")
-        print("| targets | wall time | x one | host CPU | host CPU per added target | file bytes sent |")
-        print("|---:|---:|---:|---:|---:|---:|")
+        print("| targets | wall time | x one | host CPU | host CPU per added target | device CPU per target | file bytes sent | load |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---|")
         rows = {}
         for count in counts:
-            for k in range(count):
-                shutil.rmtree(work / f"froot{k}", ignore_errors=True)
-            sent_bytes.clear()
-            cpu, started = time.process_time(), time.perf_counter()
-            result = deploy_fleet(targets[:count], stage_only, no_run, None, work / f"s{count}", SilentProgress(), parallel=count, canary=False)
-            wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-            assert result.exit_code == 0, [o.error for o in result.outcomes]
+            walls, cpus, device_cpus = [], [], []
+            for _ in range(stage_rounds):
+                for k in range(count):
+                    shutil.rmtree(work / f"froot{k}", ignore_errors=True)
+                sent_bytes.clear()
+                devices = [_device_cpu(server) for server in servers[:count]]
+                cpu, started = time.process_time(), time.perf_counter()
+                result = deploy_fleet(targets[:count], stage_only, no_run, None, work / f"s{count}", SilentProgress(), parallel=count, canary=False)
+                walls.append(time.perf_counter() - started)
+                cpus.append(time.process_time() - cpu)
+                assert result.exit_code == 0, [o.error for o in result.outcomes]
+                time.sleep(0.5)  # the devices' session processes end and are counted
+                device_cpus.append(sum(_device_cpu(server) - before for server, before in zip(servers[:count], devices, strict=True)) / count)
+            wall, cpu, device = (statistics.median(values) for values in (walls, cpus, device_cpus))
             rows[count] = (wall, cpu)
             one_wall, one_cpu = rows[counts[0]]
             per = f"{(cpu - one_cpu) / (count - 1):.2f} s" if count > 1 else "-"
-            print(f"| {count} | {wall:.2f} s | {wall / one_wall:.2f}x | {cpu:.2f} s | {per} | {sum(sent_bytes) / 1e6:.1f} MB |")
+            spread = f" ({min(walls):.2f}-{max(walls):.2f})" if stage_rounds > 1 else ""
+            sent = f"{sum(sent_bytes) / 1e6:.1f} MB"
+            print(f"| {count} | {wall:.2f} s{spread} | {wall / one_wall:.2f}x | {cpu:.2f} s | {per} | {device:.2f} s | {sent} | {_load()} |")
     finally:
         for server in servers:
             server.stop()
 
 
+def _device_cpu(server) -> float:
+    """CPU seconds of a simulated device's finished sessions: its sshd's reaped children (the session's sshd, the
+    agent, every process they started), read from the kernel (/proc/PID/stat cutime + cstime)."""
+    fields = Path(f"/proc/{server.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+def _load() -> str:
+    return " ".join(f"{value:.1f}" for value in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="one short round with tiny sizes: proves the script runs (CI); its numbers mean nothing")
+    parser.add_argument("--part", choices=("all", "upload", "redeploy", "fleet"), default="all", help="run one part only")
+    parser.add_argument("--counts", default="1,2,4,8,16", help="fleet sizes for the staging table (comma list; the first is the reference)")
+    parser.add_argument("--redeploys", type=int, default=3, help="no-change redeploys measured (the median is reported)")
+    parser.add_argument("--stage-rounds", type=int, default=1, help="staging rounds per fleet size (the median is reported, the range beside it)")
     args = parser.parse_args()
+    counts = tuple(int(c) for c in args.counts.split(","))
+    print(f"load average before: {_load()} ({os.cpu_count()} cores)")
     work = Path(tempfile.mkdtemp(prefix="bench-deploy-"))
     os.environ["SDK_TARGETS_DIR"] = str(work / "targets")
     os.environ["SDK_STATE_DIR"] = str(work / "state")
@@ -195,8 +244,18 @@ def main() -> None:
             upload_vs_scp(work, (200_000, 100_000), rounds=1)
             redeploy_and_fleet(work, fleet=1, counts=(1, 2))
         else:
-            upload_vs_scp(work)
-            redeploy_and_fleet(work)
+            if args.part in ("all", "upload"):
+                upload_vs_scp(work)
+            if args.part != "upload":
+                redeploy_and_fleet(
+                    work,
+                    fleet=8 if args.part == "all" else 1,
+                    counts=counts,
+                    redeploys=args.redeploys,
+                    full_fleet=args.part == "all",
+                    staging=args.part != "redeploy",
+                    stage_rounds=args.stage_rounds,
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

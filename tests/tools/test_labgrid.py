@@ -37,8 +37,8 @@ def _require_labgrid() -> None:
         pytest.skip("labgrid is not installed (pip install labgrid)")
 
 
-def _client(coordinator: str, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "LG_COORDINATOR": coordinator}
+def _client(coordinator: str, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LG_COORDINATOR": coordinator, **(env or {})}
     return subprocess.run(["labgrid-client", "-p", PLACE, *args], env=env, capture_output=True, text=True, timeout=60, check=check)
 
 
@@ -234,4 +234,63 @@ def test_a_power_cycle_goes_through_the_places_power_driver(bench, ssh_target, p
         session.ensure_agent(runtime_files())  # the connection and the agent start over after the cycle
         assert "releases" in session.status()
         assert acquired_by(bench) != "None"
+    assert acquired_by(bench) == "None"
+
+
+def _targets_check(target: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-c", "import sys; from tools.cli import run; sys.exit(run(sys.argv[1:]))", "targets", "check", target]
+    return subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, capture_output=True, text=True, timeout=300)
+
+
+def test_targets_check_goes_through_the_place_and_releases_it(bench, ssh_target):
+    done = _targets_check(PLACE)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"labgrid place: {PLACE} at {bench}: acquired for this check (released after it)" in done.stdout
+    assert f"its NetworkService is {getpass.getuser()}@127.0.0.1:{ssh_target.server.port}" in done.stdout
+    assert "host key" in done.stdout and "nothing blocks a deploy to bench-3" in done.stdout  # checked through its SSH address
+    assert acquired_by(bench) == "None"
+    by_name = _targets_check(f"labgrid:{PLACE}", {"LG_COORDINATOR": bench})  # targets/labgrid.yaml + labgrid's own variable
+    assert by_name.returncode == 0, by_name.stdout + by_name.stderr
+    assert acquired_by(bench) == "None"
+
+
+def test_targets_check_names_what_blocks_and_still_releases_the_place(bench, ssh_target, tmp_path):
+    bench_file = ssh_target.targets / f"{PLACE}.yaml"
+    spec = yaml.safe_load(bench_file.read_text())
+    (tmp_path / "a-file").write_text("not a folder")
+    bench_file.write_text(yaml.safe_dump({**spec, "remote_root": str(tmp_path / "a-file" / "sdk")}))
+    done = _targets_check(PLACE)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"blocked  remote root: {tmp_path}/a-file/sdk: {tmp_path}/a-file is a file, not a folder" in done.stdout
+    assert acquired_by(bench) == "None"  # released after a blocked check too
+    # Held by someone else: the check says so, and leaves their reservation alone.
+    _client(bench, "acquire", env={"LG_USERNAME": "colleague"})
+    try:
+        busy = _targets_check(PLACE)
+        assert busy.returncode == 1, busy.stdout + busy.stderr
+        assert f"blocked  labgrid place: {PLACE}: cannot acquire labgrid place '{PLACE}'" in busy.stdout
+        assert acquired_by(bench).endswith("/colleague")
+    finally:
+        _client(bench, "release", env={"LG_USERNAME": "colleague"}, check=False)
+
+
+def test_targets_check_releases_the_place_on_ctrl_c(bench, ssh_target):
+    bench_file = ssh_target.targets / f"{PLACE}.yaml"
+    spec = yaml.safe_load(bench_file.read_text())
+    bench_file.write_text(yaml.safe_dump({**spec, "timeouts": {"connect_s": 120, "command_s": 120, "deadline_s": 300, "keepalive_s": 5}}))
+    os.kill(ssh_target.server.pid, signal.SIGSTOP)  # the device hangs in the SSH handshake: the check waits, the place held
+    command = [sys.executable, "-c", "import sys; from tools.cli import run; sys.exit(run(sys.argv[1:]))", "targets", "check", PLACE]
+    check = subprocess.Popen(
+        command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        _wait(lambda: acquired_by(bench) != "None", "the check to acquire the place", [check], timeout=120)
+        check.send_signal(signal.SIGINT)
+        check.wait(60)
+    finally:
+        os.kill(ssh_target.server.pid, signal.SIGCONT)
+        if check.poll() is None:
+            check.kill()
+            check.wait()
+    assert check.returncode != 0
     assert acquired_by(bench) == "None"

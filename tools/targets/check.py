@@ -4,6 +4,9 @@ Read-only: nothing is created or sent to the device except the probe's source on
 The order follows a connection: reachable, key file, host key, login, then what the probe says
 (Python, remote root, free disk, runtime modules, TensorRT/CUDA). A failed connection step ends the
 checks (the later ones cannot run); every probe check runs.
+
+A labgrid place (`labgrid: {place:}` in the target file, or `labgrid:PLACE`) is acquired first, checked through
+the SSH address of its NetworkService, and released afterwards, also on an error or Ctrl-C (decision 0812).
 """
 
 from __future__ import annotations
@@ -84,11 +87,39 @@ def _root_facts_here(root: str) -> dict:
     return json.loads(done.stdout)
 
 
-def _check_remote(target: RemoteTarget) -> CheckResult:
+def _check_place(target: RemoteTarget) -> CheckResult:
+    """Acquire the place, check the device behind its NetworkService, release the place whatever happens."""
+    from tools.labgrid_place import LabgridPlace, coordinator_of, reached_target
+
+    settings = target.spec.labgrid
+    coordinator = coordinator_of(settings)
+    result = CheckResult(target.name, f"labgrid place {settings.place} at {coordinator}")
+    place = LabgridPlace(coordinator, settings.place, target.name)
+    try:
+        try:
+            place.acquire()
+            reached = reached_target(target, place.network_service())
+        except TargetError as exc:
+            result.add(BLOCKED, "labgrid place", exc.message, exc.hint)
+            return result
+        spec = reached.spec
+        held = "acquired by you already (left acquired)" if place.borrowed else "acquired for this check (released after it)"
+        result.add(OK, "labgrid place", f"{settings.place} at {coordinator}: {held}; its NetworkService is {spec.user}@{spec.host}:{spec.port}")
+        checked = _check_remote(reached, reached=True)
+        result.where = f"{checked.where} through labgrid place {settings.place}"
+        result.findings.extend(checked.findings)
+        return result
+    finally:
+        place.release()
+
+
+def _check_remote(target: RemoteTarget, *, reached: bool = False) -> CheckResult:
     from tools.sessions import SshSession
     from tools.ssh import connect, fingerprint_of, load_private_key
 
     spec = target.spec
+    if spec.labgrid is not None and not reached:
+        return _check_place(target)
     result = CheckResult(target.name, f"{spec.user}@{spec.host}:{spec.port}" + (f" via {spec.jump}" if spec.jump else ""))
     if not spec.jump:  # through a jump host, reachability is the SSH connection's own first step
         try:
