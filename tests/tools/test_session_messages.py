@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools.sessions import RunOutcome, exit_text
+from tools.session_protocol import RunOutcome, exit_text
 
 
 def test_exit_statuses_in_words():

@@ -22,7 +22,8 @@ from sdk.engine.platforms import TensorRTVersion
 from sdk.errors import EngineBuildError, TargetError
 from tools.engines.cache import EngineCache, EngineCacheKey
 from tools.release.bundle import runtime_files
-from tools.sessions import SshSession, open_session, parse_event
+from tools.session_protocol import parse_event
+from tools.sessions import SshSession, open_session
 
 
 @dataclass(frozen=True)
