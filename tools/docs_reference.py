@@ -171,6 +171,7 @@ MEANINGS = {
     "sinks[].kind": "`jsonl`, `video`, `mask` (a `segment` decoder's masks as PNGs) or `null` (YAML's `kind: null` is accepted too)",
     "sinks[].path": "file name (`mask`: folder name) inside the report folder",
     "sinks[].fourcc": "video codec; `mp4v` (MPEG-4 part 2) plays everywhere",
+    "sinks[].mosaic": "several cameras: one video of every camera side by side, a tile each (at `path`), instead of `annotated-NAME.mp4` per camera",
     "budgets": "what the run is judged against; no budget at all gives INCONCLUSIVE",
     "budgets.end_to_end": "latency limits from capture to the end of the sinks",
     "budgets.stages": "latency limits per stage",

@@ -159,7 +159,8 @@ def create_sinks(
     (a sink with its own `path` still gets its file, beside the contract's).
 
     `cameras` (several cameras: name -> frame rate): the JSONL lines name their camera; a video sink
-    writes one file per camera, `annotated-NAME.mp4`, at that camera's rate.
+    writes one file per camera, `annotated-NAME.mp4`, at that camera's rate, or with `mosaic: true` one
+    video of every camera side by side (sdk/sinks/mosaic.py).
     """
     sinks: list = []
     contract = JsonlSpec(kind="jsonl")
@@ -183,6 +184,14 @@ def create_sinks(
         elif isinstance(spec, VideoSpec):
             from sdk.sinks.video import VideoSink
 
+            if cameras and spec.mosaic:
+                from sdk.sinks.mosaic import MosaicSink
+
+                path = confined_path(output_dir, spec.path, where=where)
+                rate = spec.fps or max(cameras.values())  # a mosaic frame a round: the fastest camera's pace
+                video = VideoSink(path, fourcc=spec.fourcc, fps=rate, rotate=spec.rotate, retention=retention)
+                sinks.append(MosaicSink(video, list(cameras)))
+                continue
             if cameras:
                 per_camera = {}
                 for camera, rate in cameras.items():

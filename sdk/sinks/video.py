@@ -104,16 +104,29 @@ class VideoSink:
             sys.stderr.write(f"warning: {self._partial} vanished before it could be published\n")
 
     def write(self, frame: Frame, detections: Detections) -> None:
-        import cv2
-
         from sdk.pixels import as_bgr
 
         image = as_bgr(frame.image)  # NV12 frames are drawn on their BGR conversion
+        if not self._ready(image):
+            return
+        # Draw on our own canvas (allocated once per size): the source owns the frame buffer.
+        fit(image, self._canvas)
+        annotate(self._canvas, frame.index, detections)
+        self._emit(self._canvas)
+
+    def write_image(self, image: np.ndarray) -> None:
+        """A picture already drawn (the mosaic of several cameras), written as it is."""
+        if self._ready(image):
+            fit(image, self._canvas)
+            self._emit(self._canvas)
+
+    def _ready(self, image: np.ndarray) -> bool:
+        """The encoder open for this frame (a new segment when one is due); False where the frame is not written."""
         if self.durable:
             if self.free.below(self.floor_mb):  # the video stops first; the detections sink goes on
                 self._finish()
                 self.stats.lost(f"free space {self.free.free_mb:.1f} MiB is below min_free_mb {self.floor_mb:g}")
-                return
+                return False
             if self._writer is not None and self._frames_in_segment and self._due():
                 try:
                     self._finish()
@@ -121,26 +134,9 @@ class VideoSink:
                     self.stats.last_error = f"cannot finish a segment: {exc}"
         if self._writer is None:
             self._start(image)
-        # Draw on our own canvas (allocated once per size): the source owns the frame buffer.
-        if (image.shape[1], image.shape[0]) == self._size and image.ndim == 3:
-            np.copyto(self._canvas, image)
-        else:
-            resized = cv2.resize(image, self._size)
-            self._canvas[...] = resized[..., None] if resized.ndim == 2 else resized
-        image = self._canvas
-        draw = getattr(detections, "draw", None)
-        if draw is not None:  # a segment mask blended over the frame, or a classifier's best classes
-            draw(image)
-        for d in detections:
-            x1, y1, x2, y2 = (int(round(v)) for v in d.box)
-            colour = _COLOURS[d.class_id % len(_COLOURS)]
-            cv2.rectangle(image, (x1, y1), (x2, y2), colour, 2)
-            text = f"{d.label} {d.score:.2f}" if d.track_id is None else f"#{d.track_id} {d.label} {d.score:.2f}"
-            (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.4, 1)
-            top = max(0, y1 - th - 4)
-            cv2.rectangle(image, (x1, top), (x1 + tw + 2, top + th + 4), colour, cv2.FILLED)
-            cv2.putText(image, text, (x1 + 1, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
-        cv2.putText(image, f"frame {frame.index}", (8, 20), cv2.FONT_HERSHEY_SIMPLEX, 0.55, (255, 255, 255), 1, cv2.LINE_AA)
+        return True
+
+    def _emit(self, image: np.ndarray) -> None:
         self._writer.write(image)
         self._frames_in_segment += 1
         self.stats.ok()
@@ -158,6 +154,36 @@ class VideoSink:
 
     def describe(self) -> dict:
         return describe_output(self.path, self.stats, self.segments)
+
+
+def fit(image: np.ndarray, canvas: np.ndarray) -> None:
+    """`image` (BGR or gray) copied onto `canvas` (H x W x 3), resized where the sizes differ."""
+    import cv2
+
+    if image.shape[:2] == canvas.shape[:2] and image.ndim == 3:
+        np.copyto(canvas, image)
+    else:
+        resized = cv2.resize(image, (canvas.shape[1], canvas.shape[0]))
+        canvas[...] = resized[..., None] if resized.ndim == 2 else resized
+
+
+def annotate(image: np.ndarray, index: int, detections: Detections) -> None:
+    """Boxes, labels, scores (and track ids, masks, classes) drawn on `image` in place, and the frame number."""
+    import cv2
+
+    draw = getattr(detections, "draw", None)
+    if draw is not None:  # a segment mask blended over the frame, or a classifier's best classes
+        draw(image)
+    for d in detections:
+        x1, y1, x2, y2 = (int(round(v)) for v in d.box)
+        colour = _COLOURS[d.class_id % len(_COLOURS)]
+        cv2.rectangle(image, (x1, y1), (x2, y2), colour, 2)
+        text = f"{d.label} {d.score:.2f}" if d.track_id is None else f"#{d.track_id} {d.label} {d.score:.2f}"
+        (tw, th), _ = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, 0.4, 1)
+        top = max(0, y1 - th - 4)
+        cv2.rectangle(image, (x1, top), (x1 + tw + 2, top + th + 4), colour, cv2.FILLED)
+        cv2.putText(image, text, (x1 + 1, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
+    cv2.putText(image, f"frame {index}", (8, 20), cv2.FONT_HERSHEY_SIMPLEX, 0.55, (255, 255, 255), 1, cv2.LINE_AA)
 
 
 def _plays(path: Path) -> bool:

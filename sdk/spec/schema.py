@@ -139,6 +139,7 @@ class VideoSink(Frozen):
     fourcc: Annotated[str, Field(min_length=4, max_length=4)] = "mp4v"
     fps: Real("frame rate written in the file; null: the source's", gt=0, le=1000) | None = None
     rotate: Rotate = Rotate(max_mb=256, max_age_s=60)  # a kill loses at most the current segment (a minute)
+    mosaic: Flag = False  # several cameras: one video of them all side by side at `path`, instead of annotated-NAME.mp4 each
 
 
 class NullSink(Frozen):
