@@ -86,6 +86,9 @@ class CudaSession:
         self.graph = FrameGraph(self.gpu) if cuda_graph else None
         self.decode_enqueue = None
         self.launched = False
+        # A preprocessed frame whose engine time is not yet read: several cameras batched decode several slots
+        # after one enqueue, and only the first decode's event pair measures the engine (decision 0460).
+        self.infer_pending = False
 
     def engine_enqueue(self) -> bool:
         """The engine's launch on the stream, without waiting: TensorRT's enqueueV3 (False where it refuses);
