@@ -43,9 +43,14 @@ class StreamTimes:
         self.total = dict.fromkeys(STAGES, 0.0)
         self.worst = dict.fromkeys(STAGES, 0.0)
         self.frames = dict.fromkeys(STAGES, 0)
+        # The engine time since the last preprocess_end is not yet read: several cameras batched decode several
+        # slots after one engine call, and only the first slot's decode measures the engine (decision 0460).
+        self.infer_pending = False
 
     def mark(self, name: str) -> None:
         self.gpu.record(self.events[name])
+        if name == "preprocess_end":
+            self.infer_pending = True
 
     def add(self, stage: str, start: str, stop: str) -> float:
         ms = self.gpu.event_ms(self.events[start], self.events[stop])
@@ -86,9 +91,6 @@ class CudaSession:
         self.graph = FrameGraph(self.gpu) if cuda_graph else None
         self.decode_enqueue = None
         self.launched = False
-        # A preprocessed frame whose engine time is not yet read: several cameras batched decode several slots
-        # after one enqueue, and only the first decode's event pair measures the engine (decision 0460).
-        self.infer_pending = False
 
     def engine_enqueue(self) -> bool:
         """The engine's launch on the stream, without waiting: TensorRT's enqueueV3 (False where it refuses);

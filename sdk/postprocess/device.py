@@ -115,6 +115,7 @@ class DeviceDecoder(Stage):
             gpu.synchronize()
             self.session.launched = False
             times.add("preprocess", "preprocess_start", "preprocess_end")
+            times.infer_pending = True  # the replayed graph recorded preprocess_end again
             return self._finish(geometry)
         times.mark("decode_start")
         gpu.memset32(device["count"], 0, 1)
@@ -133,8 +134,8 @@ class DeviceDecoder(Stage):
         times, host = self.session.times, self.host
         found = int(host["count"][0])
         n = min(found, self.capacity)
-        if self.session.infer_pending:  # the batch's first slot: its engine time (later slots decode after it)
-            self.session.infer_pending = False
+        if times.infer_pending:  # the batch's first slot: its engine time (later slots decode after it)
+            times.infer_pending = False
             times.add("infer", "preprocess_end", "decode_start")
         times.add("decode", "decode_start", "decode_end")
         self.most_candidates = max(self.most_candidates, found)

@@ -219,7 +219,6 @@ class CudaPreprocessor(Stage):
         if self.plan is None or self._key != key:
             self._prepare(*key)
         plan, times = self.plan, self.session.times
-        self.session.infer_pending = True
         if resident:
             params = plan.bound(image.device[0], self._dst, image.device[1])
         else:

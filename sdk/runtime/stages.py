@@ -26,7 +26,9 @@ from sdk.sources import open_stream
 from sdk.spec.loader import PipelineFile
 
 
-def create_preprocessor(pipeline: PipelineFile, camera: str, backend, image_input: str, batch: int, slot: int, kernels_dir: Path | None, session=None):
+def create_preprocessor(
+    pipeline: PipelineFile, camera: str, backend, image_input: str, batch: int, slot: int, kernels_dir: Path | None, session=None
+):
     """The one place a preprocessor is made: sdk.preprocess chooses CPU or CUDA (preprocess.device) for one camera;
     with several cameras `session` (the pipeline's one CUDA session, or None on the CPU) decides, and the camera
     writes its batch slot of the input (decision 0460)."""

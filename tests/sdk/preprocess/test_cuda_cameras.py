@@ -74,7 +74,9 @@ def test_each_camera_on_the_emulated_cuda_path_gives_its_cpu_detections(tmp_path
         assert share >= 0.99, (camera, share, total)
     assert matched_share(of(gpu, "front"), of(cpu, "front"))[1] > 30  # people on the walkway: not vacuous
     assert matched_share(of(gpu, "left"), of(cpu, "left"))[1] > 10
-    assert [line["detections"] for line in of(cpu, "left")] != [line["detections"] for line in of(cpu, "front")]  # the crop gives other boxes: each slot has its own plan
+    assert [line["detections"] for line in of(cpu, "left")] != [
+        line["detections"] for line in of(cpu, "front")
+    ]  # the crop gives other boxes: each slot has its own plan
 
 
 def test_auto_with_several_cameras_and_no_gpu_says_why(tmp_path, monkeypatch):
