@@ -23,8 +23,8 @@ CAMERAS = {"front": {"file": "vtest.avi"}, "rear": {"file": "tree.avi"}, "left":
 FRAMES = 12
 
 
-def pipeline_file(folder: Path, device: str, batch: str | int) -> Path:
-    path = pedestrian(folder, CAMERAS, frames=FRAMES, batch={"size": batch})
+def pipeline_file(folder: Path, device: str, batch: str | int, cameras: dict | None = None) -> Path:
+    path = pedestrian(folder, cameras or CAMERAS, frames=FRAMES, batch={"size": batch})
     doc = yaml.safe_load(path.read_text())
     doc["preprocess"]["device"] = device
     doc["sinks"] = [{"kind": "jsonl"}]
@@ -48,18 +48,21 @@ def of(lines: list[dict], camera: str) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("batch", ["cameras", 1], ids=["batched", "one-after-another"])
-def test_each_camera_on_the_emulated_cuda_path_gives_its_cpu_detections(tmp_path, monkeypatch, batch):
+@pytest.mark.parametrize(
+    ("batch", "front_format"), [("cameras", "bgr8"), (1, "bgr8"), ("cameras", "nv12")], ids=["batched", "one-after-another", "nv12-beside-bgr"]
+)
+def test_each_camera_on_the_emulated_cuda_path_gives_its_cpu_detections(tmp_path, monkeypatch, batch, front_format):
     cache = tmp_path / "cache"
-    cpu_result, _, cpu = run(pipeline_file(tmp_path / "cpu", "cpu", batch), tmp_path / "cpu-out", cache, monkeypatch, emulate=False)
-    result, report, gpu = run(pipeline_file(tmp_path / "cuda", "cuda", batch), tmp_path / "cuda-out", cache, monkeypatch, emulate=True)
+    cameras = {**CAMERAS, "front": {"file": "vtest.avi?format=nv12"}} if front_format == "nv12" else CAMERAS
+    cpu_result, _, cpu = run(pipeline_file(tmp_path / "cpu", "cpu", batch, cameras), tmp_path / "cpu-out", cache, monkeypatch, emulate=False)
+    result, report, gpu = run(pipeline_file(tmp_path / "cuda", "cuda", batch, cameras), tmp_path / "cuda-out", cache, monkeypatch, emulate=True)
     expected = len(CAMERAS) if batch == "cameras" else 1
     assert result.batch == cpu_result.batch == expected
     assert report["batching"]["frames_per_call"] == expected
     section = report["preprocess"]
     assert (section["device"], section["emulated"]) == ("cuda", True)
     assert {name: (camera["slot"], camera["kernel"]) for name, camera in section["cameras"].items()} == {
-        "front": (0, "pp_bgr8_f32_nchw"),
+        "front": (0, f"pp_{front_format}_f32_nchw"),  # each camera its own kernel and parameter block
         "rear": (1 if batch == "cameras" else 0, "pp_bgr8_f32_nchw"),
         "left": (2 if batch == "cameras" else 0, "pp_bgr8_f32_nchw"),
     }
