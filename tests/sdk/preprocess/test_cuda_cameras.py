@@ -87,3 +87,12 @@ def test_auto_with_several_cameras_and_no_gpu_says_why(tmp_path, monkeypatch):
     assert report["preprocess"]["device"] == "cpu"
     assert report["preprocess"]["reason"] == "no CUDA device"  # no longer "several cameras": the CUDA path takes them
     assert "cameras" not in report["preprocess"] and len(lines) == FRAMES * len(CAMERAS)
+
+
+def test_cuda_with_several_cameras_and_no_gpu_is_one_error_naming_the_file(tmp_path, monkeypatch):
+    from sdk.errors import BackendError
+
+    with pytest.raises(BackendError) as info:
+        run(pipeline_file(tmp_path / "cuda", "cuda", "cameras"), tmp_path / "out", tmp_path / "cache", monkeypatch, emulate=False)
+    assert "p.yaml: preprocess.device: cuda, but no CUDA device" in info.value.message  # no longer "several cameras"
+    assert "SDK_CUDA_EMULATION=host" in info.value.hint
