@@ -158,7 +158,10 @@ def _cuda_path_problem(release: Path, gpu: bool, emulate: bool) -> tuple[str, st
 
     _, pipeline, artifacts = load_release(release)
     if pipeline.spec.multi_camera:
-        return NOT_APPLICABLE, "several cameras preprocess on the CPU (decision 0604): the CUDA path takes one camera"
+        return (
+            NOT_APPLICABLE,
+            ("several cameras: the self-test compares one camera's frames (the several-camera CUDA path: decision 0460)"),
+        )
     if emulate:
         return None
     if not (release / "kernels").is_dir():

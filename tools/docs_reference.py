@@ -81,7 +81,8 @@ MEANINGS = {
     ),
     "preprocess.cuda_graph": (
         "with the CUDA path (`device` cuda or auto): the frame's work (kernel, enqueueV3, decode, copies, events) captured once "
-        "as one CUDA graph and replayed per frame; an engine that cannot be captured runs un-captured and the report says why"
+        "as one CUDA graph and replayed per frame; an engine that cannot be captured runs un-captured and the report says why; "
+        "one camera only"
     ),
     "model": "the detector and how it runs",
     "model.path": "the original ONNX model, relative to the pipeline file (the release carries the prepared model, not this file)",

@@ -43,9 +43,14 @@ class StreamTimes:
         self.total = dict.fromkeys(STAGES, 0.0)
         self.worst = dict.fromkeys(STAGES, 0.0)
         self.frames = dict.fromkeys(STAGES, 0)
+        # The engine time since the last preprocess_end is not yet read: several cameras batched decode several
+        # slots after one engine call, and only the first slot's decode measures the engine (decision 0460).
+        self.infer_pending = False
 
     def mark(self, name: str) -> None:
         self.gpu.record(self.events[name])
+        if name == "preprocess_end":
+            self.infer_pending = True
 
     def add(self, stage: str, start: str, stop: str) -> float:
         ms = self.gpu.event_ms(self.events[start], self.events[stop])

@@ -70,11 +70,12 @@ def create_postprocessor(
     *,
     session=None,
     plugin_folder=None,
+    slot: int = 0,
 ):
     """The decoder the pipeline names, bound to the backend's output buffers. `classes`: the names a label file holds
     (PipelineFile.class_names()); postprocess.classes where not given. With a CUDA `session` (the CUDA
     preprocessor's), the decode kernel runs on the engine's outputs in place where it knows the head
-    (sdk/postprocess/device.py); NMS stays here."""
+    (sdk/postprocess/device.py); NMS stays here. `slot`: the batch slot `outputs` are views of (several cameras)."""
     kind = spec.decoder.kind
     extra = {"plugin_folder": plugin_folder} if kind == "python" else {}
     cpu = DECODERS[kind](spec, outputs, net_size, tensors, classes or spec.classes, **extra)
@@ -82,7 +83,7 @@ def create_postprocessor(
         return cpu
     from sdk.postprocess.device import device_decoder
 
-    return device_decoder(spec, cpu, outputs, tensors, net_size, session)
+    return device_decoder(spec, cpu, outputs, tensors, net_size, session, slot=slot)
 
 
 def describe(postprocessor) -> str:

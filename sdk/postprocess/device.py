@@ -20,10 +20,19 @@ DEFAULT_CAPACITY = 4096
 
 
 def device_decoder(
-    spec, cpu_decoder, outputs: dict[str, np.ndarray], tensors: dict[str, np.ndarray], net_size, session, capacity: int = DEFAULT_CAPACITY
+    spec,
+    cpu_decoder,
+    outputs: dict[str, np.ndarray],
+    tensors: dict[str, np.ndarray],
+    net_size,
+    session,
+    capacity: int = DEFAULT_CAPACITY,
+    slot: int = 0,
 ):
     """The decode-on-device stage for `cpu_decoder`'s head (already validated by it), or the CPU decoder
-    itself where the kernels do not decode this head (the reason goes into the report)."""
+    itself where the kernels do not decode this head (the reason goes into the report). `outputs`: this
+    slot's views of the engine's outputs; `slot`: the batch slot they are (the kernel reads the binding
+    from slot x the views' bytes on)."""
     from sdk.gpu.decode import SsdDecodePlan, YoloDecodePlan
     from sdk.spec.schema import GeneratedAnchors, SsdDecoder
 
@@ -46,13 +55,14 @@ def device_decoder(
     else:
         plan = YoloDecodePlan.build(spec, tuple(outputs[decoder.output].shape), capacity)
         bindings = {"rows": decoder.output}
-    return DeviceDecoder(spec, plan, session, bindings)
+    offsets = {tensor: slot * outputs[tensor].nbytes for tensor in bindings.values()}
+    return DeviceDecoder(spec, plan, session, bindings, offsets)
 
 
 class DeviceDecoder(Stage):
     name = "postprocess"
 
-    def __init__(self, spec, plan, session, bindings: dict[str, str]) -> None:
+    def __init__(self, spec, plan, session, bindings: dict[str, str], offsets: dict[str, int] | None = None) -> None:
         self.spec, self.plan, self.session = spec, plan, session
         gpu = session.gpu
         self.capacity = plan.capacity
@@ -61,7 +71,9 @@ class DeviceDecoder(Stage):
             self.host = {name: _pinned_like(gpu, array) for name, array in self.host.items()}
             session.decode_enqueue = self._enqueue
         self._device = {name: gpu.device_buffer(array.nbytes) for name, array in self.host.items()}
-        inputs = {param: session.binding(tensor) for param, tensor in bindings.items()}  # by name, whatever the engine's order
+        offsets = offsets or {}
+        # by name, whatever the engine's order; a batch slot's part of the binding with several cameras
+        inputs = {param: session.binding(tensor) + offsets.get(tensor, 0) for param, tensor in bindings.items()}
         outs = (self._device["boxes"], self._device["scores"], self._device["classes"], self._device["count"])
         if plan.kernel == "ssd_decode":
             anchors = gpu.device_buffer(plan.anchors.nbytes)
@@ -103,6 +115,7 @@ class DeviceDecoder(Stage):
             gpu.synchronize()
             self.session.launched = False
             times.add("preprocess", "preprocess_start", "preprocess_end")
+            times.infer_pending = True  # the replayed graph recorded preprocess_end again
             return self._finish(geometry)
         times.mark("decode_start")
         gpu.memset32(device["count"], 0, 1)
@@ -121,7 +134,9 @@ class DeviceDecoder(Stage):
         times, host = self.session.times, self.host
         found = int(host["count"][0])
         n = min(found, self.capacity)
-        times.add("infer", "preprocess_end", "decode_start")
+        if times.infer_pending:  # the batch's first slot: its engine time (later slots decode after it)
+            times.infer_pending = False
+            times.add("infer", "preprocess_end", "decode_start")
         times.add("decode", "decode_start", "decode_end")
         self.most_candidates = max(self.most_candidates, found)
         if found > self.capacity:

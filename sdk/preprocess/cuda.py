@@ -81,7 +81,12 @@ class CudaPreprocessor(Stage):
         int8_scale: float | None = None,
         memory: str | None = None,
         cuda_graph: bool = False,
+        session: CudaSession | None = None,
+        slot: int = 0,
+        batch: int = 1,
     ) -> None:
+        """`session`: several cameras share the pipeline's one session (one stream, one engine), each writing
+        batch slot `slot` of `batch` (decision 0460); None: this stage opens and owns its own (one camera)."""
         if image_input is None and len(backend.inputs) != 1:
             raise BackendError(f"the CUDA preprocessing feeds one input; the engine has {len(backend.inputs)}")
         input_name = image_input if image_input is not None else next(iter(backend.inputs))
@@ -93,19 +98,25 @@ class CudaPreprocessor(Stage):
                 hint="keep preprocess.dtype float32 and build the engine with a float32 input (INT8 engines take the same input as FP32)",
             )
         expected = np.dtype(np.int8) if quantised else np.dtype(spec.dtype)
-        if tuple(binding.shape) != spec.tensor_shape or binding.dtype != expected:
+        shape = (batch, *spec.tensor_shape[1:])
+        if tuple(binding.shape) != shape or binding.dtype != expected:
             raise ConfigError(
-                f"preprocess produces {list(spec.tensor_shape)} {expected} but the model input is {list(binding.shape)} {binding.dtype}",
+                f"preprocess produces {list(shape)} {expected} but the model input is {list(binding.shape)} {binding.dtype}",
                 hint="make preprocess.resize, layout and dtype match the model's input tensor",
             )
-        self.spec, self.input_name, self._binding_bytes = spec, input_name, binding.nbytes
+        if not 0 <= slot < batch:
+            raise BackendError(f"batch slot {slot} is outside the input's batch of {batch}")
+        self.spec, self.input_name, self._binding_bytes = spec, input_name, binding.nbytes // batch  # one image's bytes
         self._int8_scale = int8_scale if quantised else None
-        self.session = CudaSession(choice, backend, kernels_dir, memory, cuda_graph=cuda_graph)
+        self._owns_session = session is None
+        self.session = CudaSession(choice, backend, kernels_dir, memory, cuda_graph=cuda_graph) if session is None else session
         try:
-            self._dst = self.session.binding(input_name)
+            self._dst = self.session.binding(input_name) + slot * self._binding_bytes  # slot i of the batched binding
         except BaseException:
-            self.session.close()
+            if self._owns_session:
+                self.session.close()
             raise
+        self.slot = slot
         self.plan = None
         self._key = None
         self._frame = self._image = self._planes = None
@@ -224,4 +235,5 @@ class CudaPreprocessor(Stage):
         return plan.geometry
 
     def close(self) -> None:
-        self.session.close()
+        if self._owns_session:  # a shared session is closed by whoever opened it (sdk.runtime.stages.Preprocessing)
+            self.session.close()

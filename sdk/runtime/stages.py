@@ -25,32 +25,39 @@ from sdk.runtime.gather import CameraGatherer, CameraSlot, SingleCamera
 from sdk.sources import open_stream
 from sdk.spec.loader import PipelineFile
 
-# Why several cameras preprocess on the CPU (decision 0604): the CUDA path binds one frame's kernel output to the
-# engine's whole input binding and owns the backend's stream; batch slots and per-camera sessions are not built yet.
-SEVERAL_CAMERAS = "several cameras: the CUDA preprocessing takes one camera"
 
-
-def create_preprocessor(pipeline: PipelineFile, camera: str, backend, image_input: str, batch: int, slot: int, kernels_dir: Path | None):
+def create_preprocessor(
+    pipeline: PipelineFile, camera: str, backend, image_input: str, batch: int, slot: int, kernels_dir: Path | None, session=None
+):
     """The one place a preprocessor is made: sdk.preprocess chooses CPU or CUDA (preprocess.device) for one camera;
-    several cameras write their slots of the input on the CPU."""
-    from sdk.preprocess import CpuPreprocessor
+    with several cameras `session` (the pipeline's one CUDA session, or None on the CPU) decides, and the camera
+    writes its batch slot of the input (decision 0460)."""
     from sdk.preprocess import create_preprocessor as chosen
 
     spec = pipeline.spec.preprocess_for(camera)
     where = f"{pipeline.path}: preprocess.device"
     if not pipeline.spec.multi_camera:
         return chosen(spec, backend, image_input=image_input, kernels_dir=kernels_dir, where=where)
-    if spec.device == "cuda":
-        raise ConfigError(
-            f"{where}: cuda, but the pipeline has {len(pipeline.spec.cameras)} cameras; allowed with several cameras: auto or cpu",
-            hint="use preprocess.device: auto (the cameras preprocess on the CPU) or one camera per pipeline",
+    if session is not None:
+        from sdk.preprocess.cuda import CudaPreprocessor
+
+        return CudaPreprocessor(
+            spec, backend, session.choice, image_input=image_input, kernels_dir=kernels_dir, session=session, slot=slot, batch=batch
         )
-    from sdk.gpu.session import DeviceChoice
+    from sdk.preprocess import CpuPreprocessor
 
     output = backend.inputs[image_input]
-    stage = CpuPreprocessor(spec, output[slot : slot + 1] if batch > 1 else output)
-    stage.choice = DeviceChoice("cpu", SEVERAL_CAMERAS if spec.device == "auto" else "preprocess.device is cpu")
-    return stage
+    return CpuPreprocessor(spec, output[slot : slot + 1] if batch > 1 else output)
+
+
+def open_several_cameras_session(pipeline: PipelineFile, backend, kernels_dir: Path | None):
+    """(choice, session) of a pipeline with several cameras: one CUDA session (one stream, one engine) that every
+    camera's kernel writes its slot through where preprocess.device chooses cuda, else None (the CPU)."""
+    from sdk.gpu.session import CudaSession
+    from sdk.preprocess.cuda import choose_device
+
+    choice = choose_device(pipeline.spec.preprocess.device, backend, kernels_dir, f"{pipeline.path}: preprocess.device")
+    return choice, (CudaSession(choice, backend, kernels_dir) if choice.device == "cuda" else None)
 
 
 def open_cameras(pipeline: PipelineFile, limit: int | None, *, wait_for_camera: bool) -> list[CameraSlot]:
@@ -105,15 +112,35 @@ class Preprocessing:
     def __init__(self, pipeline: PipelineFile, backend, image_input: str, batch: int, kernels_dir: Path | None = None) -> None:
         spec = pipeline.spec
         self.by_camera = []
-        for index, camera in enumerate(spec.cameras):
-            slot = index if batch > 1 else 0
-            self.by_camera.append(create_preprocessor(pipeline, camera, backend, image_input, batch, slot, kernels_dir))
         self._stack = ExitStack()
+        self._pipeline_cameras = tuple(spec.cameras)
+        self._shared = None  # several cameras on CUDA: the one session they share (closed last)
+        choice = None
+        if spec.multi_camera:
+            choice, self._shared = open_several_cameras_session(pipeline, backend, kernels_dir)
+        try:
+            for index, camera in enumerate(spec.cameras):
+                slot = index if batch > 1 else 0
+                stage = create_preprocessor(pipeline, camera, backend, image_input, batch, slot, kernels_dir, self._shared)
+                if choice is not None and self._shared is None:
+                    stage.choice = choice
+                self.by_camera.append(stage)
+        except BaseException:
+            self._close_shared()
+            raise
 
     @property
     def session(self):
-        """The CUDA session of a one-camera CUDA path (its decoders run on the engine's outputs), else None."""
-        return self.by_camera[0].session if len(self.by_camera) == 1 else None
+        """The CUDA session the decoders run on the engine's outputs with (one camera's, or the shared one of
+        several cameras), else None."""
+        if self._shared is not None:
+            return self._shared
+        return getattr(self.by_camera[0], "session", None) if len(self.by_camera) == 1 else None
+
+    def _close_shared(self) -> None:
+        if self._shared is not None:
+            self._shared.close()
+            self._shared = None
 
     def infer_step(self, backend):
         """The infer stage: the backend's infer(), or on a CUDA path with preprocess.cuda_graph the session's (the
@@ -127,14 +154,24 @@ class Preprocessing:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stack.close()
+        try:
+            self._stack.close()
+        finally:
+            self._close_shared()
 
     def describe(self) -> str:
         return self.by_camera[0].describe()
 
     def report(self) -> dict:
-        """The report's `preprocess` section: the device used, why, and how (the first camera's: they all agree)."""
-        return self.by_camera[0].report()
+        """The report's `preprocess` section: the device used, why, and how (the first camera's: they all agree;
+        with several cameras on CUDA each camera's kernel and source format under `cameras`)."""
+        section = self.by_camera[0].report()
+        if self._shared is not None:
+            section["cameras"] = {
+                name: {"slot": stage.slot, "kernel": getattr(stage.plan, "kernel", None), "source_format": getattr(stage.plan, "source_format", None)}
+                for name, stage in zip(self._pipeline_cameras, self.by_camera, strict=True)
+            }
+        return section
 
 
 class Decoding:
@@ -155,11 +192,15 @@ class Decoding:
                     net_size,
                     tensors,
                     pipeline.class_names(),
-                    session=session,  # a CUDA session exists only for one camera (one slot)
+                    session=session,  # the CUDA session: the decode kernel reads this slot of the outputs in place
                     plugin_folder=pipeline.plugin_folder(),
+                    slot=slot,
                 )
             )
         self._stack = ExitStack()
+        on_device = [decoder for decoder in self.by_slot if hasattr(decoder, "overflow_frames")]
+        if session is not None and len(on_device) > 1:
+            session.decode = lambda: merged_decode_report(on_device)
 
     def __enter__(self) -> Decoding:
         for decoder in self.by_slot:
@@ -173,6 +214,16 @@ class Decoding:
     def describe(self) -> str:
         """What decoded the frames and where NMS ran, for the report."""
         return describe(self.by_slot[0])
+
+
+def merged_decode_report(decoders) -> dict:
+    """The decode report of several batch slots decoded on the device: counts added up, the most candidates the most."""
+    section = decoders[0].report()
+    section["slots"] = len(decoders)
+    section["most_candidates"] = max(d.most_candidates for d in decoders)
+    section["overflow_frames"] = sum(d.overflow_frames for d in decoders)
+    section["candidates_lost"] = sum(d.candidates_lost for d in decoders)
+    return section
 
 
 class Cascading:
@@ -243,5 +294,7 @@ __all__ = [
     "create_feed",
     "create_preprocessor",
     "describe_batching",
+    "merged_decode_report",
+    "open_several_cameras_session",
     "open_cameras",
 ]

@@ -46,7 +46,7 @@ class PipelineFile:
         name = camera if camera is not None else next(iter(cameras))
         scheme, _, rest = cameras[name].uri.partition("://")
         if scheme in ("file", "images"):
-            return self.resolve(rest, self.source_key(name))
+            return self.resolve(rest.partition("?")[0], self.source_key(name))  # the file, without ?format=nv12 and such
         return None
 
     def source_key(self, camera: str) -> str:

@@ -280,7 +280,8 @@ class Pipeline(Frozen):
             )
         if self.multi_camera:
             raise bounds_error(
-                f"true with {len(self.cameras)} cameras; allowed: true with one camera (several cameras preprocess on the CPU, decision 0604)",
+                f"true with {len(self.cameras)} cameras; allowed: true with one camera "
+                "(the captured frame is one camera's; several cameras run their slots un-captured, decision 0460)",
                 path=("preprocess", "cuda_graph"),
             )
         return self

@@ -100,6 +100,13 @@ def test_symlink_escaping_the_folder_is_refused(folder, tmp_path_factory):
     assert "leaves the folder" in message
 
 
+def test_a_source_files_query_is_no_part_of_its_file(folder):
+    pipeline = load_pipeline(write(folder, EXAMPLE_TEXT.replace("file://assets/vtest.avi", "file://assets/vtest.avi?format=nv12")))
+    assert pipeline.source_file() == folder / "assets" / "vtest.avi"  # checked, and shipped with a release, as the file itself
+    message = error_of(write(folder, EXAMPLE_TEXT.replace("file://assets/vtest.avi", "file://assets/other.avi?format=nv12")))
+    assert "source.uri" in message and "other.avi does not exist" in message
+
+
 def test_source_path_escaping_the_folder_is_refused(folder):
     message = error_of(write(folder, EXAMPLE_TEXT.replace("file://assets/vtest.avi", "file://../vtest.avi")))
     assert "source.uri" in message and "leaves the folder" in message
