@@ -179,25 +179,34 @@ def pytest_sessionstart(session) -> None:
         print(f"removed what a killed earlier run left: {'; '.join(removed)}")
 
 
-# The slowest tests, measured (docs/performance.md), started first: pytest-xdist hands out tests in collection order,
+# The slowest tests, measured (docs/performance.md, --durations), started first: pytest-xdist hands out tests in collection order,
 # so a long test collected last would run alone at the end while the other workers idle. Prefixes of node ids.
 SLOW_FIRST = (
+    "tests/tools/test_deploy_ssh.py::test_kill_9_of_the_deploy_at_random_points_never_breaks_current",
+    "tests/tools/test_deploy_int8.py::test_a_failing_gate_keeps_the_worst_layers_out_of_int8_until_it_passes",
+    "tests/test_benchmarks_smoke.py",
     "tests/tools/release/test_jetpack_device.py",
-    "tests/integration/test_blazeface_real_model.py",
-    "tests/plugins_cuda/test_selftest_kernel_check.py",
-    "tests/tools/test_deploy_namespaces.py",
+    "tests/tools/test_deploy_cuda_device.py::test_cpu_cuda_and_auto_on_a_machine_without_a_gpu",
+    "tests/tools/test_deploy_multicam.py::test_two_cameras_deploy_with_per_camera_detections_and_latency",
+    "tests/tools/test_deploy_local.py::test_current_always_names_a_complete_release_when_deploy_is_killed",
+    "tests/tools/test_calibrate.py",
+    "tests/tools/test_deploy_int8.py",
+    "tests/tools/test_deploy_ssh.py",
+    "tests/tools/validation/test_pytest_plugin.py",
+    "tests/tools/test_deploy_local.py",
+    "tests/tools/test_init_pipeline.py",
     "tests/tools/test_labgrid.py",
+    "tests/sdk/cascade/test_cascade.py",
+    "tests/integration",
+    "tests/plugins_cuda/test_selftest_kernel_check.py",
+    "tests/tools/targets/test_targets_sim.py",
+    "tests/tools/test_range_methods.py",
+    "tests/tools/test_trial_faults.py",
+    "tests/tools/test_service_commands.py",
     "tests/tools/test_mender.py",
-    "tests/sdk/postprocess/test_ssd_spec.py::test_through_the_cli",
-    "tests/integration/test_blazeface_style_pipeline.py",
-    "tests/integration/test_reference_detections.py",
     "tests/plugins_cuda/test_release_kernels.py",
     "tests/plugins_cuda/test_build.py",
-    "tests/sdk/runtime/test_runner.py::test_runtime_process_exit_code_is_the_verdict",
-    "tests/sdk/service/test_service_cameras.py",
-    "tests/sdk/service/test_service_instance.py",
-    "tests/sdk/service/test_service_process.py",
-    "tests/sdk/service/test_service_outputs.py",
+    "tests/sdk/service",
 )
 
 
