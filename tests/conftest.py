@@ -3,9 +3,16 @@ and the session's hygiene: nothing written into the checkout, no process left be
 
 from __future__ import annotations
 
+import fcntl
+import getpass
 import os
+import re
+import shutil
 import signal
+import subprocess
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +116,127 @@ def hermetic_session(tmp_path_factory):
                 time.sleep(0.5)
     if problems:
         pytest.fail("; ".join(problems), pytrace=False)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _dead_session(folder: Path) -> bool:
+    """Whether the pytest run that owns basetemp `folder` (pytest-N, its .lock names the run's pid) has ended."""
+    try:
+        return not _alive(int((folder / ".lock").read_text().strip()))
+    except (OSError, ValueError):
+        return True  # the lock is removed when a run ends normally, and the folder when pytest prunes it
+
+
+def sweep_stale_resources() -> list[str]:
+    """What an earlier run that was killed (SIGKILL, a CI timeout) left behind and that would disturb this one:
+    processes started from its temporary folder (sshd, supervisors, labgrid) and its network namespaces
+    (tests/tools/netns.py: sdk<pid % 10000>n<index>). Only ours: found by those names, and only where the
+    owning run's pid is gone."""
+    removed = []
+    sessions = re.compile(re.escape(str(Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}")) + r"/pytest-\d+")
+    me = os.getuid()
+    for pid, (_, state, command) in _processes().items():
+        match = sessions.search(command)
+        if not match or state == "Z" or pid == os.getpid():
+            continue
+        try:
+            if os.stat(f"/proc/{pid}").st_uid != me:
+                continue
+        except OSError:
+            continue
+        if _dead_session(Path(match.group(0))):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                removed.append(f"process {pid}: {command[:120]}")
+            except ProcessLookupError:
+                pass
+    if shutil.which("ip") and os.geteuid() == 0:
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        pythons = {pid % 10000 for pid, (_, _, command) in _processes().items() if "python" in command}
+        for name in re.findall(r"^(sdk(\d+)n(\d+))\b", listed, re.MULTILINE):
+            if int(name[1]) not in pythons:  # no live Python process whose pid could have made it
+                subprocess.run(["ip", "link", "del", f"sdkh{name[1]}x{name[2]}"], capture_output=True)
+                subprocess.run(["ip", "netns", "del", name[0]], capture_output=True)
+                removed.append(f"network namespace {name[0]}")
+    return removed
+
+
+def pytest_sessionstart(session) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get("SDK_HERMETIC_SESSION") or not os.path.isdir("/proc/self"):
+        return  # the controller (or a plain run) sweeps once, before any worker starts a server
+    removed = sweep_stale_resources()
+    if removed:
+        print(f"removed what a killed earlier run left: {'; '.join(removed)}")
+
+
+# The slowest tests, measured (docs/performance.md, --durations), started first: pytest-xdist hands out tests in collection order,
+# so a long test collected last would run alone at the end while the other workers idle. Prefixes of node ids.
+SLOW_FIRST = (
+    "tests/tools/test_deploy_ssh.py::test_kill_9_of_the_deploy_at_random_points_never_breaks_current",
+    "tests/tools/test_deploy_int8.py::test_a_failing_gate_keeps_the_worst_layers_out_of_int8_until_it_passes",
+    "tests/test_benchmarks_smoke.py",
+    "tests/tools/release/test_jetpack_device.py",
+    "tests/tools/test_deploy_cuda_device.py::test_cpu_cuda_and_auto_on_a_machine_without_a_gpu",
+    "tests/tools/test_deploy_multicam.py::test_two_cameras_deploy_with_per_camera_detections_and_latency",
+    "tests/tools/test_deploy_local.py::test_current_always_names_a_complete_release_when_deploy_is_killed",
+    "tests/tools/test_calibrate.py",
+    "tests/tools/test_deploy_int8.py",
+    "tests/tools/test_deploy_ssh.py",
+    "tests/tools/validation/test_pytest_plugin.py",
+    "tests/tools/test_deploy_local.py",
+    "tests/tools/test_init_pipeline.py",
+    "tests/tools/test_labgrid.py",
+    "tests/sdk/cascade/test_cascade.py",
+    "tests/integration",
+    "tests/plugins_cuda/test_selftest_kernel_check.py",
+    "tests/tools/targets/test_targets_sim.py",
+    "tests/tools/test_range_methods.py",
+    "tests/tools/test_trial_faults.py",
+    "tests/tools/test_service_commands.py",
+    "tests/tools/test_mender.py",
+    "tests/plugins_cuda/test_release_kernels.py",
+    "tests/plugins_cuda/test_build.py",
+    "tests/sdk/service",
+)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Known-slow tests first (in the order above), then the `slow`-marked ones, then the rest; a stable sort, so
+    the order is the same on every worker and every run."""
+
+    def rank(item) -> int:
+        for index, prefix in enumerate(SLOW_FIRST):
+            if item.nodeid.startswith(prefix):
+                return index
+        return len(SLOW_FIRST) + (0 if item.get_closest_marker("slow") else 1)
+
+    items.sort(key=rank)
+
+
+def shared_folder(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
+    """A folder built once for the whole run, shared by its xdist workers: the first to ask builds it under a lock
+    (in the run's own temporary folder, never in the checkout), the others wait and reuse it. `build(folder)` fills it."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared"
+    root.mkdir(exist_ok=True)
+    folder = root / name
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / ".complete").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            (folder / ".complete").write_text("")
+    return folder
 
 
 def asset(name: str) -> Path:

@@ -135,15 +135,18 @@ def schema():
 
 @pytest.fixture(scope="module")
 def real_report(tmp_path_factory) -> dict:
-    """The example, deployed to the local target for 20 frames: the report.json a user gets."""
-    state = tmp_path_factory.mktemp("state")
-    reports = state / "reports"
-    env = {**os.environ, "SDK_STATE_DIR": str(state)}
-    command = [sys.executable, "-c", "import sys; from tools.cli import deploy_main; sys.argv[0] = 'deploy'; deploy_main()"]
-    args = ["--target", "local", "pipelines/pedestrian.yaml", "--frames", "20", "--report-dir", str(reports)]
-    done = subprocess.run(command + args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode in (0, 3, 4), f"deploy failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return json.loads((reports / "report.json").read_text())
+    """The example, deployed to the local target for 20 frames: the report.json a user gets (one deploy for the
+    whole run, shared by the xdist workers: the tests only read it)."""
+    from tests.conftest import shared_folder
+
+    def deploy(state: Path) -> None:
+        env = {**os.environ, "SDK_STATE_DIR": str(state)}
+        command = [sys.executable, "-c", "import sys; from tools.cli import deploy_main; sys.argv[0] = 'deploy'; deploy_main()"]
+        args = ["--target", "local", "pipelines/pedestrian.yaml", "--frames", "20", "--report-dir", str(state / "reports")]
+        done = subprocess.run(command + args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode in (0, 3, 4), f"deploy failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+    return json.loads((shared_folder(tmp_path_factory, "docs-real-report", deploy) / "reports" / "report.json").read_text())
 
 
 def test_a_real_report_matches_the_published_schema(schema, real_report):

@@ -13,6 +13,8 @@ import cv2
 import numpy as np
 import pytest
 
+from tests.conftest import shared_folder
+
 from .helpers import HostReference
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,7 +36,16 @@ def cmake_build(folder: Path, *options: str, env: dict | None = None) -> Build:
     assert configure.returncode == 0, configure.stdout + configure.stderr
     build = subprocess.run([cmake, "--build", str(folder), "-j", "2"], capture_output=True, text=True, env=env, timeout=300)
     assert build.returncode == 0, build.stdout + build.stderr
+    (folder / "configure.log").write_text(configure.stdout)
     return Build(folder, configure.stdout)
+
+
+def shared_build(tmp_path_factory, name: str, *options: str, env: dict | None = None) -> Build:
+    """cmake_build once for the whole run (every xdist worker reads the same build: the tests only read it)."""
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed (apt-get install cmake)")
+    folder = shared_folder(tmp_path_factory, name, lambda where: cmake_build(where, *options, env=env))
+    return Build(folder, (folder / "configure.log").read_text())
 
 
 @pytest.fixture(scope="session")
@@ -45,8 +56,9 @@ def host_build(tmp_path_factory) -> Build:
     path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if not (Path(p) / "nvcc").exists())
     env = {**os.environ, "PATH": path}
     env.pop("CUDACXX", None)
-    return cmake_build(
-        tmp_path_factory.mktemp("pp-host"),
+    return shared_build(
+        tmp_path_factory,
+        "pp-host",
         f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAINS / 'toolchain-x86_64-linux.cmake'}",
         "-DPLUGINS_CUDA_ROOT=/nonexistent",
         "-DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF",  # CMake would otherwise look in /usr/local/bin
@@ -59,7 +71,7 @@ def kernel_build(tmp_path_factory) -> Build:
     """The CMake project with nvcc: a cubin and a ptxas report per architecture, the PTX, the manifest."""
     if shutil.which("nvcc") is None or shutil.which("g++") is None:
         pytest.skip("nvcc (CUDA toolkit) is not installed (NVIDIA's cuda-toolkit package, or Debian's nvidia-cuda-toolkit)")
-    return cmake_build(tmp_path_factory.mktemp("pp-cuda"), f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAINS / 'toolchain-x86_64-linux.cmake'}")
+    return shared_build(tmp_path_factory, "pp-cuda", f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAINS / 'toolchain-x86_64-linux.cmake'}")
 
 
 @pytest.fixture(scope="session")
@@ -67,8 +79,9 @@ def aarch64_build(tmp_path_factory) -> Build:
     missing = [tool for tool in ("aarch64-linux-gnu-g++", "qemu-aarch64-static") if shutil.which(tool) is None]
     if missing:
         pytest.skip(f"not installed: {', '.join(missing)} (apt-get install g++-aarch64-linux-gnu qemu-user-static)")
-    return cmake_build(
-        tmp_path_factory.mktemp("pp-aarch64"),
+    return shared_build(
+        tmp_path_factory,
+        "pp-aarch64",
         f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAINS / 'toolchain-aarch64-linux-gnu.cmake'}",
         "-DPLUGINS_CUDA_KERNELS=OFF",
     )

@@ -29,7 +29,7 @@ service:
 """
 
 
-def deploy_once(tmp_path_factory, name: str = "svc") -> Path:
+def deploy_once(tmp_path_factory, name: str = "svc", service: str = SERVICE) -> Path:
     """A tiny pipeline (synthetic camera, 30 fps) deployed once to a local target; returns the store's root."""
     from tools.deploy import Deploy
 
@@ -37,7 +37,7 @@ def deploy_once(tmp_path_factory, name: str = "svc") -> Path:
     folder = base / "pipeline"
     folder.mkdir()
     tiny_yolo(folder / "tiny.onnx")
-    (folder / "tiny.yaml").write_text(PIPELINE.format(uri=CAMERA, rate=30, max_ms=5000) + SERVICE)
+    (folder / "tiny.yaml").write_text(PIPELINE.format(uri=CAMERA, rate=30, max_ms=5000) + service)
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SDK_STATE_DIR", str(base / "state"))
         Deploy(folder / "tiny.yaml", "local", frames=3, report_dir=base / "deploy")()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sdk.store import ReleaseStore
-from tools.deploy import Deploy
+from tests.sdk.service.service_helpers import copy_store, deploy_once
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -30,13 +30,16 @@ service:
 """
 
 
+@pytest.fixture(scope="module")
+def deployed_once(tmp_path_factory) -> Path:
+    """A long-running tiny pipeline (synthetic camera at 30 fps) deployed to a local target, once for this file."""
+    return deploy_once(tmp_path_factory, "svc-process", SERVICE)
+
+
 @pytest.fixture()
-def deployed(tiny_pipeline, tmp_path, state_dir):
-    """A long-running tiny pipeline (synthetic camera at 30 fps) deployed to the local target."""
-    pipeline, _ = tiny_pipeline(rate=30, uri="synthetic://boxes?width=64&height=48&frames=100000")
-    pipeline.path.write_text(pipeline.path.read_text() + SERVICE)
-    Deploy(pipeline.path, "local", frames=3, report_dir=tmp_path / "deploy")()
-    store = ReleaseStore(state_dir / "targets" / "local")
+def deployed(deployed_once, tmp_path, state_dir):
+    """This test's own copy of that deployed store, and its committed release."""
+    store = copy_store(deployed_once, tmp_path / "store")
     return store, store.release_dir(store.committed())
 
 
