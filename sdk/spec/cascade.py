@@ -13,9 +13,9 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, field_validator, model_validator
 
-from sdk.spec.bounds import MAX_TENSOR_SIDE, Flag, Frozen, Int, Real, bounds_error
+from sdk.spec.bounds import MAX_TENSOR_SIDE, Flag, Frozen, Int, Real
 from sdk.spec.preprocess import Preprocess
-from sdk.spec.ssd import ANCHORS_AT, GeneratedAnchors, SsdDecoder
+from sdk.spec.ssd import SsdDecoder, check_anchors_on_input
 
 
 class CascadeTakes(Frozen):
@@ -69,21 +69,7 @@ class CascadeStep(Frozen):
 
     @model_validator(mode="after")
     def _anchors_laid_on_the_crop_input(self) -> CascadeStep:
-        decoder = self.decoder
-        if isinstance(decoder, CascadeSsdDecoder) and isinstance(decoder.anchors, GeneratedAnchors):
-            options, resize = decoder.anchors.generate, self.preprocess.resize
-            for key, value, side in (
-                ("input_size_width", options.input_size_width, resize.width),
-                ("input_size_height", options.input_size_height, resize.height),
-            ):
-                if value != side:
-                    axis = key.rsplit("_", 1)[1]
-                    raise bounds_error(
-                        f"{value} differs from the step's preprocess.resize.{axis} {side}; allowed: {side} (the anchors are laid on the "
-                        "network input the step's preprocessing makes)",
-                        hint="the step model's input size is both: set the step's preprocess.resize and the anchor options to it",
-                        path=(*ANCHORS_AT, key),  # moved under cascade[i].decoder by the loader
-                    )
+        check_anchors_on_input(self.decoder, self.preprocess.resize, whose="the step's ")  # moved under cascade[i].decoder by the loader
         return self
 
     @field_validator("preprocess")

@@ -24,7 +24,7 @@ from sdk.spec.plugin import PythonDecoder
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
 from sdk.spec.service import DegradedMode, Health, Retention, Service
 from sdk.spec.source import SOURCE_SCHEMES, Reconnect, Replay, Source, synthetic_size
-from sdk.spec.ssd import ANCHORS_AT, GeneratedAnchors, SsdAnchorOptions, SsdDecoder
+from sdk.spec.ssd import GeneratedAnchors, SsdAnchorOptions, SsdDecoder, check_anchors_on_input
 from sdk.spec.track import Track
 
 Pixels = Int(1, MAX_TENSOR_SIDE, "pixels")
@@ -328,19 +328,7 @@ class Pipeline(Frozen):
 
     @model_validator(mode="after")
     def _anchors_laid_on_the_network_input(self) -> Pipeline:
-        decoder = self.postprocess.decoder
-        if isinstance(decoder, SsdDecoder) and isinstance(decoder.anchors, GeneratedAnchors):
-            options, resize = decoder.anchors.generate, self.preprocess.resize
-            sides = (("input_size_width", options.input_size_width, resize.width), ("input_size_height", options.input_size_height, resize.height))
-            for key, value, side in sides:
-                if value != side:
-                    axis = key.rsplit("_", 1)[1]
-                    raise bounds_error(
-                        f"{value} differs from preprocess.resize.{axis} {side}; allowed: {side} (the anchors are laid on the network input "
-                        "the preprocessing makes)",
-                        hint="the model's input size is both: set preprocess.resize and the anchor options to it",
-                        path=(*ANCHORS_AT, key),
-                    )
+        check_anchors_on_input(self.postprocess.decoder, self.preprocess.resize)
         return self
 
     @model_validator(mode="after")

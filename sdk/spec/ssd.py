@@ -136,4 +136,33 @@ class SsdDecoder(Frozen):
         return self
 
 
-__all__ = ["ANCHORS_AT", "GENERATE_HINT", "MAX_GENERATED_ANCHORS", "AnchorSource", "GeneratedAnchors", "SsdAnchorOptions", "SsdDecoder"]
+def check_anchors_on_input(decoder, resize, *, whose: str = "") -> None:
+    """Generated anchors are laid on the network input the preprocessing makes: their input size must be
+    `preprocess.resize` (`whose`: "the step's " for a cascade step, whose loader moves the path under it)."""
+    if not (isinstance(decoder, SsdDecoder) and isinstance(decoder.anchors, GeneratedAnchors)):
+        return
+    options = decoder.anchors.generate
+    for key, value, side in (
+        ("input_size_width", options.input_size_width, resize.width),
+        ("input_size_height", options.input_size_height, resize.height),
+    ):
+        if value != side:
+            axis = key.rsplit("_", 1)[1]
+            raise bounds_error(
+                f"{value} differs from {whose}preprocess.resize.{axis} {side}; allowed: {side} (the anchors are laid on the network input "
+                f"{whose or 'the '}preprocessing makes)",
+                hint=f"the {'step ' if whose else ''}model's input size is both: set {whose}preprocess.resize and the anchor options to it",
+                path=(*ANCHORS_AT, key),
+            )
+
+
+__all__ = [
+    "ANCHORS_AT",
+    "GENERATE_HINT",
+    "MAX_GENERATED_ANCHORS",
+    "AnchorSource",
+    "GeneratedAnchors",
+    "SsdAnchorOptions",
+    "SsdDecoder",
+    "check_anchors_on_input",
+]
