@@ -16,7 +16,7 @@ import numpy as np
 
 from sdk.frame import Frame
 from sdk.postprocess.detections import Detections
-from sdk.sinks.video import VideoSink, annotate
+from sdk.sinks.video import VideoSink, annotate, fit
 
 TILE_WIDTH = 640  # pixels across one camera's tile: a 2 x 2 mosaic is 1280 wide, a 3 x 4 one 2560
 _LABEL = (255, 255, 255)
@@ -44,6 +44,7 @@ class MosaicSink:
         self._tile: tuple[int, int] | None = None  # (width, height)
         self._fresh: set[str] = set()  # cameras whose tile changed since the last mosaic frame
         self._missed = dict.fromkeys(self.cameras, 0)
+        self._scratch: dict[str, np.ndarray] = {}
 
     def open(self) -> None:
         self.video.open()
@@ -80,7 +81,10 @@ class MosaicSink:
         """The camera's frame annotated at its own size, then letterboxed into its tile."""
         import cv2
 
-        annotated = np.array(image if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2BGR), copy=True)
+        annotated = self._scratch.get(frame.camera)
+        if annotated is None or annotated.shape[:2] != image.shape[:2]:  # one drawing buffer a camera, not one a frame
+            annotated = self._scratch[frame.camera] = np.empty((*image.shape[:2], 3), np.uint8)
+        fit(image, annotated)  # the source owns its frame: drawn on our copy
         annotate(annotated, frame.index, detections)
         tile = self._tile_view(frame.camera)
         tile[...] = 0
