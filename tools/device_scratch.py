@@ -7,13 +7,12 @@ when the `with` block ends, whatever happened in it. Used by `sdk selftest` for 
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import secrets
 import shutil
-import tarfile
 from pathlib import Path
 
+from tools.session_ssh import tar_bytes
 from tools.sessions import LocalSession
 
 SCRATCH = "scratch"
@@ -25,19 +24,6 @@ REMOVE = (  # the folder, and scratch/ itself when nothing else is in it
     "import os, shutil, sys; shutil.rmtree(sys.argv[1], ignore_errors=True)\n"
     "try:\n    os.rmdir(os.path.dirname(sys.argv[1]))\nexcept OSError:\n    pass"
 )
-
-
-def _tar(files: dict[str, Path | bytes]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, content in sorted(files.items()):
-            if isinstance(content, Path):
-                tar.add(str(content), arcname=name, recursive=False)
-            else:
-                info = tarfile.TarInfo(name)
-                info.size, info.mode = len(content), 0o644
-                tar.addfile(info, io.BytesIO(content))
-    return buffer.getvalue()
 
 
 class DeviceScratch:
@@ -62,7 +48,7 @@ class DeviceScratch:
         else:
             connection = self.session.connection
             try:
-                connection.run([self.session.python, "-c", UNPACK, self.path], stdin=_tar(self.files)).check("sending the selftest bundle")
+                connection.run([self.session.python, "-c", UNPACK, self.path], stdin=tar_bytes(self.files)).check("sending the selftest bundle")
             except BaseException:
                 self.remove()
                 raise

@@ -333,16 +333,23 @@ def agent_tar(runtime_files: dict[str, Path]) -> bytes:
     version = agent_version(runtime_files)
     if version not in _AGENT_TARS:
         _AGENT_TARS.clear()
-        _AGENT_TARS[version] = _agent_tar(runtime_files)
+        _AGENT_TARS[version] = tar_bytes(runtime_files)
     return _AGENT_TARS[version]
 
 
-def _agent_tar(runtime_files: dict[str, Path]) -> bytes:
+def tar_bytes(files: dict[str, Path | bytes]) -> bytes:
+    """Files (a path on the host, or the bytes themselves) as one uncompressed tar that the device's own Python
+    unpacks from a channel: the agent (here) and the selftest's scratch folder (tools/device_scratch.py)."""
     import io
     import tarfile
 
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
-        for name, path in sorted(runtime_files.items()):
-            tar.add(str(path), arcname=name, recursive=False)
+        for name, content in sorted(files.items()):
+            if isinstance(content, Path):
+                tar.add(str(content), arcname=name, recursive=False)
+            else:
+                info = tarfile.TarInfo(name)
+                info.size, info.mode = len(content), 0o644
+                tar.addfile(info, io.BytesIO(content))
     return buffer.getvalue()
