@@ -7,7 +7,17 @@ Each plot shows that camera's end-to-end latency from its own capture, its budge
 
 from __future__ import annotations
 
-from tools.validation.plots import _PLOTTING, BUDGET_COLOURS, _budget_lines, _latency_axis, _legend, _svg, latencies_from_timeline, matplotlib, plt
+from tools.validation.plots import (
+    _PLOTTING,
+    BUDGET_COLOURS,
+    _budget_lines,
+    _latency_axis,
+    _legend,
+    _svg,
+    figure_with_room,
+    latencies_from_timeline,
+    matplotlib,
+)
 
 
 def draw_camera_plots(report: dict, timeline: dict) -> dict[str, str]:
@@ -28,7 +38,7 @@ def draw_camera_plots(report: dict, timeline: dict) -> dict[str, str]:
             checks = own or [c for c in report["checks"] if c["name"].startswith("end_to_end.")]
             budgets = {c["name"].rsplit(".", 1)[1]: c["limit"] for c in checks if c["name"].endswith("_ms")}
             budgets = {k: v for k, v in budgets.items() if isinstance(v, (int, float)) and k in BUDGET_COLOURS}
-            figure, axis = plt.subplots(figsize=(10, 3.0))
+            figure, axis = figure_with_room(8.2, 3.0)
             axis.plot(frames, values, lw=0.8, color="tab:blue", label="end to end")
             _budget_lines(axis, budgets, deadline, vertical=False)
             if deadline is not None:
