@@ -1,4 +1,4 @@
-"""Shared by the service fault tests: one deploy per module, a copy of its store per test, real processes
+"""Shared by the service fault tests: one deploy per run, a copy of its store per test, real processes
 found by their command line, every one of them reaped when the test ends (pass or fail)."""
 
 from __future__ import annotations
@@ -30,18 +30,22 @@ service:
 
 
 def deploy_once(tmp_path_factory, name: str = "svc", service: str = SERVICE) -> Path:
-    """A tiny pipeline (synthetic camera, 30 fps) deployed once to a local target; returns the store's root."""
-    from tools.deploy import Deploy
+    """A tiny pipeline (synthetic camera, 30 fps) deployed once per run to a local target, shared by every xdist
+    worker (tests copy it: copy_store); returns the store's root. Same `name`, same deploy."""
+    from tests.conftest import shared_folder
 
-    base = tmp_path_factory.mktemp(name)
-    folder = base / "pipeline"
-    folder.mkdir()
-    tiny_yolo(folder / "tiny.onnx")
-    (folder / "tiny.yaml").write_text(PIPELINE.format(uri=CAMERA, rate=30, max_ms=5000) + service)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SDK_STATE_DIR", str(base / "state"))
-        Deploy(folder / "tiny.yaml", "local", frames=3, report_dir=base / "deploy")()
-    return base / "state" / "targets" / "local"
+    def build(base: Path) -> None:
+        from tools.deploy import Deploy
+
+        folder = base / "pipeline"
+        folder.mkdir()
+        tiny_yolo(folder / "tiny.onnx")
+        (folder / "tiny.yaml").write_text(PIPELINE.format(uri=CAMERA, rate=30, max_ms=5000) + service)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("SDK_STATE_DIR", str(base / "state"))
+            Deploy(folder / "tiny.yaml", "local", frames=3, report_dir=base / "deploy")()
+
+    return shared_folder(tmp_path_factory, f"deployed-{name}", build) / "state" / "targets" / "local"
 
 
 def copy_store(root: Path, where: Path, *edits: tuple[str, str]) -> ReleaseStore:

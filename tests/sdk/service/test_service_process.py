@@ -32,7 +32,7 @@ service:
 
 @pytest.fixture(scope="module")
 def deployed_once(tmp_path_factory) -> Path:
-    """A long-running tiny pipeline (synthetic camera at 30 fps) deployed to a local target, once for this file."""
+    """A long-running tiny pipeline (synthetic camera at 30 fps) deployed to a local target, once per run for this file."""
     return deploy_once(tmp_path_factory, "svc-process", SERVICE)
 
 
