@@ -69,7 +69,19 @@ def test_every_kill_point_is_exercised():
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory):
-    """A store with A and B committed and C staged; D staged too, a release whose health check fails."""
+    """A store with A and B committed and C staged; D staged too, a release whose health check fails. Built once
+    per run and shared by the xdist workers (each test copies it)."""
+    import json
+
+    from tests.conftest import shared_folder
+
+    base = shared_folder(tmp_path_factory, "kill-points-template", _build_template)
+    return base / "template", json.loads((base / "ids.json").read_text())
+
+
+def _build_template(base: Path) -> None:
+    import json
+
     from sdk.spec import load_pipeline
     from tests.conftest import PIPELINE, tiny_yolo
     from tools.prepare import PrepareModel
@@ -78,7 +90,6 @@ def template(tmp_path_factory):
     from tools.sessions import LocalSession
     from tools.targets import LocalTarget
 
-    base = tmp_path_factory.mktemp("faults")
     root = base / "template"
     session = LocalSession(LocalTarget("local", root))
     ids = {}
@@ -102,7 +113,7 @@ def template(tmp_path_factory):
         ids[label] = staged.release_id
     store = ReleaseStore(root)
     assert store.committed() == ids["B"] and store.history() == [ids["A"], ids["B"]]
-    return root, ids
+    (base / "ids.json").write_text(json.dumps(ids))
 
 
 def _health_processes(root: Path) -> list[int]:
