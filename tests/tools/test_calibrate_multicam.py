@@ -152,24 +152,26 @@ def dark_recording(folder: Path, gain: float = 0.15) -> str:
 TREE_REAR = {"uri": "file://assets/tree.avi"}
 
 
-def shared_two_camera_int8(tmp_path_factory) -> Path:
-    """Built once per run for every test that judges the same two-camera INT8 (16 + 16 frames, the default gate):
-    `pass/p.yaml` (front vtest.avi, rear tree.avi), `dark/p.yaml` (rear: vtest.avi underexposed, `dark/assets/dark`), and
-    `cache/` with their preparation, calibrations and gate verdicts, made by the product (Int8ForDeploy) as any first
-    run makes them. Read only: a test copies `cache/` (its content keys find the entries) before it adds to it."""
+def shared_two_camera_int8(tmp_path_factory, rear: str) -> Path:
+    """Built once per run for every test that calibrates the same two cameras (16 + 16 frames; front vtest.avi):
+    `rear="tree"` (tree.avi): `p.yaml`, and `cache/` with its preparation, calibration and the default gate's verdict
+    (made by the product, Int8ForDeploy, as any first run makes them); `rear="dark"` (vtest.avi underexposed,
+    `assets/dark`): `p.yaml`, and `cache/` with its preparation and calibration. Read only: a test copies `cache/`
+    (content keys find its entries) before it adds to it."""
     from tests.conftest import shared_folder
 
     def build(folder: Path) -> None:
-        passing = load_pipeline(two_cameras(folder / "pass", rear=TREE_REAR, frames=16, holdout_frames=16))
-        model = PrepareModel(passing, folder / "cache")()
-        Int8ForDeploy(passing, model, folder / "cache")()
-        shutil.copytree(shared_dark_recording(tmp_path_factory), folder / "dark" / "assets" / "dark")
-        rear = {"uri": "images://assets/dark"}
-        failing = load_pipeline(two_cameras(folder / "dark", rear=rear, frames=16, holdout_frames=16))
-        with pytest.raises(ModelError):  # its verdict, cached with its gate (the test below reads it)
-            Int8ForDeploy(failing, model, folder / "cache")()
+        if rear == "dark":
+            shutil.copytree(shared_dark_recording(tmp_path_factory), folder / "assets" / "dark")
+        camera = {"uri": "images://assets/dark"} if rear == "dark" else TREE_REAR
+        pipeline = load_pipeline(two_cameras(folder, rear=camera, frames=16, holdout_frames=16))
+        model = PrepareModel(pipeline, folder / "cache")()
+        if rear == "dark":
+            Calibrate(pipeline, model, folder / "cache")()
+        else:
+            Int8ForDeploy(pipeline, model, folder / "cache")()
 
-    return shared_folder(tmp_path_factory, "multicam-int8-16-frames", build)
+    return shared_folder(tmp_path_factory, f"multicam-int8-16-frames-{rear}", build)
 
 
 def shared_dark_recording(tmp_path_factory) -> Path:
@@ -181,10 +183,11 @@ def shared_dark_recording(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_the_gate_judges_each_camera_and_names_the_one_that_fails(tmp_path, tmp_path_factory):
-    shared = shared_two_camera_int8(tmp_path_factory)
-    shutil.copytree(shared / "cache", tmp_path / "cache")
+    shared = {rear: shared_two_camera_int8(tmp_path_factory, rear) for rear in ("tree", "dark")}
+    for folder in shared.values():
+        shutil.copytree(folder / "cache", tmp_path / "cache", dirs_exist_ok=True)
     # Two real recordings: the gate passes overall and on each camera.
-    passing = load_pipeline(shared / "pass" / "p.yaml")
+    passing = load_pipeline(shared["tree"] / "p.yaml")
     model = PrepareModel(passing, tmp_path / "cache")()
     choice = Int8ForDeploy(passing, model, tmp_path / "cache")()
     report = choice.accuracy
@@ -194,7 +197,7 @@ def test_the_gate_judges_each_camera_and_names_the_one_that_fails(tmp_path, tmp_
     assert all(camera["passed"] and camera["recall"] >= 0.9 for camera in report["cameras"].values())
     # An underexposed rear camera: its activations use a sliver of the ranges the bright camera sets, so INT8 loses
     # its people; all frames together still pass (recall 0.905), the rear camera alone does not, and is named.
-    failing = load_pipeline(shared / "dark" / "p.yaml")
+    failing = load_pipeline(shared["dark"] / "p.yaml")
     assert failing.spec.cameras["rear"].uri == "images://assets/dark"
     step = Int8ForDeploy(failing, model, tmp_path / "cache")
     with pytest.raises(ModelError, match=r"fails the accuracy gate on 16 held-out frames: camera rear: detection recall 0\.77") as raised:
@@ -210,7 +213,7 @@ def test_the_gate_judges_each_camera_and_names_the_one_that_fails(tmp_path, tmp_
 def test_batched_cameras_deploy_the_judged_ranges_on_the_batched_model(tmp_path, tmp_path_factory):
     # The one-frame calibration and its verdict are the shared ones (the same content keys); the batched preparation
     # and its Q/DQ model are made here.
-    shutil.copytree(shared_two_camera_int8(tmp_path_factory) / "cache", tmp_path / "cache")
+    shutil.copytree(shared_two_camera_int8(tmp_path_factory, "tree") / "cache", tmp_path / "cache")
     path = two_cameras(tmp_path / "p", rear={"uri": "file://assets/tree.avi"}, batch="cameras", frames=16, holdout_frames=16)
     pipeline = load_pipeline(path)
     batched = PrepareModel(pipeline, tmp_path / "cache")()
@@ -243,12 +246,12 @@ def test_sdk_calibrate_reports_each_camera(tmp_path, tmp_path_factory, monkeypat
 
     # In this process (the CLI's own error boundary; the process boundary is not what this is about), on a state whose
     # cache holds the shared calibration and verdict: the report is the command's, made from them.
-    shared = shared_two_camera_int8(tmp_path_factory)
+    shared = shared_two_camera_int8(tmp_path_factory, "tree")
     shutil.copytree(shared / "cache", tmp_path / "state" / "cache")
     monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("COLUMNS", "200")
     capfd.readouterr()
-    status = run(["calibrate", str(shared / "pass" / "p.yaml"), "--out", str(tmp_path / "out")])
+    status = run(["calibrate", str(shared / "p.yaml"), "--out", str(tmp_path / "out")])
     stdout, stderr = capfd.readouterr()
     assert status == 0, stderr
     assert "frames per camera: front 8 + 8 held out, rear 8 + 8 held out" in stdout

@@ -54,7 +54,7 @@ def test_one_underexposed_camera_fails_by_name_and_its_own_thresholds_judge_it(t
     # The host cache starts with the shared two-camera calibration of these very frames (content-keyed: the same
     # model, recordings and frames); the gate of this pipeline's own calibration.accuracy, the deploy and the
     # acceptance run here.
-    shutil.copytree(shared_two_camera_int8(tmp_path_factory) / "cache", state_dir / "cache")
+    shutil.copytree(shared_two_camera_int8(tmp_path_factory, "dark") / "cache", state_dir / "cache")
     path = int8_two_cameras(with_shared_dark_recording(tmp_path_factory, tmp_path / "p"))
     report = Deploy(path, "local", frames=20, report_dir=tmp_path / "r")().report
     status = {c["name"]: c["status"] for c in report["checks"] if "accuracy" in c["name"]}
