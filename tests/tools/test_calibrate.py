@@ -35,6 +35,21 @@ def small_pipeline(tmp_path: Path, method: str = "minmax", frames: int = 8):
     return load_pipeline(folder / "p.yaml")
 
 
+def shared_calibration(tmp_path_factory, method: str):
+    """(pipeline, prepared model, artifacts) of `small_pipeline(method, frames=4)`, prepared and calibrated once per run
+    for every test (and xdist worker) that reads the same ranges: read only; a test writes what it makes into tmp_path."""
+    from tests.conftest import shared_folder
+
+    def build(folder: Path) -> None:
+        pipeline = small_pipeline(folder, method=method, frames=4)
+        Calibrate(pipeline, PrepareModel(pipeline, folder / "cache")(), folder / "cache")()
+
+    folder = shared_folder(tmp_path_factory, f"calibrate-{method}-4-frames", build)
+    pipeline = load_pipeline(folder / "p" / "p.yaml")
+    model = PrepareModel(pipeline, folder / "cache")()  # cached: the content key finds the shared preparation
+    return pipeline, model, Calibrate(pipeline, model, folder / "cache")()  # cached likewise
+
+
 def test_frame_selection_is_deterministic_and_disjoint():
     spec = Calibration(frames=30, holdout_frames=10, stride=3, seed=5)
     first, again = select_frames(795, spec), select_frames(795, spec)
@@ -64,11 +79,12 @@ def test_calibration_frames_are_exactly_what_the_runtime_preprocessing_makes(tmp
 
 
 @pytest.mark.slow
-def test_one_run_gives_a_qdq_model_and_caches_identically_twice(tmp_path):
-    pipeline = small_pipeline(tmp_path)
-    model = PrepareModel(pipeline, tmp_path / "cache")()
-    first = Calibrate(pipeline, model, tmp_path / "cache-a")()
+def test_one_run_gives_a_qdq_model_and_caches_identically_twice(tmp_path, tmp_path_factory):
+    # The first run is the shared one (4 frames; the assertions hold for any count), made in whichever worker built it;
+    # the second runs here, into a fresh cache.
+    pipeline, model, first = shared_calibration(tmp_path_factory, "minmax")
     second = Calibrate(pipeline, model, tmp_path / "cache-b")()
+    assert second.folder != first.folder and second.folder.is_relative_to(tmp_path)
     assert first.qdq_model.read_bytes() == second.qdq_model.read_bytes()
     assert first.ranges.read_text() == second.ranges.read_text()
     assert first.trt_cache("10.3") == second.trt_cache("10.3")
@@ -114,33 +130,25 @@ def gate_pipeline(tmp_path: Path, extra: str = ""):
     return folder / "p.yaml"
 
 
-@pytest.mark.slow
-def test_the_gate_passes_on_the_example_and_refuses_an_absurd_threshold(tmp_path):
-    import json
-    import os
-    import subprocess
-    import sys
+def sdk(capfd, *argv: str) -> tuple[int, str, str]:
+    """`sdk ARGV` in this process (tools.cli.run: the CLI's own error boundary; the process boundary is not what these
+    tests are about, and a subprocess costs seconds of imports): (exit status, stdout, stderr)."""
+    from tools.cli import run
 
-    env = {**os.environ, "SDK_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "200"}
-    good = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from tools.cli import main; main()",
-            "calibrate",
-            str(gate_pipeline(tmp_path)),
-            "--tensorrt",
-            "10.3",
-            "--out",
-            str(tmp_path / "int8"),
-        ],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert good.returncode == 0, good.stderr
+    capfd.readouterr()
+    status = run(list(argv))  # fd-level capture: the video decoder's log pump redirects fd 2
+    out, err = capfd.readouterr()
+    return status, out, err
+
+
+@pytest.mark.slow
+def test_the_gate_passes_on_the_example_and_refuses_an_absurd_threshold(tmp_path, monkeypatch, capfd):
+    import json
+
+    monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("COLUMNS", "200")
+    status, _, stderr = sdk(capfd, "calibrate", str(gate_pipeline(tmp_path)), "--tensorrt", "10.3", "--out", str(tmp_path / "int8"))
+    assert status == 0, stderr
     report = json.loads((tmp_path / "int8" / "accuracy.json").read_text())
     assert report["passed"] and report["frames"] == 50 and report["fp32_detections"] > 100
     assert report["recall"] >= 0.9 and report["precision"] >= 0.9 and report["outputs"]["concat_1:0"]["mean_cosine"] >= 0.99
@@ -155,30 +163,21 @@ def test_the_gate_passes_on_the_example_and_refuses_an_absurd_threshold(tmp_path
     assert plot.shape[:2] == (450, 1100)  # the report's figure a person reads
 
     absurd = gate_pipeline(tmp_path / "absurd", extra="  accuracy: {min_cosine: 1.0, max_mean_score_drift: 0.0}\n  fallback: none\n")
-    bad = subprocess.run(
-        [sys.executable, "-c", "from tools.cli import main; main()", "calibrate", str(absurd), "--out", str(tmp_path / "bad")],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert bad.returncode == 1
-    assert "INT8 fails the accuracy gate on 50 held-out frames" in bad.stderr and "cosine similarity 0.99" in bad.stderr and "< 1.0" in bad.stderr
-    assert "mean score drift" in bad.stderr and "Traceback" not in bad.stderr
+    status, _, stderr = sdk(capfd, "calibrate", str(absurd), "--out", str(tmp_path / "bad"))
+    assert status == 1
+    assert "INT8 fails the accuracy gate on 50 held-out frames" in stderr and "cosine similarity 0.99" in stderr and "< 1.0" in stderr
+    assert "mean score drift" in stderr and "Traceback" not in stderr and stderr.count("error:") == 1  # one line, no traceback
     assert (tmp_path / "bad" / "accuracy.json").is_file() and not (tmp_path / "bad" / "model.qdq.onnx").exists()  # refused
     assert (tmp_path / "bad" / "accuracy.png").is_file()  # the numbers of a refusal are plotted too
 
 
 @pytest.mark.parametrize("method", ["entropy", "percentile"])
-def test_histogram_methods_write_the_qdq_model_and_their_cache_header(tmp_path, method):
+def test_histogram_methods_write_the_qdq_model_and_their_cache_header(tmp_path, tmp_path_factory, method):
     """The Q/DQ model is written from the saved ranges by the method that made them (ONNX Runtime
     refuses a cache of another method), also for one layer alone, as the sensitivity analysis does."""
     from tools.calibrate import write_qdq
 
-    pipeline = small_pipeline(tmp_path, method=method, frames=4)
-    model = PrepareModel(pipeline, tmp_path / "cache")()
-    artifacts = Calibrate(pipeline, model, tmp_path / "cache")()
+    _, model, artifacts = shared_calibration(tmp_path_factory, method)
     assert onnx.load(str(artifacts.qdq_model)).graph.node[0].op_type in ("QuantizeLinear", "DequantizeLinear")
     assert artifacts.trt_cache("10.3").startswith("TRT-100300-EntropyCalibration2\n")  # DLA's calibrator, for both
     first_conv = next(n.name for n in onnx.load(str(model.model_path)).graph.node if n.op_type == "Conv")
@@ -187,14 +186,13 @@ def test_histogram_methods_write_the_qdq_model_and_their_cache_header(tmp_path, 
     assert 1 <= len(quantized) <= 3  # its input (and weight) only: the rest stays float
 
 
-def test_entropy_clips_tails_where_min_max_keeps_them(tmp_path):
+def test_entropy_clips_tails_where_min_max_keeps_them(tmp_path_factory):
     """TensorRT's entropy keeps a threshold below the observed maximum for most tensors of the real
     detector (ONNX Runtime's own entropy calibrator, with its defaults, returned min-max instead)."""
     ranges = {}
-    for method in ("minmax", "entropy"):
-        pipeline = small_pipeline(tmp_path / method, method=method, frames=6)
-        model = PrepareModel(pipeline, tmp_path / "cache")()
-        ranges[method] = json.loads(Calibrate(pipeline, model, tmp_path / "cache")().ranges.read_text())["tensors"]
+    for method in ("minmax", "entropy"):  # the shared 4-frame calibrations of the same frames
+        artifacts = shared_calibration(tmp_path_factory, method)[2]
+        ranges[method] = json.loads(artifacts.ranges.read_text())["tensors"]
     assert ranges["minmax"].keys() == ranges["entropy"].keys() and len(ranges["minmax"]) == 194
     for name, entry in ranges["minmax"].items():
         assert entry["amax"] == max(abs(entry["min"]), abs(entry["max"]))
@@ -204,15 +202,13 @@ def test_entropy_clips_tails_where_min_max_keeps_them(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_conv_taking_its_clips_range_gives_the_same_qdq_model_outputs(tmp_path, monkeypatch):
+def test_a_conv_taking_its_clips_range_gives_the_same_qdq_model_outputs(tmp_path, tmp_path_factory, monkeypatch):
     """The derivation that keeps ONNX Runtime's fusion while calibrating must not change what the
     Q/DQ model computes, with every layer in INT8 and with one kept in float."""
     import tools.activation_stats as activation_stats
     from tools.calibrate import write_qdq
 
-    pipeline = small_pipeline(tmp_path, method="minmax", frames=4)
-    model = PrepareModel(pipeline, tmp_path / "cache")()
-    derived = Calibrate(pipeline, model, tmp_path / "derived")()
+    pipeline, model, derived = shared_calibration(tmp_path_factory, "minmax")  # made with the derivation (the default)
     monkeypatch.setattr(activation_stats, "FUSING_PRODUCERS", frozenset())
     observed = Calibrate(pipeline, model, tmp_path / "observed")()
     ranges = {name: json.loads(a.ranges.read_text())["tensors"] for name, a in (("derived", derived), ("observed", observed))}
@@ -232,16 +228,14 @@ def test_a_conv_taking_its_clips_range_gives_the_same_qdq_model_outputs(tmp_path
 
 
 @pytest.mark.slow
-def test_our_conv_weight_scales_give_onnx_runtimes_own_qdq_model(tmp_path):
+def test_our_conv_weight_scales_give_onnx_runtimes_own_qdq_model(tmp_path, tmp_path_factory):
     """The per-channel weight scales handed to the quantizer (it computes them in a slow Python loop)
     leave the Q/DQ model identical, initializer for initializer, with and without a layer kept in float."""
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     from tools.calibrate import conv_weight_scales, quiet_onnxruntime_quantization, write_qdq
 
-    pipeline = small_pipeline(tmp_path, method="minmax", frames=4)
-    model = PrepareModel(pipeline, tmp_path / "cache")()
-    artifacts = Calibrate(pipeline, model, tmp_path / "cal")()
+    _, model, artifacts = shared_calibration(tmp_path_factory, "minmax")
     prepared = onnx.load(str(model.model_path))
     scales = conv_weight_scales(prepared)
     assert len(scales) == sum(n.op_type == "Conv" for n in prepared.graph.node)
@@ -299,12 +293,10 @@ def test_calibrate_refuses_a_tensorrt_it_does_not_know_exactly_and_lists_the_kno
     assert not list(tmp_path.glob("calibration-trt*"))  # nothing written
 
 
-def test_the_cache_ties_the_concatenations_of_the_example_detector(tmp_path):
+def test_the_cache_ties_the_concatenations_of_the_example_detector(tmp_path_factory):
     """ranges.json records the ranges TensorRT fuses; the TensorRT cache gives every concatenation input the
     output's scale, while the ONNX Runtime ranges (the Q/DQ model) keep their own."""
-    pipeline = small_pipeline(tmp_path, frames=4)
-    model = PrepareModel(pipeline, tmp_path / "cache")()
-    artifacts = Calibrate(pipeline, model, tmp_path / "cache")()
+    _, model, artifacts = shared_calibration(tmp_path_factory, "minmax")
     ties = json.loads(artifacts.ranges.read_text())["ties"]
     concats = [n for n in onnx.load(str(model.model_path)).graph.node if n.op_type == "Concat"]
     assert concats and len(ties) >= len([n for n in concats if n.output[0] in artifacts.amax()])
@@ -321,14 +313,9 @@ def test_the_cache_ties_the_concatenations_of_the_example_detector(tmp_path):
     assert differed, "the example's concatenation inputs were calibrated apart; the cache ties them"
 
 
-def test_sdk_calibrate_refuses_an_unknown_tensorrt_before_calibrating(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    repo = Path(__file__).resolve().parents[2]
-    argv = [sys.executable, "-c", "from tools.cli import main; main()", "calibrate", str(repo / "pipelines" / "pedestrian.yaml")]
-    argv += ["--tensorrt", "9.9", "--out", str(tmp_path / "int8")]
-    done = subprocess.run(argv, cwd=repo, env={**os.environ, "SDK_STATE_DIR": str(tmp_path / "state")}, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1 and done.stderr.count("error:") == 1 and "9.9" in done.stderr and "10.3.0" in done.stderr, done.stderr
+def test_sdk_calibrate_refuses_an_unknown_tensorrt_before_calibrating(tmp_path, monkeypatch, capfd):
+    monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
+    argv = ["calibrate", str(REPO / "pipelines" / "pedestrian.yaml"), "--tensorrt", "9.9", "--out", str(tmp_path / "int8")]
+    status, _, stderr = sdk(capfd, *argv)
+    assert status == 1 and stderr.count("error:") == 1 and "9.9" in stderr and "10.3.0" in stderr, stderr
     assert not (tmp_path / "int8").exists() and not (tmp_path / "state").exists()  # nothing prepared, calibrated or written

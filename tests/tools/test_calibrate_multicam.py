@@ -149,10 +149,45 @@ def dark_recording(folder: Path, gain: float = 0.15) -> str:
     return f"images://assets/{folder.name}"
 
 
+TREE_REAR = {"uri": "file://assets/tree.avi"}
+
+
+def shared_two_camera_int8(tmp_path_factory, rear: str) -> Path:
+    """Built once per run for every test that calibrates the same two cameras (16 + 16 frames; front vtest.avi):
+    `rear="tree"` (tree.avi): `p.yaml`, and `cache/` with its preparation, calibration and the default gate's verdict
+    (made by the product, Int8ForDeploy, as any first run makes them); `rear="dark"` (vtest.avi underexposed,
+    `assets/dark`): `p.yaml`, and `cache/` with its preparation and calibration. Read only: a test copies `cache/`
+    (content keys find its entries) before it adds to it."""
+    from tests.conftest import shared_folder
+
+    def build(folder: Path) -> None:
+        if rear == "dark":
+            shutil.copytree(shared_dark_recording(tmp_path_factory), folder / "assets" / "dark")
+        camera = {"uri": "images://assets/dark"} if rear == "dark" else TREE_REAR
+        pipeline = load_pipeline(two_cameras(folder, rear=camera, frames=16, holdout_frames=16))
+        model = PrepareModel(pipeline, folder / "cache")()
+        if rear == "dark":
+            Calibrate(pipeline, model, folder / "cache")()
+        else:
+            Int8ForDeploy(pipeline, model, folder / "cache")()
+
+    return shared_folder(tmp_path_factory, f"multicam-int8-16-frames-{rear}", build)
+
+
+def shared_dark_recording(tmp_path_factory) -> Path:
+    """dark_recording's PNGs, written once per run (decoding the whole clip each time cost seconds): copy, never write."""
+    from tests.conftest import shared_folder
+
+    return shared_folder(tmp_path_factory, "multicam-dark-recording", lambda folder: dark_recording(folder / "dark")) / "dark"
+
+
 @pytest.mark.slow
-def test_the_gate_judges_each_camera_and_names_the_one_that_fails(tmp_path):
+def test_the_gate_judges_each_camera_and_names_the_one_that_fails(tmp_path, tmp_path_factory):
+    shared = {rear: shared_two_camera_int8(tmp_path_factory, rear) for rear in ("tree", "dark")}
+    for folder in shared.values():
+        shutil.copytree(folder / "cache", tmp_path / "cache", dirs_exist_ok=True)
     # Two real recordings: the gate passes overall and on each camera.
-    passing = load_pipeline(two_cameras(tmp_path / "pass", rear={"uri": "file://assets/tree.avi"}, frames=16, holdout_frames=16))
+    passing = load_pipeline(shared["tree"] / "p.yaml")
     model = PrepareModel(passing, tmp_path / "cache")()
     choice = Int8ForDeploy(passing, model, tmp_path / "cache")()
     report = choice.accuracy
@@ -162,9 +197,8 @@ def test_the_gate_judges_each_camera_and_names_the_one_that_fails(tmp_path):
     assert all(camera["passed"] and camera["recall"] >= 0.9 for camera in report["cameras"].values())
     # An underexposed rear camera: its activations use a sliver of the ranges the bright camera sets, so INT8 loses
     # its people; all frames together still pass (recall 0.905), the rear camera alone does not, and is named.
-    folder = tmp_path / "dark"
-    rear = {"uri": dark_recording(folder / "assets" / "dark")}
-    failing = load_pipeline(two_cameras(folder, rear=rear, frames=16, holdout_frames=16))
+    failing = load_pipeline(shared["dark"] / "p.yaml")
+    assert failing.spec.cameras["rear"].uri == "images://assets/dark"
     step = Int8ForDeploy(failing, model, tmp_path / "cache")
     with pytest.raises(ModelError, match=r"fails the accuracy gate on 16 held-out frames: camera rear: detection recall 0\.77") as raised:
         step()
@@ -176,7 +210,10 @@ def test_the_gate_judges_each_camera_and_names_the_one_that_fails(tmp_path):
 
 
 @pytest.mark.slow
-def test_batched_cameras_deploy_the_judged_ranges_on_the_batched_model(tmp_path):
+def test_batched_cameras_deploy_the_judged_ranges_on_the_batched_model(tmp_path, tmp_path_factory):
+    # The one-frame calibration and its verdict are the shared ones (the same content keys); the batched preparation
+    # and its Q/DQ model are made here.
+    shutil.copytree(shared_two_camera_int8(tmp_path_factory, "tree") / "cache", tmp_path / "cache")
     path = two_cameras(tmp_path / "p", rear={"uri": "file://assets/tree.avi"}, batch="cameras", frames=16, holdout_frames=16)
     pipeline = load_pipeline(path)
     batched = PrepareModel(pipeline, tmp_path / "cache")()
@@ -204,14 +241,21 @@ def test_calibrate_itself_takes_the_one_frame_model(tmp_path):
 
 
 @pytest.mark.slow
-def test_sdk_calibrate_reports_each_camera(tmp_path):
-    from tests.tools.test_deploy_local import cli
+def test_sdk_calibrate_reports_each_camera(tmp_path, tmp_path_factory, monkeypatch, capfd):
+    from tools.cli import run
 
-    path = two_cameras(tmp_path / "p", rear={"uri": "file://assets/tree.avi"}, frames=16, holdout_frames=16)
-    done = cli("calibrate", str(path), "--out", str(tmp_path / "out"), state=tmp_path / "state")
-    assert done.returncode == 0, done.stderr
-    assert "frames per camera: front 8 + 8 held out, rear 8 + 8 held out" in done.stdout
-    assert "camera front: 8 frames" in done.stdout and "camera rear: 8 frames" in done.stdout
+    # In this process (the CLI's own error boundary; the process boundary is not what this is about), on a state whose
+    # cache holds the shared calibration and verdict: the report is the command's, made from them.
+    shared = shared_two_camera_int8(tmp_path_factory, "tree")
+    shutil.copytree(shared / "cache", tmp_path / "state" / "cache")
+    monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("COLUMNS", "200")
+    capfd.readouterr()
+    status = run(["calibrate", str(shared / "p.yaml"), "--out", str(tmp_path / "out")])
+    stdout, stderr = capfd.readouterr()
+    assert status == 0, stderr
+    assert "frames per camera: front 8 + 8 held out, rear 8 + 8 held out" in stdout
+    assert "camera front: 8 frames" in stdout and "camera rear: 8 frames" in stdout
     report = json.loads((tmp_path / "out" / "accuracy.json").read_text())
     assert report["passed"] and {name: camera["frames"] for name, camera in report["cameras"].items()} == {"front": 8, "rear": 8}
     assert json.loads((tmp_path / "out" / "ranges.json").read_text())["cameras"]["rear"] == {"frames": 8, "holdout_frames": 8, "source_frames": 68}

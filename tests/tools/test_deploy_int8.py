@@ -33,6 +33,22 @@ def int8_pipeline(folder: Path, min_cosine: float = 0.9, fallback: str = "fp16")
     return folder / "p.yaml"
 
 
+def with_shared_calibration(tmp_path_factory, state_dir: Path) -> None:
+    """The host cache starts with the example's calibration for int8_pipeline (its frames and method; the gate is not
+    part of the key), made once per run: these tests are about the gate, and the first test above shows a deploy
+    calibrating on its own. A copy: the deploy adds its verdict and release to it."""
+    from sdk.spec import load_pipeline
+    from tests.conftest import shared_folder
+    from tools.calibrate import Calibrate
+    from tools.prepare import PrepareModel
+
+    def build(folder: Path) -> None:
+        pipeline = load_pipeline(int8_pipeline(folder / "p"))
+        Calibrate(pipeline, PrepareModel(pipeline, folder / "cache")(), folder / "cache")()
+
+    shutil.copytree(shared_folder(tmp_path_factory, "deploy-int8-calibration", build) / "cache", state_dir / "cache")
+
+
 @pytest.mark.slow
 def test_int8_deploy_calibrates_once_ships_the_qdq_model_and_runs_it(tmp_path, state_dir):
     pipeline = int8_pipeline(tmp_path / "p")
@@ -53,17 +69,20 @@ def test_int8_deploy_calibrates_once_ships_the_qdq_model_and_runs_it(tmp_path, s
 
 
 @pytest.mark.slow
-def test_an_int8_model_that_fails_its_gate_is_never_deployed(tmp_path, state_dir):
+def test_an_int8_model_that_fails_its_gate_is_never_deployed(tmp_path, tmp_path_factory, state_dir):
+    with_shared_calibration(tmp_path_factory, state_dir)
     pipeline = int8_pipeline(tmp_path / "p", min_cosine=0.999999, fallback="none")  # the fallback's own test is below
     with pytest.raises(ModelError, match="INT8 fails the accuracy gate on 6 held-out frames: .*cosine similarity"):
         Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "r")()
     assert not (state_dir / "targets" / "local" / "current").exists()  # nothing reached the target
+    assert len(list((state_dir / "cache" / "calibration").iterdir())) == 1  # the shared calibration, found by its content key
     with pytest.raises(ModelError, match="INT8 fails the accuracy gate"):  # the verdict is cached with its gate
         Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "r")()
 
 
 @pytest.mark.slow
-def test_a_failing_gate_keeps_the_worst_layers_out_of_int8_until_it_passes(tmp_path, state_dir):
+def test_a_failing_gate_keeps_the_worst_layers_out_of_int8_until_it_passes(tmp_path, tmp_path_factory, state_dir):
+    with_shared_calibration(tmp_path_factory, state_dir)
     # min-max on 12 frames gives box-encoding cosine ~0.9971 here: 0.998 fails all-INT8. The first
     # depthwise convolution ranks worst but alone in float makes it worse (~0.990); with its neighbours
     # (the stem and its projection) it reaches ~0.9986.

@@ -20,12 +20,13 @@ def direct_threshold_bins(histogram: np.ndarray, first: int = 128) -> int:
         reference = counts[:i].copy()
         reference[-1] += counts[i:].sum()
         level = (np.arange(i) * 128) // i
-        candidate = np.zeros(i)
-        for g in range(128):
-            members = level == g
-            nonempty = members & (counts[:i] > 0)
-            if nonempty.any():
-                candidate[nonempty] = counts[:i][members].sum() / nonempty.sum()
+        # Each level's count spread evenly over its non-empty bins. Summed per level with bincount (one pass
+        # instead of 128 masks per candidate: the reference took ~10 s a histogram); the counts are whole
+        # numbers, so every level sum is exact and the candidate is bit for bit what the per-level loop gave.
+        nonempty = counts[:i] > 0
+        level_counts = np.bincount(level, weights=counts[:i], minlength=128)
+        level_nonempty = np.bincount(level, weights=nonempty, minlength=128)
+        candidate = np.where(nonempty, level_counts[level] / np.maximum(level_nonempty[level], 1), 0.0)
         divergence = np.inf if (candidate[reference > 0] == 0).any() else kl_divergence(reference, candidate)
         if divergence <= best + 1e-12 * max(1.0, abs(best)):
             best, best_bins = min(best, divergence), i

@@ -5,6 +5,7 @@ are what it is judged by."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from sdk.errors import ConfigError
 from sdk.runtime.report import REPORT_FILE
 from sdk.runtime.verdict import format_number
 from sdk.spec import load_pipeline
-from tests.tools.test_calibrate_multicam import dark_recording, two_cameras
+from tests.tools.test_calibrate_multicam import dark_recording, shared_dark_recording, shared_two_camera_int8, two_cameras
 from tools.deploy import Deploy
 from tools.prepare import PrepareModel
 from tools.state import cache_dir
@@ -41,9 +42,20 @@ def int8_two_cameras(folder: Path, rear_accuracy: dict | None = None) -> Path:
     return path
 
 
+def with_shared_dark_recording(tmp_path_factory, folder: Path) -> Path:
+    """`folder/assets/dark`: a copy of the shared underexposed recording (the same PNGs dark_recording writes), so
+    int8_two_cameras does not decode the whole clip again."""
+    shutil.copytree(shared_dark_recording(tmp_path_factory), folder / "assets" / "dark")
+    return folder
+
+
 @pytest.mark.slow
-def test_one_underexposed_camera_fails_by_name_and_its_own_thresholds_judge_it(tmp_path, state_dir):
-    path = int8_two_cameras(tmp_path / "p")
+def test_one_underexposed_camera_fails_by_name_and_its_own_thresholds_judge_it(tmp_path, tmp_path_factory, state_dir):
+    # The host cache starts with the shared two-camera calibration of these very frames (content-keyed: the same
+    # model, recordings and frames); the gate of this pipeline's own calibration.accuracy, the deploy and the
+    # acceptance run here.
+    shutil.copytree(shared_two_camera_int8(tmp_path_factory, "dark") / "cache", state_dir / "cache")
+    path = int8_two_cameras(with_shared_dark_recording(tmp_path_factory, tmp_path / "p"))
     report = Deploy(path, "local", frames=20, report_dir=tmp_path / "r")().report
     status = {c["name"]: c["status"] for c in report["checks"] if "accuracy" in c["name"]}
     assert report["verdict"] == "FAIL" and status["cameras.rear.accuracy.recall"] == "FAIL"
@@ -65,8 +77,8 @@ def test_one_underexposed_camera_fails_by_name_and_its_own_thresholds_judge_it(t
     assert judged["accuracy"]["cameras"]["rear"]["thresholds"] == LOOSE and judged["accuracy"]["cameras"]["front"]["thresholds"] == STRICT
 
 
-def test_a_camera_accuracy_needs_budgets_accuracy(tmp_path):
-    path = int8_two_cameras(tmp_path / "p", rear_accuracy=LOOSE)
+def test_a_camera_accuracy_needs_budgets_accuracy(tmp_path, tmp_path_factory):
+    path = int8_two_cameras(with_shared_dark_recording(tmp_path_factory, tmp_path / "p"), rear_accuracy=LOOSE)
     doc = yaml.safe_load(path.read_text())
     doc["budgets"].pop("accuracy")
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
