@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -14,27 +13,6 @@ import pytest
 from tools.deploy import Deploy
 
 SERVICE = "\nservice: {watchdog_s: 2.0, status_interval_s: 0.2, stop_timeout_s: 5}\n"
-
-
-@pytest.fixture()
-def sdk(capsys, monkeypatch):
-    """`sdk ARGS` in this process (tools.cli.run, the CLI's own error boundary): the commands under test talk to the
-    device through their session (a local agent process, or SSH), so a fresh interpreter per call would only add
-    2-3 CPU-seconds of imports; the service itself still runs detached, as it would from a shell."""
-    from tools.cli import run
-
-    monkeypatch.setenv("COLUMNS", "400")
-
-    def call(*args: str) -> subprocess.CompletedProcess:
-        capsys.readouterr()  # what earlier steps printed is not this command's
-        try:
-            code = run(list(args))
-        except SystemExit as exc:  # usage errors
-            code = exc.code
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(["sdk", *args], code, out, err)
-
-    return call
 
 
 def run_service_cycle(sdk, target: str) -> None:
