@@ -38,6 +38,13 @@ def pipeline_copy(tmp_path: Path, extra: str = "", replace: tuple[str, str] | No
     return folder / "p.yaml"
 
 
+@pytest.fixture()
+def prepared(ssh_target, prepared_example):
+    """The example's model, prepared once per session (tests/conftest.py), in this test's host cache: the tests that
+    take it are about the target, not about preparing (tests/tools/test_prepare*.py are), and the key is the same."""
+    shutil.copytree(prepared_example.folder, ssh_target.state / "cache" / "prepared" / prepared_example.folder.name)
+
+
 class RecordingProgress:
     """Keeps every advance of every task, to see what an upload really sent."""
 
@@ -72,7 +79,7 @@ def verify_current(root: Path) -> ReleaseManifest:
 
 
 @pytest.mark.slow
-def test_deploy_redeploy_change_and_rollback_over_ssh(ssh_target, tmp_path):
+def test_deploy_redeploy_change_and_rollback_over_ssh(ssh_target, tmp_path, prepared):
     pipeline = pipeline_copy(tmp_path)
     first = Deploy(pipeline, "sim", frames=12, report_dir=tmp_path / "r1")()
     report = first.report
@@ -99,7 +106,7 @@ def test_deploy_redeploy_change_and_rollback_over_ssh(ssh_target, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_release_failing_its_health_check_is_rolled_back(ssh_target, tmp_path):
+def test_a_release_failing_its_health_check_is_rolled_back(ssh_target, tmp_path, prepared):
     good = Deploy(pipeline_copy(tmp_path), "sim", frames=2, report_dir=tmp_path / "r")()
     # Valid on the host, broken on the device: the camera does not exist there.
     broken = pipeline_copy(tmp_path, replace=("file://assets/vtest.avi", "v4l2:///dev/video-missing"))
@@ -260,7 +267,7 @@ def sshd_children(server) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cut_at", [1_000_000, 25_000_000, 50_000_000])
-def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resumes(ssh_target, tmp_path, cut_at):
+def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resumes(ssh_target, tmp_path, cut_at, prepared):
     good = Deploy(pipeline_copy(tmp_path), "sim", frames=2, report_dir=tmp_path / "r")()
     big = tmp_path / "pipeline" / "assets" / "big.avi"
     big.write_bytes(os.urandom(SIZE))
@@ -379,7 +386,7 @@ class DeployForks:
 
 
 @pytest.mark.slow
-def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, tmp_path):
+def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, tmp_path, prepared):
     """SIGKILL the deploy at 20 moments spread over staging, activation, health check and run."""
     import random
 
@@ -423,7 +430,7 @@ def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, 
 
 
 @pytest.mark.slow
-def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path):
+def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path, prepared):
     from tools.fleet import FleetResult
     from tools.targets.sim import SimServer
 
@@ -478,7 +485,7 @@ def test_a_target_behind_a_jump_host(ssh_target, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_device_python_without_the_runtime_gets_an_offline_environment(ssh_target, tmp_path):
+def test_a_device_python_without_the_runtime_gets_an_offline_environment(ssh_target, tmp_path, prepared):
     """Debian's own python3 lacks numpy, OpenCV, pydantic and ONNX Runtime, like a fresh JetPack:
     the deploy ships wheels for its platform and the device installs them with no network."""
     device_python = "/usr/bin/python3"
