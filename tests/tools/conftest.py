@@ -42,3 +42,27 @@ def ssh_target(sim_server, tmp_path, monkeypatch):
         return sim_server.write_target(targets / f"{name}.yaml", **{"remote_root": str(root), **overrides})
 
     return SimpleNamespace(name="sim", root=root, targets=targets, state=state, server=sim_server, write=write)
+
+
+@pytest.fixture()
+def sdk(capsys, monkeypatch):
+    """`sdk ARGS` in this process (tools.cli.run, the CLI's own error boundary), for tests whose subject is not the
+    process boundary: the commands reach the device through their session (a local agent process, or SSH) either way,
+    and a fresh interpreter per call only adds 2-3 CPU-seconds of imports. Returns a CompletedProcess (exit code,
+    stdout, stderr); COLUMNS=400 so that printed lines are never wrapped."""
+    import subprocess
+
+    from tools.cli import run
+
+    monkeypatch.setenv("COLUMNS", "400")
+
+    def call(*args: str) -> subprocess.CompletedProcess:
+        capsys.readouterr()  # what earlier steps printed is not this command's
+        try:
+            code = run(list(args))
+        except SystemExit as exc:  # usage errors
+            code = exc.code
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["sdk", *args], code, out, err)
+
+    return call

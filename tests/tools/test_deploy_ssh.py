@@ -38,6 +38,13 @@ def pipeline_copy(tmp_path: Path, extra: str = "", replace: tuple[str, str] | No
     return folder / "p.yaml"
 
 
+@pytest.fixture()
+def prepared(ssh_target, prepared_example):
+    """The example's model, prepared once per session (tests/conftest.py), in this test's host cache: the tests that
+    take it are about the target, not about preparing (tests/tools/test_prepare*.py are), and the key is the same."""
+    shutil.copytree(prepared_example.folder, ssh_target.state / "cache" / "prepared" / prepared_example.folder.name)
+
+
 class RecordingProgress:
     """Keeps every advance of every task, to see what an upload really sent."""
 
@@ -72,7 +79,7 @@ def verify_current(root: Path) -> ReleaseManifest:
 
 
 @pytest.mark.slow
-def test_deploy_redeploy_change_and_rollback_over_ssh(ssh_target, tmp_path):
+def test_deploy_redeploy_change_and_rollback_over_ssh(ssh_target, tmp_path, prepared):
     pipeline = pipeline_copy(tmp_path)
     first = Deploy(pipeline, "sim", frames=12, report_dir=tmp_path / "r1")()
     report = first.report
@@ -99,7 +106,7 @@ def test_deploy_redeploy_change_and_rollback_over_ssh(ssh_target, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_release_failing_its_health_check_is_rolled_back(ssh_target, tmp_path):
+def test_a_release_failing_its_health_check_is_rolled_back(ssh_target, tmp_path, prepared):
     good = Deploy(pipeline_copy(tmp_path), "sim", frames=2, report_dir=tmp_path / "r")()
     # Valid on the host, broken on the device: the camera does not exist there.
     broken = pipeline_copy(tmp_path, replace=("file://assets/vtest.avi", "v4l2:///dev/video-missing"))
@@ -260,7 +267,7 @@ def sshd_children(server) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cut_at", [1_000_000, 25_000_000, 50_000_000])
-def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resumes(ssh_target, tmp_path, cut_at):
+def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resumes(ssh_target, tmp_path, cut_at, prepared):
     good = Deploy(pipeline_copy(tmp_path), "sim", frames=2, report_dir=tmp_path / "r")()
     big = tmp_path / "pipeline" / "assets" / "big.avi"
     big.write_bytes(os.urandom(SIZE))
@@ -308,17 +315,83 @@ def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resume
     assert current_of(ssh_target.root) == good.staged.release_id
 
 
+# A process that has imported the CLI and what a deploy loads (paramiko, ONNX Runtime, OpenCV, matplotlib) once, and
+# forks a fresh deploy process per request: each one is a real OS process running `sdk deploy`, killed with SIGKILL
+# like any other, but without 2-3 CPU-seconds of imports before it first touches the target (a kill during the
+# imports proves nothing, since nothing has been sent yet). Requests and answers are JSON lines on stdin/stdout.
+ZYGOTE = r"""
+import importlib, json, os, sys
+from tools.cli import run
+for name in ("tools.deploy", "tools.validation.plots", "tools.console", "tools.ssh_agent", "paramiko", "cv2", "onnxruntime", "onnx",
+             "sdk.gpu.session", "sdk.postprocess.ssd", "sdk.sources.opencv_capture", "sdk.sinks.jsonl"):
+    importlib.import_module(name)
+answers = sys.stdout
+for line in sys.stdin:
+    request = json.loads(line)
+    if "wait" in request:
+        status = os.waitpid(request["wait"], 0)[1]
+        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+        answers.write(json.dumps({"code": code}) + "\n")
+        answers.flush()
+        continue
+    answers.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the deploy process: output to a file or nowhere, then `sdk deploy ...` and its exit code
+        os.dup2(os.open(os.devnull, os.O_RDWR), 0)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        os.dup2(os.open(request.get("stderr") or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+        code = run(request["argv"])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)  # not the interpreter's shutdown: a native library's exit hook would join threads only the zygote had
+    answers.write(json.dumps({"pid": pid}) + "\n")
+    answers.flush()
+"""
+
+
+class DeployForks:
+    """Starts deploy processes forked from ZYGOTE; `close()` ends it (each started process must be waited for first)."""
+
+    def __init__(self, env: dict) -> None:
+        self.zygote = subprocess.Popen([sys.executable, "-c", ZYGOTE], cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.running: set[int] = set()
+
+    def _ask(self, request: dict) -> dict:
+        self.zygote.stdin.write(json.dumps(request) + "\n")
+        self.zygote.stdin.flush()
+        return json.loads(self.zygote.stdout.readline())
+
+    def start(self, argv: list[str], stderr: Path | None = None) -> int:
+        pid = self._ask({"argv": argv, "stderr": str(stderr) if stderr else None})["pid"]
+        self.running.add(pid)
+        return pid
+
+    def wait(self, pid: int) -> int:
+        code = self._ask({"wait": pid})["code"]
+        self.running.discard(pid)
+        return code
+
+    def run(self, argv: list[str], stderr: Path) -> tuple[int, str]:
+        code = self.wait(self.start(argv, stderr))
+        return code, stderr.read_text()
+
+    def close(self) -> None:
+        for pid in list(self.running):  # a test that failed midway leaves no deploy running
+            os.kill(pid, signal.SIGKILL)
+            self.wait(pid)
+        self.zygote.stdin.close()
+        self.zygote.wait(timeout=60)
+        self.zygote.stdout.close()
+
+
 @pytest.mark.slow
-def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, tmp_path):
+def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, tmp_path, prepared):
     """SIGKILL the deploy at 20 moments spread over staging, activation, health check and run."""
     import random
 
     pipeline = pipeline_copy(tmp_path)
-    env = {**os.environ, "COLUMNS": "200"}
-    command = [
-        sys.executable,
-        "-c",
-        "from tools.cli import main; main()",
+    argv = [
         "deploy",
         "--target",
         "sim",
@@ -329,31 +402,35 @@ def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, 
         str(tmp_path / "r"),
         "--force",  # the same folder each time: each run empties it first
     ]
-    first = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert first.returncode in (0, 4), first.stderr
-    started = time.monotonic()
-    subprocess.run(command, cwd=REPO, env=env, capture_output=True, timeout=300)
-    span = time.monotonic() - started  # one full redeploy, to spread the kills over
-    rng = random.Random(7)
-    seen = set()
-    for attempt in range(20):
-        pipeline_copy(tmp_path, extra=f"# attempt {attempt}\n")  # a new release each time
-        child = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rng.uniform(0.2, span + 1.0))
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        manifest = verify_current(ssh_target.root)  # always exactly one complete release
-        seen.add(manifest.release_id)
-    assert len(seen) >= 2  # some kills landed after a switch, some before
-    final = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert final.returncode in (0, 4), final.stderr
+    forks = DeployForks({**os.environ, "COLUMNS": "200"})
+    try:
+        code, stderr = forks.run(argv, tmp_path / "first.err")
+        assert code in (0, 4), stderr
+        started = time.monotonic()
+        forks.run(argv, tmp_path / "again.err")
+        span = time.monotonic() - started  # one full redeploy, to spread the kills over
+        rng = random.Random(7)
+        seen = set()
+        for attempt in range(20):
+            pipeline_copy(tmp_path, extra=f"# attempt {attempt}\n")  # a new release each time
+            child = forks.start(argv)
+            time.sleep(rng.uniform(0.2, span + 1.0))
+            os.kill(child, signal.SIGKILL)
+            forks.wait(child)
+            manifest = verify_current(ssh_target.root)  # always exactly one complete release
+            seen.add(manifest.release_id)
+        assert len(seen) >= 2  # some kills landed after a switch, some before
+        code, stderr = forks.run(argv, tmp_path / "final.err")
+        assert code in (0, 4), stderr
+    finally:
+        forks.close()
     status = store_command(resolve_target("sim"), "status")
     assert status["trial"] is None and status["current"] == current_of(ssh_target.root)
     assert json.loads((tmp_path / "r" / "report.json").read_text())["release"] == status["current"]
 
 
 @pytest.mark.slow
-def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path):
+def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path, prepared):
     from tools.fleet import FleetResult
     from tools.targets.sim import SimServer
 
@@ -408,7 +485,7 @@ def test_a_target_behind_a_jump_host(ssh_target, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_device_python_without_the_runtime_gets_an_offline_environment(ssh_target, tmp_path):
+def test_a_device_python_without_the_runtime_gets_an_offline_environment(ssh_target, tmp_path, prepared):
     """Debian's own python3 lacks numpy, OpenCV, pydantic and ONNX Runtime, like a fresh JetPack:
     the deploy ships wheels for its platform and the device installs them with no network."""
     device_python = "/usr/bin/python3"

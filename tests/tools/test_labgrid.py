@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -93,27 +94,21 @@ class PowerSwitch:
         self.thread.join()
 
 
-@pytest.fixture()
-def power_switch():
-    switch = PowerSwitch()
-    yield switch
-    switch.close()
-
-
-@pytest.fixture()
-def bench(ssh_target, tmp_path, power_switch):
-    """Coordinator + exporter (their own process groups, stopped at the end), place `bench-3` matching the
-    exporter's NetworkService, and targets/bench-3.yaml naming the place; key and host-key pin from the sim."""
+@pytest.fixture(scope="module")
+def lab(sim_server, tmp_path_factory):
+    """Coordinator + exporter (their own process groups, stopped at the end of the module) and place `bench-3` matching
+    the exporter's NetworkService (the session's simulated SSH server) and power port (a switch on loopback): started
+    once for the module, since each test leaves the place released (and `bench` kicks any holder off afterwards)."""
     _require_labgrid()
+    switch = PowerSwitch()
     coordinator = f"127.0.0.1:{free_port()}"
-    logs = tmp_path / "labgrid"
-    logs.mkdir()
+    logs = tmp_path_factory.mktemp("labgrid")
     started = []
     try:
         started.append(_spawn(["labgrid-coordinator", "-l", coordinator], logs / "coordinator.log"))
         exporter_yaml = logs / "exporter.yaml"
-        service = {"address": "127.0.0.1", "port": ssh_target.server.port, "username": getpass.getuser()}
-        power = {"model": "simplerest", "host": power_switch.url, "index": 0}
+        service = {"address": "127.0.0.1", "port": sim_server.port, "username": getpass.getuser()}
+        power = {"model": "simplerest", "host": switch.url, "index": 0}
         exporter_yaml.write_text(yaml.safe_dump({"sim": {"NetworkService": service, "NetworkPowerPort": power}}))
         _wait(lambda: _client(coordinator, "places", check=False).returncode == 0, "the coordinator to answer", started)
         started.append(_spawn(["labgrid-exporter", "-c", coordinator, "-n", "exp", str(exporter_yaml)], logs / "exporter.log"))
@@ -121,16 +116,32 @@ def bench(ssh_target, tmp_path, power_switch):
         _client(coordinator, "create")
         _client(coordinator, "add-match", "exp/sim/NetworkService")
         _client(coordinator, "add-match", "exp/sim/NetworkPowerPort")
-        sim = yaml.safe_load((ssh_target.targets / "sim.yaml").read_text())
-        for key in ("host", "port", "user"):
-            sim.pop(key, None)
-        (ssh_target.targets / "labgrid.yaml").write_text(yaml.safe_dump(sim))  # what `--target labgrid:PLACE` shares
-        sim["labgrid"] = {"coordinator": coordinator, "place": PLACE}
-        (ssh_target.targets / f"{PLACE}.yaml").write_text(yaml.safe_dump(sim))
-        yield coordinator
+        yield SimpleNamespace(coordinator=coordinator, switch=switch)
     finally:
         for process in reversed(started):
             _stop(process)
+        switch.close()
+
+
+@pytest.fixture()
+def power_switch(lab):
+    """The lab's power switch, with no switching recorded yet."""
+    lab.switch.switched.clear()
+    return lab.switch
+
+
+@pytest.fixture()
+def bench(lab, ssh_target, power_switch):
+    """The module's lab, and targets/bench-3.yaml naming its place (key and host-key pin from the sim, this test's
+    remote root); the coordinator's address. Afterwards the place is free for the next test, whatever this one did."""
+    sim = yaml.safe_load((ssh_target.targets / "sim.yaml").read_text())
+    for key in ("host", "port", "user"):
+        sim.pop(key, None)
+    (ssh_target.targets / "labgrid.yaml").write_text(yaml.safe_dump(sim))  # what `--target labgrid:PLACE` shares
+    sim["labgrid"] = {"coordinator": lab.coordinator, "place": PLACE}
+    (ssh_target.targets / f"{PLACE}.yaml").write_text(yaml.safe_dump(sim))
+    yield lab.coordinator
+    _client(lab.coordinator, "release", "--kick", check=False)
 
 
 def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
@@ -237,36 +248,32 @@ def test_a_power_cycle_goes_through_the_places_power_driver(bench, ssh_target, p
     assert acquired_by(bench) == "None"
 
 
-def _targets_check(target: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    command = [sys.executable, "-c", "import sys; from tools.cli import run; sys.exit(run(sys.argv[1:]))", "targets", "check", target]
-    return subprocess.run(command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, capture_output=True, text=True, timeout=300)
-
-
-def test_targets_check_goes_through_the_place_and_releases_it(bench, ssh_target):
-    done = _targets_check(PLACE)
+def test_targets_check_goes_through_the_place_and_releases_it(bench, ssh_target, sdk, monkeypatch):
+    done = sdk("targets", "check", PLACE)  # in this process: the process boundary is not the subject (Ctrl-C is, below)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"labgrid place: {PLACE} at {bench}: acquired for this check (released after it)" in done.stdout
     assert f"its NetworkService is {getpass.getuser()}@127.0.0.1:{ssh_target.server.port}" in done.stdout
     assert "host key" in done.stdout and "nothing blocks a deploy to bench-3" in done.stdout  # checked through its SSH address
     assert acquired_by(bench) == "None"
-    by_name = _targets_check(f"labgrid:{PLACE}", {"LG_COORDINATOR": bench})  # targets/labgrid.yaml + labgrid's own variable
+    monkeypatch.setenv("LG_COORDINATOR", bench)
+    by_name = sdk("targets", "check", f"labgrid:{PLACE}")  # targets/labgrid.yaml + labgrid's own variable
     assert by_name.returncode == 0, by_name.stdout + by_name.stderr
     assert acquired_by(bench) == "None"
 
 
-def test_targets_check_names_what_blocks_and_still_releases_the_place(bench, ssh_target, tmp_path):
+def test_targets_check_names_what_blocks_and_still_releases_the_place(bench, ssh_target, tmp_path, sdk):
     bench_file = ssh_target.targets / f"{PLACE}.yaml"
     spec = yaml.safe_load(bench_file.read_text())
     (tmp_path / "a-file").write_text("not a folder")
     bench_file.write_text(yaml.safe_dump({**spec, "remote_root": str(tmp_path / "a-file" / "sdk")}))
-    done = _targets_check(PLACE)
+    done = sdk("targets", "check", PLACE)
     assert done.returncode == 1, done.stdout + done.stderr
     assert f"blocked  remote root: {tmp_path}/a-file/sdk: {tmp_path}/a-file is a file, not a folder" in done.stdout
     assert acquired_by(bench) == "None"  # released after a blocked check too
     # Held by someone else: the check says so, and leaves their reservation alone.
     _client(bench, "acquire", env={"LG_USERNAME": "colleague"})
     try:
-        busy = _targets_check(PLACE)
+        busy = sdk("targets", "check", PLACE)
         assert busy.returncode == 1, busy.stdout + busy.stderr
         assert f"blocked  labgrid place: {PLACE}: cannot acquire labgrid place '{PLACE}'" in busy.stdout
         assert acquired_by(bench).endswith("/colleague")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,14 +24,7 @@ def has_cuda_driver() -> bool:
     return True
 
 
-def sdk(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "250"}
-    return subprocess.run(
-        [sys.executable, "-c", "from tools.cli import main; main()", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
-    )
-
-
-def test_on_a_machine_without_gpu_the_checks_skip_with_their_reasons(tiny_pipeline, tmp_path, state_dir, monkeypatch):
+def test_on_a_machine_without_gpu_the_checks_skip_with_their_reasons(tiny_pipeline, tmp_path, state_dir, monkeypatch, sdk):
     """The selftest runs in a child process that finds this machine's driver itself: where one loads, the GPU test below
     covers the machine instead. The probe (in this process) is told there is no GPU, so an `nvidia-smi` on PATH
     without a loadable driver ships no kernels either."""
@@ -77,7 +68,7 @@ def test_the_cuda_pipeline_check_on_the_emulated_device(state_dir, tmp_path, mon
 
 
 @pytest.mark.slow
-def test_over_ssh_the_device_reports_its_own_tensorrt(orin_without_gpu, tiny_pipeline, ssh_target, tmp_path):  # noqa: F811
+def test_over_ssh_the_device_reports_its_own_tensorrt(orin_without_gpu, tiny_pipeline, ssh_target, tmp_path, sdk):  # noqa: F811
     pipeline, _ = tiny_pipeline(frames=5)
     Deploy(pipeline.path, ssh_target.name, frames=2, report_dir=tmp_path / "r")()
     done = sdk("selftest", "--target", ssh_target.name)
@@ -96,7 +87,7 @@ def release_store_snapshot(root: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_over_ssh_the_gpu_tests_run_on_the_device_and_come_back_skipped_with_their_reason(tiny_pipeline, ssh_target, tmp_path):
+def test_over_ssh_the_gpu_tests_run_on_the_device_and_come_back_skipped_with_their_reason(tiny_pipeline, ssh_target, tmp_path, sdk):
     """The real bundle (the repository's gpu-marked tests, their conftest helpers, pytest wheels fetched for the device's
     Python) goes to a scratch folder on the device over a real sshd, runs with the release's interpreter, and comes
     back as a JUnit file and one row per test: skipped, each with its reason (no GPU here). The scratch folder is gone

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,18 +12,10 @@ import pytest
 
 from tools.deploy import Deploy
 
-REPO = Path(__file__).resolve().parents[2]
 SERVICE = "\nservice: {watchdog_s: 2.0, status_interval_s: 0.2, stop_timeout_s: 5}\n"
 
 
-def sdk(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "400"}
-    return subprocess.run(
-        [sys.executable, "-c", "from tools.cli import main; main()", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
-    )
-
-
-def run_service_cycle(target: str) -> None:
+def run_service_cycle(sdk, target: str) -> None:
     started = sdk("start", "--target", target)
     assert started.returncode == 0, started.stderr
     state = json.loads(started.stdout)
@@ -48,18 +38,18 @@ def long_running(tiny_pipeline) -> Path:
 
 
 @pytest.mark.slow
-def test_service_commands_on_the_local_target(tiny_pipeline, tmp_path, state_dir):
+def test_service_commands_on_the_local_target(tiny_pipeline, tmp_path, state_dir, sdk):
     refused = sdk("start", "--target", "local")
     assert refused.returncode == 1 and "no release has passed its health check" in refused.stderr
     path = long_running(tiny_pipeline)
     Deploy(path, "local", frames=3, report_dir=tmp_path / "r")()
     unit = state_dir / "targets" / "local" / "service" / "perception-tiny.service"
     assert "WatchdogSec=2" in unit.read_text()  # the deploy rendered the unit of the release it committed
-    run_service_cycle("local")
+    run_service_cycle(sdk, "local")
 
 
 @pytest.mark.slow
-def test_a_deploy_pauses_the_running_service_and_restarts_it_on_the_new_release(tiny_pipeline, tmp_path, state_dir):
+def test_a_deploy_pauses_the_running_service_and_restarts_it_on_the_new_release(tiny_pipeline, tmp_path, state_dir, sdk):
     path = long_running(tiny_pipeline)
     first = Deploy(path, "local", frames=3, report_dir=tmp_path / "r1")()
     assert sdk("start", "--target", "local").returncode == 0
@@ -74,14 +64,14 @@ def test_a_deploy_pauses_the_running_service_and_restarts_it_on_the_new_release(
 
 
 @pytest.mark.slow
-def test_service_commands_over_real_ssh(tiny_pipeline, tmp_path, ssh_target):
+def test_service_commands_over_real_ssh(tiny_pipeline, tmp_path, ssh_target, sdk):
     Deploy(long_running(tiny_pipeline), ssh_target.name, frames=3, report_dir=tmp_path / "r")()
     assert "Type=notify" in (ssh_target.root / "service" / "perception-tiny.service").read_text()
-    run_service_cycle(ssh_target.name)
+    run_service_cycle(sdk, ssh_target.name)
 
 
 @pytest.mark.slow
-def test_start_on_a_replay_says_what_it_will_do_and_that_it_ends_with_the_clip(tiny_pipeline, tmp_path, state_dir):
+def test_start_on_a_replay_says_what_it_will_do_and_that_it_ends_with_the_clip(tiny_pipeline, tmp_path, state_dir, sdk):
     pipeline, _ = tiny_pipeline(frames=60, rate="30")
     pipeline.path.write_text(pipeline.path.read_text() + SERVICE)
     Deploy(pipeline.path, "local", frames=3, report_dir=tmp_path / "r")()
@@ -109,7 +99,7 @@ def published_runs(output: Path) -> list[list[int]]:
 
 
 @pytest.mark.slow
-def test_kill_9_of_the_runtime_and_the_supervisor_over_ssh_then_start_gives_exactly_one_runtime(tiny_pipeline, tmp_path, ssh_target):
+def test_kill_9_of_the_runtime_and_the_supervisor_over_ssh_then_start_gives_exactly_one_runtime(tiny_pipeline, tmp_path, ssh_target, sdk):
     """Over the simulated SSH target: kill -9 of the runtime (restarted by its supervisor), then of the supervisor
     (its runtime stops with it); `sdk start` afterwards runs exactly one runtime, and every run's detections are
     published whole, the killed run's up to its last sync at least."""
@@ -157,7 +147,7 @@ def test_kill_9_of_the_runtime_and_the_supervisor_over_ssh_then_start_gives_exac
     assert all(run == list(range(len(run))) for run in runs)  # each run whole and in order
 
 
-def test_the_deploy_says_the_root_step_while_the_service_user_is_missing(tiny_pipeline, tmp_path, state_dir):
+def test_the_deploy_says_the_root_step_while_the_service_user_is_missing(tiny_pipeline, tmp_path, state_dir, sdk):
     """The deploy cannot create the unit's user (no root): it says so with the command, it does not fail silently."""
     import pwd
 

@@ -77,8 +77,7 @@ def test_the_session_guard_finds_a_child_and_a_daemon_naming_the_session_folder(
 
 def test_a_session_that_leaves_a_process_running_fails_and_the_process_is_killed(tmp_path):
     (tmp_path / "test_leak.py").write_text(
-        "import subprocess\n\ndef test_leaks(tmp_path):\n"
-        "    (tmp_path.parent / 'pid').write_text(str(subprocess.Popen(['sleep', '300']).pid))\n"
+        "import subprocess\n\ndef test_leaks(tmp_path):\n    (tmp_path.parent / 'pid').write_text(str(subprocess.Popen(['sleep', '300']).pid))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
