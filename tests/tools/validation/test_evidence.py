@@ -197,7 +197,8 @@ def test_each_run_has_its_folder_and_a_named_one_is_never_reused(deployed, capsy
     latest = folder.parent / "latest"
     assert latest.is_symlink() and latest.resolve() == folder.resolve()
     before = (folder / "report.json").stat().st_mtime_ns
-    done = in_process(capsys, monkeypatch, "deploy", "--target", "local", str(deployed["pipeline"]), "--report-dir", str(folder), cwd=work, state=work / "state")
+    again = ("deploy", "--target", "local", str(deployed["pipeline"]), "--report-dir", str(folder))
+    done = in_process(capsys, monkeypatch, *again, cwd=work, state=work / "state")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "error:" in done.stderr and "holds a report" in done.stderr and "--force" in done.stderr
     assert (folder / "report.json").stat().st_mtime_ns == before
