@@ -11,32 +11,43 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import cv2
 import pytest
 
 from sdk.release import ReleaseManifest
+from tools.cli import run
 from tools.deploy import Deploy
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
 
 
-def cli(*args: str, state: Path, cwd: Path = REPO, timeout: float = 300) -> subprocess.CompletedProcess:
-    # Targets beside the state, never the checkout's targets/ (`targets list` below must see `local` only).
-    env = {**os.environ, "SDK_STATE_DIR": str(state), "SDK_TARGETS_DIR": str(state.parent / f"{state.name}.targets"), "COLUMNS": "200"}
-    return subprocess.run(
-        [sys.executable, "-c", "from tools.cli import main; main()", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+@pytest.fixture()
+def cli(capfd, monkeypatch):
+    """The CLI in this process (a subprocess would cost its imports; what these tests check is the exit code, the
+    words and the files, not the process boundary: the kill test below keeps its real processes)."""
+
+    def call(*args: str, state: Path, cwd: Path = REPO) -> SimpleNamespace:
+        # Targets beside the state, never the checkout's targets/ (`targets list` below must see `local` only).
+        monkeypatch.setenv("SDK_STATE_DIR", str(state))
+        monkeypatch.setenv("SDK_TARGETS_DIR", str(state.parent / f"{state.name}.targets"))
+        monkeypatch.setenv("COLUMNS", "200")
+        monkeypatch.chdir(cwd)
+        capfd.readouterr()
+        try:
+            code = run(list(args))
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code
+        out, err = capfd.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+    return call
 
 
 @pytest.mark.slow
-def test_deploy_local_writes_the_report_contract(tmp_path):
+def test_deploy_local_writes_the_report_contract(tmp_path, cli):
     state, reports = tmp_path / "state", tmp_path / "reports"
     # The verdict must not depend on how loaded this machine is: budgets no frame can miss, so only
     # the sample size decides (30 measured frames back a p50 and a max, not a p99).
@@ -108,7 +119,7 @@ BAD_FILES = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD_FILES))
-def test_bad_pipeline_files_exit_1_and_touch_nothing(tmp_path, case):
+def test_bad_pipeline_files_exit_1_and_touch_nothing(tmp_path, case, cli):
     (old, new), expected = BAD_FILES[case]
     folder = tmp_path / "p"
     shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
@@ -122,7 +133,7 @@ def test_bad_pipeline_files_exit_1_and_touch_nothing(tmp_path, case):
     assert not state.exists() and not (tmp_path / "r").exists()  # nothing written to the target or the reports
 
 
-def test_unknown_target_lists_the_known_ones(tmp_path):
+def test_unknown_target_lists_the_known_ones(tmp_path, cli):
     done = cli("deploy", "--target", "orin-99", str(EXAMPLE), state=tmp_path / "state")
     assert done.returncode == 1 and "unknown target 'orin-99'; known targets: local" in done.stderr
     hostile = cli("deploy", "--target", "x; rm -rf /", str(EXAMPLE), state=tmp_path / "state")
@@ -130,7 +141,7 @@ def test_unknown_target_lists_the_known_ones(tmp_path):
     assert not (tmp_path / "state").exists()
 
 
-def test_usage_errors_exit_2_and_out_of_range_frame_counts_exit_1_before_anything_is_done(tmp_path):
+def test_usage_errors_exit_2_and_out_of_range_frame_counts_exit_1_before_anything_is_done(tmp_path, cli):
     assert cli("deploy", str(EXAMPLE), state=tmp_path).returncode == 2  # no --target
     assert cli("deploy", "--target", "local", str(EXAMPLE), "--frames", "many", state=tmp_path).returncode == 2
     for frames, allowed in (("0", "allowed: 1 to 1000000"), ("100000000", "allowed: at most 1000000 frames")):
@@ -141,7 +152,7 @@ def test_usage_errors_exit_2_and_out_of_range_frame_counts_exit_1_before_anythin
 
 
 @pytest.mark.slow
-def test_current_always_names_a_complete_release_when_deploy_is_killed(tmp_path):
+def test_current_always_names_a_complete_release_when_deploy_is_killed(tmp_path, cli):
     """SIGKILL the deploy at random moments while a changed release is staged and switched."""
     folder = tmp_path / "p"
     shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
@@ -194,7 +205,7 @@ def test_current_always_names_a_complete_release_when_deploy_is_killed(tmp_path)
     assert not list(root.rglob(".tmp-*"))
 
 
-def test_sdk_prepare_and_targets_list(tmp_path):
+def test_sdk_prepare_and_targets_list(tmp_path, cli):
     state = tmp_path / "state"
     first = cli("prepare", str(EXAMPLE), state=state)
     assert first.returncode == 0, first.stderr

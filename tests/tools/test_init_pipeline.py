@@ -4,11 +4,10 @@ repository has (the example's TF SSD, BlazeFace, PaddleOCR's classifier, detecto
 
 from __future__ import annotations
 
-import os
+import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import cv2
 import numpy as np
@@ -20,17 +19,47 @@ from onnx import TensorProto, helper
 
 from sdk.errors import ConfigError
 from sdk.spec.loader import load_pipeline
-from tests.integration.mediapipe_reference import REPO, compare, deploy_local, reference_anchors
+from tests.integration.mediapipe_reference import REPO, compare, reference_anchors
 from tests.integration.test_blazeface_real_model import ASSETS, NAMES, one_box_and_one_score_tensor, portrait_frames
+from tools.cli import run
 
 EXAMPLE = REPO / "pipelines"
 
 
-def sdk(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "400", "SDK_STATE_DIR": str(cwd / ".state")}
-    return subprocess.run(
-        [sys.executable, "-c", "from tools.cli import main; main()", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
+def in_process(capfd, monkeypatch, args: list[str], cwd: Path, env: dict) -> SimpleNamespace:
+    """The CLI in this process, in `cwd` with `env` set (a subprocess would cost its imports; these tests check the
+    exit code, the words and the files, not the process boundary)."""
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(cwd)
+    capfd.readouterr()
+    try:
+        code = run(args)
+    except SystemExit as exc:  # argparse's usage errors
+        code = exc.code
+    out, err = capfd.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+
+@pytest.fixture()
+def sdk(capfd, monkeypatch):
+    def call(*args: str, cwd: Path) -> SimpleNamespace:
+        return in_process(capfd, monkeypatch, list(args), cwd, {"COLUMNS": "400", "SDK_STATE_DIR": str(cwd / ".state")})
+
+    return call
+
+
+@pytest.fixture()
+def deploy_local(capfd, monkeypatch):
+    """`deploy --target local PIPELINE --frames N` through the CLI (in this process); detections.jsonl's lines."""
+
+    def call(pipeline: Path, frames: int, state: Path, reports: Path) -> list[dict]:
+        args = ["deploy", "--target", "local", str(pipeline), "--frames", str(frames), "--report-dir", str(reports)]
+        done = in_process(capfd, monkeypatch, args, REPO, {"SDK_STATE_DIR": str(state), "COLUMNS": "200"})
+        assert done.returncode in (0, 4), done.stdout + done.stderr  # PASS, or INCONCLUSIVE on too few frames for a verdict
+        return [json.loads(line) for line in (reports / "detections.jsonl").read_text().splitlines()]
+
+    return call
 
 
 def edit(path: Path, changes: dict) -> None:
@@ -50,7 +79,7 @@ def normalised(spec, pixels: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.slow
-def test_the_example_tf_ssd_gets_the_example_pipeline_and_runs(tmp_path):
+def test_the_example_tf_ssd_gets_the_example_pipeline_and_runs(tmp_path, sdk, deploy_local):
     for name in ("ssdlite_pedestrian.onnx", "vtest.avi"):
         shutil.copy(EXAMPLE / "assets" / name, tmp_path / name)
     done = sdk("init", "ssdlite_pedestrian.onnx", "--source", "file://vtest.avi", cwd=tmp_path)
@@ -83,7 +112,7 @@ BLAZEFACE_EDITS = {  # face_detection_short_range.pbtxt, as docs/getting-started
 
 
 @pytest.mark.slow
-def test_blazeface_names_what_to_fill_in_and_runs_once_it_is(tmp_path):
+def test_blazeface_names_what_to_fill_in_and_runs_once_it_is(tmp_path, sdk, deploy_local):
     model = one_box_and_one_score_tensor(ASSETS / "blazeface_front_128.onnx", tmp_path / "blazeface.onnx")
     done = sdk("init", model.name, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -116,7 +145,7 @@ def test_a_detector_file_points_to_cascades_and_their_step_decoders(tmp_path):
     assert "## Cascades: a second model on the crops" in (REPO / "docs" / "guides" / "models.md").read_text()
 
 
-def test_a_head_split_over_grids_is_refused_with_how_to_join_it(tmp_path):
+def test_a_head_split_over_grids_is_refused_with_how_to_join_it(tmp_path, sdk):
     shutil.copy(ASSETS / "blazeface_front_128.onnx", tmp_path / "raw.onnx")
     done = sdk("init", "raw.onnx", cwd=tmp_path)
     assert done.returncode == 1 and "an SSD head split over 2 grids" in done.stderr and "hint: join the grids with a Concat" in done.stderr
@@ -144,7 +173,7 @@ def _rapidocr_models() -> Path:
         ("ch_PP-OCRv4_rec_infer.onnx", "sequence recogniser (CTC): 'softmax_11.tmp_0'", None),
     ],
 )
-def test_paddleocr_models_are_recognised_and_refused_until_filled_in(tmp_path, model, family, decoder):
+def test_paddleocr_models_are_recognised_and_refused_until_filled_in(tmp_path, model, family, decoder, sdk):
     shutil.copy(_rapidocr_models() / model, tmp_path / model)
     done = sdk("init", model, cwd=tmp_path)
     assert done.returncode == 0 and done.stdout.startswith(family), done.stdout + done.stderr
@@ -171,7 +200,7 @@ PADDLE_NORMALIZE = {"scale": 0.00784313725490196, "mean": [1.0, 1.0, 1.0]}  # Pa
 
 
 @pytest.mark.slow
-def test_the_paddleocr_classifier_runs_as_kind_classify_after_the_documented_edits(tmp_path):
+def test_the_paddleocr_classifier_runs_as_kind_classify_after_the_documented_edits(tmp_path, sdk, deploy_local):
     from tests.integration.real_models import text_image
 
     shutil.copy(_rapidocr_models() / "ch_ppocr_mobile_v2.0_cls_infer.onnx", tmp_path / "cls.onnx")
@@ -199,7 +228,7 @@ def test_the_paddleocr_classifier_runs_as_kind_classify_after_the_documented_edi
 
 
 @pytest.mark.slow
-def test_the_paddleocr_text_detector_runs_as_kind_segment_after_the_documented_edits(tmp_path):
+def test_the_paddleocr_text_detector_runs_as_kind_segment_after_the_documented_edits(tmp_path, sdk, deploy_local):
     from tests.integration.real_models import document_frame
 
     shutil.copy(_rapidocr_models() / "ch_PP-OCRv4_det_infer.onnx", tmp_path / "det.onnx")
@@ -235,7 +264,7 @@ NMS_EDITS = {  # the head tests/integration/test_nms_inside_real_model.py append
 
 
 @pytest.mark.slow
-def test_a_model_ending_in_nms_gets_kind_nms_inside_and_runs_once_filled_in(tmp_path):
+def test_a_model_ending_in_nms_gets_kind_nms_inside_and_runs_once_filled_in(tmp_path, sdk, deploy_local):
     from tests.integration.test_nms_inside_real_model import with_nms_head
 
     model = with_nms_head(ASSETS / "blazeface_front_128.onnx", tmp_path / "faces.onnx")
@@ -303,7 +332,7 @@ def yolo_v8_like(path: Path, size: int = 64, classes: int = 2) -> Path:
 
 
 @pytest.mark.slow
-def test_a_yolo_v8_head_is_recognised_and_runs_as_written(tmp_path):
+def test_a_yolo_v8_head_is_recognised_and_runs_as_written(tmp_path, sdk, deploy_local):
     yolo_v8_like(tmp_path / "yolo.onnx")
     done = sdk("init", "yolo.onnx", cwd=tmp_path)
     assert done.returncode == 0 and "YOLO v8 head 'output0' [1, 6, 84]: 2 classes" in done.stdout and "fill in" not in done.stdout, done.stdout
@@ -349,7 +378,7 @@ def yolox_like(path: Path, size: int = 64, classes: int = 3) -> Path:
 
 
 @pytest.mark.slow
-def test_a_yolox_head_gets_kind_yolo_layout_yolox_and_runs_once_filled_in(tmp_path):
+def test_a_yolox_head_gets_kind_yolo_layout_yolox_and_runs_once_filled_in(tmp_path, sdk, deploy_local):
     yolox_like(tmp_path / "yolox.onnx")
     done = sdk("init", "yolox.onnx", cwd=tmp_path)
     assert done.returncode == 0 and "YOLOX head 'output' [1, 84, 8]: one row per cell, objectness and 3 class scores" in done.stdout, done.stdout
@@ -366,7 +395,7 @@ def test_a_yolox_head_gets_kind_yolo_layout_yolox_and_runs_once_filled_in(tmp_pa
     assert len(lines) == 5
 
 
-def test_the_model_must_be_in_the_pipeline_folder_and_so_must_the_source(tmp_path):
+def test_the_model_must_be_in_the_pipeline_folder_and_so_must_the_source(tmp_path, sdk):
     (tmp_path / "elsewhere").mkdir()
     shutil.copy(ASSETS / "blazeface_front_128.onnx", tmp_path / "m.onnx")
     done = sdk("init", "m.onnx", "--output", "elsewhere/m.yaml", cwd=tmp_path)
@@ -380,7 +409,7 @@ def test_the_model_must_be_in_the_pipeline_folder_and_so_must_the_source(tmp_pat
     assert done.returncode == 1 and "--source" in done.stderr
 
 
-def test_usage_errors(tmp_path):
+def test_usage_errors(tmp_path, sdk):
     done = sdk("init", "missing.onnx", cwd=tmp_path)
     assert done.returncode == 1 and "missing.onnx: no such model file" in done.stderr
     (tmp_path / "bad.onnx").write_bytes(b"not a model")
@@ -439,7 +468,7 @@ def test_families_from_output_shapes_at_640(tmp_path, outputs, nms, family, deco
         assert found.decoder["entry"].startswith("FILL-IN: ")
 
 
-def test_extra_inputs_and_a_dynamic_batch_are_written_as_placeholders_and_prepare(tmp_path):
+def test_extra_inputs_and_a_dynamic_batch_are_written_as_placeholders_and_prepare(tmp_path, sdk):
     model = _graph_with_outputs(tmp_path / "m.onnx", ["batch", 3, 640, 640], {"output0": ["batch", 84, 8400]})
     loaded = onnx.load(str(model))
     loaded.graph.input.append(helper.make_tensor_value_info("scale_factor", TensorProto.FLOAT, [1, 2]))

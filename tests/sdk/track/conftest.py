@@ -22,13 +22,14 @@ class Frame:
 
 
 @pytest.fixture(scope="session")
-def clip_detections(example_pipeline, prepared_example, video_path, tmp_path_factory) -> list[Frame]:
+def clip_detections(request, example_pipeline, video_path, tmp_path_factory) -> list[Frame]:
     """Computed once for the whole run (shared by the xdist workers through a file: the detector is deterministic
-    on one thread, and every worker would compute the same 795 frames)."""
+    on one thread, and every worker would compute the same 795 frames). The prepared model is asked for only by
+    the worker that computes them: a worker that finds the file never prepares the model."""
     from tests.conftest import shared_folder
 
     def compute(folder) -> None:
-        frames = _detect(example_pipeline, prepared_example, video_path)
+        frames = _detect(example_pipeline, request.getfixturevalue("prepared_example"), video_path)
         np.savez(folder / "detections.npz", **{f"b{i}": f.boxes for i, f in enumerate(frames)}, **{f"s{i}": f.scores for i, f in enumerate(frames)})
 
     with np.load(shared_folder(tmp_path_factory, "clip-detections", compute) / "detections.npz") as stored:

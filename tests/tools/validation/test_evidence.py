@@ -16,6 +16,7 @@ import subprocess
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from xml.etree import ElementTree
 
 import numpy as np
@@ -23,7 +24,9 @@ import pytest
 
 import sdk
 from sdk.errors import ConfigError
+from tests.conftest import shared_folder
 from tests.junit_check import read_junit, suites, validate_junit
+from tools.cli import run
 from tools.validation.acceptance import comparison
 from tools.validation.plots import draw_plots
 from tools.validation.report_dirs import check_report_dir, empty_report_dir, new_run_folder, update_latest
@@ -41,16 +44,35 @@ def cli(*args: str, cwd: Path, state: Path) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
 
 
-@pytest.fixture(scope="module")
-def deployed(tmp_path_factory):
-    """One real deploy through the CLI, into the default report folder (under the working folder)."""
-    work = tmp_path_factory.mktemp("evidence")
+def deploy_once(work: Path) -> None:
     pipeline = relaxed_example(work / "p")
     pipeline.write_text(pipeline.read_text().replace(*TOO_SHORT))
     done = cli("deploy", "--target", "local", str(pipeline), "--frames", "20", cwd=work, state=work / "state")
     assert done.returncode == 4, done.stdout[-3000:] + done.stderr[-3000:]  # INCONCLUSIVE
+    (work / "deploy.json").write_text(json.dumps({"stdout": done.stdout, "stderr": done.stderr}))
+
+
+@pytest.fixture(scope="module")
+def deployed(tmp_path_factory):
+    """One real deploy through the CLI, into the default report folder (under the working folder): made once for
+    the whole run and shared by the xdist workers (the tests only read it; what they add goes beside it)."""
+    work = shared_folder(tmp_path_factory, "evidence-deploy", deploy_once)
+    pipeline = work / "p" / "pedestrian.yaml"
+    done = SimpleNamespace(**json.loads((work / "deploy.json").read_text()))
     (folder,) = [p for p in (work / "reports" / "pedestrian").iterdir() if p.name != "latest"]
     return {"work": work, "pipeline": pipeline, "done": done, "folder": folder, "report": json.loads((folder / "report.json").read_text())}
+
+
+def in_process(capsys, monkeypatch, *args: str, cwd: Path, state: Path) -> SimpleNamespace:
+    """The CLI in this process (what is checked is its exit code and its words, not the process): cwd and state as
+    the subprocess had them."""
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("SDK_STATE_DIR", str(state))
+    monkeypatch.setenv("COLUMNS", "200")
+    capsys.readouterr()
+    code = run(list(args))
+    out, err = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 
 
 @pytest.mark.slow
@@ -169,27 +191,28 @@ def test_report_html_is_one_self_contained_file(deployed, tmp_path):
 
 
 @pytest.mark.slow
-def test_each_run_has_its_folder_and_a_named_one_is_never_reused(deployed):
+def test_each_run_has_its_folder_and_a_named_one_is_never_reused(deployed, capsys, monkeypatch):
     work, folder = deployed["work"], deployed["folder"]
     assert re.fullmatch(r"\d{8}T\d{6}Z-local-deploy", folder.name)
     latest = folder.parent / "latest"
     assert latest.is_symlink() and latest.resolve() == folder.resolve()
     before = (folder / "report.json").stat().st_mtime_ns
-    done = cli("deploy", "--target", "local", str(deployed["pipeline"]), "--report-dir", str(folder), cwd=work, state=work / "state")
+    again = ("deploy", "--target", "local", str(deployed["pipeline"]), "--report-dir", str(folder))
+    done = in_process(capsys, monkeypatch, *again, cwd=work, state=work / "state")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "error:" in done.stderr and "holds a report" in done.stderr and "--force" in done.stderr
     assert (folder / "report.json").stat().st_mtime_ns == before
 
 
 @pytest.mark.slow
-def test_validate_refuses_a_pipeline_that_is_not_current_before_writing_anything(deployed):
+def test_validate_refuses_a_pipeline_that_is_not_current_before_writing_anything(deployed, capsys, monkeypatch):
     work, state = deployed["work"], deployed["work"] / "state"
     changed = deployed["pipeline"].with_name("changed.yaml")
     changed.write_text(deployed["pipeline"].read_text().replace("p99_ms: 60000", "p99_ms: 50000"))
     reports = sorted((work / "reports" / "pedestrian").iterdir())
     current = (state / "targets" / "local" / "current").resolve().name
     for extra in ([], ["--report-dir", str(work / "named")]):
-        done = cli("validate", str(changed), "--target", "local", "--frames", "5", *extra, cwd=work, state=state)
+        done = in_process(capsys, monkeypatch, "validate", str(changed), "--target", "local", "--frames", "5", *extra, cwd=work, state=state)
         assert done.returncode == 1, done.stdout + done.stderr
         error = " ".join(done.stderr.split())
         assert f"the current release on local is {current}, which runs another version of changed.yaml" in error

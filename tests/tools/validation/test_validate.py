@@ -10,7 +10,6 @@ import pytest
 
 from sdk.errors import ConfigError, TargetError
 from tests.junit_check import read_junit, validate_junit
-from tools.deploy import Deploy
 from tools.pytest_plugin import declared_checks
 from tools.validation.validate import Validate
 
@@ -41,9 +40,8 @@ def relaxed_example(folder: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_validate_the_current_release_twice_under_stress(tmp_path, state_dir):
-    pipeline = relaxed_example(tmp_path / "p")
-    Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "deploy")()
+def test_validate_the_current_release_twice_under_stress(tmp_path, state_dir, deployed_relaxed):
+    pipeline = deployed_relaxed(tmp_path / "p", state_dir)  # deployed once per run (conftest.py), copied here
     result = Validate(pipeline, "local", frames=25, repeat=2, stress="cpu=1", report_dir=tmp_path / "v")()
     report = result.report
     names = [c["name"] for c in report["checks"]]
@@ -68,13 +66,13 @@ def test_validate_the_current_release_twice_under_stress(tmp_path, state_dir):
 
 
 @pytest.mark.slow
-def test_validate_refuses_what_it_cannot_judge(tmp_path, state_dir):
+def test_validate_refuses_what_it_cannot_judge(tmp_path, state_dir, deployed_relaxed):
     pipeline = relaxed_example(tmp_path / "p")
     with pytest.raises(TargetError, match="no release is current on local"):
         Validate(pipeline, "local", frames=3, report_dir=tmp_path / "v")()
     with pytest.raises(ConfigError, match="--stress"):
         Validate(pipeline, "local", stress="cpu=lots")()
-    Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "deploy")()
+    deployed_relaxed(tmp_path / "p", state_dir)  # now it is current: deployed once per run (conftest.py), copied here
     pipeline.write_text(pipeline.read_text().replace("p50_ms: 60000, max_ms", "p50_ms: 50000, max_ms"))
     with pytest.raises(TargetError, match="runs another version of pedestrian.yaml"):
         Validate(pipeline, "local", frames=3, report_dir=tmp_path / "v")()
