@@ -10,7 +10,7 @@ from pathlib import Path
 import cv2
 import pytest
 
-from tests.tools.test_deploy_local import cli
+from tests.tools.test_deploy_local import cli  # noqa: F401  (the fixture: the CLI in this process)
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
@@ -47,7 +47,7 @@ def outputs(path: Path, camera: str | None = None) -> list:
 
 
 @pytest.mark.slow
-def test_two_cameras_deploy_with_per_camera_detections_and_latency(tmp_path):
+def test_two_cameras_deploy_with_per_camera_detections_and_latency(tmp_path, cli):  # noqa: F811
     camera = "{{uri: file://assets/{}, replay: {{rate_fps: 10}}}}"
     two = f"sources:\n  front: {camera.format('vtest.avi')}\n  rear: {camera.format('tree.avi')}\n"
     path = pipeline(tmp_path / "two", two)
