@@ -186,9 +186,11 @@ class Calibrate:
             uris = [(f"sources.{c.name}.uri", c.uri) for c in clips]
             preprocess = {c.name: c.preprocess.model_dump(mode="json") for c in clips}
             frames = {name: list(chosen) for name, chosen in self.selection.calibration.items()}
+            holdout = {name: list(held) for name, held in self.selection.holdout.items()}
         else:
             uris = [("calibration.source", source_uri(self.pipeline))]
             preprocess, frames = self.pipeline.spec.preprocess.model_dump(mode="json"), self.selection.calibration
+            holdout = list(self.selection.holdout)
         media = []
         for where, uri in uris:
             source = self.pipeline.resolve(uri.partition("://")[2], where)
@@ -199,6 +201,7 @@ class Calibrate:
             "media": [sha256_of(p) for p in media],
             "preprocess": preprocess,
             "frames": frames,
+            "holdout": holdout,  # recorded in ranges.json, and the gate (its verdict cached beside it) judges those frames
             "method": self.spec.method,
             "percentile": self.spec.percentile if self.spec.method == "percentile" else None,
         }

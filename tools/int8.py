@@ -1,7 +1,7 @@
 """INT8 for a deploy: calibrate when no up-to-date artifacts exist, gate on accuracy, hand over what passed.
 
 `deploy` of a pipeline with `model.precision: int8` runs this before anything reaches a target:
-the calibration is cached by its content key (prepared model, media, preprocessing, frames,
+the calibration is cached by its content key (prepared model, media, preprocessing, frames, held-out frames,
 method), so a second deploy reuses it; the gate's verdict is cached beside it with the gate it
 was judged by. A failing gate runs the sensitivity fallback (`calibration.fallback: fp16`): the
 worst layers stay out of INT8 until it passes. What still fails stops the deploy with the numbers,
