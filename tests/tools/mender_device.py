@@ -14,6 +14,7 @@ import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -28,8 +29,10 @@ FACTORY = "factory-image"
 
 # Debian's Mender client (3.4, Go) can break a download by itself under load: a finalizer of the previous stream
 # opens `stream-next` as a reader for a moment, the client's next name write succeeds against that reader, which then
-# closes; the write fails with EPIPE and the module reads an empty name, the end of the payload. The module then
-# refuses the incomplete release and the previous one stays current (decision 0912); a deployment's retry installs it.
+# closes; the write fails with EPIPE and the module reads an empty name, the end of the payload (or the name is lost
+# and both sides wait). The module refuses the incomplete release and the previous one stays current (decision 0912).
+# The tests run the client without garbage collection (GOGC=off); should the signature still appear, install checks
+# that nothing changed and tries once more.
 MENDER_STREAM_RACE = "stream-next: broken pipe"
 
 
@@ -84,9 +87,18 @@ class MenderDevice:
     def mender(self, *args: str) -> subprocess.CompletedProcess:
         script = 'mount --make-rprivate / && mount --bind "$1" /usr/share/mender/modules/v3 && mount --bind "$2" /etc/mender && shift 2 && exec "$@"'
         command = ["mender", "--no-syslog", "-l", "info", "--config", "/etc/mender/mender.conf", "--data", str(self.data), *args]
-        return subprocess.run(
-            ["unshare", "-m", "sh", "-c", script, "sh", str(self.modules), str(self.etc), *command], capture_output=True, text=True, timeout=300
-        )
+        # GOGC=off: no garbage collection in the short-lived client, so none of its FIFO finalizers runs mid-download
+        # (MENDER_STREAM_RACE); its own session, so that a hang ends with the whole group (client and module) killed.
+        env = {**os.environ, "GOGC": "off"}
+        argv = ["unshare", "-m", "sh", "-c", script, "sh", str(self.modules), str(self.etc), *command]
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True) as process:
+            try:
+                out, err = process.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.communicate()
+                raise
+        return subprocess.CompletedProcess(argv, process.returncode, out, err)
 
     def install(self, artifact: Path) -> subprocess.CompletedProcess:
         """`mender install`; once more when the client itself broke the payload's stream (MENDER_STREAM_RACE), after
