@@ -44,12 +44,7 @@ def ssh_target(sim_server, tmp_path, monkeypatch):
     return SimpleNamespace(name="sim", root=root, targets=targets, state=state, server=sim_server, write=write)
 
 
-@pytest.fixture()
-def sdk(capsys, monkeypatch):
-    """`sdk ARGS` in this process (tools.cli.run, the CLI's own error boundary), for tests whose subject is not the
-    process boundary: the commands reach the device through their session (a local agent process, or SSH) either way,
-    and a fresh interpreter per call only adds 2-3 CPU-seconds of imports. Returns a CompletedProcess (exit code,
-    stdout, stderr); COLUMNS=400 so that printed lines are never wrapped."""
+def _in_process_sdk(capture, monkeypatch):
     import subprocess
 
     from tools.cli import run
@@ -57,12 +52,28 @@ def sdk(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "400")
 
     def call(*args: str) -> subprocess.CompletedProcess:
-        capsys.readouterr()  # what earlier steps printed is not this command's
+        capture.readouterr()  # what earlier steps printed is not this command's
         try:
             code = run(list(args))
         except SystemExit as exc:  # usage errors
             code = exc.code
-        out, err = capsys.readouterr()
+        out, err = capture.readouterr()
         return subprocess.CompletedProcess(["sdk", *args], code, out, err)
 
     return call
+
+
+@pytest.fixture()
+def sdk(capsys, monkeypatch):
+    """`sdk ARGS` in this process (tools.cli.run, the CLI's own error boundary), for tests whose subject is not the
+    process boundary: the commands reach the device through their session (a local agent process, or SSH) either way,
+    and a fresh interpreter per call only adds 2-3 CPU-seconds of imports. Returns a CompletedProcess (exit code,
+    stdout, stderr); COLUMNS=400 so that printed lines are never wrapped."""
+    return _in_process_sdk(capsys, monkeypatch)
+
+
+@pytest.fixture()
+def sdk_fd(capfd, monkeypatch):
+    """`sdk` with file-descriptor capture, for commands that read video on the host (the FP32 reference of an accuracy
+    budget): the decoder's log pump redirects fd 2, which Python-level capture does not have."""
+    return _in_process_sdk(capfd, monkeypatch)

@@ -1,14 +1,12 @@
-"""`preprocess.device` through `deploy --target local` on a machine without a GPU, through the real CLI:
-cuda is one error line and exit 1; auto runs on the CPU and the report says why; with SDK_CUDA_EMULATION=host,
-cuda runs the CUDA path (emulated), its report names the cuda device, and its detections are the CPU path's."""
+"""`preprocess.device` through `deploy --target local` on a machine without a GPU, through the real CLI (in this
+process, its own error boundary; the release runs in the device's processes as always): cuda is one error line and
+exit 1; auto runs on the CPU and the report says why; with SDK_CUDA_EMULATION=host, cuda runs the CUDA path
+(emulated), its report names the cuda device, and its detections are the CPU path's."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,16 +15,6 @@ from sdk.postprocess.compare import matched_share
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
-
-
-def cli(*args: str, state: Path, emulate: bool = False) -> subprocess.CompletedProcess:
-    env = {**os.environ, "SDK_STATE_DIR": str(state), "SDK_TARGETS_DIR": str(state.parent / "targets"), "COLUMNS": "200"}
-    env.pop("SDK_CUDA_EMULATION", None)
-    if emulate:
-        env["SDK_CUDA_EMULATION"] = "host"
-    return subprocess.run(
-        [sys.executable, "-c", "from tools.cli import main; main()", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=600
-    )
 
 
 def pipeline(folder: Path, device: str) -> Path:
@@ -44,12 +32,15 @@ def pipeline(folder: Path, device: str) -> Path:
 
 
 @pytest.mark.slow
-def test_cpu_cuda_and_auto_on_a_machine_without_a_gpu(tmp_path):
-    folder, state = tmp_path / "p", tmp_path / "state"
+def test_cpu_cuda_and_auto_on_a_machine_without_a_gpu(tmp_path, state_dir, monkeypatch, sdk_fd):
+    sdk = sdk_fd
+    folder = tmp_path / "p"
     folder.mkdir()
+    monkeypatch.setenv("SDK_TARGETS_DIR", str(tmp_path / "targets"))
+    monkeypatch.delenv("SDK_CUDA_EMULATION", raising=False)
     paths = {device: pipeline(folder, device) for device in ("cpu", "cuda", "auto")}
 
-    refused = cli("deploy", "--target", "local", str(paths["cuda"]), "--frames", "5", "--report-dir", str(tmp_path / "r-refused"), state=state)
+    refused = sdk("deploy", "--target", "local", str(paths["cuda"]), "--frames", "5", "--report-dir", str(tmp_path / "r-refused"))
     assert refused.returncode == 1, refused.stderr
     errors = [line for line in (refused.stdout + refused.stderr).splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "preprocess.device: cuda, but no CUDA device" in errors[0] and "Traceback" not in refused.stderr
@@ -57,7 +48,9 @@ def test_cpu_cuda_and_auto_on_a_machine_without_a_gpu(tmp_path):
     reports = {}
     for device, emulate in (("auto", False), ("cpu", False), ("cuda", True)):
         out = tmp_path / f"r-{device}"
-        done = cli("deploy", "--target", "local", str(paths[device]), "--frames", "30", "--report-dir", str(out), state=state, emulate=emulate)
+        if emulate:
+            monkeypatch.setenv("SDK_CUDA_EMULATION", "host")  # the device's processes inherit it
+        done = sdk("deploy", "--target", "local", str(paths[device]), "--frames", "30", "--report-dir", str(out))
         assert done.returncode in (0, 4), done.stdout + done.stderr  # PASS, or INCONCLUSIVE on 20 measured frames
         reports[device] = (
             json.loads((out / "report.json").read_text()),
