@@ -299,10 +299,20 @@ def write_onnxruntime_ranges(tensors: dict[str, dict[str, float]], method: str, 
     save_tensors_data(TensorsData(ORT_METHODS[method](CalibrationMethod), data), path)
 
 
-def write_qdq(model: Path, out: Path, ort_ranges: Path, method: str, *, exclude: list[str] = (), only: list[str] | None = None) -> None:
+def write_qdq(
+    model: Path,
+    out: Path,
+    ort_ranges: Path,
+    method: str,
+    *,
+    exclude: list[str] = (),
+    only: list[str] | None = None,
+    weight_scales: dict[str, list[dict]] | None = None,
+) -> None:
     """The Q/DQ model from saved ranges (no calibration here). `exclude`: nodes kept out of INT8;
     `only`: quantize just these (sensitivity analysis). Each node reads its own Q/DQ pair, so a node
-    kept in float reads the float tensor even where a neighbour quantizes it."""
+    kept in float reads the float tensor even where a neighbour quantizes it. `weight_scales`:
+    `conv_weight_scales` of this model, for a caller writing many Q/DQ models of one model."""
     import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
@@ -322,7 +332,7 @@ def write_qdq(model: Path, out: Path, ort_ranges: Path, method: str, *, exclude:
                 "ActivationSymmetric": True,
                 "WeightSymmetric": True,
                 "DedicatedQDQPair": bool(exclude or only),
-                "TensorQuantOverrides": conv_weight_scales(onnx.load(str(model))),
+                "TensorQuantOverrides": weight_scales if weight_scales is not None else conv_weight_scales(onnx.load(str(model))),
             },
             calibration_cache_path=str(ort_ranges),
         )
