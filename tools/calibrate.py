@@ -312,13 +312,23 @@ def write_qdq(
     """The Q/DQ model from saved ranges (no calibration here). `exclude`: nodes kept out of INT8;
     `only`: quantize just these (sensitivity analysis). Each node reads its own Q/DQ pair, so a node
     kept in float reads the float tensor even where a neighbour quantizes it. `weight_scales`:
-    `conv_weight_scales` of this model, for a caller writing many Q/DQ models of one model."""
+    `conv_weight_scales` of this model, for a caller writing many Q/DQ models of one model.
+
+    ONNX Runtime's quantizer writes its shape-inferred copy beside the model it is given (`<stem>-inferred.onnx`),
+    reads it back and deletes it: two quantizations of one cached model at once (two deploys or calibrations on
+    one host cache) would read and delete each other's copy. It is given a link to the model in a folder of this
+    call's own, so its copy lands there and the cache folder is only ever read."""
+    import tempfile
+
     import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
-    with quiet_onnxruntime_quantization():
+    model = Path(model).resolve()
+    with tempfile.TemporaryDirectory(prefix=".qdq-", dir=Path(out).parent) as private, quiet_onnxruntime_quantization():
+        own = Path(private) / model.name
+        own.symlink_to(model)
         quantize_static(
-            str(model),
+            str(own),
             str(out),
             None,  # the ranges come from the cache
             quant_format=QuantFormat.QDQ,

@@ -319,3 +319,30 @@ def test_sdk_calibrate_refuses_an_unknown_tensorrt_before_calibrating(tmp_path, 
     status, _, stderr = sdk(capfd, *argv)
     assert status == 1 and stderr.count("error:") == 1 and "9.9" in stderr and "10.3.0" in stderr, stderr
     assert not (tmp_path / "int8").exists() and not (tmp_path / "state").exists()  # nothing prepared, calibrated or written
+
+
+def test_writing_a_qdq_model_never_writes_beside_the_cached_model(tmp_path, tmp_path_factory, monkeypatch):
+    """ONNX Runtime's quantizer writes a shape-inferred copy beside the model it is given and deletes it after: in the
+    shared host cache, two quantizations of one model at once read and deleted each other's copy (seen in a suite
+    run: FileNotFoundError on `model-inferred.onnx`, then a model read empty). Every copy it makes is in a folder of
+    the call's own, and the cached model's folder is left as it was; two writes side by side give the same model."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tools.calibrate import write_qdq
+
+    _, model, artifacts = shared_calibration(tmp_path_factory, "minmax")
+    cached = model.model_path.parent
+    before = sorted(p.name for p in cached.iterdir())
+    written = []
+    real = onnx.shape_inference.infer_shapes_path
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes_path", lambda src, dst, *a, **k: (written.append(Path(dst)), real(src, dst, *a, **k))[1])
+
+    def write(name: str) -> bytes:
+        write_qdq(model.model_path, tmp_path / name, artifacts.onnxruntime_ranges, "minmax")
+        return (tmp_path / name).read_bytes()
+
+    with ThreadPoolExecutor(2) as pool:
+        first, second = pool.map(write, ["a.onnx", "b.onnx"])
+    assert len(written) == 2 and not any(path.parent == cached for path in written) and written[0].parent != written[1].parent
+    assert sorted(p.name for p in cached.iterdir()) == before and first == second
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.onnx", "b.onnx"]  # the private folders are gone
