@@ -150,7 +150,7 @@ def evaluate_int8(
     geometries = _geometries(pipeline, frames)
     total = _Tally()
     per_camera = {name: _Tally() for name in geometries if name is not None}
-    with OnnxRuntimeBackend(fp32.model_path) as full, OnnxRuntimeBackend(qdq_model) as quantized:
+    with OnnxRuntimeBackend(fp32.model_path, spinning=False) as full, OnnxRuntimeBackend(qdq_model, spinning=False) as quantized:
         posts = [
             create_postprocessor(spec.postprocess, b.outputs, net, tensors, pipeline.class_names(), plugin_folder=pipeline.plugin_folder())
             for b in (full, quantized)

@@ -239,7 +239,7 @@ class CollectStatistics:
     def _reduced(self, model, plan: CalibrationPlan, input_name: str, frames: Iterable[np.ndarray], task) -> ActivationStatistics:
         tensors = plan.observed
         graph, floors = _ranges_graph(model, tensors)
-        session = _session(graph, self.threads, spinning=True)
+        session = _session(graph, self.threads, spinning=False)  # host work: idle threads sleep (as in the counting pipeline below)
         reduced = [i for i in range(len(tensors)) if i not in floors]
         minimum = np.full(len(tensors), np.inf)
         maximum = np.full(len(tensors), -np.inf)

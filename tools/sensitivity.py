@@ -160,10 +160,9 @@ class FallbackToFp16:
     def rank(self, frames: list[np.ndarray]) -> list[tuple[str, float]]:
         import onnxruntime as ort
 
-        options = session_options()
         # Throwaway sessions on a busy host: idle intra-op threads sleep instead of spinning. Scheduling only,
         # the same kernels and partitions: outputs bit-identical, about half the CPU of 8 runs (measured).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options = session_options(spinning=False)
 
         def run(path: Path) -> list[list[np.ndarray]]:
             session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
@@ -244,7 +243,7 @@ def activation_samples(model: ModelArtifacts, artifacts: CalibrationArtifacts, l
     for tensor in outputs.values():
         if tensor not in existing:
             proto.graph.output.append(onnx.ValueInfoProto(name=tensor))
-    session = ort.InferenceSession(proto.SerializeToString(), session_options(), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(proto.SerializeToString(), session_options(spinning=False), providers=["CPUExecutionProvider"])
     name = session.get_inputs()[0].name
     wanted = list(outputs.values())
     collected = {tensor: [] for tensor in wanted}

@@ -21,6 +21,7 @@ def create_backend(
     profile_layers: bool = False,
     cuda_graph: bool = False,
     batch: int = 1,
+    spinning: bool = True,
 ) -> Backend:
     """`tensorrt`: the release's engine (an error without one or without a GPU). `auto`: the engine
     when the release has one and this machine has a CUDA device, else ONNX Runtime on the CPU.
@@ -39,7 +40,7 @@ def create_backend(
     if name in ("auto", "onnxruntime"):
         from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
 
-        return OnnxRuntimeBackend(model_path, threads=threads, batch=batch)
+        return OnnxRuntimeBackend(model_path, threads=threads, batch=batch, spinning=spinning)
     raise ConfigError(f"model.backend: unknown backend {name!r}; allowed: auto, {', '.join(BACKENDS)}")
 
 

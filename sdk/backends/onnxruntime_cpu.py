@@ -29,9 +29,13 @@ _ONNX_TO_NUMPY = {
 PRECISE_INT8 = {"session.x64quantprecision": "1"}
 
 
-def session_options(threads: int | None = None):
+def session_options(threads: int | None = None, *, spinning: bool = True):
     """The options every ONNX Runtime CPU session of the SDK uses: full graph optimization, the
-    given intra-op threads, one inter-op thread, and exact INT8 arithmetic on every x86 CPU."""
+    given intra-op threads, one inter-op thread, and exact INT8 arithmetic on every x86 CPU.
+    `spinning=False`: idle intra-op threads sleep instead of spinning, for work on the host (the FP32
+    reference, the accuracy gate, the sensitivity search) that shares its cores with everything else.
+    Scheduling only: the same kernels and work split, so the outputs are bit-identical; the device's
+    runtime keeps ONNX Runtime's default (spinning, the lower latency on cores of its own)."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -43,14 +47,17 @@ def session_options(threads: int | None = None):
     options.inter_op_num_threads = 1
     for key, value in PRECISE_INT8.items():
         options.add_session_config_entry(key, value)
+    if not spinning:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return options
 
 
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
 
-    def __init__(self, model_path: Path, *, threads: int | None = None, batch: int = 1) -> None:
+    def __init__(self, model_path: Path, *, threads: int | None = None, batch: int = 1, spinning: bool = True) -> None:
         super().__init__()
+        self.spinning = spinning  # see session_options
         self.batch = batch  # a dynamic first dimension is bound to this many frames
         self.model_path = Path(model_path)
         self.threads = threads
@@ -65,7 +72,8 @@ class OnnxRuntimeBackend(Backend):
         except ImportError:
             raise missing_dependency("onnxruntime", "pip install onnxruntime") from None
         try:
-            session = ort.InferenceSession(str(self.model_path), session_options(self.threads), providers=["CPUExecutionProvider"])
+            options = session_options(self.threads, spinning=self.spinning)
+            session = ort.InferenceSession(str(self.model_path), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # ORT raises its own exception types per failure
             raise ModelError(f"ONNX Runtime cannot load {self.model_path}: {exc}") from None
         self._inputs = tuple(_spec(t, self.model_path, self.batch) for t in session.get_inputs())

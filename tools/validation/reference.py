@@ -80,7 +80,7 @@ def run_reference(pipeline: PipelineFile, artifacts: ModelArtifacts, frames: int
         pipeline.path,
     )
     with tempfile.TemporaryDirectory(prefix=".reference-", dir=destination.parent) as scratch:
-        PipelineRunner(reference, artifacts, Path(scratch), max_frames=frames).run()
+        PipelineRunner(reference, artifacts, Path(scratch), max_frames=frames, spinning=False).run()  # host work: no spinning
         (Path(scratch) / "detections.jsonl").replace(destination)
     return destination
 

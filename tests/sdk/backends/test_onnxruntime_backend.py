@@ -111,3 +111,24 @@ def test_unreadable_model(tmp_path):
 def test_unknown_backend():
     with pytest.raises(ConfigError, match="unknown backend 'openvino'; allowed: auto, onnxruntime, tensorrt"):
         create_backend("openvino", "x.onnx")
+
+
+
+def test_a_session_that_does_not_spin_computes_exactly_what_the_runtime_computes(prepared_example):
+    """Host-side work (the FP32 reference, the accuracy gate, the sensitivity search) runs the real detector with
+    `spinning=False`: ONNX Runtime's idle threads sleep. Only the scheduling changes: on two threads, bit-identical
+    outputs to the runtime's own (spinning) session; the option is set only where asked for."""
+    from sdk.backends.onnxruntime_cpu import session_options
+
+    assert session_options(2, spinning=False).get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    with pytest.raises(Exception, match="allow_spinning"):  # unset: ONNX Runtime's default, spinning
+        session_options(2).get_session_config_entry("session.intra_op.allow_spinning")
+    results = []
+    for spinning in (True, False):
+        with create_backend("onnxruntime", prepared_example.model_path, threads=2, spinning=spinning) as backend:
+            ((name, buffer),) = backend.inputs.items()
+            buffer[...] = np.random.default_rng(3).uniform(-1, 1, buffer.shape).astype(buffer.dtype)
+            backend.infer()
+            results.append({k: v.copy() for k, v in backend.outputs.items()})
+    assert results[0].keys() == results[1].keys() and all(np.array_equal(results[0][k], results[1][k]) for k in results[0])
+    assert any(np.abs(v).max() > 0 for v in results[0].values())
