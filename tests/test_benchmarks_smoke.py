@@ -25,14 +25,15 @@ ORDER = (
     "acceptance",
     "calibration",
     "int8_cpu",
-    "cuda_reference",
-    "runtime_overhead",
     "decoders",
-    "dla_report",
-    "cuda_traffic",
-    "cuda_path",
+    "cuda_reference",
     "multicam",
+    "runtime_overhead",
+    "dla_report",
+    "cuda_path",
     "tracker",
+    "cuda_traffic",
+    "cuda_device",
 )
 # System tools a benchmark needs, and the package that has them (.ci/run installs them).
 NEEDS = {"cuda_reference": {"cmake": "cmake", "g++": "g++"}, "deploy": {"scp": "openssh-client", "ssh-keygen": "openssh-client"}}
