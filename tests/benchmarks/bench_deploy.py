@@ -10,6 +10,8 @@
 
     python tests/benchmarks/bench_deploy.py [--smoke] [--part upload|redeploy|fleet] [--counts 1,8] [--redeploys N] [--stage-rounds N]
 
+`--smoke`: 0.3 MB uploaded once; the redeploy and the staging table (1 and 2 targets) on the tests' tiny pipeline.
+
 Other jobs on this machine load the same two cores: note `uptime`'s load average (printed first) beside every number.
 """
 
@@ -122,10 +124,11 @@ def redeploy_and_fleet(
     full_fleet: bool = True,
     staging: bool = True,
     stage_rounds: int = 1,
+    pipeline_path: Path = REPO / "pipelines" / "pedestrian.yaml",
 ) -> None:
     from sdk.spec import load_pipeline
 
-    pipeline = load_pipeline(REPO / "pipelines" / "pedestrian.yaml")
+    pipeline = load_pipeline(pipeline_path)
     prepare = PrepareModel(pipeline, work / "cache")
     bundle = collect_bundle(pipeline, prepare(), prepare.key)
     manifest = manifest_for(bundle)
@@ -215,6 +218,18 @@ def redeploy_and_fleet(
             server.stop()
 
 
+def smoke_pipeline(work: Path) -> Path:
+    """--smoke: the tests' tiny pipeline (tests/conftest.py; a constant 32 x 32 model on a synthetic source): the same
+    deploys, stages and health checks, without preparing, sending and running the example's 12 MB detector."""
+    from tests.conftest import PIPELINE, tiny_yolo
+
+    folder = work / "tiny"
+    folder.mkdir()
+    tiny_yolo(folder / "tiny.onnx")
+    (folder / "tiny.yaml").write_text(PIPELINE.format(uri="synthetic://boxes?width=64&height=48&frames=100", rate="null", max_ms=5000))
+    return folder / "tiny.yaml"
+
+
 def _device_cpu(server) -> float:
     """CPU seconds of a simulated device's finished sessions: its sshd's reaped children (the session's sshd, the
     agent, every process they started), read from the kernel (/proc/PID/stat cutime + cstime)."""
@@ -242,7 +257,7 @@ def main() -> None:
     try:
         if args.smoke:
             upload_vs_scp(work, (200_000, 100_000), rounds=1)
-            redeploy_and_fleet(work, fleet=1, counts=(1, 2))
+            redeploy_and_fleet(work, fleet=1, counts=(1, 2), pipeline_path=smoke_pipeline(work))
         else:
             if args.part in ("all", "upload"):
                 upload_vs_scp(work)

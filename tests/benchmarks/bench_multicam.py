@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="one short round with tiny sizes: proves the script runs (CI); its numbers mean nothing")
     args = parser.parse_args()
     if args.smoke:
-        args.frames, args.rounds = 3, 1
+        args.frames, args.rounds = 1, 1
 
     base = load_pipeline(REPO / "pipelines" / "pedestrian.yaml")
     if args.frames > 48:
