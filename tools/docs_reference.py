@@ -107,6 +107,10 @@ MEANINGS = {
     ),
     "model.dla": "run on a DLA core under this placement contract (TensorRT builds only); a build that breaks it is refused",
     "model.dla.gpu_fallback": "`forbidden`: every layer must run on DLA",
+    "model.spinning": (
+        "ONNX Runtime: idle threads spin-wait (its default, the lowest latency on cores of their own); false: they sleep, "
+        "for cores shared with other work (less CPU, about 1 ms more inference measured on the example)"
+    ),
     "model.profile_layers": "TensorRT: per-layer times in the report (names the slowest layers; costs time)",
     "model.cuda_graph": "TensorRT: capture the engine's launches once and replay them as one CUDA graph; not with `profile_layers`",
     "postprocess": (

@@ -123,7 +123,7 @@ class PipelineRunner:
         self.monitor = monitor  # a service's health: degraded-mode shedding and per-frame latency
         self.retention = retention  # a service's outputs: rotating segments, free-space floors, periodic fsync
         self.sinks = None  # the SinkGroup while it runs (read by a service's status thread)
-        self.spinning = spinning  # ONNX Runtime's idle threads (sdk.backends.onnxruntime_cpu.session_options)
+        self.spinning = spinning  # False: ONNX Runtime's idle threads sleep whatever model.spinning says (host work)
         self.on_idle = on_idle  # a live stream waiting for a frame (a reconnect) calls it every 0.25 s
         self.on_end = on_end  # the frames ended (before the stages close)
         self._cameras: list[CameraSlot] = []
@@ -191,7 +191,7 @@ class PipelineRunner:
                     profile_layers=spec.model.profile_layers,
                     cuda_graph=spec.model.cuda_graph,
                     batch=len(cameras) if spec.batch.size == "cameras" else 1,
-                    spinning=self.spinning,
+                    spinning=self.spinning and spec.model.spinning,
                 )
             )
             # The image input, and the constants of model.inputs written into their buffers once (sdk.runtime.constants).

@@ -183,3 +183,33 @@ def test_a_profiling_backends_slowest_layers_reach_the_report(tiny_pipeline, tmp
     result = PipelineRunner(pipeline, artifacts, tmp_path / "out").run()
     report = build_report(pipeline, result, target="local")
     assert report["slowest_layers"] == [{"layer": "conv_stem", "ms_per_frame": 2.0}, {"layer": "conv_head", "ms_per_frame": 0.5}]
+
+
+@pytest.mark.parametrize(("key", "host_work", "expected"), [(None, False, None), ("true", False, None), ("false", False, "0"), ("true", True, "0")])
+def test_the_model_session_spins_as_model_spinning_says_unless_the_run_is_host_work(tiny_pipeline, tmp_path, monkeypatch, key, host_work, expected):
+    """`model.spinning: false` reaches the real ONNX Runtime session the runner opens (its own options say so); a
+    runner for host work (spinning=False: the FP32 reference) never spins, whatever the file says. Unset and true:
+    ONNX Runtime's default (no entry)."""
+    from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
+    from sdk.spec import load_pipeline
+
+    pipeline, artifacts = tiny_pipeline(frames=2)
+    if key is not None:
+        text = pipeline.path.read_text()
+        assert "\nmodel:\n" in text
+        pipeline.path.write_text(text.replace("\nmodel:\n", f"\nmodel:\n  spinning: {key}\n", 1))
+        pipeline = load_pipeline(pipeline.path)
+        assert pipeline.spec.model.spinning == (key == "true")
+    seen = []
+    real_open = OnnxRuntimeBackend.open
+
+    def open_and_look(self):
+        real_open(self)
+        try:
+            seen.append(self._session.get_session_options().get_session_config_entry("session.intra_op.allow_spinning"))
+        except Exception:  # ONNX Runtime raises for an entry that was never set
+            seen.append(None)
+
+    monkeypatch.setattr(OnnxRuntimeBackend, "open", open_and_look)
+    PipelineRunner(pipeline, artifacts, tmp_path / "out", **({"spinning": False} if host_work else {})).run()
+    assert seen == [expected]
