@@ -45,6 +45,29 @@ def _keygen(path: Path, key_type: str = "ed25519") -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", key_type, "-N", "", "-C", "sdk-sim", "-f", str(path)], check=True)
 
 
+def _connection_processes(listener: int) -> list[int]:
+    """What sshd forked for its connections (its children named `sshd: ...`) and what they run, from /proc."""
+    parents, commands = {}, {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                parents[int(entry)] = int(handle.read().rpartition(")")[2].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                commands[int(entry)] = handle.read()
+        except (OSError, ValueError, IndexError):
+            continue  # ended meanwhile
+    found = [pid for pid, parent in parents.items() if parent == listener and commands.get(pid, b"").startswith(b"sshd")]
+    queue = list(found)
+    while queue:
+        parent_pid = queue.pop()
+        children = [pid for pid, parent in parents.items() if parent == parent_pid]
+        found += children
+        queue += children
+    return found
+
+
 def _alive(pid: int) -> bool:
     """Whether the process runs (a zombie waiting for its parent to reap it does not)."""
     if os.path.isdir("/proc/self"):
@@ -172,15 +195,20 @@ class SimServer:
             return None
 
     def stop(self, wait_s: float = 5.0) -> None:
-        """SIGTERM to sshd, then wait (at most `wait_s`) until it is gone: a stopped server leaves no process behind."""
+        """SIGTERM to sshd and to its connections' processes, then wait (at most `wait_s`) until they are gone: a
+        stopped server leaves no process behind. sshd's listener leaves its connections (and the commands they run)
+        running when it ends; one whose client vanished (a cable pulled in a network namespace) would wait on its
+        dead socket for ever. Detached processes (a service's supervisor) are no connection's and stay."""
         pid = self.pid
         if pid is not None:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
+            pids = [pid, *_connection_processes(pid)]
+            for each in pids:
+                try:
+                    os.kill(each, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
             deadline = time.monotonic() + wait_s
-            while _alive(pid) and time.monotonic() < deadline:
+            while any(_alive(each) for each in pids) and time.monotonic() < deadline:
                 time.sleep(0.02)
         self.pid_file.unlink(missing_ok=True)
 

@@ -3,7 +3,9 @@ And the session guard (tests/conftest.py) finds the processes a test run left be
 
 from __future__ import annotations
 
+import getpass
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,6 +34,33 @@ def test_sim_then_stop_leaves_no_target_file_and_no_server(tmp_path):
     finally:
         server.stop()
 
+
+
+def test_stop_ends_a_connection_whose_client_went_silent_and_the_command_it_runs(tmp_path):
+    """sshd's listener leaves its connections running when it ends: one whose client went silent (a cable pulled in a
+    network namespace; here a client stopped with SIGSTOP) outlived the suite as `sshd: root@notty`. stop() ends the
+    connection's processes and the command they run as well as the listener."""
+    server = SimServer(tmp_path / "h").start()
+    client_code = (
+        "import paramiko, sys, time\n"
+        "c = paramiko.SSHClient(); c.load_host_keys(sys.argv[1])\n"
+        "c.connect(sys.argv[2], port=int(sys.argv[3]), username=sys.argv[4], key_filename=sys.argv[5], allow_agent=False, look_for_keys=False)\n"
+        "_, out, _ = c.exec_command('echo $$; exec sleep 600')\n"
+        "print(out.readline().strip(), flush=True); time.sleep(600)\n"
+    )
+    args = [str(server.known_hosts), server.address, str(server.port), getpass.getuser(), str(server.client_key)]
+    client = subprocess.Popen([sys.executable, "-c", client_code, *args], stdout=subprocess.PIPE, text=True)
+    try:
+        command = int(client.stdout.readline())
+        listener = server.pid
+        assert _alive(command) and listener is not None
+        os.kill(client.pid, signal.SIGSTOP)  # silent from now on: its TCP connection stays open
+        server.stop()
+        assert not _alive(listener) and not _alive(command)
+    finally:
+        client.kill()
+        client.wait()
+        server.stop()
 
 def test_sim_never_replaces_a_target_file_it_did_not_write(tmp_path):
     env = {**os.environ, "SDK_TARGETS_DIR": str(tmp_path / "targets"), "SDK_STATE_DIR": str(tmp_path / "state")}
