@@ -34,8 +34,8 @@ def session_options(threads: int | None = None, *, spinning: bool = True):
     given intra-op threads, one inter-op thread, and exact INT8 arithmetic on every x86 CPU.
     `spinning=False`: idle intra-op threads sleep instead of spinning, for work on the host (the FP32
     reference, the accuracy gate, the sensitivity search) that shares its cores with everything else.
-    Scheduling only: the same kernels and work split, so the outputs are bit-identical; the device's
-    runtime keeps ONNX Runtime's default (spinning, the lower latency on cores of its own)."""
+    Scheduling only: the same kernels and work split, so the outputs are bit-identical. The device's
+    runtime does as the pipeline's `model.spinning` says (default: ONNX Runtime's own, spinning)."""
     try:
         import onnxruntime as ort
     except ImportError:
