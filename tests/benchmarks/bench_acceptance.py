@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO))
 
 from sdk.postprocess.detections import Detections  # noqa: E402
 from sdk.runtime.recorder import LatencyRecorder  # noqa: E402
+from tests.benchmarks.smoke import tiny_pipeline  # noqa: E402
 
 
 def recorder_cost_us(records: int, rounds: int) -> tuple[float, list[float]]:
@@ -62,23 +63,12 @@ def recorder_cost_us(records: int, rounds: int) -> tuple[float, list[float]]:
     return statistics.median(differences), differences
 
 
-def smoke_pipeline() -> Path:
-    """The tests' tiny pipeline (a constant 32 x 32 model on a synthetic source, unpaced): the same deploy and
-    validation, seconds of model work less."""
-    from tests.conftest import PIPELINE, tiny_yolo
-
-    folder = Path(tempfile.mkdtemp(prefix="bench-acceptance-tiny-"))
-    tiny_yolo(folder / "tiny.onnx")
-    (folder / "tiny.yaml").write_text(PIPELINE.format(uri="synthetic://boxes?width=64&height=48&frames=100", rate="null", max_ms=5000))
-    return folder / "tiny.yaml"
-
-
 def verdicts(frames: int, runs: int, stress: str, idle: bool = True, tiny: bool = False) -> list[tuple[str, dict]]:
     from tools.deploy import Deploy
     from tools.validation.validate import Validate
 
     os.environ.setdefault("SDK_STATE_DIR", tempfile.mkdtemp(prefix="bench-acceptance-"))
-    pipeline = smoke_pipeline() if tiny else REPO / "pipelines" / "pedestrian.yaml"
+    pipeline = tiny_pipeline(Path(tempfile.mkdtemp(prefix="bench-acceptance-tiny-"))) if tiny else REPO / "pipelines" / "pedestrian.yaml"
     Deploy(pipeline, "local", frames=3, report_dir=Path(tempfile.mkdtemp()))()
     out = []
     for _ in range(runs):

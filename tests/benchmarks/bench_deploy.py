@@ -31,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from tests.benchmarks.smoke import tiny_pipeline  # noqa: E402
 from tools.deploy import install_release  # noqa: E402
 from tools.fleet import deploy_fleet  # noqa: E402
 from tools.prepare import PrepareModel  # noqa: E402
@@ -218,18 +219,6 @@ def redeploy_and_fleet(
             server.stop()
 
 
-def smoke_pipeline(work: Path) -> Path:
-    """--smoke: the tests' tiny pipeline (tests/conftest.py; a constant 32 x 32 model on a synthetic source): the same
-    deploys, stages and health checks, without preparing, sending and running the example's 12 MB detector."""
-    from tests.conftest import PIPELINE, tiny_yolo
-
-    folder = work / "tiny"
-    folder.mkdir()
-    tiny_yolo(folder / "tiny.onnx")
-    (folder / "tiny.yaml").write_text(PIPELINE.format(uri="synthetic://boxes?width=64&height=48&frames=100", rate="null", max_ms=5000))
-    return folder / "tiny.yaml"
-
-
 def _device_cpu(server) -> float:
     """CPU seconds of a simulated device's finished sessions: its sshd's reaped children (the session's sshd, the
     agent, every process they started), read from the kernel (/proc/PID/stat cutime + cstime)."""
@@ -257,7 +246,7 @@ def main() -> None:
     try:
         if args.smoke:
             upload_vs_scp(work, (200_000, 100_000), rounds=1)
-            redeploy_and_fleet(work, fleet=1, counts=(1, 2), pipeline_path=smoke_pipeline(work))
+            redeploy_and_fleet(work, fleet=1, counts=(1, 2), pipeline_path=tiny_pipeline(work / "tiny"))
         else:
             if args.part in ("all", "upload"):
                 upload_vs_scp(work)

@@ -14,7 +14,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,22 +21,10 @@ sys.path.insert(0, str(REPO))
 
 from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend  # noqa: E402
 from sdk.spec import load_pipeline  # noqa: E402
+from tests.benchmarks.smoke import short_clip  # noqa: E402
 from tools.calibrate import Calibrate, preprocessed_frames  # noqa: E402
 from tools.prepare import PrepareModel  # noqa: E402
 from tools.progress import SilentProgress  # noqa: E402
-
-
-def short_clip(path: Path, frames: int) -> None:
-    """--smoke: the recording at `path` cut to its first `frames` frames (MJPG), so counting and seeking it costs
-    little; what is done with it stays the same."""
-    capture = cv2.VideoCapture(str(path))
-    images = [capture.read()[1] for _ in range(frames)]
-    capture.release()
-    height, width = images[0].shape[:2]
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10, (width, height))
-    for image in images:
-        writer.write(image)
-    writer.release()
 
 
 def per_frame_ms(backend: OnnxRuntimeBackend, frames: list[np.ndarray]) -> float:

@@ -335,7 +335,12 @@ def test_writing_a_qdq_model_never_writes_beside_the_cached_model(tmp_path, tmp_
     before = sorted(p.name for p in cached.iterdir())
     written = []
     real = onnx.shape_inference.infer_shapes_path
-    monkeypatch.setattr(onnx.shape_inference, "infer_shapes_path", lambda src, dst, *a, **k: (written.append(Path(dst)), real(src, dst, *a, **k))[1])
+
+    def recorded(source, destination, *args, **kwargs):  # where the quantizer writes its shape-inferred copy
+        written.append(Path(destination))
+        return real(source, destination, *args, **kwargs)
+
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes_path", recorded)
 
     def write(name: str) -> bytes:
         write_qdq(model.model_path, tmp_path / name, artifacts.onnxruntime_ranges, "minmax")
