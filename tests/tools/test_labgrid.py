@@ -166,6 +166,28 @@ def _wait(condition, what: str, started: list[subprocess.Popen], timeout: float 
     raise AssertionError(f"labgrid: waited in vain for {what}")
 
 
+def _interrupt(process: subprocess.Popen, timeout: float = 60) -> None:
+    """Ctrl-C (SIGINT) and wait for the process to end. One still running after `timeout` is a hang: SIGABRT makes
+    faulthandler (enabled by `_cli`'s environment) print every thread's stack, which the failure shows."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        _, err = process.communicate(timeout=30)
+        raise AssertionError(f"still running {timeout:g} s after Ctrl-C; its threads:\n{(err or '')[-8000:]}") from None
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.Popen:
+    """The CLI in its own process, as a user runs it in a terminal (stdout dropped, stderr kept for `_interrupt`).
+    Ctrl-C raises KeyboardInterrupt there even when pytest itself was started in the background (`&`, nohup): such a
+    shell starts it with SIGINT ignored, and a child inherits that, so Python would never see the test's SIGINT."""
+    code = "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); from tools.cli import run; sys.exit(run(sys.argv[1:]))"
+    command = [sys.executable, "-c", code, *args]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1"}
+    return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
 def test_deploy_and_validation_through_a_labgrid_place_then_released(bench, ssh_target, tmp_path, monkeypatch):
     result = Deploy(pipeline_copy(tmp_path), PLACE, frames=2, report_dir=tmp_path / "r")()
     assert result.report["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE")  # the validation ran on the device
@@ -187,22 +209,11 @@ def test_the_place_is_released_after_a_failed_deploy(bench, ssh_target, tmp_path
 
 
 def test_the_place_is_released_after_ctrl_c(bench, ssh_target, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
     # A camera unplugged during the trial: the device's health check waits (up to 120 s), the place stays acquired.
-    command = [
-        sys.executable,
-        "-c",
-        "import sys; from tools.cli import run; sys.exit(run(sys.argv[1:]))",
-        "deploy",
-        "--target",
-        PLACE,
-        str(pipeline(tmp_path, UNPLUGGED, timeout=120)),
-    ]
-    deploy = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deploy = _cli("deploy", "--target", PLACE, str(pipeline(tmp_path, UNPLUGGED, timeout=120)), cwd=tmp_path)
     try:
         _wait(lambda: acquired_by(bench) != "None", "the deploy to acquire the place", [deploy], timeout=120)
-        deploy.send_signal(signal.SIGINT)
-        deploy.wait(60)
+        _interrupt(deploy)
     finally:
         if deploy.poll() is None:
             deploy.kill()
@@ -286,14 +297,10 @@ def test_targets_check_releases_the_place_on_ctrl_c(bench, ssh_target):
     spec = yaml.safe_load(bench_file.read_text())
     bench_file.write_text(yaml.safe_dump({**spec, "timeouts": {"connect_s": 120, "command_s": 120, "deadline_s": 300, "keepalive_s": 5}}))
     os.kill(ssh_target.server.pid, signal.SIGSTOP)  # the device hangs in the SSH handshake: the check waits, the place held
-    command = [sys.executable, "-c", "import sys; from tools.cli import run; sys.exit(run(sys.argv[1:]))", "targets", "check", PLACE]
-    check = subprocess.Popen(
-        command, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+    check = _cli("targets", "check", PLACE, cwd=REPO)
     try:
         _wait(lambda: acquired_by(bench) != "None", "the check to acquire the place", [check], timeout=120)
-        check.send_signal(signal.SIGINT)
-        check.wait(60)
+        _interrupt(check)
     finally:
         os.kill(ssh_target.server.pid, signal.SIGCONT)
         if check.poll() is None:
