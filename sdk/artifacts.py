@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from sdk.errors import ModelError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MODEL_FILE = "model.onnx"
 TENSORS_FILE = "tensors.npz"
@@ -55,6 +57,8 @@ class ModelArtifacts:
         """The prepared model's inputs and outputs (float32) as the preparation recorded them: what an engine must match."""
         import json
 
+        import numpy as np
+
         from sdk.backends.base import TensorSpec
 
         try:
@@ -68,6 +72,8 @@ class ModelArtifacts:
         return [self.model_path, self.tensors_path, self.meta_path]
 
     def load_tensors(self) -> dict[str, np.ndarray]:
+        import numpy as np
+
         try:
             with np.load(self.tensors_path, allow_pickle=False) as archive:
                 return {name: archive[name] for name in archive.files}

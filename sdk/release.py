@@ -11,8 +11,13 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sdk.errors import ReleaseError
+
+if TYPE_CHECKING:
+    from sdk.artifacts import ModelArtifacts
+    from sdk.spec.loader import PipelineFile
 
 MANIFEST = "manifest.json"
 SIGNATURE = "manifest.json.sig"  # beside the manifest in a release folder (sdk/signing.py); never a release file
@@ -104,3 +109,16 @@ def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
         while block := handle.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def load_release(folder: Path) -> tuple[str, PipelineFile, ModelArtifacts]:
+    """(release id, pipeline, prepared model) of a release folder, verified against nothing but its manifest.
+    It loads the pipeline schema and nothing of the runtime (no NumPy): the service's supervisor, which stays
+    resident beside the runtime for the vehicle's whole drive, and the unit renderer need no more."""
+    from sdk.artifacts import ModelArtifacts
+    from sdk.spec.loader import load_pipeline
+
+    release_dir = Path(folder).resolve()
+    manifest = ReleaseManifest.load(release_dir)
+    pipeline = load_pipeline(release_dir / manifest.pipeline, check_files=False)
+    return manifest.release_id, pipeline, ModelArtifacts(release_dir / manifest.artifacts)

@@ -51,7 +51,7 @@ def tensorrt_version() -> tuple[str, str]:
 
 
 def engine_runs(release: Path, gpu: bool) -> tuple[str, str]:
-    from sdk.runtime.cli import load_release
+    from sdk.release import load_release
 
     _, pipeline, artifacts = load_release(release)
     if not artifacts.engine_path.is_file():
@@ -86,7 +86,7 @@ def cuda_preprocess_matches_cpu(release: Path, gpu: bool) -> tuple[str, str]:
     from sdk.gpu.driver import CudaModule, CudaPreprocessor
     from sdk.gpu.plan import PreprocessPlan
     from sdk.preprocess import CpuPreprocessor
-    from sdk.runtime.cli import load_release
+    from sdk.release import load_release
     from sdk.sources import open_reader
 
     _, pipeline, _ = load_release(release)
@@ -119,8 +119,8 @@ def _short_runs(release: Path, variants: dict[str, dict], frames: int, emulate: 
     import os
     import tempfile
 
+    from sdk.release import load_release
     from sdk.runtime import PipelineRunner
-    from sdk.runtime.cli import load_release
     from sdk.spec.schema import JsonlSink
 
     _, pipeline, artifacts = load_release(release)
@@ -154,7 +154,7 @@ def _short_runs(release: Path, variants: dict[str, dict], frames: int, emulate: 
 
 
 def _cuda_path_problem(release: Path, gpu: bool, emulate: bool) -> tuple[str, str] | None:
-    from sdk.runtime.cli import load_release
+    from sdk.release import load_release
 
     _, pipeline, artifacts = load_release(release)
     if pipeline.spec.multi_camera:

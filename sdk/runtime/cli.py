@@ -17,14 +17,14 @@ from pathlib import Path
 
 from sdk.artifacts import ModelArtifacts
 from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, SdkError
-from sdk.release import MANIFEST, ReleaseManifest, sha256_of
+from sdk.release import MANIFEST, load_release, sha256_of
 from sdk.runtime import environment
 from sdk.runtime.interference import Interference, InterferencePlan
 from sdk.runtime.junit import write_junit
 from sdk.runtime.report import build_report, command_line, utc_now, write_report
 from sdk.runtime.runner import PipelineRunner
 from sdk.runtime.timeline import write_timeline
-from sdk.spec.loader import PipelineFile, load_pipeline
+from sdk.spec.loader import load_pipeline
 
 VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
 
@@ -32,14 +32,6 @@ VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXI
 def _emit(event: dict) -> None:
     sys.stdout.write(json.dumps(event) + "\n")
     sys.stdout.flush()
-
-
-def load_release(folder: Path) -> tuple[str, PipelineFile, ModelArtifacts]:
-    """(release id, pipeline, prepared model) of a release folder, verified against nothing but its manifest."""
-    release_dir = Path(folder).resolve()
-    manifest = ReleaseManifest.load(release_dir)
-    pipeline = load_pipeline(release_dir / manifest.pipeline, check_files=False)
-    return manifest.release_id, pipeline, ModelArtifacts(release_dir / manifest.artifacts)
 
 
 def run(argv: list[str]) -> int:

@@ -184,7 +184,7 @@ def write_unit(store: ReleaseStore, folder: Path, user: str | None) -> dict:
     import pwd
 
     import sdk
-    from sdk.runtime.cli import load_release
+    from sdk.release import load_release
     from sdk.service.unit import render_unit, unit_name
 
     current = store.committed()

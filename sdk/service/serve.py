@@ -258,7 +258,7 @@ def serve(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     faulthandler.enable(all_threads=True)  # a crash in native code leaves its traceback in service.log
-    from sdk.runtime.cli import load_release
+    from sdk.release import load_release
 
     parser = argparse.ArgumentParser(prog="python -m sdk serve", description="Run a release as a service.")
     where = parser.add_mutually_exclusive_group(required=True)

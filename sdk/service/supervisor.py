@@ -156,7 +156,7 @@ class Supervisor:
             lock.release()
 
     def _load(self) -> None:
-        from sdk.runtime.cli import load_release
+        from sdk.release import load_release
 
         _, pipeline, _ = load_release(self.release)
         self.service = pipeline.spec.service
