@@ -3,11 +3,31 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from sdk.sources.base import CorruptFrame, FrameReader
-from sdk.sources.stream import FrameStream, StreamCounters
 from sdk.sources.uri import SourceUri, parse_source_uri
-from sdk.spec.schema import Reconnect, Replay
+
+if TYPE_CHECKING:
+    from sdk.sources.base import CorruptFrame, FrameReader
+    from sdk.sources.stream import FrameStream, StreamCounters
+    from sdk.spec.schema import Reconnect, Replay
+
+# Loaded on first use (PEP 562), so that parsing a source URI, which the service's resident supervisor does, loads
+# neither NumPy nor the stream.
+_LAZY = {
+    "CorruptFrame": "sdk.sources.base",
+    "FrameReader": "sdk.sources.base",
+    "FrameStream": "sdk.sources.stream",
+    "StreamCounters": "sdk.sources.stream",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_reader(uri: str, base: Path | None = None) -> FrameReader:
@@ -27,6 +47,8 @@ def open_reader(uri: str, base: Path | None = None) -> FrameReader:
 
 
 def open_stream(uri: str, replay: Replay, base: Path | None = None, max_frames: int | None = None, reconnect: Reconnect | None = None) -> FrameStream:
+    from sdk.sources.stream import FrameStream
+
     stream = FrameStream(open_reader(uri, base), replay, max_frames=max_frames, reconnect=reconnect)
     stream.name = uri.partition("?")[0]  # what the status calls the camera
     return stream
