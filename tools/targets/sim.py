@@ -47,22 +47,15 @@ def _keygen(path: Path, key_type: str = "ed25519") -> None:
 
 def _connection_processes(listener: int) -> list[int]:
     """What sshd forked for its connections (its children named `sshd: ...`) and what they run, from /proc."""
-    parents, commands = {}, {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                parents[int(entry)] = int(handle.read().rpartition(")")[2].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                commands[int(entry)] = handle.read()
-        except (OSError, ValueError, IndexError):
-            continue  # ended meanwhile
-    found = [pid for pid, parent in parents.items() if parent == listener and commands.get(pid, b"").startswith(b"sshd")]
+    from sdk.service.instance import command_line, parent_pid
+
+    pids = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()] if os.path.isdir("/proc") else []
+    parents = {pid: parent_pid(pid) for pid in pids}  # None: ended meanwhile
+    found = [pid for pid, parent in parents.items() if parent == listener and "".join(command_line(pid)[:1]).startswith("sshd")]
     queue = list(found)
     while queue:
-        parent_pid = queue.pop()
-        children = [pid for pid, parent in parents.items() if parent == parent_pid]
+        parent_of_these = queue.pop()
+        children = [pid for pid, parent in parents.items() if parent == parent_of_these]
         found += children
         queue += children
     return found
