@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat as statmod
 import time
 from pathlib import Path
 
@@ -40,6 +41,7 @@ UNLEASED_OWNERS = (MENDER_OWNER,)
 TRASH = ".trash"  # releases being pruned: out of reach first, deleted afterwards
 TMP_PREFIX = ".tmp-"
 UPLOAD_PREFIX = ".upload-"  # kept across crashes: an interrupted upload resumes from its length
+IF_DAMAGED = ("previous", "refuse")  # when the committed release fails its check at a start (sdk/startable.py)
 
 
 def _before(state: dict) -> str | None:
@@ -49,6 +51,33 @@ def _before(state: dict) -> str | None:
         return None
     index = history.index(committed)
     return history[index - 1] if index >= 1 else None
+
+
+def _valid_state(data: object) -> dict | None:
+    """state.json's content when it is what this store writes: a committed release id (or null) and a list of ids."""
+    if not isinstance(data, dict) or not isinstance(data.get("history", []), list):
+        return None
+    committed = data.get("committed")
+    if committed is not None and not (isinstance(committed, str) and RELEASE_ID.match(committed)):
+        return None
+    history = [r for r in data.get("history") or [] if isinstance(r, str) and RELEASE_ID.match(r)]
+    if len(history) != len(data.get("history") or []):
+        return None
+    state = {"committed": committed, "history": history}
+    if data.get("if_damaged") in IF_DAMAGED:
+        state["if_damaged"] = data["if_damaged"]
+    return state
+
+
+def _record(state: dict, **changes) -> dict:
+    """The state to write: committed, history and the damage policy, with `changes` (never the "damaged" note)."""
+    record = {"committed": state["committed"], "history": state["history"]}
+    if state.get("if_damaged"):
+        record["if_damaged"] = state["if_damaged"]
+    for key, value in changes.items():
+        if value is not None or key != "if_damaged":
+            record[key] = value
+    return record
 
 
 def fsync_dir(path: Path) -> None:
@@ -71,17 +100,46 @@ class Activation:
         return self._link_target("current")
 
     def _link_target(self, name: str) -> str | None:
+        """The release a pointer names, only when it is exactly the link this store makes (`releases/<id>`):
+        a directory, a file or a link to anywhere else in its place is no pointer (None), and is replaced."""
         try:
-            return Path(os.readlink(self.root / name)).name
-        except (FileNotFoundError, OSError):
+            text = os.readlink(self.root / name)
+        except OSError:
             return None
+        release = text.removeprefix("releases/")
+        return release if text.startswith("releases/") and RELEASE_ID.match(release) else None
+
+    def link_damage(self, name: str) -> str | None:
+        """What is wrong with a pointer, in words; None when it is a link of this store's own kind, or absent."""
+        path = self.root / name
+        try:
+            mode = path.lstat().st_mode
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            return f"`{name}` cannot be read ({exc.strerror})"
+        if statmod.S_ISLNK(mode):
+            return None if self._link_target(name) else f"`{name}` is a link to {os.readlink(path)!r}, not to a release of this store"
+        return f"`{name}` is a {'directory' if statmod.S_ISDIR(mode) else 'file'} where a link belongs"
 
     def state(self) -> dict:
-        data = self._read_json(STATE_FILE)
-        if isinstance(data, dict):
-            committed = data.get("committed")
-            history = [r for r in data.get("history") or [] if isinstance(r, str) and RELEASE_ID.match(r)]
-            return {"committed": committed if isinstance(committed, str) and RELEASE_ID.match(committed) else None, "history": history}
+        """{"committed", "history"} from state.json; when that file is damaged, rebuilt from the `committed` and
+        `previous` links (derived from it, so never ahead of it) with "damaged" saying what was wrong."""
+        try:
+            text = (self.root / STATE_FILE).read_text()
+        except FileNotFoundError:
+            text = None
+        except OSError as exc:
+            return self._state_from_links(f"{STATE_FILE} cannot be read ({exc.strerror})")
+        if text is not None:
+            try:
+                data = json.loads(text)
+            except ValueError:
+                data = None
+            state = _valid_state(data)
+            if state is None:
+                return self._state_from_links(f"{STATE_FILE} is damaged (not a state this store writes)")
+            return state
         # A store written before state.json: `current` was the committed release unless a trial ran.
         trial = self.trial()
         committed = trial.get("fallback") if trial else self.current()
@@ -89,6 +147,12 @@ class Activation:
         if trial:
             history = [r for r in history if r != trial.get("release")]
         return {"committed": committed, "history": history}
+
+    def _state_from_links(self, damage: str) -> dict:
+        committed, previous = self._link_target("committed"), self._link_target("previous")
+        history = [r for r in (previous, committed) if r is not None and (self.release_dir(r) / MANIFEST).is_file()]
+        committed = committed if committed in history else None
+        return {"committed": committed, "history": history, "damaged": damage}
 
     def committed(self) -> str | None:
         return self.state()["committed"]
@@ -109,6 +173,7 @@ class Activation:
             if self._link_target(name) == release:
                 continue
             if release is None:
+                self._set_aside(name)
                 (self.root / name).unlink(missing_ok=True)
                 fsync_dir(self.root)
             else:
@@ -160,8 +225,9 @@ class Activation:
         self._write_json(TRIAL_FILE, {**trial, "state": "passed", "health": health, "deadline": time.monotonic() + commit_within_s})
         point("trial.passed-recorded")
 
-    def commit(self, *, token: int | None) -> str:
-        """The release on trial passed its health check: it becomes the committed release."""
+    def commit(self, *, token: int | None, if_damaged: str | None = None) -> str:
+        """The release on trial passed its health check: it becomes the committed release. `if_damaged` (the
+        pipeline's service.if_damaged) says what a start does when its bytes no longer check (sdk/startable.py)."""
         self._fence(token)
         trial = self.trial()
         if trial is None or trial.get("token") != token:
@@ -169,9 +235,12 @@ class Activation:
         release = trial["release"]
         if trial.get("state") != "passed":
             raise ReleaseError(f"release {release} has not passed its health check; it is not committed")
-        self._require_assembled(release)
+        from sdk.verify import cache_for, verify_release
+
+        verify_release(self._require_assembled(release), cache_for(self.root))  # the bytes that passed, unchanged since
         state = self.state()
-        state = {"committed": release, "history": [r for r in state["history"] if r != release] + [release]}
+        history = [r for r in state["history"] if r != release] + [release]
+        state = _record(state, committed=release, history=history, if_damaged=if_damaged or "previous")
         self._write_json(STATE_FILE, state)
         point("commit.state-written")
         self._sync_links(state, "commit")
@@ -227,9 +296,11 @@ class Activation:
                     return None  # a live trial of a deploy that still holds the lease: leave it alone
                 return self.abort_trial(reason)
             self.abort_trial("")  # the commit had been written: it stands
+        elif (self.root / TRIAL_FILE).exists():  # a damaged trial record: its trial is over, `current` goes back below
+            self._end_trial("abort", "unknown", "rolled back", f"{TRIAL_FILE} was damaged")
         state = self.state()
-        if not (self.root / STATE_FILE).exists() and (state["committed"] or state["history"]):
-            self._write_json(STATE_FILE, state)  # a store of an earlier SDK: its pointers become the state
+        if "damaged" in state or (not (self.root / STATE_FILE).exists() and (state["committed"] or state["history"])):
+            self._write_json(STATE_FILE, _record(state))  # rebuilt from the links (damaged, or a store of an earlier SDK)
         self._sync_links(state, "recover")
         self._empty_trash()
         return None
@@ -264,7 +335,7 @@ class Activation:
             detail = exc.message.removeprefix(f"release {back}: ")
             raise ReleaseError(f"cannot go back to release {back}: {detail}; nothing was changed", hint="deploy that pipeline again") from None
         point("rollback.verified")
-        state = {"committed": back, "history": history[:index]}
+        state = _record(state, committed=back, history=history[:index])
         self._write_json(STATE_FILE, state)
         point("rollback.state-written")
         self._sync_links(state, "rollback")
@@ -279,7 +350,7 @@ class Activation:
         keep_ids = set(state["history"][-keep:]) | {state["committed"], _before(state), self.current(), trial.get("release"), trial.get("fallback")}
         removed = sorted(f.name for f in self.releases.iterdir() if not f.name.startswith(TMP_PREFIX) and f.name not in keep_ids)
         if removed:  # first out of the history (nothing points at them any more), then out of reach
-            self._write_json(STATE_FILE, {"committed": state["committed"], "history": [r for r in state["history"] if r not in removed]})
+            self._write_json(STATE_FILE, _record(state, history=[r for r in state["history"] if r not in removed]))
             point("prune.state-written")
         trash = self.root / TRASH
         trash.mkdir(exist_ok=True)
@@ -319,7 +390,16 @@ class Activation:
             "history": state["history"],
             "releases": releases,
             "lease": {"owner": lease.owner, "token": lease.token} if lease is not None and lease.live() else None,
+            "damaged": self.damage(state),
         }
+
+    def damage(self, state: dict | None = None) -> list[str]:
+        """What is wrong on disk with the records and pointers, in words (recovery repairs each when it can write)."""
+        state = state if state is not None else self.state()
+        found = [state["damaged"]] if "damaged" in state else []
+        if (self.root / TRIAL_FILE).exists() and self.trial() is None:
+            found.append(f"{TRIAL_FILE} is damaged: the trial it recorded can never be committed")
+        return found + [d for d in (self.link_damage(name) for name in ("committed", "current", "previous")) if d]
 
     def _write_json(self, name: str, value: object) -> None:
         temporary = self.root / f"{TMP_PREFIX}{name}-{os.getpid()}"
@@ -338,11 +418,19 @@ class Activation:
         except (FileNotFoundError, ValueError):
             return None
 
+    def _set_aside(self, name: str) -> None:
+        """A directory where a pointer belongs (damage, or a hand-made copy) is renamed out of the way, never
+        followed or deleted: the next sweep of temporaries removes it."""
+        path = self.root / name
+        if path.is_dir() and not path.is_symlink():
+            os.replace(path, self.root / f"{TMP_PREFIX}damaged-{name}-{os.getpid()}")
+
     def _switch_link(self, name: str, release_id: str) -> None:
         temporary = self.root / f"{TMP_PREFIX}{name}-{os.getpid()}"
         temporary.unlink(missing_ok=True)
         os.symlink(f"releases/{release_id}", temporary)
         point("link.temporary-made")
+        self._set_aside(name)
         os.replace(temporary, self.root / name)
         fsync_dir(self.root)
         point("link.switched")

@@ -18,6 +18,8 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -183,3 +185,36 @@ def acquire(root: Path, owner: str, *, wait_s: float = 0.0, lease_s: float = 30.
     handle.write(f"{owner} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
     handle.flush()
     return LeaseHolder(root, handle, lease)
+
+
+@contextmanager
+def deploy_excluded(root: Path, token: int | None, wait_s: float) -> Iterator[None]:
+    """No deploy (or rollback) holds the target while this runs: a service start never runs beside a trial or a
+    measured run. With `token`, the caller is that deploy itself (it restarts the service it paused): its lease
+    must be live. Otherwise the deploy lock is taken for the block, read-only (no write: a full or read-only
+    store still starts), waiting at most `wait_s`; a deploy still holding it then is a LockBusy naming it."""
+    from sdk.procinfo import LockBusy, flock_within
+
+    root = Path(root)
+    if token is not None:
+        check_token(root, token)
+        yield
+        return
+    try:
+        fd = os.open(root / LOCK_FILE, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        yield  # no deploy ever held this target
+        return
+    try:
+        try:
+            flock_within(fd, root / LOCK_FILE, wait_s, f"the target at {root}")
+        except LockBusy:
+            who = os.pread(fd, 300, 0).decode(errors="replace").strip() or "another deploy"
+            raise LockBusy(
+                f"a deploy holds the target ({who}): the service does not start beside its trial or its measured run",
+                hint="the deploy restarts the service it paused when it ends; start it after that deploy if it was not running",
+            ) from None
+        yield
+    finally:
+        os.close(fd)
+

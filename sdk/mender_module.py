@@ -79,14 +79,19 @@ class Payload:
     pipeline: str
     min_frames: int
     timeout_s: float
+    if_damaged: str | None = None  # the pipeline's service.if_damaged (absent from artifacts of earlier SDKs)
 
     @classmethod
     def read(cls, files: Path) -> Payload:
+        from sdk.activation import IF_DAMAGED
         from sdk.errors import ReleaseError
 
         try:
             meta = json.loads((files / "header" / "meta-data").read_text())[META_KEY]
-            return cls(str(meta["release"]), str(meta["pipeline"]), int(meta["min_frames"]), float(meta["timeout_s"]))
+            if_damaged = meta.get("if_damaged")
+            if if_damaged is not None and if_damaged not in IF_DAMAGED:
+                raise ValueError(f"if_damaged {if_damaged!r} is not one of {', '.join(IF_DAMAGED)}")
+            return cls(str(meta["release"]), str(meta["pipeline"]), int(meta["min_frames"]), float(meta["timeout_s"]), if_damaged)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ReleaseError(f"the artifact's meta-data has no valid {META_KEY!r} block ({exc}): it was not made by `sdk export`") from None
 
@@ -274,7 +279,7 @@ class Module:
                     _say(f"error: release {release} is not on trial on this device any more (it was rolled back{why}); nothing to commit")
                     return 1
                 fallback = trial.get("fallback")
-                self.store.commit(token=None)
+                self.store.commit(token=None, if_damaged=self.payload.if_damaged)
                 self._note(committed=release, fallback=fallback)
                 self.store.prune()
         finally:

@@ -34,6 +34,15 @@ def _unpack_wheel(wheel: Path, site: Path) -> None:
                 shutil.copyfileobj(source, target)
 
 
+def existing_env(store: ReleaseStore, release_id: str) -> tuple[bool, Path | None]:
+    """(True, its python or None without wheels) when nothing needs building: read only, so a full or read-only
+    store still answers; (False, None) when the environment must be built first."""
+    if not any((store.release_dir(release_id) / "wheels").glob("*.whl")):
+        return True, None
+    final = store.env_dir(release_id)
+    return ((True, final / "bin" / "python") if (final / ".complete").is_file() else (False, None))
+
+
 def build_env(store: ReleaseStore, release_id: str) -> Path | None:
     """A virtual environment for the release's wheels (offline), seeing the system's packages.
 

@@ -25,10 +25,16 @@ from sdk.activation import TMP_PREFIX, UPLOAD_PREFIX, Activation, fsync_dir
 from sdk.errors import ReleaseError
 from sdk.lease import LeaseHolder
 from sdk.lease import acquire as acquire_lease
+from sdk.procinfo import LockBusy, flock_within
 from sdk.release import MANIFEST, RELEASE_ID, SIGNATURE, ReleaseManifest, sha256_of
 from sdk.signing import check_signature
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+MUTEX_FILE = ".lock"  # the store's mutex: held for one step (a switch, a commit, an install), never for a deploy
+LOCK_WAIT_S = 120.0  # the longest a step waits for the mutex (an environment build holds it longest)
+
+
+StoreBusy = LockBusy  # the store's mutex stayed held past its wait (sdk/procinfo.py)
 
 
 class ReleaseStore(Activation):
@@ -44,11 +50,12 @@ class ReleaseStore(Activation):
             folder.mkdir(parents=True, exist_ok=True)
 
     @contextmanager
-    def locked(self) -> Iterator[None]:
-        """One deploy at a time per target: a second waits for the lock, never interleaves."""
+    def locked(self, wait_s: float = LOCK_WAIT_S) -> Iterator[None]:
+        """The store's mutex: one step at a time, never interleaved. A wait longer than `wait_s` (a process stuck
+        while holding it) is a StoreBusy naming the holder, never a wait without end."""
         self.ensure()
-        with (self.root / ".lock").open("a") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        with (self.root / MUTEX_FILE).open("a") as handle:
+            flock_within(handle.fileno(), self.root / MUTEX_FILE, wait_s, f"the release store at {self.root}")
             try:
                 yield
             finally:

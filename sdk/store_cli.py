@@ -13,6 +13,7 @@ import json
 import sys
 from pathlib import Path
 
+from sdk.activation import IF_DAMAGED
 from sdk.faults import point
 from sdk.release import ReleaseManifest
 from sdk.signing import install_verify_key, verify_key_path
@@ -21,7 +22,7 @@ from sdk.trial import HealthPolicy, run_trial
 
 OPS = (
     *("have", "install", "assemble", "trial", "env", "commit", "rollback", "prune", "recover", "status"),
-    *("hold-lock", "clear-run", "prepare", "trust-key", "partials", "serve"),
+    *("hold-lock", "clear-run", "prepare", "trust-key", "partials", "serve", "startable"),
 )
 
 
@@ -85,10 +86,12 @@ def _parser() -> argparse.ArgumentParser:
     for name, text in helps.items():
         mutating[name] = ops.add_parser(name, help=text)
     mutating["prune"].add_argument("--keep", type=int, default=3)
+    mutating["commit"].add_argument("--if-damaged", choices=IF_DAMAGED, default=None, help="what a start does when this release fails its check")
     for op in mutating.values():
         op.add_argument("--token", type=int, required=True, help="the deploy lease's fencing token (from hold-lock)")
     ops.add_parser("recover", help="roll back a trial that can no longer finish; point the links at the committed release")
     ops.add_parser("status")
+    ops.add_parser("startable", help="the release a start would run: found by reading, repaired where the disk allows, verified")
     hold = ops.add_parser("hold-lock", help="hold the deploy lock while the host's heartbeats (lines on stdin) keep coming")
     hold.add_argument("owner")
     hold.add_argument("--lease", type=float, default=30.0, help="seconds without a heartbeat after which the host is taken for dead")
@@ -116,6 +119,16 @@ def _run_op(args: argparse.Namespace) -> dict:
         sys.stdout.flush()
         why = _hold_while_heartbeats(holder, args.lease)
         return {"unlocked": args.owner, "rolled_back": _end_lease(store, holder, why)}
+    if args.op == "startable":  # needs no write and no mutex: a full or read-only store still answers
+        from sdk.startable import resolve_startable
+
+        return resolve_startable(store).describe()
+    if args.op == "env":  # an environment already built needs no write and no mutex
+        from sdk.offline_env import existing_env
+
+        ready, python = existing_env(store, args.release)
+        if ready:
+            return {"python": str(python) if python else None}
     if args.op == "trial":
         policy = HealthPolicy(min_frames=args.min_frames, timeout_s=args.timeout)
         return run_trial(store, args.release, token=args.token, owner=args.owner, target=args.target, policy=policy)
@@ -156,7 +169,7 @@ def _run_op(args: argparse.Namespace) -> dict:
             python = store.build_env(args.release)
             return {"python": str(python) if python else None}
         if args.op == "commit":
-            store.commit(token=args.token)
+            store.commit(token=args.token, if_damaged=args.if_damaged)
         elif args.op == "recover":
             return {"recovered": store.recover(), **store.status()}
         elif args.op == "rollback":

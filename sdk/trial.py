@@ -31,7 +31,8 @@ from pathlib import Path
 from sdk.errors import ReleaseError
 from sdk.faults import point
 from sdk.lease import FencingError, check_token
-from sdk.store import ReleaseStore
+from sdk.store import ReleaseStore, StoreBusy
+from sdk.verify import cache_for, verify_release
 
 COMMIT_WINDOW_S = 120.0  # after a pass, the host commits within this, or the trial is rolled back
 POLL_S = 0.2
@@ -87,9 +88,8 @@ def _watch(child: subprocess.Popen, store: ReleaseStore, token: int | None, time
         if time.monotonic() > deadline:
             why = f"the health check did not finish within {timeout_s:g} s (health.timeout_s): the runtime hung or was too slow"
         elif token is not None:
-            try:
-                with store.locked():
-                    check_token(store.root, token)
+            try:  # read without the store's mutex: a process stuck holding it must not delay the deadline
+                check_token(store.root, token)
             except FencingError:
                 why = "the deploy's lease on the target ended during the health check"
         if why is not None:
@@ -140,6 +140,7 @@ def run_trial(
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a lost SSH session must not cut the trial short
     with store.locked():
         store.verify_signature(release_id)  # a device that trusts a key checks again the release it is about to run
+        verify_release(store.release_dir(release_id), cache_for(store.root))  # every byte, and nothing else, before it runs
         store.begin_trial(release_id, token=token, owner=owner, deadline_s=policy.timeout_s + commit_within_s)
     run_dir = store.run_dir(f"health-{release_id}")
     store.clear_run(run_dir.name)
@@ -172,16 +173,26 @@ def run_trial(
     healthy, reason, frames = _judge(child.returncode, killed, report, stderr, policy.min_frames)
     point("trial.health-judged")
     health = {"healthy": healthy, "reason": reason, "frames": frames, "exit_code": child.returncode, "verdict": (report or {}).get("verdict")}
-    with store.locked():
-        if healthy:
-            try:
-                store.mark_passed(token=token, health=health, commit_within_s=commit_within_s)
-            except ReleaseError as exc:  # the lease ended meanwhile: whatever is left of the trial goes
-                store.recover()
-                health = {**health, "healthy": False, "reason": exc.message}
-        else:
-            point("trial.failed-before-rollback")
-            store.abort_trial(f"failed its health check: {reason}", token=token)
-        status = store.status()
+    try:
+        with store.locked():
+            if healthy:
+                try:
+                    verify_release(store.release_dir(release_id), cache_for(store.root))  # unchanged while it ran
+                except ReleaseError as exc:
+                    healthy, reason = False, f"its files changed during the health check: {exc.message}"
+                    health = {**health, "healthy": False, "reason": reason}
+            if healthy:
+                try:
+                    store.mark_passed(token=token, health=health, commit_within_s=commit_within_s)
+                except ReleaseError as exc:  # the lease ended meanwhile: whatever is left of the trial goes
+                    store.recover()
+                    health = {**health, "healthy": False, "reason": exc.message}
+            else:
+                point("trial.failed-before-rollback")
+                store.abort_trial(f"failed its health check: {reason}", token=token)
+    except StoreBusy as exc:  # never recorded as passed, so never committed; the next recovery rolls it back
+        why = reason if not healthy else "its pass could not be recorded"
+        health = {**health, "healthy": False, "reason": f"{why}; {exc.message}: the trial is rolled back by the next start or deploy"}
+    status = store.status()
     store.clear_run(run_dir.name)
     return {"release": release_id, **health, "current": status["current"], "committed": status["committed"]}

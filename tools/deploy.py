@@ -113,6 +113,7 @@ class Deploy:
                     engine_step(pipeline, artifacts, int8, target, self.progress),
                     health_policy(pipeline, target),
                     self.sign_key,
+                    pipeline.spec.service.if_damaged,
                 ),
                 lambda session, staged, folder: accept(
                     folder, pipeline, artifacts, measure(session, staged, folder, self.frames, self.progress), self.progress
@@ -124,9 +125,10 @@ class Deploy:
                 canary=self.canary,
             )
         (target,) = targets
-        with open_session(target) as session, paused_service(session, self.progress):
+        with open_session(target) as session, paused_service(session, self.progress, deploy_owner()):
             engine = engine_step(pipeline, artifacts, int8, target, self.progress)
-            staged = install_release(session, target, base, self.progress, int8, engine, health_policy(pipeline, target), self.sign_key)
+            policy = health_policy(pipeline, target)
+            staged = install_release(session, target, base, self.progress, int8, engine, policy, self.sign_key, pipeline.spec.service.if_damaged)
             report = measure(session, staged, report_dir, self.frames, self.progress)
         report = accept(report_dir, pipeline, artifacts, report, self.progress)
         return DeployResult(report, report_dir, staged, pipeline)
@@ -210,6 +212,7 @@ def install_release(
     engine=None,
     policy: HealthPolicy | None = None,
     sign_key: Path | None = None,
+    if_damaged: str | None = None,
 ) -> StageResult:
     """Probe, stage, build the offline environment, then the device-owned trial and the commit, under the deploy lease.
 
@@ -220,7 +223,9 @@ def install_release(
     sign = signer_for(sign_key or sign_key_of(target))  # a bad key is refused before anything is sent
     session.ensure_agent(runtime_files())
     owner = deploy_owner()
-    session.lock(owner)  # over SSH the agent holds it: one device start-up for the whole deploy (decision 0810)
+    held = session.token is not None  # the caller holds the lease already (paused_service): through the measured run
+    if not held:
+        session.lock(owner)  # over SSH the agent holds it: one device start-up for the whole deploy (decision 0810)
     try:
         bundle, facts = bundle_for_device(session, base, progress, int8, engine)
         manifest = manifest_for(bundle)
@@ -238,12 +243,13 @@ def install_release(
                     f"the device rolled back to {outcome.current or 'no release'}",
                     hint="the last committed release is current again; fix the cause and deploy again",
                 )
-            session.store_op("commit")
+            session.store_op("commit", *(["--if-damaged", if_damaged] if if_damaged else []))
             session.store_op("prune")
             # The service's systemd unit follows the release it runs (linking it into systemd is the user's root step).
             staged = replace(staged, service_unit=session.service_op("unit", python=staged.python))
     finally:
-        session.unlock(owner)
+        if not held:
+            session.unlock(owner)
     return staged
 
 

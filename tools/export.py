@@ -8,7 +8,7 @@ of the device taken from the target file instead (`assumed_facts`), and wraps it
     payload files     manifest.json (the SDK manifest), manifest.json.sig (when the target file has a
                       sign_key), then one file per distinct object, named by its sha256: the device's
                       store is content-addressed, so the module streams each straight into it
-    meta-data         {"perception_release": {"release", "pipeline", "min_frames", "timeout_s"}}: the
+    meta-data         {"perception_release": {"release", "pipeline", "min_frames", "timeout_s", "if_damaged"}}: the
                       health check the device runs before Mender may commit (signed with the header)
     -T perception-release   -t DEVICE_TYPE (target `mender.device_type`, else `platform`)
     -n PIPELINE-RELEASE_ID  --software-name perception --software-version RELEASE_ID
@@ -155,6 +155,7 @@ class ExportMender:
         release = manifest.release_id
         name = f"{pipeline.spec.name}-{release}"
         meta = {META_KEY: {"release": release, "pipeline": pipeline.spec.name, "min_frames": policy.min_frames, "timeout_s": policy.timeout_s}}
+        meta[META_KEY]["if_damaged"] = pipeline.spec.service.if_damaged
         self.out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix=".export-", dir=self.out.parent) as work:
             staging = Path(work)

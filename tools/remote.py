@@ -45,7 +45,7 @@ def selftest(target: Target, bundle=None, deadline_s: float = 900.0, report_dir:
     folder that is removed afterwards. With `report_dir`: selftest.json and the tests' junit.xml written there."""
     import json
 
-    from sdk.errors import ReleaseError, TargetError
+    from sdk.errors import ReleaseError
     from sdk.sinks.files import publish
     from tools.device_scratch import DeviceScratch
     from tools.selftest_bundle import build_bundle
@@ -53,9 +53,7 @@ def selftest(target: Target, bundle=None, deadline_s: float = 900.0, report_dir:
 
     with open_session(target) as session:
         session.ensure_agent(runtime_files())
-        current = session.status().get("current")
-        if current is None:
-            raise TargetError(f"no release is current on {target.name}", hint=f"deploy one first: deploy --target {target.name} PIPELINE")
+        current = session.store_op("startable")["release"]  # what a start runs: committed, read and verified (never a trial)
         python = session.env(current)
         unpacked = None
         if bundle is None:

@@ -120,9 +120,14 @@ class LocalSession:
             return {"trusted": install_verify_key(self.store.root, pem), "path": str(verify_key_path(self.store.root))}
 
     def store_op(self, op: str, *args: str) -> dict:
+        if op == "startable":  # by reading: a full or read-only store still answers (sdk/startable.py)
+            from sdk.startable import resolve_startable
+
+            return resolve_startable(self.store).describe()
         with self.store.locked():
             if op == "commit":
-                self.store.commit(token=self.token)
+                if_damaged = args[args.index("--if-damaged") + 1] if "--if-damaged" in args else None
+                self.store.commit(token=self.token, if_damaged=if_damaged)
             elif op == "recover":
                 return {"recovered": self.store.recover(), **self.store.status()}
             elif op == "rollback":
@@ -144,13 +149,19 @@ class LocalSession:
             from sdk.service.control import status as service_status
 
             return service_status(self.store.root / SERVICE_DIR)
-        command = [sys.executable, "-B", "-m", "sdk", "service", "--root", str(self.store.root), op, *args]
+        token = ["--token", str(self.token)] if op == "start" and self.token is not None else []  # the deploy restarts what it paused
+        command = [sys.executable, "-B", "-m", "sdk", "service", "--root", str(self.store.root), op, *args, *token]
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
             raise TargetError(f"local: service {op}: {error_line(done.stderr) or done.stderr[-300:]}", hint="see `sdk logs --target local`")
         return json.loads(done.stdout.strip().splitlines()[-1])
 
     def env(self, release_id: str) -> str | None:
+        from sdk.offline_env import existing_env
+
+        ready, python = existing_env(self.store, release_id)  # read only: a full or read-only store still answers
+        if ready:
+            return str(python) if python else None
         with self.store.locked():
             python = self.store.build_env(release_id)
         return str(python) if python else None

@@ -119,7 +119,8 @@ class SshSession:
         command = self._agent_command()
         if python is not None:
             command = [*command[:3], python, *command[4:]]  # env PYTHONPATH=agent PYTHONDONTWRITEBYTECODE=1 <python> -B -m sdk
-        argv = [*command, "service", "--root", self.root, op, *args]
+        token = ["--token", str(self.token)] if op == "start" and self.token is not None else []  # the deploy restarts what it paused
+        argv = [*command, "service", "--root", self.root, op, *args, *token]
         result = self.connection.run(argv)
         if result.exit_code != 0:
             raise TargetError(

@@ -34,26 +34,37 @@ __all__ = ["LocalSession", "RunOutcome", "SshSession", "open_session"]
 
 
 @contextmanager
-def paused_service(session, progress=None):
-    """Stop the target's running service for a deploy or a validation, and start it again afterwards.
+def paused_service(session, progress=None, owner: str | None = None):
+    """Hold the target's deploy lease, stop its running service for a deploy or a validation, and start it again
+    afterwards, before the lease is released.
 
-    A measurement next to the running pipeline would measure the contention, and a trial activation
-    must not race the service for the camera. Afterwards the service runs whatever is current: the
-    new release when it was committed, the previous one when it was rolled back."""
+    A measurement next to the running pipeline would measure the contention, and a trial activation must not race
+    the service for the camera. Holding the lease from the pause to the restart serialises all of it with `sdk
+    start` and with every other deploy or validation of the same store (two target files naming one device
+    included): a service never runs beside a trial or a measured run. Afterwards the service runs what may start:
+    the new release when it was committed, the previous one when it was rolled back."""
+    import os
+    import socket
+
     from tools.release.bundle import runtime_files
 
+    owner = owner or f"{socket.gethostname()}:{os.getpid()}"
     session.ensure_agent(runtime_files())
-    was_running = session.service_op("status")["running"]
-    if was_running:
-        task = progress.task(f"stopping the service on {session.name}", total=None) if progress else None
-        session.service_op("stop")
-        if task:
-            task.done()
+    session.lock(owner)
     try:
-        yield was_running
-    finally:
+        was_running = session.service_op("status")["running"]
         if was_running:
-            task = progress.task(f"restarting the service on {session.name}", total=None) if progress else None
-            session.service_op("start")
+            task = progress.task(f"stopping the service on {session.name}", total=None) if progress else None
+            session.service_op("stop")
             if task:
                 task.done()
+        try:
+            yield was_running
+        finally:
+            if was_running:
+                task = progress.task(f"restarting the service on {session.name}", total=None) if progress else None
+                session.service_op("start")  # with the lease's token: this deploy restarts what it paused
+                if task:
+                    task.done()
+    finally:
+        session.unlock(owner)

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from sdk.errors import TargetError
+from sdk.errors import SdkError, TargetError
 from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, read_json
 from sdk.service.instance import RUNTIME_LOCK, SERVICE_LOCK, holder, legacy_supervisor, stop_holder
 from sdk.store import ReleaseStore
@@ -30,6 +30,7 @@ EXIT_ALREADY_RUNNING = 75  # sdk.service.supervisor's (not imported: it needs mo
 
 
 STALE_AFTER_INTERVALS = 2  # a status older than two write intervals is stale: its writer stopped or froze
+DEPLOY_WAIT_S = 10.0  # `sdk start` waits this long for a deploy holding the target, then says who holds it
 
 
 def supervisor_holder(folder: Path) -> dict | None:
@@ -105,24 +106,28 @@ def _summary(running: bool, supervisor: dict | None, runtime: dict | None) -> tu
     return "running", None
 
 
-def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None = None) -> dict:
-    """Start the committed release's supervisor; the supervisor's lock decides who runs. Of two starts at
-    the same moment one supervisor takes the lock and the other exits before it touches anything."""
+def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None = None, token: int | None = None) -> dict:
+    """Start the supervisor of the release that may start (sdk/startable.py: the committed release, found by
+    reading and verified); the supervisor's lock decides who runs. Of two starts at the same moment one
+    supervisor takes the lock and the other exits before it touches anything. Never beside a deploy's trial
+    or measured run: the deploy lock is checked first (`token`: the deploy itself restarts its paused service)."""
+    from sdk.lease import deploy_excluded
+    from sdk.startable import resolve_startable
+
     if supervisor_pid(folder) is not None:
         return {**status(folder), "started": False, "note": "already running"}
-    with store.locked():
-        release = store.committed_dir()  # after recovery: a trial that can no longer finish is rolled back first
-    if release is None:
-        raise TargetError(f"{store.root}: no release has passed its health check here (none is committed)", hint="deploy one first")
-    current = release.name
-    env_python = store.env_dir(current) / "bin" / "python"  # built by the deploy that activated it
-    python = env_python if env_python.exists() else Path(sys.executable)
-    folder.mkdir(parents=True, exist_ok=True)
-    command = [str(python), "-B", "-m", "sdk", "supervise", "--release", str(release), "--status-dir", str(folder)]
-    command += ["--frames", str(frames)] if frames else []
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}  # the release's own sdk, not the agent's
-    with (folder / LOG_FILE).open("ab") as log:
-        child = subprocess.Popen(command, cwd=release, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    with deploy_excluded(store.root, token, DEPLOY_WAIT_S):
+        chosen = resolve_startable(store)
+        release = chosen.folder
+        env_python = store.env_dir(chosen.release) / "bin" / "python"  # built by the deploy that activated it
+        python = env_python if env_python.exists() else Path(sys.executable)
+        folder.mkdir(parents=True, exist_ok=True)
+        command = [str(python), "-B", "-m", "sdk", "supervise", "--root", str(store.root.resolve()), "--status-dir", str(folder)]
+        command += ["--frames", str(frames)] if frames else []
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}  # the release's own sdk, not the agent's
+        with (folder / LOG_FILE).open("ab") as log:
+            child = subprocess.Popen(command, cwd=release, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+    chosen_text = {"release": chosen.release, **({"notes": list(chosen.notes)} if chosen.notes else {})}
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         code = child.poll()
@@ -132,7 +137,7 @@ def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None =
         if supervisor.get("pid") == child.pid:  # this start's supervisor, not a file left by an earlier one
             if supervisor.get("state") in ("running", "stopped"):
                 plan = (supervisor.get("source") or {}).get("plan")
-                return {**status(folder), "started": True, **({"plan": plan} if plan else {})}
+                return {**status(folder), "started": True, **chosen_text, **({"plan": plan} if plan else {})}
             if supervisor.get("state") == "failed":
                 break
         if code is not None:
@@ -140,7 +145,7 @@ def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None =
         time.sleep(0.1)
     now = status(folder)
     detail = (now["runtime"] or {}).get("last_error") or (now["supervisor"] or {}).get("last_reason") or "no READY in time"
-    raise TargetError(f"the service of release {current} did not start: {detail}", hint=f"see {folder / LOG_FILE} (sdk logs --target T)")
+    raise TargetError(f"the service of release {chosen.release} did not start: {detail}", hint=f"see {folder / LOG_FILE} (sdk logs --target T)")
 
 
 def stop(folder: Path, wait_s: float) -> dict:
@@ -228,6 +233,7 @@ def main(argv: list[str]) -> int:
     start_parser = ops.add_parser("start")
     start_parser.add_argument("--wait", type=float, default=120.0)
     start_parser.add_argument("--frames", type=int, default=None)
+    start_parser.add_argument("--token", type=int, default=None, help="the deploy lease's fencing token: the deploy restarts the service it paused")
     ops.add_parser("stop").add_argument("--wait", type=float, default=30.0)
     ops.add_parser("status")
     ops.add_parser("logs").add_argument("--lines", type=int, default=100)
@@ -238,7 +244,7 @@ def main(argv: list[str]) -> int:
     folder = (store.root / SERVICE_DIR).resolve()  # absolute: the supervisor runs in the release's folder
     try:
         if args.op == "start":
-            result = start(store, folder, args.wait, args.frames)
+            result = start(store, folder, args.wait, args.frames, args.token)
         elif args.op == "stop":
             result = stop(folder, args.wait)
         elif args.op == "status":
@@ -251,8 +257,12 @@ def main(argv: list[str]) -> int:
             result = install(folder, args.dry_run)
         else:
             result = logs(folder, args.lines)
-    except TargetError as exc:
+    except SdkError as exc:
         sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
         return exc.exit_code
+    except OSError as exc:  # the device's own file system (a read-only or full service folder): one line, no traceback
+        sys.stderr.write(f"error: `service {args.op}` failed on the target: {exc.strerror or exc} ({exc.filename or '-'})\n")
+        sys.stderr.write("hint: the service needs its folder <root>/service writable; check the target's file system\n")
+        return 1
     sys.stdout.write(json.dumps(result) + "\n")
     return 0

@@ -20,55 +20,12 @@ import signal
 import time
 from pathlib import Path
 
+from sdk.procinfo import command_line, flock_holders, parent_pid, start_ticks
+
 SERVICE_LOCK = "service.lock"  # the supervisor's (or systemd's serve --root)
 RUNTIME_LOCK = "runtime.lock"  # the runtime's (serve --release)
 ROLE_WORDS = {"supervisor": ("supervise", "serve"), "runtime": ("serve",)}
-
-
-def start_ticks(pid: int) -> int | None:
-    """Field 22 of /proc/PID/stat: when the process started, in clock ticks after boot (None: no such process)."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rsplit(")", 1)[1].split()
-    if fields[0] == "Z":  # a zombie has ended; only its parent has not reaped it yet
-        return None
-    return int(fields[19])
-
-
-def parent_pid(pid: int) -> int | None:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def command_line(pid: int) -> list[str]:
-    try:
-        return [part.decode(errors="replace") for part in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if part]
-    except OSError:
-        return []
-
-
-def flock_holders(path: Path) -> set[int] | None:
-    """PIDs holding an exclusive flock on this file per the kernel (/proc/locks); None where that cannot be read."""
-    try:
-        st = os.stat(path)
-        text = Path("/proc/locks").read_text()
-    except FileNotFoundError:
-        return set()
-    except OSError:
-        return None
-    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    holders = set()
-    for line in text.splitlines():
-        parts = line.split()
-        if "->" in parts:  # a waiter ("1: -> FLOCK ..."), not a holder
-            continue
-        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[3] == "WRITE" and parts[5] == key:
-            holders.add(int(parts[4]))
-    return holders
+__all__ = ["HeldLock", "command_line", "flock_holders", "holder", "parent_pid", "start_ticks", "stop_holder"]
 
 
 class HeldLock:

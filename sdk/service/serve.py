@@ -31,7 +31,9 @@ from sdk.service.files import OUTPUT_DIR, STATUS_FILE, write_json_atomic
 from sdk.service.health import DEGRADED, NOMINAL, STARTING, STOPPED, HealthMonitor
 from sdk.service.notify import Notifier
 from sdk.service.realtime import GcOutOfTheLoop, apply_realtime
-from sdk.service.unit import EXIT_OTHER_PIPELINE
+from sdk.service.unit import EXIT_OTHER_PIPELINE, EXIT_RELEASE_CHANGED
+
+UNIT_DEPLOY_WAIT_S = 90.0  # the unit's start waits this long for a deploy holding the target (TimeoutStartSec=120)
 
 
 def write_status(folder: Path, status: dict) -> None:
@@ -59,11 +61,13 @@ class StatusReporter:
         live=None,
         stall_s: float | None = None,
         on_orphaned=None,
+        follow=None,
     ) -> None:
         self.folder, self.monitor, self.notifier, self.interval_s, self.extra = folder, monitor, notifier, interval_s, extra
         self.live = live  # counters and conditions that change while running (source, sinks)
         self.stall_s = stall_s
         self.on_orphaned = on_orphaned
+        self.follow = follow  # () -> why this runtime must give way to another release, or None (sdk/service/follow.py)
         self.parent = int(os.environ.get("SDK_SUPERVISOR_PID", "0") or 0)
         self._udp = None
         if udp:
@@ -146,6 +150,11 @@ class StatusReporter:
             if self.parent and not orphaned and os.getppid() != self.parent and self.on_orphaned is not None:
                 orphaned = True
                 self.on_orphaned()
+            if self.follow is not None:
+                try:
+                    self.follow()
+                except Exception as exc:  # noqa: BLE001 - following the store must never end the service
+                    sys.stderr.write(f"warning: cannot read the release store: {type(exc).__name__}: {exc}\n")
 
     def __enter__(self) -> StatusReporter:
         self.publish()
@@ -162,17 +171,19 @@ class StatusReporter:
 
 
 def exec_committed(root: Path, status_dir: Path, frames: int | None, pipeline: str | None = None) -> int:
-    """The service's entry point (systemd's ExecStart): recover the store, then become the committed
-    release's own `serve` (same PID, so the manager's notify socket and watchdog carry over).
-    A trial that can no longer finish is rolled back first: an unchecked release never starts here.
-    Under the locked-down unit the store is read-only (ProtectSystem=strict, decision 0111): the
-    committed release is read as recorded, and a trial left by a power cut is rolled back by the next
-    deploy (it never runs: only `committed` does). With `pipeline`, only that pipeline's release starts:
-    another pipeline's committed release exits EXIT_OTHER_PIPELINE, which systemd does not restart.
-    The service lock is taken first and kept across the exec: systemd's service and `sdk start`
-    exclude each other like two supervisors do."""
+    """The service's entry point (systemd's ExecStart): become the release that may start (sdk/startable.py: the
+    committed release, found by reading and verified byte for byte) as its own `serve` (same PID, so the
+    manager's notify socket and watchdog carry over). A trial is never what starts; recovery is done where the
+    disk allows and waits (said in the log) where it does not: under the locked-down unit the store is
+    read-only (ProtectSystem=strict, decision 0111), and a full disk is exactly what a crash may leave.
+    With `pipeline`, only that pipeline's release starts: another pipeline's committed release exits
+    EXIT_OTHER_PIPELINE, which systemd does not restart. The service lock is taken first and kept across
+    the exec: systemd's service and `sdk start` exclude each other like two supervisors do; and no start
+    happens beside a deploy's trial or measured run (the deploy lock, waited for a bounded time)."""
     from sdk.errors import TargetError
+    from sdk.lease import deploy_excluded
     from sdk.service.instance import SERVICE_LOCK, HeldLock, holder
+    from sdk.startable import resolve_startable
     from sdk.store import ReleaseStore
 
     status_dir = status_dir.resolve()
@@ -181,14 +192,11 @@ def exec_committed(root: Path, status_dir: Path, frames: int | None, pipeline: s
         who = holder(status_dir / SERVICE_LOCK, "supervisor") or {}
         raise TargetError(f"already running: pid {who.get('pid')} holds {status_dir / SERVICE_LOCK}", hint="sdk stop first")
     store = ReleaseStore(root)
-    if os.access(store.root, os.W_OK):
-        with store.locked():
-            folder = store.committed_dir()
-    else:
-        committed = store.committed()
-        folder = store.release_dir(committed) if committed else None
-    if folder is None:
-        raise TargetError(f"{root}: no release has passed its health check on this device", hint="deploy one first")
+    with deploy_excluded(store.root, None, UNIT_DEPLOY_WAIT_S):
+        chosen = resolve_startable(store)
+    for note in chosen.notes:
+        sys.stderr.write(f"note: {note}\n")
+    folder = chosen.folder
     if pipeline is not None:
         _require_pipeline(folder, pipeline)
     env_python = store.env_dir(folder.name) / "bin" / "python"
@@ -237,6 +245,7 @@ class Stop:
     def __init__(self) -> None:
         self.requested = False
         self.reason: str | None = None
+        self.release_changed = False  # the store's committed release is another: exit EXIT_RELEASE_CHANGED
         self.runner: PipelineRunner | None = None
         self.notifier: Notifier | None = None
 
@@ -257,6 +266,8 @@ def serve(argv: list[str]) -> int:
     stop = Stop()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    for ignored in IGNORED_SIGNALS:  # their default would end the runtime without a word
+        signal.signal(ignored, _ignored)
     faulthandler.enable(all_threads=True)  # a crash in native code leaves its traceback in service.log
     from sdk.release import load_release
 
@@ -277,6 +288,13 @@ def serve(argv: list[str]) -> int:
         return _serve(args, status_dir, stop, load_release)
     finally:
         lock.release()
+
+
+IGNORED_SIGNALS = (signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def _ignored(signum: int, _frame: object = None) -> None:
+    sys.stderr.write(f"note: {signal.Signals(signum).name} ignored by the runtime (its supervisor handles SIGHUP: reload)\n")
 
 
 def _runtime_lock(status_dir: Path):
@@ -302,6 +320,9 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
     stop.notifier = notifier
     base = {"release": None, "last_error": None, "reason": None}
     try:
+        from sdk.startable import allowed_to_run
+
+        allowed_to_run(args.release)  # only checked bytes of a release that may run here (sdk/startable.py)
         release_id, pipeline, artifacts = load_release(args.release)
     except SdkError as exc:
         _failed(status_dir, exc.message)
@@ -370,6 +391,16 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
         stop(reason=f"the supervisor (pid {os.environ.get('SDK_SUPERVISOR_PID')}) is gone: stopped with it")
         threading.Timer(service.stop_timeout_s, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
 
+    from sdk.service.follow import StoreFollower
+
+    follower = StoreFollower(args.release)
+
+    def follow() -> None:  # the store's committed release is no longer this one (a rollback, a commit): give way
+        why = follower.gives_way()
+        if why is not None and not stop.requested:
+            stop.release_changed = True
+            stop(reason=why)
+
     reporter = StatusReporter(
         status_dir,
         monitor,
@@ -380,6 +411,7 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
         source_counters,
         stall_s=interval,
         on_orphaned=orphaned,
+        follow=follow,
     )
     with reporter, GcOutOfTheLoop() as gc_guard:
         reporter.gc = gc_guard
@@ -409,6 +441,9 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
     if live_ended:
         sys.stderr.write(f"error: {extra['reason']}\n")
         return 1
+    if stop.release_changed:
+        sys.stderr.write(f"note: {stop.reason}\n")
+        return EXIT_RELEASE_CHANGED  # the manager starts the release that may start now
     return 0
 
 
@@ -418,3 +453,7 @@ def main(argv: list[str]) -> int:
     except SdkError as exc:
         sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
         return exc.exit_code
+    except OSError as exc:  # the device's own file system (a read-only status folder): one line, no traceback
+        sys.stderr.write(f"error: the service cannot start: {exc.strerror or exc} ({exc.filename or '-'})\n")
+        sys.stderr.write("hint: the service needs its folder <root>/service writable; check the target's file system\n")
+        return 1

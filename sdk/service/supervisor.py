@@ -36,12 +36,15 @@ from pathlib import Path
 from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, read_json, write_json_atomic
 from sdk.service.instance import RUNTIME_LOCK, SERVICE_LOCK, HeldLock, holder, start_ticks, stop_holder
 from sdk.service.logfile import RotatingLog
+from sdk.service.unit import EXIT_RELEASE_CHANGED
 
 START_TIMEOUT_S = 120.0  # READY must come within this (model load included), like TimeoutStartSec
 MAX_BACKOFF_S = 30.0
 EXIT_ALREADY_RUNNING = 75  # EX_TEMPFAIL: another supervisor holds the lock; this one changed nothing
 EXIT_CRASHED = 70  # EX_SOFTWARE: the supervisor itself failed (its traceback is in service.log)
 PR_SET_PDEATHSIG = 1
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)  # a clean stop, its signal recorded as the reason
+IGNORED_SIGNALS = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGVTALRM, signal.SIGPROF, signal.SIGIO, signal.SIGPWR)
 TERMINAL = ("STOPPED", "FAILED")
 DEFAULT_LOG_MB, DEFAULT_LOG_KEEP = 16.0, 4  # until the release's own retention is read
 
@@ -66,8 +69,11 @@ def signal_name(code: int) -> str:
 
 
 class Supervisor:
-    def __init__(self, release: Path, status_dir: Path, service=None, frames: int | None = None) -> None:
-        self.release = release
+    def __init__(self, release: Path | None, status_dir: Path, service=None, frames: int | None = None, root: Path | None = None) -> None:
+        self.root = root  # a store: each (re)start runs the release that may start then (sdk/startable.py)
+        self.release = release  # the release it runs now (with `root`: chosen before each start)
+        self.notes: list[str] = []  # what the last choice of release said (damage, a fallback, a repair that waits)
+        self._reload = False
         self.status_dir = status_dir
         self.service = service
         self.frames = frames
@@ -83,9 +89,15 @@ class Supervisor:
         self.state_write_error: str | None = None
         self.source: dict | None = None  # what the service does with its source (sdk/service/plan.py)
         self._stopping = False
+        self._switching = False  # the child was stopped to give way to another release (SIGHUP)
+        self.stop_reason = "stopped"
 
     def command(self) -> list[str]:
-        argv = [sys.executable, "-B", "-m", "sdk", "serve", "--release", str(self.release), "--status-dir", str(self.status_dir)]
+        python = sys.executable
+        if self.root is not None:  # the release's offline environment, when it ships wheels
+            env_python = self.root / "envs" / self.release.name / "bin" / "python"
+            python = str(env_python) if env_python.exists() else python
+        argv = [python, "-B", "-m", "sdk", "serve", "--release", str(self.release), "--status-dir", str(self.status_dir)]
         return argv + (["--frames", str(self.frames)] if self.frames else [])
 
     def note(self, text: str) -> None:
@@ -102,7 +114,9 @@ class Supervisor:
             "last_exit": self.last_exit,
             "last_reason": self.last_reason,
             "last_error": self.last_error,
-            "release": str(self.release),
+            "release": str(self.release) if self.release is not None else None,
+            "root": str(self.root) if self.root is not None else None,
+            "notes": self.notes,
             "source": self.source,
             "state_write_failures": self.state_write_failures,
             "time": time.time(),
@@ -120,16 +134,32 @@ class Supervisor:
             self.state_write_error = None
         return True
 
-    def stop(self, *_: object) -> None:
+    def stop(self, signum: int | None = None, _frame: object = None) -> None:
+        if not self._stopping and signum is not None:
+            self.stop_reason = f"stopped by {signal.Signals(signum).name}"
         self._stopping = True
         if self.child is not None and self.child.poll() is None:
             self.child.send_signal(signal.SIGTERM)
 
+    def reload(self, *_: object) -> None:
+        """SIGHUP: read the store again; a child running another release than the one to start now gives way."""
+        self._reload = True
+
+    def ignore(self, signum: int, _frame: object = None) -> None:
+        self.note(f"{signal.Signals(signum).name} ignored (SIGHUP reloads, SIGTERM/SIGINT/SIGQUIT stop)")
+
+    def _signals(self) -> None:
+        """Every signal whose default would end the supervisor without a word has a meaning (sdk/service/supervisor.py)."""
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self.stop)
+        signal.signal(signal.SIGHUP, self.reload)
+        for signum in IGNORED_SIGNALS:
+            signal.signal(signum, self.ignore)
+
     def run(self) -> int:
         """Take the lock or leave; then supervise until stopped, done or given up. The lock is released
         last, when everything (the runtime's end included) is written."""
-        signal.signal(signal.SIGTERM, self.stop)
-        signal.signal(signal.SIGINT, self.stop)
+        self._signals()
         self.status_dir.mkdir(parents=True, exist_ok=True)
         lock = HeldLock.acquire(self.status_dir / SERVICE_LOCK, "supervisor", {"release": str(self.release)})
         if lock is None:
@@ -140,7 +170,8 @@ class Supervisor:
             (self.status_dir / PID_FILE).unlink(missing_ok=True)  # from an earlier version: a PID, not an identity
             self.log = RotatingLog(self.status_dir / LOG_FILE, int(DEFAULT_LOG_MB * 2**20), DEFAULT_LOG_KEEP)
             self.log.adopt_stdio()
-            self.note(f"supervisor started for {self.release.name}")
+            self._said_last_end()
+            self.note(f"supervisor started for {self.release.name if self.release else 'the store ' + str(self.root)}")
             try:
                 return self._supervise()
             except BaseException as exc:
@@ -155,6 +186,38 @@ class Supervisor:
         finally:
             lock.release()
 
+    def _said_last_end(self) -> None:
+        """An earlier supervisor that ended without recording it (SIGKILL, a power cut) is said now."""
+        before = read_json(self.status_dir / SUPERVISOR_FILE) or {}
+        if before.get("state") in ("starting", "running", "restarting"):
+            self.note(f"the previous supervisor (pid {before.get('pid')}) ended without a word: killed (SIGKILL) or the power went")
+
+    def _choose(self) -> bool:
+        """With a store: the release that may start now (read, repaired where the disk allows, verified). False
+        (state failed, the reason said) when nothing verified can start."""
+        if self.root is None:
+            return True
+        from sdk.errors import ReleaseError
+        from sdk.startable import resolve_startable
+        from sdk.store import ReleaseStore
+
+        try:
+            chosen = resolve_startable(ReleaseStore(self.root))
+        except ReleaseError as exc:
+            self.state, self.last_reason, self.last_error = "failed", exc.message, exc.message
+            self.note(f"nothing starts: {exc.message}")
+            return False
+        for text in chosen.notes:
+            if text not in self.notes:
+                self.note(text)
+        self.notes = list(chosen.notes)
+        if self.release != chosen.folder:
+            if self.release is not None:
+                self.note(f"switching from {self.release.name} to {chosen.release}, the release to run now")
+            self.release = chosen.folder
+            self.service = None  # the new release's own service settings
+        return True
+
     def _load(self) -> None:
         from sdk.release import load_release
 
@@ -167,7 +230,10 @@ class Supervisor:
         self.log.max_bytes = int(retention.log_max_mb * 2**20)
         self.log.keep = retention.log_keep
 
-    def _supervise(self) -> int:
+    def _prepare(self) -> bool:
+        """The release to run (with a store) and its service settings; False when nothing can start."""
+        if not self._choose():
+            return False
         if self.service is None:
             try:
                 self._load()
@@ -175,7 +241,12 @@ class Supervisor:
                 message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
                 self.state, self.last_reason, self.last_error = "failed", f"cannot load the release: {message}", message
                 self.note(self.last_reason)
-                return 1
+                return False
+        return True
+
+    def _supervise(self) -> int:
+        if not self._prepare():
+            return 1
         # An abstract socket: no file to clean up, no 108-byte path limit.
         address = f"@sdk-supervisor-{os.getpid()}"
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -190,13 +261,20 @@ class Supervisor:
             while True:
                 self._stop_orphan()
                 if self._stopping:
-                    self.state = "stopped"
+                    self.state, self.last_reason = "stopped", self.stop_reason
                     return 0
+                env["WATCHDOG_USEC"] = str(int(self.service.watchdog_s * 1e6))
                 code, reason = self._run_child(listener, env)
                 self.last_exit, self.last_reason = code, reason
                 if self._stopping or code == 0:
                     self.state = "stopped"
+                    self.last_reason = self.stop_reason if self._stopping else reason
                     return 0
+                if code == EXIT_RELEASE_CHANGED or self._switching:  # it gave way to another release: no failure, no backoff
+                    self._switching = False
+                    if not self._prepare():
+                        return 1
+                    continue
                 now = time.monotonic()
                 self.restarts.append(now)
                 while self.restarts and now - self.restarts[0] > self.service.restart_window_s:
@@ -213,6 +291,8 @@ class Supervisor:
                 self.total_restarts += 1
                 self.state = "restarting"
                 self._write()
+                if not self._prepare():  # a restart runs what may start now (a rollback meanwhile, a damaged file)
+                    return 1
                 delay = min(self.service.restart_backoff_s * 2 ** (len(self.restarts) - 1), MAX_BACKOFF_S)
                 deadline = time.monotonic() + delay
                 while not self._stopping and time.monotonic() < deadline:
@@ -222,6 +302,27 @@ class Supervisor:
                     return 0
         finally:
             listener.close()
+
+    def _reload_now(self) -> None:
+        """SIGHUP: when the release to run now is another, the child is stopped and the loop starts that one."""
+        if self.root is None:
+            self.note("SIGHUP: reload asked; this supervisor runs one pinned release (--release): nothing to reload")
+            return
+        from sdk.errors import ReleaseError
+        from sdk.startable import resolve_startable
+        from sdk.store import ReleaseStore
+
+        try:
+            chosen = resolve_startable(ReleaseStore(self.root), repair=False)
+        except ReleaseError as exc:
+            chosen, why = None, exc.message
+        if chosen is not None and chosen.folder == self.release:
+            self.note(f"SIGHUP: reload; {chosen.release} is still the release to run")
+            return
+        self.note(f"SIGHUP: reload; {'switching to ' + chosen.release if chosen else 'nothing verified can start: ' + why}")
+        self._switching = True
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signal.SIGTERM)
 
     def _stop_orphan(self) -> None:
         """A runtime that outlived an earlier supervisor (it was frozen when that one died): stopped before
@@ -310,6 +411,9 @@ class Supervisor:
                 return code, f"killed by {signal_name(code)} (status {code})" if code < 0 else f"failed with status {code}"
             if self._stopping and stop_sent_at is None:
                 stop_sent_at = time.monotonic()
+            if self._reload:
+                self._reload = False
+                self._reload_now()
             if stop_sent_at is not None and time.monotonic() - stop_sent_at > self.service.stop_timeout_s:
                 self.child.kill()  # did not stop within the bound
                 self.child.wait()
@@ -340,10 +444,13 @@ class Supervisor:
 
 def supervise(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m sdk supervise")
-    parser.add_argument("--release", type=Path, required=True)
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--root", type=Path, help="a release store: run the release that may start, and follow it")
+    where.add_argument("--release", type=Path, help="one release folder, pinned (tests, a bench)")
     parser.add_argument("--status-dir", type=Path, required=True)
     parser.add_argument("--frames", type=int, default=None, help="each run stops after N frames (tests)")
     args = parser.parse_args(argv)
     os.umask(0o007)  # as the unit's UMask=: the status folder is shared with the unit's user through the group
-    release = args.release.resolve()  # pinned at start: a later deploy does not swap a running service
-    return Supervisor(release, args.status_dir.resolve(), None, args.frames).run()
+    if args.root is not None:
+        return Supervisor(None, args.status_dir.resolve(), None, args.frames, root=args.root.resolve()).run()
+    return Supervisor(args.release.resolve(), args.status_dir.resolve(), None, args.frames).run()

@@ -19,6 +19,7 @@ from __future__ import annotations
 from sdk.service.devices import ARGUS_SOCKET, pipeline_access
 
 EXIT_OTHER_PIPELINE = 78  # EX_CONFIG: the committed release is another pipeline's; systemd must not restart
+EXIT_RELEASE_CHANGED = 79  # the store's committed release changed under a running runtime: restarted onto it
 HOME_PREFIXES = ("/home/", "/root/", "/run/user/")
 
 

@@ -34,7 +34,7 @@ def test_on_a_machine_without_gpu_the_checks_skip_with_their_reasons(tiny_pipeli
 
     monkeypatch.setattr(probe, "_compute_capability", lambda soc: None)
     refused = sdk("selftest", "--target", "local")
-    assert refused.returncode == 1 and "no release is current" in refused.stderr
+    assert refused.returncode == 1 and "no release has passed its health check here" in refused.stderr
     pipeline, _ = tiny_pipeline(frames=5)
     Deploy(pipeline.path, "local", frames=2, report_dir=tmp_path / "r")()
     done = sdk("selftest", "--target", "local")

@@ -97,7 +97,8 @@ class Validate:
                     int8 = int8_artifacts(pipeline, artifacts, self.progress)
                     bundle = collect_bundle(pipeline, artifacts, prepare.key, int8)
                     step = engine_step(pipeline, artifacts, int8, target, self.progress)
-                    staged = install_release(session, target, bundle, self.progress, int8, step, health_policy(pipeline, target))
+                    policy = health_policy(pipeline, target)
+                    staged = install_release(session, target, bundle, self.progress, int8, step, policy, if_damaged=pipeline.spec.service.if_damaged)
                 else:
                     staged = current_release(session)
                 if self.force:

@@ -49,16 +49,47 @@ def deploy_once(tmp_path_factory, name: str = "svc", service: str = SERVICE) -> 
 
 
 def copy_store(root: Path, where: Path, *edits: tuple[str, str]) -> ReleaseStore:
-    """This test's own copy of the deployed store; `edits` change its committed release's pipeline file."""
+    """This test's own copy of the deployed store; `edits` change its committed release's pipeline file, as a
+    release of its own that is committed in its place (a start runs only bytes that match a manifest)."""
     shutil.copytree(root, where, symlinks=True)
     store = ReleaseStore(where)
-    (pipeline,) = (store.release_dir(store.committed()) / "pipeline").glob("*.yaml")
-    text = pipeline.read_text()
+    if edits:
+        commit_edited(store, edits)
+    return store
+
+
+def commit_edited(store: ReleaseStore, edits) -> str:
+    """A new release: the committed one with its pipeline file edited, assembled from the store's objects and
+    committed after it (what a deploy of the edited file would leave, without its trial); returns its id."""
+    import dataclasses
+    import hashlib
+
+    from sdk.activation import STATE_FILE
+    from sdk.release import FileEntry, ReleaseManifest
+
+    before = store.committed()
+    folder = store.release_dir(before)
+    manifest = ReleaseManifest.load(folder)
+    (name,) = (n for n in manifest.files if n.startswith("pipeline/") and n.endswith(".yaml"))
+    text = (folder / name).read_text()
     for old, new in edits:
         assert old in text, old
         text = text.replace(old, new)
-    pipeline.write_text(text)
-    return store
+    data = text.encode()
+    sha256 = hashlib.sha256(data).hexdigest()
+    source = store.root / "edited.yaml"
+    source.write_bytes(data)
+    store.add_file(source, sha256)
+    source.unlink()
+    edited = dataclasses.replace(manifest, files={**manifest.files, name: FileEntry(sha256, len(data))})
+    store.assemble(edited)
+    env = store.env_dir(before)
+    if env.is_dir():
+        shutil.copytree(env, store.env_dir(edited.release_id), symlinks=True)
+    state = store.state()
+    store._write_json(STATE_FILE, {"committed": edited.release_id, "history": [*state["history"], edited.release_id]})
+    store.recover()
+    return edited.release_id
 
 
 def processes(mark: str, word: str | None = None) -> list[int]:
@@ -157,3 +188,20 @@ def jsonl_lines(output: Path) -> list[dict]:
         assert b"\0" not in data, f"NUL bytes in {path.name}"
         lines += [json.loads(line) for line in data.decode().splitlines()]
     return lines
+
+
+def relist(folder: Path) -> None:
+    """Rewrite a loose release folder's manifest for the files as they are now (a test's edited copy)."""
+    import dataclasses
+    import hashlib
+
+    from sdk.release import MANIFEST, FileEntry, ReleaseManifest
+
+    manifest = ReleaseManifest.load(folder)
+    files = {}
+    for name in manifest.files:
+        data = (folder / name).read_bytes()
+        files[name] = FileEntry(hashlib.sha256(data).hexdigest(), len(data))
+    (folder / MANIFEST).chmod(0o644)
+    (folder / MANIFEST).write_text(dataclasses.replace(manifest, files=files).to_json())
+

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from sdk.store import ReleaseStore
-from tests.sdk.service.service_helpers import copy_store, deploy_once
+from tests.sdk.service.service_helpers import copy_store, deploy_once, relist
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -177,11 +177,8 @@ def test_the_vehicle_gets_the_status_as_udp_heartbeats(deployed, tmp_path):
     listener = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     listener.bind(("127.0.0.1", 0))
     listener.settimeout(20)
-    copy = tmp_path / "release"
-    shutil.copytree(release, copy)
-    (pipeline,) = (copy / "pipeline").glob("*.yaml")
     port = listener.getsockname()[1]
-    pipeline.write_text(pipeline.read_text().replace("status_interval_s: 0.2", f"status_interval_s: 0.2\n  heartbeat_udp: 127.0.0.1:{port}"))
+    copy = edited_release(release, tmp_path / "release", ("status_interval_s: 0.2", f"status_interval_s: 0.2\n  heartbeat_udp: 127.0.0.1:{port}"))
     command = [sys.executable, "-m", "sdk", "serve", "--release", str(copy), "--status-dir", str(tmp_path / "status"), "--frames", "60"]
     child = subprocess.Popen(command, cwd=copy, stderr=subprocess.PIPE, text=True)
     try:
@@ -194,14 +191,17 @@ def test_the_vehicle_gets_the_status_as_udp_heartbeats(deployed, tmp_path):
 
 
 def edited_release(release: Path, folder: Path, *edits: tuple[str, str]) -> Path:
-    """A copy of the release whose pipeline file has these (old, new) replacements (the store stays intact)."""
+    """A copy of the release, outside the store, whose pipeline file has these (old, new) replacements and whose
+    manifest lists the edited file (a start runs only bytes that match their manifest; the store stays intact)."""
     shutil.copytree(release, folder)
     (pipeline,) = (folder / "pipeline").glob("*.yaml")
     text = pipeline.read_text()
     for old, new in edits:
         assert old in text
         text = text.replace(old, new)
+    pipeline.chmod(0o644)
     pipeline.write_text(text)
+    relist(folder)
     return folder
 
 

@@ -34,7 +34,7 @@ def test_a_mender_trial_outlives_its_process_while_within_its_deadline(tmp_path)
     with store.locked():
         store.mark_passed(token=None, health={"healthy": True}, commit_within_s=60)
         assert store.commit(token=None) == second
-    assert store.state() == {"committed": second, "history": [first, second]}
+    assert store.state() == {"committed": second, "history": [first, second], "if_damaged": "previous"}
 
 
 def test_a_mender_trial_past_its_deadline_or_from_an_earlier_boot_is_rolled_back(tmp_path):
