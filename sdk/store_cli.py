@@ -48,9 +48,15 @@ def _hold_while_heartbeats(holder, lease: float) -> str:
 
 def _end_lease(store: ReleaseStore, holder, why: str) -> str | None:
     """Roll back this lease's own unfinished trial (a host that vanished mid-trial), then free the lock."""
+    from sdk.store import StoreBusy
+    from sdk.trial import RECORD_WAIT_S
+
     point("lease.ended-before-recovery")
-    with store.locked():
-        rolled_back = store.abort_trial(f"the deploy that started it ended without committing ({why})", token=holder.token)
+    try:
+        with store.locked(wait_s=RECORD_WAIT_S):
+            rolled_back = store.abort_trial(f"the deploy that started it ended without committing ({why})", token=holder.token)
+    except StoreBusy:  # a process stuck on the mutex: the lease still ends, and with it the trial (recovery rolls it back)
+        rolled_back = None
     holder.end()
     return rolled_back
 

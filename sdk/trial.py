@@ -36,6 +36,7 @@ from sdk.verify import cache_for, verify_release
 
 COMMIT_WINDOW_S = 120.0  # after a pass, the host commits within this, or the trial is rolled back
 POLL_S = 0.2
+RECORD_WAIT_S = 10.0  # for the store's mutex to record the outcome; a stuck holder leaves the rollback to recovery
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ def run_trial(
     point("trial.health-judged")
     health = {"healthy": healthy, "reason": reason, "frames": frames, "exit_code": child.returncode, "verdict": (report or {}).get("verdict")}
     try:
-        with store.locked():
+        with store.locked(wait_s=RECORD_WAIT_S):
             if healthy:
                 try:
                     verify_release(store.release_dir(release_id), cache_for(store.root))  # unchanged while it ran

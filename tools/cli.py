@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (
         ("rollback", "go back one release on the target"),
         ("status", "the target's releases, deploy state and service health"),
-        ("start", "run the current release as a service (supervised; waits for READY)"),
+        ("start", "run the committed release, verified, as a service (supervised; waits for READY)"),
         ("stop", "stop the service (SIGTERM, bounded wait)"),
         ("logs", "the service's log"),
     ):
@@ -485,6 +485,8 @@ def _service_command(args: argparse.Namespace, console: Console) -> int:
     else:
         if result.get("plan"):  # what the service will do, and when it ends (a replay ends with its clip)
             sys.stderr.write(f"{args.target}: {result['plan']}\n")
+        for note in result.get("notes") or ():  # damage found, a repair that waits, a fallback taken
+            sys.stderr.write(f"{args.target}: note: {note}\n")
         console.print_json(json.dumps(result))
     return 0
 
