@@ -399,7 +399,15 @@ class Activation:
         found = [state["damaged"]] if "damaged" in state else []
         if (self.root / TRIAL_FILE).exists() and self.trial() is None:
             found.append(f"{TRIAL_FILE} is damaged: the trial it recorded can never be committed")
-        return found + [d for d in (self.link_damage(name) for name in ("committed", "current", "previous")) if d]
+        found += [d for d in (self.link_damage(name) for name in ("committed", "current", "previous")) if d]
+        trial = self.trial()
+        expected = {"committed": state["committed"], "previous": _before(state)}
+        expected["current"] = trial["release"] if trial is not None and self.trial_liveness(trial) is None else state["committed"]
+        for name, release in expected.items():  # a step cut short (a kill between a record and its links)
+            actual = self._link_target(name)
+            if actual != release and not self.link_damage(name):
+                found.append(f"`{name}` names {actual or 'nothing'}, the records say {release or 'nothing'}: recovery puts it back")
+        return found
 
     def _write_json(self, name: str, value: object) -> None:
         temporary = self.root / f"{TMP_PREFIX}{name}-{os.getpid()}"

@@ -51,9 +51,12 @@ def process_start(pid: int) -> str | None:
     /proc/<pid>/stat with a stand-in whose start time is off by a few ticks (an emulated aarch64 device), but
     passes /proc/<pid>/task/<pid>/stat through, so the holder and every other process read the same value."""
     try:
-        return Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
+        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
         return None
+    if len(fields) < 20 or fields[0] in ("Z", "X"):  # a zombie has ended: only its parent has not reaped it yet
+        return None
+    return fields[19]
 
 
 def _write_atomic(path: Path, value: object, *, durable: bool) -> None:
@@ -107,6 +110,23 @@ def read_lease(root: Path) -> Lease | None:
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _last_token(root: Path) -> int:
+    """The last token issued. A token file that exists but cannot be read (damaged, a directory, a disk error) gives
+    the Unix time: tokens must only grow, and no store issues a token per second since 1970, so the next one is
+    above every token this store could have handed out."""
+    try:
+        text = (root / TOKEN_FILE).read_text().strip()
+    except FileNotFoundError:
+        return 0
+    except OSError:
+        return int(time.time())
+    try:
+        value = int(text or 0)
+    except ValueError:
+        return int(time.time())
+    return value if value >= 0 else int(time.time())
 
 
 def check_token(root: Path, token: int) -> None:
@@ -168,10 +188,7 @@ def acquire(root: Path, owner: str, *, wait_s: float = 0.0, lease_s: float = 30.
             who = handle.read().strip() or "another deploy"
             handle.close()
             raise ReleaseError(f"the target is busy: {who} is deploying to it", hint="wait for that deploy to finish") from None
-    try:
-        last = int((root / TOKEN_FILE).read_text().strip() or 0)
-    except (OSError, ValueError):
-        last = 0
+    last = _last_token(root)
     previous = read_lease(root)
     token = max(last, previous.token if previous else 0) + 1
     _write_atomic(root / TOKEN_FILE, token, durable=True)

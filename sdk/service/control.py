@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from sdk.errors import SdkError, TargetError
-from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, read_json
+from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, read_json, status_age
 from sdk.service.instance import RUNTIME_LOCK, SERVICE_LOCK, holder, legacy_supervisor, stop_holder
 from sdk.store import ReleaseStore
 
@@ -44,17 +44,11 @@ def supervisor_pid(folder: Path) -> int | None:
     return who["pid"] if who is not None else None
 
 
-def _age(record: dict | None, now: float) -> float | None:
-    written = (record or {}).get("time")
-    return round(now - written, 3) if isinstance(written, (int, float)) else None
-
-
 def status(folder: Path) -> dict:
     """What runs, verified by its lock; the runtime's last status with its age, stale when its writer stopped.
 
     `state` says it in one word: running, degraded, stale (the runtime stopped writing: frozen, or
     its disk is full), starting, restarting, stopped, failed, or not running."""
-    now = time.time()
     service_holder = supervisor_holder(folder)
     runtime_holder = holder(folder / RUNTIME_LOCK, "runtime")
     supervisor = read_json(folder / SUPERVISOR_FILE)
@@ -69,12 +63,12 @@ def status(folder: Path) -> dict:
     }
     if runtime is not None:
         interval = runtime.get("status_interval_s") or 1.0
-        age = _age(runtime, now)
+        age = status_age(runtime)
         runtime["age_s"] = age
         ended = runtime.get("state") in ("STOPPED", "FAILED")
         runtime["stale"] = bool(not ended and (age is None or age > STALE_AFTER_INTERVALS * interval or runtime_holder is None))
     if supervisor is not None:
-        supervisor["age_s"] = _age(supervisor, now)
+        supervisor["age_s"] = status_age(supervisor)
     if runtime_holder is not None and not running:
         result["orphan_runtime_pid"] = runtime_holder["pid"]  # outlived its supervisor; `stop` ends it, `start` too
     result["state"], result["reason"] = _summary(running, supervisor, runtime)
@@ -202,8 +196,9 @@ def write_unit(store: ReleaseStore, folder: Path, user: str | None) -> dict:
     path = folder / unit_name(pipeline.spec.name)
     sdk_path = str(Path(sdk.__file__).resolve().parent.parent)  # the store code that runs this (the agent on a device)
     root = store.root.resolve()
-    try:
-        group = grp.getgrgid(root.stat().st_gid).gr_name  # the store owner's: the SSH login reads the service's status
+    gid = root.stat().st_gid
+    try:  # the store owner's group: the SSH login reads the service's status; never root's (gid 0): the user's own then
+        group = grp.getgrgid(gid).gr_name if gid != 0 else None
     except KeyError:
         group = None
     spec = pipeline.spec

@@ -33,3 +33,27 @@ def read_json(path: Path) -> dict | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+def clock_stamp() -> dict:
+    """When a status was written: `time` (wall clock, for people) and `monotonic` with the boot it counts in, so
+    its age survives a step of the wall clock (NTP, a GNSS fix, a set RTC)."""
+    import time
+
+    from sdk.lease import boot_id
+
+    return {"time": time.time(), "monotonic": time.monotonic(), "boot": boot_id()}
+
+
+def status_age(record: dict | None) -> float | None:
+    """Seconds since a status was written: by the monotonic clock when written in this boot, else by the wall clock."""
+    import time
+
+    from sdk.lease import boot_id
+
+    record = record or {}
+    if isinstance(record.get("monotonic"), (int, float)) and record.get("boot") == boot_id():
+        return round(time.monotonic() - record["monotonic"], 3)
+    written = record.get("time")
+    return round(time.time() - written, 3) if isinstance(written, (int, float)) else None
+

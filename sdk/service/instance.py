@@ -101,9 +101,25 @@ def holder(path: Path, role: str) -> dict | None:
     return {"pid": pid, "start": started, "role": role, "since": record.get("since") if mine else None, "verified": verified}
 
 
+INTERPRETER_FLAGS = {"-B", "-E", "-I", "-O", "-OO", "-P", "-q", "-s", "-u"}  # what may stand before `-m sdk ROLE`
+
+
+def sdk_role(command: list[str]) -> str | None:
+    """The `sdk` command a process runs, read as the interpreter reads its arguments: `PYTHON [flags] -m sdk ROLE ...`,
+    with only interpreter flags before `-m` (never `-c`: a command line that merely mentions `sdk supervise` is
+    nobody's supervisor). None for anything else."""
+    for index, part in enumerate(command[1:], start=1):
+        if part == "-m":
+            rest = command[index + 1 : index + 3]
+            return rest[1] if len(rest) == 2 and rest[0] == "sdk" else None
+        if part not in INTERPRETER_FLAGS:
+            return None
+    return None
+
+
 def _runs_here(pid: int, role: str, folder: Path) -> bool:
     command = command_line(pid)
-    if "sdk" not in command or not any(word in command for word in ROLE_WORDS.get(role, ())):
+    if sdk_role(command) not in ROLE_WORDS.get(role, ()):
         return False
     try:
         where = Path(command[command.index("--status-dir") + 1])
@@ -153,7 +169,7 @@ def legacy_supervisor(folder: Path, pid_file: str = "supervisor.pid") -> dict | 
     except (OSError, ValueError):
         return None
     started = start_ticks(pid) if pid > 1 else None
-    if started is None or not _runs_here(pid, "supervisor", folder) or "supervise" not in command_line(pid):
+    if started is None or not _runs_here(pid, "supervisor", folder) or sdk_role(command_line(pid)) != "supervise":
         return None
     return {"pid": pid, "start": started, "role": "supervisor", "since": None, "verified": True, "legacy": True}
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from sdk.errors import SdkError
 from sdk.runtime.runner import PipelineRunner
-from sdk.service.files import OUTPUT_DIR, STATUS_FILE, write_json_atomic
+from sdk.service.files import OUTPUT_DIR, STATUS_FILE, clock_stamp, write_json_atomic
 from sdk.service.health import DEGRADED, NOMINAL, STARTING, STOPPED, HealthMonitor
 from sdk.service.notify import Notifier
 from sdk.service.realtime import GcOutOfTheLoop, apply_realtime
@@ -90,7 +90,7 @@ class StatusReporter:
         waiting = live.pop("source_waiting", False)
         if self.stall_s is not None and since is not None and since > self.stall_s and snap["state"] != STOPPED and not waiting:
             conditions.append(f"no frame for {since:.1f} s")
-        status = {**snap, **live, **self.extra, "conditions": conditions, "pid": os.getpid(), "time": time.time()}
+        status = {**snap, **live, **self.extra, "conditions": conditions, "pid": os.getpid(), **clock_stamp()}
         status["status_interval_s"] = self.interval_s
         if conditions and status["state"] in (NOMINAL, STARTING):
             status["state"] = DEGRADED  # a missing camera, a full disk, a stall: never NOMINAL

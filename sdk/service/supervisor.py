@@ -33,7 +33,7 @@ import traceback
 from collections import deque
 from pathlib import Path
 
-from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, read_json, write_json_atomic
+from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, clock_stamp, read_json, write_json_atomic
 from sdk.service.instance import RUNTIME_LOCK, SERVICE_LOCK, HeldLock, holder, start_ticks, stop_holder
 from sdk.service.logfile import RotatingLog
 from sdk.service.unit import EXIT_RELEASE_CHANGED
@@ -119,7 +119,7 @@ class Supervisor:
             "notes": self.notes,
             "source": self.source,
             "state_write_failures": self.state_write_failures,
-            "time": time.time(),
+            **clock_stamp(),
         }
         try:
             write_json_atomic(self.status_dir / SUPERVISOR_FILE, state)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import socket
 import threading
 import time
@@ -149,8 +150,12 @@ def test_a_supervisor_of_an_older_release_is_known_by_its_command_line_never_by_
 
     folder = tmp_path / "service"
     folder.mkdir()
-    old = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-m", "sdk", "supervise", "--status-dir", str(folder)])
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "sdk", "supervise", "--status-dir", str(tmp_path)])
+    stand_in = tmp_path / "stand-in"  # a module named sdk that only sleeps: `python -m sdk supervise ...` to the kernel
+    (stand_in / "sdk").mkdir(parents=True)
+    (stand_in / "sdk" / "__main__.py").write_text("import time\ntime.sleep(60)\n")
+    env = {**os.environ, "PYTHONPATH": str(stand_in)}
+    old = subprocess.Popen([sys.executable, "-m", "sdk", "supervise", "--status-dir", str(folder)], env=env)
+    other = subprocess.Popen([sys.executable, "-m", "sdk", "supervise", "--status-dir", str(tmp_path)], env=env)
     try:
         (folder / "supervisor.pid").write_text(f"{other.pid}\n")  # another folder's: not this service
         assert control.status(folder)["running"] is False and control.stop(folder, 5)["note"] == "not running"
@@ -162,3 +167,53 @@ def test_a_supervisor_of_an_older_release_is_known_by_its_command_line_never_by_
         for child in (old, other):
             child.kill()
             child.wait()
+
+
+def test_a_lock_squatter_whose_command_line_mentions_the_supervisor_is_never_signalled(tmp_path):
+    """A process that holds service.lock and whose command line mentions `-m sdk supervise --status-dir <folder>`
+    (after `-c`: the interpreter runs the -c code, not the sdk) is nobody's supervisor: `sdk stop` leaves it alone."""
+    import subprocess
+    import sys
+
+    from sdk.service import control
+
+    folder = tmp_path / "service"
+    folder.mkdir()
+    script = "import fcntl, sys, time; f = open(sys.argv[-1] + '/service.lock', 'a'); fcntl.flock(f, 2); print(1, flush=True); time.sleep(60)"
+    squatter = subprocess.Popen([sys.executable, "-c", script, "-m", "sdk", "supervise", "--status-dir", str(folder)], stdout=subprocess.PIPE)
+    try:
+        assert squatter.stdout.readline().strip() == b"1"
+        who = control.supervisor_holder(folder)
+        assert who is not None and who["pid"] == squatter.pid and who["verified"] is False
+        assert control.stop(folder, 2)["stopped"] is False
+        assert squatter.poll() is None  # not signalled
+    finally:
+        squatter.kill()
+        squatter.wait()
+
+
+
+def test_a_frozen_runtime_stays_stale_when_the_wall_clock_steps_back(tmp_path):
+    """The wall clock may step (NTP, a GNSS fix, an RTC set): a status written an hour "in the future" by the wall
+    clock, 30 s ago by the monotonic clock, is 30 s old: a runtime frozen since then is stale, never fresh."""
+    import json
+    import subprocess
+    import sys
+
+    from sdk.lease import boot_id
+    from sdk.service import control
+
+    folder = tmp_path / "service"
+    folder.mkdir()
+    script = "import fcntl, sys, time; f = open(sys.argv[1], 'a'); fcntl.flock(f, 2); print(1, flush=True); time.sleep(60)"
+    frozen = subprocess.Popen([sys.executable, "-c", script, str(folder / "runtime.lock")], stdout=subprocess.PIPE)  # holds the lock
+    try:
+        assert frozen.stdout.readline().strip() == b"1"
+        status = {"state": "NOMINAL", "pid": frozen.pid, "status_interval_s": 1.0, "frames": 10}
+        written = {"time": time.time() + 3600, "monotonic": time.monotonic() - 30, "boot": boot_id()}
+        (folder / "status.json").write_text(json.dumps({**status, **written}))
+        runtime = control.status(folder)["runtime"]
+        assert runtime["age_s"] >= 30 and runtime["stale"] is True
+    finally:
+        frozen.kill()
+        frozen.wait()

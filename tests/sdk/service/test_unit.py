@@ -189,6 +189,8 @@ def test_the_root_step_creates_the_user_shares_the_folder_and_unlinks_removed_un
     assert stale_links(folder, systemd) == [systemd / "perception-parking.service"]
     commands = [" ".join(c) for c in plan(folder, folder / "perception-tiny.service", systemd)]
     group = Path(store.root).stat().st_gid
+    unit = (folder / "perception-tiny.service").read_text()
+    assert ("Group=" not in unit) if group == 0 else (f"Group={__import__('grp').getgrgid(group).gr_name}" in unit)  # never root's group
     import grp
     import pwd
 
@@ -197,7 +199,10 @@ def test_the_root_step_creates_the_user_shares_the_folder_and_unlinks_removed_un
     except KeyError:
         useradd = commands[0]
         assert useradd.startswith("useradd --system --no-create-home") and "--shell /usr/sbin/nologin" in useradd
-        assert f"--gid {grp.getgrgid(group).gr_name}" in useradd and useradd.endswith(" perception")
+        if group == 0:  # a root-owned store: the service never joins root's group, it gets a group of its own
+            assert "--user-group" in useradd and "--gid" not in useradd and useradd.endswith(" perception")
+        else:
+            assert f"--gid {grp.getgrgid(group).gr_name}" in useradd and useradd.endswith(" perception")
     assert f"chmod -R g+rwX {folder}" in commands and "systemctl disable --now perception-parking.service" in commands
     assert commands[-3:] == [
         f"systemctl link {folder}/perception-tiny.service",

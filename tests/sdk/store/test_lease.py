@@ -123,3 +123,48 @@ def test_a_holder_reads_its_own_start_time_as_every_other_process_does():
 
     seen = subprocess.run(["cat", f"/proc/{os.getpid()}/stat"], capture_output=True, text=True, check=True).stdout
     assert process_start(os.getpid()) == seen.rsplit(")", 1)[1].split()[19]
+
+
+def test_a_zombie_lease_holder_is_dead_at_once_not_when_its_lease_lapses(tmp_path):
+    """A holder that exited but was not reaped yet (a zombie) holds nothing: its lease is not live, though it was
+    renewed a moment ago and `lease_s` is an hour."""
+    from sdk.lease import read_lease
+
+    script = "import os, sys; from sdk.lease import acquire; acquire(sys.argv[1], 'zombie', lease_s=3600); print('held', flush=True); os._exit(0)"
+    child = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert child.stdout.readline().strip() == "held"
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)  # exited, not reaped: a zombie
+        lease = read_lease(tmp_path)
+        assert lease is not None and lease.pid == child.pid and lease.live() is False
+    finally:
+        child.wait()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "negative", "directory"])
+def test_a_damaged_token_file_never_lets_the_fencing_token_go_back(tmp_path, damage):
+    from sdk.lease import TOKEN_FILE, acquire
+
+    first = acquire(tmp_path, "first")
+    first.end()
+    token_file = tmp_path / TOKEN_FILE
+    token_file.unlink()
+    if damage == "directory":
+        token_file.mkdir()
+    else:
+        token_file.write_text("\x00\x13garbage" if damage == "garbage" else "-5")
+    (tmp_path / "lease.json").unlink()  # the last holder's record gone too: nothing remembers token 1
+    if damage == "directory":
+        with pytest.raises(OSError):  # the token cannot be recorded: no lease is issued on a token that may repeat
+            acquire(tmp_path, "second")
+        return
+    second = acquire(tmp_path, "second")
+    try:
+        assert second.token > first.token and second.token >= int(time.time()) - 5  # above any token this store issued
+    finally:
+        second.end()
+    third = acquire(tmp_path, "third")
+    assert third.token == second.token + 1
+    third.end()
