@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat as statmod
 import time
 from pathlib import Path
@@ -44,7 +43,7 @@ UPLOAD_PREFIX = ".upload-"  # kept across crashes: an interrupted upload resumes
 IF_DAMAGED = ("previous", "refuse")  # when the committed release fails its check at a start (sdk/startable.py)
 
 
-def _before(state: dict) -> str | None:
+def previous_of(state: dict) -> str | None:
     """The committed release before the current committed one (what `rollback` goes back to)."""
     history, committed = state["history"], state["committed"]
     if committed not in history:
@@ -69,7 +68,7 @@ def _valid_state(data: object) -> dict | None:
     return state
 
 
-def _record(state: dict, **changes) -> dict:
+def state_record(state: dict, **changes) -> dict:
     """The state to write: committed, history and the damage policy, with `changes` (never the "damaged" note)."""
     record = {"committed": state["committed"], "history": state["history"]}
     if state.get("if_damaged"):
@@ -161,7 +160,7 @@ class Activation:
         return self.state()["history"]
 
     def previous(self) -> str | None:
-        return _before(self.state())
+        return previous_of(self.state())
 
     def trial(self) -> dict | None:
         trial = self._read_json(TRIAL_FILE)
@@ -169,7 +168,7 @@ class Activation:
 
     def _sync_links(self, state: dict, step: str, current: str | None = None) -> None:
         """Point `committed`, `current` (the trial's release, or the committed one) and `previous` where they belong."""
-        for name, release in (("committed", state["committed"]), ("current", current or state["committed"]), ("previous", _before(state))):
+        for name, release in (("committed", state["committed"]), ("current", current or state["committed"]), ("previous", previous_of(state))):
             if self._link_target(name) == release:
                 continue
             if release is None:
@@ -240,7 +239,7 @@ class Activation:
         verify_release(self._require_assembled(release), cache_for(self.root))  # the bytes that passed, unchanged since
         state = self.state()
         history = [r for r in state["history"] if r != release] + [release]
-        state = _record(state, committed=release, history=history, if_damaged=if_damaged or "previous")
+        state = state_record(state, committed=release, history=history, if_damaged=if_damaged or "previous")
         self._write_json(STATE_FILE, state)
         point("commit.state-written")
         self._sync_links(state, "commit")
@@ -300,7 +299,7 @@ class Activation:
             self._end_trial("abort", "unknown", "rolled back", f"{TRIAL_FILE} was damaged")
         state = self.state()
         if "damaged" in state or (not (self.root / STATE_FILE).exists() and (state["committed"] or state["history"])):
-            self._write_json(STATE_FILE, _record(state))  # rebuilt from the links (damaged, or a store of an earlier SDK)
+            self._write_json(STATE_FILE, state_record(state))  # rebuilt from the links (damaged, or a store of an earlier SDK)
         self._sync_links(state, "recover")
         self._empty_trash()
         return None
@@ -335,79 +334,11 @@ class Activation:
             detail = exc.message.removeprefix(f"release {back}: ")
             raise ReleaseError(f"cannot go back to release {back}: {detail}; nothing was changed", hint="deploy that pipeline again") from None
         point("rollback.verified")
-        state = _record(state, committed=back, history=history[:index])
+        state = state_record(state, committed=back, history=history[:index])
         self._write_json(STATE_FILE, state)
         point("rollback.state-written")
         self._sync_links(state, "rollback")
         return back
-
-    def prune(self, keep: int = 3, *, token: int | None = None) -> list[str]:
-        """Remove releases beyond the newest `keep` committed ones (never the committed, previous or trial
-        release), then store objects no remaining release links to. Each release is first renamed out of
-        reach, then deleted: a kill mid-prune never leaves a half-deleted release where it could run."""
-        self._fence(token)
-        state, trial = self.state(), self.trial() or {}
-        keep_ids = set(state["history"][-keep:]) | {state["committed"], _before(state), self.current(), trial.get("release"), trial.get("fallback")}
-        removed = sorted(f.name for f in self.releases.iterdir() if not f.name.startswith(TMP_PREFIX) and f.name not in keep_ids)
-        if removed:  # first out of the history (nothing points at them any more), then out of reach
-            self._write_json(STATE_FILE, _record(state, history=[r for r in state["history"] if r not in removed]))
-            point("prune.state-written")
-        trash = self.root / TRASH
-        trash.mkdir(exist_ok=True)
-        for name in removed:
-            os.replace(self.releases / name, trash / f"release-{name}-{os.getpid()}")
-            point("prune.release-moved")
-        envs = self.root / "envs"
-        for env in sorted(envs.iterdir()) if envs.is_dir() else ():
-            if env.name not in keep_ids and not env.name.startswith(TMP_PREFIX):
-                os.replace(env, trash / f"env-{env.name}-{os.getpid()}")
-        fsync_dir(self.releases)
-        self._empty_trash()
-        used = {os.stat(p).st_ino for folder in self.releases.iterdir() for p in folder.rglob("*") if p.is_file()}
-        for obj in sorted(self.objects.iterdir()):
-            if obj.name.startswith(UPLOAD_PREFIX) or (not obj.name.startswith(TMP_PREFIX) and obj.stat().st_ino not in used):
-                obj.unlink()
-                point("prune.object-deleted")
-        return removed
-
-    def _empty_trash(self) -> None:
-        trash = self.root / TRASH
-        for entry in sorted(trash.iterdir()) if trash.is_dir() else ():
-            shutil.rmtree(entry, ignore_errors=True)
-            point("prune.release-deleted")
-
-    def status(self) -> dict:
-        folders = self.releases.iterdir() if self.releases.is_dir() else ()
-        releases = sorted(p.name for p in folders if not p.name.startswith(TMP_PREFIX))
-        state, trial = self.state(), self.trial()
-        lease = read_lease(self.root)
-        return {
-            "current": self.current(),
-            "committed": state["committed"],
-            "previous": _before(state),
-            "trial": {**trial, "stale": self.trial_liveness(trial)} if trial else None,  # stale: why it can no longer finish
-            "last_trial": self._read_json(LAST_TRIAL_FILE),
-            "history": state["history"],
-            "releases": releases,
-            "lease": {"owner": lease.owner, "token": lease.token} if lease is not None and lease.live() else None,
-            "damaged": self.damage(state),
-        }
-
-    def damage(self, state: dict | None = None) -> list[str]:
-        """What is wrong on disk with the records and pointers, in words (recovery repairs each when it can write)."""
-        state = state if state is not None else self.state()
-        found = [state["damaged"]] if "damaged" in state else []
-        if (self.root / TRIAL_FILE).exists() and self.trial() is None:
-            found.append(f"{TRIAL_FILE} is damaged: the trial it recorded can never be committed")
-        found += [d for d in (self.link_damage(name) for name in ("committed", "current", "previous")) if d]
-        trial = self.trial()
-        expected = {"committed": state["committed"], "previous": _before(state)}
-        expected["current"] = trial["release"] if trial is not None and self.trial_liveness(trial) is None else state["committed"]
-        for name, release in expected.items():  # a step cut short (a kill between a record and its links)
-            actual = self._link_target(name)
-            if actual != release and not self.link_damage(name):
-                found.append(f"`{name}` names {actual or 'nothing'}, the records say {release or 'nothing'}: recovery puts it back")
-        return found
 
     def _write_json(self, name: str, value: object) -> None:
         temporary = self.root / f"{TMP_PREFIX}{name}-{os.getpid()}"

@@ -26,8 +26,10 @@ from sdk.errors import ReleaseError
 from sdk.lease import LeaseHolder
 from sdk.lease import acquire as acquire_lease
 from sdk.procinfo import LockBusy, flock_within
+from sdk.prune import Pruning
 from sdk.release import MANIFEST, RELEASE_ID, SIGNATURE, ReleaseManifest, sha256_of
 from sdk.signing import check_signature
+from sdk.store_status import StoreStatus
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 MUTEX_FILE = ".lock"  # the store's mutex: held for one step (a switch, a commit, an install), never for a deploy
@@ -37,8 +39,9 @@ LOCK_WAIT_S = 120.0  # the longest a step waits for the mutex (an environment bu
 StoreBusy = LockBusy  # the store's mutex stayed held past its wait (sdk/procinfo.py)
 
 
-class ReleaseStore(Activation):
-    """Objects, releases and their environments; what runs is in Activation (sdk/activation.py)."""
+class ReleaseStore(Activation, Pruning, StoreStatus):
+    """Objects, releases and their environments; what runs is in Activation (sdk/activation.py), pruning in
+    sdk/prune.py, what `status` says in sdk/store_status.py."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)

@@ -83,7 +83,7 @@ class SshSession:
         self._agent = agent
         self._runtime_files = runtime_files
         command = agent_command(agent, self.python, self.root, INSTALL_AND_SERVE)
-        self._client = AgentClient(self.connection, command, self.name, payload=lambda: agent_tar(runtime_files))
+        self._client = AgentClient(self.connection, command, self.name, payload=lambda: sized(agent_tar(runtime_files)))
         self._client.launch()
 
     def _agent_ready(self) -> bool:
@@ -301,17 +301,27 @@ class SshSession:
         return self._store("status")
 
 
-UNPACK_AGENT = (
-    "import os, shutil, sys, tarfile; staging, agent = sys.argv[1:3]; shutil.rmtree(staging, ignore_errors=True); "
-    "os.makedirs(staging); tar = tarfile.open(fileobj=sys.stdin.buffer, mode='r|'); "
+_UNPACK = (
+    "import io, os, shutil, sys, tarfile; staging, agent = sys.argv[1:3]; shutil.rmtree(staging, ignore_errors=True); "
+    "os.makedirs(staging); tar = tarfile.open(fileobj={source}, mode='r|'); "
     "tar.extractall(staging, filter='data') if hasattr(tarfile, 'data_filter') else tar.extractall(staging); "
     "import compileall; [compileall.compile_dir(os.path.join(staging, *d), maxlevels=0, quiet=2) for d in (['sdk'], ['sdk', 'service'])]; "
     "os.rename(staging, agent) if not os.path.isdir(agent) else shutil.rmtree(staging)"
 )  # compiled once here: every later start of the agent (once a deploy) loads its bytecode instead of compiling
-INSTALL_AND_SERVE = (  # the first contact's agent: unpacked, then served by the same Python (argv: staging, agent, root)
-    UNPACK_AGENT + "; sys.path.insert(0, agent); sys.argv = ['sdk', 'store', '--root', sys.argv[3], 'serve']; "
+UNPACK_AGENT = _UNPACK.format(source="sys.stdin.buffer")  # the tar alone on stdin, up to its end
+# The first contact's agent: unpacked, then served by the same Python from the same stdin (argv: staging, agent, root).
+# The tar comes after a line with its length and is read whole: tarfile stops at the archive's end marker, and
+# the record padding after it would otherwise be read as the first request.
+INSTALL_AND_SERVE = (
+    _UNPACK.format(source="io.BytesIO(sys.stdin.buffer.read(int(sys.stdin.buffer.readline())))")
+    + "; sys.path.insert(0, agent); sys.argv = ['sdk', 'store', '--root', sys.argv[3], 'serve']; "
     "import runpy; runpy.run_module('sdk', run_name='__main__', alter_sys=True)"
 )
+
+
+def sized(payload: bytes) -> bytes:
+    """A payload the device reads whole from a stream that goes on after it: its length, a newline, its bytes."""
+    return b"%d\n" % len(payload) + payload
 _AGENT_VERSIONS: dict[tuple, str] = {}
 
 

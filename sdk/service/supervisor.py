@@ -34,6 +34,7 @@ from collections import deque
 from pathlib import Path
 
 from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, clock_stamp, read_json, write_json_atomic
+from sdk.service.follow import FollowsTheStore
 from sdk.service.instance import RUNTIME_LOCK, SERVICE_LOCK, HeldLock, holder, start_ticks, stop_holder
 from sdk.service.logfile import RotatingLog
 from sdk.service.unit import EXIT_RELEASE_CHANGED
@@ -68,7 +69,7 @@ def signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
-class Supervisor:
+class Supervisor(FollowsTheStore):
     def __init__(self, release: Path | None, status_dir: Path, service=None, frames: int | None = None, root: Path | None = None) -> None:
         self.root = root  # a store: each (re)start runs the release that may start then (sdk/startable.py)
         self.release = release  # the release it runs now (with `root`: chosen before each start)
@@ -186,38 +187,6 @@ class Supervisor:
         finally:
             lock.release()
 
-    def _said_last_end(self) -> None:
-        """An earlier supervisor that ended without recording it (SIGKILL, a power cut) is said now."""
-        before = read_json(self.status_dir / SUPERVISOR_FILE) or {}
-        if before.get("state") in ("starting", "running", "restarting"):
-            self.note(f"the previous supervisor (pid {before.get('pid')}) ended without a word: killed (SIGKILL) or the power went")
-
-    def _choose(self) -> bool:
-        """With a store: the release that may start now (read, repaired where the disk allows, verified). False
-        (state failed, the reason said) when nothing verified can start."""
-        if self.root is None:
-            return True
-        from sdk.errors import ReleaseError
-        from sdk.startable import resolve_startable
-        from sdk.store import ReleaseStore
-
-        try:
-            chosen = resolve_startable(ReleaseStore(self.root))
-        except ReleaseError as exc:
-            self.state, self.last_reason, self.last_error = "failed", exc.message, exc.message
-            self.note(f"nothing starts: {exc.message}")
-            return False
-        for text in chosen.notes:
-            if text not in self.notes:
-                self.note(text)
-        self.notes = list(chosen.notes)
-        if self.release != chosen.folder:
-            if self.release is not None:
-                self.note(f"switching from {self.release.name} to {chosen.release}, the release to run now")
-            self.release = chosen.folder
-            self.service = None  # the new release's own service settings
-        return True
-
     def _load(self) -> None:
         from sdk.release import load_release
 
@@ -302,27 +271,6 @@ class Supervisor:
                     return 0
         finally:
             listener.close()
-
-    def _reload_now(self) -> None:
-        """SIGHUP: when the release to run now is another, the child is stopped and the loop starts that one."""
-        if self.root is None:
-            self.note("SIGHUP: reload asked; this supervisor runs one pinned release (--release): nothing to reload")
-            return
-        from sdk.errors import ReleaseError
-        from sdk.startable import resolve_startable
-        from sdk.store import ReleaseStore
-
-        try:
-            chosen = resolve_startable(ReleaseStore(self.root), repair=False)
-        except ReleaseError as exc:
-            chosen, why = None, exc.message
-        if chosen is not None and chosen.folder == self.release:
-            self.note(f"SIGHUP: reload; {chosen.release} is still the release to run")
-            return
-        self.note(f"SIGHUP: reload; {'switching to ' + chosen.release if chosen else 'nothing verified can start: ' + why}")
-        self._switching = True
-        if self.child is not None and self.child.poll() is None:
-            self.child.send_signal(signal.SIGTERM)
 
     def _stop_orphan(self) -> None:
         """A runtime that outlived an earlier supervisor (it was frozen when that one died): stopped before
