@@ -40,6 +40,7 @@ from sdk.spec.loader import PipelineFile
 REPORT_FILE = "report.json"
 REPORT_FORMAT = 2
 END_TO_END_KEYS = ("p50_ms", "p99_ms", "p999_ms", "p9999_ms", "max_ms")
+OUTPUT_KEYS = ("output", "written", "not_written", "last_error")  # a sink's counts (a service's status has more)
 
 
 def build_report(
@@ -114,6 +115,7 @@ def build_report(
         "disconnects": result.counters.disconnects,
         "stage_errors": result.stage_errors,
         "last_error": result.last_error,
+        "outputs": [{key: o.get(key) for key in OUTPUT_KEYS} for o in result.outputs],
         "stages": {stage: summarize(latencies[stage]) for stage in STAGES},
         "queue": summarize(latencies["queue"]),
         "end_to_end": end_to_end,

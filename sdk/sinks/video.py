@@ -21,7 +21,7 @@ import numpy as np
 from sdk.errors import SdkError
 from sdk.frame import Frame
 from sdk.postprocess.detections import Detections
-from sdk.sinks.files import MIB, FreeSpace, OutputStats, Segments, describe_output, partial_path, publish
+from sdk.sinks.files import MIB, FreeSpace, OutputStats, Presence, Segments, describe_output, partial_path, publish, recreate_folder
 
 _COLOURS = ((0, 200, 255), (255, 120, 0), (60, 220, 60), (200, 60, 220), (0, 80, 255))
 ENCODER_FLOOR_MB = 4.0  # the encoder's own buffers: never write a video with less free than this
@@ -49,6 +49,7 @@ class VideoSink:
             self.floor_mb = max(retention.min_free_mb, ENCODER_FLOOR_MB)
             self._guard = min(64 * 1024, segment_bytes // 4)  # room left below max_mb: the encoder's buffer and the next frame
         self.free = FreeSpace(self.path.parent)
+        self.presence = Presence()
         self._writer = None
         self._frames_in_segment = 0
         self._opened_at = 0.0
@@ -86,22 +87,33 @@ class VideoSink:
             )
         self._frames_in_segment = 0
         self._opened_at = time.monotonic()
+        self.presence.track(self._partial)
 
     def _finish(self) -> None:
-        """Close the encoder (the segment now plays) and publish it."""
+        """Close the encoder (the segment now plays) and publish it; a segment removed meanwhile is counted lost."""
         if self._writer is None:
             return
         self._writer.release()
         self._writer = None
-        if self.durable:
-            if self._frames_in_segment:
+        if self.presence.gone(now=True):
+            self._lost_segment()
+            return
+        try:
+            if not self.durable:
+                publish(self._partial, self.path)
+            elif self._frames_in_segment:
                 self.segments.publish_current()
             else:
                 self._partial.unlink(missing_ok=True)
-        elif self._partial.exists():
-            publish(self._partial, self.path)
-        else:
-            sys.stderr.write(f"warning: {self._partial} vanished before it could be published\n")
+        except FileNotFoundError:  # removed between the check and the publication
+            self._lost_segment()
+
+    def _lost_segment(self) -> None:
+        """The segment being written is gone from its folder (removed, or the folder with it): its frames are lost."""
+        lost, self._frames_in_segment = self._frames_in_segment, 0
+        self.stats.unwritten(lost, f"{self._partial.name} was removed with {lost} frame(s) in it")
+        where = self._partial.parent
+        sys.stderr.write(f"warning: {self.path.name}: the segment being written was removed from {where}: {lost} frame(s) lost\n")
 
     def write(self, frame: Frame, detections: Detections) -> None:
         from sdk.pixels import as_bgr
@@ -132,7 +144,15 @@ class VideoSink:
                     self._finish()
                 except OSError as exc:
                     self.stats.last_error = f"cannot finish a segment: {exc}"
+        if self._writer is not None and self.presence.gone():  # at most once a second: still in its folder?
+            self._writer.release()  # into the removed file
+            self._writer = None
+            self._lost_segment()
         if self._writer is None:
+            why = recreate_folder(self._partial.parent)
+            if why is not None:
+                self.stats.lost(why)
+                return False
             self._start(image)
         return True
 
