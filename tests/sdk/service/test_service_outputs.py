@@ -161,7 +161,7 @@ def test_after_kill_9_the_video_plays_up_to_its_last_finished_segment(deployed, 
         assert ok and image.shape == (48, 64, 3) and count >= 10, segment.name  # a second at 30 fps, give or take
     done = subprocess.run([*command, "--frames", "3"], cwd=release, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "annotated.avi: the segment an earlier run did not finish" in done.stderr  # kept if it plays, else deleted: said
+    assert "annotated.avi: the segment an earlier run did not finish" in done.stderr  # salvaged, or deleted and counted: said
     assert not (output / ".annotated.current.avi").exists()
 
 
@@ -201,3 +201,33 @@ def test_an_output_folder_removed_mid_run_is_recreated_its_lost_frames_counted_a
     on_disk = sum(int(cv2.VideoCapture(str(s)).get(cv2.CAP_PROP_FRAME_COUNT)) for s in segments)
     assert on_disk == video["written"] and video["written"] + video["not_written"] == final["frames"] and video["not_written"] >= before["frames"]
     assert "removed" in log
+
+
+def test_a_killed_runs_video_segment_is_salvaged_by_the_next_run(deployed, tmp_path):
+    import cv2
+
+    video = (ONE_SEGMENT_VIDEO[0], ONE_SEGMENT_VIDEO[1].replace("path: annotated.avi, fourcc: MJPG", "path: annotated.mp4, fourcc: mp4v"))
+    fast = ("replay: {rate_fps: 30}", "replay: {rate_fps: 300}")  # the encoder's first flushes sooner
+    store = copy_store(deployed, tmp_path / "store", video, NO_FLOORS, fast)
+    release = store.release_dir(store.committed())
+    status_dir = tmp_path / "status"
+    current = status_dir / "output" / ".annotated.current.mp4"
+    command = [sys.executable, "-m", "sdk", "serve", "--release", str(release), "--status-dir", str(status_dir)]
+    child = subprocess.Popen(command, cwd=release, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: current.exists() and current.stat().st_size >= 40 * 1024, 60, "the encoder to flush 40 KiB")  # a 32 KiB flush at least
+        child.kill()
+        child.wait()
+    finally:
+        child.kill()
+        child.wait()
+    done = subprocess.run([*command, "--frames", "3"], cwd=release, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    said = next(line for line in done.stderr.splitlines() if "annotated.mp4: the segment an earlier run did not finish" in line)
+    assert "was salvaged up to its last complete frame (MP4 index rebuilt after its last complete frame)" in said
+    capture = cv2.VideoCapture(str(status_dir / "output" / "annotated.000001.mp4"))  # the killed run's frames
+    count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+    assert capture.read()[0] and count >= 1 and f": {count} frame(s) kept as annotated.000001.mp4" in said
+    capture.release()
+    video_output = next(o for o in read_json(status_dir / "status.json")["outputs"] if o["output"] == "annotated.mp4")
+    assert (video_output["salvaged_frames"], video_output["unsalvaged_segments"]) == (count, 0)
