@@ -122,3 +122,16 @@ def test_outputs_of_their_own_load(folder):
     )
     spec = load_pipeline(with_sinks(folder, sinks)).spec
     assert [s.kind for s in spec.sinks] == ["jsonl", "video", "video", "null", "null"]
+
+
+def test_the_run_files_are_those_the_runtime_and_the_host_write_into_a_runs_folder():
+    from sdk.runtime.junit import JUNIT_FILE
+    from sdk.runtime.report import REPORT_FILE
+    from sdk.runtime.timeline import TIMELINE_FILE
+    from tools.deploy import DEVICE_FILE
+    from tools.deploy import RUN_FILES as HOST_RUN_FILES
+    from tools.fleet import FLEET_FILE
+    from tools.int8 import ACCURACY_FILE
+
+    written = {*HOST_RUN_FILES, REPORT_FILE, JUNIT_FILE, TIMELINE_FILE, DEVICE_FILE, FLEET_FILE, ACCURACY_FILE}
+    assert written - {"detections.jsonl"} <= set(RUN_FILES)  # detections.jsonl: a JSONL sink's own (the report contract)
