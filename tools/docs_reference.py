@@ -174,8 +174,14 @@ MEANINGS = {
     "postprocess.classes": ("class names, in the model's order (without the background class); `segment` with one channel: [background, foreground]"),
     "sinks": "where each frame's detections go; paths are inside the report folder. Default: one `jsonl` sink",
     "sinks[].kind": "`jsonl`, `video`, `mask` (a `segment` decoder's masks as PNGs) or `null` (YAML's `kind: null` is accepted too)",
-    "sinks[].path": "file name (`mask`: folder name) inside the report folder",
-    "sinks[].fourcc": "video codec; `mp4v` (MPEG-4 part 2) plays everywhere",
+    "sinks[].path": (
+        "file name (`mask`: folder name) inside the report folder; not hidden, not one of the run's own files "
+        "(`report.json`, `junit.xml`, ...), and no two outputs on one path (checked at load)"
+    ),
+    "sinks[].fourcc": (
+        "video codec; `mp4v` (MPEG-4 part 2) plays everywhere. The path's suffix picks the container: "
+        "`.mp4`, `.mov`, `.mkv` or `.avi` (checked at load)"
+    ),
     "sinks[].mosaic": "several cameras: one video of every camera side by side, a tile each (at `path`), instead of `annotated-NAME.mp4` per camera",
     "budgets": "what the run is judged against; no budget at all gives INCONCLUSIVE",
     "budgets.end_to_end": "latency limits from capture to the end of the sinks",

@@ -5,8 +5,10 @@ confidence bounds of each percentile, deadline misses and streaks, jitter and dr
 environment before and after the run, the hashes of what ran, and the output digest that two
 runs on the same replay are compared by. Every key since is an addition: `verdict_detail` (the
 verdict with what it does not cover, "PASS, 2 unverified"), `run` (who ran what, where, when, with
-which software: the traceability a reviewer signs against) and `environment.during` (CPU load and
-frequency sampled while the pipeline ran).
+which software: the traceability a reviewer signs against), `environment.during` (CPU load and
+frequency sampled while the pipeline ran), `lost_frames` (frames a recording promised that never
+arrived, distinct from `corrupt_frames`; per camera too) and `outputs` (each sink's frames written and
+not written).
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from sdk.spec.loader import PipelineFile
 REPORT_FILE = "report.json"
 REPORT_FORMAT = 2
 END_TO_END_KEYS = ("p50_ms", "p99_ms", "p999_ms", "p9999_ms", "max_ms")
+OUTPUT_KEYS = ("output", "written", "not_written", "last_error")  # a sink's counts (a service's status has more)
 
 
 def build_report(
@@ -87,6 +90,7 @@ def build_report(
             f"the GPU decode found more candidates than its capacity ({decode['capacity']}) on {decode['overflow_frames']} frame(s): "
             f"{decode['candidates_lost']} candidate(s) were not kept (raise postprocess.score_threshold)"
         )
+    notes += source_and_output_notes(spec, result)
     if load and load.get("overloaded"):
         notes.append(
             f"the 1-minute load average reached {load['load_1m']['max']:g} on {load['cpus']} CPU(s) during the run: "
@@ -111,9 +115,11 @@ def build_report(
         "measured_frames": result.frames - warmup,
         "dropped": dropped,
         "corrupt_frames": result.counters.corrupt,
+        "lost_frames": result.counters.lost,
         "disconnects": result.counters.disconnects,
         "stage_errors": result.stage_errors,
         "last_error": result.last_error,
+        "outputs": [{key: o.get(key) for key in OUTPUT_KEYS} for o in result.outputs],
         "stages": {stage: summarize(latencies[stage]) for stage in STAGES},
         "queue": summarize(latencies["queue"]),
         "end_to_end": end_to_end,
@@ -146,6 +152,22 @@ def build_report(
             "during": load,
         },
     }
+
+
+def source_and_output_notes(spec, result: RunResult) -> list[str]:
+    """Frames a recording promised that never arrived (per camera), and frames an output could not keep."""
+    notes = []
+    for name, camera in result.cameras.items():
+        if camera.counters.lost:
+            uri = spec.cameras[name].uri.partition("?")[0]
+            notes.append(
+                f"{uri}: {camera.counters.lost} frame(s) the recording promised never arrived (lost_frames; "
+                f"not corrupt: the demuxer passed over them); the newest: {camera.counters.lost_last}"
+            )
+    for output in result.outputs:
+        if output.get("not_written"):
+            notes.append(f"{output['output']}: {output['not_written']} frame(s) not written ({output.get('last_error')})")
+    return notes
 
 
 def camera_misses(camera, warmup: int, deadline_ms: float) -> DeadlineMisses:
@@ -182,6 +204,7 @@ def camera_sections(spec, result: RunResult, warmup: int) -> dict:
             "dropped": camera.counters.dropped,
             "skipped_slots": camera.skipped_slots,
             "corrupt_frames": camera.counters.corrupt,
+            "lost_frames": camera.counters.lost,
             "disconnects": camera.counters.disconnects,
             "misses": misses.misses if misses is not None else None,
             "deadline": _deadline(misses),

@@ -58,6 +58,7 @@ class RunResult:
     batching: str = ""  # how frames went through the engine (batched, or one after another)
     batch: int = 1  # frames per inference call
     cascade_ms: dict[str, list[float]] = field(default_factory=dict)  # per cascade step, ms per frame (within postprocess)
+    outputs: list[dict] = field(default_factory=list)  # each output's frames written and not written (and why), once closed
 
     @property
     def frames(self) -> int:
@@ -90,9 +91,10 @@ def summed_counters(counters: list[StreamCounters]) -> StreamCounters:
     """The cameras' counters added up (a status' and the report's aggregate)."""
     total = StreamCounters()
     for c in counters:
-        for key in ("delivered", "dropped", "corrupt", "loops", "disconnects", "reconnect_attempts"):
+        for key in ("delivered", "dropped", "corrupt", "lost", "loops", "disconnects", "reconnect_attempts"):
             setattr(total, key, getattr(total, key) + getattr(c, key))
         total.corrupt_last = c.corrupt_last or total.corrupt_last
+        total.lost_last = c.lost_last or total.lost_last
     return total
 
 
@@ -236,6 +238,7 @@ class PipelineRunner:
                     result.counters = summed_counters([camera.stream.counters for camera in cameras])
             if hasattr(backend, "slowest_layers"):  # TensorRT with profile_layers: the bottleneck layers, by name
                 result.slowest_layers = [(name, round(ms / max(result.frames, 1), 4)) for name, ms in backend.slowest_layers(10)]
+        result.outputs = sinks.describe()  # closed: a file removed before its publication is counted
         return result
 
     def _loop(self, feed, preprocess, backend, decode, cascade, track, sinks, result: RunResult) -> None:

@@ -374,8 +374,8 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
         counters = runner.counters
         live: dict = {"conditions": []}
         if counters is not None:
-            live.update(dropped=counters.dropped, corrupt_frames=counters.corrupt, disconnects=counters.disconnects)
-            live.update(reconnect_attempts=counters.reconnect_attempts, corrupt_last=counters.corrupt_last)
+            live.update(dropped=counters.dropped, corrupt_frames=counters.corrupt, lost_frames=counters.lost, disconnects=counters.disconnects)
+            live.update(reconnect_attempts=counters.reconnect_attempts, corrupt_last=counters.corrupt_last, lost_last=counters.lost_last)
         stream = runner.stream
         source = stream.condition() if stream is not None else None
         if source is not None:

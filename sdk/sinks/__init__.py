@@ -13,6 +13,7 @@ from sdk.spec.schema import JsonlSink as JsonlSpec
 from sdk.spec.schema import MaskSink as MaskSpec
 from sdk.spec.schema import NullSink as NullSpec
 from sdk.spec.schema import VideoSink as VideoSpec
+from sdk.spec.sinks import camera_path
 
 
 class NullSink:
@@ -124,12 +125,6 @@ class PerCamera:
 
     def close(self) -> None:
         close_all(reversed(list(self.by_camera.values())))
-
-
-def camera_path(path: str, camera: str) -> str:
-    """annotated.mp4 -> annotated-front.mp4"""
-    stem, dot, suffix = path.rpartition(".")
-    return f"{stem}-{camera}.{suffix}" if dot and "/" not in suffix else f"{path}-{camera}"
 
 
 def close_all(sinks) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 MIB = 1 << 20
 FREE_CHECK_S = 1.0  # free space is asked of the file system at most once a second per output
+PRESENCE_CHECK_S = 1.0  # whether the current file is still in its folder: asked at most once a second per output
 
 
 def partial_path(final: Path) -> Path:
@@ -122,6 +123,54 @@ class FreeSpace:
         return self.free_mb is not None and self.free_mb < floor_mb
 
 
+def identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at `path`, or None where there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+class Presence:
+    """Whether an output's current file is still where it is published from, asked at most every PRESENCE_CHECK_S.
+
+    A folder removed under a running sink (`rm -rf output`) takes the current file with it while the
+    sink's descriptor still writes into the deleted file: every frame in that file is lost, however
+    many the sink counted as written. `gone()` tells it, so the sink counts them and starts again."""
+
+    def __init__(self, clock=time.monotonic) -> None:
+        self.clock = clock
+        self.path: Path | None = None
+        self.file: tuple[int, int] | None = None
+        self._checked = -1e9
+
+    def track(self, path: Path, file: tuple[int, int] | None = None) -> None:
+        """From now on `path` is the current file (`file`: its identity, else read now)."""
+        self.path, self.file = path, file if file is not None else identity(path)
+        self._checked = self.clock()
+
+    def gone(self, now: bool = False) -> bool:
+        """The tracked file is no longer at its path (removed, or its folder with it); asked now, or when due."""
+        if self.path is None:
+            return False
+        t = self.clock()
+        if not now and t - self._checked < PRESENCE_CHECK_S:
+            return False
+        self._checked = t
+        found = identity(self.path)
+        return found is None or (self.file is not None and found != self.file)
+
+
+def recreate_folder(folder: Path) -> str | None:
+    """Make `folder` again (and its parents); None on success, else why it cannot be made."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot recreate {folder}: {os.strerror(exc.errno) if exc.errno else exc}"
+    return None
+
+
 def _size(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -152,6 +201,13 @@ class OutputStats:
         if self.failing is None:
             self.failing_since = time.time()
         self.failing = self.last_error = why
+
+    def unwritten(self, frames: int, why: str) -> None:
+        """`frames` counted as written are not on the disk after all (their file was removed): not written."""
+        frames = min(frames, self.written)
+        self.written -= frames
+        self.not_written += frames
+        self.last_error = why
 
     def condition(self) -> str | None:
         if self.failing is None:

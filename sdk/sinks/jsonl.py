@@ -8,6 +8,10 @@ power cut loses at most that interval. A line that cannot be written (a full dis
 floor) is not half-written: it is counted as not written, with the reason, and the next frame tries
 again, so writing resumes when space returns.
 
+A current file removed under the sink (its folder deleted) is noticed within a second: the frames in it
+are counted not written, and a new current file begins in the folder, made again (where it cannot be
+made, every frame is counted not written, with the reason, and it is tried again each second).
+
 A measuring run writes one file (`.detections.jsonl.partial`, published as `detections.jsonl` when
 complete). A service (`retention` given) writes segments (sdk/sinks/files.py): rotated by size or
 age, pruned by retention, and the killed run's current segment published on the next open.
@@ -25,7 +29,18 @@ from pathlib import Path
 
 from sdk.frame import Frame
 from sdk.postprocess.detections import Detection, Detections
-from sdk.sinks.files import MIB, FreeSpace, OutputStats, Segments, describe_output, partial_path, publish, trim_torn_tail
+from sdk.sinks.files import (
+    MIB,
+    FreeSpace,
+    OutputStats,
+    Presence,
+    Segments,
+    describe_output,
+    partial_path,
+    publish,
+    recreate_folder,
+    trim_torn_tail,
+)
 
 ROTATE_RETRY_S = 1.0
 
@@ -63,8 +78,11 @@ class JsonlSink:
             self.max_age_s = rotate.max_age_s if rotate is not None else None
             self.floor_mb = retention.detections_min_free_mb
         self.free = FreeSpace(self.path.parent)
+        self.presence = Presence()
         self._fd = -1
         self._size = 0
+        self._lines = 0  # in the current file: the frames lost with it if it is removed
+        self._unopened: str | None = None  # why there is no current file (its folder could not be made again)
         self._opened_at = 0.0
         self._rotate_after = 0.0
         self._last_index: int | None = None
@@ -89,8 +107,34 @@ class JsonlSink:
 
     def _open_current(self) -> None:
         self._fd = os.open(self._current, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC, 0o644)
-        self._size = 0
+        st = os.fstat(self._fd)
+        self.presence.track(self._current, (st.st_dev, st.st_ino))
+        self._size = self._lines = 0
         self._opened_at = time.monotonic()
+
+    def _lost_current(self) -> None:
+        """The current file is gone from its folder (removed, or the folder with it): its frames are counted not
+        written, and a new current file begins in the folder, made again where it went (or the reason is kept)."""
+        with self._lock:
+            self._lose_current()
+            self._reopen()
+
+    def _lose_current(self) -> None:
+        """(lock held) Count the current file's frames as not written and let go of it."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        lost, self._lines, self._size = self._lines, 0, 0
+        self.stats.unwritten(lost, f"{self._current.name} was removed with {lost} frame(s) in it")
+        sys.stderr.write(f"warning: {self.path.name}: the current file was removed from {self._current.parent}: {lost} frame(s) lost\n")
+
+    def _reopen(self) -> None:
+        self._unopened = recreate_folder(self._current.parent)
+        if self._unopened is None:
+            try:
+                self._open_current()
+            except OSError as exc:
+                self._unopened = f"cannot open {self._current.name}: {_reason(exc)}"
 
     def line(self, frame: Frame, detections: Detections) -> bytes:
         r = self.decimals
@@ -109,6 +153,15 @@ class JsonlSink:
 
     def write(self, frame: Frame, detections: Detections) -> None:
         data = self.line(frame, detections)
+        if self.presence.gone():  # at most once a second: the current file still in its folder (or, without one, made again)
+            if self._fd >= 0:
+                self._lost_current()
+            else:
+                with self._lock:
+                    self._reopen()
+        if self._fd < 0:
+            self.stats.lost(self._unopened or "no current file")
+            return
         if self.durable:
             if self.free.below(self.floor_mb):
                 self.stats.lost(f"free space {self.free.free_mb:.1f} MiB is below detections_min_free_mb {self.floor_mb:g}")
@@ -118,6 +171,9 @@ class JsonlSink:
             old = self.max_age_s is not None and now - self._opened_at >= self.max_age_s
             if self._size and (full or old) and now >= self._rotate_after:
                 self._rotate()
+                if self._fd < 0:
+                    self.stats.lost(self._unopened or "no current file")
+                    return
         try:
             written = os.write(self._fd, data)
         except OSError as exc:
@@ -131,10 +187,14 @@ class JsonlSink:
             self.stats.lost(os.strerror(errno.ENOSPC))  # the partial line is removed: counted like any line not written
             return
         self._size += written
+        self._lines += 1
         self._last_index = frame.index
         self.stats.ok()
 
     def _rotate(self) -> None:
+        if self.presence.gone(now=True):
+            self._lost_current()
+            return
         with self._lock:
             os.close(self._fd)
             self._fd = -1
@@ -143,7 +203,11 @@ class JsonlSink:
             except OSError as exc:  # the current file stays current; tried again a second later
                 self.stats.last_error = f"cannot finish {self._current.name}: {_reason(exc)}"
                 self._rotate_after = time.monotonic() + ROTATE_RETRY_S
-                self._fd = os.open(self._current, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+                try:
+                    self._fd = os.open(self._current, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+                except OSError:  # removed meanwhile
+                    self._lose_current()
+                    self._reopen()
                 return
             self._open_current()
 
@@ -166,18 +230,23 @@ class JsonlSink:
         with self._lock:
             if self._fd < 0:
                 return
+            if self.presence.gone(now=True):  # removed with its folder: nothing to publish, its frames are lost
+                self._lose_current()
+                return
             os.close(self._fd)
             self._fd = -1
-            if not self._current.exists():  # someone else moved it (never this service: one runtime per folder)
-                sys.stderr.write(f"warning: {self._current} vanished before it could be published\n")
+            try:
+                if self.durable:
+                    if self._size == 0 and self._current.stat().st_size == 0:
+                        self._current.unlink()
+                        return
+                    self.segments.publish_current()
+                else:
+                    publish(self._current, self.path)
+            except OSError as exc:  # removed between the check and the publication
+                self._lose_current()
+                self.stats.last_error = f"cannot publish {self._current.name}: {_reason(exc)}"
                 return
-            if self.durable:
-                if self._size == 0 and self._current.stat().st_size == 0:
-                    self._current.unlink()
-                    return
-                self.segments.publish_current()
-            else:
-                publish(self._current, self.path)
         self.stats.synced_frame = self._last_index
 
     def describe(self) -> dict:

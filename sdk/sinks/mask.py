@@ -1,6 +1,7 @@
 """A segment decoder's masks as lossless PNGs, one per written frame: `PATH/NNNNNN.png` (frame index), 8-bit class
 indices in source pixels (255 outside the crop). The newest `keep` are kept; older ones are deleted as new ones come.
-A file is written under a temporary name and renamed: a reader never sees half a PNG."""
+A file is written under a temporary name and renamed: a reader never sees half a PNG. A folder removed
+under the sink is made again."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections import deque
 from pathlib import Path
 
 from sdk.frame import Frame
-from sdk.sinks.files import OutputStats
+from sdk.sinks.files import OutputStats, recreate_folder
 
 
 class MaskSink:
@@ -32,8 +33,8 @@ class MaskSink:
             return
         final = self.folder / f"{frame.index:06d}.png"
         partial = final.with_name(f".{final.name}.partial.png")
-        if not cv2.imwrite(str(partial), mask):
-            self.stats.lost(f"cannot write {final.name}")
+        if not cv2.imwrite(str(partial), mask) and (recreate_folder(self.folder) is not None or not cv2.imwrite(str(partial), mask)):
+            self.stats.lost(f"cannot write {final.name}")  # the folder was removed and cannot be made again, or the disk is full
             return
         os.replace(partial, final)
         self._written.append(final)

@@ -3,8 +3,10 @@
 A measuring run writes one file, published when complete. A service (`retention` given) writes
 segments: the current one is finished (the encoder closed, so it plays) and published every
 `rotate.max_age_s` seconds or `rotate.max_mb`, so after a kill -9 the recording plays up to its
-last finished segment; the killed run's current segment is published by the next run only if it
-plays, else deleted with a note (an MP4 without its index cannot be read). OpenCV's writer does not
+last finished segment. The killed run's current segment is salvaged by the next run up to its last
+complete frame where the container allows (sdk/sinks/salvage.py: an MP4's index rebuilt, an AVI
+cut and indexed) and published; one that cannot be is deleted and counted (`unsalvaged_segments`),
+with a note either way. OpenCV's writer does not
 report a full disk, so the video sink never goes near one: below `retention.min_free_mb` free (the
 floor the detections sink keeps writing under) it finishes its segment and stops, counting every
 frame it does not write, and starts a new segment when space returns.
@@ -21,7 +23,8 @@ import numpy as np
 from sdk.errors import SdkError
 from sdk.frame import Frame
 from sdk.postprocess.detections import Detections
-from sdk.sinks.files import MIB, FreeSpace, OutputStats, Segments, describe_output, partial_path, publish
+from sdk.sinks.files import MIB, FreeSpace, OutputStats, Presence, Segments, describe_output, partial_path, publish, recreate_folder
+from sdk.sinks.salvage import Unsalvageable, read_settings, salvage, settings_path, write_settings
 
 _COLOURS = ((0, 200, 255), (255, 120, 0), (60, 220, 60), (200, 60, 220), (0, 80, 255))
 ENCODER_FLOOR_MB = 4.0  # the encoder's own buffers: never write a video with less free than this
@@ -49,6 +52,9 @@ class VideoSink:
             self.floor_mb = max(retention.min_free_mb, ENCODER_FLOOR_MB)
             self._guard = min(64 * 1024, segment_bytes // 4)  # room left below max_mb: the encoder's buffer and the next frame
         self.free = FreeSpace(self.path.parent)
+        self.presence = Presence()
+        self.salvaged_frames = 0  # from the segment an earlier run was killed in
+        self.unsalvaged_segments = 0
         self._writer = None
         self._frames_in_segment = 0
         self._opened_at = 0.0
@@ -61,16 +67,28 @@ class VideoSink:
             self._recover()
 
     def _recover(self) -> None:
+        """The segment a killed run did not finish: salvaged up to its last complete frame and published, or
+        deleted and counted."""
         current = self.segments.current
-        if not current.exists():
-            return
-        if _plays(current):
-            final = self.segments.publish_current()
-            sys.stderr.write(f"note: {self.path.name}: the segment an earlier run did not finish plays; kept as {final.name}\n")
-        else:
+        settings = read_settings(current)
+        if current.exists():
             size = current.stat().st_size
-            current.unlink()
-            sys.stderr.write(f"note: {self.path.name}: the segment an earlier run did not finish ({size} bytes) does not play; deleted\n")
+            try:
+                kept = salvage(current, settings)
+            except (Unsalvageable, OSError) as exc:
+                current.unlink(missing_ok=True)
+                self.unsalvaged_segments += 1
+                why = f"({size} bytes) cannot be salvaged ({exc}); deleted"
+                sys.stderr.write(f"note: {self.path.name}: the segment an earlier run did not finish {why}\n")
+            else:
+                final = self.segments.publish_current()
+                self.salvaged_frames += kept.frames
+                torn = f"; {kept.cut_bytes} bytes of the frame it was writing cut off" if kept.cut_bytes else ""
+                sys.stderr.write(
+                    f"note: {self.path.name}: the segment an earlier run did not finish was salvaged up to its last complete frame "
+                    f"({kept.how}): {kept.frames} frame(s) kept as {final.name}{torn}\n"
+                )
+        settings_path(current).unlink(missing_ok=True)
 
     def _start(self, image: np.ndarray) -> None:
         import cv2
@@ -86,22 +104,40 @@ class VideoSink:
             )
         self._frames_in_segment = 0
         self._opened_at = time.monotonic()
+        self.presence.track(self._partial)
+        if self.durable:  # what a salvage needs, should this segment be left unfinished
+            try:
+                write_settings(self._partial, self.fourcc, self.fps, *self._size)
+            except OSError as exc:
+                self.stats.last_error = f"cannot write the segment's settings file: {exc}"
 
     def _finish(self) -> None:
-        """Close the encoder (the segment now plays) and publish it."""
+        """Close the encoder (the segment now plays) and publish it; a segment removed meanwhile is counted lost."""
         if self._writer is None:
             return
         self._writer.release()
         self._writer = None
-        if self.durable:
-            if self._frames_in_segment:
+        if self.presence.gone(now=True):
+            self._lost_segment()
+            return
+        try:
+            if not self.durable:
+                publish(self._partial, self.path)
+            elif self._frames_in_segment:
                 self.segments.publish_current()
             else:
                 self._partial.unlink(missing_ok=True)
-        elif self._partial.exists():
-            publish(self._partial, self.path)
-        else:
-            sys.stderr.write(f"warning: {self._partial} vanished before it could be published\n")
+        except FileNotFoundError:  # removed between the check and the publication
+            self._lost_segment()
+        if self.durable:
+            settings_path(self._partial).unlink(missing_ok=True)
+
+    def _lost_segment(self) -> None:
+        """The segment being written is gone from its folder (removed, or the folder with it): its frames are lost."""
+        lost, self._frames_in_segment = self._frames_in_segment, 0
+        self.stats.unwritten(lost, f"{self._partial.name} was removed with {lost} frame(s) in it")
+        where = self._partial.parent
+        sys.stderr.write(f"warning: {self.path.name}: the segment being written was removed from {where}: {lost} frame(s) lost\n")
 
     def write(self, frame: Frame, detections: Detections) -> None:
         from sdk.pixels import as_bgr
@@ -132,7 +168,15 @@ class VideoSink:
                     self._finish()
                 except OSError as exc:
                     self.stats.last_error = f"cannot finish a segment: {exc}"
+        if self._writer is not None and self.presence.gone():  # at most once a second: still in its folder?
+            self._writer.release()  # into the removed file
+            self._writer = None
+            self._lost_segment()
         if self._writer is None:
+            why = recreate_folder(self._partial.parent)
+            if why is not None:
+                self.stats.lost(why)
+                return False
             self._start(image)
         return True
 
@@ -153,7 +197,10 @@ class VideoSink:
         self._finish()
 
     def describe(self) -> dict:
-        return describe_output(self.path, self.stats, self.segments)
+        info = describe_output(self.path, self.stats, self.segments)
+        if self.durable:  # what became of the segment an earlier, killed run left unfinished
+            info.update(salvaged_frames=self.salvaged_frames, unsalvaged_segments=self.unsalvaged_segments)
+        return info
 
 
 def fit(image: np.ndarray, canvas: np.ndarray) -> None:
@@ -184,13 +231,3 @@ def annotate(image: np.ndarray, index: int, detections: Detections) -> None:
         cv2.rectangle(image, (x1, top), (x1 + tw + 2, top + th + 4), colour, cv2.FILLED)
         cv2.putText(image, text, (x1 + 1, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
     cv2.putText(image, f"frame {index}", (8, 20), cv2.FONT_HERSHEY_SIMPLEX, 0.55, (255, 255, 255), 1, cv2.LINE_AA)
-
-
-def _plays(path: Path) -> bool:
-    import cv2
-
-    capture = cv2.VideoCapture(str(path))
-    try:
-        return bool(capture.isOpened() and capture.read()[0])
-    finally:
-        capture.release()

@@ -11,6 +11,8 @@ class FrameReader(ABC):
     """A device or file that yields images. Buffers belong to the reader."""
 
     live = False  # a live camera delivers on its own clock; a recording when asked
+    lost_frames = 0  # frames the recording promised that never arrived (neither delivered nor corrupt), every pass
+    lost_last: str | None = None  # the newest such loss, in words
 
     def __enter__(self) -> FrameReader:
         self.open()

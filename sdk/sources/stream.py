@@ -29,10 +29,12 @@ class StreamCounters:
     delivered: int = 0
     dropped: int = 0  # frames that existed but were never processed (late or overwritten)
     corrupt: int = 0  # frames that could not be decoded, skipped
+    lost: int = 0  # frames a recording promised that never arrived: holes in its timestamps, a count it did not reach
     loops: int = 0
     disconnects: int = 0  # a live camera vanished and was reopened (or is being)
     reconnect_attempts: int = 0
     corrupt_last: str | None = None  # the reader's (the decoder's) message for the newest corrupt frame
+    lost_last: str | None = None  # the reader's words for the newest lost frames
     reconnecting_since: float | None = None  # monotonic seconds; None while the camera delivers
     last_attempt_at: float | None = None  # monotonic seconds of the newest reopen attempt
     next_attempt_s: float = 0.0  # the wait before the next attempt (the backoff)
@@ -132,6 +134,10 @@ class FrameStream:
                 self.counters.corrupt += 1
                 self.counters.corrupt_last = str(exc)  # the reader's (the decoder's) own words
                 continue
+            finally:
+                lost = getattr(self.reader, "lost_frames", 0)
+                if lost != self.counters.lost:  # a hole the reader found (sdk/sources/frame_gaps.py)
+                    self.counters.lost, self.counters.lost_last = lost, self.reader.lost_last
             if image is not None:
                 return image
             if not self.replay.loop or rewound:

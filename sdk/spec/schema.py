@@ -4,7 +4,7 @@ One section per stage; each section becomes the keyword arguments of that stage.
 model forbids unknown keys (the loader turns those into "did you mean" errors) and is
 frozen: the pipeline is validated once, at load, and never changes afterwards. Every number
 has a documented range (`sdk.spec.bounds`). The sections `source`, `preprocess`, `budgets`,
-`calibration`, `service` and `track` live in modules of their own and are re-exported here.
+`calibration`, `service`, `sinks` and `track` live in modules of their own and are re-exported here.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from sdk.spec.model_inputs import ModelInputs
 from sdk.spec.plugin import PythonDecoder
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
 from sdk.spec.service import DegradedMode, Health, Retention, Service
+from sdk.spec.sinks import JsonlSink, MaskSink, NullSink, Rotate, Sink, VideoSink, check_outputs
 from sdk.spec.source import SOURCE_SCHEMES, Reconnect, Replay, Source, synthetic_size
 from sdk.spec.ssd import GeneratedAnchors, SsdAnchorOptions, SsdDecoder, check_anchors_on_input
 from sdk.spec.track import Track
@@ -117,48 +118,6 @@ class Postprocess(Frozen):
         if not self.classes and not labelled:
             raise ValueError("name at least one class")
         return self
-
-
-class Rotate(Frozen):
-    """When a service's output closes its current file and begins the next (`service.retention` prunes the finished ones).
-
-    A finished file is whole (a video plays to its end); a kill loses at most the current one's
-    unsynced tail. Measuring runs (deploy, validation) write one file and do not rotate."""
-
-    max_mb: Real("MiB at which the current file is finished and the next begun", gt=0, le=65_536) = 64
-    max_age_s: Real("seconds after which the current file is finished and the next begun; null: by size only", ge=1, le=86_400) | None = None
-
-
-class JsonlSink(Frozen):
-    kind: Literal["jsonl"]
-    path: str = "detections.jsonl"
-    rotate: Rotate = Rotate()
-    sync_interval_s: Real("seconds between fsyncs of the current file: a power cut loses at most this much", ge=0.05, le=60) = 1.0
-
-
-class VideoSink(Frozen):
-    kind: Literal["video"]
-    path: str = "annotated.mp4"
-    fourcc: Annotated[str, Field(min_length=4, max_length=4)] = "mp4v"
-    fps: Real("frame rate written in the file; null: the source's", gt=0, le=1000) | None = None
-    rotate: Rotate = Rotate(max_mb=256, max_age_s=60)  # a kill loses at most the current segment (a minute)
-    mosaic: Flag = False  # several cameras: one video of them all side by side at `path`, instead of annotated-NAME.mp4 each
-
-
-class NullSink(Frozen):
-    kind: Literal["null"]
-
-
-class MaskSink(Frozen):
-    """A segment decoder's masks as PNGs (class index per pixel, source size; 255 outside the crop), `path/NNNNNN.png`."""
-
-    kind: Literal["mask"]
-    path: str = "masks"
-    every: Int(1, 100_000, "write the mask of every n-th frame (the JSONL sink names the file of those frames)") = 1
-    keep: Int(1, 1_000_000, "the newest masks kept; older ones are deleted (a service runs for days)") = 10_000
-
-
-Sink = Annotated[Union[JsonlSink, VideoSink, NullSink, MaskSink], Field(discriminator="kind")]  # noqa: UP007
 
 
 class Pipeline(Frozen):
@@ -256,6 +215,11 @@ class Pipeline(Frozen):
                     hint="lower rotate.max_mb or raise service.retention.max_total_mb",
                     path=("sinks", index, "rotate", "max_mb"),
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _outputs_apart(self) -> Pipeline:
+        check_outputs(self.sinks, list(self.cameras) if self.multi_camera else [])
         return self
 
     @model_validator(mode="after")

@@ -205,6 +205,27 @@ def test_late_stalled_and_unplugged_cameras_never_hold_the_others(tmp_path):
     assert report["disconnects"] == 1
 
 
+def test_each_cameras_lost_frames_are_its_own_and_add_up(tmp_path, video_path):
+    from tests.conftest import tiny_yolo
+    from tests.sdk.sources.recordings import cut_clip
+
+    folder = tmp_path / "p"
+    folder.mkdir()
+    cut_clip(folder, video_path)  # clip.avi (60 frames) and cut.avi (frames 20 to 29 cut out with FFmpeg)
+    tiny_yolo(folder / "tiny.onnx")
+    block = "  front: {uri: file://cut.avi}\n  rear: {uri: file://clip.avi}"
+    (folder / "tiny.yaml").write_text(TINY.format(sources=block).replace("    steady:", "    front:"))
+    pipeline = load_pipeline(folder / "tiny.yaml")
+    result = PipelineRunner(pipeline, PrepareModel(pipeline, tmp_path / "cache")(), tmp_path / "out").run()
+    report = build_report(pipeline, result, target="local")
+    cameras = report["cameras"]
+    assert (cameras["front"]["frames"], cameras["front"]["lost_frames"]) == (50, 10)
+    assert (cameras["rear"]["frames"], cameras["rear"]["lost_frames"]) == (60, 0)
+    assert report["lost_frames"] == 10 and report["corrupt_frames"] == 0
+    assert [n.split(":")[0] for n in report["notes"] if "lost_frames" in n] == ["file"]  # one note, the front camera's
+    assert any(n.startswith("file://cut.avi: 10 frame(s)") for n in report["notes"])
+
+
 BAD = [
     ({"source": {"uri": "file://assets/vtest.avi"}, "sources": {"a": {"uri": "file://assets/vtest.avi"}}}, "both `source` and `sources`"),
     ({}, "neither `source` nor `sources`"),

@@ -62,6 +62,22 @@ def test_corrupt_frames_and_stage_errors_are_counted_and_skipped(tiny_pipeline, 
     assert len((tmp_path / "out" / "detections.jsonl").read_text().splitlines()) == 12
 
 
+def test_lost_frames_are_in_the_report_apart_from_corrupt_ones(tiny_pipeline, tmp_path, video_path):
+    from tests.sdk.sources.recordings import cut_clip
+
+    (tmp_path / "pipeline").mkdir()
+    cut_clip(tmp_path / "pipeline", video_path)  # 60 frames, 20 to 29 cut out with FFmpeg
+    pipeline, artifacts = tiny_pipeline(uri="file://cut.avi")
+    result = PipelineRunner(pipeline, artifacts, tmp_path / "out").run()
+    report = build_report(pipeline, result, target="local")
+    assert (report["frames"], report["corrupt_frames"], report["lost_frames"]) == (50, 0, 10)
+    assert report["cameras"]["tiny"]["lost_frames"] == 10
+    (note,) = [n for n in report["notes"] if "lost_frames" in n]
+    assert note.startswith("file://cut.avi: 10 frame(s) the recording promised never arrived (lost_frames;")
+    assert note.endswith("the newest: 10 frame(s) missing between 1.900 s and 3.000 s (a hole in the timestamps)")
+    assert report["outputs"] == [{"output": "detections.jsonl", "written": 50, "not_written": 0, "last_error": None}]
+
+
 def test_a_stage_failing_every_frame_stops_the_run(tiny_pipeline, tmp_path, postprocess_hook):
     pipeline, artifacts = tiny_pipeline(frames=100)
     postprocess_hook(fail_on(lambda n: True))

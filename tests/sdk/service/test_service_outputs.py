@@ -161,5 +161,73 @@ def test_after_kill_9_the_video_plays_up_to_its_last_finished_segment(deployed, 
         assert ok and image.shape == (48, 64, 3) and count >= 10, segment.name  # a second at 30 fps, give or take
     done = subprocess.run([*command, "--frames", "3"], cwd=release, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert "annotated.avi: the segment an earlier run did not finish" in done.stderr  # kept if it plays, else deleted: said
+    assert "annotated.avi: the segment an earlier run did not finish" in done.stderr  # salvaged, or deleted and counted: said
     assert not (output / ".annotated.current.avi").exists()
+
+
+ONE_SEGMENT_VIDEO = (
+    "  - {kind: null}\n",
+    "  - {kind: null}\n  - {kind: video, path: annotated.avi, fourcc: MJPG, rotate: {max_mb: 64, max_age_s: null}}\n",
+)
+
+
+def test_an_output_folder_removed_mid_run_is_recreated_its_lost_frames_counted_and_stop_is_clean(deployed, tmp_path):
+    import shutil
+
+    import cv2
+
+    store = copy_store(deployed, tmp_path / "store", ONE_SEGMENT_VIDEO, NO_FLOORS)
+    folder = store.root / "service"
+    output = folder / "output"
+    try:
+        service(store.root, "start", "--wait", "60")
+        before = wait_for(lambda: (s := read_json(folder / "status.json")).get("frames", 0) >= 20 and s, 20, "frames")
+        shutil.rmtree(output)  # everything the run wrote so far is gone (nothing was published: one segment each)
+        wait_for(lambda: read_json(folder / "status.json").get("frames", 0) >= before["frames"] + 40 and output.is_dir(), 30, "a new folder")
+        stopped = service(store.root, "stop", check=False)
+    finally:
+        reap(str(store.root))
+    log = (folder / "service.log").read_text()
+    assert stopped["returncode"] == 0 and "Traceback" not in stopped["stderr"] + log and "FileNotFoundError" not in log
+    final = stopped["runtime"]
+    assert final["state"] == "STOPPED"
+    jsonl = jsonl_output(final)
+    written = [line["frame"] for line in jsonl_lines(output)]
+    assert len(written) == jsonl["written"] and jsonl["written"] + jsonl["not_written"] == final["frames"]
+    assert jsonl["not_written"] >= before["frames"]  # every frame of the removed file is counted lost, none as written
+    assert written == list(range(final["frames"] - len(written), final["frames"]))  # and the new file holds the rest, whole
+    video = next(o for o in final["outputs"] if o["output"] == "annotated.avi")
+    segments = sorted(output.glob("annotated.*.avi"))
+    on_disk = sum(int(cv2.VideoCapture(str(s)).get(cv2.CAP_PROP_FRAME_COUNT)) for s in segments)
+    assert on_disk == video["written"] and video["written"] + video["not_written"] == final["frames"] and video["not_written"] >= before["frames"]
+    assert "removed" in log
+
+
+def test_a_killed_runs_video_segment_is_salvaged_by_the_next_run(deployed, tmp_path):
+    import cv2
+
+    video = (ONE_SEGMENT_VIDEO[0], ONE_SEGMENT_VIDEO[1].replace("path: annotated.avi, fourcc: MJPG", "path: annotated.mp4, fourcc: mp4v"))
+    fast = ("replay: {rate_fps: 30}", "replay: {rate_fps: 300}")  # the encoder's first flushes sooner
+    store = copy_store(deployed, tmp_path / "store", video, NO_FLOORS, fast)
+    release = store.release_dir(store.committed())
+    status_dir = tmp_path / "status"
+    current = status_dir / "output" / ".annotated.current.mp4"
+    command = [sys.executable, "-m", "sdk", "serve", "--release", str(release), "--status-dir", str(status_dir)]
+    child = subprocess.Popen(command, cwd=release, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: current.exists() and current.stat().st_size >= 40 * 1024, 60, "the encoder to flush 40 KiB")  # a 32 KiB flush at least
+        child.kill()
+        child.wait()
+    finally:
+        child.kill()
+        child.wait()
+    done = subprocess.run([*command, "--frames", "3"], cwd=release, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    said = next(line for line in done.stderr.splitlines() if "annotated.mp4: the segment an earlier run did not finish" in line)
+    assert "was salvaged up to its last complete frame (MP4 index rebuilt after its last complete frame)" in said
+    capture = cv2.VideoCapture(str(status_dir / "output" / "annotated.000001.mp4"))  # the killed run's frames
+    count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+    assert capture.read()[0] and count >= 1 and f": {count} frame(s) kept as annotated.000001.mp4" in said
+    capture.release()
+    video_output = next(o for o in read_json(status_dir / "status.json")["outputs"] if o["output"] == "annotated.mp4")
+    assert (video_output["salvaged_frames"], video_output["unsalvaged_segments"]) == (count, 0)

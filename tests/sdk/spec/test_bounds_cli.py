@@ -24,6 +24,14 @@ CASES = {
         EXAMPLE_TEXT.replace("threads: 2", "threads: true", 1),
         "model.threads: true is a boolean, not an integer; allowed: an integer from 1 to 256",
     ),
+    "two-sinks-one-path": (
+        EXAMPLE_TEXT.replace("{kind: video, path: annotated.mp4}", "{kind: jsonl, path: detections.jsonl}", 1),
+        "sinks[1].path: 'detections.jsonl' is also the path of sinks[0] (jsonl, 'detections.jsonl'); allowed: a path of its own",
+    ),
+    "sink-on-report-json": (
+        EXAMPLE_TEXT.replace("{kind: jsonl, path: detections.jsonl}", "{kind: jsonl, path: report.json}", 1),
+        "sinks[0].path: 'report.json' is one of the run's own files; allowed: any name but report.json",
+    ),
     "alias-bomb": (BOMB, "YAML nodes (after expanding aliases)"),
     "deep-nesting": ("version: 1\nname: " + "[" * 10_000 + "]" * 10_000 + "\n", "nesting deeper than 64 levels"),
 }

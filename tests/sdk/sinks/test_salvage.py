@@ -1,0 +1,116 @@
+"""A killed run's unfinished video segment: salvaged by the next run up to its last complete frame (an MP4's
+index rebuilt, an AVI cut and indexed), each kept frame the one written at its place; one that cannot be
+salvaged is deleted and counted. The writer is a real process killed with SIGKILL mid-segment."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from sdk.sinks.files import finished_files
+from sdk.sinks.salvage import settings_path
+from sdk.sinks.video import VideoSink
+from sdk.spec.schema import Retention, Rotate
+
+REPO = Path(__file__).resolve().parents[3]
+WRITTEN = 40
+RETENTION = Retention(min_free_mb=0, detections_min_free_mb=0)
+ONE_SEGMENT = Rotate(max_mb=64, max_age_s=None)
+
+WRITER = """
+import sys, time
+import cv2, numpy as np
+from pathlib import Path
+from sdk.sinks.video import VideoSink
+from sdk.spec.schema import Retention, Rotate
+from tests.sdk.sinks.test_salvage import picture
+sink = VideoSink(Path(sys.argv[1]), fourcc=sys.argv[2], fps=10.0, rotate=Rotate(max_mb=64, max_age_s=None),
+                 retention=Retention(min_free_mb=0, detections_min_free_mb=0))
+sink.open()
+for index in range(int(sys.argv[3])):
+    sink.write_image(picture(index))
+print("written", flush=True)
+time.sleep(120)
+"""
+
+
+def picture(index: int) -> np.ndarray:
+    """Frame `index`: coarse noise of its own seed, 320 x 240 (about 20 KB a frame in MPEG-4 part 2)."""
+    coarse = np.random.default_rng(index).integers(0, 256, (24, 32, 3), dtype=np.uint8)
+    return cv2.resize(coarse, (320, 240), interpolation=cv2.INTER_NEAREST)
+
+
+def killed_mid_segment(path: Path, fourcc: str) -> int:
+    """A real writer process, SIGKILLed after WRITTEN frames of one segment; the unfinished segment's size."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    child = subprocess.Popen([sys.executable, "-c", WRITER, str(path), fourcc, str(WRITTEN)], stdout=subprocess.PIPE, text=True, env=env, cwd=REPO)
+    try:
+        assert child.stdout.readline().strip() == "written"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        child.stdout.close()
+    current = path.with_name(f".{path.stem}.current{path.suffix}")
+    assert current.exists() and settings_path(current).exists()
+    return current.stat().st_size
+
+
+@pytest.mark.parametrize(
+    ("name", "fourcc"),
+    [("annotated.mp4", "mp4v"), ("annotated.mov", "XVID"), ("annotated.mp4", "MJPG"), ("annotated.avi", "MJPG"), ("annotated.avi", "mp4v")],
+)
+def test_a_killed_segment_is_salvaged_up_to_its_last_complete_frame(tmp_path, capfd, name, fourcc):
+    path = tmp_path / "output" / name
+    killed_mid_segment(path, fourcc)
+    capfd.readouterr()
+    sink = VideoSink(path, fourcc=fourcc, fps=10.0, rotate=ONE_SEGMENT, retention=RETENTION)
+    sink.open()  # the next run
+    sink.close()
+    (segment,) = finished_files(path)
+    capture = cv2.VideoCapture(str(segment))
+    count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+    frames = []
+    while (got := capture.read())[0]:
+        frames.append(got[1])
+    capture.release()
+    assert 1 <= len(frames) == count == sink.salvaged_frames <= WRITTEN  # what the encoder had flushed, whole frames only
+    for index, frame in enumerate(frames):  # each kept frame is the one written at its place, in order
+        errors = [np.mean(np.abs(frame.astype(np.int16) - picture(k).astype(np.int16))) for k in range(WRITTEN)]
+        assert int(np.argmin(errors)) == index and errors[index] < 0.3 * sorted(errors)[1]  # and by far
+    err = capfd.readouterr().err
+    assert f"{name}: the segment an earlier run did not finish was salvaged up to its last complete frame" in err
+    assert f"{count} frame(s) kept as {segment.name}" in err
+    assert sink.describe()["unsalvaged_segments"] == 0
+    assert sorted(p.name for p in path.parent.iterdir()) == [segment.name]  # no settings file, no probe left
+
+
+def test_a_segment_that_cannot_be_salvaged_is_deleted_and_counted(tmp_path, capfd):
+    path = tmp_path / "output" / "annotated.mp4"
+    size = killed_mid_segment(path, "mp4v")
+    settings_path(path.with_name(".annotated.current.mp4")).unlink()  # a power cut before the settings reached the disk
+    capfd.readouterr()
+    sink = VideoSink(path, fourcc="mp4v", fps=10.0, rotate=ONE_SEGMENT, retention=RETENTION)
+    sink.open()
+    sink.close()
+    assert finished_files(path) == [] and list(path.parent.iterdir()) == []
+    assert (sink.salvaged_frames, sink.describe()["unsalvaged_segments"]) == (0, 1)
+    err = capfd.readouterr().err
+    assert f"annotated.mp4: the segment an earlier run did not finish ({size} bytes) cannot be salvaged (its settings file is missing" in err
+
+
+def test_garbage_where_a_segment_was_is_deleted_and_counted(tmp_path, capfd):
+    folder = tmp_path / "output"
+    folder.mkdir()
+    for name in (".annotated.current.avi", ".annotated.current.mp4"):
+        (folder / name).write_bytes(b"RIFF\xff\xff\xff\xffAVI LIST" + os.urandom(5000) if name.endswith(".avi") else os.urandom(5000))
+        sink = VideoSink(folder / name.replace(".current", "")[1:], fourcc="mp4v", fps=10.0, rotate=ONE_SEGMENT, retention=RETENTION)
+        sink.open()
+        assert (sink.salvaged_frames, sink.unsalvaged_segments) == (0, 1)
+    assert list(folder.iterdir()) == [] and capfd.readouterr().err.count("cannot be salvaged") == 2
