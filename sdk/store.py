@@ -23,6 +23,7 @@ from pathlib import Path
 
 from sdk.activation import TMP_PREFIX, UPLOAD_PREFIX, Activation, fsync_dir
 from sdk.errors import ReleaseError
+from sdk.faults import point
 from sdk.lease import LeaseHolder
 from sdk.lease import acquire as acquire_lease
 from sdk.procinfo import LockBusy, flock_within
@@ -128,6 +129,7 @@ class ReleaseStore(Activation, Pruning, StoreStatus):
             temporary.unlink(missing_ok=True)
             raise ReleaseError(f"object {sha256[:12]} could not be stored: {exc.strerror or exc}; that upload was discarded") from None
         fsync_dir(self.objects)
+        point("store.object-installed")
 
     def add_file(self, source: Path, sha256: str) -> None:
         """Copy a local file into the store (the local target's upload). A failed copy leaves nothing behind:
@@ -194,6 +196,7 @@ class ReleaseStore(Activation, Pruning, StoreStatus):
             os.replace(final, self.releases / f"{TMP_PREFIX}damaged-{manifest.release_id}-{os.getpid()}")
         os.replace(staging, final)
         fsync_dir(self.releases)
+        point("store.release-assembled")
         return final
 
     def _read_signature(self, folder: Path) -> str | None:

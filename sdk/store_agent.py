@@ -32,6 +32,7 @@ from pathlib import Path
 from sdk.activation import fsync_dir
 from sdk.agent_lease import AgentLease, Requests
 from sdk.errors import ReleaseError, SdkError
+from sdk.faults import point
 from sdk.store import DISK_FULL, ReleaseStore, upload_object
 
 BLOCK = 1 << 20
@@ -231,6 +232,7 @@ class Receiver:
                 os.fsync(handle.fileno())  # a full disk can surface here (delayed allocation)
             path.chmod(0o444)
             os.replace(path, self.store.object_path(sha256))
+            point("store.object-installed")
         except OSError as exc:
             path.unlink(missing_ok=True)
             if exc.errno == errno.ENOSPC:

@@ -1,14 +1,20 @@
-"""kill -9 at every named point of activation, health check, commit, prune, rollback and the lease's end.
+"""kill -9 at every declared point of staging, activation, health check, commit, prune, rollback, recovery and the
+lease's end, then start what a vehicle starts.
 
-A template store holds three real releases of a tiny pipeline: A and B committed (B current), C staged.
-For each kill point a copy of it runs one deploy's device side (tests/sdk/store/fault_driver.py) with
-`SDK_FAULT` naming the point. After the SIGKILL: recovery leaves exactly the release that the last
-completed atomic step committed as the one that starts; no health-check process is left; every
-release reachable from a link or the history is complete and matches its manifest.
+The points are declared once, in sdk/faults.py (`POINTS`): this file's cases must cover every one of them, and a
+static check reads every `point(...)` call in `sdk/` and requires it to name a declared point or pattern. A
+template store holds three real releases of a tiny pipeline: A and B committed (B current), C staged (and D,
+whose health check fails). For each case a copy of it runs one deploy's device side (tests/sdk/store/
+fault_driver.py) with `SDK_FAULT` naming the point; a chained case kills the recovery that follows too (a second
+power cut). After the SIGKILL: no health-check process is left; the systemd unit's start command (`serve
+--root`) runs exactly the release that the last completed atomic step committed, verified byte for byte; every
+release reachable from a link or the history matches its manifest.
 """
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import signal
 import subprocess
@@ -18,53 +24,102 @@ from pathlib import Path
 
 import pytest
 
-from sdk.faults import POINTS
+from sdk.faults import POINTS, STATIC, TEMPLATES
 from sdk.release import ReleaseManifest
 from sdk.store import ReleaseStore
 from sdk.trial import HealthPolicy
+from sdk.verify import verify_release
 
 REPO = Path(__file__).resolve().parents[3]
 DRIVER = Path(__file__).with_name("fault_driver.py")
 
-# (point, pass K or 0, scenario, the release that must be committed afterwards)
+# Each case: the kills in order, (point, pass K or 0, scenario, release), then the release that must start.
 # "B" before the commit's one atomic write, "C" after it, "B" again once the rollback's write landed.
+ROLLED_BACK = ("rollback.state-written", 0, "deploy", "C")  # the rollback's record written, its links not yet
 CASES = [
-    ("lease.token-written", 0, "deploy", "B"),
-    ("lease.recorded", 0, "deploy", "B"),
-    ("record.temporary-written", 0, "deploy", "B"),  # the trial record, half written
-    ("record.replaced", 0, "deploy", "B"),
-    ("trial.record-written", 0, "deploy", "B"),
-    ("link.temporary-made", 0, "deploy", "B"),  # `current` about to name the trial
-    ("link.switched", 0, "deploy", "B"),
-    ("trial.current-switched", 0, "deploy", "B"),
-    ("trial.health-started", 0, "deploy", "B"),
-    ("trial.health-running", 0, "deploy", "B"),  # the release on trial runs: a power cut now
-    ("trial.health-judged", 0, "deploy", "B"),
-    ("record.replaced", 2, "deploy", "B"),  # the pass recorded
-    ("trial.passed-recorded", 0, "deploy", "B"),  # passed, not committed: the host never confirmed
-    ("record.temporary-written", 3, "deploy", "B"),  # the commit's state.json, half written
-    ("commit.state-written", 0, "deploy", "C"),
-    ("commit.committed-linked", 0, "deploy", "C"),
-    ("commit.previous-linked", 0, "deploy", "C"),
-    ("commit.trial-removed", 0, "deploy", "C"),
-    ("prune.release-moved", 0, "deploy", "C"),
-    ("prune.state-written", 0, "deploy", "C"),
-    ("prune.release-deleted", 0, "deploy", "C"),
-    ("prune.object-deleted", 0, "deploy", "C"),
-    ("rollback.verified", 0, "deploy", "C"),
-    ("rollback.state-written", 0, "deploy", "B"),
-    ("rollback.committed-linked", 0, "deploy", "B"),
-    ("rollback.current-linked", 0, "deploy", "B"),
-    ("rollback.previous-linked", 0, "deploy", "B"),
-    ("trial.failed-before-rollback", 0, "failing", "B"),
-    ("abort.current-linked", 0, "failing", "B"),
-    ("abort.trial-removed", 0, "failing", "B"),
-    ("lease.ended-before-recovery", 0, "hold-lock", "B"),
+    ([("lease.token-written", 0, "deploy", "C")], "B"),
+    ([("lease.recorded", 0, "deploy", "C")], "B"),
+    ([("record.temporary-written", 0, "deploy", "C")], "B"),  # the trial record, half written
+    ([("record.replaced", 0, "deploy", "C")], "B"),
+    ([("trial.record-written", 0, "deploy", "C")], "B"),
+    ([("link.temporary-made", 0, "deploy", "C")], "B"),  # `current` about to name the trial
+    ([("link.switched", 0, "deploy", "C")], "B"),
+    ([("trial.current-switched", 0, "deploy", "C")], "B"),
+    ([("trial.health-started", 0, "deploy", "C")], "B"),
+    ([("trial.health-running", 0, "deploy", "C")], "B"),  # the release on trial runs: a power cut now
+    ([("trial.health-judged", 0, "deploy", "C")], "B"),
+    ([("record.replaced", 2, "deploy", "C")], "B"),  # the pass recorded
+    ([("trial.passed-recorded", 0, "deploy", "C")], "B"),  # passed, not committed: the host never confirmed
+    ([("record.temporary-written", 3, "deploy", "C")], "B"),  # the commit's state.json, half written
+    ([("commit.state-written", 0, "deploy", "C")], "C"),
+    ([("commit.committed-linked", 0, "deploy", "C")], "C"),
+    ([("commit.previous-linked", 0, "deploy", "C")], "C"),
+    ([("commit.trial-removed", 0, "deploy", "C")], "C"),
+    ([("commit.current-linked", 0, "damaged-current", "C")], "C"),  # `current` found elsewhere at the commit
+    ([("prune.release-moved", 0, "deploy", "C")], "C"),
+    ([("prune.state-written", 0, "deploy", "C")], "C"),
+    ([("prune.release-deleted", 0, "deploy", "C")], "C"),
+    ([("prune.object-deleted", 0, "deploy", "C")], "C"),
+    ([("rollback.verified", 0, "deploy", "C")], "C"),
+    ([ROLLED_BACK], "B"),
+    ([("rollback.committed-linked", 0, "deploy", "C")], "B"),
+    ([("rollback.current-linked", 0, "deploy", "C")], "B"),
+    ([("rollback.previous-linked", 0, "deploy", "C")], "B"),
+    ([ROLLED_BACK, ("recover.committed-linked", 0, "recover", "-")], "B"),  # a second power cut, during recovery
+    ([ROLLED_BACK, ("recover.current-linked", 0, "recover", "-")], "B"),
+    ([ROLLED_BACK, ("recover.previous-linked", 0, "recover", "-")], "B"),
+    ([("trial.failed-before-rollback", 0, "failing", "D")], "B"),
+    ([("abort.current-linked", 0, "failing", "D")], "B"),
+    ([("abort.trial-removed", 0, "failing", "D")], "B"),
+    ([("abort.committed-linked", 0, "dead-trial", "C")], "B"),  # recovery aborts a dead trial whose other links were damaged
+    ([("abort.previous-linked", 0, "dead-trial", "C")], "B"),
+    ([("lease.ended-before-recovery", 0, "hold-lock", "C")], "B"),
+    ([("store.object-installed", 0, "stage", "C")], "B"),
+    ([("store.release-assembled", 0, "stage", "C")], "B"),
 ]
 
 
-def test_every_kill_point_is_exercised():
-    assert {point for point, *_ in CASES} == set(POINTS)
+def test_every_declared_kill_point_is_killed_by_a_case():
+    killed = {point for steps, _ in CASES for point, *_ in steps}
+    assert killed == set(POINTS), f"never killed: {sorted(set(POINTS) - killed)}; not declared: {sorted(killed - set(POINTS))}"
+
+
+def _point_calls() -> list[tuple[str, int, ast.expr]]:
+    """Every call of `point(...)` (sdk.faults' function) in sdk/, with its argument."""
+    calls = []
+    for path in sorted((REPO / "sdk").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        imports = any(isinstance(n, ast.ImportFrom) and n.module == "sdk.faults" and any(a.name == "point" for a in n.names) for n in ast.walk(tree))
+        if not imports:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "point":
+                calls.append((str(path.relative_to(REPO)), node.lineno, node.args[0]))
+    return calls
+
+
+def _shape(text_or_fstring) -> str:
+    """A point name's shape: placeholders as `{}` (an f-string's, or a template's)."""
+    if isinstance(text_or_fstring, ast.JoinedStr):
+        return "".join("{}" if isinstance(v, ast.FormattedValue) else v.value for v in text_or_fstring.values)
+    import re
+
+    return re.sub(r"\{[a-z_]+\}", "{}", text_or_fstring)
+
+
+def test_every_point_call_names_a_declared_point_and_every_declared_point_is_called():
+    """Adding a point (a literal or an f-string) without declaring it, or removing a call, fails here."""
+    templates = {_shape(t): t for t in TEMPLATES}
+    called = set()
+    for where, line, argument in _point_calls():
+        if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+            assert argument.value in STATIC, f"{where}:{line}: point({argument.value!r}) is not declared in sdk/faults.py"
+            called.add(argument.value)
+        else:
+            shape = _shape(argument) if isinstance(argument, ast.JoinedStr) else None
+            assert shape in templates, f"{where}:{line}: a point name built at run time must match a declared template, not {shape!r}"
+            called.add(templates[shape])
+    assert called == set(STATIC) | set(TEMPLATES), f"declared but never called: {sorted(set(STATIC) | set(TEMPLATES) - called)}"
 
 
 @pytest.fixture(scope="module")
@@ -139,18 +194,30 @@ def _check_reachable(store: ReleaseStore) -> None:
             assert (store.root / link).resolve().parent == store.releases.resolve()
 
 
-@pytest.mark.parametrize(("point", "k", "scenario", "expected"), CASES, ids=[f"{p}{':' + str(k) if k else ''}" for p, k, _, _ in CASES])
-def test_kill_9_at_each_point_leaves_the_last_committed_release_to_start(template, tmp_path, point, k, scenario, expected):
-    source, ids = template
-    root = tmp_path / "target"
-    subprocess.run(["cp", "-a", str(source), str(root)], check=True)  # -a keeps the store's hard links
+def _case_id(steps) -> str:
+    return " then ".join(f"{point}{':' + str(k) if k else ''}" for point, k, _, _ in steps)
+
+
+def _dead_trial_with_damaged_links(store: ReleaseStore, release: str) -> None:
+    """A trial from an earlier boot, with the `committed` link pointing at A and `previous` gone (damage)."""
+    with store.locked():
+        store.begin_trial(release, token=None, owner="a host that lost power", deadline_s=3600)
+    trial = json.loads((store.root / "trial.json").read_text())
+    (store.root / "trial.json").write_text(json.dumps({**trial, "boot": "an-earlier-boot"}))
+    older = store.history()[0]
+    os.symlink(f"releases/{older}", store.root / "committed.damage")
+    os.replace(store.root / "committed.damage", store.root / "committed")
+    (store.root / "previous").unlink()
+
+
+def _kill(root: Path, ids: dict, point: str, k: int, scenario: str, release: str) -> None:
     env = {**os.environ, "SDK_FAULT": f"{point}:{k}" if k else point, "PYTHONPATH": str(REPO)}
     if scenario == "hold-lock":
         store = ReleaseStore(root)
         holder = subprocess.Popen(
             [sys.executable, "-B", "-m", "sdk", "store", "--root", str(root), "hold-lock", "host-a", "--lease", "60"],
             cwd=REPO, env={**env, "SDK_FAULT": ""}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        )
+        )  # fmt: skip
         token = int(holder.stdout.readline().split(b'"token": ')[1].split(b"}")[0])
         with store.locked():
             store.begin_trial(ids["C"], token=token, owner="host-a", deadline_s=600)
@@ -160,22 +227,43 @@ def test_kill_9_at_each_point_leaves_the_last_committed_release_to_start(templat
         holder = subprocess.Popen(
             [sys.executable, "-B", "-m", "sdk", "store", "--root", str(root), "hold-lock", "host-b", "--lease", "60"],
             cwd=REPO, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        )
+        )  # fmt: skip
         holder.stdout.readline()
         holder.stdin.close()  # the host is gone
         code = holder.wait(timeout=60)
     else:
-        release = ids["D"] if scenario == "failing" else ids["C"]
-        code = subprocess.run([sys.executable, "-B", str(DRIVER), str(root), scenario, release], cwd=REPO, env=env, timeout=120).returncode
+        if scenario == "dead-trial":
+            _dead_trial_with_damaged_links(ReleaseStore(root), ids[release])
+            scenario = "recover"
+        driver = [sys.executable, "-B", str(DRIVER), str(root), scenario, ids.get(release, "-")]
+        code = subprocess.run(driver, cwd=REPO, env=env, timeout=120).returncode
     assert code == -signal.SIGKILL, f"the process was not killed at {point} (exit {code}): that point is not on this path"
-    deadline = time.monotonic() + 10
-    while _health_processes(root) and time.monotonic() < deadline:
-        time.sleep(0.1)  # PR_SET_PDEATHSIG: the health run dies with the trial process
-    assert not _health_processes(root), "a health-check process outlived its trial"
+
+
+def _start_as_the_unit_does(root: Path) -> dict:
+    """The systemd unit's start command (`serve --root`), run for two frames: what a vehicle starts after the power returns."""
+    status_dir = root / "service"
+    command = [sys.executable, "-B", "-m", "sdk", "serve", "--root", str(root), "--status-dir", str(status_dir), "--frames", "2"]
+    done = subprocess.run(command, cwd=root, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    return json.loads((status_dir / "status.json").read_text())
+
+
+@pytest.mark.parametrize(("steps", "expected"), CASES, ids=[_case_id(steps) for steps, _ in CASES])
+def test_kill_9_at_each_point_then_the_unit_starts_the_last_committed_release_verified(template, tmp_path, steps, expected):
+    source, ids = template
+    root = tmp_path / "target"
+    subprocess.run(["cp", "-a", str(source), str(root)], check=True)  # -a keeps the store's hard links
+    for point, k, scenario, release in steps:
+        _kill(root, ids, point, k, scenario, release)
+        deadline = time.monotonic() + 10
+        while _health_processes(root) and time.monotonic() < deadline:
+            time.sleep(0.1)  # PR_SET_PDEATHSIG: the health run dies with the trial process
+        assert not _health_processes(root), "a health-check process outlived its trial"
+    status = _start_as_the_unit_does(root)
+    assert status["release"] == ids[expected] and status["frames"] == 2
     store = ReleaseStore(root)
-    with store.locked():
-        startable = store.committed_dir()  # what `sdk start` and the unit start, after the same recovery
-    assert startable is not None and startable.name == ids[expected]
-    assert store.current() == ids[expected] and store.trial() is None
-    assert store.history()[-1] == ids[expected]
+    verify_release(store.release_dir(ids[expected]))  # what ran is what passed, byte for byte
+    assert store.committed() == ids[expected] and store.history()[-1] == ids[expected]
+    assert store.current() == ids[expected] and store.trial() is None  # the start's recovery repaired the rest
     _check_reachable(store)
