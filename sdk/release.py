@@ -85,8 +85,9 @@ class ReleaseManifest:
         if data.get("release") != manifest.release_id:
             raise ReleaseError(f"{where}: release id {data.get('release')!r} does not match its file list")
         for name, entry in files.items():
-            if name.startswith("/") or ".." in Path(name).parts or name in (MANIFEST, SIGNATURE):
-                raise ReleaseError(f"{where}: file name {name!r} leaves the release folder")
+            problem = name_problem(name)
+            if problem:
+                raise ReleaseError(f"{where}: file name {name[:120]!r} {problem}")
             if len(entry.sha256) != 64 or any(c not in "0123456789abcdef" for c in entry.sha256) or entry.size < 0:
                 raise ReleaseError(f"{where}: {name}: invalid hash or length")
         return manifest
@@ -101,6 +102,30 @@ class ReleaseManifest:
                 raise ReleaseError(f"release {self.release_id}: {name} is missing") from None
             if size != entry.size or sha256_of(path) != entry.sha256:
                 raise ReleaseError(f"release {self.release_id}: {name} does not match its manifest (corrupt or truncated)")
+
+
+NAME_MAX, PATH_MAX = 255, 1024  # bytes of one part of a release file's name, and of the whole name
+
+
+def name_problem(name: str) -> str | None:
+    """Why a release file's name is refused, or None. Names are checked once, here, in their plain form: relative,
+    `/`-separated, no empty, `.` or `..` part (so `./manifest.json` is not a second name for `manifest.json`), no
+    NUL or control character, within the length limits, and never the manifest or its signature."""
+    import posixpath
+
+    if not isinstance(name, str) or not name:
+        return "is empty"
+    if any(ord(c) < 32 or c == "\x7f" for c in name):
+        return "holds a NUL or control character"
+    if len(name.encode()) > PATH_MAX or any(len(part.encode()) > NAME_MAX for part in name.split("/")):
+        return f"is longer than allowed ({NAME_MAX} bytes a part, {PATH_MAX} in all)"
+    if name.startswith("/") or ".." in name.split("/"):
+        return "leaves the release folder"
+    if posixpath.normpath(name) != name or "." in name.split("/") or "\\" in name:
+        return f"is not in its plain form ({posixpath.normpath(name)!r})"
+    if name in (MANIFEST, SIGNATURE):
+        return "is the release's own manifest or its signature"
+    return None
 
 
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:

@@ -17,6 +17,7 @@ import fcntl
 import os
 import re
 import shutil
+import stat as statmod
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -87,12 +88,15 @@ class ReleaseStore(Activation, Pruning, StoreStatus):
         return self.objects / sha256
 
     def has_object(self, sha256: str, size: int, *, verify: bool = False) -> bool:
-        """Whether the store holds the object; with `verify`, a damaged one is removed and reported absent."""
+        """Whether the store holds the object; with `verify`, a damaged one is removed and reported absent. Only a
+        regular file counts: a link or a FIFO planted in its place is never followed or opened for reading
+        (which would hang while the store's mutex is held), and is removed like a damaged object."""
         path = self.object_path(sha256)
         try:
-            if path.stat().st_size != size:
+            st = os.lstat(path)
+            if not statmod.S_ISREG(st.st_mode) or st.st_size != size:
                 raise ValueError
-            if verify and sha256_of(path) != sha256:
+            if verify and _object_sha256(path) != sha256:
                 raise ValueError
         except FileNotFoundError:
             return False
@@ -185,9 +189,12 @@ class ReleaseStore(Activation, Pruning, StoreStatus):
             path = staging / name
             path.parent.mkdir(parents=True, exist_ok=True)
             os.link(self.object_path(entry.sha256), path)
-        (staging / MANIFEST).write_text(manifest.to_json())
-        with (staging / MANIFEST).open("rb") as handle:
+        written = staging / f"{TMP_PREFIX}{MANIFEST}"  # a new file renamed into place: never written through a link
+        with written.open("x") as handle:
+            handle.write(manifest.to_json())
+            handle.flush()
             os.fsync(handle.fileno())
+        os.replace(written, staging / MANIFEST)
         if signature is not None:
             self._write_signature(staging, signature)
         for folder in sorted({p.parent for p in staging.rglob("*")}, key=lambda p: len(p.parts), reverse=True):
@@ -254,6 +261,26 @@ class ReleaseStore(Activation, Pruning, StoreStatus):
 
 
 # Helpers ----------------------------------------------------------------------------------
+def _object_sha256(path: Path) -> str:
+    """sha256 of a store object, opened without following a link and without blocking on a FIFO; ValueError when
+    it is not a regular file."""
+    import hashlib
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise FileNotFoundError(path) from None
+        raise ValueError(str(path)) from None
+    with os.fdopen(fd, "rb") as handle:
+        if not statmod.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ValueError(str(path))
+        digest = hashlib.sha256()
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)  # the errnos of a full disk (or a user's exhausted quota)
 
 
