@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import subprocess
 import sys
 import time
@@ -148,7 +147,7 @@ def stop(folder: Path, wait_s: float) -> dict:
     try:
         stopped = stop_holder(folder / SERVICE_LOCK, "supervisor", wait_s, who=supervisor_holder(folder))
     except PermissionError:  # the locked-down unit runs as its own user: only systemd (root) may stop it
-        units = sorted(p.name for p in folder.glob("perception-*.service"))
+        units = sorted(p.name for p in (folder.parent / "units").glob("perception-*.service"))
         name = units[0] if units else "perception-PIPELINE.service"
         raise TargetError(
             f"the service runs as another user (systemd's {name}): this login may not signal it", hint=f"sudo systemctl stop {name}"
@@ -171,54 +170,6 @@ def logs(folder: Path, lines: int) -> dict:
     except FileNotFoundError:
         text = ""
     return {"log": str(folder / LOG_FILE), "lines": text.splitlines()[-lines:]}
-
-
-def write_unit(store: ReleaseStore, folder: Path, user: str | None) -> dict:
-    """service/perception-<pipeline>.service for the committed release (rendered, not installed: that needs root).
-
-    One unit per pipeline, and only the committed pipeline's unit stays: the units of pipelines no longer
-    committed in this store are removed here, at every deploy's commit (decision 0110); the root step
-    (`install`) disables their links."""
-    import grp
-    import pwd
-
-    import sdk
-    from sdk.release import load_release
-    from sdk.service.unit import render_unit, unit_name
-
-    current = store.committed()
-    if current is None:
-        raise TargetError(f"{store.root}: no release is committed", hint="deploy one first")
-    _, pipeline, _ = load_release(store.release_dir(current))
-    env_python = store.env_dir(current) / "bin" / "python"
-    python = str(env_python if env_python.exists() else Path(sys.executable))
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / unit_name(pipeline.spec.name)
-    sdk_path = str(Path(sdk.__file__).resolve().parent.parent)  # the store code that runs this (the agent on a device)
-    root = store.root.resolve()
-    gid = root.stat().st_gid
-    try:  # the store owner's group: the SSH login reads the service's status; never root's (gid 0): the user's own then
-        group = grp.getgrgid(gid).gr_name if gid != 0 else None
-    except KeyError:
-        group = None
-    spec = pipeline.spec
-    if user == "root" and spec.service.root_reason is None:
-        raise TargetError("--user root needs the pipeline's service.root_reason", hint="say why in the pipeline file (service: root_reason: ...)")
-    unit = render_unit(spec, root=str(root), python=python, sdk_path=sdk_path, group=group, user=user)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(unit)
-    os.replace(partial, path)
-    removed = [old.name for old in sorted(folder.glob("perception-*.service")) if old.name != path.name]
-    for name in removed:
-        (folder / name).unlink(missing_ok=True)
-    runs_as = user or spec.service.user
-    try:
-        pwd.getpwnam(runs_as)
-        user_exists = True
-    except KeyError:
-        user_exists = False
-    install = f"sudo env PYTHONPATH={shlex.quote(sdk_path)} {shlex.quote(sys.executable)} -m sdk service --root {shlex.quote(str(root))} install"
-    return {"unit": str(path), "user": runs_as, "user_exists": user_exists, "removed_units": removed, "install": install}
 
 
 def main(argv: list[str]) -> int:
@@ -245,11 +196,13 @@ def main(argv: list[str]) -> int:
         elif args.op == "status":
             result = status(folder)
         elif args.op == "unit":
-            result = write_unit(store, folder, args.user)
+            from sdk.service.units import write_unit
+
+            result = write_unit(store, args.user)
         elif args.op == "install":
             from sdk.service.install import install
 
-            result = install(folder, args.dry_run)
+            result = install(store, folder, args.dry_run)
         else:
             result = logs(folder, args.lines)
     except SdkError as exc:

@@ -101,7 +101,7 @@ def test_deploy_redeploy_change_and_rollback_over_ssh(ssh_target, tmp_path, prep
 
     status = store_command(resolve_target("sim"), "rollback")
     assert status["current"] == first.staged.release_id == current_of(ssh_target.root)
-    assert status["service_unit"]["unit"] == str(ssh_target.root / "service" / "perception-pedestrian.service")  # follows the commit
+    assert status["service_unit"]["unit"] == str(ssh_target.root / "units" / "perception-pedestrian.service")  # follows the commit
     verify_current(ssh_target.root)
 
 

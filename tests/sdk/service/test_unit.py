@@ -3,10 +3,13 @@ one unit per pipeline (another pipeline's release is never started by it), and t
 
 from __future__ import annotations
 
+import grp
 import json
 import os
+import pwd
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -14,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from sdk.errors import ConfigError
-from sdk.service.install import plan, stale_links
+from sdk.service.install import plan, stale_units, write_root_unit
 from sdk.service.unit import EXIT_OTHER_PIPELINE, render_unit, unit_name
+from sdk.service.units import checked_unit
 from tests.sdk.service.service_helpers import copy_store, service
 
 REPO = Path(__file__).resolve().parents[3]
@@ -150,16 +154,21 @@ def test_the_service_keys_are_bounded_at_load(tmp_path, example_pipeline):
         assert expected in str(caught.value), str(caught.value)
 
 
-def test_the_deploy_renders_one_unit_per_pipeline_and_removes_the_others(deployed_service, tmp_path):
+def test_the_deploy_renders_one_unit_per_pipeline_outside_the_services_folder(deployed_service, tmp_path):
     store = copy_store(deployed_service, tmp_path / "store")
-    folder = store.root / "service"
-    folder.mkdir(exist_ok=True)
-    (folder / "perception-parking.service").write_text("[Unit]\n")  # a pipeline this store ran before
+    units = store.root / "units"
+    units.mkdir(exist_ok=True)
+    (units / "perception-parking.service").write_text("[Unit]\n")  # a pipeline this store ran before
+    (store.root / "service").mkdir(exist_ok=True)
+    (store.root / "service" / "perception-tiny.service").write_text("[Unit]\n")  # where earlier SDKs rendered it
     result = service(store.root, "unit")
-    assert Path(result["unit"]).name == "perception-tiny.service" and result["removed_units"] == ["perception-parking.service"]
-    assert sorted(p.name for p in folder.glob("perception-*.service")) == ["perception-tiny.service"]
+    assert Path(result["unit"]) == units / "perception-tiny.service" and result["removed_units"] == ["perception-parking.service"]
+    assert sorted(p.name for p in units.glob("perception-*.service")) == ["perception-tiny.service"]
+    assert not list((store.root / "service").glob("*.service"))  # nothing systemd reads stays where the service writes
+    assert stat.S_IMODE(units.stat().st_mode) == 0o755 and stat.S_IMODE(Path(result["unit"]).stat().st_mode) == 0o644
     assert result["user"] == "perception" and "install" in result["install"] and "sudo env PYTHONPATH=" in result["install"]
     text = Path(result["unit"]).read_text()
+    assert text.startswith(f"# perception-sdk store: {store.root.resolve()}\n[Unit]")
     assert f'"serve" "--root" "{store.root.resolve()}" "--pipeline" "tiny"' in text and "User=perception" in text
 
 
@@ -177,23 +186,23 @@ def test_the_unit_does_not_start_another_pipelines_release(deployed_service, tmp
     assert json.loads((status_dir / "status.json").read_text())["pipeline"] == "tiny"
 
 
-def test_the_root_step_creates_the_user_shares_the_folder_and_unlinks_removed_units(deployed_service, tmp_path):
+def test_the_root_step_creates_the_user_shares_the_folder_and_replaces_this_stores_other_units(deployed_service, tmp_path):
     store = copy_store(deployed_service, tmp_path / "store")
     service(store.root, "unit")
     folder = (store.root / "service").resolve()
+    folder.mkdir(exist_ok=True)
+    root = store.root.resolve()
     systemd = tmp_path / "systemd"
     systemd.mkdir()
-    os.symlink(folder / "perception-parking.service", systemd / "perception-parking.service")  # linked, its file since removed
-    os.symlink(folder / "perception-tiny.service", systemd / "perception-tiny.service")
-    os.symlink(tmp_path / "elsewhere.service", systemd / "perception-other-root.service")  # another store's: left alone
-    assert stale_links(folder, systemd) == [systemd / "perception-parking.service"]
-    commands = [" ".join(c) for c in plan(folder, folder / "perception-tiny.service", systemd)]
+    os.symlink(folder / "perception-parking.service", systemd / "perception-parking.service")  # an earlier SDK's link into the store
+    (systemd / "perception-old.service").write_text(f"# perception-sdk store: {root}\n[Unit]\n")  # this store's, another pipeline
+    (systemd / "perception-other-root.service").write_text("# perception-sdk store: /elsewhere\n[Unit]\n")  # another store's
+    os.symlink(tmp_path / "elsewhere.service", systemd / "perception-linked-elsewhere.service")
+    assert stale_units(root, "perception-tiny.service", systemd) == [systemd / "perception-old.service", systemd / "perception-parking.service"]
+    name, text = checked_unit(store)
+    commands = [" ".join(c) for c in plan(store, folder, name, text, systemd)]
     group = Path(store.root).stat().st_gid
-    unit = (folder / "perception-tiny.service").read_text()
-    assert ("Group=" not in unit) if group == 0 else (f"Group={__import__('grp').getgrgid(group).gr_name}" in unit)  # never root's group
-    import grp
-    import pwd
-
+    assert ("Group=" not in text) if group == 0 else (f"Group={grp.getgrgid(group).gr_name}" in text)  # never root's group
     try:
         pwd.getpwnam("perception")
     except KeyError:
@@ -203,14 +212,93 @@ def test_the_root_step_creates_the_user_shares_the_folder_and_unlinks_removed_un
             assert "--user-group" in useradd and "--gid" not in useradd and useradd.endswith(" perception")
         else:
             assert f"--gid {grp.getgrgid(group).gr_name}" in useradd and useradd.endswith(" perception")
-    assert f"chmod -R g+rwX {folder}" in commands and "systemctl disable --now perception-parking.service" in commands
-    assert commands[-3:] == [
-        f"systemctl link {folder}/perception-tiny.service",
+    assert f"chmod -R g+rwX {folder}" in commands
+    assert "systemctl disable --now perception-parking.service" in commands and "systemctl disable --now perception-old.service" in commands
+    assert not [c for c in commands if "other-root" in c or "linked-elsewhere" in c]
+    assert commands[-4:] == [
+        f"write-unit {systemd}/perception-tiny.service",
+        "systemctl daemon-reload",
         "systemctl enable perception-tiny.service",
         "systemctl restart perception-tiny.service",
     ]
     dry = service(store.root, "install", "--dry-run")
     assert dry["ran"] is False and dry["commands"][-1] == "systemctl restart perception-tiny.service"
+
+
+def test_the_root_step_writes_roots_own_unit_in_place_of_whatever_was_there(tmp_path):
+    destination = tmp_path / "perception-tiny.service"
+    os.symlink(tmp_path / "a-file-the-service-may-write", destination)  # planted: systemd must never follow it
+    write_root_unit(destination, "[Unit]\n")
+    st = os.lstat(destination)
+    assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o644 and (st.st_uid, st.st_gid) == (0, 0)
+    assert destination.read_text() == "[Unit]\n" and not (tmp_path / "a-file-the-service-may-write").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "refused"),
+    [
+        ("append", "differs from the unit the SDK renders"),
+        ("root", "service.root_reason; refused"),
+        ("plant", "are not the committed pipeline's"),
+        ("writable", "only its owner may write"),
+    ],
+)
+def test_the_root_step_refuses_an_edited_or_planted_unit(deployed_service, tmp_path, change, refused):
+    store = copy_store(deployed_service, tmp_path / "store")
+    unit = Path(service(store.root, "unit")["unit"])
+    if change == "append":
+        unit.write_text(unit.read_text() + "ExecStartPre=+/bin/sh -c 'chmod u+s /bin/sh'\n")
+    elif change == "root":
+        unit.write_text(unit.read_text().replace("User=perception", "User=root"))
+    elif change == "plant":
+        (unit.parent / "perception-zz.service").write_text(unit.read_text().replace("User=perception", "User=root"))
+    else:
+        unit.chmod(0o666)
+    done = service(store.root, "install", "--dry-run", check=False)
+    assert done["returncode"] == 1 and refused in done["stderr"] and "Traceback" not in done["stderr"], done["stderr"]
+
+
+def test_the_service_user_cannot_write_the_unit_or_plant_another(deployed_service, tmp_path):
+    """A real unprivileged process in the store owner's group, as the unit runs the service (uid nobody stands in for
+    the service user): the kernel lets it write the status folder, never the rendered unit or its folder. It is
+    handed the two folders as open descriptors (the test's own temporary folders are closed to other users)."""
+    if os.geteuid() != 0:
+        pytest.skip("switching to another user needs root")
+    store = copy_store(deployed_service, tmp_path / "store")
+    unit = Path(service(store.root, "unit")["unit"])
+    gid = store.root.stat().st_gid
+    status = store.root / "service"
+    status.mkdir(exist_ok=True)
+    status.chmod(0o2770)  # what the root step leaves: group-writable, setgid
+    units_fd, status_fd = os.open(unit.parent, os.O_RDONLY), os.open(status, os.O_RDONLY)
+
+    def as_the_service() -> None:
+        os.setgid(gid)
+        os.setgroups([gid])
+        os.setuid(65534)
+
+    script = (
+        "import os, sys; units, status = int(sys.argv[1]), int(sys.argv[2]); answers = []\n"
+        "for name, fd, flags in ((sys.argv[3], units, os.O_WRONLY | os.O_APPEND), ('perception-zz.service', units, os.O_WRONLY | os.O_CREAT),\n"
+        "                        ('ok', status, os.O_WRONLY | os.O_CREAT)):\n"
+        "    try:\n        os.close(os.open(name, flags, 0o660, dir_fd=fd))\n        answers.append('written')\n"
+        "    except PermissionError:\n        answers.append('denied')\n"
+        "print(' '.join(answers))"
+    )
+    python = Path("/usr/bin/python3")  # the system's: this interpreter may live in root's home, closed to others
+    if not python.exists():
+        pytest.skip("needs the system Python (apt-get install python3)")
+    try:
+        done = subprocess.run(
+            [str(python), "-c", script, str(units_fd), str(status_fd), unit.name],
+            preexec_fn=as_the_service, pass_fds=(units_fd, status_fd), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+    finally:
+        os.close(units_fd)
+        os.close(status_fd)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["denied", "denied", "written"]
+    assert not (unit.parent / "perception-zz.service").exists()
 
 
 def test_the_units_start_on_a_read_only_store_runs_the_committed_release_and_leaves_a_stale_trial(deployed_service, tmp_path):
