@@ -65,16 +65,28 @@ def _valid_state(data: object) -> dict | None:
     state = {"committed": committed, "history": history}
     if data.get("if_damaged") in IF_DAMAGED:
         state["if_damaged"] = data["if_damaged"]
+    floors = data.get("floors")  # per pipeline, the newest signed version committed here (sdk/trust.py)
+    if isinstance(floors, dict):
+        state["floors"] = {str(k): int(v) for k, v in floors.items() if isinstance(v, int) and not isinstance(v, bool)}
+    if data.get("signatures_required") is True:  # once a key was trusted: a deleted key never turns the check off
+        state["signatures_required"] = True
+    if isinstance(data.get("rolled_back"), str) and RELEASE_ID.match(data["rolled_back"]):
+        state["rolled_back"] = data["rolled_back"]  # the release `sdk rollback` chose, older than the floor on purpose
     return state
 
 
+KEPT = ("if_damaged", "floors", "signatures_required", "rolled_back")  # carried from one state to the next
+
+
 def state_record(state: dict, **changes) -> dict:
-    """The state to write: committed, history and the damage policy, with `changes` (never the "damaged" note)."""
+    """The state to write: committed, history and what is kept (`KEPT`), with `changes` (a None removes a kept key;
+    never the "damaged" note)."""
     record = {"committed": state["committed"], "history": state["history"]}
-    if state.get("if_damaged"):
-        record["if_damaged"] = state["if_damaged"]
+    record.update({key: state[key] for key in KEPT if state.get(key) is not None})
     for key, value in changes.items():
-        if value is not None or key != "if_damaged":
+        if value is None and key in KEPT:
+            record.pop(key, None)
+        else:
             record[key] = value
     return record
 
@@ -239,12 +251,24 @@ class Activation:
         verify_release(self._require_assembled(release), cache_for(self.root))  # the bytes that passed, unchanged since
         state = self.state()
         history = [r for r in state["history"] if r != release] + [release]
-        state = state_record(state, committed=release, history=history, if_damaged=if_damaged or "previous")
+        floors = self._floors_after(release, state)
+        state = state_record(state, committed=release, history=history, if_damaged=if_damaged or "previous", floors=floors, rolled_back=None)
         self._write_json(STATE_FILE, state)
         point("commit.state-written")
         self._sync_links(state, "commit")
         self._end_trial("commit", release, "committed", "passed its health check")
         return release
+
+    def _floors_after(self, release: str, state: dict) -> dict | None:
+        """The floors once `release` is committed: its signed version for its pipeline, when higher (sdk/trust.py)."""
+        from sdk.trust import statement_of
+
+        floors = dict(state.get("floors") or {})
+        statement = statement_of(self.release_dir(release)) or {}
+        if isinstance(statement.get("version"), int) and isinstance(statement.get("pipeline"), str):
+            pipeline = statement["pipeline"]
+            floors[pipeline] = max(floors.get(pipeline, 0), statement["version"])
+        return floors or None
 
     def abort_trial(self, reason: str, *, token: int | None | object = ANY_TOKEN) -> str | None:
         """Put the committed release back in place of an unfinished trial; returns the release rolled back.
@@ -334,7 +358,7 @@ class Activation:
             detail = exc.message.removeprefix(f"release {back}: ")
             raise ReleaseError(f"cannot go back to release {back}: {detail}; nothing was changed", hint="deploy that pipeline again") from None
         point("rollback.verified")
-        state = state_record(state, committed=back, history=history[:index])
+        state = state_record(state, committed=back, history=history[:index], rolled_back=back)  # chosen on purpose: may be below the floor
         self._write_json(STATE_FILE, state)
         point("rollback.state-written")
         self._sync_links(state, "rollback")

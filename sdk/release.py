@@ -104,6 +104,14 @@ class ReleaseManifest:
                 raise ReleaseError(f"release {self.release_id}: {name} does not match its manifest (corrupt or truncated)")
 
 
+def pipeline_name_of(text: str) -> str | None:
+    """The `name:` of a pipeline file's text, read without a YAML parser (the device's bare Python)."""
+    import re
+
+    found = re.search(r"^name:\s*[\"']?([A-Za-z0-9_.-]+)", text, re.MULTILINE)
+    return found.group(1) if found else None
+
+
 NAME_MAX, PATH_MAX = 255, 1024  # bytes of one part of a release file's name, and of the whole name
 
 

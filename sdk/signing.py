@@ -108,44 +108,22 @@ def signature_document(fingerprint: str, signature: bytes) -> str:
     return json.dumps({"algorithm": ALGORITHM, "key": fingerprint, "signature": base64.b64encode(signature).decode()}, sort_keys=True) + "\n"
 
 
-def check_signature(root: Path, manifest, signature_text: str | None) -> str | None:
-    """Raise ReleaseError unless the manifest may be used on this device; return the verifying key's
-    fingerprint (None when the device trusts no key, where any release is accepted)."""
-    public = read_verify_key(root)
-    if public is None:
-        return None
-    expected = key_fingerprint(public)
-    release = manifest.release_id
-    hint = f"sign the release with the private half of {expected} (the target file's sign_key, or --sign-key)"
-    if signature_text is None:
-        raise ReleaseError(
-            f"release {release} is not signed; this device accepts only releases signed by key {expected} ({verify_key_path(root)})",
-            hint=hint,
-        )
-    try:
-        document = json.loads(signature_text)
-        algorithm, named, signature = document["algorithm"], document["key"], base64.b64decode(document["signature"], validate=True)
-    except (ValueError, KeyError, TypeError, binascii.Error):
-        raise ReleaseError(f"release {release}: {SIGNATURE_FILE} is not a valid signature; the device expects key {expected}", hint=hint) from None
-    if algorithm != ALGORITHM:
-        raise ReleaseError(f"release {release} is signed with {algorithm!r}; this device accepts only {ALGORITHM} by key {expected}", hint=hint)
-    if named != expected:
-        raise ReleaseError(f"release {release} is signed by key {named}, but this device accepts only key {expected}", hint=hint)
-    if not verify(public, signed_message(manifest), signature):
-        raise ReleaseError(
-            f"release {release}: its manifest signature does not verify with key {expected}: the manifest was changed after it was signed",
-            hint="the release was tampered with on its way; build and sign it again",
-        )
-    return expected
+def check_signature(root: Path, manifest, signature_text: str | None, *, stage: str = "install", pipeline: str | None = None) -> str | None:
+    """Raise ReleaseError unless the device's trust policy (sdk/trust.py) accepts the release at `stage`; return the
+    verifying key's fingerprint (None where the device requires no signature)."""
+    from sdk.trust import check_release
+
+    statement = check_release(root, manifest, signature_text, stage=stage, pipeline=pipeline)
+    return statement.key if statement is not None else None
 
 
-def check_release_folder(root: Path, folder: Path, manifest) -> str | None:
+def check_release_folder(root: Path, folder: Path, manifest, *, stage: str = "start", pipeline: str | None = None) -> str | None:
     """`check_signature` for an assembled release, from the signature file kept beside its manifest."""
     try:
         text = (Path(folder) / SIGNATURE_FILE).read_text()
     except FileNotFoundError:
         text = None
-    return check_signature(root, manifest, text)
+    return check_signature(root, manifest, text, stage=stage, pipeline=pipeline)
 
 
 def verify(public: bytes, message: bytes, signature: bytes) -> bool:

@@ -10,7 +10,8 @@ Every entry point that starts or runs a release goes through here (`sdk start` a
 2. **Repair where the disk allows.** Recovery (roll back a trial that can no longer finish, put the links back,
    rebuild a damaged state.json) is then tried under the store's mutex with a short wait; when it cannot write,
    the start goes on and says why the repair waits (`notes`). It is done by the next start that can write.
-3. **Verify the bytes.** The release folder is checked against its manifest (sdk/verify.py). When the committed
+3. **Verify the bytes and the signature.** The release folder is checked against its manifest (sdk/verify.py), and
+   its signature against the device's trust policy (sdk/trust.py: the key, the binding, the version floor). When the committed
    release fails, the policy recorded at its commit (the pipeline's `service.if_damaged`) decides: `previous`
    (the default) starts the newest earlier committed release that verifies, and says so; `refuse` starts
    nothing. When nothing verified can start: one ReleaseError saying why, and nothing runs.
@@ -81,6 +82,7 @@ def resolve_startable(store, *, repair: bool = True, cache: VerifyCache | None =
     for release in candidates:
         try:
             verify_release(store.release_dir(release), cache)
+            store.verify_signature(release, stage="start")  # the device's trust policy: key, binding, version floor
         except ReleaseError as exc:
             failed.append(exc.message)
             continue
@@ -116,9 +118,11 @@ def allowed_to_run(folder: Path) -> None:
     release = folder.name
     state = store.state()
     if release == state["committed"] or release in state["history"]:
+        store.verify_signature(release, stage="start")
         return
     trial = store.trial()
     if trial is not None and trial.get("release") == release and store.trial_liveness(trial) is None:
+        store.verify_signature(release, stage="trial")
         return
     raise ReleaseError(
         f"release {release} is neither committed nor on a live trial in the store at {root}: it never passed its health check here",

@@ -173,7 +173,7 @@ class ReleaseStore(Activation, Pruning, StoreStatus):
     def assemble(self, manifest: ReleaseManifest, signature: str | None = None) -> Path:
         """Build releases/<id> from store objects (hard links), then rename it into place. A device that
         trusts a verify key refuses a manifest without a valid `signature` first (sdk/signing.py)."""
-        check_signature(self.root, manifest, signature)
+        check_signature(self.root, manifest, signature, stage="install", pipeline=self.pipeline_name(manifest))
         final = self.release_dir(manifest.release_id)
         if self.has_release(manifest):
             if signature is not None and self._read_signature(final) != signature:
@@ -222,10 +222,24 @@ class ReleaseStore(Activation, Pruning, StoreStatus):
         os.replace(temporary, folder / SIGNATURE)
         fsync_dir(folder)
 
-    def verify_signature(self, release_id: str) -> str | None:
-        """`check_signature` of an assembled release (its manifest and the signature kept beside it)."""
+    def verify_signature(self, release_id: str, stage: str = "trial") -> str | None:
+        """`check_signature` of an assembled release (its manifest and the signature kept beside it) at `stage`."""
         folder = self._require_assembled(release_id)
-        return check_signature(self.root, ReleaseManifest.load(folder), self._read_signature(folder))
+        manifest = ReleaseManifest.load(folder)
+        return check_signature(self.root, manifest, self._read_signature(folder), stage=stage, pipeline=self.pipeline_name(manifest, folder))
+
+    def pipeline_name(self, manifest: ReleaseManifest, folder: Path | None = None) -> str | None:
+        """The `name:` of a release's pipeline file, read from the release folder or, before it is assembled, from the
+        file's store object (without the YAML parser: the device's bare Python); None where neither is there yet."""
+        from sdk.release import pipeline_name_of
+
+        entry = manifest.files.get(manifest.pipeline)
+        for path in ([folder / manifest.pipeline] if folder is not None else []) + ([self.object_path(entry.sha256)] if entry else []):
+            try:
+                return pipeline_name_of(path.read_text())
+            except (OSError, UnicodeDecodeError):
+                continue
+        return None
 
     # Per-release environment ------------------------------------------------------------
     def env_dir(self, release_id: str) -> Path:

@@ -16,13 +16,12 @@ from pathlib import Path
 from sdk.activation import IF_DAMAGED
 from sdk.faults import point
 from sdk.release import ReleaseManifest
-from sdk.signing import install_verify_key, verify_key_path
 from sdk.store import ReleaseStore
 from sdk.trial import HealthPolicy, run_trial
 
 OPS = (
     *("have", "install", "assemble", "trial", "env", "commit", "rollback", "prune", "recover", "status"),
-    *("hold-lock", "clear-run", "prepare", "trust-key", "partials", "serve", "startable"),
+    *("hold-lock", "clear-run", "prepare", "trust", "partials", "serve", "startable"),
 )
 
 
@@ -105,8 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     clear = ops.add_parser("clear-run", help="remove a run's output folder")
     clear.add_argument("name")
     ops.add_parser("prepare", help="create the folders, sweep crash leftovers, recover a trial; report free space")
-    trust = ops.add_parser("trust-key", help="from now on accept only releases signed by this Ed25519 key (a PEM public key file, removed)")
-    trust.add_argument("key", type=Path)
+    trust = ops.add_parser("trust", help="what this device trusts: a JSON request file (status, add, revoke, install-policy), removed")
+    trust.add_argument("request", type=Path)
     partials = ops.add_parser("partials", help="keep the partial uploads of these objects (SHA:SIZE), remove every other one")
     partials.add_argument("objects", nargs="*", type=_object_spec)
     ops.add_parser("serve", help="answer a whole deploy's requests, one JSON line each, on stdin (sdk/store_agent.py)")
@@ -162,12 +161,16 @@ def _run_op(args: argparse.Namespace) -> dict:
                 if args.signature:
                     args.signature.unlink(missing_ok=True)
             return {"release": manifest.release_id, "folder": str(folder)}
-        if args.op == "trust-key":
+        if args.op == "trust":
+            from sdk.trust_admin import administer
+
             try:
-                fingerprint = install_verify_key(store.root, args.key.read_text())
+                request = json.loads(args.request.read_text())
+            except ValueError:
+                request = None
             finally:
-                args.key.unlink(missing_ok=True)
-            return {"trusted": fingerprint, "path": str(verify_key_path(store.root))}
+                args.request.unlink(missing_ok=True)
+            return administer(store, request if isinstance(request, dict) else {})
         if args.op == "clear-run":
             store.clear_run(args.name)
             return {"cleared": args.name}

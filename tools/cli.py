@@ -150,7 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("target", help="a target name (`sdk targets list`)")
     trust = targets_commands.add_parser("trust-key", help="make the target accept only releases signed by this Ed25519 key")
     trust.add_argument("target", help="a target name (`sdk targets list`)")
-    trust.add_argument("key", type=Path, help="the public key (PEM or OpenSSH .pub); written as ROOT/trust/verify_key.pub on the device")
+    trust.add_argument("key", type=Path, nargs="?", help="the public key (PEM or OpenSSH .pub) to trust")
+    trust.add_argument("--signed-by", type=Path, help="the private key of a key the device trusts now (default: the target's sign_key)")
+    trust.add_argument("--revoke", metavar="FINGERPRINT", help="revoke this key (SHA256:...) instead; its releases are refused from the next start")
     export = commands.add_parser("export", help="a release as a Mender Artifact, and the Mender Update Module that installs it")
     export.add_argument("pipeline", type=Path, nargs="?", help="pipeline file (YAML); needs --target and --mender")
     export.add_argument("--target", "-t", help="the target file the release is built for (platform, device type, sign_key, store)")
@@ -363,8 +365,14 @@ def _targets(args: argparse.Namespace, console: Console) -> int:
     elif args.targets_command == "trust-key":
         from tools.trust import trust_key
 
-        result = trust_key(resolve_target(args.target), args.key)
-        console.print(f"{args.target} now accepts only releases signed by {result['trusted']} ({result['path']})", highlight=False)
+        if (args.key is None) == (args.revoke is None):
+            from sdk.errors import ConfigError
+
+            raise ConfigError("trust-key needs a key to trust, or --revoke FINGERPRINT (one of them)", hint="sdk targets trust-key T KEY.pub")
+        result = trust_key(resolve_target(args.target), args.key, args.signed_by, args.revoke)
+        keys = ", ".join(f"{name} {fp}".strip() for fp, name in result["keys"].items())
+        what = f"revoked {result['revoked']}" if args.revoke else f"trusts {result['trusted']}"
+        console.print(f"{args.target} {what}; it accepts only releases signed by: {keys} ({result['source']})", highlight=False)
     elif args.targets_command == "sim":
         from sdk.errors import TargetError
         from tools.state import state_dir

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, ReleaseError, SdkError
+from sdk.release import pipeline_name_of
 from sdk.runtime.junit import JUNIT_FILE
 from sdk.runtime.report import REPORT_FILE, write_report
 from sdk.runtime.timeline import TIMELINE_FILE
@@ -30,7 +31,7 @@ from tools.release.kernels import build_kernels, kernel_files, parse_compute_cap
 from tools.release.stage import StageResult, manifest_for, stage_release
 from tools.release.wheels import download_wheels, plan_wheels
 from tools.sessions import open_session, paused_service
-from tools.signing import signer_for
+from tools.signing import binding_for, signer_for
 from tools.state import cache_dir
 from tools.targets import RemoteTarget, Target, resolve_targets
 from tools.validation.acceptance import accept
@@ -220,7 +221,9 @@ def install_release(
     by itself on anything but a pass; the host commits a pass with its fencing token. A host that dies
     or loses its lease at any point leaves the last committed release in place."""
     policy = policy or HealthPolicy()
-    sign = signer_for(sign_key or sign_key_of(target))  # a bad key is refused before anything is sent
+    key = sign_key or sign_key_of(target)
+    binding = binding_for(target, pipeline_name_of(base.files[base.pipeline].read_text()) or "unnamed") if key else None
+    sign = signer_for(key, binding)  # a bad key is refused before anything is sent
     session.ensure_agent(runtime_files())
     owner = deploy_owner()
     held = session.token is not None  # the caller holds the lease already (paused_service): through the measured run

@@ -126,7 +126,7 @@ class ExportMender:
         from tools.prepare import PrepareModel
         from tools.release.bundle import collect_bundle
         from tools.release.stage import manifest_for
-        from tools.signing import signer_for
+        from tools.signing import binding_for, signer_for
         from tools.state import cache_dir
 
         tool = mender_artifact()  # refused before anything is prepared
@@ -141,7 +141,8 @@ class ExportMender:
                 f"{pipeline.path}: model.backend is tensorrt, but an exported release carries no TensorRT engine (a deploy builds it on the device)",
                 hint="use backend: auto (ONNX Runtime in the artifact), or deploy over SSH",
             )
-        sign = signer_for(target.host_path(target.spec.sign_key) if target.spec.sign_key else None)
+        key = target.host_path(target.spec.sign_key) if target.spec.sign_key else None
+        sign = signer_for(key, binding_for(target, pipeline.spec.name))  # the version and binding the device checks
         prepare = PrepareModel(pipeline, cache_dir())
         task = self.progress.task("preparing model" + (" (cached)" if prepare.cached else ""), total=None)
         artifacts = prepare()

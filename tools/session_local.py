@@ -112,12 +112,12 @@ class LocalSession:
         with self.store.locked():
             self.store.assemble(manifest, signature)
 
-    def trust_key(self, pem: str) -> dict:
-        """From now on the store accepts only releases signed by this key (sdk/signing.py)."""
-        from sdk.signing import install_verify_key, verify_key_path
+    def trust(self, request: dict) -> dict:
+        """What the device trusts: a request of sdk/trust_admin.py (status, add, revoke), answered by the store's code."""
+        from sdk.trust_admin import administer
 
         with self.store.locked():
-            return {"trusted": install_verify_key(self.store.root, pem), "path": str(verify_key_path(self.store.root))}
+            return administer(self.store, request)
 
     def store_op(self, op: str, *args: str) -> dict:
         if op == "startable":  # by reading: a full or read-only store still answers (sdk/startable.py)

@@ -225,12 +225,12 @@ class SshSession:
                 raise disk_full(self.name, len(data), 0) from None
             raise
 
-    def trust_key(self, pem: str) -> dict:
-        """From now on the device accepts only releases signed by this key: `store trust-key` checks and installs it."""
+    def trust(self, request: dict) -> dict:
+        """What the device trusts: a request of sdk/trust_admin.py (status, add, revoke), checked and applied there."""
         self._store("prepare")  # the store's folders exist
-        remote = f"{self.root}/.tmp-verify_key-{os.getpid()}.pub"
-        self._put(remote, pem.encode(), "sending the verify key")
-        return self._store("trust-key", remote)
+        remote = f"{self.root}/.tmp-trust-request-{os.getpid()}.json"
+        self._put(remote, json.dumps(request).encode(), "sending the trust request")
+        return self._store("trust", remote)
 
     def store_op(self, op: str, *args: str) -> dict:
         return self._store(op, *args, *(["--token", str(self.token)] if op in MUTATING_OPS else []))

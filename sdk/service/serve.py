@@ -218,16 +218,12 @@ class OtherPipeline(SdkError):
 
 def committed_pipeline(folder: Path) -> str | None:
     """The `name:` of a release's pipeline file, read without pydantic (the agent's bare Python)."""
-    import re
-
-    from sdk.release import ReleaseManifest
+    from sdk.release import ReleaseManifest, pipeline_name_of
 
     try:
-        text = (folder / ReleaseManifest.load(folder).pipeline).read_text()
+        return pipeline_name_of((folder / ReleaseManifest.load(folder).pipeline).read_text())
     except (OSError, ValueError, SdkError):
         return None
-    found = re.search(r"^name:\s*[\"']?([A-Za-z0-9_.-]+)", text, re.MULTILINE)
-    return found.group(1) if found else None
 
 
 def _require_pipeline(folder: Path, pipeline: str) -> None:

@@ -13,7 +13,7 @@ from tools.cli import run as cli
 from tools.deploy import Deploy
 from tools.release.bundle import runtime_files
 from tools.sessions import open_session
-from tools.signing import load_signing_key, sign_manifest, verify_key_pem
+from tools.signing import verify_key_pem
 from tools.targets import resolve_target
 
 
@@ -32,13 +32,15 @@ def test_a_device_trusting_a_key_refuses_unsigned_wrong_key_and_tampered_manifes
     _, other = verify_key_pem(wrong)
     assert cli(["targets", "trust-key", "sim", str(tmp_path / "release.pub")]) == 0
     assert expected in capsys.readouterr().out
-    assert (ssh_target.root / "trust" / "verify_key.pub").read_text().startswith("-----BEGIN PUBLIC KEY-----")
+    (key_file,) = (ssh_target.root / "trust" / "keys").glob("*.pub")
+    assert key_file.read_text().startswith("-----BEGIN PUBLIC KEY-----")
     pipeline, _ = tiny_pipeline(frames=20)
 
-    with pytest.raises(ReleaseError, match=re.escape(f"is not signed; this device accepts only releases signed by key {expected}")) as unsigned:
+    accepts = f"this device accepts only releases signed by {key_file.stem} {expected}"
+    with pytest.raises(ReleaseError, match=re.escape(f"is not signed; {accepts}")) as unsigned:
         Deploy(pipeline.path, "sim", frames=2, report_dir=tmp_path / "r0")()
     assert expected in unsigned.value.hint
-    with pytest.raises(ReleaseError, match=re.escape(f"is signed by key {other}, but this device accepts only key {expected}")):
+    with pytest.raises(ReleaseError, match=re.escape(f"is signed by key {other}, but this device accepts only {key_file.stem} {expected}")):
         Deploy(pipeline.path, "sim", frames=2, report_dir=tmp_path / "r1", sign_key=wrong)()
     assert not [p for p in (ssh_target.root / "releases").iterdir() if not p.name.startswith(".")]  # nothing was assembled
     assert not (ssh_target.root / "current").exists()
@@ -54,6 +56,7 @@ def test_a_device_trusting_a_key_refuses_unsigned_wrong_key_and_tampered_manifes
     assert tampered.release_id == manifest.release_id
     with open_session(resolve_target("sim")) as session:
         session.ensure_agent(runtime_files())
-        with pytest.raises(ReleaseError, match=re.escape(f"its manifest signature does not verify with key {expected}")):
-            session.assemble(tampered, sign_manifest(manifest, load_signing_key(right)))
+        signature = (release / "manifest.json.sig").read_text()  # what the device holds: the release's own statement
+        with pytest.raises(ReleaseError, match=re.escape(f"its signature does not verify with key {expected}")):
+            session.assemble(tampered, signature)
     assert ReleaseManifest.load(release) == manifest  # the release on the device is untouched

@@ -19,7 +19,7 @@ from sdk.signing import _L, install_verify_key, key_fingerprint, public_key_pem,
 from sdk.store import ReleaseStore
 from tools.release.bundle import Bundle
 from tools.release.stage import manifest_for
-from tools.signing import sign_manifest
+from tools.signing import Binding, sign_manifest
 
 REPO = Path(__file__).resolve().parents[3]
 # RFC 8032, section 7.1, TEST 1 (empty message) and TEST 2 (one byte).
@@ -82,6 +82,10 @@ def release(root: Path, folder: Path, label: str) -> ReleaseManifest:
     return manifest
 
 
+def signed(manifest: ReleaseManifest, key, version: int = 1) -> str:
+    return sign_manifest(manifest, key, Binding("p", "linux-generic", None), version)
+
+
 def store_cli(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-B", "-m", "sdk", "store", "--root", str(root), *args]
     return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=60, env=env)
@@ -96,22 +100,22 @@ def test_a_store_trusting_a_key_refuses_unsigned_foreign_and_tampered_manifests(
     fingerprint = install_verify_key(root, public_key_pem(raw(key)))
     assert fingerprint == key_fingerprint(raw(key)) and (root / "trust" / "verify_key.pub").is_file()
 
-    unsigned = f"release {manifest.release_id} is not signed; this device accepts only releases signed by key {fingerprint}"
+    unsigned = f"release {manifest.release_id} is not signed; this device accepts only releases signed by verify_key {fingerprint}"
     with pytest.raises(ReleaseError, match=re.escape(unsigned)):
         store.assemble(manifest)
-    foreign = f"is signed by key {key_fingerprint(raw(other))}, but this device accepts only key {fingerprint}"
+    foreign = f"is signed by key {key_fingerprint(raw(other))}, but this device accepts only verify_key {fingerprint}"
     with pytest.raises(ReleaseError, match=re.escape(foreign)):
-        store.assemble(manifest, sign_manifest(manifest, other))
-    forged = json.loads(sign_manifest(manifest, other))
+        store.assemble(manifest, signed(manifest, other))
+    forged = json.loads(signed(manifest, other))
     forged["key"] = fingerprint  # claims the right key
-    with pytest.raises(ReleaseError, match=re.escape(f"its manifest signature does not verify with key {fingerprint}")):
+    with pytest.raises(ReleaseError, match=re.escape(f"its signature does not verify with key {fingerprint}")):
         store.assemble(manifest, json.dumps(forged))
     tampered = ReleaseManifest(manifest.files, manifest.pipeline, manifest.artifacts, {"label": "changed"})
     assert tampered.release_id == manifest.release_id and signed_message(tampered) != signed_message(manifest)
-    with pytest.raises(ReleaseError, match="the manifest was changed after it was signed"):
-        store.assemble(tampered, sign_manifest(manifest, key))
+    with pytest.raises(ReleaseError, match="changed after it was signed"):
+        store.assemble(tampered, signed(manifest, key))
 
-    signature = sign_manifest(manifest, key)
+    signature = signed(manifest, key)
     store.assemble(manifest, signature)
     assert (store.release_dir(manifest.release_id) / "manifest.json.sig").read_text() == signature
     assert store.verify_signature(manifest.release_id) == fingerprint
@@ -122,8 +126,8 @@ def test_store_assemble_and_trial_on_the_device_check_the_signature_with_or_with
     key = Ed25519PrivateKey.generate()
     old = release(root, tmp_path / "src", "old")
     ReleaseStore(root).assemble(old)  # assembled before the device trusted a key
-    (tmp_path / "key.pem").write_text(public_key_pem(raw(key)))
-    done = store_cli(root, "trust-key", str(tmp_path / "key.pem"))
+    (tmp_path / "request.json").write_text(json.dumps({"action": "add", "public_key": public_key_pem(raw(key))}))
+    done = store_cli(root, "trust", str(tmp_path / "request.json"))
     assert done.returncode == 0 and json.loads(done.stdout)["trusted"] == key_fingerprint(raw(key))
     done = store_cli(root, "trial", str(old.release_id), "--owner", "t", "--token", "1")
     assert done.returncode == 1 and f"release {old.release_id} is not signed" in done.stderr  # trial checks again
@@ -135,8 +139,8 @@ def test_store_assemble_and_trial_on_the_device_check_the_signature_with_or_with
     (hide / "cryptography.py").write_text("raise ImportError('not on this device')\n")
     env = {**os.environ, "PYTHONPATH": str(hide)}
     for text, signature, expected in (
-        (new.to_json(), sign_manifest(new, key), 0),
-        (new.to_json().replace('"label": "new"', '"label": "newer"'), sign_manifest(new, key), 1),
+        (new.to_json(), signed(new, key), 0),
+        (new.to_json().replace('"label": "new"', '"label": "newer"'), signed(new, key), 1),
     ):
         (tmp_path / "m.json").write_text(text)
         (tmp_path / "m.json.sig").write_text(signature)

@@ -1,0 +1,136 @@
+"""Changing what a device trusts: `python -m sdk store --root R trust REQUEST.json` (sdk/trust.py is the policy).
+
+A request is one JSON object, its `action` one of:
+
+- `status`: the policy as the device reads it now (keys, revocations, identity, floors, where it comes from);
+- `add`: trust `public_key`. The first key of a store without root's policy is trusted as given (trust on first
+  use: whoever holds the deploy login), with the device's identity (`device_type`, `target`), and from then on
+  signatures are required. Any later key needs `statement`: `{"kind": "add", "key", "public_key", "name", "by",
+  "at", "signature"}` signed by a key trusted now (a rotation: both keys are trusted afterwards);
+- `revoke`: `statement` `{"kind": "revoke", "key", "by", "at", "signature"}` signed by another trusted key; the
+  revoked key's releases are refused from the next start on;
+- `install-policy` (root only): root's policy `policy` written as /etc/perception/trust/policy.json, root's, 0644.
+
+Statements are appended to `<root>/trust/statements.json` only once they verify against the policy as it stands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from sdk.errors import ReleaseError
+from sdk.signing import key_fingerprint, parse_public_key_pem, public_key_pem
+from sdk.trust import IDENTITY_FILE, POLICY_FILE, STATEMENTS_FILE, STORE_TRUST, _apply, load_policy, trust_root
+
+ACTIONS = ("status", "add", "revoke", "install-policy")
+
+
+def _write(path: Path, text: str, mode: int = 0o644) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".tmp-{path.name}-{os.getpid()}")
+    with partial.open("w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    partial.chmod(mode)
+    os.replace(partial, path)
+
+
+def _statements(store) -> list:
+    path = store.root / STORE_TRUST / STATEMENTS_FILE
+    try:
+        found = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError):
+        raise ReleaseError(f"{path} is damaged; nothing was changed", hint="restore it, or remove it and trust the keys again") from None
+    return found if isinstance(found, list) else []
+
+
+def _append_statement(store, statement: dict, check) -> None:
+    """Append `statement` once it does what `check(policy_after)` expects against the policy as it stands."""
+    before = load_policy(store.root)
+    after = load_policy(store.root)
+    _apply(after, statement)
+    if not check(before, after):
+        raise ReleaseError(
+            f"the statement is not signed by a key this device trusts now ({', '.join(sorted(before.keys)) or 'none'}), or says something else",
+            hint="sign it with the private half of a trusted key: sdk targets trust-key T NEW.pub --signed-by OLD.key",
+        )
+    statements = _statements(store)
+    _write(store.root / STORE_TRUST / STATEMENTS_FILE, json.dumps([*statements, statement], indent=1) + "\n")
+
+
+def administer(store, request: dict) -> dict:
+    action = request.get("action")
+    if action not in ACTIONS:
+        raise ReleaseError(f"unknown trust action {action!r}; allowed: {', '.join(ACTIONS)}")
+    if action == "install-policy":
+        return install_policy(request.get("policy"))
+    policy = load_policy(store.root)
+    rooted = policy.source == str(trust_root() / POLICY_FILE)
+    if action == "status":
+        return policy.describe()
+    statement = request.get("statement")
+    if action == "revoke":
+        if not isinstance(statement, dict) or statement.get("kind") != "revoke":
+            raise ReleaseError("a revocation needs a statement signed by a key this device trusts", hint="sdk targets trust-key T --revoke FP")
+        _append_statement(store, statement, lambda before, after: statement.get("key") in after.revoked and statement.get("key") not in after.keys)
+        return {"revoked": statement["key"], **load_policy(store.root).describe()}
+    public = parse_public_key_pem(str(request.get("public_key", "")), "the key to trust")
+    fingerprint = key_fingerprint(public)
+    if fingerprint in policy.revoked:
+        raise ReleaseError(f"key {fingerprint} was revoked on this device; it is not trusted again", hint="make a new key")
+    if fingerprint in policy.keys:
+        return {"trusted": fingerprint, "already": True, **policy.describe()}
+    if policy.keys or rooted:
+        if not isinstance(statement, dict) or statement.get("kind") != "add" or statement.get("key") != fingerprint:
+            raise ReleaseError(
+                f"this device already trusts {', '.join(sorted(policy.keys)) or 'root policy keys'}: a new key is trusted only when a trusted key "
+                "signs it (a rotation); the deploy login alone cannot replace it",
+                hint="sdk targets trust-key T NEW.pub --signed-by CURRENT.key",
+            )
+        _append_statement(store, statement, lambda before, after: fingerprint in after.keys)
+        return {"trusted": fingerprint, "rotation": True, **load_policy(store.root).describe()}
+    folder = store.root / STORE_TRUST
+    name = str(request.get("name") or "")
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", name) or (folder / "keys" / f"{name}.pub").exists():
+        name = fingerprint.removeprefix("SHA256:").replace("/", "_").replace("+", "-")
+    _write(folder / "keys" / f"{name}.pub", public_key_pem(public))
+    identity = {k: request.get(k) for k in ("device_type", "target") if isinstance(request.get(k), str)}
+    if identity:
+        _write(folder / IDENTITY_FILE, json.dumps(identity) + "\n")
+    _require_signatures(store)
+    return {"trusted": fingerprint, "path": str(folder), **load_policy(store.root).describe()}
+
+
+def _require_signatures(store) -> None:
+    """state.json remembers that this store trusts keys: a key file deleted later refuses everything."""
+    from sdk.activation import STATE_FILE, state_record
+
+    state = store.state()
+    if not state.get("signatures_required"):
+        store._write_json(STATE_FILE, state_record(state, signatures_required=True))
+
+
+def install_policy(policy: object) -> dict:
+    """Root's policy, checked (every key parses; a device type is named), written as root's file, 0644."""
+    if os.geteuid() != 0:
+        raise ReleaseError("installing the device's trust policy needs root", hint="run it with sudo: it is the one root step of trust")
+    if not isinstance(policy, dict) or not isinstance(policy.get("keys"), list) or not policy["keys"]:
+        raise ReleaseError("a trust policy names at least one key: {\"keys\": [{\"name\", \"public_key\", \"expires\"?}], ...}")
+    for entry in policy["keys"]:
+        parse_public_key_pem(str((entry or {}).get("public_key", "")), f"policy key {(entry or {}).get('name')!r}")
+    folder = trust_root()
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chown(folder, 0, 0)
+    folder.chmod(0o755)
+    _write(folder / POLICY_FILE, json.dumps(policy, indent=1, sort_keys=True) + "\n")
+    os.chown(folder / POLICY_FILE, 0, 0)
+    return {"installed": str(folder / POLICY_FILE)}
+
+
+__all__ = ["ACTIONS", "administer", "install_policy"]
