@@ -179,7 +179,7 @@ class CudaPreprocessor(Stage):
         times.mark("preprocess_end")
 
     def _enqueue_frame(self) -> bool:
-        """The whole frame's work (preprocess, the engine, the decode), for the capture."""
+        """The whole frame's work (preprocess, the engine between its events, the decode), for the capture."""
         session = self.session
         self._enqueue()
         if not session.engine_enqueue():
@@ -197,8 +197,7 @@ class CudaPreprocessor(Stage):
             return False
         if not graph.ready and not graph.capture(self._enqueue_frame):
             return False
-        graph.launch()
-        self.session.launched = True
+        self.session.launch_graph()
         return True
 
     def __call__(self, image) -> ResizeGeometry:
@@ -231,7 +230,7 @@ class CudaPreprocessor(Stage):
         if not resident and self._launch_graph():
             return plan.geometry  # the frame's work runs as the graph; its stage times are read after it ends
         self._enqueue(params, upload=not resident)
-        times.add("preprocess", "preprocess_start", "preprocess_end")  # waits for the end event: the stage's latency is its own
+        times.add("preprocess")  # waits for the end event: the stage's latency is its own
         return plan.geometry
 
     def close(self) -> None:
