@@ -123,7 +123,7 @@ class CudaSession:
             self.gpu.engine(self.backend.infer)
             enqueued = True
         else:
-            enqueued = self.backend.enqueue()
+            enqueued = self.backend.enqueue(timed=False)  # no events of its own inside a capture
         if not self.gpu.capturing:
             times.count("infer_enqueue", (time.perf_counter_ns() - began) / 1e6)
         times.mark("infer_end")
