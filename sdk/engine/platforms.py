@@ -145,10 +145,13 @@ class DlaAvailability:
 
 
 def dla_availability(platform: str, tensorrt: TensorRTVersion, probed_cores: int | None = None) -> DlaAvailability:
-    """How many DLA cores a build for (platform, TensorRT) can use, and why."""
+    """How many DLA cores a build for (platform, TensorRT) can use, and why. The probe's count (the device's nodes or
+    its module) narrows the platform's, never widens it: a platform without DLA (Orin Nano, Thor) has none whatever
+    a probe reports, and an Orin NX 8GB probed with 1 core has 1."""
     if platform not in PLATFORM_DLA_CORES:
         raise ConfigError(f"unknown platform {platform!r}", hint=f"known platforms: {', '.join(PLATFORM_DLA_CORES)}")
-    cores = PLATFORM_DLA_CORES[platform] if probed_cores is None else probed_cores
+    table = PLATFORM_DLA_CORES[platform]
+    cores = table if probed_cores is None else min(table, probed_cores)
     if cores == 0:
         return DlaAvailability(0, f"{platform} has no DLA core")
     key = (tensorrt.major, tensorrt.minor, tensorrt.patch)
