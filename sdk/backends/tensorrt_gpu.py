@@ -73,6 +73,7 @@ INSTALL_HINT = "pip install 'cuda-bindings>=12,<13' on a CUDA 12 driver (JetPack
 
 class TensorRTBackend(Backend):
     name = "tensorrt"
+    device_bindings = True
 
     def __init__(
         self,

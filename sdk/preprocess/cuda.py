@@ -39,7 +39,7 @@ def cuda_problem(backend, kernels_dir: Path | None) -> tuple[str, str] | None:
         return "cuda-python is not installed", "the kernels are loaded with cuda.bindings.driver (perception-deploy-sdk[cuda12] or [cuda13])"
     if kernels_dir is None or not Path(kernels_dir).is_dir():
         return "the release carries no CUDA kernels", f"no folder {kernels_dir}"
-    if getattr(backend, "name", "") != "tensorrt":
+    if not getattr(backend, "device_bindings", False):
         return "the engine is not on the GPU", f"the backend is {backend.describe()}: its input is host memory"
     return None
 
