@@ -310,7 +310,7 @@ def _calibrate(args: argparse.Namespace, console: Console) -> int:
         shutil.copyfile(choice.precision_file, out / choice.precision_file.name)
         console.print(f"kept out of INT8 to pass the gate: {', '.join(choice.fp16_layers)}")
     for version in args.tensorrt:
-        shutil.copyfile(trt_cache_file(choice.calibration, version), out / f"calibration-trt{version}.cache")
+        shutil.copyfile(trt_cache_file(choice.calibration, version, choice.dla), out / f"calibration-trt{version}.cache")
     amax = choice.calibration.amax()
     cameras = json.loads(choice.ranges.read_text()).get("cameras", {})  # several cameras: how many frames each gave
     drawn = ", ".join(f"{name} {c['frames']} + {c['holdout_frames']} held out" for name, c in cameras.items())
