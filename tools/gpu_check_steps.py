@@ -257,7 +257,12 @@ def build(out: Path, arch: str | None) -> dict:
     cmake = shutil.which("cmake")
     if cmake is None:
         return {"status": FAIL, "detail": "cmake is not installed"}
-    options = [f"-DPLUGINS_CUDA_ARCHS={arch}"] if arch else ["-DPLUGINS_CUDA_KERNELS=OFF"]
+    from tools.cuda_toolkit import find_nvcc
+
+    nvcc = find_nvcc()
+    if arch and nvcc is None:
+        return {"status": FAIL, "detail": "no nvcc on PATH (nor the nvidia-cuda-nvcc wheel)"}
+    options = [f"-DPLUGINS_CUDA_ARCHS={arch}", f"-DPLUGINS_NVCC={nvcc}"] if arch else ["-DPLUGINS_CUDA_KERNELS=OFF"]
     started = time.monotonic()
     for command in (
         [cmake, "-S", str(REPO / "plugins_cuda"), "-B", str(out), "-DCMAKE_BUILD_TYPE=Release", *options],

@@ -40,7 +40,7 @@ def test_without_a_driver_open_is_a_clear_error_before_tensorrt(monkeypatch, tmp
 
 def _gpu_or_skip():
     pytest.importorskip("tensorrt", reason="needs TensorRT (JetPack or a GPU machine)")
-    pytest.importorskip("cuda.bindings.runtime", reason="needs cuda-python")
+    pytest.importorskip("cuda.bindings.driver", reason="needs cuda-python (cuda-bindings)")
     try:
         require_cuda_device(SdkError)
     except SdkError as exc:
