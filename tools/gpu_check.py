@@ -155,8 +155,13 @@ def _which(name: str) -> bool:
 
 
 def _commit() -> str | None:
-    done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return done.stdout.strip() or None if done.returncode == 0 else None
+    """The checkout's commit; GPU_CHECK_COMMIT where the copy on the lent machine has no .git."""
+    try:
+        done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        done = None
+    found = done.stdout.strip() if done is not None and done.returncode == 0 else ""
+    return found or os.environ.get("GPU_CHECK_COMMIT") or None
 
 
 def run_steps(out: Path, frames: int, emulate: bool, deadline: float) -> dict:

@@ -154,11 +154,8 @@ class TensorRTBackend(Backend):
             raise BackendError(f"TensorRT could not deserialize {self.engine_path}")
         self._engine = engine
         self._context = engine.create_execution_context()
-        tensors = self._engine_tensors(trt, engine)
-        self.input_shapes = input_shapes(tensors, self.batch, self.engine_path)
-        for name, shape in self.input_shapes.items():  # before anything is bound or enqueued
-            if not self._context.set_input_shape(name, shape):
-                raise BackendError(f"{self.engine_path}: TensorRT refused the shape {list(shape)} for input {name} (see the TensorRT log)")
+        tensors = set_input_shapes(trt, engine, self._context, self.batch, self.engine_path)
+        self.input_shapes = {t.name: tuple(self._context.get_tensor_shape(t.name)) for t in tensors if t.is_input and t.dynamic}
         self._read_io(trt, tensors)
         if self.profile_layers:
             self._context.profiler = _layer_profiler(trt, self.layer_ms)
@@ -199,19 +196,6 @@ class TensorRTBackend(Backend):
                 hint="set model.cuda_graph: false (engines with DLA loadables, loops or data-dependent shapes may not capture)",
             )
         self._graph_exec = self._own("cuGraphExecDestroy", self._call("cuGraphInstantiate", self._graph, 0))
-
-    def _engine_tensors(self, trt, engine) -> tuple[EngineTensor, ...]:
-        """The engine's tensors as it declares them (-1 for a dynamic dimension) and, for dynamic inputs, profile 0."""
-        tensors = []
-        for index in range(engine.num_io_tensors):
-            name = engine.get_tensor_name(index)
-            shape = tuple(int(d) for d in engine.get_tensor_shape(name))
-            is_input = engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
-            profile = None
-            if is_input and any(d < 0 for d in shape):
-                profile = tuple(tuple(int(d) for d in dims) for dims in engine.get_tensor_profile_shape(name, 0))
-            tensors.append(EngineTensor(name, shape, is_input, profile))
-        return tuple(tensors)
 
     def _read_io(self, trt, tensors: tuple[EngineTensor, ...]) -> None:
         """Every tensor's shape on the context (the inputs' set, the outputs' inferred from them) and type."""
@@ -304,6 +288,30 @@ class TensorRTBackend(Backend):
     def describe(self) -> str:
         where = f"DLA core {self.dla_core}" if self.dla_core is not None else "GPU"
         return f"tensorrt ({where}{', CUDA graph' if self.cuda_graph else ''})"
+
+
+def engine_tensors(trt, engine) -> tuple[EngineTensor, ...]:
+    """The engine's tensors as it declares them (-1 for a dynamic dimension) and, for dynamic inputs, profile 0."""
+    tensors = []
+    for index in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(index)
+        shape = tuple(int(d) for d in engine.get_tensor_shape(name))
+        is_input = engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
+        profile = None
+        if is_input and any(d < 0 for d in shape):
+            profile = tuple(tuple(int(d) for d in dims) for dims in engine.get_tensor_profile_shape(name, 0))
+        tensors.append(EngineTensor(name, shape, is_input, profile))
+    return tuple(tensors)
+
+
+def set_input_shapes(trt, engine, context, batch: int, where) -> tuple[EngineTensor, ...]:
+    """Every dynamic input's shape set on the execution context for `batch` frames per call (decided by
+    sdk/backends/tensorrt_shapes.py), before anything is bound or enqueued; returns the engine's tensors."""
+    tensors = engine_tensors(trt, engine)
+    for name, shape in input_shapes(tensors, batch, where).items():
+        if not context.set_input_shape(name, shape):
+            raise BackendError(f"{where}: TensorRT refused the shape {list(shape)} for input {name} (see the TensorRT log)")
+    return tensors
 
 
 def _layer_profiler(trt, sink: dict[str, float]):
