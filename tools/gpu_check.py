@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+if not __package__:  # run as `python tools/gpu_check.py`: the checkout's own sdk and tools, not an installed copy
+    sys.path.insert(0, str(REPO))
 BUDGET_S = 480  # the whole check, 8 minutes
 WHEELS = ("pydantic==2.13.4", "pydantic-core==2.46.4", "annotated-types==0.7.0", "typing-inspection==0.4.2", "onnx-graphsurgeon==0.6.1")
 NEEDED = ("pydantic", "onnx_graphsurgeon", "onnxruntime", "cv2", "yaml", "onnx", "cuda.bindings")
