@@ -48,7 +48,26 @@ DISTRIBUTIONS = {
 
 # Compute capability by Tegra SoC (from /proc/device-tree/compatible).
 TEGRA_COMPUTE = {"tegra234": "8.7", "tegra264": "11.0", "tegra194": "7.2"}
-TEGRA_DLA_CORES = {"tegra234": 2, "tegra194": 2, "tegra264": 0}
+# DLA cores where every module of the SoC has the same count. tegra234 (Orin) is not one of them: AGX Orin and
+# Orin NX 16GB have 2, Orin NX 8GB 1, Orin Nano 0 (its NVDLA is fused off), so its count comes from the module.
+TEGRA_DLA_CORES = {"tegra194": 2, "tegra264": 0}
+# Jetson modules by the part number L4T writes into /proc/device-tree/compatible ("nvidia,p3767-0005", after the
+# carrier board's "nvidia,p3768-0000+p3767-0005"): (platform, name, DLA cores). Part numbers: Jetson Linux Developer
+# Guide, "Jetson Module Adaptation and Bring-Up" (P3701 AGX Orin, P3767 Orin NX and Orin Nano); DLA cores: the Jetson
+# AGX Orin and Orin NX / Nano data sheets.
+JETSON_MODULES = {
+    "p3701-0000": ("jetson-agx-orin", "Jetson AGX Orin (developer kit module)", 2),
+    "p3701-0004": ("jetson-agx-orin", "Jetson AGX Orin 32GB", 2),
+    "p3701-0005": ("jetson-agx-orin", "Jetson AGX Orin 64GB", 2),
+    "p3701-0008": ("jetson-agx-orin", "Jetson AGX Orin Industrial", 2),
+    "p3767-0000": ("jetson-orin-nx", "Jetson Orin NX 16GB", 2),
+    "p3767-0001": ("jetson-orin-nx", "Jetson Orin NX 8GB", 1),
+    "p3767-0003": ("jetson-orin-nano", "Jetson Orin Nano 8GB", 0),
+    "p3767-0004": ("jetson-orin-nano", "Jetson Orin Nano 4GB", 0),
+    "p3767-0005": ("jetson-orin-nano", "Jetson Orin Nano 8GB (developer kit)", 0),
+}
+# Where the part number is not in the table (a newer module), the device tree's model names the family.
+MODEL_FAMILIES = (("Orin Nano", "jetson-orin-nano", 0), ("Orin NX", "jetson-orin-nx", None), ("AGX Orin", "jetson-agx-orin", 2))
 
 
 def _read(path: str) -> str | None:
@@ -165,12 +184,32 @@ def _compute_capability(soc: str | None) -> str | None:
     return output.splitlines()[0].strip() if output else None
 
 
-def _dla_cores(soc: str | None, dev: str = "/dev") -> int | None:
+def _module() -> dict | None:
+    """The Jetson module, from the part number in /proc/device-tree/compatible, else the family named by
+    /proc/device-tree/model: {"part", "name", "platform", "dla_cores"} (None where unknown), or None off a Jetson."""
+    compatible = _read("/proc/device-tree/compatible") or ""
+    for part in re.findall(r"\bp\d{4}-\d{4}\b", compatible):
+        if part in JETSON_MODULES:
+            platform_name, name, cores = JETSON_MODULES[part]
+            return {"part": part, "name": name, "platform": platform_name, "dla_cores": cores}
+    model = _read("/proc/device-tree/model") or ""
+    for words, platform_name, cores in MODEL_FAMILIES:
+        if words in model:
+            parts = re.findall(r"\bp\d{4}-\d{4}\b", compatible)
+            return {"part": parts[-1] if parts else None, "name": model.strip(), "platform": platform_name, "dla_cores": cores}
+    return None
+
+
+def _dla_cores(soc: str | None, dev: str = "/dev", module: dict | None = None) -> int | None:
     """L4T gives each DLA core two nodes, nvhost-nvdla<N> and nvhost-ctrl-nvdla<N> (JetPack 6 may show only
-    the ctrl one): count the distinct core numbers, not the nodes."""
+    the ctrl one): count the distinct core numbers, not the nodes. Without nodes, the module's count (an Orin Nano
+    has none), else the SoC's where all its modules agree; an Orin of unknown module is unknown (null), never
+    guessed: the target's platform then decides."""
     cores = {match.group(1) for path in glob.glob(os.path.join(dev, "nvhost-*nvdla*")) if (match := re.search(r"nvdla(\d+)$", path))}
     if cores:
         return len(cores)
+    if module is not None and module.get("dla_cores") is not None:
+        return module["dla_cores"]
     return TEGRA_DLA_CORES.get(soc) if soc else None
 
 
@@ -257,6 +296,7 @@ def fingerprint(root: str | None = None) -> dict:
     except OSError:
         free = None
     jetpack = _dpkg_version("nvidia-jetpack")
+    module = _module() if soc else None
     return {
         "arch": platform.machine(),
         "os": _os_release(),
@@ -270,7 +310,8 @@ def fingerprint(root: str | None = None) -> dict:
         "cuda": _cuda_driver(),  # null without a CUDA driver, whatever toolkit is installed
         "cuda_toolkit": _cuda_toolkit(),
         "compute_capability": _compute_capability(soc),
-        "dla_cores": _dla_cores(soc),
+        "dla_cores": _dla_cores(soc, module=module),
+        "module": module,  # the Jetson module (part number, name, platform); engines are cached per module
         "power_mode": _power_mode(),
         "clocks": _clocks(),
         "cpus": os.cpu_count(),

@@ -235,6 +235,9 @@ def run(release: Path, tests: Path | None = None, tests_deadline_s: float = 900.
     checks.append(_check("cuda_preprocess_matches_cpu", cuda_preprocess_matches_cpu, release, gpu))
     checks.append(_check("cuda_pipeline_matches_cpu", cuda_pipeline_matches_cpu, release, gpu))
     checks.append(_check("cuda_graph_replays_the_frame", cuda_graph_replays_the_frame, release, gpu))
+    from sdk.selftest_nv12 import nv12_camera_layout
+
+    checks.append(_check("nv12_camera_layout", nv12_camera_layout, release))  # the camera's colour and plane layout (decision 0418)
     if tests is not None:
         checks.append(gpu_tests(release, tests, tests_deadline_s))
     return {"release": release.name, "checks": checks}

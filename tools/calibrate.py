@@ -27,7 +27,7 @@ import numpy as np
 
 from sdk.artifacts import ModelArtifacts
 from sdk.errors import ConfigError, ModelError
-from sdk.quant.calibration_cache import CalibrationCache, fusion_ties, tie_ranges
+from sdk.quant.calibration_cache import CalibrationCache, elementwise_ties, fusion_ties, tie_ranges
 from sdk.release import sha256_of
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Calibration
@@ -51,7 +51,7 @@ from tools.range_methods import entropy_amax, percentile_amax
 # 6: ranges.json records the ranges TensorRT fuses (pooling, concatenation), tied in its caches;
 # 5: one pass, histograms on a power-of-two grid; 4: a Conv before ReLU/Clip takes its range;
 # 3: in-graph statistics, TensorRT's entropy; 2: ONNX Runtime's
-CALIBRATE_FORMAT = 6
+CALIBRATE_FORMAT = 7  # 7: ElementWise input ties for DLA builds in ranges.json
 # The calibrator class the engine builder presents the cache through: its name is the cache header's.
 # Percentile ranges go through the entropy calibrator's interface (DLA accepts only EntropyCalibration2).
 TRT_ALGORITHM = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "percentile": "EntropyCalibration2"}
@@ -142,10 +142,11 @@ class CalibrationArtifacts:
     def amax(self) -> dict[str, float]:
         return {name: entry["amax"] for name, entry in json.loads(self.ranges.read_text())["tensors"].items()}
 
-    def trt_cache(self, tensorrt: str) -> str:
-        """The TensorRT calibration cache: the ranges, with those TensorRT fuses tied (sdk/quant/calibration_cache.py)."""
+    def trt_cache(self, tensorrt: str, dla: bool = False) -> str:
+        """The TensorRT calibration cache: the ranges, with those TensorRT fuses tied (sdk/quant/calibration_cache.py);
+        for a DLA build also each ElementWise layer's two inputs (NvInfer.h: equal ranges on DLA in INT8)."""
         data = json.loads(self.ranges.read_text())
-        ties = [(anchor, tuple(tied)) for anchor, tied in data.get("ties", ())]
+        ties = [(anchor, tuple(tied)) for anchor, tied in (*data.get("ties", ()), *(data.get("dla_ties", ()) if dla else ()))]
         return CalibrationCache.from_amax(tie_ranges(self.amax(), ties), tensorrt, TRT_ALGORITHM[data["method"]]).render()
 
 
@@ -244,8 +245,9 @@ class Calibrate:
         write_qdq(self.model.model_path, out.qdq_model, out.onnxruntime_ranges, self.spec.method)
         task.done()
         ties = [[anchor, list(tied)] for anchor, tied in model_ties(self.model.model_path) if anchor in tensors]
+        dla_ties = [[anchor, list(tied)] for anchor, tied in model_ties(self.model.model_path, dla=True) if anchor in tensors]
         selection = self.selection
-        recorded = {"method": self.spec.method, "tensors": tensors, "ties": ties}
+        recorded = {"method": self.spec.method, "tensors": tensors, "ties": ties, "dla_ties": dla_ties}
         if isinstance(selection, CameraSelection):  # frames and holdout per camera, and how many each camera gave
             recorded |= {
                 "frames": {name: list(chosen) for name, chosen in selection.calibration.items()},
@@ -257,12 +259,14 @@ class Calibrate:
         out.ranges.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
 
 
-def model_ties(model: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """The ranges TensorRT fuses in this model (pooling input/output, concatenation inputs/output)."""
+def model_ties(model: Path, dla: bool = False) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The ranges TensorRT fuses in this model (pooling input/output, concatenation inputs/output), or with `dla` the
+    ranges DLA needs equal beyond those (each ElementWise layer's two inputs)."""
     import onnx
 
     graph = onnx.load(str(model), load_external_data=False).graph
-    return fusion_ties((node.op_type, tuple(node.input), tuple(node.output)) for node in graph.node)
+    nodes = [(node.op_type, tuple(node.input), tuple(node.output)) for node in graph.node]
+    return elementwise_ties(nodes) if dla else fusion_ties(nodes)
 
 
 def chosen_ranges(statistics: ActivationStatistics, method: str, percentile: float) -> dict[str, dict[str, float]]:

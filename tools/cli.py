@@ -312,7 +312,7 @@ def _calibrate(args: argparse.Namespace, console: Console) -> int:
         shutil.copyfile(choice.precision_file, out / choice.precision_file.name)
         console.print(f"kept out of INT8 to pass the gate: {', '.join(choice.fp16_layers)}")
     for version in args.tensorrt:
-        shutil.copyfile(trt_cache_file(choice.calibration, version), out / f"calibration-trt{version}.cache")
+        shutil.copyfile(trt_cache_file(choice.calibration, version, choice.dla), out / f"calibration-trt{version}.cache")
     amax = choice.calibration.amax()
     cameras = json.loads(choice.ranges.read_text()).get("cameras", {})  # several cameras: how many frames each gave
     drawn = ", ".join(f"{name} {c['frames']} + {c['holdout_frames']} held out" for name, c in cameras.items())
@@ -322,19 +322,21 @@ def _calibrate(args: argparse.Namespace, console: Console) -> int:
 
 
 def _dla_report(args: argparse.Namespace, console: Console) -> int:
-    from sdk.engine.platforms import TensorRTVersion
+    from sdk.engine.platforms import known_tensorrt
     from sdk.errors import ConfigError
     from tools.dla.render import render_dla_report, write_dla_json
     from tools.dla.report import DlaAnalysis, TargetFacts, target_facts
 
+    # A version typed by hand must be a release the SDK knows, checked before the model is prepared (decision 0402).
+    typed = known_tensorrt(args.tensorrt) if args.tensorrt else None
     if args.platform is not None:
-        if not args.tensorrt:
+        if typed is None:
             raise ConfigError(
                 "--platform needs --tensorrt (the version the engine will be built with)", hint="e.g. --platform jetson-agx-orin --tensorrt 10.3"
             )
-        facts = TargetFacts(args.platform, TensorRTVersion.parse(args.tensorrt))
+        facts = TargetFacts(args.platform, typed)
     else:
-        facts = target_facts(args.target, args.tensorrt)
+        facts = target_facts(args.target, str(typed) if typed is not None else None)
     analysis = DlaAnalysis(args.source, facts, args.precision)
     with console.status("analysing"):
         report = analysis()

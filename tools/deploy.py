@@ -165,7 +165,7 @@ def bundle_for_device(session, base: Bundle, progress: Progress, int8: Int8Choic
 def bundle_for_facts(base: Bundle, facts: dict, progress: Progress, int8: Int8Choice | None = None, engine=None) -> Bundle:
     """The bundle for a device described by `facts` (a probe's, or what `sdk export` assumes of a target file)."""
     if int8 is not None and facts.get("tensorrt"):
-        base = with_int8(base, int8.qdq_model, int8.ranges, trt_cache_file(int8.calibration, facts["tensorrt"]), int8.precision_file)
+        base = with_int8(base, int8.qdq_model, int8.ranges, trt_cache_file(int8.calibration, facts["tensorrt"], int8.dla), int8.precision_file)
     built = None
     if engine is not None:  # engine(facts) -> the TensorRT engine this device gets, or None
         built = engine(facts)

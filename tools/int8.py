@@ -37,6 +37,7 @@ class Int8Choice:
     accuracy: dict  # the gate's report on this very model
     fp16_layers: list[str] = field(default_factory=list)
     precision_file: Path | None = None  # precision.json: the ranking, the search, the kept layers
+    dla: bool = False  # the engine is built for DLA: its TensorRT cache ties what DLA needs equal (ElementWise inputs)
 
     @property
     def ranges(self) -> Path:
@@ -101,6 +102,7 @@ class Int8ForDeploy:
             cached["report"],
             cached.get("fp16_layers") or [],
             Path(cached["precision_file"]) if cached.get("precision_file") else None,
+            dla=self.pipeline.spec.model.dla is not None,
         )
 
     def _batched_qdq(self, artifacts: CalibrationArtifacts, fp16_layers: list[str]) -> Path:
@@ -163,11 +165,11 @@ def one_frame_per_call(pipeline: PipelineFile) -> PipelineFile:
     return PipelineFile(spec.model_copy(update={"batch": spec.batch.model_copy(update={"size": 1}), "model": model}), pipeline.path)
 
 
-def trt_cache_file(artifacts: CalibrationArtifacts, tensorrt: str) -> Path:
-    """The TensorRT calibration cache for this version, written once beside the ranges."""
-    path = artifacts.folder / f"calibration-trt{tensorrt}.cache"
+def trt_cache_file(artifacts: CalibrationArtifacts, tensorrt: str, dla: bool = False) -> Path:
+    """The TensorRT calibration cache for this version (and for a DLA build, with DLA's ties), written once beside the ranges."""
+    path = artifacts.folder / f"calibration-trt{tensorrt}{'-dla' if dla else ''}.cache"
     if not path.is_file():
         partial = partial_path(path)
-        partial.write_text(artifacts.trt_cache(tensorrt))
+        partial.write_text(artifacts.trt_cache(tensorrt, dla))
         publish(partial, path)
     return path

@@ -25,8 +25,8 @@ def create_backend(
 ) -> Backend:
     """`tensorrt`: the release's engine (an error without one or without a GPU). `auto`: the engine
     when the release has one and this machine has a CUDA device, else ONNX Runtime on the CPU.
-    `batch`: the frames per call a model with a dynamic first (batch) dimension is bound for; a
-    static one keeps its own (an engine's batch is fixed when it is built)."""
+    `batch`: the frames per call a model with a dynamic first (batch) dimension is bound for (an engine built
+    with a dynamic batch gets that shape set, within its profile); a static one keeps its own."""
     has_engine = engine_path is not None and Path(engine_path).is_file()
     if name == "tensorrt" or (name == "auto" and has_engine and _cuda_device()):
         if not has_engine:
@@ -36,7 +36,7 @@ def create_backend(
             )
         from sdk.backends.tensorrt_gpu import TensorRTBackend
 
-        return TensorRTBackend(engine_path, declared=declared, dla_core=dla_core, profile_layers=profile_layers, cuda_graph=cuda_graph)
+        return TensorRTBackend(engine_path, declared=declared, dla_core=dla_core, profile_layers=profile_layers, cuda_graph=cuda_graph, batch=batch)
     if name in ("auto", "onnxruntime"):
         from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
 

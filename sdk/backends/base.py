@@ -25,6 +25,9 @@ class TensorSpec:
 
 class Backend(ABC):
     name = "backend"
+    # The engine's tensors live in GPU memory that CUDA kernels can read and write in place (keep_on_device,
+    # device_address, enqueue on stream_handle): what the CUDA path needs (sdk/preprocess/cuda.py).
+    device_bindings = False
 
     def __init__(self) -> None:
         self.inputs: dict[str, np.ndarray] = {}

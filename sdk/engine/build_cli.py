@@ -53,7 +53,10 @@ def main(argv: list[str]) -> int:
         (args.out / "engine_layers.json").write_text(built.layers)
         if built.timing_cache is not None:
             (args.out / "timing.cache").write_bytes(built.timing_cache)
-        _event(event="done", placement=asdict(built.placement), engine_bytes=len(built.plan))
+        if built.int8_unscaled:  # TensorRT keeps their layers out of INT8: said, and kept in the build record
+            names = ", ".join(built.int8_unscaled[:8]) + (f" and {len(built.int8_unscaled) - 8} more" if len(built.int8_unscaled) > 8 else "")
+            _event(event="warning", message=f"{len(built.int8_unscaled)} tensors have no INT8 scale, their layers stay out of INT8: {names}")
+        _event(event="done", placement=asdict(built.placement), engine_bytes=len(built.plan), int8_unscaled=list(built.int8_unscaled))
         return 0
     except SdkError as exc:
         _event(event="error", kind=type(exc).__name__, message=exc.message, hint=exc.hint)

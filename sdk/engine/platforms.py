@@ -85,11 +85,13 @@ class TensorRTVersion:
 # engine loads only on the release that built it, so a version typed by hand must name one of these.
 # Sources: include/NvInferVersion.h at the release tags of github.com/NVIDIA/TensorRT (8.6.1, 10.0.0-10.16,
 # 11.0, 11.1); the TensorRT release notes (11.2.1, 11.3.0, 11.4.0, 11.4.1); JetPack 6.0 release notes
-# (TensorRT 8.6.2) and JetPack 6.1 / 6.2 (TensorRT 10.3.0); TensorRT 8.6.12 release notes for DRIVE OS 6.0.9.1
-# and TensorRT 10.10.10 release notes for DRIVE OS 7.0.3.
+# (TensorRT 8.6.2) and JetPack 6.1 / 6.2 (TensorRT 10.3.0); the TensorRT release notes for DRIVE OS: 8.6.10 (DRIVE OS
+# 6.0.7), 8.6.11 (6.0.8.1), 8.6.12 (6.0.9.1), 10.10.10 (7.0.3); TensorRT 10.16.1 (docs.nvidia.com/deeplearning/tensorrt/10.16.1).
 KNOWN_TENSORRT = {
     (8, 6, 1): "TensorRT 8.6.1 GA (x86-64, SBSA)",
     (8, 6, 2): "JetPack 6.0",
+    (8, 6, 10): "DRIVE OS 6.0.7",
+    (8, 6, 11): "DRIVE OS 6.0.8.1",
     (8, 6, 12): "DRIVE OS 6.0.9.1",
     **{(10, minor, 0): f"TensorRT 10.{minor}.0" for minor in range(0, 14)},
     (10, 0, 1): "TensorRT 10.0.1 GA",
@@ -100,6 +102,7 @@ KNOWN_TENSORRT = {
     (10, 14, 1): "TensorRT 10.14.1",
     (10, 15, 1): "TensorRT 10.15.1",
     (10, 16, 0): "TensorRT 10.16.0",
+    (10, 16, 1): "TensorRT 10.16.1",
     (11, 0, 0): "TensorRT 11.0.0",
     (11, 1, 0): "TensorRT 11.1.0",
     (11, 2, 1): "TensorRT 11.2.1",
@@ -145,10 +148,13 @@ class DlaAvailability:
 
 
 def dla_availability(platform: str, tensorrt: TensorRTVersion, probed_cores: int | None = None) -> DlaAvailability:
-    """How many DLA cores a build for (platform, TensorRT) can use, and why."""
+    """How many DLA cores a build for (platform, TensorRT) can use, and why. The probe's count (the device's nodes or
+    its module) narrows the platform's, never widens it: a platform without DLA (Orin Nano, Thor) has none whatever
+    a probe reports, and an Orin NX 8GB probed with 1 core has 1."""
     if platform not in PLATFORM_DLA_CORES:
         raise ConfigError(f"unknown platform {platform!r}", hint=f"known platforms: {', '.join(PLATFORM_DLA_CORES)}")
-    cores = PLATFORM_DLA_CORES[platform] if probed_cores is None else probed_cores
+    table = PLATFORM_DLA_CORES[platform]
+    cores = table if probed_cores is None else min(table, probed_cores)
     if cores == 0:
         return DlaAvailability(0, f"{platform} has no DLA core")
     key = (tensorrt.major, tensorrt.minor, tensorrt.patch)

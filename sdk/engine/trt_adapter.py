@@ -46,6 +46,9 @@ class BuiltEngine:
     placement: PlacementSummary  # TensorRT's own answer (can_run_on_DLA per layer)
     timing_cache: bytes | None
     layers: str = ""  # the engine inspector's JSON: every layer of the built engine, as TensorRT fused it
+    # Tensors of the parsed network the calibration cache and its completion left without an INT8 scale: TensorRT
+    # keeps the layers that produce or consume them out of INT8 (on DLA that can split a loadable). Reported, never dropped.
+    int8_unscaled: tuple[str, ...] = ()
 
 
 def import_tensorrt():
@@ -90,8 +93,9 @@ def _build(trt, plan: BuildPlan, onnx_model: Path, calibration_cache: Path | Non
     config.profiling_verbosity = trt.ProfilingVerbosity.DETAILED  # layer types, precisions, tactics in the inspector
     _configure_memory(trt, config, plan)
     _configure_profiles(builder, config, plan)
+    unscaled: tuple[str, ...] = ()
     if "_configure_implicit_int8" in steps:
-        _configure_implicit_int8(trt, config, plan, calibration_cache, network)
+        unscaled = _configure_implicit_int8(trt, config, plan, calibration_cache, network)
         _constrain_precision(trt, network, config, plan)
     _configure_dla(trt, config, plan)
     cache = _configure_timing_cache(config, plan, timing_cache)
@@ -101,7 +105,7 @@ def _build(trt, plan: BuildPlan, onnx_model: Path, calibration_cache: Path | Non
     if serialized is None:
         raise EngineBuildError(f"{onnx_model}: TensorRT could not build the engine (see the build log)")
     layers = _engine_layers(trt, logger, bytes(serialized), plan)
-    return BuiltEngine(bytes(serialized), placement, bytes(cache.serialize()) if cache is not None else None, layers)
+    return BuiltEngine(bytes(serialized), placement, bytes(cache.serialize()) if cache is not None else None, layers, unscaled)
 
 
 def _engine_layers(trt, logger, serialized: bytes, plan: BuildPlan) -> str:
@@ -140,18 +144,21 @@ def _configure_profiles(builder, config, plan: BuildPlan) -> None:
     config.add_optimization_profile(profile)
 
 
-def _configure_implicit_int8(trt, config, plan: BuildPlan, calibration_cache: Path | None, network=None) -> None:
+def _configure_implicit_int8(trt, config, plan: BuildPlan, calibration_cache: Path | None, network=None) -> tuple[str, ...]:
+    """The INT8 flag and the cache's calibrator; returns the tensors still without a scale after the completion."""
+    missing: list[str] = []
     if plan.precision == "int8":
         if calibration_cache is None:
             raise EngineBuildError("an INT8 build for TensorRT 8.6/10 needs the calibration cache", hint="run `sdk calibrate PIPELINE --tensorrt V`")
         config.set_flag(trt.BuilderFlag.INT8)
         cache = Path(calibration_cache).read_bytes()
         if network is not None:  # scales for the tensors the parser made itself (sdk/quant/calibration_cache.py)
-            completed, _ = complete_for_network(CalibrationCache.parse(cache.decode()), _network_layers(trt, network))
+            completed, missing = complete_for_network(CalibrationCache.parse(cache.decode()), _network_layers(trt, network))
             cache = completed.render().encode()
         config.int8_calibrator = _calibrator(trt, plan.calibrator, cache)
     if plan.precision == "fp16" or plan.fp16_fallback:
         config.set_flag(trt.BuilderFlag.FP16)
+    return tuple(missing)
 
 
 def _network_layers(trt, network) -> list[NetworkLayer]:

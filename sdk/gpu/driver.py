@@ -43,6 +43,8 @@ DRIVER_NAMES = (
     "CUstream_flags",
     "cuEventCreate",
     "cuEventRecord",
+    "cuEventRecordWithFlags",
+    "CUevent_record_flags",
     "cuEventSynchronize",
     "cuEventElapsedTime",
     "cuEventDestroy",
@@ -99,6 +101,7 @@ class CudaModule:
         self.memory: str | None = None
         self._cu = None
         self._owned: list[tuple[str, object]] = []  # (free function name, handle), released in reverse
+        self.capturing = False  # the stream is being captured (between begin_capture and end_capture)
 
     def call(self, name: str, *args):
         result = getattr(self._cu, name)(*args)
@@ -185,8 +188,15 @@ class CudaModule:
     def event(self):
         return self.own("cuEventDestroy", self.call("cuEventCreate", self._cu.CUevent_flags.CU_EVENT_DEFAULT.value))
 
-    def record(self, event) -> None:
-        self.call("cuEventRecord", event, self.stream)
+    def record(self, event, external: bool = False) -> None:
+        """cuEventRecord; inside a capture with CU_EVENT_RECORD_EXTERNAL (`external`), so that the event becomes an
+        event record node that every launch of the graph records (a plain record there is no node, and reading the
+        event afterwards is CUDA_ERROR_CAPTURED_EVENT). The flag is invalid outside a capture (cuda.h)."""
+        if external:
+            flag = self._cu.CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL.value
+            self.call("cuEventRecordWithFlags", event, self.stream, flag)
+        else:
+            self.call("cuEventRecord", event, self.stream)
 
     def event_ms(self, start, stop) -> float:
         """GPU time between two recorded events (waits for the later one)."""
@@ -214,8 +224,10 @@ class CudaModule:
     # Stream capture (sdk/gpu/graph.py): the frame's work on this stream, captured once, replayed per frame.
     def begin_capture(self) -> None:
         self.call("cuStreamBeginCapture", self.stream, self._cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        self.capturing = True
 
     def end_capture(self):
+        self.capturing = False
         return self.own("cuGraphDestroy", self.call("cuStreamEndCapture", self.stream))
 
     def instantiate(self, graph):

@@ -4,24 +4,25 @@
 launches, events, one stream), with:
 - device memory: host buffers of the same sizes, filled with a byte no kernel writes (0xCD) as
   uninitialised device memory reads; every copy and every pointer a launch reads or writes is checked
-  against the allocation it points into, so a wrong size, offset or stride is an error, not a crash;
+  against the allocation it points into, so a wrong size, offset or stride is an error, not a crash; a
+  kernel may read only device memory, the engine's bindings, or pinned host memory mapped for the GPU
+  (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP); host memory it was not given is refused;
+- host memory: page-locked buffers (`pinned_buffer`) are known as such; any other array is pageable,
+  which a copy inside a stream capture refuses (sdk/gpu/emulated_stream.py, rule 4);
 - the engine's bindings: the ONNX Runtime backend's bound arrays, registered as device allocations;
 - kernels: the CMake-built host reference (`SDK_CUDA_REFERENCE_LIB`, plugins_cuda's libpp_reference.so)
   through ctypes with the very parameter block a launch passes, else the numpy twins (sdk/gpu/reference.py);
   the launch geometry is checked to cover the work as on a GPU;
-- the stream: in order and synchronous; events record the host's monotonic clock when the stream
-  reaches them, so the event-based stage timing code runs unchanged (the times are host times);
-- stream capture (sdk/gpu/graph.py): while capturing, every operation is recorded instead of run, and a
-  graph launch replays the recording in order; synchronising or reading an event while capturing is an
-  error, as it is on a GPU.
-Never chosen by `preprocess.device: auto`; the report says `emulated`.
+- the stream and stream capture: `EmulatedStream` (sdk/gpu/emulated_stream.py), asynchronous as on a GPU,
+  with CUDA's capture and event rules and TensorRT's warm-up rule, each with its source.
+Never chosen by `preprocess.device: auto`; the report says `emulated`. `SDK_CUDA_EMULATION_MEMORY=copy`
+emulates a discrete GPU (the frame uploaded once per frame) instead of Jetson's mapped memory.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,12 +30,22 @@ import numpy as np
 from sdk.errors import BackendError, ConfigError
 from sdk.gpu import reference
 from sdk.gpu.decode import DECODE_KERNELS, SsdParams, YoloParams
+from sdk.gpu.emulated_stream import EmulatedEvent, EmulatedGraph, EmulatedStream
 from sdk.gpu.params import DTYPES, FORMATS, LAYOUTS, PpParams
 from sdk.gpu.plan import BLOCK_THREADS, KERNEL_NAMES
 
 ENV = "SDK_CUDA_EMULATION"
+MEMORY_ENV = "SDK_CUDA_EMULATION_MEMORY"
 REFERENCE_ENV = "SDK_CUDA_REFERENCE_LIB"
 UNINITIALISED = 0xCD
+
+
+def emulated_memory() -> str:
+    """The emulated device's input memory: `mapped` (Jetson, the default) or `copy` (a discrete GPU)."""
+    value = os.environ.get(MEMORY_ENV, "") or "mapped"
+    if value not in ("mapped", "copy"):
+        raise ConfigError(f"{MEMORY_ENV}={value!r}: allowed: mapped (Jetson) or copy (discrete GPU)")
+    return value
 
 
 def emulation_requested() -> bool:
@@ -47,39 +58,24 @@ def emulation_requested() -> bool:
     return True
 
 
-class EmulatedEvent:
-    __slots__ = ("t_ns",)
-
-    def __init__(self) -> None:
-        self.t_ns = 0
-
-
-class EmulatedGraph:
-    """A captured stream: its operations in order, (name, run) each."""
-
-    def __init__(self, nodes: list[tuple[str, object]]) -> None:
-        self.nodes = tuple(nodes)
-
-    @property
-    def names(self) -> list[str]:
-        return [name for name, _ in self.nodes]
-
-
-class EmulatedCuda:
-    """Host buffers, a synchronous stream and host-reference kernels behind CudaModule's interface."""
+class EmulatedCuda(EmulatedStream):
+    """Host buffers, an asynchronous stream with CUDA's capture rules, and host-reference kernels behind
+    CudaModule's interface."""
 
     emulated = True
 
     def __init__(self, memory: str = "mapped", library: Path | str | None = None) -> None:
         if memory not in ("mapped", "copy"):
             raise ValueError(f"memory {memory!r}: mapped (Jetson, zero copy) or copy (discrete GPU)")
+        super().__init__()
         self.memory = memory
         self.library_path = Path(library) if library else (Path(os.environ[REFERENCE_ENV]) if os.environ.get(REFERENCE_ENV) else None)
         self._lib = None
-        self._allocations: dict[int, tuple[int, str, np.ndarray | None]] = {}  # address -> (bytes, what, owner)
+        # address -> (bytes, what, owner, kind): kind "device" (cuMemAlloc, a binding), "mapped" (pinned, GPU-visible)
+        # or "pinned" (page-locked host memory the GPU does not address)
+        self._allocations: dict[int, tuple[int, str, np.ndarray | None, str]] = {}
         self.launches: dict[str, int] = {}
         self.bytes_copied = {"to_device": 0, "to_host": 0}
-        self._capturing: list[tuple[str, object]] | None = None
 
     def open(self) -> EmulatedCuda:
         if self.library_path is not None:
@@ -96,6 +92,7 @@ class EmulatedCuda:
         return self
 
     def close(self) -> None:
+        EmulatedStream.close(self)
         self._allocations.clear()
         self._lib = None
 
@@ -110,68 +107,79 @@ class EmulatedCuda:
         return f"emulated on the host (SDK_CUDA_EMULATION=host): {kernels}, host buffers, {self.memory} input memory"
 
     # Memory ---------------------------------------------------------------------------------------
-    def _allocate(self, nbytes: int, what: str) -> tuple[np.ndarray, int]:
+    def _allocate(self, nbytes: int, what: str, kind: str, call: str) -> tuple[np.ndarray, int]:
+        self._refuse_in_capture(call, "allocating memory")  # rule 3
         array = np.full(max(1, nbytes), UNINITIALISED, np.uint8)
         address = array.ctypes.data
-        self._allocations[address] = (nbytes, what, array)
+        self._allocations[address] = (nbytes, what, array, kind)
         return array[:nbytes], address
 
     def device_buffer(self, nbytes: int, what: str = "device buffer") -> int:
-        return self._allocate(nbytes, what)[1]
+        return self._allocate(nbytes, what, "device", "cuMemAlloc")[1]
 
     def pinned_buffer(self, nbytes: int, mapped: bool, what: str = "pinned frame buffer") -> tuple[np.ndarray, int]:
-        array, address = self._allocate(nbytes, what)
+        array, address = self._allocate(nbytes, what, "mapped" if mapped else "pinned", "cuMemHostAlloc")
         return array, (address if mapped else 0)
 
     def bind(self, array: np.ndarray, what: str) -> int:
         """An engine binding (the backend's own buffer) as device memory: its address."""
         if not array.flags.c_contiguous:
             raise BackendError(f"{what}: a binding must be one contiguous buffer")
-        self._allocations[array.ctypes.data] = (array.nbytes, what, None)
+        self._refuse_in_capture("cuMemAlloc", "allocating memory")
+        self._allocations[array.ctypes.data] = (array.nbytes, what, None, "device")
         return array.ctypes.data
 
-    def check(self, address: int, nbytes: int, what: str) -> None:
-        """[address, address + nbytes) must lie inside one allocation."""
-        for start, (size, name, _) in self._allocations.items():
+    def _find(self, address: int, nbytes: int, what: str) -> tuple[int, str, str] | None:
+        """(start, name, kind) of the allocation holding [address, address + nbytes), None where none does."""
+        for start, (size, name, _, kind) in self._allocations.items():
             if start <= address < start + max(size, 1):
                 if address + nbytes > start + size:
                     raise BackendError(f"{what}: {nbytes} bytes at offset {address - start} run past the end of {name} ({size} bytes)")
-                return
-        raise BackendError(f"{what}: address {address:#x} is in no device allocation")
+                return start, name, kind
+        return None
 
-    def _stream(self, name: str, run) -> None:
-        """Run an operation now, or record it while the stream is being captured."""
-        if self._capturing is not None:
-            self._capturing.append((name, run))
-        else:
-            run()
+    def check(self, address: int, nbytes: int, what: str) -> None:
+        """[address, address + nbytes) must lie inside one allocation the GPU addresses (device, binding, mapped)."""
+        found = self._find(address, nbytes, what)
+        if found is None:
+            raise BackendError(f"{what}: address {address:#x} is in no device allocation")
+        if found[2] == "pinned":
+            raise BackendError(f"{what}: {found[1]} is page-locked host memory not mapped for the GPU (CUDA_ERROR_ILLEGAL_ADDRESS on a GPU)")
+
+    def _host_side(self, host: np.ndarray, call: str) -> None:
+        """Rule 4: inside a capture, the host side of a copy must be page-locked memory (cuMemHostAlloc)."""
+        if self.capturing:
+            found = self._find(host.ctypes.data, host.nbytes, call)
+            if found is None or found[2] == "device":
+                self._refuse_in_capture(call, "a copy to or from pageable host memory (the driver may synchronise to stage it)")
 
     def upload(self, device: int, host: np.ndarray) -> None:
+        self._host_side(host, "cuMemcpyHtoDAsync")
+        self.check(device, host.nbytes, "host-to-device copy")  # the driver checks the range when the copy is enqueued
+
         def run() -> None:
-            self.check(device, host.nbytes, "host-to-device copy")
             ctypes.memmove(device, host.ctypes.data, host.nbytes)
             self.bytes_copied["to_device"] += host.nbytes
 
         self._stream("upload", run)
 
     def download(self, host: np.ndarray, device: int) -> None:
+        self._host_side(host, "cuMemcpyDtoHAsync")
+        self.check(device, host.nbytes, "device-to-host copy")
+
         def run() -> None:
-            self.check(device, host.nbytes, "device-to-host copy")
             ctypes.memmove(host.ctypes.data, device, host.nbytes)
             self.bytes_copied["to_host"] += host.nbytes
 
         self._stream("download", run)
 
     def memset32(self, device: int, value: int, count: int) -> None:
+        self.check(device, 4 * count, "memset")
+
         def run() -> None:
-            self.check(device, 4 * count, "memset")
             reference.memory(device, 4 * count, np.uint32)[:] = value
 
         self._stream("memset", run)
-
-    def node(self, name: str, run) -> None:
-        """Other work on the stream: the engine's launch (the ONNX Runtime backend stands for enqueueV3)."""
-        self._stream(name, run)
 
     # Kernels --------------------------------------------------------------------------------------
     def function(self, name: str) -> str:
@@ -184,17 +192,16 @@ class EmulatedCuda:
         if threads > BLOCK_THREADS:
             raise BackendError(f"{function}: {threads} threads per block, more than the kernels' launch bounds ({BLOCK_THREADS})")
         captured = ctypes.pointer(type(params).from_buffer_copy(params))  # a launch copies its parameters, as cuLaunchKernel does
+        kernel = self._decode if function in DECODE_KERNELS else self._preprocess
+        kernel(function, grid, block, captured.contents, compute=False)  # geometry and pointers checked when launched
 
         def run() -> None:
-            if function in DECODE_KERNELS:
-                self._decode(function, grid, block, captured.contents)
-            else:
-                self._preprocess(function, grid, block, captured.contents)
+            kernel(function, grid, block, captured.contents)
             self.launches[function] = self.launches.get(function, 0) + 1
 
         self._stream(function, run)
 
-    def _preprocess(self, function: str, grid, block, p: PpParams) -> None:
+    def _preprocess(self, function: str, grid, block, p: PpParams, compute: bool = True) -> None:
         _, fmt, dtype, layout = function.split("_")
         if not isinstance(p, PpParams):
             raise BackendError(f"{function} takes a PpParams block, got {type(p).__name__}")
@@ -207,13 +214,15 @@ class EmulatedCuda:
             self.check(p.src_uv, ((rows + 1) // 2 - 1) * p.uv_pitch + 2 * ((p.crop_x + p.crop_w + 1) // 2), f"{function}: chroma plane")
         size = {"f32": 4, "f16": 2, "u8": 1, "i8": 1}[dtype]
         self.check(p.dst, p.channels * p.out_w * p.out_h * size, f"{function}: output tensor")
+        if not compute:
+            return
         if self._lib is not None:
             if self._lib.pp_reference(ctypes.byref(p), FORMATS[fmt], DTYPES[dtype], LAYOUTS[layout]) != 0:
                 raise BackendError(f"the host reference refused {function}")
         else:
             reference.preprocess(p, fmt, dtype, layout)
 
-    def _decode(self, function: str, grid, block, p) -> None:
+    def _decode(self, function: str, grid, block, p, compute: bool = True) -> None:
         expected = SsdParams if function == "ssd_decode" else YoloParams
         if not isinstance(p, expected):
             raise BackendError(f"{function} takes a {expected.__name__} block, got {type(p).__name__}")
@@ -231,48 +240,12 @@ class EmulatedCuda:
             self.check(p.encodings, 16 * p.count, "ssd_decode: box encodings")
             self.check(p.logits, 4 * p.count * p.classes, "ssd_decode: class logits")
             self.check(p.anchors, 16 * p.count, "ssd_decode: anchors")
-            (self._lib.ssd_reference(ctypes.byref(p)) if self._lib is not None else reference.ssd_decode(p))
+            if compute:
+                (self._lib.ssd_reference(ctypes.byref(p)) if self._lib is not None else reference.ssd_decode(p))
         else:
             self.check(p.rows, 4 * p.count * (p.head + p.classes), "yolo_decode: output rows")
-            (self._lib.yolo_reference(ctypes.byref(p)) if self._lib is not None else reference.yolo_decode(p))
+            if compute:
+                (self._lib.yolo_reference(ctypes.byref(p)) if self._lib is not None else reference.yolo_decode(p))
 
-    # Stream and events ----------------------------------------------------------------------------
-    def event(self) -> EmulatedEvent:
-        return EmulatedEvent()
 
-    def record(self, event: EmulatedEvent) -> None:
-        def run() -> None:
-            event.t_ns = time.monotonic_ns()  # the stream is synchronous: it reaches the event now
-
-        self._stream("event", run)
-
-    def _not_capturing(self, what: str) -> None:
-        if self._capturing is not None:
-            raise BackendError(f"{what} while the stream is being captured (CUDA: cudaErrorStreamCaptureUnsupported)")
-
-    def event_ms(self, start: EmulatedEvent, stop: EmulatedEvent) -> float:
-        self._not_capturing("reading an event")
-        return (stop.t_ns - start.t_ns) / 1e6
-
-    def synchronize(self) -> None:
-        self._not_capturing("synchronising the stream")
-
-    # Stream capture ---------------------------------------------------------------------------------
-    def begin_capture(self) -> None:
-        if self._capturing is not None:
-            raise BackendError("the stream is already being captured")
-        self._capturing = []
-
-    def end_capture(self) -> EmulatedGraph:
-        if self._capturing is None:
-            raise BackendError("the stream is not being captured")
-        graph, self._capturing = EmulatedGraph(self._capturing), None
-        return graph
-
-    def instantiate(self, graph: EmulatedGraph) -> EmulatedGraph:
-        return graph
-
-    def launch_graph(self, graph: EmulatedGraph) -> None:
-        self._not_capturing("launching a graph")
-        for _, run in graph.nodes:
-            run()
+__all__ = ["ENV", "MEMORY_ENV", "REFERENCE_ENV", "UNINITIALISED", "EmulatedCuda", "EmulatedEvent", "EmulatedGraph", "emulation_requested"]

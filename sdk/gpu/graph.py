@@ -14,10 +14,15 @@ cuGraphDestroy (GRAPH_NAMES; a test checks them against the installed package). 
 enqueueV3 (TensorRT developer guide, "CUDA Graphs"): call enqueueV3 once before capturing (the first frame runs
 un-captured); no capture where the engine has data-dependent shapes, loops or conditionals, or plugins that
 synchronise; shapes and bound addresses must not change after capture. Where enqueueV3 or the capture fails, the
-path runs un-captured and the report says why; never an error at run time.
+path runs un-captured and the report says why; never an error at run time. That holds for every step: a
+capture that fails, a graph that does not instantiate (cuGraphInstantiate, e.g. CUDA_ERROR_NOT_SUPPORTED for a node
+kind the device cannot run in a graph), or stage events the GPU refuses to time after a replay (the frame is then
+timed as a whole, between events recorded outside the graph).
 
-On the emulated device (SDK_CUDA_EMULATION=host) the stream records the captured operations and a launch replays
-them in order; synchronising or reading an event while capturing is an error there, as on a GPU.
+The stage events inside the capture are recorded with CU_EVENT_RECORD_EXTERNAL (sdk/gpu/session.py): a plain
+cuEventRecord in a capturing stream becomes no graph node, replays never record it, and waiting on or timing it
+afterwards is CUDA_ERROR_CAPTURED_EVENT (cuda.h 13.0; CUDA Programming Guide, "Prohibited and Unhandled
+Operations"). On the emulated device (SDK_CUDA_EMULATION=host, sdk/gpu/emulated_stream.py) the same rules hold.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ class FrameGraph:
         self.reason: str | None = None  # why the frame runs un-captured, once a capture failed
         self.captures = 0
         self.replayed = 0
+        self.timing_problem: str | None = None  # why the stages of replayed frames are not timed (never seen so far)
 
     @property
     def ready(self) -> bool:
@@ -79,7 +85,11 @@ class FrameGraph:
         if not enqueued:
             self.reason = "TensorRT's enqueueV3 refused to run under stream capture (data-dependent shapes, loops, or a plugin)"
             return False
-        self._exec = gpu.instantiate(graph)
+        try:
+            self._exec = gpu.instantiate(graph)
+        except BackendError as exc:  # an optimisation that falls back: the frames run un-captured
+            self.reason = f"the captured graph could not be instantiated: {exc.message}"
+            return False
         self.captures += 1
         return True
 
@@ -91,10 +101,15 @@ class FrameGraph:
         """The frame size changed: the buffers (and so the graph) are new; the next frame captures again."""
         self._exec = None
 
-    def report(self) -> dict:
+    def report(self, frame_ms: dict | None = None) -> dict:
+        """`frame_ms`: a replayed frame's GPU time between events around the launch (sdk/gpu/session.py)."""
         out = {"requested": True, "captured": self.captures > 0 and self.reason is None, "replayed_frames": self.replayed}
         if self.reason is not None:
             out["reason"] = self.reason
+        if frame_ms is not None:
+            out["frame_ms"] = frame_ms
+        if self.timing_problem is not None:
+            out["timing"] = self.timing_problem
         return out
 
 

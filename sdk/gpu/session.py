@@ -4,20 +4,28 @@ Shared by the CUDA preprocessing stage (sdk/preprocess/cuda.py) and the decode-o
 (sdk/postprocess/device.py): both enqueue on the same stream (the TensorRT backend's, on a GPU),
 the kernel writes the engine's input binding in place and the decode kernel reads its outputs in
 place. Stage times come from events recorded on that stream, never from host clocks:
-preprocess = between the events around the preprocessing kernel; infer = from the end of the
-preprocessing to the start of the decode (what the stream ran between them: enqueueV3);
-decode = the decode kernel and the copy of the candidates. Nothing here imports cuda-python.
+preprocess = between the events around the preprocessing kernel; infer = between the events recorded
+right before and after TensorRT's enqueueV3 (no host round trip in between: the host does not wait
+between the preprocessing and the engine); decode = the decode kernel and the copy of the candidates.
+The host's own time to enqueue the engine is kept apart (`infer_enqueue_ms`): where it exceeds the
+engine's event time, the GPU waited for the host's launches and the event time is enqueue-bound.
+Inside a stream capture the events are recorded as external event nodes (CU_EVENT_RECORD_EXTERNAL),
+so every replay records them and they are read after the frame's one wait (decision 0411).
+Nothing here imports cuda-python.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from sdk.errors import BackendError
 
 STAGES = ("preprocess", "infer", "decode")
-EVENTS = ("preprocess_start", "preprocess_end", "decode_start", "decode_end")
+EVENTS = ("preprocess_start", "preprocess_end", "infer_start", "infer_end", "decode_start", "decode_end", "graph_start", "graph_end")
+# The events each stage is timed between.
+SPANS = {"preprocess": ("preprocess_start", "preprocess_end"), "infer": ("infer_start", "infer_end"), "decode": ("decode_start", "decode_end")}
 
 
 @dataclass(frozen=True)
@@ -40,31 +48,43 @@ class StreamTimes:
     def __init__(self, gpu) -> None:
         self.gpu = gpu
         self.events = {name: gpu.event() for name in EVENTS}
-        self.total = dict.fromkeys(STAGES, 0.0)
-        self.worst = dict.fromkeys(STAGES, 0.0)
-        self.frames = dict.fromkeys(STAGES, 0)
-        # The engine time since the last preprocess_end is not yet read: several cameras batched decode several
+        self.total = dict.fromkeys((*STAGES, "graph", "infer_enqueue"), 0.0)
+        self.worst = dict.fromkeys(self.total, 0.0)
+        self.frames = dict.fromkeys(self.total, 0)
+        # The engine time since the last infer_end is not yet read: several cameras batched decode several
         # slots after one engine call, and only the first slot's decode measures the engine (decision 0460).
         self.infer_pending = False
 
     def mark(self, name: str) -> None:
-        self.gpu.record(self.events[name])
-        if name == "preprocess_end":
+        """Record an event on the stream; inside a capture as an external event node, which every replay records
+        (a plain record there is no node: reading it afterwards is CUDA_ERROR_CAPTURED_EVENT)."""
+        self.gpu.record(self.events[name], external=self.gpu.capturing)
+        if name == "infer_end":
             self.infer_pending = True
 
-    def add(self, stage: str, start: str, stop: str) -> float:
-        ms = self.gpu.event_ms(self.events[start], self.events[stop])
+    def read(self, start: str, stop: str) -> float:
+        """Milliseconds between two recorded events (waits for the later one)."""
+        return self.gpu.event_ms(self.events[start], self.events[stop])
+
+    def count(self, stage: str, ms: float) -> float:
         self.total[stage] += ms
         self.worst[stage] = max(self.worst[stage], ms)
         self.frames[stage] += 1
         return ms
 
+    def add(self, stage: str, start: str | None = None, stop: str | None = None) -> float:
+        start, stop = (start, stop) if start is not None else SPANS[stage]
+        return self.count(stage, self.read(start, stop))
+
+    def _stats(self, stage: str) -> dict:
+        return {"mean_ms": round(self.total[stage] / self.frames[stage], 4), "max_ms": round(self.worst[stage], 4), "frames": self.frames[stage]}
+
     def summary(self) -> dict:
-        return {
-            stage: {"mean_ms": round(self.total[stage] / self.frames[stage], 4), "max_ms": round(self.worst[stage], 4), "frames": self.frames[stage]}
-            for stage in STAGES
-            if self.frames[stage]
-        }
+        return {stage: self._stats(stage) for stage in STAGES if self.frames[stage]}
+
+    def extra(self, stage: str) -> dict | None:
+        """`graph` (a replayed frame, between events outside the graph) or `infer_enqueue` (host ms), where counted."""
+        return self._stats(stage) if self.frames[stage] else None
 
 
 class CudaSession:
@@ -73,9 +93,9 @@ class CudaSession:
     def __init__(self, choice: DeviceChoice, backend, kernels_dir: Path | None, memory: str | None = None, cuda_graph: bool = False) -> None:
         self.choice, self.backend = choice, backend
         if choice.emulated:
-            from sdk.gpu.emulation import EmulatedCuda
+            from sdk.gpu.emulation import EmulatedCuda, emulated_memory
 
-            self.gpu = EmulatedCuda(memory or "mapped")
+            self.gpu = EmulatedCuda(memory or emulated_memory())
         else:
             from sdk.gpu.driver import CudaModule
 
@@ -93,22 +113,61 @@ class CudaSession:
         self.launched = False
 
     def engine_enqueue(self) -> bool:
-        """The engine's launch on the stream, without waiting: TensorRT's enqueueV3 (False where it refuses);
-        on the emulated device the ONNX Runtime backend's inference, as one operation of the stream."""
+        """The engine's launch on the stream between its events, without waiting: TensorRT's enqueueV3 (False
+        where it refuses); on the emulated device the ONNX Runtime backend's inference, as one operation of the
+        stream. The host's time to enqueue is counted apart (un-captured frames only)."""
+        times = self.times
+        times.mark("infer_start")
+        began = time.perf_counter_ns()
         if self.choice.emulated:
-            self.gpu.node("engine", self.backend.infer)
-            return True
-        return self.backend.enqueue()
+            self.gpu.engine(self.backend.infer)
+            enqueued = True
+        else:
+            enqueued = self.backend.enqueue(timed=False)  # no events of its own inside a capture
+        if not self.gpu.capturing:
+            times.count("infer_enqueue", (time.perf_counter_ns() - began) / 1e6)
+        times.mark("infer_end")
+        return enqueued
 
     def infer_step(self) -> None:
-        """The runtime's infer stage on the CUDA path: the engine, unless this frame's graph already holds it."""
-        if not self.launched:
-            self.backend.infer()
+        """The runtime's infer stage on the CUDA path: the engine enqueued on the stream right after the
+        preprocessing (no wait in between), unless this frame's graph already holds it. Where the CPU decodes,
+        the engine's outputs must be on the host: the step waits for the engine's end."""
+        if self.launched:
+            if self.decode_enqueue is None:
+                self.replayed_frame_done()
             return
-        if self.decode_enqueue is None:  # the CPU decodes: the engine's outputs must be on the host now
-            self.gpu.synchronize()
-            self.times.add("preprocess", "preprocess_start", "preprocess_end")
-            self.launched = False
+        if not self.engine_enqueue():
+            raise BackendError("TensorRT execution failed (see the TensorRT log)")
+        if self.decode_enqueue is None:
+            self.times.infer_pending = False
+            self.times.add("infer")
+
+    def launch_graph(self) -> None:
+        """Replay the captured frame, between two plain events outside the graph (its whole time on the GPU)."""
+        self.times.mark("graph_start")
+        self.graph.launch()
+        self.times.mark("graph_end")
+        self.launched = True
+
+    def replayed_frame_done(self) -> None:
+        """After a replayed frame: wait for it, then read its stage times from the events the graph recorded.
+        Where a GPU refuses to time those (it never should: they are external event nodes), the frame's time
+        between the events around the launch is still read, and the report says why the stages are not."""
+        times, graph = self.times, self.graph
+        self.gpu.synchronize()
+        self.launched = False
+        times.add("graph", "graph_start", "graph_end")
+        stages = ("preprocess", "infer") + (("decode",) if self.decode_enqueue is not None else ())
+        if graph.timing_problem is None:
+            try:
+                measured = {stage: times.read(*SPANS[stage]) for stage in stages}
+            except BackendError as exc:
+                graph.timing_problem = f"the stage events inside the graph could not be read ({exc.message}); the graph is timed as a whole"
+            else:
+                for stage, ms in measured.items():
+                    times.count(stage, ms)
+        times.infer_pending = False
 
     def binding(self, name: str) -> int:
         """The device address of one of the engine's tensors, which then stays on the device."""
@@ -130,8 +189,9 @@ class CudaSession:
             "memory": self.gpu.memory,
             "stream": "one stream: preprocessing, inference and decoding in order",
             "event_ms": self.times.summary(),
+            **({"infer_enqueue_ms": enqueue} if (enqueue := self.times.extra("infer_enqueue")) else {}),
             "decode": self.decode() if callable(self.decode) else self.decode,
-            **({"cuda_graph": self.graph.report()} if self.graph is not None else {}),
+            **({"cuda_graph": self.graph.report(self.times.extra("graph"))} if self.graph is not None else {}),
         }
 
     def close(self) -> None:

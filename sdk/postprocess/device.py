@@ -111,12 +111,9 @@ class DeviceDecoder(Stage):
 
     def __call__(self, geometry: ResizeGeometry) -> Detections:
         gpu, times, host, device = self.session.gpu, self.session.times, self.host, self._device
-        if self.session.launched:  # this frame ran as the captured graph: wait for it, then read its times
-            gpu.synchronize()
-            self.session.launched = False
-            times.add("preprocess", "preprocess_start", "preprocess_end")
-            times.infer_pending = True  # the replayed graph recorded preprocess_end again
-            return self._finish(geometry)
+        if self.session.launched:  # this frame ran as the captured graph: wait for it, its stage times from its events
+            self.session.replayed_frame_done()
+            return self._finish(geometry, timed=True)
         times.mark("decode_start")
         gpu.memset32(device["count"], 0, 1)
         gpu.enqueue(self._function, self.plan.grid, self.plan.block, self._params)
@@ -130,14 +127,15 @@ class DeviceDecoder(Stage):
         times.mark("decode_end")
         return self._finish(geometry)
 
-    def _finish(self, geometry: ResizeGeometry) -> Detections:
+    def _finish(self, geometry: ResizeGeometry, timed: bool = False) -> Detections:
         times, host = self.session.times, self.host
+        if not timed:
+            if times.infer_pending:  # the batch's first slot: its engine time (later slots decode after it)
+                times.infer_pending = False
+                times.add("infer")
+            times.add("decode")  # waits for decode_end: the candidates are on the host after it
         found = int(host["count"][0])
         n = min(found, self.capacity)
-        if times.infer_pending:  # the batch's first slot: its engine time (later slots decode after it)
-            times.infer_pending = False
-            times.add("infer", "preprocess_end", "decode_start")
-        times.add("decode", "decode_start", "decode_end")
         self.most_candidates = max(self.most_candidates, found)
         if found > self.capacity:
             self.overflow_frames += 1

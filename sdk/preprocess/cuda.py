@@ -39,7 +39,7 @@ def cuda_problem(backend, kernels_dir: Path | None) -> tuple[str, str] | None:
         return "cuda-python is not installed", "the kernels are loaded with cuda.bindings.driver (perception-deploy-sdk[cuda12] or [cuda13])"
     if kernels_dir is None or not Path(kernels_dir).is_dir():
         return "the release carries no CUDA kernels", f"no folder {kernels_dir}"
-    if getattr(backend, "name", "") != "tensorrt":
+    if not getattr(backend, "device_bindings", False):
         return "the engine is not on the GPU", f"the backend is {backend.describe()}: its input is host memory"
     return None
 
@@ -179,7 +179,7 @@ class CudaPreprocessor(Stage):
         times.mark("preprocess_end")
 
     def _enqueue_frame(self) -> bool:
-        """The whole frame's work (preprocess, the engine, the decode), for the capture."""
+        """The whole frame's work (preprocess, the engine between its events, the decode), for the capture."""
         session = self.session
         self._enqueue()
         if not session.engine_enqueue():
@@ -197,8 +197,7 @@ class CudaPreprocessor(Stage):
             return False
         if not graph.ready and not graph.capture(self._enqueue_frame):
             return False
-        graph.launch()
-        self.session.launched = True
+        self.session.launch_graph()
         return True
 
     def __call__(self, image) -> ResizeGeometry:
@@ -231,7 +230,7 @@ class CudaPreprocessor(Stage):
         if not resident and self._launch_graph():
             return plan.geometry  # the frame's work runs as the graph; its stage times are read after it ends
         self._enqueue(params, upload=not resident)
-        times.add("preprocess", "preprocess_start", "preprocess_end")  # waits for the end event: the stage's latency is its own
+        times.add("preprocess")  # waits for the end event: the stage's latency is its own
         return plan.geometry
 
     def close(self) -> None:

@@ -124,6 +124,20 @@ def _float32(value: float) -> float:
 #   write into the output buffer, in the output's scale.
 # Each tie is (anchor, tied): the tied tensors take the anchor's range (the largest anchor's, where ties meet).
 POOLING_OPS = ("MaxPool", "AveragePool")
+# ElementWise layers DLA runs (NvInfer.h IElementWiseLayer, 8.6.1 and 10.3.0: "When running this layer on the DLA with
+# Int8 data type, the dynamic ranges of two input tensors shall be equal. If the dynamic ranges are generated using
+# calibrator, the largest value shall be used."): for a DLA build both inputs take the larger of their two ranges.
+ELEMENTWISE_OPS = ("Add", "Sub", "Mul", "Max", "Min")
+
+
+def elementwise_ties(nodes) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """From (op_type, inputs, outputs): each two-input ElementWise's inputs tied both ways, so the group takes the
+    larger range (tie_ranges: the largest anchor's). Only for DLA builds: the GPU takes different input scales."""
+    ties = []
+    for op, inputs, _ in nodes:
+        if op in ELEMENTWISE_OPS and len(inputs) == 2 and inputs[0] != inputs[1]:
+            ties += [(inputs[0], (inputs[1],)), (inputs[1], (inputs[0],))]
+    return tuple(ties)
 
 
 def fusion_ties(nodes) -> tuple[tuple[str, tuple[str, ...]], ...]:

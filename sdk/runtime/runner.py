@@ -115,6 +115,7 @@ class PipelineRunner:
         on_idle: Callable[[], None] | None = None,
         on_end: Callable[[], None] | None = None,
         spinning: bool = True,
+        backend_factory: Callable[[Path, int], object] | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.artifacts = artifacts
@@ -128,6 +129,9 @@ class PipelineRunner:
         self.spinning = spinning  # False: ONNX Runtime's idle threads sleep whatever model.spinning says (host work)
         self.on_idle = on_idle  # a live stream waiting for a frame (a reconnect) calls it every 0.25 s
         self.on_end = on_end  # the frames ended (before the stages close)
+        # (model path, batch) -> an unopened Backend, in place of create_backend: for a tool that runs the runtime on an
+        # engine of its own (tools/gpu_check.py: ONNX Runtime as the inference step of the real CUDA path).
+        self.backend_factory = backend_factory
         self._cameras: list[CameraSlot] = []
         self._feed = None
         self._stopping = False
@@ -182,8 +186,11 @@ class PipelineRunner:
             self.stop()
         with ExitStack() as stack:
             model_path = self.artifacts.model_for(spec.model.precision)
+            batch_size = len(cameras) if spec.batch.size == "cameras" else 1
             backend = stack.enter_context(
-                create_backend(
+                self.backend_factory(model_path, batch_size)
+                if self.backend_factory is not None
+                else create_backend(
                     spec.model.backend,
                     model_path,
                     threads=spec.model.threads,
@@ -192,7 +199,7 @@ class PipelineRunner:
                     dla_core=spec.model.dla.core if spec.model.dla is not None else None,
                     profile_layers=spec.model.profile_layers,
                     cuda_graph=spec.model.cuda_graph,
-                    batch=len(cameras) if spec.batch.size == "cameras" else 1,
+                    batch=batch_size,
                     spinning=self.spinning and spec.model.spinning,
                 )
             )

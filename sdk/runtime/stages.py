@@ -143,10 +143,11 @@ class Preprocessing:
             self._shared = None
 
     def infer_step(self, backend):
-        """The infer stage: the backend's infer(), or on a CUDA path with preprocess.cuda_graph the session's (the
-        engine's launch is then part of the frame's graph)."""
+        """The infer stage: the backend's infer(), or on the CUDA path the session's: the engine enqueued on the
+        stream right after the preprocessing, between its own events (or, with preprocess.cuda_graph, part of
+        the frame's graph)."""
         session = self.session
-        return session.infer_step if session is not None and session.graph is not None else backend.infer
+        return session.infer_step if session is not None else backend.infer
 
     def __enter__(self) -> Preprocessing:
         for preprocessor in self.by_camera:

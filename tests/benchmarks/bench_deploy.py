@@ -173,15 +173,10 @@ def redeploy_and_fleet(
 
         sent_bytes: list[int] = []
 
-        def stage_only(session, target):
-            session.ensure_agent(runtime_files())
-            session.lock("bench")
-            try:
-                staged = stage_release(session, bundle, manifest_for(bundle))
-                sent_bytes.append(staged.bytes_sent)
-                return staged
-            finally:
-                session.unlock("bench")
+        def stage_only(session, target):  # the fleet's session holds the deploy lease already (tools/sessions.py)
+            staged = stage_release(session, bundle, manifest_for(bundle))
+            sent_bytes.append(staged.bytes_sent)
+            return staged
 
         if not staging:
             return

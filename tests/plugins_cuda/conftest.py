@@ -67,11 +67,23 @@ def host_build(tmp_path_factory) -> Build:
 
 
 @pytest.fixture(scope="session")
-def kernel_build(tmp_path_factory) -> Build:
-    """The CMake project with nvcc: a cubin and a ptxas report per architecture, the PTX, the manifest."""
-    if shutil.which("nvcc") is None or shutil.which("g++") is None:
-        pytest.skip("nvcc (CUDA toolkit) is not installed (NVIDIA's cuda-toolkit package, or Debian's nvidia-cuda-toolkit)")
-    return shared_build(tmp_path_factory, "pp-cuda", f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAINS / 'toolchain-x86_64-linux.cmake'}")
+def nvcc() -> Path:
+    """The nvcc the kernel tests build with: SDK_NVCC, else PATH's, else the nvidia-cuda-nvcc wheel's (the test extra)."""
+    from tools.cuda_toolkit import find_nvcc
+
+    found = find_nvcc()
+    if found is None or shutil.which("g++") is None:
+        pytest.skip("no nvcc: pip install -e '.[test]' (the nvidia-cuda-nvcc wheel), or a CUDA toolkit on PATH; and g++")
+    return found
+
+
+@pytest.fixture(scope="session")
+def kernel_build(tmp_path_factory, nvcc) -> Build:
+    """The CMake project with nvcc: a cubin and a ptxas report per architecture, the PTX, the manifest. Built once per
+    run and shared by every test and worker that reads it."""
+    return shared_build(
+        tmp_path_factory, "pp-cuda", f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAINS / 'toolchain-x86_64-linux.cmake'}", f"-DPLUGINS_NVCC={nvcc}"
+    )
 
 
 @pytest.fixture(scope="session")

@@ -67,6 +67,7 @@ def test_emulated_device_runs_the_cpp_reference(host_build, real_frames):
     gpu.enqueue(gpu.function(plan.kernel), plan.grid, plan.block, plan.bound(source, output))
     result = np.empty(plan.output_shape, np.float32)
     gpu.download(result, output)
+    gpu.synchronize()  # the emulated stream, as a GPU's, runs its work when the host waits for it
     ours = np.empty(plan.output_shape, np.float32)
     twin.preprocess(plan.bound(image.ctypes.data, ours.ctypes.data), "bgr8", "f32", "nchw")
     assert np.abs(result - ours).max() <= 4e-6

@@ -25,8 +25,11 @@ def test_the_selftest_kernel_check_passes_an_h100_release_on_the_host_reference(
     assert {"preprocess.cu", "pp_math.cuh"} <= {path.name for path in kernels.rglob("*")}
     if "preprocess.json" in names:  # the host had nvcc: the PTX travels, no cubin fits sm_90
         assert not [name for name in names if name.endswith(".cubin")]
-        choice = choose_image(KernelManifest.load(kernels / "preprocess.json"), (9, 0), 13000, names)
+        manifest = KernelManifest.load(kernels / "preprocess.json")
+        version = 1000 * manifest.toolkit[0] + 10 * manifest.toolkit[1]  # a driver as new as the toolkit that wrote the PTX
+        choice = choose_image(manifest, (9, 0), version, names)
         assert choice.kind == "ptx" and choice.file in names
+        assert choose_image(manifest, (9, 0), version - 10, names).kind != "ptx"  # an older driver cannot JIT that PTX
 
     launched = []
 

@@ -289,7 +289,7 @@ def test_calibrate_refuses_a_tensorrt_it_does_not_know_exactly_and_lists_the_kno
     (tmp_path / "ranges.json").write_text(json.dumps({"method": "minmax", "tensors": {"x": {"amax": 1.0}}}))
     with pytest.raises(ModelError, match=message) as caught:
         trt_cache_file(CalibrationArtifacts(tmp_path), typed)
-    assert "8.6.1, 8.6.2, 8.6.12, 10.0.0" in caught.value.hint and "11.4.1" in caught.value.hint
+    assert "8.6.1, 8.6.2, 8.6.10, 8.6.11, 8.6.12, 10.0.0" in caught.value.hint and "11.4.1" in caught.value.hint
     assert not list(tmp_path.glob("calibration-trt*"))  # nothing written
 
 
@@ -351,3 +351,17 @@ def test_writing_a_qdq_model_never_writes_beside_the_cached_model(tmp_path, tmp_
     assert len(written) == 2 and not any(path.parent == cached for path in written) and written[0].parent != written[1].parent
     assert sorted(p.name for p in cached.iterdir()) == before and first == second
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.onnx", "b.onnx"]  # the private folders are gone
+
+
+def test_a_dla_cache_ties_the_example_detectors_elementwise_inputs(tmp_path_factory):
+    """For a DLA build each Add's (Mul's, ...) two inputs share the larger range (NvInfer.h, IElementWiseLayer on DLA);
+    the GPU's cache keeps them apart, and the two caches are separate files."""
+    from tools.int8 import trt_cache_file
+
+    _, model, artifacts = shared_calibration(tmp_path_factory, "minmax")
+    adds = [n for n in onnx.load(str(model.model_path)).graph.node if n.op_type in ("Add", "Mul") and all(i in artifacts.amax() for i in n.input)]
+    assert adds, "the example has element-wise layers between activations"
+    gpu, dla = CalibrationCache.parse(artifacts.trt_cache("10.3")), CalibrationCache.parse(artifacts.trt_cache("10.3", dla=True))
+    assert all(dla.scales[n.input[0]] == dla.scales[n.input[1]] for n in adds)
+    assert any(gpu.scales[n.input[0]] != gpu.scales[n.input[1]] for n in adds)
+    assert trt_cache_file(artifacts, "10.3", dla=True).name == "calibration-trt10.3-dla.cache"

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from sdk.engine.placement import PlacementSummary
 from sdk.engine.platforms import DlaAvailability, TensorRTVersion
 from tools.dla.graph import Graph, Node
-from tools.dla.rules import RULE_TABLES, Check, RuleTable
+from tools.dla.rules import Check, RuleTable, rule_table
 
 DLA, GPU = "DLA", "GPU"
 
@@ -120,16 +120,17 @@ def _describe(check: Check, facts: dict) -> str:
     return f"{check.why} ({check.fact} = {facts.get(check.fact)!r})"
 
 
-def judge_node(node: Node, table: RuleTable) -> tuple[str, str, str, str]:
-    """(device, TensorRT layer, reason, fix) for one node under the table's rules."""
+def judge_node(node: Node, table: RuleTable, precision: str = "int8") -> tuple[str, str, str, str]:
+    """(device, TensorRT layer, reason, fix) for one node under the table's rules, for a build of `precision`."""
+    facts = {**node.facts, "precision": precision}
     rule = table.layers.get(node.op)
     if rule is None:
         fix = table.no_layer_fix.get(node.op, f"replace {node.op} by supported layers or move it after the DLA part")
         return GPU, "", f"{node.op} has no DLA layer in TensorRT {table.series}", fix
-    applicable = [c for c in (*table.general, *rule.checks) if c.when is None or node.facts.get(c.when[0]) == c.when[1]]
-    failed = [c for c in applicable if not _passes(c, node.facts)]
+    applicable = [c for c in (*table.general, *rule.checks) if c.when is None or facts.get(c.when[0]) == c.when[1]]
+    failed = [c for c in applicable if not _passes(c, facts)]
     if failed:
-        return GPU, rule.layer, "; ".join(_describe(c, node.facts) for c in failed), next((c.fix for c in failed if c.fix), "")
+        return GPU, rule.layer, "; ".join(_describe(c, facts) for c in failed), next((c.fix for c in failed if c.fix), "")
     return DLA, rule.layer, f"{rule.layer}: within the DLA restrictions", ""
 
 
@@ -203,7 +204,7 @@ class _Placement:
 
 
 def analyse(graph: Graph, model: str, platform: str, tensorrt: TensorRTVersion, availability: DlaAvailability, precision: str = "int8") -> DlaReport:
-    table = RULE_TABLES[tensorrt.series]
+    table = rule_table(tensorrt)
     verdicts = []
     for node in graph.nodes:
         kind = table.layers[node.op].layer if node.op in table.layers else ""  # the GPU runs the same TensorRT layer
@@ -212,7 +213,7 @@ def analyse(graph: Graph, model: str, platform: str, tensorrt: TensorRTVersion, 
         elif precision not in ("int8", "fp16"):
             device, layer, reason, fix = GPU, kind, f"DLA runs FP16 or INT8 only; the build is {precision}", "build INT8 or FP16"
         else:
-            device, layer, reason, fix = judge_node(node, table)
+            device, layer, reason, fix = judge_node(node, table, precision)
         verdicts.append([node, device, layer, reason, fix])
     devices = [v[1] for v in verdicts]
     placement = _Placement(graph, devices)

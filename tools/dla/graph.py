@@ -12,6 +12,8 @@ from pathlib import Path
 from sdk.errors import ModelError
 
 FLOAT_TYPES = {1, 10, 16}  # onnx.TensorProto FLOAT, FLOAT16, BFLOAT16
+COMPARISONS = ("Equal", "Greater", "Less")
+CAST_TO_DLA = {1, 10, 3}  # Cast(to=FLOAT, FLOAT16, INT8): the types a DLA comparison's output may become
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,10 @@ def graph_from_model(model) -> Graph:
         if tensor_type.HasField("shape"):
             shape = tuple(d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor_type.shape.dim)
         tensors[info.name] = Tensor(info.name, shape, tensor_type.elem_type in FLOAT_TYPES)
+    consumers: dict[str, list] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
     nodes, constants = [], []
     for index, node in enumerate(graph.node):
         if node.op_type == "Constant":
@@ -77,6 +83,9 @@ def graph_from_model(model) -> Graph:
         outputs = tuple(name for name in node.output if name)
         facts = _common_facts([tensors.get(n, Tensor(n, None, True)) for n in (*inputs, *outputs)])
         facts.update(_op_facts(node, [tensors.get(n) for n in inputs], [tensors.get(n) for n in outputs], weights, opset))
+        if node.op_type in COMPARISONS:  # the bool output must go straight into a Cast to a DLA type
+            after = [c for name in outputs for c in consumers.get(name, [])]
+            facts["cast_after"] = bool(after) and all(c.op_type == "Cast" and _ints(c, "to", 0) in CAST_TO_DLA for c in after)
         nodes.append(Node(len(nodes), node.name or f"{node.op_type}_{len(nodes)}", node.op_type, inputs, outputs, facts))
     graph_inputs = tuple(i.name for i in graph.input if i.name not in weights)
     return Graph(tuple(nodes), graph_inputs, tuple(o.name for o in graph.output), tuple(constants))
@@ -171,6 +180,10 @@ def _op_facts(node, inputs: list[Tensor | None], outputs: list[Tensor | None], w
         return {"clip_min": _clip_bound(node, 1, "min", weights, float("-inf")), "clip_max": _clip_bound(node, 2, "max", weights, float("inf"))}
     if op == "LRN":
         return {"size": _ints(node, "size", 0)}
+    if op in COMPARISONS:  # bool out, by definition; DLA wants the inputs in floating point (INT8/FP16)
+        return {"float": all(t is not None and t.float for t in inputs), "broadcast": _broadcast(node, inputs, weights, out_shape)}
+    if op in ("MatMul", "Gemm"):
+        return {"weights_constant": len(node.input) > 1 and node.input[1] in weights}
     if op in ("Add", "Sub", "Mul", "Max", "Min", "Div", "Pow"):
         return {"broadcast": _broadcast(node, inputs, weights, out_shape)}
     if op == "Concat":

@@ -9,6 +9,13 @@ Sources, per rule (quoted in its `why`):
 - How the ONNX parser builds layers: onnx-tensorrt `builtin_op_importers.cpp` (release/8.6-GA) and
   `onnxOpImporters.cpp` (10.1-GA), and `onnx2trt_utils.cpp` (8.6-GA).
 - TensorRT Operators documentation, Reduce, "DLA Support" (10.x).
+- NVIDIA's DLA operator table (github.com/NVIDIA/Deep-Learning-Accelerator-SW, operators/README.md, "Orin DLA support
+  through TensorRT", June 2024): GlobalMaxPool and ReduceMax native "as of TensorRT 8.6.12" (older releases:
+  reconstruct with MaxPool), Greater and Less "as of TensorRT 8.6.12", Equal native, Gemm and MatMul native where
+  "the second input must be a constant" ("TensorRT can translate this to a 1x1 Conv internally"). The patch level
+  matters within 8.6 (JetPack 6.0 ships 8.6.2, DRIVE OS 6.0.9 ships 8.6.12): `rule_table` picks the table per release.
+- TensorRT developer guide, "DLA Supported Layers and Restrictions", Comparison (Equal, Greater, Less): INT8 only,
+  "Output must be cast to FP16/INT8 immediately".
 A rule names a fact that tools/dla/graph.py reads off an ONNX node (kernel, stride, pads, ...) and the
 values DLA accepts; the analysis code knows only the check kinds below, never a layer.
 TensorRT 11 has a table for 11.4.1 on Jetson AGX Orin (sdk/engine/platforms.py says where DLA exists);
@@ -277,15 +284,45 @@ LAYERS_8_6 = {
     "Unsqueeze": SHUFFLE,
 }
 
+# Equal / Greater / Less (DLA operator table; developer guide, DLA Supported Layers, Comparison): INT8 only, and the
+# boolean output cast to FP16/INT8 right away (the parser makes an ElementWise layer of kEQUAL, kGREATER, kLESS).
+COMPARISON = LayerRule(
+    "ElementWise",
+    (
+        FOUR_D,
+        Check(
+            "precision", "equals", "int8", "DLA compares in INT8 only (DLA Supported Layers: Comparison)", "build INT8, or compare after the DLA part"
+        ),
+        Check(
+            "cast_after",
+            "equals",
+            True,
+            "a DLA comparison's output must be cast to FP16/INT8 immediately (DLA Supported Layers: Comparison)",
+            "follow the comparison with a Cast to float",
+        ),
+    ),
+)
+# MatMul / Gemm with a constant second input: a fully connected layer, "TensorRT can translate this to a 1x1 Conv
+# internally" (DLA operator table: Native); with a computed second input there is no DLA layer.
+MATRIX_MULTIPLY = LayerRule(
+    "Convolution",
+    (
+        Check(
+            "weights_constant",
+            "equals",
+            True,
+            "DLA runs MatMul/Gemm only with a constant second input, as a 1x1 convolution (NVIDIA DLA operator table)",
+            "make the second operand a constant (weights), or move the product after the DLA part",
+        ),
+    ),
+)
+LAYERS_8_6 |= {"Equal": COMPARISON, "MatMul": MATRIX_MULTIPLY, "Gemm": MATRIX_MULTIPLY}
+
 NO_LAYER_FIX = {
     "Gather": "replace the Gather by a Slice, or move it behind the DLA part (after the last convolution)",
     # Element-wise operations DLA lacks (NvInfer.h 10.3.0:2470: only kSUM, kPROD, kMAX, kMIN, kSUB).
     "Div": "multiply by the reciprocal (Mul by a constant) instead of dividing",
     "Pow": "write x^2 as Mul(x, x), or move the power into the decoder",
-    # The parser builds MatMul / Gemm as a MatrixMultiply layer, Gemm on 2-D inputs only (builtin_op_importers.cpp
-    # 8.6-GA:1598-1611); DLA runs convolutions.
-    "MatMul": "express the product with constant weights as a 1x1 Conv on an N,C,1,1 tensor",
-    "Gemm": "express the fully connected layer as a 1x1 Conv on an N,C,1,1 tensor",
     "Shape": "prepare the model with static shapes so the Shape folds away",
     "Cast": "keep the whole network in floating point",
     "Exp": "move the exponential into the decoder (host or GPU)",
@@ -295,7 +332,37 @@ DLA_GUIDE = "TensorRT developer guide, DLA Supported Layers and Restrictions"
 
 RULE_TABLES = {
     "8.6": RuleTable("8.6", f"{DLA_GUIDE} (8.6)", GENERAL, dict(LAYERS_8_6), no_layer_fix=NO_LAYER_FIX),
-    "10": RuleTable("10", f"{DLA_GUIDE} (10.x)", GENERAL, dict(LAYERS_8_6), no_layer_fix=NO_LAYER_FIX),
+    "10": RuleTable("10", f"{DLA_GUIDE} (10.x)", GENERAL, {**LAYERS_8_6, "Greater": COMPARISON, "Less": COMPARISON}, no_layer_fix=NO_LAYER_FIX),
     # 11.4.1 on Jetson AGX Orin: the last documented (10.x) restrictions.
-    "11": RuleTable("11", f"{DLA_GUIDE} (10.x; DLA on Jetson AGX Orin from 11.4.1)", GENERAL, dict(LAYERS_8_6), no_layer_fix=NO_LAYER_FIX),
+    "11": RuleTable(
+        "11",
+        f"{DLA_GUIDE} (10.x; DLA on Jetson AGX Orin from 11.4.1)",
+        GENERAL,
+        {**LAYERS_8_6, "Greater": COMPARISON, "Less": COMPARISON},
+        no_layer_fix=NO_LAYER_FIX,
+    ),
 }
+# Within 8.6 the DLA layers grew with the patch release (DLA operator table): Reduce MAX (GlobalMaxPool, ReduceMax) and
+# Greater / Less are native from 8.6.12 (DRIVE OS 6.0.9); JetPack 6.0's 8.6.2 and DRIVE OS 6.0.7/6.0.8's 8.6.10/8.6.11
+# have neither.
+REDUCE_MAX_FROM_8_6 = 12
+BEFORE_8_6_12 = {
+    "GlobalMaxPool": "TensorRT 8.6 before 8.6.12 has no DLA Reduce: decompose into MaxPool nodes (at most 8x8 windows each)",
+    "ReduceMax": "TensorRT 8.6 before 8.6.12 has no DLA Reduce: decompose into MaxPool nodes (at most 8x8 windows each)",
+    "Greater": "DLA compares with Greater from TensorRT 8.6.12: compare after the DLA part",
+    "Less": "DLA compares with Less from TensorRT 8.6.12: compare after the DLA part",
+}
+
+
+def rule_table(tensorrt) -> RuleTable:
+    """The rule table of one TensorRT release (sdk.engine.platforms.TensorRTVersion): its series' table, with the
+    8.6 layers adjusted to the patch release."""
+    table = RULE_TABLES[tensorrt.series]
+    if tensorrt.series != "8.6":
+        return table
+    if tensorrt.patch >= REDUCE_MAX_FROM_8_6:
+        layers = {**table.layers, "Greater": COMPARISON, "Less": COMPARISON}
+        return RuleTable(f"8.6.{tensorrt.patch}", f"{table.source}, DLA operator table for 8.6.12", table.general, layers, no_layer_fix=NO_LAYER_FIX)
+    layers = {op: rule for op, rule in table.layers.items() if op not in BEFORE_8_6_12}
+    fixes = {**NO_LAYER_FIX, **BEFORE_8_6_12}
+    return RuleTable(f"8.6.{tensorrt.patch}", f"{table.source}, DLA operator table before 8.6.12", table.general, layers, no_layer_fix=fixes)

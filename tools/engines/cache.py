@@ -1,5 +1,11 @@
 """The host's engine cache: one entry per (prepared model, INT8 artifact, build plan, TensorRT,
-compute capability, platform, DLA core).
+compute capability, platform, DLA core, module).
+
+The module is the Jetson module's part number from the probe (AGX Orin 32GB p3701-0004 and 64GB p3701-0005, Orin NX
+16GB p3767-0000 and 8GB p3767-0001 share a platform name but differ in SMs, memory and DLA cores): TensorRT tunes a
+plan to the device it builds on and warns against using a plan on another device model ("Using an engine plan file
+across different models of devices is not recommended and is likely to affect performance or even cause errors",
+the TensorRT builder's warning; developer guide, "Serialized engines are not portable across ... devices").
 
 Nothing in the key names a particular device, so every twin with the same fingerprint reuses the
 entry without a rebuild. A miss says which key field changed against the closest cached entry of
@@ -33,6 +39,7 @@ class EngineCacheKey:
     compute_capability: str
     platform: str
     dla_core: str  # "gpu" or the core number
+    module: str = "none"  # the Jetson module's part number (sdk.probe), "none" where the probe names none; older keys: "none"
 
     @classmethod
     def for_build(cls, prepared_model: Path, quantization: Path | None, plan: BuildPlan, fingerprint: dict, platform: str) -> EngineCacheKey:
@@ -44,6 +51,7 @@ class EngineCacheKey:
             compute_capability=str(fingerprint["compute_capability"]),
             platform=platform,
             dla_core="gpu" if plan.dla_core is None else str(plan.dla_core),
+            module=str((fingerprint.get("module") or {}).get("part") or "none"),
         )
 
     def digest(self) -> str:

@@ -48,7 +48,7 @@ def engine_for_device(
     if plan.int8_source == "qdq":
         onnx_model = int8.qdq_model  # strongly typed: the scales travel in the graph
     elif plan.int8_source == "calibration_cache":
-        calibration = trt_cache_file(int8.calibration, facts["tensorrt"])
+        calibration = trt_cache_file(int8.calibration, facts["tensorrt"], int8.dla)
     task = progress.task(f"building the engine on {target.name}", total=None)
     try:
         built = BuildEngineOnTarget(target, onnx_model, plan, calibration, pipeline.spec.model.dla, cache_root)()

@@ -49,8 +49,11 @@ def kernel_files(build_dir: Path | None, compute_capability: tuple[int, int] | N
 
 
 def build_kernels(cache: Path) -> Path | None:
-    """plugins_cuda built once per (sources, nvcc): the build folder, or None when the host has no nvcc."""
-    nvcc = shutil.which("nvcc")
+    """plugins_cuda built once per (sources, nvcc): the build folder, or None when the host has no nvcc (on PATH, or
+    NVIDIA's nvcc wheel: tools/cuda_toolkit.py)."""
+    from tools.cuda_toolkit import find_nvcc
+
+    nvcc = find_nvcc()
     if nvcc is None or shutil.which("cmake") is None:
         return None
     digest = hashlib.sha256(subprocess.run([nvcc, "--version"], capture_output=True, check=True).stdout)
@@ -63,7 +66,8 @@ def build_kernels(cache: Path) -> Path | None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder.parent, prefix=".tmp-") as temp:
         build = Path(temp) / "build"
-        for command in (["cmake", "-S", str(PLUGINS), "-B", str(build)], ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)]):
+        configure = ["cmake", "-S", str(PLUGINS), "-B", str(build), f"-DPLUGINS_NVCC={nvcc}"]
+        for command in (configure, ["cmake", "--build", str(build), "-j", str(os.cpu_count() or 2)]):
             subprocess.run(command, capture_output=True, check=True)
         if not folder.exists():
             build.rename(folder)  # another deploy may have won the race: its build is as good

@@ -43,9 +43,12 @@ GLIBC_TAGS = (
 def cuda_bindings_requirement(cuda: str | None) -> str | None:
     """cuda-bindings of the device's CUDA major, or None without CUDA (nothing to drive).
 
-    cuda-bindings 13.x needs a CUDA 13 driver (580.65 or later), 12.x runs on any CUDA 12 driver
-    (525.60.13 or later: the CUDA 12 minor-version compatibility baseline) (cuda-bindings 12.9 and 13.x
-    installation pages), so JetPack 6 (CUDA 12.6) needs `<13`: unbounded, pip picks 13.x and it fails."""
+    cuda-bindings 13.x needs a CUDA 13 driver (580.65 or later) (cuda-bindings 12.9 and 13.x installation pages), so
+    JetPack 6 (CUDA 12.6) needs `<13`: unbounded, pip picks 13.x and it fails. Within the major no tighter pin exists:
+    cuda-bindings 12.x starts at 12.8, newer than JetPack 6's CUDA 12.2 / 12.6. That is safe because the SDK uses only
+    the driver module (`cuda.bindings.driver`, entry points resolved from the installed driver) and NVRTC (checked
+    against the driver, sdk/gpu/binaries.py), never the runtime module, which refuses a driver older than its own
+    CUDA (cudaErrorInsufficientDriver, 35) (decision 0412)."""
     if not cuda:
         return None
     try:

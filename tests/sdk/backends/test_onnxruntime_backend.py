@@ -113,7 +113,6 @@ def test_unknown_backend():
         create_backend("openvino", "x.onnx")
 
 
-
 def test_a_session_that_does_not_spin_computes_exactly_what_the_runtime_computes(prepared_example):
     """Host-side work (the FP32 reference, the accuracy gate, the sensitivity search) runs the real detector with
     `spinning=False`: ONNX Runtime's idle threads sleep. Only the scheduling changes: on two threads, bit-identical

@@ -40,7 +40,7 @@ def test_without_a_driver_open_is_a_clear_error_before_tensorrt(monkeypatch, tmp
 
 def _gpu_or_skip():
     pytest.importorskip("tensorrt", reason="needs TensorRT (JetPack or a GPU machine)")
-    pytest.importorskip("cuda.bindings.runtime", reason="needs cuda-python")
+    pytest.importorskip("cuda.bindings.driver", reason="needs cuda-python (cuda-bindings)")
     try:
         require_cuda_device(SdkError)
     except SdkError as exc:
@@ -113,3 +113,99 @@ def test_a_captured_cuda_graph_replays_the_same_outputs_frame_after_frame(prepar
         for name in plain:
             np.testing.assert_array_equal(plain[name], replayed[name])
     assert not np.array_equal(outputs[True][0]["concat:0"], outputs[True][1]["concat:0"])  # the inputs really changed
+
+
+# A dynamic-batch engine (several cameras), on the stand-in TensorRT and driver (tests/sdk/backends/trt_standin.py).
+
+
+def standin_backend(monkeypatch, tmp_path, cameras: int, batch: int, shape=(0, 3, 8, 8)):
+    import sys
+
+    import cuda.bindings
+
+    from sdk.backends import tensorrt_gpu
+    from sdk.engine.build_plan import plan_build
+    from sdk.engine.platforms import TensorRTVersion
+
+    from . import trt_standin
+
+    plan = plan_build(TensorRTVersion.parse(trt_standin.VERSION), {"images": shape}, "fp16", cameras=cameras)
+    engine = trt_standin.Engine(plan.profiles[0])
+    driver = trt_standin.driver_module()
+    monkeypatch.setattr(tensorrt_gpu, "require_cuda_device", lambda error: 1)
+    monkeypatch.setitem(sys.modules, "tensorrt", trt_standin.tensorrt_module(engine))
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", driver)
+    monkeypatch.setattr(cuda.bindings, "driver", driver, raising=False)
+    path = tmp_path / "model.engine"
+    path.write_bytes(trt_standin.plan_bytes())
+    declared = (TensorSpec("images", ("N", 3, 8, 8), np.dtype(np.float32)), TensorSpec("scores", ("N", 4), np.dtype(np.float32)))
+    return TensorRTBackend(path, declared=declared, batch=batch), engine, driver, plan
+
+
+def test_a_two_camera_plans_dynamic_batch_engine_opens_with_its_shapes_set_and_runs(monkeypatch, tmp_path):
+    """The plan gives two cameras a min-1 / max-2 profile; the engine (-1 batch) opens with [2, 3, 8, 8] set on the
+    context before anything is bound, buffers of that size, and runs (the stand-in refuses enqueue without shapes)."""
+    backend, engine, driver, plan = standin_backend(monkeypatch, tmp_path, cameras=2, batch=2)
+    assert engine.shapes["images"] == (-1, 3, 8, 8) and plan.profiles[0].maximum == (2, 3, 8, 8)
+    with backend:
+        assert backend.input_shapes == {"images": (2, 3, 8, 8)}
+        assert backend.inputs["images"].shape == (2, 3, 8, 8) and backend.outputs["scores"].shape == (2, 4)
+        backend.inputs["images"][0], backend.inputs["images"][1] = 1.0, 3.0
+        backend.infer()
+        np.testing.assert_array_equal(backend.outputs["scores"], [[1, 2, 3, 4], [3, 4, 5, 6]])
+        assert backend.last_infer_ms == 0.25
+    assert "cudaMalloc" not in driver.calls and {"cuMemAlloc", "cuMemHostAlloc", "cuMemcpyHtoDAsync"} <= set(driver.calls)
+
+
+def test_a_dynamic_engine_runs_one_camera_at_a_time_within_its_profile_and_refuses_a_batch_beyond_it(monkeypatch, tmp_path):
+    backend, *_ = standin_backend(monkeypatch, tmp_path, cameras=2, batch=1)  # batch.size 1: the frames one after another
+    with backend:
+        assert backend.inputs["images"].shape == (1, 3, 8, 8)
+    backend, *_ = standin_backend(monkeypatch, tmp_path, cameras=2, batch=3)
+    with pytest.raises(SdkError, match=r"input images takes \[1, 3, 8, 8\] to \[2, 3, 8, 8\] \(profile 0\), the pipeline runs \[3, 3, 8, 8\]"):
+        backend.open()
+    backend.close()
+
+
+def test_the_standin_is_strict_an_unset_shape_cannot_enqueue():
+    """What the backend's shape setting prevents: enqueueV3 on a dynamic engine whose input shape was never set."""
+    from sdk.engine.build_plan import Profile
+
+    from . import trt_standin
+
+    context = trt_standin.Engine(Profile("images", (1, 3, 8, 8), (2, 3, 8, 8), (2, 3, 8, 8))).create_execution_context()
+    context.set_tensor_address("images", 1)
+    context.set_tensor_address("scores", 2)
+    assert context.get_tensor_shape("scores") == (-1, 4) and not context.execute_async_v3(0x5000)
+    assert not context.set_input_shape("images", (3, 3, 8, 8)) and not context.set_input_shape("images", (2, 3, 9, 8))
+
+
+def test_the_standin_driver_names_are_real_driver_names():
+    driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings is not installed")
+    from . import trt_standin
+
+    standin = trt_standin.driver_module()
+    names = [name for name in vars(standin) if name.startswith(("cu", "CU"))]
+    assert len(names) > 20 and [name for name in names if not hasattr(driver, name)] == []
+
+
+def test_nothing_in_sdk_imports_the_cuda_runtime_module():
+    """cuda.bindings.runtime refuses a driver older than its CUDA (error 35 on JetPack 6 with cuda-bindings 12.8+):
+    the SDK drives CUDA through the driver module only (decision 0412)."""
+    import ast
+    from pathlib import Path
+
+    import sdk
+
+    found = []
+    for path in Path(sdk.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
+            elif isinstance(node, ast.Import):
+                names = {alias.name for alias in node.names}
+            else:
+                continue
+            if "cuda.bindings.runtime" in names:
+                found.append(str(path))
+    assert found == []

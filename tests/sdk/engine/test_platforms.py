@@ -66,3 +66,12 @@ def test_known_releases_resolve_to_their_patch_level(typed, exact):
 
 def test_jetpack_6_0_is_tensorrt_8_6_2_and_jetpack_6_1_is_10_3_0():
     assert KNOWN_TENSORRT[(8, 6, 2)] == "JetPack 6.0" and "JetPack 6.1" in KNOWN_TENSORRT[(10, 3, 0)]
+
+
+def test_drive_os_6_0_7_and_6_0_8_and_tensorrt_10_16_1_are_known_releases():
+    """TensorRT release notes for DRIVE OS 6.0.7 (8.6.10) and 6.0.8.1 (8.6.11), and TensorRT 10.16.1."""
+    from sdk.engine.platforms import known_tensorrt
+
+    assert [str(known_tensorrt(v)) for v in ("8.6.10", "8.6.11", "10.16.1")] == ["8.6.10", "8.6.11", "10.16.1"]
+    with pytest.raises(ConfigError, match="10.16.0 \\(TensorRT 10.16.0\\), 10.16.1"):
+        known_tensorrt("10.16")

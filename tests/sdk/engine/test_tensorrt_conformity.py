@@ -148,21 +148,22 @@ def test_the_runtime_backend_uses_only_names_every_series_has(series):
     assert not missing_from(names | {part for chain in qualified for part in chain}, identifiers_in(wheel))
 
 
-def test_the_runtime_backend_cuda_names_exist_in_cuda_python():
-    cudart = pytest.importorskip("cuda.bindings.runtime", reason="cuda-python is not installed here")
-    _, qualified = names_in([ast.parse(RUNTIME_BACKEND.read_text())], {"cudart"})
-    assert {("cudaMallocHost",), ("cudaEventElapsedTime",), ("cudaMemcpyKind", "cudaMemcpyHostToDevice")} <= qualified
-    graph_capture = {("cudaStreamBeginCapture",), ("cudaStreamCaptureMode", "cudaStreamCaptureModeThreadLocal"), ("cudaStreamEndCapture",)}
-    assert graph_capture | {("cudaGraphInstantiate",), ("cudaGraphLaunch",), ("cudaGraphExecDestroy",)} <= qualified
-    missing = []
-    for chain in qualified:
-        value = cudart
-        for part in chain:
-            if not hasattr(value, part):
-                missing.append(".".join(chain))
-                break
-            value = getattr(value, part)
-    assert not missing
+def test_the_runtime_backend_drives_cuda_through_declared_driver_names_that_exist():
+    """The backend uses the driver API only (decision 0412): every `_call("name"` / `_own("name"` is in DRIVER_NAMES,
+    every name there is in the installed cuda.bindings.driver, and nothing of the runtime API is left."""
+    driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-python is not installed here")
+    text = RUNTIME_BACKEND.read_text()
+    called = set(re.findall(r'_call\("(\w+)"', text)) | set(re.findall(r'_own\("(\w+)"', text))
+    assert {"cuMemHostAlloc", "cuEventElapsedTime", "cuMemcpyHtoDAsync", "cuStreamBeginCapture", "cuGraphInstantiate"} <= called
+    assert called <= set(tensorrt_gpu.DRIVER_NAMES)
+    assert [name for name in tensorrt_gpu.DRIVER_NAMES if not hasattr(driver, name)] == []
+    assert hasattr(driver.CUstream_flags, "CU_STREAM_NON_BLOCKING") and hasattr(driver.CUstreamCaptureMode, "CU_STREAM_CAPTURE_MODE_THREAD_LOCAL")
+    assert "cudart" not in text and "bindings.runtime" not in text.replace("`cuda.bindings.runtime`", "")
+
+
+def test_the_runtime_backend_sets_dynamic_shapes_with_names_every_series_has():
+    names, _ = names_in([ast.parse(RUNTIME_BACKEND.read_text())])
+    assert {"set_input_shape", "get_tensor_profile_shape", "get_tensor_shape"} <= names  # checked per series above
 
 
 def test_the_check_fails_for_a_name_the_bindings_lack():

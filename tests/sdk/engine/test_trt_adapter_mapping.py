@@ -251,3 +251,14 @@ def test_the_cache_covers_the_tensors_the_parser_creates_itself(tmp_path):
     assert cache.scales[constant] == cache.scales[shuffled] == np.float32(np.float32(2.54) / np.float32(127))
     assert cache.scales["a"] == np.float32(1 / 127)  # calibrated scales are kept as they were
     assert "(Unnamed Layer* 4) [Constant]_output" not in cache.scales  # an INT32 shape constant is never INT8
+
+
+def test_tensors_the_cache_completion_cannot_fill_are_reported_not_dropped(tmp_path):
+    """A tensor neither the cache nor the completion scales (here a Gather's output) keeps its layers out of INT8:
+    the build says which, in BuiltEngine.int8_unscaled (the device build prints it as a warning event)."""
+    layers = [Layer("conv", ["x"], ["a"]), Layer("pick", ["a"], ["g"], kind=LayerType.GATHER), Layer("conv2", ["g"], ["y"])]
+    plan = plan_build(TensorRTVersion.parse("10.3"), {"x": (1, 3, 8, 8)}, "int8")
+    (tmp_path / "calib.cache").write_bytes(b"TRT-100300-EntropyCalibration2\nx: 3c010204\na: 3c010204\ny: 3c010204\n")
+    trt, _ = fake_tensorrt("10", layers)
+    built = _build(trt, plan, tmp_path / "m.onnx", tmp_path / "calib.cache", None, None)
+    assert built.int8_unscaled == ("g",)

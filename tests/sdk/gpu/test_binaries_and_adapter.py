@@ -97,6 +97,7 @@ def test_every_driver_name_the_adapter_uses_exists_in_cuda_bindings():
     assert hasattr(driver.CUstream_flags, "CU_STREAM_NON_BLOCKING") and hasattr(driver.CUevent_flags, "CU_EVENT_DEFAULT")
     assert hasattr(driver.CUresult, "CUDA_SUCCESS")
     assert hasattr(driver.CUstreamCaptureMode, "CU_STREAM_CAPTURE_MODE_THREAD_LOCAL")
+    assert hasattr(driver.CUevent_record_flags, "CU_EVENT_RECORD_EXTERNAL")  # stage events inside a captured frame
 
 
 def test_the_adapter_calls_no_driver_name_it_does_not_declare():
@@ -146,6 +147,7 @@ def test_the_adapters_argument_forms_pass_cuda_pythons_conversion():
         ("cuStreamCreate", (driver.CUstream_flags.CU_STREAM_NON_BLOCKING.value,)),
         ("cuEventCreate", (driver.CUevent_flags.CU_EVENT_DEFAULT.value,)),
         ("cuEventRecord", (driver.CUevent(), stream)),
+        ("cuEventRecordWithFlags", (driver.CUevent(), stream, driver.CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL.value)),
         # The frame's CUDA graph (sdk/gpu/graph.py), in the forms CudaModule passes them.
         ("cuStreamBeginCapture", (stream, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)),
         ("cuStreamEndCapture", (stream,)),

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
 from sdk.errors import BackendError
 from sdk.gpu.decode import YoloDecodePlan
 from sdk.gpu.emulation import EmulatedCuda
-from sdk.gpu.session import CudaSession, DeviceChoice
+from sdk.gpu.session import STAGES, CudaSession, DeviceChoice
 from sdk.postprocess.device import DeviceDecoder
 from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Postprocess, Resize
@@ -50,20 +52,26 @@ def decoder(capacity: int, count: int = 40) -> tuple[DeviceDecoder, CudaSession]
     return DeviceDecoder(spec(), plan, session, {"rows": "output0"}), session
 
 
+def engine_ran(session: CudaSession) -> None:
+    """What the infer stage leaves on the stream: the engine's two events (the emulated engine does nothing here)."""
+    session.times.mark("infer_start")
+    session.times.mark("infer_end")
+
+
 def test_capacity_overflow_is_counted_not_silent():
     stage, session = decoder(capacity=16)
     for _ in range(3):
-        session.times.mark("preprocess_end")
+        engine_ran(session)
         detections = stage(geometry())
     assert len(detections) == 16  # what fitted, through the host NMS
     report = session.report()["decode"]
     assert report == {"device": "cuda", "kernel": "yolo_decode", "capacity": 16, "most_candidates": 40, "overflow_frames": 3, "candidates_lost": 72}
-    assert session.times.frames == {"preprocess": 0, "infer": 3, "decode": 3}
+    assert {stage: session.times.frames[stage] for stage in STAGES} == {"preprocess": 0, "infer": 3, "decode": 3}
 
 
 def test_within_capacity_only_the_candidates_come_back():
     stage, session = decoder(capacity=64)
-    session.times.mark("preprocess_end")
+    engine_ran(session)
     detections = stage(geometry())
     assert len(detections) == 40 and session.report()["decode"]["overflow_frames"] == 0
     # The count, then 40 boxes, scores and classes: not the capacity's 64, not the raw output.
@@ -93,6 +101,7 @@ def test_uninitialised_device_memory_is_not_zero():
     gpu = EmulatedCuda().open()
     host = np.zeros(8, np.uint8)
     gpu.download(host, gpu.device_buffer(8))
+    gpu.synchronize()
     assert (host == 0xCD).all()
 
 
@@ -124,3 +133,29 @@ def test_int8_engines_take_the_fp32_input_and_only_an_int8_binding_gets_the_quan
         assert stage.plan.kernel == "pp_bgr8_i8_nchw"
     expected = np.clip(np.rint(fp32.inputs["images"] / np.float32(1 / 127)), -128, 127)
     assert np.abs(quantised.inputs["images"].astype(int) - expected).max() <= 1 and (quantised.inputs["images"] == expected).mean() > 0.99
+
+
+class SlowHostBackend(HostBackend):
+    """An engine that takes 2 ms on the stream."""
+
+    def infer(self) -> None:
+        time.sleep(0.002)
+
+
+def test_the_infer_time_is_the_engines_events_not_the_hosts_round_trips():
+    """The engine's time is read between the events recorded right before and after its enqueue: the host's work
+    between the preprocessing and the engine (here 60 ms of it) is not counted as inference."""
+    backend = SlowHostBackend(yolo_rows(8))
+    session = CudaSession(DeviceChoice("cuda", "test", emulated=True), backend, None)
+    plan = YoloDecodePlan.build(spec(), backend.outputs["output0"].shape, 16)
+    stage = DeviceDecoder(spec(), plan, session, {"rows": "output0"})
+    for _ in range(2):
+        session.times.mark("preprocess_start")
+        session.times.mark("preprocess_end")
+        session.times.add("preprocess")
+        time.sleep(0.06)  # the host between the stages (a round trip, other threads)
+        session.infer_step()
+        stage(geometry())
+    event_ms = session.report()["event_ms"]
+    assert event_ms["infer"]["frames"] == 2 and 2 <= event_ms["infer"]["max_ms"] < 30, event_ms
+    assert session.report()["infer_enqueue_ms"]["frames"] == 2  # the host's own time to enqueue the engine, kept apart

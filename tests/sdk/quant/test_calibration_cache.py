@@ -146,3 +146,16 @@ def test_the_parsers_own_tensors_get_scales_where_their_values_are_known():
     assert completed.scales["(Unnamed Layer* 0) [Constant]_output"] == 1.0 == completed.scales["(Unnamed Layer* 1) [Shuffle]_output"]
     assert completed.scales["a_reshaped"] == completed.scales["a"]
     assert missing == ["g"]  # no value known: left out, as TensorRT then warns and keeps it out of INT8
+
+
+def test_a_dla_build_ties_each_elementwise_layers_two_inputs_at_the_larger_range():
+    """NvInfer.h, IElementWiseLayer: "When running this layer on the DLA with Int8 data type, the dynamic ranges of two
+    input tensors shall be equal. If the dynamic ranges are generated using calibrator, the largest value shall be used.\""""
+    from sdk.quant.calibration_cache import elementwise_ties, fusion_ties, tie_ranges
+
+    nodes = [("Conv", ("x",), ("a",)), ("Conv", ("x",), ("b",)), ("Add", ("a", "b"), ("s",)), ("Mul", ("s", "w"), ("m",)), ("Relu", ("m",), ("r",))]
+    assert fusion_ties(nodes) == ()  # the GPU takes each input's own scale
+    amax = {"x": 1.0, "a": 2.0, "b": 7.0, "s": 8.0, "m": 3.0, "r": 3.0}
+    tied = tie_ranges(amax, elementwise_ties(nodes))
+    assert tied["a"] == tied["b"] == 7.0  # the larger of the two
+    assert tied["s"] == 8.0 and tied["m"] == 3.0 and "w" not in tied  # a constant operand has no calibrated range

@@ -141,3 +141,19 @@ def test_cli_target_form_probes_a_remote_target_over_ssh(prepared_example, ssh_t
     data = json.loads(out.read_text())
     assert (data["platform"], data["tensorrt"], data["dla_cores"]) == ("jetson-agx-orin", "10.3.0", 2)
     assert data["summary"]["dla_layers"] > 0
+
+
+def test_cli_refuses_an_unknown_tensorrt_before_preparing_the_model(tmp_path, monkeypatch, capsys):
+    """`--tensorrt 9.9` names no release: refused at once, listing the known ones (decision 0402), with nothing prepared."""
+    from pathlib import Path
+
+    from tools import prepare
+
+    monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setattr(prepare.PrepareModel, "__call__", lambda self: pytest.fail("the model was prepared"))
+    example = str(Path(__file__).resolve().parents[3] / "pipelines" / "pedestrian.yaml")
+    for argv in (["--platform", "drive-orin", "--tensorrt", "9.9"], ["--target", "local", "--tensorrt", "9.9"]):
+        assert run(["dla-report", example, *argv]) == 1
+        err = capsys.readouterr().err
+        assert "TensorRT 9.9 is not a release the SDK knows" in err and "8.6.10" in err and "10.16.1" in err
+    assert not (tmp_path / "state").exists()

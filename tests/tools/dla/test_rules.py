@@ -335,15 +335,6 @@ def test_softmax_before_opset_13_is_flattened_to_2d_by_the_parser(builder, analy
     assert verdict.device == "GPU" and "flattened to 2-D" in verdict.reason and "opset 13" in verdict.fix
 
 
-@pytest.mark.parametrize("op", ["MatMul", "Gemm"])
-def test_matrix_products_stay_on_the_gpu_with_the_conv_rewrite_as_the_fix(builder, analysis, op):
-    """The parser builds MatMul / Gemm as MatrixMultiply, Gemm on 2-D inputs only (builtin_op_importers.cpp 8.6-GA:1598-1611)."""
-    b = builder(shape=(1, 8))
-    b.add(op, b.const(np.zeros((8, 4), np.float32)))
-    verdict = analysis(b.model()).layers[0]
-    assert verdict.device == "GPU" and f"{op} has no DLA layer" in verdict.reason and "1x1 Conv" in verdict.fix
-
-
 @pytest.mark.parametrize(
     ("attributes", "combination"),
     [

@@ -9,7 +9,13 @@ from sdk.engine.platforms import TensorRTVersion
 from sdk.spec.schema import DlaPlacement
 from tools.engines.cache import EngineCache, EngineCacheKey
 
-ORIN = {"tensorrt": "10.3.0.30", "compute_capability": "8.7", "hostname": "orin-01", "dla_cores": 2}
+ORIN = {
+    "tensorrt": "10.3.0.30",
+    "compute_capability": "8.7",
+    "hostname": "orin-01",
+    "dla_cores": 2,
+    "module": {"part": "p3701-0005", "name": "Jetson AGX Orin 64GB", "platform": "jetson-agx-orin", "dla_cores": 2},
+}
 
 
 @pytest.fixture()
@@ -42,6 +48,7 @@ def test_a_twin_of_the_same_fingerprint_hits(files):
         ({"fingerprint": {**ORIN, "compute_capability": "8.6"}}, "compute_capability 8.7 -> 8.6"),
         ({"platform": "jetson-orin-nx"}, "platform jetson-agx-orin -> jetson-orin-nx"),
         ({"dla": DlaPlacement(core=1)}, "dla_core gpu -> 1"),
+        ({"fingerprint": {**ORIN, "module": {**ORIN["module"], "part": "p3701-0004"}}}, "module p3701-0005 -> p3701-0004"),  # 32GB
         ({"shapes": {"x": (1, 3, 320, 320)}}, "build_plan "),
         ({"model": "other.onnx"}, "prepared_model "),
     ],
