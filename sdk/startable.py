@@ -82,7 +82,8 @@ def resolve_startable(store, *, repair: bool = True, cache: VerifyCache | None =
     for release in candidates:
         try:
             verify_release(store.release_dir(release), cache)
-            store.verify_signature(release, stage="start")  # the device's trust policy: key, binding, version floor
+            # The device's trust policy: key, binding, version floor (an earlier committed release falls back below it).
+            store.verify_signature(release, stage="start" if release == committed else "fallback")
         except ReleaseError as exc:
             failed.append(exc.message)
             continue

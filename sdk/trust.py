@@ -45,7 +45,7 @@ STATEMENTS_FILE = "statements.json"
 IDENTITY_FILE = "identity.json"
 DOMAIN_RELEASE = b"perception-sdk release statement v2\0"
 DOMAIN_TRUST = b"perception-sdk trust statement v1\0"
-STAGES = ("install", "trial", "start")
+STAGES = ("install", "trial", "start", "fallback")  # fallback: a start of an earlier committed release (service.if_damaged)
 
 
 def trust_root() -> Path:
@@ -248,7 +248,7 @@ def check_release(root: Path, manifest, signature_text: str | None, *, stage: st
     if "version" not in document:  # an earlier SDK's signature: no version, no binding
         if not verify(policy.keys[key], signed_message(manifest), signature):
             raise ReleaseError(f"release {release}: its signature does not verify with key {key}: changed after it was signed", hint=hint)
-        if stage != "start":
+        if stage not in ("start", "fallback"):
             raise ReleaseError(
                 f"release {release} is signed without a version or a device binding (an earlier SDK's signature); refused",
                 hint="deploy it again with this SDK: it signs the version, the pipeline and the device",
@@ -272,7 +272,7 @@ def check_release(root: Path, manifest, signature_text: str | None, *, stage: st
     state = _read_json(Path(root) / "state.json") or {}
     floor = max(int((state.get("floors") or {}).get(named, 0)), policy.floors.get(named, 0))
     rolled_back = stage == "start" and state.get("rolled_back") == release
-    if version < floor and not rolled_back:
+    if version < floor and not rolled_back and stage != "fallback":  # fallback: an earlier committed release, the device's own choice
         raise ReleaseError(
             f"release {release} is version {version} of pipeline {named!r}, older than version {floor} this device has committed: "
             "a downgrade is refused",

@@ -79,7 +79,7 @@ def administer(store, request: dict) -> dict:
         if not isinstance(statement, dict) or statement.get("kind") != "revoke":
             raise ReleaseError("a revocation needs a statement signed by a key this device trusts", hint="sdk targets trust-key T --revoke FP")
         _append_statement(store, statement, lambda before, after: statement.get("key") in after.revoked and statement.get("key") not in after.keys)
-        return {"revoked": statement["key"], **load_policy(store.root).describe()}
+        return {**load_policy(store.root).describe(), "revoked_key": statement["key"]}
     public = parse_public_key_pem(str(request.get("public_key", "")), "the key to trust")
     fingerprint = key_fingerprint(public)
     if fingerprint in policy.revoked:

@@ -373,7 +373,7 @@ def _targets(args: argparse.Namespace, console: Console) -> int:
             raise ConfigError("trust-key needs a key to trust, or --revoke FINGERPRINT (one of them)", hint="sdk targets trust-key T KEY.pub")
         result = trust_key(resolve_target(args.target), args.key, args.signed_by, args.revoke)
         keys = ", ".join(f"{name} {fp}".strip() for fp, name in result["keys"].items())
-        what = f"revoked {result['revoked']}" if args.revoke else f"trusts {result['trusted']}"
+        what = f"revoked {result['revoked_key']}" if args.revoke else f"trusts {result['trusted']}"
         console.print(f"{args.target} {what}; it accepts only releases signed by: {keys} ({result['source']})", highlight=False)
     elif args.targets_command == "sim":
         from sdk.errors import TargetError
