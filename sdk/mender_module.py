@@ -280,6 +280,7 @@ class Module:
                     return 1
                 fallback = trial.get("fallback")
                 self.store.commit(token=None, if_damaged=self.payload.if_damaged)
+                _advance_root_floor(self.store.release_dir(release))
                 self._note(committed=release, fallback=fallback)
                 self.store.prune()
         finally:
@@ -309,6 +310,15 @@ class Module:
         finally:
             holder.end()
         return 0
+
+
+def _advance_root_floor(folder: Path) -> None:
+    """The committed release's signed version becomes root's floor for its pipeline (this module runs as root)."""
+    from sdk.trust import advance_root_floor, statement_of
+
+    statement = statement_of(folder) or {}
+    if isinstance(statement.get("version"), int) and isinstance(statement.get("pipeline"), str):
+        advance_root_floor(statement["pipeline"], statement["version"])
 
 
 def run_trial_quietly(run_trial, store, release: str, *, target: str, policy, commit_within_s: float) -> dict:

@@ -118,6 +118,38 @@ def _root_policy() -> dict | None:
     return data
 
 
+FLOORS_FILE = "floors.json"
+
+
+def _root_floors() -> dict[str, int] | None:
+    path = trust_root() / FLOORS_FILE
+    if not path.exists() or _secure(path):
+        return None
+    data = _read_json(path)
+    return {str(k): int(v) for k, v in data.items() if isinstance(v, int)} if isinstance(data, dict) else None
+
+
+def advance_root_floor(pipeline: str, version: int) -> bool:
+    """Root's floor for `pipeline` raised to `version` (a commit made by root: the Mender module). Root's file, so a
+    stolen deploy login can lower the store's floor but never this one. False where there is no root policy or
+    this process is not root."""
+    folder = trust_root()
+    if os.geteuid() != 0 or not (folder / POLICY_FILE).is_file():
+        return False
+    floors = _root_floors() or {}
+    if floors.get(pipeline, 0) >= version:
+        return True
+    floors[pipeline] = version
+    partial = folder / f".{FLOORS_FILE}.{os.getpid()}"
+    with partial.open("w") as handle:
+        json.dump(floors, handle, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.chmod(partial, 0o644)
+    os.replace(partial, folder / FLOORS_FILE)
+    return True
+
+
 def _expired(expires: object) -> bool:
     if not expires:
         return False
@@ -139,6 +171,8 @@ def load_policy(root: Path) -> Policy:
         policy.device_type, policy.target = data.get("device_type"), data.get("target")
         policy.revoked = {str(fp) for fp in data.get("revoked") or []}
         policy.floors = {str(k): int(v) for k, v in (data.get("floors") or {}).items()}
+        for name, version in (_root_floors() or {}).items():  # advanced by root's own commits (the Mender module)
+            policy.floors[name] = max(policy.floors.get(name, 0), version)
         for entry in data.get("keys") or []:
             public = parse_public_key_pem(str(entry.get("public_key", "")), f"{policy.source}: key {entry.get('name')!r}")
             fingerprint = key_fingerprint(public)

@@ -204,6 +204,8 @@ def sftp_reason(exc: BaseException) -> str:
         return str(exc).strip() or "the server closed the SFTP session"
     return _reason(exc)
 
+REVOKED = "@revoked"  # in _pinned_keys' answer: the keys a known_hosts file withdrew for this host
+
 
 class SshConnection:
     """Opens lazily on first use; a context manager that always closes."""
@@ -252,9 +254,10 @@ class SshConnection:
         prefer_fast_ciphers(transport.get_security_options())
         pinned = self._pinned_keys()
         if pinned is not None:
+            pinned = dict(pinned)
             # Ask the server for the key type we pinned, so a host with several keys is not misread as changed.
             options = transport.get_security_options()
-            preferred = [t for t in options.key_types if t in pinned] or list(options.key_types)
+            preferred = [t for t in options.key_types if t in pinned and t != REVOKED] or list(options.key_types)
             options.key_types = preferred + [t for t in options.key_types if t not in preferred]
         try:
             transport.start_client(timeout=self.remaining(timeouts.connect_s))
@@ -291,22 +294,25 @@ class SshConnection:
         return sock
 
     def _pinned_keys(self) -> dict | None:
-        """key type -> key from the target's known_hosts file, or None when a fingerprint is pinned."""
-        import paramiko
+        """key type -> key from the target's known_hosts file (read as OpenSSH reads it, tools/known_hosts.py), or None
+        when a fingerprint is pinned. Revoked keys ride along under REVOKED."""
+        from tools.known_hosts import read_pins
 
         if self.spec.host_key.known_hosts is None:
             return None
         path = self.target.host_path(self.spec.host_key.known_hosts)
-        try:
-            host_keys = paramiko.HostKeys(str(path))
-        except (OSError, paramiko.SSHException) as exc:
-            raise TargetError(f"{self.target.path}: host_key.known_hosts: cannot read {path}: {exc}") from None
         name = self.spec.host if self.spec.port == 22 else f"[{self.spec.host}]:{self.spec.port}"
-        entry = host_keys.lookup(name)
-        return dict(entry) if entry else {}
+        pins = read_pins(path, name, str(self.target.path))
+        return {**pins.keys, REVOKED: pins.revoked} if pins.revoked else dict(pins.keys)
 
     def _check_host_key(self, key, pinned: dict | None) -> None:
         received = fingerprint_of(key)
+        revoked = (pinned or {}).pop(REVOKED, [])
+        if any(k.asbytes() == key.asbytes() for k in revoked):
+            raise TargetError(
+                f"{self.where}: HOST KEY REVOKED: {received} ({key.get_name()}) is marked @revoked in {self.spec.host_key.known_hosts}",
+                hint="the target presents a key that was withdrawn: do not connect; verify the device out of band",
+            )
         if pinned is None:
             expected = self.spec.host_key.fingerprint
             if received != expected:

@@ -43,7 +43,7 @@ def test_service_commands_on_the_local_target(tiny_pipeline, tmp_path, state_dir
     assert refused.returncode == 1 and "no release has passed its health check" in refused.stderr
     path = long_running(tiny_pipeline)
     Deploy(path, "local", frames=3, report_dir=tmp_path / "r")()
-    unit = state_dir / "targets" / "local" / "service" / "perception-tiny.service"
+    unit = state_dir / "targets" / "local" / "units" / "perception-tiny.service"
     assert "WatchdogSec=2" in unit.read_text()  # the deploy rendered the unit of the release it committed
     run_service_cycle(sdk, "local")
 
@@ -66,7 +66,7 @@ def test_a_deploy_pauses_the_running_service_and_restarts_it_on_the_new_release(
 @pytest.mark.slow
 def test_service_commands_over_real_ssh(tiny_pipeline, tmp_path, ssh_target, sdk):
     Deploy(long_running(tiny_pipeline), ssh_target.name, frames=3, report_dir=tmp_path / "r")()
-    assert "Type=notify" in (ssh_target.root / "service" / "perception-tiny.service").read_text()
+    assert "Type=notify" in (ssh_target.root / "units" / "perception-tiny.service").read_text()
     run_service_cycle(sdk, ssh_target.name)
 
 
@@ -159,7 +159,7 @@ def test_the_deploy_says_the_root_step_while_the_service_user_is_missing(tiny_pi
     pipeline, _ = tiny_pipeline(frames=6)
     done = sdk("deploy", "--target", "local", str(pipeline.path), "--frames", "6", "--report-dir", str(tmp_path / "r"))
     assert done.returncode in (0, 4), done.stderr
-    unit = state_dir / "targets" / "local" / "service" / "perception-tiny.service"
+    unit = state_dir / "targets" / "local" / "units" / "perception-tiny.service"
     note = next(line for line in done.stdout.splitlines() if "service unit" in line)
     assert (
         f"note the service unit {unit.resolve()} runs as user perception (not created yet); once, as root on the device: sudo env PYTHONPATH=" in note

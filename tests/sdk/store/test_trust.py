@@ -257,3 +257,18 @@ def test_the_policy_folder_cannot_be_moved_by_anyone_but_root(tmp_path):
     env = {**os.environ, "SDK_TRUST_ROOT": str(tmp_path)}
     here = subprocess.run([sys.executable, "-c", script, str(REPO)], env=env, capture_output=True, text=True)
     assert here.stdout.strip() == str(tmp_path)
+
+
+def test_roots_floor_raised_by_a_root_commit_holds_when_the_stores_floor_is_lowered(root_policy):
+    """The Mender module commits as root and raises root's floor: a deploy login that edits state.json back cannot
+    make an older release acceptable."""
+    from sdk.trust import advance_root_floor
+
+    store, key, folder = root_policy
+    newer, older = release(store, "newer"), release(store, "older")
+    commit(store, newer, sign_manifest(newer, key, FOR_DEVICE, version=200))
+    assert advance_root_floor("p", 200) and json.loads((folder / "floors.json").read_text()) == {"p": 200}
+    state = json.loads((store.root / STATE_FILE).read_text())
+    (store.root / STATE_FILE).write_text(json.dumps({**state, "floors": {}}))  # the store's floor lowered by its writer
+    with pytest.raises(ReleaseError, match="older than version 200"):
+        store.assemble(older, sign_manifest(older, key, FOR_DEVICE, version=100))
