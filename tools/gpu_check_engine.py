@@ -22,6 +22,7 @@ import numpy as np
 from sdk.backends.base import Backend, TensorSpec
 from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
 from sdk.errors import BackendError
+from sdk.gpu.driver_calls import DriverCalls
 from sdk.gpu.handles import device_address, native_handle
 
 DRIVER_NAMES = (
@@ -50,7 +51,7 @@ DRIVER_NAMES = (
 HOST_FUNCTION = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
-class OnnxRuntimeOnGpu(Backend):
+class OnnxRuntimeOnGpu(DriverCalls, Backend):
     """The bindings on the GPU, the inference on the CPU, in stream order."""
 
     name = "onnxruntime-on-gpu"
@@ -70,34 +71,22 @@ class OnnxRuntimeOnGpu(Backend):
         self._host_error: BaseException | None = None
         self.host_nodes = 0  # host functions launched (one per captured frame's replay)
 
-    def _call(self, name: str, *args):
-        cu = self._cu
-        error, *values = getattr(cu, name)(*args)
-        if error != cu.CUresult.CUDA_SUCCESS:
-            _, text = cu.cuGetErrorName(error)
-            raise BackendError(f"CUDA {name} failed: {text.decode() if isinstance(text, bytes) else text}")
-        return values[0] if len(values) == 1 else (tuple(values) or None)
-
-    def _own(self, free: str, handle):
-        self._owned.append((free, handle))
-        return handle
-
     def open(self) -> None:
         from cuda.bindings import driver as cu
 
         self.ort.open()
         self.inputs, self.outputs = self.ort.inputs, self.ort.outputs
         self._cu = cu
-        self._call("cuInit", 0)
-        device = self._call("cuDeviceGet", 0)
-        context = self._call("cuDevicePrimaryCtxRetain", device)
-        self._own("cuDevicePrimaryCtxRelease", device)
-        self._call("cuCtxSetCurrent", context)
-        self._stream = self._own("cuStreamDestroy", self._call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value))
+        self.call("cuInit", 0)
+        device = self.call("cuDeviceGet", 0)
+        context = self.call("cuDevicePrimaryCtxRetain", device)
+        self.own("cuDevicePrimaryCtxRelease", device)
+        self.call("cuCtxSetCurrent", context)
+        self._stream = self.own("cuStreamDestroy", self.call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value))
         self._stream_handle = native_handle(self._stream)
         for name, array in (*self.inputs.items(), *self.outputs.items()):
-            self._device[name] = device_address(self._own("cuMemFree", self._call("cuMemAlloc", max(1, array.nbytes))))
-            host = int(self._own("cuMemFreeHost", self._call("cuMemHostAlloc", max(1, array.nbytes), 0)))
+            self._device[name] = device_address(self.own("cuMemFree", self.call("cuMemAlloc", max(1, array.nbytes))))
+            host = int(self.own("cuMemFreeHost", self.call("cuMemHostAlloc", max(1, array.nbytes), 0)))
             raw = np.frombuffer((ctypes.c_ubyte * array.nbytes).from_address(host), np.uint8)
             self._staging[name] = raw.view(array.dtype).reshape(array.shape)
 
@@ -130,22 +119,22 @@ class OnnxRuntimeOnGpu(Backend):
     def enqueue(self, timed: bool = False) -> bool:  # noqa: ARG002 - the CUDA path times the engine with its own events
         cu, stream = self._cu, self._stream
         for name in self._on_device & set(self.inputs):
-            self._call("cuMemcpyDtoHAsync", self._staging[name].ctypes.data, self._device[name], self._staging[name].nbytes, stream)
-        status = self._call("cuStreamIsCapturing", stream)
+            self.call("cuMemcpyDtoHAsync", self._staging[name].ctypes.data, self._device[name], self._staging[name].nbytes, stream)
+        status = self.call("cuStreamIsCapturing", stream)
         if status != cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
             function = cu.CUhostFn(ctypes.cast(self._callback, ctypes.c_void_p).value)
-            self._call("cuLaunchHostFunc", stream, function, 0)
+            self.call("cuLaunchHostFunc", stream, function, 0)
             self.host_nodes += 1
         else:
-            self._call("cuStreamSynchronize", stream)
+            self.call("cuStreamSynchronize", stream)
             self._host_work()
         for name in self._on_device & set(self.outputs):
-            self._call("cuMemcpyHtoDAsync", self._device[name], self._staging[name].ctypes.data, self._staging[name].nbytes, stream)
+            self.call("cuMemcpyHtoDAsync", self._device[name], self._staging[name].ctypes.data, self._staging[name].nbytes, stream)
         return True
 
     def infer(self) -> None:
         self.enqueue()
-        self._call("cuStreamSynchronize", self._stream)
+        self.call("cuStreamSynchronize", self._stream)
         self.raise_host_error()
 
     def raise_host_error(self) -> None:

@@ -32,6 +32,7 @@ from sdk.engine.cuda_check import require_cuda_device
 from sdk.engine.plan_header import read_plan_header
 from sdk.engine.platforms import TensorRTVersion
 from sdk.errors import BackendError, ConfigError, ModelError, missing_dependency
+from sdk.gpu.driver_calls import DriverCalls
 from sdk.gpu.handles import device_address, native_handle
 
 # Every cuda.bindings.driver name this backend calls; a test checks them against the installed package and that
@@ -71,7 +72,7 @@ DRIVER_NAMES = (
 INSTALL_HINT = "pip install 'cuda-bindings>=12,<13' on a CUDA 12 driver (JetPack 6), 'cuda-bindings>=13,<14' on CUDA 13"
 
 
-class TensorRTBackend(Backend):
+class TensorRTBackend(DriverCalls, Backend):
     name = "tensorrt"
     device_bindings = True
 
@@ -113,19 +114,6 @@ class TensorRTBackend(Backend):
         self._owned: list[tuple[str, object]] = []  # (free function, handle), released in reverse at close
         self._on_device: set[str] = set()  # tensors a CUDA stage writes or reads on the GPU: never copied
 
-    def _call(self, name: str, *args):
-        """A cuda.bindings.driver call: (CUresult, value...) -> value(s), or BackendError naming the result."""
-        cu = self._cu
-        error, *values = getattr(cu, name)(*args)
-        if error != cu.CUresult.CUDA_SUCCESS:
-            _, text = cu.cuGetErrorName(error)
-            raise BackendError(f"CUDA {name} failed: {text.decode() if isinstance(text, bytes) else text}")
-        return values[0] if len(values) == 1 else (tuple(values) or None)
-
-    def _own(self, free: str, handle):
-        self._owned.append((free, handle))
-        return handle
-
     def open(self) -> None:
         require_cuda_device(BackendError)
         try:
@@ -141,11 +129,11 @@ class TensorRTBackend(Backend):
         if not header.matches(installed):
             raise BackendError(f"{self.engine_path}: built by TensorRT {header.tensorrt}, this device runs TensorRT {installed}")
         self._cu = cu
-        self._call("cuInit", 0)
-        self._device_handle = self._call("cuDeviceGet", 0)
-        context = self._call("cuDevicePrimaryCtxRetain", self._device_handle)  # the context TensorRT's runtime uses too
-        self._own("cuDevicePrimaryCtxRelease", self._device_handle)
-        self._call("cuCtxSetCurrent", context)
+        self.call("cuInit", 0)
+        self._device_handle = self.call("cuDeviceGet", 0)
+        context = self.call("cuDevicePrimaryCtxRetain", self._device_handle)  # the context TensorRT's runtime uses too
+        self.own("cuDevicePrimaryCtxRelease", self._device_handle)
+        self.call("cuCtxSetCurrent", context)
         runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
         if self.dla_core is not None:
             runtime.DLA_core = self.dla_core
@@ -159,13 +147,13 @@ class TensorRTBackend(Backend):
         self._read_io(trt, tensors)
         if self.profile_layers:
             self._context.profiler = _layer_profiler(trt, self.layer_ms)
-        self._stream = self._own("cuStreamDestroy", self._call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value))
+        self._stream = self.own("cuStreamDestroy", self.call("cuStreamCreate", cu.CUstream_flags.CU_STREAM_NON_BLOCKING.value))
         self._stream_handle = native_handle(self._stream)  # TensorRT takes the stream as an int
-        self._events = tuple(self._own("cuEventDestroy", self._call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DEFAULT.value)) for _ in range(2))
+        self._events = tuple(self.own("cuEventDestroy", self.call("cuEventCreate", cu.CUevent_flags.CU_EVENT_DEFAULT.value)) for _ in range(2))
         for name, spec in self._specs.items():
             size = int(np.prod(spec.shape)) * spec.dtype.itemsize
-            self._device[name] = device_address(self._own("cuMemFree", self._call("cuMemAlloc", max(1, size))))
-            self._host[name] = int(self._own("cuMemFreeHost", self._call("cuMemHostAlloc", max(1, size), 0)))
+            self._device[name] = device_address(self.own("cuMemFree", self.call("cuMemAlloc", max(1, size))))
+            self._host[name] = int(self.own("cuMemFreeHost", self.call("cuMemHostAlloc", max(1, size), 0)))
             buffer = (ctypes.c_byte * size).from_address(self._host[name])
             array = np.frombuffer(buffer, dtype=spec.dtype).reshape(spec.shape)
             (self.inputs if self._is_input[name] else self.outputs)[name] = array
@@ -180,22 +168,22 @@ class TensorRTBackend(Backend):
         cu = self._cu
         if not self._context.execute_async_v3(self._stream_handle):
             raise BackendError("TensorRT execution failed before CUDA graph capture (see the TensorRT log)")
-        self._call("cuStreamSynchronize", self._stream)
-        self._call("cuStreamBeginCapture", self._stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        self.call("cuStreamSynchronize", self._stream)
+        self.call("cuStreamBeginCapture", self._stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         launched = self._context.execute_async_v3(self._stream_handle)
         try:
-            graph = self._call("cuStreamEndCapture", self._stream)
+            graph = self.call("cuStreamEndCapture", self._stream)
         except BackendError as exc:
             ended = exc.message
         else:
             ended = None
-            self._graph = self._own("cuGraphDestroy", graph)
+            self._graph = self.own("cuGraphDestroy", graph)
         if not launched or ended:
             raise BackendError(
                 f"{self.engine_path}: TensorRT's launches cannot be captured into a CUDA graph ({ended or 'enqueue failed'})",
                 hint="set model.cuda_graph: false (engines with DLA loadables, loops or data-dependent shapes may not capture)",
             )
-        self._graph_exec = self._own("cuGraphExecDestroy", self._call("cuGraphInstantiate", self._graph, 0))
+        self._graph_exec = self.own("cuGraphExecDestroy", self.call("cuGraphInstantiate", self._graph, 0))
 
     def _read_io(self, trt, tensors: tuple[EngineTensor, ...]) -> None:
         """Every tensor's shape on the context (the inputs' set, the outputs' inferred from them) and type."""
@@ -217,26 +205,26 @@ class TensorRTBackend(Backend):
         for name, array in self.inputs.items():
             if name in self._on_device or name in self._constants:
                 continue  # written by the CUDA preprocessing kernel earlier on this stream, or copied once
-            self._call("cuMemcpyHtoDAsync", self._device[name], self._host[name], array.nbytes, stream)
+            self.call("cuMemcpyHtoDAsync", self._device[name], self._host[name], array.nbytes, stream)
         if timed:
-            self._call("cuEventRecord", self._events[0], stream)
+            self.call("cuEventRecord", self._events[0], stream)
         if self._graph_exec is not None:
-            self._call("cuGraphLaunch", self._graph_exec, stream)
+            self.call("cuGraphLaunch", self._graph_exec, stream)
         elif not self._context.execute_async_v3(self._stream_handle):
             return False
         if timed:
-            self._call("cuEventRecord", self._events[1], stream)
+            self.call("cuEventRecord", self._events[1], stream)
         for name, array in self.outputs.items():
             if name in self._on_device:
                 continue  # read by the CUDA decode kernel, later on this stream
-            self._call("cuMemcpyDtoHAsync", self._host[name], self._device[name], array.nbytes, stream)
+            self.call("cuMemcpyDtoHAsync", self._host[name], self._device[name], array.nbytes, stream)
         return True
 
     def infer(self) -> None:
         if not self.enqueue():
             raise BackendError("TensorRT execution failed (see the TensorRT log)")
-        self._call("cuStreamSynchronize", self._stream)
-        self.last_infer_ms = float(self._call("cuEventElapsedTime", *self._events))
+        self.call("cuStreamSynchronize", self._stream)
+        self.last_infer_ms = float(self.call("cuEventElapsedTime", *self._events))
 
     @property
     def stream_handle(self) -> int:
@@ -257,7 +245,7 @@ class TensorRTBackend(Backend):
     def constants_written(self, names: tuple[str, ...]) -> None:
         """model.inputs: copied to the device once, here, and left out of every frame's copies."""
         for name in names:
-            self._call("cuMemcpyHtoD", self._device[name], self._host[name], self.inputs[name].nbytes)
+            self.call("cuMemcpyHtoD", self._device[name], self._host[name], self.inputs[name].nbytes)
         self._constants = frozenset(names)
 
     def close(self) -> None:

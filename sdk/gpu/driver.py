@@ -17,6 +17,7 @@ import numpy as np
 from sdk.errors import BackendError, missing_dependency
 from sdk.gpu.binaries import ImageChoice, KernelManifest, check_nvrtc_for_driver, choose_image, load_image
 from sdk.gpu.decode import SsdDecodePlan, YoloDecodePlan
+from sdk.gpu.driver_calls import DriverCalls
 from sdk.gpu.graph import GRAPH_NAMES
 from sdk.gpu.handles import device_address
 from sdk.gpu.params import kernel_arguments
@@ -84,7 +85,7 @@ def import_driver():
     return driver
 
 
-class CudaModule:
+class CudaModule(DriverCalls):
     """The device's context, the kernels module it can load, one stream and a pair of timing events.
 
     `stream`: the address of a stream to run on (the TensorRT backend's, so that preprocessing,
@@ -102,18 +103,6 @@ class CudaModule:
         self._cu = None
         self._owned: list[tuple[str, object]] = []  # (free function name, handle), released in reverse
         self.capturing = False  # the stream is being captured (between begin_capture and end_capture)
-
-    def call(self, name: str, *args):
-        result = getattr(self._cu, name)(*args)
-        err, rest = result[0], result[1:]
-        if err != self._cu.CUresult.CUDA_SUCCESS:
-            _, text = self._cu.cuGetErrorName(err)
-            raise BackendError(f"{name} failed: {text.decode() if isinstance(text, bytes) else text}")
-        return rest[0] if len(rest) == 1 else rest
-
-    def own(self, free: str, handle):
-        self._owned.append((free, handle))
-        return handle
 
     def open(self) -> CudaModule:
         cu = self._cu = import_driver()

@@ -28,21 +28,11 @@ import subprocess
 from pathlib import Path
 
 from sdk.errors import TargetError
-from sdk.service.units import MARKER, checked_unit
+from sdk.service.units import MARKER, checked_unit, unit_settings
 
 SYSTEMD_DIR = Path("/etc/systemd/system")
 DEVICE_GROUPS = ("video", "render")
 WRITE = "write-unit"  # a step done here, not by a command: the checked text written as root's file
-
-
-def unit_settings(text: str) -> dict[str, str]:
-    """The unit's single-valued settings (User=, Group=, ...) as written by sdk/service/unit.py."""
-    settings: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition("=")
-        if sep and not line.startswith("#"):
-            settings.setdefault(key.strip(), value.strip())
-    return settings
 
 
 def stale_units(root: Path, keep: str, systemd_dir: Path = SYSTEMD_DIR) -> list[Path]:

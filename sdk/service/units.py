@@ -103,7 +103,8 @@ def write_unit(store, user: str | None) -> dict:
     return {"unit": str(path), "user": runs_as, "user_exists": user_exists, "removed_units": removed, "install": install}
 
 
-def _settings(text: str) -> dict[str, str]:
+def unit_settings(text: str) -> dict[str, str]:
+    """The unit's single-valued settings (User=, Group=, ExecStart=, ...) as sdk/service/unit.py writes them."""
     settings: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
@@ -136,7 +137,7 @@ def checked_unit(store) -> tuple[str, str]:
         raise TargetError(f"{path}: no unit rendered for the committed pipeline", hint=hint) from None
     if not (st.st_mode & 0o170000 == 0o100000) or st.st_mode & 0o022:
         raise TargetError(f"{path} is not a regular file that only its owner may write; refused", hint="deploy again to render it")
-    settings = _settings(text)
+    settings = unit_settings(text)
     try:
         python = _unquote(settings["ExecStart"])[0]
         sdk_path = _unquote(settings["Environment"])[0].removeprefix("PYTHONPATH=")
@@ -162,4 +163,4 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-__all__ = ["MARKER", "UNITS_DIR", "checked_unit", "render_committed", "store_group", "units_dir", "write_unit"]
+__all__ = ["MARKER", "UNITS_DIR", "checked_unit", "render_committed", "store_group", "unit_settings", "units_dir", "write_unit"]

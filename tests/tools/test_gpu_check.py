@@ -116,7 +116,7 @@ def test_the_engines_driver_names_are_declared_and_real():
     from tools import gpu_check_engine
 
     text = Path(gpu_check_engine.__file__).read_text()
-    called = set(re.findall(r'_call\("(\w+)"', text)) | set(re.findall(r'_own\("(\w+)"', text))
+    called = set(re.findall(r'\bcall\("(\w+)"', text)) | set(re.findall(r'\bown\("(\w+)"', text))
     assert {"cuLaunchHostFunc", "cuStreamIsCapturing", "cuMemHostAlloc"} <= called <= set(gpu_check_engine.DRIVER_NAMES)
     assert [name for name in gpu_check_engine.DRIVER_NAMES if not hasattr(driver, name)] == []
     assert hasattr(driver.CUstreamCaptureStatus, "CU_STREAM_CAPTURE_STATUS_NONE")

@@ -46,34 +46,11 @@ def template(tmp_path_factory):
 
 
 def _build(base: Path) -> None:
-    from sdk.spec import load_pipeline
-    from sdk.trial import HealthPolicy
-    from tools.prepare import PrepareModel
-    from tools.release.bundle import collect_bundle
-    from tools.release.stage import manifest_for, stage_release
-    from tools.sessions import LocalSession
-    from tools.targets import LocalTarget
+    from tests.sdk.store.template import build_store
 
-    session = LocalSession(LocalTarget("local", base / "template"))
-    ids = {}
-    for label, uri, health in (("A", CAMERA, ""), ("B", CAMERA, ""), ("C", CAMERA, ""), ("H", HANGS, "health: {min_frames: 5, timeout_s: 3}\n")):
-        folder = base / f"pipeline-{label}"
-        folder.mkdir()
-        tiny_yolo(folder / "tiny.onnx")
-        (folder / "tiny.yaml").write_text(PIPELINE.format(uri=uri, rate=30, max_ms=5000) + SERVICE + health + f"# release {label}\n")
-        pipeline = load_pipeline(folder / "tiny.yaml")
-        prepare = PrepareModel(pipeline, base / "cache")
-        bundle = collect_bundle(pipeline, prepare(), prepare.key)
-        session.lock("template")
-        try:
-            staged = stage_release(session, bundle, manifest_for(bundle))
-            if label in ("A", "B"):
-                assert session.trial(staged.release_id, "template", HealthPolicy(min_frames=2, timeout_s=60), lambda event: None).healthy
-                session.store_op("commit")
-        finally:
-            session.unlock("template")
-        ids[label] = staged.release_id
-    (base / "ids.json").write_text(json.dumps(ids))
+    health = "health: {min_frames: 5, timeout_s: 3}\n"
+    releases = [("A", CAMERA, SERVICE, True), ("B", CAMERA, SERVICE, True), ("C", CAMERA, SERVICE, False), ("H", HANGS, SERVICE + health, False)]
+    build_store(base, releases, rate="30")
 
 
 @pytest.fixture(params=["local", "ssh"])

@@ -165,3 +165,21 @@ def test_the_deploy_says_the_root_step_while_the_service_user_is_missing(tiny_pi
         f"note the service unit {unit.resolve()} runs as user perception (not created yet); once, as root on the device: sudo env PYTHONPATH=" in note
     )
     assert note.endswith(f"-m sdk service --root {unit.resolve().parents[1]} install") and "User=perception" in unit.read_text()
+
+
+def test_a_deploy_holds_the_lease_from_the_pause_to_the_restart_so_a_second_target_file_waits(tmp_path, monkeypatch):
+    """Two target files naming one device measure one at a time: the first's lease spans its trial, its measured run and
+    the service's restart; another deploy or validation of the same store (here: its lock holder) is refused meanwhile."""
+    from sdk.errors import ReleaseError
+    from sdk.store import ReleaseStore
+    from tools.sessions import LocalSession, paused_service
+    from tools.targets import LocalTarget
+
+    root = tmp_path / "device"
+    first, second = LocalSession(LocalTarget("local", root)), ReleaseStore(root)
+    with paused_service(first, owner="first target file"):
+        assert first.token is not None
+        with pytest.raises(ReleaseError, match="the target is busy: first target file since"):
+            second.acquire("second target file")  # what the second file's deploy asks first
+    holder = second.acquire("second target file")  # free again once the first deploy restarted what it paused
+    holder.end()

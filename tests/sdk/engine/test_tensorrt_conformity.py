@@ -149,11 +149,11 @@ def test_the_runtime_backend_uses_only_names_every_series_has(series):
 
 
 def test_the_runtime_backend_drives_cuda_through_declared_driver_names_that_exist():
-    """The backend uses the driver API only (decision 0412): every `_call("name"` / `_own("name"` is in DRIVER_NAMES,
+    """The backend uses the driver API only (decision 0412): every `call("name"` / `own("name"` is in DRIVER_NAMES,
     every name there is in the installed cuda.bindings.driver, and nothing of the runtime API is left."""
     driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-python is not installed here")
     text = RUNTIME_BACKEND.read_text()
-    called = set(re.findall(r'_call\("(\w+)"', text)) | set(re.findall(r'_own\("(\w+)"', text))
+    called = set(re.findall(r'\bcall\("(\w+)"', text)) | set(re.findall(r'\bown\("(\w+)"', text))
     assert {"cuMemHostAlloc", "cuEventElapsedTime", "cuMemcpyHtoDAsync", "cuStreamBeginCapture", "cuGraphInstantiate"} <= called
     assert called <= set(tensorrt_gpu.DRIVER_NAMES)
     assert [name for name in tensorrt_gpu.DRIVER_NAMES if not hasattr(driver, name)] == []

@@ -27,7 +27,6 @@ import pytest
 from sdk.faults import POINTS, STATIC, TEMPLATES
 from sdk.release import ReleaseManifest
 from sdk.store import ReleaseStore
-from sdk.trial import HealthPolicy
 from sdk.verify import verify_release
 
 REPO = Path(__file__).resolve().parents[3]
@@ -135,40 +134,13 @@ def template(tmp_path_factory):
 
 
 def _build_template(base: Path) -> None:
-    import json
+    from tests.sdk.store.template import build_store
 
-    from sdk.spec import load_pipeline
-    from tests.conftest import PIPELINE, tiny_yolo
-    from tools.prepare import PrepareModel
-    from tools.release.bundle import collect_bundle
-    from tools.release.stage import manifest_for, stage_release
-    from tools.sessions import LocalSession
-    from tools.targets import LocalTarget
-
-    root = base / "template"
-    session = LocalSession(LocalTarget("local", root))
-    ids = {}
-    for label, frames in (("A", 20), ("B", 20), ("C", 20), ("D", 1)):
-        folder = base / f"pipeline-{label}"
-        folder.mkdir()
-        tiny_yolo(folder / "tiny.onnx")
-        text = PIPELINE.format(uri=f"synthetic://boxes?width=64&height=48&frames={frames}", rate="null", max_ms=5000)
-        (folder / "tiny.yaml").write_text(text + f"# release {label}\n")
-        pipeline = load_pipeline(folder / "tiny.yaml")
-        prepare = PrepareModel(pipeline, base / "cache")
-        bundle = collect_bundle(pipeline, prepare(), prepare.key)
-        session.lock("template")
-        try:
-            staged = stage_release(session, bundle, manifest_for(bundle))
-            if label in ("A", "B"):
-                assert session.trial(staged.release_id, "template", HealthPolicy(min_frames=2, timeout_s=60), lambda event: None).healthy
-                session.store_op("commit")
-        finally:
-            session.unlock("template")
-        ids[label] = staged.release_id
-    store = ReleaseStore(root)
+    frames = "synthetic://boxes?width=64&height=48&frames={}"
+    releases = [(label, frames.format(n), "", label in ("A", "B")) for label, n in (("A", 20), ("B", 20), ("C", 20), ("D", 1))]
+    ids = build_store(base, releases)
+    store = ReleaseStore(base / "template")
     assert store.committed() == ids["B"] and store.history() == [ids["A"], ids["B"]]
-    (base / "ids.json").write_text(json.dumps(ids))
 
 
 def _health_processes(root: Path) -> list[int]:
