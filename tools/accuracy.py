@@ -128,8 +128,7 @@ class _Tally:
 
 def _geometries(pipeline: PipelineFile, frames: dict) -> dict:
     """The resize geometry of each frame's recording: one source, or each camera's clip with its own crop."""
-    from tools.calibrate import source_geometry
-    from tools.calibration_frames import camera_clips, clip_geometry
+    from tools.calibration_frames import camera_clips, clip_geometry, source_geometry
 
     if not any(isinstance(key, tuple) for key in frames):
         return {None: source_geometry(pipeline)}

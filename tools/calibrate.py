@@ -37,11 +37,11 @@ from tools.calibration_frames import (
     CameraClip,
     CameraSelection,
     camera_clips,
-    clip_geometry,
     count_clip_frames,
     iter_camera_frames,
     iter_clip_frames,
     select_camera_frames,
+    source_uri,
     stratified,
 )
 from tools.prefetch import Prefetched
@@ -80,16 +80,6 @@ def select_frames(total: int, spec: Calibration) -> FrameSelection:
     return FrameSelection(calibration, holdout)
 
 
-def source_uri(pipeline: PipelineFile) -> str:
-    """The one recording a pipeline calibrates on: `calibration.source`, else its camera's (several cameras:
-    `tools.calibration_frames` draws from each)."""
-    spec = pipeline.spec.calibration
-    uri = (spec.source if spec and spec.source else None) or next(iter(pipeline.spec.cameras.values())).uri
-    if uri.partition("://")[0] not in ("file", "images"):
-        raise ConfigError(f"{pipeline.path}: calibration.source: calibration needs a recording (file://, images://), the pipeline reads {uri!r}")
-    return uri
-
-
 def iter_preprocessed_frames(pipeline: PipelineFile, indices: set[int], input_shape: tuple[int, ...]) -> Iterator[tuple[int, np.ndarray]]:
     """The chosen frames in source order, through the runtime's own preprocessing (the one code path)."""
     yield from iter_clip_frames(pipeline, source_uri(pipeline), pipeline.spec.preprocess, indices, input_shape)
@@ -104,11 +94,6 @@ def preprocessed_frames(pipeline: PipelineFile, indices: set[int], input_shape: 
         task.advance()
     task.done()
     return frames
-
-
-def source_geometry(pipeline: PipelineFile):
-    """The resize geometry of the calibration source's frames (boxes map back to its pixels)."""
-    return clip_geometry(pipeline, source_uri(pipeline), pipeline.spec.preprocess)
 
 
 def count_frames(pipeline: PipelineFile) -> int:

@@ -204,3 +204,18 @@ __all__ = [
     "share",
     "stratified",
 ]
+
+
+def source_uri(pipeline: PipelineFile) -> str:
+    """The one recording a pipeline calibrates on: `calibration.source`, else its camera's (several cameras:
+    `tools.calibration_frames` draws from each)."""
+    spec = pipeline.spec.calibration
+    uri = (spec.source if spec and spec.source else None) or next(iter(pipeline.spec.cameras.values())).uri
+    if uri.partition("://")[0] not in ("file", "images"):
+        raise ConfigError(f"{pipeline.path}: calibration.source: calibration needs a recording (file://, images://), the pipeline reads {uri!r}")
+    return uri
+
+
+def source_geometry(pipeline: PipelineFile):
+    """The resize geometry of the calibration source's frames (boxes map back to its pixels)."""
+    return clip_geometry(pipeline, source_uri(pipeline), pipeline.spec.preprocess)

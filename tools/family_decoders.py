@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from sdk.spec.placeholders import placeholder
 
 if TYPE_CHECKING:
-    from tools.model_families import Recognised, Tensor
+    from tools.model_tensors import Recognised, Tensor
 
 
 def class_names(count: int, metadata: dict) -> tuple[list[str], bool]:

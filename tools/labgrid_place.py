@@ -138,7 +138,7 @@ def reached_target(target, service: dict):
 
 def open_place_session(target):
     """An SshSession to the place's NetworkService; the place is released when the session closes."""
-    from tools.sessions import SshSession
+    from tools.session_ssh import SshSession
     from tools.ssh import connect
 
     settings = target.spec.labgrid

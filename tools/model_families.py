@@ -11,44 +11,17 @@ the reason (sdk.spec.placeholders refuses a file that still holds one).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from sdk.errors import ModelError
 from sdk.spec.placeholders import placeholder
 from tools.family_decoders import class_names, classifier, final_op, nms_inside, normalize_unknown, segmenter, yolox
+from tools.model_tensors import Recognised, Tensor
 
 _ELEM = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 10: "float16", 11: "float64"}
 TF_CORE_SIZES = (300, 320, 256, 384, 512, 640)  # TF OD API SSD image_resizer sizes, most common first
 NMS_NAMES = ("num_detections", "num_dets", "detection_boxes", "det_boxes", "nmsed_boxes", "selected_indices")
 
-
-@dataclass(frozen=True)
-class Tensor:
-    name: str
-    shape: tuple  # ints, or strings for dynamic dimensions
-    dtype: str
-
-    @property
-    def static(self) -> bool:
-        return all(isinstance(d, int) and d > 0 for d in self.shape)
-
-
-@dataclass
-class Recognised:
-    family: str  # ssd-tf, ssd, yolo-v5, yolo-v8, yolox, nms-inside, classifier, segmenter, unknown
-    summary: str  # one line: what was seen
-    image: Tensor
-    layout: str  # nchw | nhwc
-    width: int | str
-    height: int | str
-    extra_inputs: list[Tensor] = field(default_factory=list)
-    decoder: dict = field(default_factory=dict)
-    classes: list[str] | str = field(default_factory=list)  # or a placeholder where the model cannot tell how many
-    preprocess: dict = field(default_factory=dict)  # resize mode/coordinates/pad, color, normalize (a dict or a placeholder)
-    prepare: dict | None = None
-    notes: list[str] = field(default_factory=list)
-    outputs: list[Tensor] = field(default_factory=list)
 
 
 def _tensor(value_info) -> Tensor:
