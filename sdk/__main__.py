@@ -25,11 +25,11 @@ def main(argv: list[str]) -> int:
     if command == "store" and len(argv) == 4 and argv[1] == "--root" and argv[3] == "serve":
         from pathlib import Path
 
-        from sdk.store_agent import serve  # the device agent: only what it needs (the store's operations load lazily)
+        from sdk.agent.serve import serve  # the device agent: only what it needs (the store's operations load lazily)
 
         return serve(Path(argv[2]))
     if command == "store":
-        from sdk.store_cli import run as store
+        from sdk.store.cli import run as store
 
         return store(argv[1:])
     if command == "serve":

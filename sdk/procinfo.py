@@ -2,7 +2,7 @@
 
 A PID alone names nobody for long: a process is its PID and its start time (clock ticks after boot,
 field 22 of /proc/PID/stat); the kernel's list of locks (/proc/locks) names the holder of a flock.
-The service's locks (sdk/service/instance.py) and the store's mutex (sdk/store.py) use these to say
+The service's locks (sdk/service/instance.py) and the store's mutex (sdk/store/objects.py) use these to say
 who holds what, and to signal only a process verified as the holder.
 """
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from sdk.spec.loader import PipelineFile
 
 MANIFEST = "manifest.json"
-SIGNATURE = "manifest.json.sig"  # beside the manifest in a release folder (sdk/signing.py); never a release file
+SIGNATURE = "manifest.json.sig"  # beside the manifest in a release folder (sdk/store/signing.py); never a release file
 RELEASE_ID = re.compile(r"^[0-9a-f]{16}$")
 
 

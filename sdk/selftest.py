@@ -250,10 +250,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tests-deadline", type=float, default=900.0, help="seconds the gpu tests may take")
     args = parser.parse_args(argv)
     from sdk.errors import SdkError
-    from sdk.startable import allowed_to_run
+    from sdk.store.startable import allowed_to_run
 
     try:
-        allowed_to_run(args.release)  # only checked bytes of a release that may run here (sdk/startable.py)
+        allowed_to_run(args.release)  # only checked bytes of a release that may run here (sdk/store/startable.py)
     except SdkError as exc:
         sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
         return exc.exit_code

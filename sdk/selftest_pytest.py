@@ -46,7 +46,7 @@ def _pytest_importable() -> str | None:
 
 def _lay_wheels(bundle: Path) -> tuple[Path | None, str]:
     """site/ with the shipped wheels, or (None, why) where the host shipped none and this Python has no pytest."""
-    from sdk.offline_env import _unpack_wheel
+    from sdk.store.offline_env import _unpack_wheel
 
     wheels = sorted((bundle / "wheels").glob("*.whl")) if (bundle / "wheels").is_dir() else []
     if wheels:

@@ -85,7 +85,7 @@ except SdkError as exc:
     assert "'onnxruntime' is not installed | install it with: pip install onnxruntime" in done.stdout, done.stderr
 
 
-@pytest.mark.parametrize("module", ["sdk.store_cli", "sdk.probe", "sdk.service.control"])
+@pytest.mark.parametrize("module", ["sdk.store.cli", "sdk.probe", "sdk.service.control"])
 def test_what_runs_on_a_bare_device_python_needs_only_the_standard_library(module):
     """`store`, `probe` and `service status` run on the device's own Python before any release
     environment exists (a deploy asks them first): no numpy, OpenCV, pydantic, YAML or ONNX Runtime."""

@@ -20,7 +20,7 @@ from sdk.runtime.junit import JUNIT_FILE
 from sdk.runtime.report import REPORT_FILE, write_report
 from sdk.runtime.timeline import TIMELINE_FILE
 from sdk.spec.loader import PipelineFile, load_pipeline
-from sdk.trial import HealthPolicy
+from sdk.store.trial import HealthPolicy
 from tools.engines.for_deploy import engine_for_device, wants_engine
 from tools.fleet import FleetResult, deploy_fleet
 from tools.int8 import Int8Choice, Int8ForDeploy, trt_cache_file

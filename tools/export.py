@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdk.errors import ConfigError, ReleaseError
-from sdk.mender_module import CONFIG_FILE, META_KEY, PAYLOAD_TYPE
 from sdk.release import MANIFEST, SIGNATURE
+from sdk.store.mender import CONFIG_FILE, META_KEY, PAYLOAD_TYPE
 from tools.progress import Progress, SilentProgress
 from tools.targets import RemoteTarget, resolve_target
 
@@ -44,7 +44,7 @@ MODULE_DIR = "/usr/share/mender/modules/v3"
 JETPACK_PYTHON = {"jetson-thor": "cp312"}  # JetPack 7 (Ubuntu 24.04); every other Jetson/DRIVE platform: JetPack 6, cp310
 TEGRA_COMPUTE_CAPABILITY = {"jetson-thor": "11.0"}  # every other Jetson/DRIVE platform is Orin (tegra234): 8.7
 PROVIDED_BY_JETPACK = ("numpy", "cv2")  # JetPack's own numpy and GStreamer-enabled OpenCV: never shadowed by wheels
-MODULE_MAIN = "import sys\n\nfrom sdk.mender_module import main\n\nsys.exit(main(sys.argv[1:]))\n"
+MODULE_MAIN = "import sys\n\nfrom sdk.store.mender import main\n\nsys.exit(main(sys.argv[1:]))\n"
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,7 @@ class ExportMender:
 
 # The Update Module ---------------------------------------------------------------------------------
 def module_archive() -> bytes:
-    """A zip of the device's `sdk` package and a `__main__` that runs sdk.mender_module: the store, trial and
+    """A zip of the device's `sdk` package and a `__main__` that runs sdk.store.mender: the store, trial and
     signing code the module drives travel inside the module, so it works before any release exists."""
     from tools.release.bundle import runtime_files
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sdk.errors import ReleaseError, TargetError
 from sdk.release import ReleaseManifest
-from sdk.store import DISK_FULL, ReleaseStore, disk_full
+from sdk.store.objects import DISK_FULL, ReleaseStore, disk_full
 from tools.progress import Task
 from tools.session_protocol import (
     LOCK_LEASE_LOCAL_S,
@@ -113,15 +113,15 @@ class LocalSession:
             self.store.assemble(manifest, signature)
 
     def trust(self, request: dict) -> dict:
-        """What the device trusts: a request of sdk/trust_admin.py (status, add, revoke), answered by the store's code."""
-        from sdk.trust_admin import administer
+        """What the device trusts: a request of sdk/store/trust_admin.py (status, add, revoke), answered by the store's code."""
+        from sdk.store.trust_admin import administer
 
         with self.store.locked():
             return administer(self.store, request)
 
     def store_op(self, op: str, *args: str) -> dict:
-        if op == "startable":  # by reading: a full or read-only store still answers (sdk/startable.py)
-            from sdk.startable import resolve_startable
+        if op == "startable":  # by reading: a full or read-only store still answers (sdk/store/startable.py)
+            from sdk.store.startable import resolve_startable
 
             return resolve_startable(self.store).describe()
         with self.store.locked():
@@ -157,9 +157,10 @@ class LocalSession:
         return json.loads(done.stdout.strip().splitlines()[-1])
 
     def env(self, release_id: str) -> str | None:
-        from sdk.offline_env import existing_env
+        from sdk.store.offline_env import existing_env
 
-        ready, python = existing_env(self.store, release_id)  # read only: a full or read-only store still answers
+        # read only: a full or read-only store still answers
+        ready, python = existing_env(self.store.release_dir(release_id), self.store.env_dir(release_id))
         if ready:
             return str(python) if python else None
         with self.store.locked():

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sdk.errors import ReleaseError, TargetError
 from sdk.release import ReleaseManifest
-from sdk.store import disk_full
+from sdk.store.objects import disk_full
 from tools.progress import Task
 from tools.session_protocol import (
     MUTATING_OPS,
@@ -70,7 +70,7 @@ class SshSession:
         self.place.power_cycle(delay)
 
     # The agent: the release store code, uploaded once per version, before any release exists; one
-    # process of it per session answers every store request (tools/ssh_agent.py, sdk/store_agent.py).
+    # process of it per session answers every store request (tools/ssh_agent.py, sdk/agent/serve.py).
     def ensure_agent(self, runtime_files: dict[str, Path]) -> None:
         """Launch the agent without waiting for it. An agent that is not on the device yet (the first contact, a new
         version) is installed by the same command: the device asks for its tar on the channel (tools/ssh_agent.py)."""
@@ -191,7 +191,7 @@ class SshSession:
     def upload(self, objects: dict[str, tuple[int, Path]], task: Task) -> int:
         """One stream into the session's agent, resuming after what a cut link left in `store/.upload-<sha>`;
         the device hashes each object as it writes it and publishes it (fsync, read-only, rename) only when
-        the hash is the object's name (sdk/store_agent.py)."""
+        the hash is the object's name (sdk/agent/serve.py)."""
         if not objects:
             return 0
         with self.connection.transfer("uploading the release") as tick:
@@ -226,7 +226,7 @@ class SshSession:
             raise
 
     def trust(self, request: dict) -> dict:
-        """What the device trusts: a request of sdk/trust_admin.py (status, add, revoke), checked and applied there."""
+        """What the device trusts: a request of sdk/store/trust_admin.py (status, add, revoke), checked and applied there."""
         self._store("prepare")  # the store's folders exist
         remote = f"{self.root}/.tmp-trust-request-{os.getpid()}.json"
         self._put(remote, json.dumps(request).encode(), "sending the trust request")
@@ -305,7 +305,8 @@ _UNPACK = (
     "import io, os, shutil, sys, tarfile; staging, agent = sys.argv[1:3]; shutil.rmtree(staging, ignore_errors=True); "
     "os.makedirs(staging); tar = tarfile.open(fileobj={source}, mode='r|'); "
     "tar.extractall(staging, filter='data') if hasattr(tarfile, 'data_filter') else tar.extractall(staging); "
-    "import compileall; [compileall.compile_dir(os.path.join(staging, *d), maxlevels=0, quiet=2) for d in (['sdk'], ['sdk', 'service'])]; "
+    "import compileall; [compileall.compile_dir(os.path.join(staging, 'sdk', d), maxlevels=0, quiet=2) "
+    "for d in ('', 'store', 'agent', 'service')]; "
     "os.rename(staging, agent) if not os.path.isdir(agent) else shutil.rmtree(staging)"
 )  # compiled once here: every later start of the agent (once a deploy) loads its bytecode instead of compiling
 UNPACK_AGENT = _UNPACK.format(source="sys.stdin.buffer")  # the tar alone on stdin, up to its end

@@ -3,7 +3,7 @@
 Keys are read with `cryptography` (paramiko depends on it): a private key in PEM (PKCS#8, e.g.
 `openssl genpkey -algorithm ed25519`) or OpenSSH format (`ssh-keygen -t ed25519`), unencrypted; a
 public key in PEM or OpenSSH (`ssh-ed25519 AAAA...`) format, or the private key file itself. The
-device side (sdk/signing.py) verifies with the standard library alone.
+device side (sdk/store/signing.py) verifies with the standard library alone.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sdk.errors import ConfigError
 from sdk.release import ReleaseManifest
-from sdk.signing import key_fingerprint, public_key_pem, signature_document, signed_message
+from sdk.store.signing import key_fingerprint, public_key_pem, signature_document, signed_message
 
 
 def _raw_public(key) -> bytes:
@@ -79,7 +79,7 @@ def _load_encrypted(loader, data: bytes, path: Path):
 
 @dataclass(frozen=True)
 class Binding:
-    """What a signature states besides the manifest (sdk/trust.py): the pipeline, the device type, the targets."""
+    """What a signature states besides the manifest (sdk/store/trust.py): the pipeline, the device type, the targets."""
 
     pipeline: str
     device_type: str
@@ -113,8 +113,8 @@ def sign_manifest(manifest: ReleaseManifest, key, binding: Binding, version: int
     import base64
     import json
 
-    from sdk.signing import ALGORITHM
-    from sdk.trust import release_message
+    from sdk.store.signing import ALGORITHM
+    from sdk.store.trust import release_message
 
     version = version if version is not None else next_version(binding.pipeline)
     targets = list(binding.targets) if binding.targets is not None else None

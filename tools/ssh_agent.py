@@ -1,4 +1,4 @@
-"""The host's side of the device agent (`python -m sdk store serve`, sdk/store_agent.py): one process per SSH
+"""The host's side of the device agent (`python -m sdk store serve`, sdk/agent/serve.py): one process per SSH
 session answers every store request of a deploy, and receives the release as one stream it hashes while
 writing. Requests are JSON lines; the agent's answers are JSON lines; nothing goes through a shell unquoted."""
 
@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sdk.errors import ReleaseError, TargetError
-from sdk.store import disk_full
+from sdk.store.objects import disk_full
 from tools.progress import Task
 from tools.remote_process import RemoteProcess
 

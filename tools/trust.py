@@ -1,4 +1,4 @@
-"""`sdk targets trust-key T KEY.pub`: what the target trusts (sdk/trust.py, sdk/trust_admin.py).
+"""`sdk targets trust-key T KEY.pub`: what the target trusts (sdk/store/trust.py, sdk/store/trust_admin.py).
 
 The first key a store trusts is taken as given, with the device's identity (the target file's device type and name);
 from then on a new key needs a statement signed by a key the device already trusts (`--signed-by`, by default the
@@ -17,9 +17,9 @@ from tools.signing import _raw_public, binding_for, load_signing_key, verify_key
 
 
 def statement(kind: str, fingerprint: str, signer_path: Path, **extra) -> dict:
-    """A rotation (`add`) or a revocation, signed by the key at `signer_path` (sdk/trust.py checks it)."""
-    from sdk.signing import key_fingerprint
-    from sdk.trust import DOMAIN_TRUST, canonical
+    """A rotation (`add`) or a revocation, signed by the key at `signer_path` (sdk/store/trust.py checks it)."""
+    from sdk.store.signing import key_fingerprint
+    from sdk.store.trust import DOMAIN_TRUST, canonical
 
     signer = load_signing_key(signer_path)
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -51,9 +51,9 @@ def run(argv: list[str]) -> int:
 
     release_id = None
     if args.release is not None:
-        from sdk.startable import allowed_to_run
+        from sdk.store.startable import allowed_to_run
 
-        allowed_to_run(args.release)  # only checked bytes of a release that may run here (sdk/startable.py)
+        allowed_to_run(args.release)  # only checked bytes of a release that may run here (sdk/store/startable.py)
         release_id, pipeline, artifacts = load_release(args.release)
     else:
         if args.artifacts is None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from sdk.errors import SdkError, TargetError
 from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, read_json, status_age
 from sdk.service.instance import RUNTIME_LOCK, SERVICE_LOCK, holder, legacy_supervisor, stop_holder
-from sdk.store import ReleaseStore
+from sdk.store.objects import ReleaseStore
 
 SERVICE_DIR = "service"
 EXIT_ALREADY_RUNNING = 75  # sdk.service.supervisor's (not imported: it needs more than the standard library)
@@ -100,12 +100,12 @@ def _summary(running: bool, supervisor: dict | None, runtime: dict | None) -> tu
 
 
 def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None = None, token: int | None = None) -> dict:
-    """Start the supervisor of the release that may start (sdk/startable.py: the committed release, found by
+    """Start the supervisor of the release that may start (sdk/store/startable.py: the committed release, found by
     reading and verified); the supervisor's lock decides who runs. Of two starts at the same moment one
     supervisor takes the lock and the other exits before it touches anything. Never beside a deploy's trial
     or measured run: the deploy lock is checked first (`token`: the deploy itself restarts its paused service)."""
-    from sdk.lease import deploy_excluded
-    from sdk.startable import resolve_startable
+    from sdk.store.lease import deploy_excluded
+    from sdk.store.startable import resolve_startable
 
     if supervisor_pid(folder) is not None:
         return {**status(folder), "started": False, "note": "already running"}

@@ -40,7 +40,7 @@ def clock_stamp() -> dict:
     its age survives a step of the wall clock (NTP, a GNSS fix, a set RTC)."""
     import time
 
-    from sdk.lease import boot_id
+    from sdk.store.lease import boot_id
 
     return {"time": time.time(), "monotonic": time.monotonic(), "boot": boot_id()}
 
@@ -49,7 +49,7 @@ def status_age(record: dict | None) -> float | None:
     """Seconds since a status was written: by the monotonic clock when written in this boot, else by the wall clock."""
     import time
 
-    from sdk.lease import boot_id
+    from sdk.store.lease import boot_id
 
     record = record or {}
     if isinstance(record.get("monotonic"), (int, float)) and record.get("boot") == boot_id():

@@ -1,7 +1,7 @@
 """A running service follows the store: when the release that may start is no longer the one it runs, it gives way;
 its supervisor chooses that release before every (re)start and on SIGHUP (`FollowsTheStore`).
 
-A rollback, a commit, or a committed release found damaged change what may start (sdk/startable.py). The runtime
+A rollback, a commit, or a committed release found damaged change what may start (sdk/store/startable.py). The runtime
 looks at state.json's identity (inode, length, modification time) once per status interval, a stat; only when
 that changed does it resolve the store again (by reading, verification cached). When the answer is another
 release, or nothing verified, the runtime stops cleanly with EXIT_RELEASE_CHANGED: its supervisor (or systemd,
@@ -15,13 +15,13 @@ import os
 import signal
 from pathlib import Path
 
-from sdk.activation import STATE_FILE
 from sdk.service.files import SUPERVISOR_FILE, read_json
+from sdk.store.activation import STATE_FILE
 
 
 class StoreFollower:
     def __init__(self, release_dir: Path) -> None:
-        from sdk.startable import store_root_of
+        from sdk.store.startable import store_root_of
 
         self.release = Path(release_dir).resolve().name
         self.root = store_root_of(release_dir)
@@ -45,8 +45,8 @@ class StoreFollower:
             return None
         self._seen = identity
         from sdk.errors import ReleaseError
-        from sdk.startable import resolve_startable
-        from sdk.store import ReleaseStore
+        from sdk.store.objects import ReleaseStore
+        from sdk.store.startable import resolve_startable
 
         try:
             chosen = resolve_startable(ReleaseStore(self.root), repair=False)
@@ -74,8 +74,8 @@ class FollowsTheStore:
         if self.root is None:
             return True
         from sdk.errors import ReleaseError
-        from sdk.startable import resolve_startable
-        from sdk.store import ReleaseStore
+        from sdk.store.objects import ReleaseStore
+        from sdk.store.startable import resolve_startable
 
         try:
             chosen = resolve_startable(ReleaseStore(self.root))
@@ -100,8 +100,8 @@ class FollowsTheStore:
             self.note("SIGHUP: reload asked; this supervisor runs one pinned release (--release): nothing to reload")
             return
         from sdk.errors import ReleaseError
-        from sdk.startable import resolve_startable
-        from sdk.store import ReleaseStore
+        from sdk.store.objects import ReleaseStore
+        from sdk.store.startable import resolve_startable
 
         try:
             chosen = resolve_startable(ReleaseStore(self.root), repair=False)

@@ -171,7 +171,7 @@ class StatusReporter:
 
 
 def exec_committed(root: Path, status_dir: Path, frames: int | None, pipeline: str | None = None) -> int:
-    """The service's entry point (systemd's ExecStart): become the release that may start (sdk/startable.py: the
+    """The service's entry point (systemd's ExecStart): become the release that may start (sdk/store/startable.py: the
     committed release, found by reading and verified byte for byte) as its own `serve` (same PID, so the
     manager's notify socket and watchdog carry over). A trial is never what starts; recovery is done where the
     disk allows and waits (said in the log) where it does not: under the locked-down unit the store is
@@ -181,10 +181,10 @@ def exec_committed(root: Path, status_dir: Path, frames: int | None, pipeline: s
     the exec: systemd's service and `sdk start` exclude each other like two supervisors do; and no start
     happens beside a deploy's trial or measured run (the deploy lock, waited for a bounded time)."""
     from sdk.errors import TargetError
-    from sdk.lease import deploy_excluded
     from sdk.service.instance import SERVICE_LOCK, HeldLock, holder
-    from sdk.startable import resolve_startable
-    from sdk.store import ReleaseStore
+    from sdk.store.lease import deploy_excluded
+    from sdk.store.objects import ReleaseStore
+    from sdk.store.startable import resolve_startable
 
     status_dir = status_dir.resolve()
     lock = HeldLock.acquire(status_dir / SERVICE_LOCK, "supervisor", {"manager": "systemd"})
@@ -316,9 +316,9 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
     stop.notifier = notifier
     base = {"release": None, "last_error": None, "reason": None}
     try:
-        from sdk.startable import allowed_to_run
+        from sdk.store.startable import allowed_to_run
 
-        allowed_to_run(args.release)  # only checked bytes of a release that may run here (sdk/startable.py)
+        allowed_to_run(args.release)  # only checked bytes of a release that may run here (sdk/store/startable.py)
         release_id, pipeline, artifacts = load_release(args.release)
     except SdkError as exc:
         _failed(status_dir, exc.message)

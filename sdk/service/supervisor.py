@@ -71,7 +71,7 @@ def signal_name(code: int) -> str:
 
 class Supervisor(FollowsTheStore):
     def __init__(self, release: Path | None, status_dir: Path, service=None, frames: int | None = None, root: Path | None = None) -> None:
-        self.root = root  # a store: each (re)start runs the release that may start then (sdk/startable.py)
+        self.root = root  # a store: each (re)start runs the release that may start then (sdk/store/startable.py)
         self.release = release  # the release it runs now (with `root`: chosen before each start)
         self.notes: list[str] = []  # what the last choice of release said (damage, a fallback, a repair that waits)
         self._reload = False

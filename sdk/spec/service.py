@@ -63,7 +63,7 @@ class Service(Frozen):
     root_reason: Annotated[str, Field(min_length=10, max_length=200, pattern=r"^[^\n\r\x00]+$")] | None = None  # needed for user: root
     memory_max_mb: Real("MiB the service may take (systemd MemoryMax=); beyond it the kernel ends it and it restarts", ge=64, le=1_048_576) = 4096
     oom_score_adjust: Int(-1000, 1000, "the service's OOMScoreAdjust= (negative: killed after other programs)") = -500
-    # A start runs only a release whose bytes match its manifest (sdk/startable.py). When the committed release no
+    # A start runs only a release whose bytes match its manifest (sdk/store/startable.py). When the committed release no
     # longer does (a damaged or edited file): `previous` starts the newest earlier committed release that does, and
     # says so; `refuse` starts nothing until the release is deployed again.
     if_damaged: Literal["previous", "refuse"] = "previous"

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from sdk.store import ReleaseStore
+from sdk.store.objects import ReleaseStore
 from tests.sdk.service.service_helpers import deploy_once
 
 # What the service's supervisor (resident beside the runtime for a whole drive) and the unit renderer must not carry.

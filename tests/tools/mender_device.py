@@ -116,7 +116,7 @@ class MenderDevice:
         return self.mender("show-artifact").stdout.strip()
 
     def state(self) -> dict:
-        from sdk.store import ReleaseStore
+        from sdk.store.objects import ReleaseStore
 
         return ReleaseStore(self.store).status()
 

@@ -53,4 +53,4 @@ def test_the_agent_installs_then_serves_whatever_the_tars_length(tmp_path, case)
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert answers[0] == {"install": True} and answers[1].get("ready") is True, done.stderr
     assert "ok" in answers[2] and answers[2]["ok"]["committed"] is None, answers[2]
-    assert (agent / "sdk" / "store_agent.py").is_file() and (agent / "sdk" / "zz_padding.txt").is_file()
+    assert (agent / "sdk" / "agent" / "serve.py").is_file() and (agent / "sdk" / "zz_padding.txt").is_file()

@@ -149,7 +149,7 @@ def test_usage_errors_exit_2_and_out_of_range_frame_counts_exit_1_before_anythin
     assert cli("calibrate-everything", state=tmp_path).returncode == 2
 
 
-# Where a deploy to the local target can be killed, by phase: the kill points on its path (sdk/faults.py). Each
+# Where a deploy to the local target can be killed, by phase: the kill points on its path (sdk/store/faults.py). Each
 # killed attempt picks a phase in turn and a point in it at random (seeded); the kill lands exactly there.
 PHASES = {
     "lease": ("lease.token-written", "lease.recorded"),
@@ -163,9 +163,9 @@ PHASES = {
 def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_start_verified(tmp_path, cli):
     """SIGKILL at points the deploy's processes announce (SDK_FAULT, traced by SDK_FAULT_TRACE), phase after phase,
     each attempt a new release; after each kill the systemd unit's start command runs the last committed release."""
-    from sdk.faults import POINTS
-    from sdk.store import ReleaseStore
-    from sdk.verify import verify_release
+    from sdk.store.faults import POINTS
+    from sdk.store.objects import ReleaseStore
+    from sdk.store.verify import verify_release
 
     assert {p for points in PHASES.values() for p in points} <= set(POINTS)
     folder = tmp_path / "p"

@@ -14,7 +14,7 @@ import pytest
 
 from sdk.errors import ReleaseError, TargetError
 from sdk.release import ReleaseManifest
-from sdk.store import ReleaseStore, size_text
+from sdk.store.objects import ReleaseStore, size_text
 from tests.tools.release.bundles import bundle_of
 from tools.release.bundle import runtime_files
 from tools.release.stage import manifest_for, stage_release

@@ -78,7 +78,7 @@ def test_export_writes_an_artifact_mender_artifact_validates_and_reads(export, t
     objects = {entry.sha256 for entry in manifest.files.values()}
     assert set(files) - {"manifest.json"} == objects
     assert all(hashlib.sha256(files[sha]).hexdigest() == sha for sha in objects)
-    assert {"sdk/store.py", "pipeline/tiny.yaml", "artifacts/model.onnx"} <= set(manifest.files)
+    assert {"sdk/store/objects.py", "pipeline/tiny.yaml", "artifacts/model.onnx"} <= set(manifest.files)
 
 
 def test_install_commit_then_install_and_rollback_to_the_previous_release(export, device):
@@ -144,7 +144,7 @@ def test_with_artifact_verify_key_mender_refuses_unsigned_and_tampered_and_insta
 
 
 def test_a_device_trusting_a_release_key_refuses_unsigned_and_tampered_manifests_inside_artifacts(export, device, tmp_path):
-    from sdk.signing import install_verify_key
+    from sdk.store.signing import install_verify_key
     from tools.signing import verify_key_pem
 
     subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(tmp_path / "release.key")], check=True)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from sdk.activation import STATE_FILE, TRIAL_FILE
-from sdk.store import ReleaseStore
+from sdk.store.activation import STATE_FILE, TRIAL_FILE
+from sdk.store.objects import ReleaseStore
 from tests.conftest import PIPELINE, tiny_yolo
 from tests.sdk.service.service_helpers import processes, reap, wait_for
 

@@ -171,7 +171,7 @@ def test_a_deploy_holds_the_lease_from_the_pause_to_the_restart_so_a_second_targ
     """Two target files naming one device measure one at a time: the first's lease spans its trial, its measured run and
     the service's restart; another deploy or validation of the same store (here: its lock holder) is refused meanwhile."""
     from sdk.errors import ReleaseError
-    from sdk.store import ReleaseStore
+    from sdk.store.objects import ReleaseStore
     from tools.sessions import LocalSession, paused_service
     from tools.targets import LocalTarget
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sdk.errors import ReleaseError
-from sdk.store import ReleaseStore
+from sdk.store.objects import ReleaseStore
 from tests.conftest import PIPELINE, tiny_yolo
 from tools.deploy import Deploy
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sdk.release import FileEntry, ReleaseManifest, sha256_of
-from sdk.store import disk_full
+from sdk.store.objects import disk_full
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import Bundle
 

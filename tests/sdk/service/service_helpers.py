@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sdk.store import ReleaseStore
+from sdk.store.objects import ReleaseStore
 from tests.conftest import PIPELINE, tiny_yolo
 
 CAMERA = "synthetic://boxes?width=64&height=48&frames=100000"
@@ -64,8 +64,8 @@ def commit_edited(store: ReleaseStore, edits) -> str:
     import dataclasses
     import hashlib
 
-    from sdk.activation import STATE_FILE
     from sdk.release import FileEntry, ReleaseManifest
+    from sdk.store.activation import STATE_FILE
 
     before = store.committed()
     folder = store.release_dir(before)

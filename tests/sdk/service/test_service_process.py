@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from sdk.store import ReleaseStore
+from sdk.store.objects import ReleaseStore
 from tests.sdk.service.service_helpers import copy_store, deploy_once, relist
 
 REPO = Path(__file__).resolve().parents[3]

@@ -200,8 +200,8 @@ def test_a_frozen_runtime_stays_stale_when_the_wall_clock_steps_back(tmp_path):
     import subprocess
     import sys
 
-    from sdk.lease import boot_id
     from sdk.service import control
+    from sdk.store.lease import boot_id
 
     folder = tmp_path / "service"
     folder.mkdir()

@@ -7,7 +7,7 @@ hashes checked). `failing`: lease and the trial of RELEASE, whose health check f
 made of RELEASE's files and one more, its new object installed and the release assembled. `damaged-current`:
 the trial of RELEASE passes, then `current` is found pointing elsewhere (damage) when the commit re-points it.
 `recover`: the recovery every entry point runs. `SDK_FAULT=NAME[:K]` kills this process with SIGKILL at that
-point (sdk/faults.py).
+point (sdk/store/faults.py).
 """
 
 import dataclasses
@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from sdk.release import FileEntry, ReleaseManifest
-from sdk.store import ReleaseStore
-from sdk.trial import HealthPolicy, run_trial
+from sdk.store.objects import ReleaseStore
+from sdk.store.trial import HealthPolicy, run_trial
 
 
 def stage(store: ReleaseStore, release: str) -> None:

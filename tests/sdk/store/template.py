@@ -10,7 +10,7 @@ def build_store(base: Path, releases: list[tuple[str, str, str, bool]], rate: st
     """`base`/template: each (label, source URI, text after the tiny pipeline's, committed?) staged in order, the committed
     ones through their real trial (a 2-frame health check) and commit. Writes and returns label -> release id."""
     from sdk.spec import load_pipeline
-    from sdk.trial import HealthPolicy
+    from sdk.store.trial import HealthPolicy
     from tests.conftest import PIPELINE, tiny_yolo
     from tools.prepare import PrepareModel
     from tools.release.bundle import collect_bundle

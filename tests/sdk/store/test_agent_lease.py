@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from sdk.lease import read_lease
+from sdk.store.lease import read_lease
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -1,7 +1,7 @@
 """kill -9 at every declared point of staging, activation, health check, commit, prune, rollback, recovery and the
 lease's end, then start what a vehicle starts.
 
-The points are declared once, in sdk/faults.py (`POINTS`): this file's cases must cover every one of them, and a
+The points are declared once, in sdk/store/faults.py (`POINTS`): this file's cases must cover every one of them, and a
 static check reads every `point(...)` call in `sdk/` and requires it to name a declared point or pattern. A
 template store holds three real releases of a tiny pipeline: A and B committed (B current), C staged (and D,
 whose health check fails). For each case a copy of it runs one deploy's device side (tests/sdk/store/
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from sdk.faults import POINTS, STATIC, TEMPLATES
 from sdk.release import ReleaseManifest
-from sdk.store import ReleaseStore
-from sdk.verify import verify_release
+from sdk.store.faults import POINTS, STATIC, TEMPLATES
+from sdk.store.objects import ReleaseStore
+from sdk.store.verify import verify_release
 
 REPO = Path(__file__).resolve().parents[3]
 DRIVER = Path(__file__).with_name("fault_driver.py")
@@ -84,11 +84,12 @@ def test_every_declared_kill_point_is_killed_by_a_case():
 
 
 def _point_calls() -> list[tuple[str, int, ast.expr]]:
-    """Every call of `point(...)` (sdk.faults' function) in sdk/, with its argument."""
+    """Every call of `point(...)` (sdk.store.faults' function) in sdk/, with its argument."""
     calls = []
     for path in sorted((REPO / "sdk").rglob("*.py")):
         tree = ast.parse(path.read_text())
-        imports = any(isinstance(n, ast.ImportFrom) and n.module == "sdk.faults" and any(a.name == "point" for a in n.names) for n in ast.walk(tree))
+        imported = (n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "sdk.store.faults")
+        imports = any(a.name == "point" for n in imported for a in n.names)
         if not imports:
             continue
         for node in ast.walk(tree):
@@ -112,7 +113,7 @@ def test_every_point_call_names_a_declared_point_and_every_declared_point_is_cal
     called = set()
     for where, line, argument in _point_calls():
         if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
-            assert argument.value in STATIC, f"{where}:{line}: point({argument.value!r}) is not declared in sdk/faults.py"
+            assert argument.value in STATIC, f"{where}:{line}: point({argument.value!r}) is not declared in sdk/store/faults.py"
             called.add(argument.value)
         else:
             shape = _shape(argument) if isinstance(argument, ast.JoinedStr) else None

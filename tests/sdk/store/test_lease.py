@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sdk.lease import FencingError
-from sdk.store import ReleaseStore
+from sdk.store.lease import FencingError
+from sdk.store.objects import ReleaseStore
 from tools.release.bundle import Bundle
 from tools.release.stage import manifest_for, stage_release
 from tools.sessions import LocalSession
@@ -119,7 +119,7 @@ def test_a_holder_reads_its_own_start_time_as_every_other_process_does():
     value, as `cat` (another process) sees it, is what both must read (qemu-user fakes a process's own /proc/<pid>/stat)."""
     import os
 
-    from sdk.lease import process_start
+    from sdk.store.lease import process_start
 
     seen = subprocess.run(["cat", f"/proc/{os.getpid()}/stat"], capture_output=True, text=True, check=True).stdout
     assert process_start(os.getpid()) == seen.rsplit(")", 1)[1].split()[19]
@@ -128,9 +128,9 @@ def test_a_holder_reads_its_own_start_time_as_every_other_process_does():
 def test_a_zombie_lease_holder_is_dead_at_once_not_when_its_lease_lapses(tmp_path):
     """A holder that exited but was not reaped yet (a zombie) holds nothing: its lease is not live, though it was
     renewed a moment ago and `lease_s` is an hour."""
-    from sdk.lease import read_lease
+    from sdk.store.lease import read_lease
 
-    script = "import os, sys; from sdk.lease import acquire; acquire(sys.argv[1], 'zombie', lease_s=3600); print('held', flush=True); os._exit(0)"
+    script = "import os, sys; from sdk.store.lease import acquire; acquire(sys.argv[1], 'zombie', lease_s=3600); print('held', flush=1); os._exit(0)"
     child = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         assert child.stdout.readline().strip() == "held"
@@ -145,7 +145,7 @@ def test_a_zombie_lease_holder_is_dead_at_once_not_when_its_lease_lapses(tmp_pat
 
 @pytest.mark.parametrize("damage", ["garbage", "negative", "directory"])
 def test_a_damaged_token_file_never_lets_the_fencing_token_go_back(tmp_path, damage):
-    from sdk.lease import TOKEN_FILE, acquire
+    from sdk.store.lease import TOKEN_FILE, acquire
 
     first = acquire(tmp_path, "first")
     first.end()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import time
 
-from sdk.activation import MENDER_OWNER
-from sdk.store import ReleaseStore
+from sdk.store.activation import MENDER_OWNER
+from sdk.store.objects import ReleaseStore
 from tests.sdk.store.test_lease import hold, staged
 
 

@@ -15,8 +15,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from sdk.errors import ReleaseError
 from sdk.release import ReleaseManifest
-from sdk.signing import _L, install_verify_key, key_fingerprint, public_key_pem, signed_message, verify, verify_pure
-from sdk.store import ReleaseStore
+from sdk.store.objects import ReleaseStore
+from sdk.store.signing import _L, install_verify_key, key_fingerprint, public_key_pem, signed_message, verify, verify_pure
 from tools.release.bundle import Bundle
 from tools.release.stage import manifest_for
 from tools.signing import Binding, sign_manifest

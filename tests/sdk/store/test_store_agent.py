@@ -9,8 +9,8 @@ import json
 import os
 import stat
 
-from sdk.store import ReleaseStore
-from sdk.store_agent import serve
+from sdk.agent.serve import serve
+from sdk.store.objects import ReleaseStore
 
 
 def run_agent(root, *chunks: bytes) -> list[dict]:

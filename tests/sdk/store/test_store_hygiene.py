@@ -13,7 +13,7 @@ import pytest
 
 from sdk.errors import ReleaseError
 from sdk.release import FileEntry, ReleaseManifest
-from sdk.store import ReleaseStore
+from sdk.store.objects import ReleaseStore
 
 SHA = "a" * 64
 

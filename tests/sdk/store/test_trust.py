@@ -1,4 +1,4 @@
-"""The device's trust policy (sdk/trust.py, sdk/trust_admin.py): no downgrades, signatures that stay required, keys
+"""The device's trust policy (sdk/store/trust.py, sdk/store/trust_admin.py): no downgrades, signatures that stay required, keys
 changed only by a key already trusted, revocation at the next start, releases bound to the device, and root's
 policy that the deploy login cannot change."""
 
@@ -15,13 +15,13 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from sdk.activation import STATE_FILE
 from sdk.errors import ReleaseError
 from sdk.release import FileEntry, ReleaseManifest
-from sdk.signing import key_fingerprint, public_key_pem
-from sdk.startable import resolve_startable
-from sdk.store import ReleaseStore
-from sdk.trust_admin import administer
+from sdk.store.activation import STATE_FILE
+from sdk.store.objects import ReleaseStore
+from sdk.store.signing import key_fingerprint, public_key_pem
+from sdk.store.startable import resolve_startable
+from sdk.store.trust_admin import administer
 from tools.signing import Binding, sign_legacy, sign_manifest
 
 REPO = Path(__file__).resolve().parents[3]
@@ -65,7 +65,7 @@ def commit(store: ReleaseStore, manifest: ReleaseManifest, signature: str | None
 def statement(kind: str, key: str, signer: Ed25519PrivateKey, **extra) -> dict:
     import base64
 
-    from sdk.trust import DOMAIN_TRUST, canonical
+    from sdk.store.trust import DOMAIN_TRUST, canonical
 
     body = {"kind": kind, "key": key, "by": fingerprint(signer), "at": "2026-11-27T00:00:00Z", **extra}
     return {**body, "signature": base64.b64encode(signer.sign(DOMAIN_TRUST + canonical(body))).decode()}
@@ -246,7 +246,7 @@ def test_the_policy_folder_cannot_be_moved_by_anyone_but_root(tmp_path):
         os.setgroups([])
         os.setuid(65534)
 
-    script = "import sys; sys.path.insert(0, sys.argv[1]); from sdk.trust import trust_root; print(trust_root())"
+    script = "import sys; sys.path.insert(0, sys.argv[1]); from sdk.store.trust import trust_root; print(trust_root())"
     done = subprocess.run(
         ["/usr/bin/python3", "-c", script, str(REPO)], env={**os.environ, "SDK_TRUST_ROOT": str(tmp_path)},
         preexec_fn=as_nobody, capture_output=True, text=True, timeout=60,
@@ -262,7 +262,7 @@ def test_the_policy_folder_cannot_be_moved_by_anyone_but_root(tmp_path):
 def test_roots_floor_raised_by_a_root_commit_holds_when_the_stores_floor_is_lowered(root_policy):
     """The Mender module commits as root and raises root's floor: a deploy login that edits state.json back cannot
     make an older release acceptable."""
-    from sdk.trust import advance_root_floor
+    from sdk.store.trust import advance_root_floor
 
     store, key, folder = root_policy
     newer, older = release(store, "newer"), release(store, "older")

@@ -8,7 +8,7 @@ import pytest
 
 from sdk.errors import ReleaseError
 from sdk.release import ReleaseManifest
-from sdk.store import ReleaseStore
+from sdk.store.objects import ReleaseStore
 from tests.tools.release.bundles import bundle_of
 from tools.release.bundle import Bundle
 from tools.release.stage import manifest_for, stage_release

@@ -9,7 +9,7 @@
                            names the trial while one runs and the committed release otherwise
 
 Every step is a write of a new file then a rename (or a symlink renamed over the old one), each
-followed by a kill point (sdk/faults.py) that the tests SIGKILL. Whatever moment a kill or a power
+followed by a kill point (sdk/store/faults.py) that the tests SIGKILL. Whatever moment a kill or a power
 cut comes at, `recover()` brings back the last committed release: it is run before anything starts
 or changes (sdk start, the unit's start, deploy, rollback), and by the lease's holder when its
 deployer goes away.
@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 from sdk.errors import ReleaseError
-from sdk.faults import point
-from sdk.lease import boot_id, check_token, read_lease
 from sdk.release import MANIFEST, RELEASE_ID, ReleaseManifest
+from sdk.store.faults import point
+from sdk.store.lease import boot_id, check_token, read_lease
 
 STATE_FILE = "state.json"
 TRIAL_FILE = "trial.json"
@@ -40,7 +40,7 @@ UNLEASED_OWNERS = (MENDER_OWNER,)
 TRASH = ".trash"  # releases being pruned: out of reach first, deleted afterwards
 TMP_PREFIX = ".tmp-"
 UPLOAD_PREFIX = ".upload-"  # kept across crashes: an interrupted upload resumes from its length
-IF_DAMAGED = ("previous", "refuse")  # when the committed release fails its check at a start (sdk/startable.py)
+IF_DAMAGED = ("previous", "refuse")  # when the committed release fails its check at a start (sdk/store/startable.py)
 
 
 def previous_of(state: dict) -> str | None:
@@ -65,7 +65,7 @@ def _valid_state(data: object) -> dict | None:
     state = {"committed": committed, "history": history}
     if data.get("if_damaged") in IF_DAMAGED:
         state["if_damaged"] = data["if_damaged"]
-    floors = data.get("floors")  # per pipeline, the newest signed version committed here (sdk/trust.py)
+    floors = data.get("floors")  # per pipeline, the newest signed version committed here (sdk/store/trust.py)
     if isinstance(floors, dict):
         state["floors"] = {str(k): int(v) for k, v in floors.items() if isinstance(v, int) and not isinstance(v, bool)}
     if data.get("signatures_required") is True:  # once a key was trusted: a deleted key never turns the check off
@@ -100,7 +100,7 @@ def fsync_dir(path: Path) -> None:
 
 
 class Activation:
-    """The pointer half of ReleaseStore (sdk/store.py): needs its root, releases, objects, locked()."""
+    """The pointer half of ReleaseStore (sdk/store/objects.py): needs its root, releases, objects, locked()."""
 
     # Pointers ------------------------------------------------------------------------------
     # state.json is the truth: {"committed": the last release that passed its health check, "history":
@@ -238,7 +238,7 @@ class Activation:
 
     def commit(self, *, token: int | None, if_damaged: str | None = None) -> str:
         """The release on trial passed its health check: it becomes the committed release. `if_damaged` (the
-        pipeline's service.if_damaged) says what a start does when its bytes no longer check (sdk/startable.py)."""
+        pipeline's service.if_damaged) says what a start does when its bytes no longer check (sdk/store/startable.py)."""
         self._fence(token)
         trial = self.trial()
         if trial is None or trial.get("token") != token:
@@ -246,7 +246,7 @@ class Activation:
         release = trial["release"]
         if trial.get("state") != "passed":
             raise ReleaseError(f"release {release} has not passed its health check; it is not committed")
-        from sdk.verify import cache_for, verify_release
+        from sdk.store.verify import cache_for, verify_release
 
         verify_release(self._require_assembled(release), cache_for(self.root))  # the bytes that passed, unchanged since
         state = self.state()
@@ -260,8 +260,8 @@ class Activation:
         return release
 
     def _floors_after(self, release: str, state: dict) -> dict | None:
-        """The floors once `release` is committed: its signed version for its pipeline, when higher (sdk/trust.py)."""
-        from sdk.trust import statement_of
+        """The floors once `release` is committed: its signed version for its pipeline, when higher (sdk/store/trust.py)."""
+        from sdk.store.trust import statement_of
 
         floors = dict(state.get("floors") or {})
         statement = statement_of(self.release_dir(release)) or {}

@@ -17,7 +17,7 @@ time a new process. The states drive the very code an SSH deploy drives over `py
     SupportsRollback  Yes;  NeedsArtifactReboot  No;  Cleanup  nothing (Mender removes FILES_DIR)
 
 Each state holds the deploy lock while it works, so an SSH deploy and a Mender deployment never
-interleave. The trial spans invocations: its owner is `mender` (sdk/activation.py, MENDER_OWNER), it has
+interleave. The trial spans invocations: its owner is `mender` (sdk/store/activation.py, MENDER_OWNER), it has
 no lease, and it lives until its deadline (`commit_window_s` after the pass) or the next boot.
 
 The store is named in /etc/mender/perception-release.conf (JSON): {"root": "/data/perception",
@@ -83,8 +83,8 @@ class Payload:
 
     @classmethod
     def read(cls, files: Path) -> Payload:
-        from sdk.activation import IF_DAMAGED
         from sdk.errors import ReleaseError
+        from sdk.store.activation import IF_DAMAGED
 
         try:
             meta = json.loads((files / "header" / "meta-data").read_text())[META_KEY]
@@ -103,7 +103,7 @@ def _say(line: str) -> None:
 
 class Module:
     def __init__(self, files: Path, config: ModuleConfig) -> None:
-        from sdk.store import ReleaseStore
+        from sdk.store.objects import ReleaseStore
 
         self.files = files
         self.config = config
@@ -148,8 +148,8 @@ class Module:
         """Stream each payload file into the store; nothing becomes a release here (that is ArtifactInstall)."""
         from sdk.errors import ReleaseError
         from sdk.release import ReleaseManifest
-        from sdk.signing import check_signature
-        from sdk.store import disk_full
+        from sdk.store.objects import disk_full
+        from sdk.store.trust import check_signature
 
         self.saved.mkdir(exist_ok=True)
         holder = self._lease("Download")
@@ -232,7 +232,7 @@ class Module:
             raise
 
     def install(self) -> int:
-        from sdk.trial import HealthPolicy, run_trial
+        from sdk.store.trial import HealthPolicy, run_trial
 
         manifest, signature = self._manifest()
         release = manifest.release_id
@@ -263,7 +263,7 @@ class Module:
         return 0
 
     def commit(self) -> int:
-        from sdk.activation import MENDER_OWNER
+        from sdk.store.activation import MENDER_OWNER
 
         release = self.payload.release
         if self._notes().get("already_committed"):
@@ -290,7 +290,7 @@ class Module:
 
     def rollback(self, state: str) -> int:
         """ArtifactRollback and ArtifactFailure: whatever this deployment started is undone (idempotent)."""
-        from sdk.activation import MENDER_OWNER
+        from sdk.store.activation import MENDER_OWNER
 
         release = self.payload.release
         holder = self._lease(state)
@@ -314,7 +314,7 @@ class Module:
 
 def _advance_root_floor(folder: Path) -> None:
     """The committed release's signed version becomes root's floor for its pipeline (this module runs as root)."""
-    from sdk.trust import advance_root_floor, statement_of
+    from sdk.store.trust import advance_root_floor, statement_of
 
     statement = statement_of(folder) or {}
     if isinstance(statement.get("version"), int) and isinstance(statement.get("pipeline"), str):
@@ -323,7 +323,7 @@ def _advance_root_floor(folder: Path) -> None:
 
 def run_trial_quietly(run_trial, store, release: str, *, target: str, policy, commit_within_s: float) -> dict:
     """`run_trial` as Mender's owner; its progress lines (meant for a deploy's host) go to stderr, Mender's log."""
-    from sdk.activation import MENDER_OWNER
+    from sdk.store.activation import MENDER_OWNER
 
     stdout = sys.stdout
     sys.stdout = sys.stderr

@@ -27,7 +27,6 @@ import struct
 from pathlib import Path
 
 from sdk.errors import ReleaseError
-from sdk.release import SIGNATURE as SIGNATURE_FILE
 
 TRUST_DIR = "trust"
 VERIFY_KEY_FILE = "verify_key.pub"
@@ -106,24 +105,6 @@ def signed_message(manifest) -> bytes:
 
 def signature_document(fingerprint: str, signature: bytes) -> str:
     return json.dumps({"algorithm": ALGORITHM, "key": fingerprint, "signature": base64.b64encode(signature).decode()}, sort_keys=True) + "\n"
-
-
-def check_signature(root: Path, manifest, signature_text: str | None, *, stage: str = "install", pipeline: str | None = None) -> str | None:
-    """Raise ReleaseError unless the device's trust policy (sdk/trust.py) accepts the release at `stage`; return the
-    verifying key's fingerprint (None where the device requires no signature)."""
-    from sdk.trust import check_release
-
-    statement = check_release(root, manifest, signature_text, stage=stage, pipeline=pipeline)
-    return statement.key if statement is not None else None
-
-
-def check_release_folder(root: Path, folder: Path, manifest, *, stage: str = "start", pipeline: str | None = None) -> str | None:
-    """`check_signature` for an assembled release, from the signature file kept beside its manifest."""
-    try:
-        text = (Path(folder) / SIGNATURE_FILE).read_text()
-    except FileNotFoundError:
-        text = None
-    return check_signature(root, manifest, text, stage=stage, pipeline=pipeline)
 
 
 def verify(public: bytes, message: bytes, signature: bytes) -> bool:

@@ -3,8 +3,8 @@
     <root>/store/<sha256>          content-addressed, read-only objects
     <root>/releases/<id>/...       one folder per release: hard links into the store + manifest.json
     <root>/envs/<id>/              a release's offline Python environment, when it ships wheels
-    <root>/state.json, trial.json, committed, current, previous   what runs: sdk/activation.py
-    <root>/deploy.lock, lease.json, lease.token                  the deploy lease: sdk/lease.py
+    <root>/state.json, trial.json, committed, current, previous   what runs: sdk/store/activation.py
+    <root>/deploy.lock, lease.json, lease.token                  the deploy lease: sdk/store/lease.py
 
 Objects and release folders are built under temporary names and renamed into place once complete
 and fsynced, so a link never names an incomplete release, whatever moment a crash comes at.
@@ -22,16 +22,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sdk.activation import TMP_PREFIX, UPLOAD_PREFIX, Activation, fsync_dir
 from sdk.errors import ReleaseError
-from sdk.faults import point
-from sdk.lease import LeaseHolder
-from sdk.lease import acquire as acquire_lease
 from sdk.procinfo import LockBusy, flock_within
-from sdk.prune import Pruning
 from sdk.release import MANIFEST, RELEASE_ID, SIGNATURE, ReleaseManifest, sha256_of
-from sdk.signing import check_signature
-from sdk.store_status import StoreStatus
+from sdk.store.activation import TMP_PREFIX, UPLOAD_PREFIX, Activation, fsync_dir
+from sdk.store.faults import point
+from sdk.store.lease import LeaseHolder
+from sdk.store.lease import acquire as acquire_lease
+from sdk.store.prune import Pruning
+from sdk.store.status import StoreStatus
+from sdk.store.trust import check_signature
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 MUTEX_FILE = ".lock"  # the store's mutex: held for one step (a switch, a commit, an install), never for a deploy
@@ -42,8 +42,8 @@ StoreBusy = LockBusy  # the store's mutex stayed held past its wait (sdk/procinf
 
 
 class ReleaseStore(Activation, Pruning, StoreStatus):
-    """Objects, releases and their environments; what runs is in Activation (sdk/activation.py), pruning in
-    sdk/prune.py, what `status` says in sdk/store_status.py."""
+    """Objects, releases and their environments; what runs is in Activation (sdk/store/activation.py), pruning in
+    sdk/store/prune.py, what `status` says in sdk/store/status.py."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -68,7 +68,7 @@ class ReleaseStore(Activation, Pruning, StoreStatus):
 
     # Deploy lock ----------------------------------------------------------------------------
     def acquire(self, owner: str, *, wait_s: float = 0.0, lease_s: float = 30.0) -> LeaseHolder:
-        """The deploy lock and its lease (sdk/lease.py), or a ReleaseError naming who holds it."""
+        """The deploy lock and its lease (sdk/store/lease.py), or a ReleaseError naming who holds it."""
         self.ensure()
         return acquire_lease(self.root, owner, wait_s=wait_s, lease_s=lease_s)
 
@@ -172,7 +172,7 @@ class ReleaseStore(Activation, Pruning, StoreStatus):
 
     def assemble(self, manifest: ReleaseManifest, signature: str | None = None) -> Path:
         """Build releases/<id> from store objects (hard links), then rename it into place. A device that
-        trusts a verify key refuses a manifest without a valid `signature` first (sdk/signing.py)."""
+        trusts a verify key refuses a manifest without a valid `signature` first (sdk/store/signing.py)."""
         check_signature(self.root, manifest, signature, stage="install", pipeline=self.pipeline_name(manifest))
         final = self.release_dir(manifest.release_id)
         if self.has_release(manifest):
@@ -246,10 +246,31 @@ class ReleaseStore(Activation, Pruning, StoreStatus):
         return self.root / "envs" / self.release_dir(release_id).name
 
     def build_env(self, release_id: str) -> Path | None:
-        """The release's offline environment (sdk/offline_env.py); its python, or None without wheels."""
-        from sdk.offline_env import build_env
+        """The release's offline environment (sdk/store/offline_env.py); its python, or None without wheels."""
+        from sdk.store.offline_env import build_env
 
-        return build_env(self, release_id)
+        return build_env(self.release_dir(release_id), self.env_dir(release_id))
+
+    def partials(self, objects: dict[str, int]) -> dict:
+        """The partial uploads a deploy resumes (object -> bytes there), and the bytes freed by removing every other
+        one: of an object the release does not need (a cut deploy of another release), or longer than its object."""
+        kept, freed = {}, 0
+        if not self.objects.is_dir():
+            return {"kept": {}, "freed": 0}
+        for entry in os.scandir(self.objects):
+            sha256 = upload_object(entry.name)
+            if sha256 is None or not entry.is_file(follow_symlinks=False):
+                continue
+            length = entry.stat(follow_symlinks=False).st_size
+            if sha256 in objects and length <= objects[sha256]:
+                kept[sha256] = length
+                continue
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                continue
+            freed += length
+        return {"kept": kept, "freed": freed}
 
     def free_bytes(self) -> int:
         """Bytes an unprivileged writer may still use where the objects go (statvfs f_bavail)."""

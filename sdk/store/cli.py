@@ -13,15 +13,14 @@ import json
 import sys
 from pathlib import Path
 
-from sdk.activation import IF_DAMAGED
-from sdk.faults import point
 from sdk.release import ReleaseManifest
-from sdk.store import ReleaseStore
-from sdk.trial import HealthPolicy, run_trial
+from sdk.store.activation import IF_DAMAGED
+from sdk.store.objects import ReleaseStore
+from sdk.store.trial import HealthPolicy, end_lease, run_trial
 
 OPS = (
     *("have", "install", "assemble", "trial", "env", "commit", "rollback", "prune", "recover", "status"),
-    *("hold-lock", "clear-run", "prepare", "trust", "partials", "serve", "startable"),
+    *("hold-lock", "clear-run", "prepare", "trust", "partials", "startable"),
 )
 
 
@@ -43,21 +42,6 @@ def _hold_while_heartbeats(holder, lease: float) -> str:
         if not stdin.read(4096):
             return "the host closed the lock"
         holder.renew()
-
-
-def _end_lease(store: ReleaseStore, holder, why: str) -> str | None:
-    """Roll back this lease's own unfinished trial (a host that vanished mid-trial), then free the lock."""
-    from sdk.store import StoreBusy
-    from sdk.trial import RECORD_WAIT_S
-
-    point("lease.ended-before-recovery")
-    try:
-        with store.locked(wait_s=RECORD_WAIT_S):
-            rolled_back = store.abort_trial(f"the deploy that started it ended without committing ({why})", token=holder.token)
-    except StoreBusy:  # a process stuck on the mutex: the lease still ends, and with it the trial (recovery rolls it back)
-        rolled_back = None
-    holder.end()
-    return rolled_back
 
 
 def main(argv: list[str]) -> dict:
@@ -108,30 +92,25 @@ def _parser() -> argparse.ArgumentParser:
     trust.add_argument("request", type=Path)
     partials = ops.add_parser("partials", help="keep the partial uploads of these objects (SHA:SIZE), remove every other one")
     partials.add_argument("objects", nargs="*", type=_object_spec)
-    ops.add_parser("serve", help="answer a whole deploy's requests, one JSON line each, on stdin (sdk/store_agent.py)")
     return parser
 
 
 def _run_op(args: argparse.Namespace) -> dict:
     store = ReleaseStore(args.root)
-    if args.op == "serve":
-        from sdk.store_agent import serve
-
-        raise SystemExit(serve(args.root))
     if args.op == "hold-lock":
         holder = store.acquire(args.owner, wait_s=args.wait, lease_s=args.lease)
         sys.stdout.write(json.dumps({"locked": args.owner, "token": holder.token}) + "\n")
         sys.stdout.flush()
         why = _hold_while_heartbeats(holder, args.lease)
-        return {"unlocked": args.owner, "rolled_back": _end_lease(store, holder, why)}
+        return {"unlocked": args.owner, "rolled_back": end_lease(store, holder, why)}
     if args.op == "startable":  # needs no write and no mutex: a full or read-only store still answers
-        from sdk.startable import resolve_startable
+        from sdk.store.startable import resolve_startable
 
         return resolve_startable(store).describe()
     if args.op == "env":  # an environment already built needs no write and no mutex
-        from sdk.offline_env import existing_env
+        from sdk.store.offline_env import existing_env
 
-        ready, python = existing_env(store, args.release)
+        ready, python = existing_env(store.release_dir(args.release), store.env_dir(args.release))
         if ready:
             return {"python": str(python) if python else None}
     if args.op == "trial":
@@ -145,9 +124,7 @@ def _run_op(args: argparse.Namespace) -> dict:
         if args.op == "have":
             return {"present": [f"{sha}:{size}" for sha, size in args.objects if store.has_object(sha, size, verify=True)]}
         if args.op == "partials":
-            from sdk.store_agent import partials as keep_partials
-
-            return keep_partials(store, dict(args.objects))
+            return store.partials(dict(args.objects))
         if args.op == "install":
             for sha256 in args.sha256:
                 store.install_object(store.upload_path(sha256), sha256)
@@ -162,7 +139,7 @@ def _run_op(args: argparse.Namespace) -> dict:
                     args.signature.unlink(missing_ok=True)
             return {"release": manifest.release_id, "folder": str(folder)}
         if args.op == "trust":
-            from sdk.trust_admin import administer
+            from sdk.store.trust_admin import administer
 
             try:
                 request = json.loads(args.request.read_text())

@@ -10,8 +10,8 @@ Every entry point that starts or runs a release goes through here (`sdk start` a
 2. **Repair where the disk allows.** Recovery (roll back a trial that can no longer finish, put the links back,
    rebuild a damaged state.json) is then tried under the store's mutex with a short wait; when it cannot write,
    the start goes on and says why the repair waits (`notes`). It is done by the next start that can write.
-3. **Verify the bytes and the signature.** The release folder is checked against its manifest (sdk/verify.py), and
-   its signature against the device's trust policy (sdk/trust.py: the key, the binding, the version floor). When the committed
+3. **Verify the bytes and the signature.** The release folder is checked against its manifest (sdk/store/verify.py), and
+   its signature against the device's trust policy (sdk/store/trust.py: the key, the binding, the version floor). When the committed
    release fails, the policy recorded at its commit (the pipeline's `service.if_damaged`) decides: `previous`
    (the default) starts the newest earlier committed release that verifies, and says so; `refuse` starts
    nothing. When nothing verified can start: one ReleaseError saying why, and nothing runs.
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sdk.errors import ReleaseError
-from sdk.verify import VerifyCache, cache_for, verify_release
+from sdk.store.verify import VerifyCache, cache_for, verify_release
 
 REPAIR_WAIT_S = 5.0  # a start waits this long for the store's mutex before it goes on without the repair
 CANNOT_WRITE = (errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EIO)
@@ -46,7 +46,7 @@ class Startable:
 
 def try_recover(store) -> str | None:
     """`recover()` under the store's mutex where the disk allows; None when done, else why the repair waits."""
-    from sdk.store import StoreBusy
+    from sdk.store.objects import StoreBusy
 
     try:
         with store.locked(wait_s=REPAIR_WAIT_S):
@@ -108,7 +108,7 @@ def store_root_of(folder: Path) -> Path | None:
 def allowed_to_run(folder: Path) -> None:
     """The runtime's own start-up check (`sdk run --release`, `sdk serve --release`, `sdk selftest --release`): the
     folder's bytes verified; inside a store, the release committed (now or before) or on a trial that may finish."""
-    from sdk.store import ReleaseStore
+    from sdk.store.objects import ReleaseStore
 
     folder = Path(folder).resolve()
     root = store_root_of(folder)

@@ -6,7 +6,7 @@ same code), `{"put": PATH, "data": TEXT}` (a small file written whole: a manifes
 verify key), `{"probe": true}`, `{"service-status": true}`, `{"receive": ["SHA:SIZE", ...]}`,
 `{"lock": OWNER, "lease": S, "wait": S}` and `{"unlock": true}`. An empty line is the host's heartbeat.
 
-The agent holds the deploy lock for its session itself (sdk/agent_lease.py, decision 0810): one device
+The agent holds the deploy lock for its session itself (sdk/agent/lease.py, decision 0810): one device
 Python start-up per deploy.
 
 `receive` is the upload: the answer is where each object's partial upload (`store/.upload-<sha>`)
@@ -29,11 +29,11 @@ import os
 import sys
 from pathlib import Path
 
-from sdk.activation import fsync_dir
-from sdk.agent_lease import AgentLease, Requests
+from sdk.agent.lease import AgentLease, Requests
 from sdk.errors import ReleaseError, SdkError
-from sdk.faults import point
-from sdk.store import DISK_FULL, ReleaseStore, upload_object
+from sdk.store.activation import fsync_dir
+from sdk.store.faults import point
+from sdk.store.objects import DISK_FULL, ReleaseStore
 
 BLOCK = 1 << 20
 
@@ -88,7 +88,7 @@ def _serve(root: Path, store: ReleaseStore, lease: AgentLease, requests: Request
 
 def _handle(root: Path, store: ReleaseStore, lease: AgentLease, requests: Requests, request: dict, stdin, stdout) -> dict:
     if "argv" in request:
-        from sdk.store_cli import main as store_main
+        from sdk.store.cli import main as store_main
 
         return store_main(["--root", str(root), *request["argv"]])
     if "receive" in request:
@@ -222,7 +222,7 @@ class Receiver:
         return answer
 
     def _publish(self, sha256: str, actual: str) -> str:
-        """The written bytes' hash checked, then fsync, read-only, rename (sdk/store.py's install, hash given)."""
+        """The written bytes' hash checked, then fsync, read-only, rename (sdk/store/objects.py's install, hash given)."""
         path = self.store.upload_path(sha256)
         if actual != sha256:
             path.unlink(missing_ok=True)
@@ -239,25 +239,3 @@ class Receiver:
                 raise
             raise ReleaseError(f"object {sha256[:12]} could not be stored: {exc.strerror or exc}; that upload was discarded") from None
         return sha256
-
-
-def partials(store: ReleaseStore, objects: dict[str, int]) -> dict:
-    """The partial uploads a deploy resumes (object -> bytes there), and the bytes freed by removing every other
-    one: of an object the release does not need (a cut deploy of another release), or longer than its object."""
-    kept, freed = {}, 0
-    if not store.objects.is_dir():
-        return {"kept": {}, "freed": 0}
-    for entry in os.scandir(store.objects):
-        sha256 = upload_object(entry.name)
-        if sha256 is None or not entry.is_file(follow_symlinks=False):
-            continue
-        length = entry.stat(follow_symlinks=False).st_size
-        if sha256 in objects and length <= objects[sha256]:
-            kept[sha256] = length
-            continue
-        try:
-            os.unlink(entry.path)
-        except FileNotFoundError:
-            continue
-        freed += length
-    return {"kept": kept, "freed": freed}

@@ -17,7 +17,7 @@ A key is added after the first only by a statement signed by a currently trusted
 by a revocation signed by one; both are kept in `<root>/trust/statements.json` and replayed, checked, at every
 load. On top of root's policy they can add keys the root keys vouched for; they cannot lift root's revocations.
 
-What a release's signature (`manifest.json.sig`, written by the host, sdk/signing.py) states and is checked for:
+What a release's signature (`manifest.json.sig`, written by the host, sdk/store/signing.py) states and is checked for:
 the manifest (every file's hash), an always-increasing `version` per pipeline, the `pipeline`'s name, the
 `device_type` and the `targets` it is for. A release older than the newest version committed for its pipeline
 (the floor: state.json, and root's policy) is refused at install and trial; at a start, unless `sdk rollback`
@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sdk.errors import ReleaseError
-from sdk.signing import ALGORITHM, key_fingerprint, parse_public_key_pem, verify
+from sdk.release import SIGNATURE
+from sdk.store.signing import ALGORITHM, key_fingerprint, parse_public_key_pem, verify
 
 TRUST_ROOT = Path("/etc/perception/trust")
 POLICY_FILE = "policy.json"
@@ -263,7 +264,7 @@ def check_release(root: Path, manifest, signature_text: str | None, *, stage: st
     """Raise ReleaseError unless the device's policy accepts this release at `stage` (install, trial, start); the
     accepted statement, or None where the device requires no signature. `pipeline`: the name in the release's
     pipeline file."""
-    from sdk.signing import signed_message
+    from sdk.store.signing import signed_message
 
     policy = load_policy(root)
     release = manifest.release_id
@@ -315,11 +316,28 @@ def check_release(root: Path, manifest, signature_text: str | None, *, stage: st
     return Statement(key, version, named, device_type, targets)
 
 
+def check_signature(root: Path, manifest, signature_text: str | None, *, stage: str = "install", pipeline: str | None = None) -> str | None:
+    """Raise ReleaseError unless the device's trust policy (sdk/store/trust.py) accepts the release at `stage`; return the
+    verifying key's fingerprint (None where the device requires no signature)."""
+    statement = check_release(root, manifest, signature_text, stage=stage, pipeline=pipeline)
+    return statement.key if statement is not None else None
+
+
+def check_release_folder(root: Path, folder: Path, manifest, *, stage: str = "start", pipeline: str | None = None) -> str | None:
+    """`check_signature` for an assembled release, from the signature file kept beside its manifest."""
+    try:
+        text = (Path(folder) / SIGNATURE).read_text()
+    except FileNotFoundError:
+        text = None
+    return check_signature(root, manifest, text, stage=stage, pipeline=pipeline)
+
+
 def statement_of(folder: Path) -> dict | None:
     """The signature document kept beside a release's manifest, or None."""
-    from sdk.release import SIGNATURE
-
     return _read_json(Path(folder) / SIGNATURE)
 
 
-__all__ = ["Policy", "Statement", "check_release", "load_policy", "release_message", "statement_of", "trust_root"]
+__all__ = [
+    *("Policy", "Statement", "check_release", "check_release_folder", "check_signature"),
+    *("load_policy", "release_message", "statement_of", "trust_root"),
+]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdk.errors import ReleaseError
-from sdk.faults import point
+from sdk.store.faults import point
 
 LOCK_FILE = "deploy.lock"
 LEASE_FILE = "lease.json"

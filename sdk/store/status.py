@@ -1,12 +1,12 @@
 """What `store status` says: the records, the pointers, the lease, and what is damaged on disk.
 
-A mixin of ReleaseStore (sdk/store.py), beside Activation (sdk/activation.py); read only.
+A mixin of ReleaseStore (sdk/store/objects.py), beside Activation (sdk/store/activation.py); read only.
 """
 
 from __future__ import annotations
 
-from sdk.activation import LAST_TRIAL_FILE, TMP_PREFIX, TRIAL_FILE, previous_of
-from sdk.lease import read_lease
+from sdk.store.activation import LAST_TRIAL_FILE, TMP_PREFIX, TRIAL_FILE, previous_of
+from sdk.store.lease import read_lease
 
 
 class StoreStatus:

@@ -1,4 +1,4 @@
-"""Changing what a device trusts: `python -m sdk store --root R trust REQUEST.json` (sdk/trust.py is the policy).
+"""Changing what a device trusts: `python -m sdk store --root R trust REQUEST.json` (sdk/store/trust.py is the policy).
 
 A request is one JSON object, its `action` one of:
 
@@ -22,8 +22,8 @@ import re
 from pathlib import Path
 
 from sdk.errors import ReleaseError
-from sdk.signing import key_fingerprint, parse_public_key_pem, public_key_pem
-from sdk.trust import IDENTITY_FILE, POLICY_FILE, STATEMENTS_FILE, STORE_TRUST, _apply, load_policy, trust_root
+from sdk.store.signing import key_fingerprint, parse_public_key_pem, public_key_pem
+from sdk.store.trust import IDENTITY_FILE, POLICY_FILE, STATEMENTS_FILE, STORE_TRUST, _apply, load_policy, trust_root
 
 ACTIONS = ("status", "add", "revoke", "install-policy")
 
@@ -109,7 +109,7 @@ def administer(store, request: dict) -> dict:
 
 def _require_signatures(store) -> None:
     """state.json remembers that this store trusts keys: a key file deleted later refuses everything."""
-    from sdk.activation import STATE_FILE, state_record
+    from sdk.store.activation import STATE_FILE, state_record
 
     state = store.state()
     if not state.get("signatures_required"):

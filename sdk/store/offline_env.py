@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from sdk.errors import ReleaseError
-from sdk.store import TMP_PREFIX, ReleaseStore, fsync_dir
+from sdk.store.activation import TMP_PREFIX, fsync_dir
 
 
 def _unpack_wheel(wheel: Path, site: Path) -> None:
@@ -34,16 +34,16 @@ def _unpack_wheel(wheel: Path, site: Path) -> None:
                 shutil.copyfileobj(source, target)
 
 
-def existing_env(store: ReleaseStore, release_id: str) -> tuple[bool, Path | None]:
+def existing_env(release_dir: Path, env_dir: Path) -> tuple[bool, Path | None]:
     """(True, its python or None without wheels) when nothing needs building: read only, so a full or read-only
     store still answers; (False, None) when the environment must be built first."""
-    if not any((store.release_dir(release_id) / "wheels").glob("*.whl")):
+    if not any((release_dir / "wheels").glob("*.whl")):
         return True, None
-    final = store.env_dir(release_id)
+    final = env_dir
     return ((True, final / "bin" / "python") if (final / ".complete").is_file() else (False, None))
 
 
-def build_env(store: ReleaseStore, release_id: str) -> Path | None:
+def build_env(release_dir: Path, env_dir: Path) -> Path | None:
     """A virtual environment for the release's wheels (offline), seeing the system's packages.
 
     Made with the standard library only (venv without pip; wheels are zip archives laid
@@ -52,15 +52,15 @@ def build_env(store: ReleaseStore, release_id: str) -> Path | None:
     """
     import venv
 
-    wheels = sorted((store.release_dir(release_id) / "wheels").glob("*.whl"))
+    wheels = sorted((release_dir / "wheels").glob("*.whl"))
     if not wheels:
         return None
-    final = store.env_dir(release_id)
+    final = env_dir
     python = final / "bin" / "python"
     if (final / ".complete").is_file():
         return python
-    (store.root / "envs").mkdir(exist_ok=True)
-    staging = store.root / "envs" / f"{TMP_PREFIX}{release_id}-{os.getpid()}"
+    final.parent.mkdir(exist_ok=True)
+    staging = final.parent / f"{TMP_PREFIX}{final.name}-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     # System site packages stay visible: JetPack's own TensorRT and GStreamer-enabled OpenCV.
     venv.EnvBuilder(system_site_packages=True, with_pip=False, symlinks=True).create(staging)

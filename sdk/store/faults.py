@@ -71,7 +71,7 @@ def point(name: str) -> None:
     if not wanted and not trace:
         return
     if name not in _KNOWN:  # only under test: a point nobody declared is never silently unkillable
-        raise AssertionError(f"kill point {name!r} is not declared in sdk/faults.py")
+        raise AssertionError(f"kill point {name!r} is not declared in sdk/store/faults.py")
     if trace:
         fd = os.open(trace, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

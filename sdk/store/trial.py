@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdk.errors import ReleaseError
-from sdk.faults import point
-from sdk.lease import FencingError, check_token
-from sdk.store import ReleaseStore, StoreBusy
-from sdk.verify import cache_for, verify_release
+from sdk.store.faults import point
+from sdk.store.lease import FencingError, check_token
+from sdk.store.objects import ReleaseStore, StoreBusy
+from sdk.store.verify import cache_for, verify_release
 
 COMMIT_WINDOW_S = 120.0  # after a pass, the host commits within this, or the trial is rolled back
 POLL_S = 0.2
@@ -197,3 +197,16 @@ def run_trial(
     status = store.status()
     store.clear_run(run_dir.name)
     return {"release": release_id, **health, "current": status["current"], "committed": status["committed"]}
+
+
+def end_lease(store: ReleaseStore, holder, why: str) -> str | None:
+    """The end of a deploy's lease (`store hold-lock`, the device agent): roll back this lease's own unfinished trial
+    (a host that vanished mid-trial), then free the lock."""
+    point("lease.ended-before-recovery")
+    try:
+        with store.locked(wait_s=RECORD_WAIT_S):
+            rolled_back = store.abort_trial(f"the deploy that started it ended without committing ({why})", token=holder.token)
+    except StoreBusy:  # a process stuck on the mutex: the lease still ends, and with it the trial (recovery rolls it back)
+        rolled_back = None
+    holder.end()
+    return rolled_back

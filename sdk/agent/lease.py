@@ -1,4 +1,4 @@
-"""The deploy lease held by the device agent (sdk/store_agent.py) for the life of its SSH session.
+"""The deploy lease held by the device agent (sdk/agent/serve.py) for the life of its SSH session.
 
 One device Python process per deploy: the agent that answers the store requests also holds the deploy
 lock, with the guarantees the separate `store hold-lock` process gives (decision 0810):
@@ -67,9 +67,9 @@ class AgentLease:
             if holder is None or (only is not None and holder is not only):
                 return {"unlocked": None, "rolled_back": None}
             self.holder = None
-            from sdk.store_cli import _end_lease
+            from sdk.store.trial import end_lease
 
-            return {"unlocked": holder.lease.owner, "rolled_back": _end_lease(self.store, holder, why)}
+            return {"unlocked": holder.lease.owner, "rolled_back": end_lease(self.store, holder, why)}
 
     def _watch(self, holder) -> None:
         lease_s = holder.lease.lease_s

@@ -1,6 +1,6 @@
 """Pruning the release store: old releases and the objects nothing links to any more, never half-way.
 
-A mixin of ReleaseStore (sdk/store.py), beside Activation (sdk/activation.py): it uses the store's records
+A mixin of ReleaseStore (sdk/store/objects.py), beside Activation (sdk/store/activation.py): it uses the store's records
 (`state`, `trial`, `current`), its fencing and its atomic writes.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 
-from sdk.activation import STATE_FILE, TMP_PREFIX, TRASH, UPLOAD_PREFIX, fsync_dir, previous_of, state_record
-from sdk.faults import point
+from sdk.store.activation import STATE_FILE, TMP_PREFIX, TRASH, UPLOAD_PREFIX, fsync_dir, previous_of, state_record
+from sdk.store.faults import point
 
 
 class Pruning:
