@@ -59,7 +59,7 @@ class ModelArtifacts:
 
         import numpy as np
 
-        from sdk.backends.base import TensorSpec
+        from sdk.tensors import TensorSpec
 
         try:
             meta = json.loads(self.meta_path.read_text())

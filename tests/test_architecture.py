@@ -94,3 +94,93 @@ def test_what_runs_on_a_bare_device_python_needs_only_the_standard_library(modul
     assert done.returncode == 0, done.stderr
     loaded = set(json.loads(done.stdout))
     assert not loaded & {"numpy", "cv2", "pydantic", "yaml", "onnxruntime", "onnx"}, loaded
+
+
+# The floors of `sdk/` (ARCHITECTURE.md): a module imports its own floor or the ones below, never one above.
+FLOORS = {
+    0: ("sdk", "sdk.errors", "sdk.procinfo", "sdk.tensors", "sdk.frame", "sdk.stage", "sdk.pixels"),
+    1: ("sdk.spec", "sdk.release", "sdk.artifacts"),
+    2: ("sdk.store", "sdk.sources", "sdk.preprocess", "sdk.backends", "sdk.postprocess", "sdk.sinks", "sdk.track", "sdk.cascade")
+    + ("sdk.gpu", "sdk.quant", "sdk.engine", "sdk.probe"),  # the stages, the store, and what the CUDA path and the backends use
+    3: ("sdk.runtime",),
+    4: ("sdk.service", "sdk.selftest", "sdk.selftest_pytest", "sdk.selftest_nv12"),
+    5: ("sdk.agent", "sdk.__main__"),
+}
+
+
+def module_name(path: Path) -> str:
+    name = ".".join(path.relative_to(REPO).with_suffix("").parts)
+    return name.removesuffix(".__init__")
+
+
+def import_graph(packages=("sdk", "tools")) -> dict[str, set[str]]:
+    """module -> the project's modules it imports (at any depth of the code: a function's lazy import counts)."""
+    modules = {module_name(p): p for package in packages for p in (REPO / package).rglob("*.py")}
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            found |= {o for o in map(owner, targets) if o and o != name}
+        graph[name] = found
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import graph's strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle_in_sdk_or_tools():
+    assert circles(import_graph()) == []
+
+
+def floor_of(name: str) -> int | None:
+    found = [(len(p), f) for f, prefixes in FLOORS.items() for p in prefixes if name == p or name.startswith(p + ".")]
+    return max(found)[1] if found else None
+
+
+def test_no_sdk_import_runs_up_a_floor():
+    graph = import_graph(("sdk",))
+    unplaced = sorted(name for name in graph if floor_of(name) is None)
+    assert not unplaced, f"give these modules a floor in FLOORS (and ARCHITECTURE.md): {unplaced}"
+    upward = sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets if floor_of(b) > floor_of(a))
+    assert not upward

@@ -8,19 +8,10 @@ the same way (device or pinned buffers behind numpy views) without changing call
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 
 import numpy as np
 
-
-@dataclass(frozen=True)
-class TensorSpec:
-    name: str
-    shape: tuple[int, ...]
-    dtype: np.dtype
-
-    def describe(self) -> str:
-        return f"{self.name} {list(self.shape)} {np.dtype(self.dtype).name}"
+from sdk.tensors import TensorSpec
 
 
 class Backend(ABC):

@@ -21,9 +21,9 @@ from sdk.backends import create_backend
 from sdk.errors import ConfigError, SdkError
 from sdk.runtime.constants import split_inputs
 from sdk.runtime.gather import CameraSlot
+from sdk.runtime.health import HealthMonitor
 from sdk.runtime.recorder import LatencyRecorder
 from sdk.runtime.stages import Cascading, Decoding, Preprocessing, Tracking, batch_slots, create_feed, describe_batching, open_cameras
-from sdk.service.health import HealthMonitor
 from sdk.sinks import create_sinks
 from sdk.sources import FrameStream, StreamCounters
 from sdk.spec.bounds import REPLAY_FRAMES_HINT, replay_frames_problem

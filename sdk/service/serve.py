@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 from sdk.errors import SdkError
+from sdk.runtime.health import DEGRADED, NOMINAL, STARTING, STOPPED, HealthMonitor
 from sdk.runtime.runner import PipelineRunner
 from sdk.service.files import OUTPUT_DIR, STATUS_FILE, clock_stamp, write_json_atomic
-from sdk.service.health import DEGRADED, NOMINAL, STARTING, STOPPED, HealthMonitor
 from sdk.service.notify import Notifier
 from sdk.service.realtime import GcOutOfTheLoop, apply_realtime
 from sdk.service.unit import EXIT_OTHER_PIPELINE, EXIT_RELEASE_CHANGED

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from sdk.runtime import PipelineRunner
-from sdk.service.health import DEGRADED, NOMINAL, HealthMonitor
+from sdk.runtime.health import DEGRADED, NOMINAL, HealthMonitor
 from sdk.spec.schema import DegradedMode
 
 

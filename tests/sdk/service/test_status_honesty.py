@@ -13,7 +13,7 @@ import time
 import pytest
 
 import sdk.service.serve as serve_module
-from sdk.service.health import HealthMonitor
+from sdk.runtime.health import HealthMonitor
 from sdk.service.notify import Notifier
 from sdk.service.serve import StatusReporter
 from sdk.spec.schema import DegradedMode

@@ -7,7 +7,7 @@ import tracemalloc
 import numpy as np
 
 from sdk.runtime import PipelineRunner
-from sdk.service.health import HealthMonitor
+from sdk.runtime.health import HealthMonitor
 from sdk.spec.schema import DegradedMode
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 import tracemalloc
 
-from sdk.service.health import DEGRADED, NOMINAL, STARTING, STOPPED, HealthMonitor
+from sdk.runtime.health import DEGRADED, NOMINAL, STARTING, STOPPED, HealthMonitor
 from sdk.service.notify import Notifier
 from sdk.spec.schema import DegradedMode
 
