@@ -17,9 +17,29 @@ USAGE = """usage: python -m sdk COMMAND ...
 
 
 def main(argv: list[str]) -> int:
+    """The device's one error boundary: every command raises (an SdkError, or the device's own OSError), and only here
+    is it printed, as one `error:` line and one `hint:` line with the error's exit code; never a traceback."""
+    from sdk.errors import SdkError
+
+    command = argv[0] if argv else "sdk"
+    try:
+        return dispatch(argv)
+    except SdkError as exc:
+        sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
+        return exc.exit_code
+    except OSError as exc:  # the device's own file system: one line
+        sys.stderr.write(f"error: `{command}` failed on this device: {exc.strerror or exc} ({exc.filename or '-'})\n")
+        sys.stderr.write("hint: check the device's file system (a full or read-only disk, a folder's permissions)\n")
+        return 1
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        return 130
+
+
+def dispatch(argv: list[str]) -> int:
     command = argv[0] if argv else None
     if command == "run":
-        from sdk.runtime.cli import main as run
+        from sdk.runtime.cli import run
 
         return run(argv[1:])
     if command == "store" and len(argv) == 4 and argv[1] == "--root" and argv[3] == "serve":
@@ -33,7 +53,7 @@ def main(argv: list[str]) -> int:
 
         return store(argv[1:])
     if command == "serve":
-        from sdk.service.serve import main as serve
+        from sdk.service.serve import serve
 
         return serve(argv[1:])
     if command == "supervise":

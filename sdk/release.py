@@ -136,6 +136,30 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class Launch:
+    """How a release runs one of its own commands: argv, working folder, environment."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+
+
+def release_command(release_dir: Path, args: list[str], *, python: str | None = None) -> Launch:
+    """`python -B -m sdk ARGS` of a release itself, the one launch recipe: its offline environment's python where it
+    ships wheels (`<root>/envs/<id>`, else `python` or this interpreter), in the release's folder, with the release's
+    own `sdk` (PYTHONPATH and PYTHONHOME removed: never the agent's or the host's) and no bytecode written."""
+    import os
+    import sys
+
+    release_dir = Path(release_dir)
+    env_python = release_dir.parent.parent / "envs" / release_dir.name / "bin" / "python"
+    chosen = str(env_python) if env_python.exists() else (python or sys.executable)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return Launch([chosen, "-B", "-m", "sdk", *args], release_dir, env)
+
+
 def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with Path(path).open("rb") as handle:

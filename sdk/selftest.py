@@ -249,14 +249,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--tests", type=Path, help="a selftest bundle (the host's scratch folder): run its gpu-marked tests too")
     parser.add_argument("--tests-deadline", type=float, default=900.0, help="seconds the gpu tests may take")
     args = parser.parse_args(argv)
-    from sdk.errors import SdkError
     from sdk.store.startable import allowed_to_run
 
-    try:
-        allowed_to_run(args.release)  # only checked bytes of a release that may run here (sdk/store/startable.py)
-    except SdkError as exc:
-        sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
-        return exc.exit_code
+    allowed_to_run(args.release)  # only checked bytes of a release that may run here (sdk/store/startable.py)
     result = run(args.release.resolve(), args.tests.resolve() if args.tests else None, args.tests_deadline)
     sys.stdout.write(json.dumps(result) + "\n")
     return 0

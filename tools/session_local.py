@@ -5,7 +5,6 @@ lock holder and trial as child processes (the same code a vehicle runs over SSH)
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -14,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sdk.errors import ReleaseError, TargetError
-from sdk.release import ReleaseManifest
+from sdk.release import ReleaseManifest, release_command
 from sdk.store.objects import DISK_FULL, ReleaseStore, disk_full
 from tools.progress import Task
 from tools.session_protocol import (
@@ -180,10 +179,8 @@ class LocalSession:
         release = self.store.release_dir(release_id)
         run_dir = self.store.run_dir(run_name)
         shutil.rmtree(run_dir, ignore_errors=True)
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        command = [python or sys.executable, *run_arguments(str(release), str(run_dir), self.name, frames, stress)]
-        child = subprocess.Popen(command, cwd=release, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        launch = release_command(release, run_arguments(str(release), str(run_dir), self.name, frames, stress), python=python)
+        child = subprocess.Popen(launch.argv, cwd=launch.cwd, env=launch.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             for line in child.stdout:
                 on_event(parse_event(line))
@@ -203,9 +200,8 @@ class LocalSession:
     def release_command(self, release_id: str, args: list[str], python: str | None = None) -> subprocess.CompletedProcess:
         """`python -m sdk ARGS` of the release itself, in its folder (its own sdk, not the host's)."""
         release = self.store.release_dir(release_id)
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        command = [python or sys.executable, "-B", "-m", "sdk", *args]
-        return subprocess.run(command, cwd=release, env=env, capture_output=True, text=True, timeout=3600)
+        launch = release_command(release, args, python=python)
+        return subprocess.run(launch.argv, cwd=launch.cwd, env=launch.env, capture_output=True, text=True, timeout=3600)
 
     def fetch_run(self, run_name: str, destination: Path) -> None:
         """Move the run's files into the host report folder (same machine: a rename, not a copy)."""

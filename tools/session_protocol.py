@@ -92,7 +92,7 @@ def _locked(process, owner: str, timeout: float, where: str) -> int:
 
 
 def run_arguments(release: str, run_dir: str, target: str, frames: int | None, stress: str | None = None) -> list[str]:
-    argv = ["-B", "-m", "sdk", "run", "--release", release, "--report-dir", run_dir, "--target", target, "--events"]
+    argv = ["run", "--release", release, "--report-dir", run_dir, "--target", target, "--events"]
     argv += ["--frames", str(frames)] if frames is not None else []
     return argv + (["--stress", stress] if stress else [])
 

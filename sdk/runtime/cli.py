@@ -16,7 +16,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from sdk.artifacts import ModelArtifacts
-from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, SdkError
+from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
 from sdk.release import MANIFEST, load_release, sha256_of
 from sdk.runtime import environment
 from sdk.runtime.interference import Interference, InterferencePlan
@@ -106,14 +106,3 @@ def run(argv: list[str]) -> int:
     if args.events:
         _emit({"event": "finished", "frames": result.frames, "report": str(path), "verdict": report["verdict"]})
     return VERDICT_EXIT[report["verdict"]]
-
-
-def main(argv: list[str]) -> int:
-    try:
-        return run(argv)
-    except SdkError as exc:
-        sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
-        return exc.exit_code
-    except KeyboardInterrupt:
-        sys.stderr.write("error: interrupted\n")
-        return 130

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from sdk.errors import SdkError, TargetError
+from sdk.errors import TargetError
 from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, read_json, status_age
 from sdk.service.instance import RUNTIME_LOCK, SERVICE_LOCK, holder, legacy_supervisor, stop_holder
 from sdk.store.objects import ReleaseStore
@@ -104,6 +103,7 @@ def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None =
     reading and verified); the supervisor's lock decides who runs. Of two starts at the same moment one
     supervisor takes the lock and the other exits before it touches anything. Never beside a deploy's trial
     or measured run: the deploy lock is checked first (`token`: the deploy itself restarts its paused service)."""
+    from sdk.release import release_command
     from sdk.store.lease import deploy_excluded
     from sdk.store.startable import resolve_startable
 
@@ -111,15 +111,12 @@ def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None =
         return {**status(folder), "started": False, "note": "already running"}
     with deploy_excluded(store.root, token, DEPLOY_WAIT_S):
         chosen = resolve_startable(store)
-        release = chosen.folder
-        env_python = store.env_dir(chosen.release) / "bin" / "python"  # built by the deploy that activated it
-        python = env_python if env_python.exists() else Path(sys.executable)
         folder.mkdir(parents=True, exist_ok=True)
-        command = [str(python), "-B", "-m", "sdk", "supervise", "--root", str(store.root.resolve()), "--status-dir", str(folder)]
-        command += ["--frames", str(frames)] if frames else []
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}  # the release's own sdk, not the agent's
+        command = ["supervise", "--root", str(store.root.resolve()), "--status-dir", str(folder)] + (["--frames", str(frames)] if frames else [])
+        launch = release_command(chosen.folder, command)  # the release's own sdk, not the agent's
         with (folder / LOG_FILE).open("ab") as log:
-            child = subprocess.Popen(command, cwd=release, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+            detached = {"stdin": subprocess.DEVNULL, "stdout": log, "stderr": log, "start_new_session": True}
+            child = subprocess.Popen(launch.argv, cwd=launch.cwd, env=launch.env, **detached)
     chosen_text = {"release": chosen.release, **({"notes": list(chosen.notes)} if chosen.notes else {})}
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
@@ -205,12 +202,10 @@ def main(argv: list[str]) -> int:
             result = install(store, folder, args.dry_run)
         else:
             result = logs(folder, args.lines)
-    except SdkError as exc:
-        sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
-        return exc.exit_code
-    except OSError as exc:  # the device's own file system (a read-only or full service folder): one line, no traceback
-        sys.stderr.write(f"error: `service {args.op}` failed on the target: {exc.strerror or exc} ({exc.filename or '-'})\n")
-        sys.stderr.write("hint: the service needs its folder <root>/service writable; check the target's file system\n")
-        return 1
+    except OSError as exc:  # the device's own file system (a read-only or full service folder)
+        raise TargetError(
+            f"`service {args.op}` failed on the target: {exc.strerror or exc} ({exc.filename or '-'})",
+            hint="the service needs its folder <root>/service writable; check the target's file system",
+        ) from None
     sys.stdout.write(json.dumps(result) + "\n")
     return 0

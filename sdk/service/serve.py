@@ -199,14 +199,13 @@ def exec_committed(root: Path, status_dir: Path, frames: int | None, pipeline: s
     folder = chosen.folder
     if pipeline is not None:
         _require_pipeline(folder, pipeline)
-    env_python = store.env_dir(folder.name) / "bin" / "python"
-    python = str(env_python) if env_python.exists() else sys.executable
-    argv = [python, "-B", "-m", "sdk", "serve", "--release", str(folder), "--status-dir", str(status_dir)]
-    argv += ["--frames", str(frames)] if frames else []
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}  # the release's own sdk
-    os.chdir(folder)
+    from sdk.release import release_command
+
+    args = ["serve", "--release", str(folder), "--status-dir", str(status_dir)] + (["--frames", str(frames)] if frames else [])
+    launch = release_command(folder, args)
+    os.chdir(launch.cwd)
     lock.inheritable()
-    os.execve(python, argv, env)
+    os.execve(launch.argv[0], launch.argv, launch.env)  # the release's own sdk, same PID (the manager's socket and watchdog)
     return 1  # not reached
 
 
@@ -441,15 +440,3 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
         sys.stderr.write(f"note: {stop.reason}\n")
         return EXIT_RELEASE_CHANGED  # the manager starts the release that may start now
     return 0
-
-
-def main(argv: list[str]) -> int:
-    try:
-        return serve(argv)
-    except SdkError as exc:
-        sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
-        return exc.exit_code
-    except OSError as exc:  # the device's own file system (a read-only status folder): one line, no traceback
-        sys.stderr.write(f"error: the service cannot start: {exc.strerror or exc} ({exc.filename or '-'})\n")
-        sys.stderr.write("hint: the service needs its folder <root>/service writable; check the target's file system\n")
-        return 1

@@ -37,10 +37,9 @@ from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, 
 from sdk.service.follow import FollowsTheStore
 from sdk.service.instance import RUNTIME_LOCK, SERVICE_LOCK, HeldLock, holder, start_ticks, stop_holder
 from sdk.service.logfile import RotatingLog
-from sdk.service.unit import EXIT_RELEASE_CHANGED
+from sdk.service.unit import EXIT_RELEASE_CHANGED, MAX_BACKOFF_S
 
 START_TIMEOUT_S = 120.0  # READY must come within this (model load included), like TimeoutStartSec
-MAX_BACKOFF_S = 30.0
 EXIT_ALREADY_RUNNING = 75  # EX_TEMPFAIL: another supervisor holds the lock; this one changed nothing
 EXIT_CRASHED = 70  # EX_SOFTWARE: the supervisor itself failed (its traceback is in service.log)
 PR_SET_PDEATHSIG = 1
@@ -94,12 +93,10 @@ class Supervisor(FollowsTheStore):
         self.stop_reason = "stopped"
 
     def command(self) -> list[str]:
-        python = sys.executable
-        if self.root is not None:  # the release's offline environment, when it ships wheels
-            env_python = self.root / "envs" / self.release.name / "bin" / "python"
-            python = str(env_python) if env_python.exists() else python
-        argv = [python, "-B", "-m", "sdk", "serve", "--release", str(self.release), "--status-dir", str(self.status_dir)]
-        return argv + (["--frames", str(self.frames)] if self.frames else [])
+        from sdk.release import release_command
+
+        args = ["serve", "--release", str(self.release), "--status-dir", str(self.status_dir)]
+        return release_command(self.release, args + (["--frames", str(self.frames)] if self.frames else [])).argv
 
     def note(self, text: str) -> None:
         if self.log is not None:

@@ -89,7 +89,37 @@ def _sandbox(spec, root: str, status_dir: str, user: str) -> list[str]:
     return lines
 
 
-def render_unit(spec, *, root: str, python: str, sdk_path: str, group: str | None = None, user: str | None = None) -> str:
+MAX_BACKOFF_S = 30.0  # the supervisor's cap on its doubling restart delay (sdk/service/supervisor.py)
+EXPONENTIAL_RESTART = 254  # the systemd version that has RestartSteps= and RestartMaxDelaySec=
+
+
+def systemd_version() -> int | None:
+    """This device's systemd (`systemctl --version`: "systemd 252 (...)"), or None where there is none."""
+    import subprocess
+
+    try:
+        first = subprocess.run(["systemctl", "--version"], capture_output=True, text=True, timeout=10).stdout.split()
+        return int(first[1]) if first[:1] == ["systemd"] else None
+    except (OSError, ValueError, IndexError, subprocess.SubprocessError):
+        return None
+
+
+def restart_backoff(service, version: int | None) -> list[str]:
+    """The supervisor's policy as systemd says it: a restart delay that doubles from restart_backoff_s up to 30 s.
+    systemd 254 and later grow RestartSec= to RestartMaxDelaySec= over RestartSteps= restarts; earlier ones know only
+    the constant RestartSec= (decision 0034)."""
+    import math
+
+    first = max(service.restart_backoff_s, 0.1)
+    lines = [f"RestartSec={first:g}"]
+    if version is not None and version >= EXPONENTIAL_RESTART and first < MAX_BACKOFF_S:
+        lines += [f"RestartSteps={math.ceil(math.log2(MAX_BACKOFF_S / first))}", f"RestartMaxDelaySec={MAX_BACKOFF_S:g}"]
+    return lines
+
+
+def render_unit(
+    spec, *, root: str, python: str, sdk_path: str, group: str | None = None, user: str | None = None, systemd: int | None = None
+) -> str:
     """`spec`: the committed release's PipelineSpec. `sdk_path`: the folder holding the store's `sdk` package (the
     deploy's agent on a device). `group`: the store owner's group (the service shares its status folder with
     the SSH login). `user` overrides `service.user`. ExecStart becomes the committed release's own runtime,
@@ -112,7 +142,7 @@ def render_unit(spec, *, root: str, python: str, sdk_path: str, group: str | Non
         *([f"Group={group}"] if group else []),
         "Restart=on-failure",
         f"RestartPreventExitStatus={EXIT_OTHER_PIPELINE}",
-        f"RestartSec={max(service.restart_backoff_s, 0.1):g}",
+        *restart_backoff(service, systemd),
         f"WatchdogSec={service.watchdog_s:g}",
         f"TimeoutStopSec={service.stop_timeout_s:g}",
         "TimeoutStartSec=120",

@@ -52,7 +52,7 @@ def render_committed(store, *, user: str | None = None, python: str | None = Non
     default: the release's environment, this process's `sdk`, the store owner's group)."""
     import sdk
     from sdk.release import load_release
-    from sdk.service.unit import render_unit, unit_name
+    from sdk.service.unit import render_unit, systemd_version, unit_name
 
     current = store.committed()
     if current is None:
@@ -67,7 +67,7 @@ def render_committed(store, *, user: str | None = None, python: str | None = Non
     root = store.root.resolve()
     if user == "root" and spec.service.root_reason is None:
         raise TargetError("--user root needs the pipeline's service.root_reason", hint="say why in the pipeline file (service: root_reason: ...)")
-    text = render_unit(spec, root=str(root), python=python, sdk_path=sdk_path, group=group, user=user)
+    text = render_unit(spec, root=str(root), python=python, sdk_path=sdk_path, group=group, user=user, systemd=systemd_version())
     return unit_name(spec.name), f"{MARKER}{root}\n{text}", spec
 
 

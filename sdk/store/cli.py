@@ -166,22 +166,19 @@ def _run_op(args: argparse.Namespace) -> dict:
 
 
 def run(argv: list[str]) -> int:
-    from sdk.errors import SdkError
+    """`python -m sdk store ...`: the answer as one JSON line; errors raised for the device's one boundary (sdk/__main__.py)."""
+    from sdk.errors import ReleaseError
 
     try:
         result = main(argv)
-    except SdkError as exc:
-        sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
-        return exc.exit_code
-    except OSError as exc:  # the device's own file system: one line, never a traceback
+    except OSError as exc:  # the device's own file system: said for the step it stopped
         import errno
 
         op = next((a for a in argv if not a.startswith("-") and a in OPS), "store")
         if exc.errno == errno.ENOSPC:
-            message, hint = f"disk full on the target during `store {op}`", "free space on the target; the committed release is untouched"
-        else:
-            message, hint = f"`store {op}` failed on the target: {exc.strerror or exc} ({exc.filename or '-'})", "check the target's file system"
-        sys.stderr.write(f"error: {message}\nhint: {hint}\n")
-        return 1
+            hint = "free space on the target; the committed release is untouched"
+            raise ReleaseError(f"disk full on the target during `store {op}`", hint=hint) from None
+        message = f"`store {op}` failed on the target: {exc.strerror or exc} ({exc.filename or '-'})"
+        raise ReleaseError(message, hint="check the target's file system") from None
     sys.stdout.write(json.dumps(result) + "\n")
     return 0

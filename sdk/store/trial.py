@@ -64,12 +64,12 @@ def _emit(line: str) -> None:
         pass
 
 
-def health_command(store: ReleaseStore, release_id: str, run_dir: Path, target: str, frames: int) -> list[str]:
-    env_python = store.env_dir(release_id) / "bin" / "python"  # the release's offline environment, when it ships wheels
-    python = str(env_python) if env_python.exists() else sys.executable
+def health_launch(store: ReleaseStore, release_id: str, run_dir: Path, target: str, frames: int):
+    from sdk.release import release_command
+
     release = str(store.release_dir(release_id))
     run = ["run", "--release", release, "--report-dir", str(run_dir), "--target", target, "--events", "--frames", str(frames)]
-    return [python, "-B", "-m", "sdk", *run]
+    return release_command(store.release_dir(release_id), run)
 
 
 def _watch(child: subprocess.Popen, store: ReleaseStore, token: int | None, timeout_s: float) -> str | None:
@@ -146,13 +146,12 @@ def run_trial(
     run_dir = store.run_dir(f"health-{release_id}")
     store.clear_run(run_dir.name)
     run_dir.mkdir(parents=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}  # the release's own sdk
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    launch = health_launch(store, release_id, run_dir, target, policy.min_frames)  # the release's own sdk and environment
     with (run_dir / "health.stderr").open("w+") as errors:
         child = subprocess.Popen(
-            health_command(store, release_id, run_dir, target, policy.min_frames),
-            cwd=store.release_dir(release_id),
-            env=env,
+            launch.argv,
+            cwd=launch.cwd,
+            env=launch.env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=errors,

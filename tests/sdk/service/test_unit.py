@@ -328,3 +328,12 @@ def test_the_units_start_on_a_read_only_store_runs_the_committed_release_and_lea
     status = json.loads((status_dir / "status.json").read_text())
     assert status["release"] == committed and status["frames"] >= 1
     assert json.loads((store.root / "trial.json").read_text()) == stale  # left for the next deploy to roll back
+
+
+@pytest.mark.parametrize(("version", "expected"), [(252, ["RestartSec=0.5"]), (254, ["RestartSec=0.5", "RestartSteps=6", "RestartMaxDelaySec=30"])])
+def test_the_unit_restarts_with_the_supervisors_doubling_delay_where_systemd_can(example_pipeline, version, expected):
+    """The supervisor waits restart_backoff_s, doubling up to 30 s; systemd 254+ says the same with RestartSteps= and
+    RestartMaxDelaySec=, an earlier systemd only with its constant RestartSec=."""
+    spec = example_pipeline.spec.model_copy(update={"service": example_pipeline.spec.service.model_copy(update={"restart_backoff_s": 0.5})})
+    unit = render_unit(spec, root="/opt/perception", python="/usr/bin/python3", sdk_path="/opt/perception/agent/v1", systemd=version)
+    assert [line for line in unit.splitlines() if line.startswith("Restart") and "Sec=" in line or "Steps=" in line] == expected
