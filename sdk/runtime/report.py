@@ -77,30 +77,7 @@ def build_report(
     else:
         misses = deadline_misses(frames, e2e, budgets.deadline_ms)
     before, after = environment if environment is not None else (None, None)
-    environment_checks = check_requirements(budgets.environment, before, after, load) if before is not None else []
-    verdict, checks, notes = evaluate(budgets, latencies, dropped, misses, environment_checks)
-    if budgets.cameras:  # each camera's own budget, checked on its own frames
-        verdict, checks, _ = combine(checks + camera_checks(budgets, result, warmup))
-    checks = [replace(c, duration_s=round(result.wall_s, 3)) for c in checks]  # each rests on this run
-    if budgets.environment is not None and before is None:
-        notes.append("budgets.environment was not checked: no environment was captured")
-    decode = result.preprocess.get("decode") if isinstance(result.preprocess, dict) else None
-    if isinstance(decode, dict) and decode.get("overflow_frames"):
-        notes.append(
-            f"the GPU decode found more candidates than its capacity ({decode['capacity']}) on {decode['overflow_frames']} frame(s): "
-            f"{decode['candidates_lost']} candidate(s) were not kept (raise postprocess.score_threshold)"
-        )
-    notes += source_and_output_notes(spec, result)
-    if load and load.get("overloaded"):
-        notes.append(
-            f"the 1-minute load average reached {load['load_1m']['max']:g} on {load['cpus']} CPU(s) during the run: "
-            "other work competed with the pipeline, and its latencies include that"
-        )
-    first_third, last_third = drift_ms(e2e)
-    end_to_end = summarize(e2e, END_TO_END_KEYS)
-    if len(e2e):
-        end_to_end["jitter_ms"] = round(quantile_estimate(e2e, 0.999).value - quantile_estimate(e2e, 0.5).value, 4)
-    end_to_end["drift"] = {"first_third_p50_ms": _round(first_third), "last_third_p50_ms": _round(last_third)}
+    verdict, checks, notes = _judge(spec, result, latencies, misses, warmup, (before, after), load)
     return {
         "format": REPORT_FORMAT,
         "verdict": verdict,
@@ -122,7 +99,7 @@ def build_report(
         "outputs": [{key: o.get(key) for key in OUTPUT_KEYS} for o in result.outputs],
         "stages": {stage: summarize(latencies[stage]) for stage in STAGES},
         "queue": summarize(latencies["queue"]),
-        "end_to_end": end_to_end,
+        "end_to_end": _end_to_end(e2e),
         "deadline": _deadline(misses),
         "checks": [c.as_dict() for c in checks],
         "notes": notes,
@@ -139,18 +116,57 @@ def build_report(
         "hashes": _hashes(pipeline, artifacts),
         "determinism": {"frames": len(frames), "digest": outputs_digest(frames, digests)},
         "interference": interference,
-        "environment": {
-            "sdk": __version__,
-            "sdk_location": str(Path(__file__).resolve().parents[1]),
-            "python": sys.version.split()[0],
-            "machine": platform.machine(),
-            "system": f"{platform.system()} {platform.release()}",
-            "cpus": os.cpu_count(),
-            "packages": _packages(),
-            "before": before,
-            "after": after,
-            "during": load,
-        },
+        "environment": _environment(before, after, load),
+    }
+
+
+def _judge(spec, result: RunResult, latencies: dict, misses, warmup: int, environment: tuple, load: dict | None) -> tuple:
+    """(verdict, checks, notes): the budgets against the measured figures, each camera's own, and what qualifies them."""
+    budgets = spec.budgets
+    before, after = environment
+    environment_checks = check_requirements(budgets.environment, before, after, load) if before is not None else []
+    verdict, checks, notes = evaluate(budgets, latencies, result.counters.dropped, misses, environment_checks)
+    if budgets.cameras:  # each camera's own budget, checked on its own frames
+        verdict, checks, _ = combine(checks + camera_checks(budgets, result, warmup))
+    checks = [replace(c, duration_s=round(result.wall_s, 3)) for c in checks]  # each rests on this run
+    if budgets.environment is not None and before is None:
+        notes.append("budgets.environment was not checked: no environment was captured")
+    decode = result.preprocess.get("decode") if isinstance(result.preprocess, dict) else None
+    if isinstance(decode, dict) and decode.get("overflow_frames"):
+        notes.append(
+            f"the GPU decode found more candidates than its capacity ({decode['capacity']}) on {decode['overflow_frames']} frame(s): "
+            f"{decode['candidates_lost']} candidate(s) were not kept (raise postprocess.score_threshold)"
+        )
+    notes += source_and_output_notes(spec, result)
+    if load and load.get("overloaded"):
+        notes.append(
+            f"the 1-minute load average reached {load['load_1m']['max']:g} on {load['cpus']} CPU(s) during the run: "
+            "other work competed with the pipeline, and its latencies include that"
+        )
+    return verdict, checks, notes
+
+
+def _end_to_end(e2e) -> dict:
+    first_third, last_third = drift_ms(e2e)
+    end_to_end = summarize(e2e, END_TO_END_KEYS)
+    if len(e2e):
+        end_to_end["jitter_ms"] = round(quantile_estimate(e2e, 0.999).value - quantile_estimate(e2e, 0.5).value, 4)
+    end_to_end["drift"] = {"first_third_p50_ms": _round(first_third), "last_third_p50_ms": _round(last_third)}
+    return end_to_end
+
+
+def _environment(before: dict | None, after: dict | None, load: dict | None) -> dict:
+    return {
+        "sdk": __version__,
+        "sdk_location": str(Path(__file__).resolve().parents[1]),
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "system": f"{platform.system()} {platform.release()}",
+        "cpus": os.cpu_count(),
+        "packages": _packages(),
+        "before": before,
+        "after": after,
+        "during": load,
     }
 
 

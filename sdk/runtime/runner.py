@@ -186,23 +186,7 @@ class PipelineRunner:
             self.stop()
         with ExitStack() as stack:
             model_path = self.artifacts.model_for(spec.model.precision)
-            batch_size = len(cameras) if spec.batch.size == "cameras" else 1
-            backend = stack.enter_context(
-                self.backend_factory(model_path, batch_size)
-                if self.backend_factory is not None
-                else create_backend(
-                    spec.model.backend,
-                    model_path,
-                    threads=spec.model.threads,
-                    engine_path=self.artifacts.engine_path,
-                    declared=self.artifacts.declared_tensors(),
-                    dla_core=spec.model.dla.core if spec.model.dla is not None else None,
-                    profile_layers=spec.model.profile_layers,
-                    cuda_graph=spec.model.cuda_graph,
-                    batch=batch_size,
-                    spinning=self.spinning and spec.model.spinning,
-                )
-            )
+            backend = stack.enter_context(self._backend(model_path, len(cameras) if spec.batch.size == "cameras" else 1))
             # The image input, and the constants of model.inputs written into their buffers once (sdk.runtime.constants).
             image_input, input_buffer = split_inputs(backend, dict(spec.model.inputs), model_path)
             batch = batch_slots(self.pipeline, input_buffer, model_path)
@@ -247,6 +231,24 @@ class PipelineRunner:
                 result.slowest_layers = [(name, round(ms / max(result.frames, 1), 4)) for name, ms in backend.slowest_layers(10)]
         result.outputs = sinks.describe()  # closed: a file removed before its publication is counted
         return result
+
+    def _backend(self, model_path: Path, batch_size: int):
+        """The inference engine for `batch_size` frames a call, unopened: the pipeline's backend, or the caller's own."""
+        if self.backend_factory is not None:
+            return self.backend_factory(model_path, batch_size)
+        model = self.pipeline.spec.model
+        return create_backend(
+            model.backend,
+            model_path,
+            threads=model.threads,
+            engine_path=self.artifacts.engine_path,
+            declared=self.artifacts.declared_tensors(),
+            dla_core=model.dla.core if model.dla is not None else None,
+            profile_layers=model.profile_layers,
+            cuda_graph=model.cuda_graph,
+            batch=batch_size,
+            spinning=self.spinning and model.spinning,
+        )
 
     def _loop(self, feed, preprocess, backend, decode, cascade, track, sinks, result: RunResult) -> None:
         clock = time.monotonic_ns

@@ -16,158 +16,23 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
-import json
 import os
 import signal
-import socket
 import sys
 import threading
 import time
 from pathlib import Path
 
 from sdk.errors import SdkError
-from sdk.runtime.health import DEGRADED, NOMINAL, STARTING, STOPPED, HealthMonitor
+from sdk.runtime.health import HealthMonitor
 from sdk.runtime.runner import PipelineRunner
-from sdk.service.files import OUTPUT_DIR, STATUS_FILE, clock_stamp, write_json_atomic
+from sdk.service.files import OUTPUT_DIR
 from sdk.service.notify import Notifier
 from sdk.service.realtime import GcOutOfTheLoop, apply_realtime
+from sdk.service.status_reporter import StatusReporter, write_status
 from sdk.service.unit import EXIT_OTHER_PIPELINE, EXIT_RELEASE_CHANGED
 
 UNIT_DEPLOY_WAIT_S = 90.0  # the unit's start waits this long for a deploy holding the target (TimeoutStartSec=120)
-
-
-def write_status(folder: Path, status: dict) -> None:
-    write_json_atomic(folder / STATUS_FILE, status)
-
-
-class StatusReporter:
-    """Publishes the monitor's snapshot from two threads of its own, so that neither can stop the other.
-
-    `status-file` writes status.json every interval and survives every write error: it counts the
-    failures, keeps the first error and its time, and says both in the next status it can write.
-    `heartbeat` tells the manager (sd_notify STATUS) and the vehicle (UDP) every interval, runs the
-    garbage collector, and watches the supervisor: a runtime whose supervisor is gone stops itself.
-    Neither touches the frame path. A runtime that stops producing frames is DEGRADED ("no frame for
-    N s"), never NOMINAL; one that stops writing is called stale by `sdk status` from the file's age."""
-
-    def __init__(
-        self,
-        folder: Path,
-        monitor: HealthMonitor,
-        notifier: Notifier,
-        interval_s: float,
-        extra: dict,
-        udp: str | None,
-        live=None,
-        stall_s: float | None = None,
-        on_orphaned=None,
-        follow=None,
-    ) -> None:
-        self.folder, self.monitor, self.notifier, self.interval_s, self.extra = folder, monitor, notifier, interval_s, extra
-        self.live = live  # counters and conditions that change while running (source, sinks)
-        self.stall_s = stall_s
-        self.on_orphaned = on_orphaned
-        self.follow = follow  # () -> why this runtime must give way to another release, or None (sdk/service/follow.py)
-        self.parent = int(os.environ.get("SDK_SUPERVISOR_PID", "0") or 0)
-        self._udp = None
-        if udp:
-            host, _, port = udp.rpartition(":")
-            self._udp = (socket.socket(socket.AF_INET, socket.SOCK_DGRAM), (host, int(port)))
-        self._stop = threading.Event()
-        self._file_thread = threading.Thread(target=self._files, name="status-file", daemon=True)
-        self._beat_thread = threading.Thread(target=self._beats, name="heartbeat", daemon=True)
-        self.gc: GcOutOfTheLoop | None = None
-        self.write_failures = 0
-        self.write_error: str | None = None
-        self.write_error_since: float | None = None
-        self.writes = 0
-
-    def snapshot(self) -> dict:
-        live = self.live() if self.live is not None else {}
-        snap = self.monitor.snapshot()
-        conditions = list(live.pop("conditions", []))
-        since = snap.get("since_last_frame_s")
-        waiting = live.pop("source_waiting", False)
-        if self.stall_s is not None and since is not None and since > self.stall_s and snap["state"] != STOPPED and not waiting:
-            conditions.append(f"no frame for {since:.1f} s")
-        status = {**snap, **live, **self.extra, "conditions": conditions, "pid": os.getpid(), **clock_stamp()}
-        status["status_interval_s"] = self.interval_s
-        if conditions and status["state"] in (NOMINAL, STARTING):
-            status["state"] = DEGRADED  # a missing camera, a full disk, a stall: never NOMINAL
-        status["status_writes"] = {"written": self.writes, "failed": self.write_failures, "error": self.write_error, "since": self.write_error_since}
-        return status
-
-    def write(self, status: dict | None = None) -> bool:
-        """status.json now; False (counted, kept for the next status) when it could not be written."""
-        status = status if status is not None else self.snapshot()
-        try:
-            write_status(self.folder, status)
-        except Exception as exc:  # a full disk, a vanished folder: the loop goes on and says so later
-            self.write_failures += 1
-            if self.write_error is None:
-                self.write_error = f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}"
-                self.write_error_since = time.time()
-                sys.stderr.write(f"warning: cannot write {STATUS_FILE}: {self.write_error}; the service goes on\n")
-            return False
-        self.writes += 1
-        if self.write_error is not None:
-            sys.stderr.write(f"note: {STATUS_FILE} written again after {self.write_failures} failed writes ({self.write_error})\n")
-            self.write_error, self.write_error_since = None, None  # the counter stays: the status says how many failed
-        return True
-
-    def beat(self, status: dict | None = None) -> dict:
-        status = status if status is not None else self.snapshot()
-        self.notifier.status(f"{status['state']}: {status['frames']} frames, {status['misses']} misses")
-        if self._udp is not None:
-            try:
-                self._udp[0].sendto(json.dumps(status).encode()[:60_000], self._udp[1])
-            except OSError:
-                pass  # the listener is the vehicle's business; the service keeps running
-        return status
-
-    def publish(self) -> dict:
-        status = self.snapshot()
-        self.write(status)
-        self.beat(status)
-        return status
-
-    def _files(self) -> None:
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.write()
-            except Exception:  # noqa: S110 - this loop must outlive anything a status can raise
-                pass
-
-    def _beats(self) -> None:
-        orphaned = False
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.beat()
-                if self.gc is not None:
-                    self.gc.collect()
-            except Exception:  # noqa: S110 - the heartbeat must outlive anything a status can raise
-                pass
-            if self.parent and not orphaned and os.getppid() != self.parent and self.on_orphaned is not None:
-                orphaned = True
-                self.on_orphaned()
-            if self.follow is not None:
-                try:
-                    self.follow()
-                except Exception as exc:  # noqa: BLE001 - following the store must never end the service
-                    sys.stderr.write(f"warning: cannot read the release store: {type(exc).__name__}: {exc}\n")
-
-    def __enter__(self) -> StatusReporter:
-        self.publish()
-        self._file_thread.start()
-        self._beat_thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._file_thread.join(timeout=5)
-        self._beat_thread.join(timeout=5)
-        if self._udp is not None:
-            self._udp[0].close()
 
 
 def exec_committed(root: Path, status_dir: Path, frames: int | None, pipeline: str | None = None) -> int:
@@ -313,7 +178,6 @@ def _failed(status_dir: Path, message: str) -> None:
 def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
     notifier = Notifier()
     stop.notifier = notifier
-    base = {"release": None, "last_error": None, "reason": None}
     try:
         from sdk.store.startable import allowed_to_run
 
@@ -327,75 +191,23 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
     for warning in warnings:
         sys.stderr.write(f"warning: {warning}\n")
     monitor = HealthMonitor(pipeline.spec.budgets.deadline_ms, service.degraded)
-    extra = {**base, "release": release_id, "pipeline": pipeline.spec.name, "realtime": applied, "warnings": warnings}
-    ping = {"next": 0.0, "ready": False}
-    interval = notifier.watchdog_interval_s or service.watchdog_s / 2
-
-    def on_frame(count: int) -> None:  # the frame path feeds the watchdog (and on_idle, while a camera reconnects on schedule)
-        now = time.monotonic()
-        if not ping["ready"]:
-            ping["ready"] = True
-            notifier.ready(f"{pipeline.spec.name}: frames flowing")
-        if now >= ping["next"]:
-            ping["next"] = now + interval
-            notifier.watchdog()
-
-    def on_idle() -> None:  # no frame, but a camera being reconnected on schedule: alive, so the watchdog is fed
-        stream = runner.stream
-        if stream is None or not stream.reconnect_on_schedule():
-            return  # a reconnect that stopped trying (an open() that hangs) is a hang: the watchdog will see it
-        if not ping["ready"]:
-            ping["ready"] = True
-            notifier.ready(f"{pipeline.spec.name}: started, {stream.condition()}")
-        notifier.watchdog()
-
+    extra = {"release": release_id, "pipeline": pipeline.spec.name, "realtime": applied, "warnings": warnings, "last_error": None, "reason": None}
+    feeds = WatchdogFeeds(notifier, pipeline.spec.name, notifier.watchdog_interval_s or service.watchdog_s / 2)
     runner = PipelineRunner(
         pipeline,
         artifacts,
         status_dir / OUTPUT_DIR,
         max_frames=args.frames,
-        on_frame=on_frame,
+        on_frame=feeds.on_frame,
         require_jsonl=False,
         monitor=monitor,
         retention=service.retention,
-        on_idle=on_idle,
+        on_idle=feeds.on_idle,
         on_end=notifier.stopping,  # from here the manager applies stop_timeout_s, not the watchdog (closing takes time)
     )
-    stop.runner = runner
+    feeds.runner = stop.runner = runner
     if stop.requested:
         runner.stop()
-
-    def source_counters() -> dict:
-        counters = runner.counters
-        live: dict = {"conditions": []}
-        if counters is not None:
-            live.update(dropped=counters.dropped, corrupt_frames=counters.corrupt, lost_frames=counters.lost, disconnects=counters.disconnects)
-            live.update(reconnect_attempts=counters.reconnect_attempts, corrupt_last=counters.corrupt_last, lost_last=counters.lost_last)
-        stream = runner.stream
-        source = stream.condition() if stream is not None else None
-        if source is not None:
-            live["conditions"].append(source)
-            live["source_waiting"] = True  # no frames because of the camera: said above, not a stall of the runtime
-        sinks = runner.sinks
-        if sinks is not None:  # each output's frames written and not written (and why), exactly
-            live["outputs"] = sinks.describe()
-            live["conditions"] += sinks.conditions()
-        return live
-
-    def orphaned() -> None:  # the supervisor died and no SIGTERM came (or it was lost): stop, and do not outlive the bound
-        stop(reason=f"the supervisor (pid {os.environ.get('SDK_SUPERVISOR_PID')}) is gone: stopped with it")
-        threading.Timer(service.stop_timeout_s, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
-
-    from sdk.service.follow import StoreFollower
-
-    follower = StoreFollower(args.release)
-
-    def follow() -> None:  # the store's committed release is no longer this one (a rollback, a commit): give way
-        why = follower.gives_way()
-        if why is not None and not stop.requested:
-            stop.release_changed = True
-            stop(reason=why)
-
     reporter = StatusReporter(
         status_dir,
         monitor,
@@ -403,10 +215,10 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
         service.status_interval_s,
         extra,
         service.heartbeat_udp,
-        source_counters,
-        stall_s=interval,
-        on_orphaned=orphaned,
-        follow=follow,
+        lambda: live_status(runner),
+        stall_s=feeds.interval,
+        on_orphaned=lambda: _orphaned(stop, service.stop_timeout_s),
+        follow=_follower(args.release, stop),
     )
     with reporter, GcOutOfTheLoop() as gc_guard:
         reporter.gc = gc_guard
@@ -419,18 +231,7 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
             reporter.publish()
             raise
         monitor.stop()
-        stream = runner.stream
-        streams = getattr(stream, "streams", None) or ([stream] if stream is not None else [])  # several cameras: each
-        ended = [s.name for s in streams if s.reader.live and s.source_ended]
-        live_ended = bool(ended) and not stop.requested
-        extra["last_error"] = result.last_error
-        extra["stage_errors"] = result.stage_errors
-        if live_ended:  # a camera that stops is a fault (the manager restarts the runtime); a recording that ends is not
-            extra.update(state="FAILED", reason=f"the live source ended: {', '.join(ended)}")
-            extra["last_error"] = extra["last_error"] or extra["reason"]
-        else:
-            extra["state"] = "STOPPED"  # the run ended (the stream ended, or SIGTERM): no longer NOMINAL
-            extra["reason"] = stop.reason or ("frames limit reached" if args.frames and result.frames >= args.frames else "the source ended")
+        live_ended = _record_the_end(result, runner, stop, args.frames, extra)
     reporter.publish()
     notifier.close()
     if live_ended:
@@ -440,3 +241,88 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
         sys.stderr.write(f"note: {stop.reason}\n")
         return EXIT_RELEASE_CHANGED  # the manager starts the release that may start now
     return 0
+
+
+class WatchdogFeeds:
+    """The manager's READY and WATCHDOG=1, fed from the frame path only (and while a camera reconnects on schedule)."""
+
+    def __init__(self, notifier: Notifier, name: str, interval: float) -> None:
+        self.notifier, self.name, self.interval = notifier, name, interval
+        self.ready, self.next = False, 0.0
+        self.runner: PipelineRunner | None = None
+
+    def on_frame(self, count: int) -> None:
+        now = time.monotonic()
+        if not self.ready:
+            self.ready = True
+            self.notifier.ready(f"{self.name}: frames flowing")
+        if now >= self.next:
+            self.next = now + self.interval
+            self.notifier.watchdog()
+
+    def on_idle(self) -> None:  # no frame, but a camera being reconnected on schedule: alive, so the watchdog is fed
+        stream = self.runner.stream if self.runner is not None else None
+        if stream is None or not stream.reconnect_on_schedule():
+            return  # a reconnect that stopped trying (an open() that hangs) is a hang: the watchdog will see it
+        if not self.ready:
+            self.ready = True
+            self.notifier.ready(f"{self.name}: started, {stream.condition()}")
+        self.notifier.watchdog()
+
+
+def live_status(runner: PipelineRunner) -> dict:
+    """What changes while the service runs: the sources' counters and conditions, each output's frames written."""
+    counters = runner.counters
+    live: dict = {"conditions": []}
+    if counters is not None:
+        live.update(dropped=counters.dropped, corrupt_frames=counters.corrupt, lost_frames=counters.lost, disconnects=counters.disconnects)
+        live.update(reconnect_attempts=counters.reconnect_attempts, corrupt_last=counters.corrupt_last, lost_last=counters.lost_last)
+    stream = runner.stream
+    source = stream.condition() if stream is not None else None
+    if source is not None:
+        live["conditions"].append(source)
+        live["source_waiting"] = True  # no frames because of the camera: said above, not a stall of the runtime
+    sinks = runner.sinks
+    if sinks is not None:  # each output's frames written and not written (and why), exactly
+        live["outputs"] = sinks.describe()
+        live["conditions"] += sinks.conditions()
+    return live
+
+
+def _orphaned(stop: Stop, stop_timeout_s: float) -> None:
+    """The supervisor died and no SIGTERM came (or it was lost): stop, and do not outlive the bound."""
+    stop(reason=f"the supervisor (pid {os.environ.get('SDK_SUPERVISOR_PID')}) is gone: stopped with it")
+    threading.Timer(stop_timeout_s, lambda: os.kill(os.getpid(), signal.SIGKILL)).start()
+
+
+def _follower(release: Path, stop: Stop):
+    """The store's committed release is no longer this one (a rollback, a commit): give way (sdk/service/follow.py)."""
+    from sdk.service.follow import StoreFollower
+
+    follower = StoreFollower(release)
+
+    def follow() -> None:
+        why = follower.gives_way()
+        if why is not None and not stop.requested:
+            stop.release_changed = True
+            stop(reason=why)
+
+    return follow
+
+
+def _record_the_end(result, runner: PipelineRunner, stop: Stop, frames: int | None, extra: dict) -> bool:
+    """How the run ended, into the status: a live camera that stopped is a fault (the manager restarts the runtime),
+    a recording that ended is not. True for the fault."""
+    stream = runner.stream
+    streams = getattr(stream, "streams", None) or ([stream] if stream is not None else [])  # several cameras: each
+    ended = [s.name for s in streams if s.reader.live and s.source_ended]
+    live_ended = bool(ended) and not stop.requested
+    extra["last_error"] = result.last_error
+    extra["stage_errors"] = result.stage_errors
+    if live_ended:
+        extra.update(state="FAILED", reason=f"the live source ended: {', '.join(ended)}")
+        extra["last_error"] = extra["last_error"] or extra["reason"]
+    else:
+        extra["state"] = "STOPPED"  # the run ended (the stream ended, or SIGTERM): no longer NOMINAL
+        extra["reason"] = stop.reason or ("frames limit reached" if frames and result.frames >= frames else "the source ended")
+    return live_ended

@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-import sdk.service.serve as serve_module
+import sdk.service.status_reporter as serve_module
 from sdk.runtime.health import HealthMonitor
 from sdk.service.notify import Notifier
-from sdk.service.serve import StatusReporter
+from sdk.service.status_reporter import StatusReporter
 from sdk.spec.schema import DegradedMode
 
 
