@@ -33,7 +33,7 @@ class SdkError(Exception):
 class ConfigError(SdkError):
     """A pipeline or target file is invalid."""
 
-    default_hint = "fix the file at the place named above; README.md documents every key"
+    default_hint = "fix the file at the place named above; docs/reference/pipeline.md documents every key"
 
 
 class SourceError(SdkError):

@@ -55,11 +55,12 @@ def render_report(console: Console, report: dict, report_dir, staged) -> None:
     if staged.recovered:
         console.print(f"  [yellow]note[/] an unfinished trial of release {staged.recovered} was rolled back before this deploy")
     unit = getattr(staged, "service_unit", None) or {}
-    if unit and (not unit.get("user_exists") or unit.get("removed_units")):  # the root step the deploy cannot take
+    vehicle = report.get("target") != "local"  # a laptop is never asked for root: the service is a vehicle's
+    if vehicle and unit and (not unit.get("user_exists") or unit.get("removed_units")):  # the root step the deploy cannot take
         removed = f"; units removed: {', '.join(unit['removed_units'])}" if unit.get("removed_units") else ""
         console.print(
-            f"  [yellow]note[/] the service unit {unit['unit']} runs as user {unit['user']}"
-            f"{'' if unit.get('user_exists') else ' (not created yet)'}{removed}; once, as root on the device: {unit['install']}",
+            f"  [yellow]note[/] to run this pipeline as a systemd service on the vehicle: the unit {unit['unit']} runs as user "
+            f"{unit['user']}{'' if unit.get('user_exists') else ' (not created yet)'}{removed}; once, as root on the device: {unit['install']}",
             highlight=False,
         )
     sent = (

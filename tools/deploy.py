@@ -42,6 +42,7 @@ from tools.validation.report_dirs import new_run_folder
 
 VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
 DEVICE_FILE = "device.json"  # the target's fingerprint, probed by this deploy
+VOLATILE_FACTS = ("free_disk_bytes",)  # probed, but not what the device is: kept out of device.json and its hash
 RUN_FILES = (REPORT_FILE, "detections.jsonl", TIMELINE_FILE, JUNIT_FILE, HTML_FILE, REFERENCE_FILE)
 LEGACY_PLOTS = ("latency_timeline.png", "stage_cdf.png", "latency_histogram.png", "miss_streaks.png")  # before plots were inline
 
@@ -241,10 +242,17 @@ def install_release(
             finally:
                 task.done()
             if not outcome.healthy:
+                hint = "the last committed release is current again; fix the cause and deploy again"
+                if outcome.frames < policy.min_frames and "health.min_frames" in outcome.reason:  # the source ran out
+                    hint = (
+                        f"a single image or a short recording ends before the health check's {policy.min_frames} frames: "
+                        "set source.replay.loop: true (or more replay.frames), or lower health.min_frames; "
+                        "the last committed release is current again"
+                    )
                 raise ReleaseError(
                     f"release {staged.release_id} failed its health check on {session.name}: {outcome.reason}; "
                     f"the device rolled back to {outcome.current or 'no release'}",
-                    hint="the last committed release is current again; fix the cause and deploy again",
+                    hint=hint,
                 )
             session.store_op("commit", *(["--if-damaged", if_damaged] if if_damaged else []))
             session.store_op("prune")
@@ -271,9 +279,13 @@ def measure(
     if not outcome.ran:
         raise SdkError(f"run on {session.name} failed: {outcome.error()}", hint="the release stays current; see the message above")
     session.fetch_run(run_name, report_dir)
-    fingerprint = (json.dumps({"target": session.name, **staged.device}, indent=2, sort_keys=True) + "\n").encode()
+    device = {k: v for k, v in staged.device.items() if k not in VOLATILE_FACTS}  # what the device is, the same every run
+    fingerprint = (json.dumps({"target": session.name, **device}, indent=2, sort_keys=True) + "\n").encode()
     (report_dir / DEVICE_FILE).write_bytes(fingerprint)
     report = json.loads((report_dir / REPORT_FILE).read_text())
+    volatile = {k: staged.device[k] for k in VOLATILE_FACTS if k in staged.device}
+    if volatile:  # what changes from run to run (free disk) goes with this run's environment, not the fingerprint
+        report.setdefault("environment", {})["device_at_deploy"] = volatile
     # Traceability: who ran it from where, and the hash of device.json (the fingerprint this deploy probed).
     report["run"] = with_host_run(report.get("run"), target=session.name, fingerprint=fingerprint if staged.device else None)
     write_report(report, report_dir)

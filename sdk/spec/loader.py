@@ -168,7 +168,7 @@ def config_error(document: YamlDocument, exc: ValidationError, root: type[BaseMo
         )
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "missing":
-        return ConfigError(f"{where}: required key is missing{more}", hint="add the key; README.md lists every key")
+        return ConfigError(f"{where}: required key is missing{more}", hint="add the key; docs/reference/pipeline.md lists every key")
     got = first.get("input")
     shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"
     expected = re.findall(r"'([^']*)'", str(first.get("ctx", {}).get("expected", "")))

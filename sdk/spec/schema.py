@@ -112,7 +112,7 @@ class Postprocess(Frozen):
             where = ", or a label file in decoder.labels" if isinstance(self.decoder, LABELLED) else ""
             raise bounds_error(
                 f"required key is missing: the class names in the model's order{where}",
-                hint="add the key; README.md lists every key",
+                hint="add the key; docs/reference/pipeline.md lists every key",
                 path=("postprocess", "classes"),
             )
         if not self.classes and not labelled:

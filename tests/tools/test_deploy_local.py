@@ -227,3 +227,24 @@ def test_sdk_prepare_and_targets_list(tmp_path, cli):
     assert len(list((state / "cache" / "prepared").iterdir())) == 1
     listed = cli("targets", "list", state=state)
     assert listed.returncode == 0 and listed.stdout.split() == ["local"]
+
+
+def test_the_device_fingerprint_is_the_same_on_every_run_of_one_machine(tiny_pipeline, tmp_path, state_dir, cli):
+    """device.json (and the hash the report keeps of it) says what the device is; free disk space changes from run to
+    run and goes with the run's environment instead."""
+    pipeline, _ = tiny_pipeline(frames=20)
+    for name in ("r1", "r2"):
+        done = cli("deploy", "--target", "local", str(pipeline.path), "--frames", "2", "--report-dir", str(tmp_path / name), state=state_dir)
+        assert done.returncode in (0, 3, 4), done.stderr
+        (tmp_path / "filler").write_bytes(bytes(1 << 20))  # the free disk changes between the runs
+    first, second = ((tmp_path / name / "device.json").read_bytes() for name in ("r1", "r2"))
+    assert first == second and b"free_disk_bytes" not in first
+    report = json.loads((tmp_path / "r2" / "report.json").read_text())
+    assert report["environment"]["device_at_deploy"]["free_disk_bytes"] > 0
+
+
+def test_a_source_that_ends_before_the_health_check_says_how_to_loop_it(tiny_pipeline, tmp_path, state_dir, cli):
+    pipeline, _ = tiny_pipeline(frames=2)  # a 2-frame recording: the health check needs 5
+    done = cli("deploy", "--target", "local", str(pipeline.path), "--report-dir", str(tmp_path / "r"), state=state_dir)
+    assert done.returncode == 1 and "only 2 frame(s) went through the pipeline" in done.stderr
+    assert "hint: a single image or a short recording ends before the health check's 5 frames: set source.replay.loop: true" in done.stderr

@@ -147,8 +147,9 @@ def test_kill_9_of_the_runtime_and_the_supervisor_over_ssh_then_start_gives_exac
     assert all(run == list(range(len(run))) for run in runs)  # each run whole and in order
 
 
-def test_the_deploy_says_the_root_step_while_the_service_user_is_missing(tiny_pipeline, tmp_path, state_dir, sdk):
-    """The deploy cannot create the unit's user (no root): it says so with the command, it does not fail silently."""
+def test_the_deploy_says_the_root_step_for_a_vehicle_and_never_asks_a_laptop_for_root(tiny_pipeline, tmp_path, state_dir, ssh_target, sdk):
+    """The deploy cannot create the unit's user (no root): to a vehicle it says so with the command, it does not fail
+    silently; on the local target (a laptop) it never asks for root."""
     import pwd
 
     try:
@@ -157,14 +158,16 @@ def test_the_deploy_says_the_root_step_while_the_service_user_is_missing(tiny_pi
     except KeyError:
         pass
     pipeline, _ = tiny_pipeline(frames=6)
-    done = sdk("deploy", "--target", "local", str(pipeline.path), "--frames", "6", "--report-dir", str(tmp_path / "r"))
+    done = sdk("deploy", "--target", "local", str(pipeline.path), "--frames", "6", "--report-dir", str(tmp_path / "local"))
     assert done.returncode in (0, 4), done.stderr
-    unit = state_dir / "targets" / "local" / "units" / "perception-tiny.service"
-    note = next(line for line in done.stdout.splitlines() if "service unit" in line)
-    assert (
-        f"note the service unit {unit.resolve()} runs as user perception (not created yet); once, as root on the device: sudo env PYTHONPATH=" in note
-    )
-    assert note.endswith(f"-m sdk service --root {unit.resolve().parents[1]} install") and "User=perception" in unit.read_text()
+    assert "sudo" not in done.stdout + done.stderr and "service unit" not in done.stdout
+    done = sdk("deploy", "--target", "sim", str(pipeline.path), "--frames", "6", "--report-dir", str(tmp_path / "vehicle"))
+    assert done.returncode in (0, 4), done.stderr
+    unit = ssh_target.root / "units" / "perception-tiny.service"
+    note = " ".join(done.stdout.split())  # one note, wrapped or not
+    assert f"to run this pipeline as a systemd service on the vehicle: the unit {unit} runs as user perception (not created yet)" in note
+    assert "once, as root on the device: sudo env PYTHONPATH=" in note and f"-m sdk service --root {ssh_target.root} install" in note
+    assert "User=perception" in unit.read_text()
 
 
 def test_a_deploy_holds_the_lease_from_the_pause_to_the_restart_so_a_second_target_file_waits(tmp_path, monkeypatch):

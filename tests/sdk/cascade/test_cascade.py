@@ -91,7 +91,7 @@ def frames() -> list[np.ndarray]:
 
 
 def _models() -> Path:
-    rapidocr = pytest.importorskip("rapidocr_onnxruntime")
+    rapidocr = pytest.importorskip("rapidocr_onnxruntime", reason="PaddleOCR's models: pip install --no-deps -r tests/reference-packages.txt")
     return Path(rapidocr.__file__).parent / "models"
 
 
@@ -136,7 +136,9 @@ def test_a_step_is_validated_at_load(tmp_path):
 
 @pytest.mark.slow
 def test_paddleocr_detector_and_recogniser_read_the_lines_as_rapidocr_does(tmp_path):
-    from rapidocr_onnxruntime import RapidOCR
+    RapidOCR = pytest.importorskip(  # noqa: N806 - the reference's class
+        "rapidocr_onnxruntime", reason="the reference OCR: pip install --no-deps -r tests/reference-packages.txt"
+    ).RapidOCR
 
     folder = ocr_folder(tmp_path)
     lines = deploy_local(folder / "ocr.yaml", 5, tmp_path / "state", tmp_path / "reports")
