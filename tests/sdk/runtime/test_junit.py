@@ -108,3 +108,15 @@ def test_junit_is_valid_and_carries_the_run(tmp_path):
     case = cases["end_to_end.p50_ms"][1]
     assert case.time == pytest.approx(12.5) and "measured 10 ms; limit 33.3 ms" in case.system_out
     assert cases["end_to_end.p99_ms"][1].result[0].type == "Inconclusive"
+
+
+def test_a_run_that_judged_nothing_says_so_in_one_case(tmp_path):
+    """A pipeline without budgets (what `sdk init` writes): never an empty suite that a CI reads as green."""
+    empty = {**report([]), "verdict": "INCONCLUSIVE", "measured_frames": 120}
+    path = write_junit(empty, tmp_path)
+    validate_junit(path)
+    (suite,) = suites(path)
+    assert (suite.tests, suite.failures) == (1, 1)
+    state, case = read_junit(path)["budgets"]
+    assert state == "failure" and case.result[0].type == "Inconclusive"
+    assert "no budget is set in the pipeline file (budgets:): nothing was judged" in case.result[0].message
