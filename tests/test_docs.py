@@ -214,3 +214,21 @@ def test_the_site_builds_strict(tmp_path):
     decisions = sorted(p.stem for p in (REPO / "docs" / "decisions").glob("[0-9][0-9][0-9][0-9]-*.md"))
     built = (tmp_path / "site" / "decisions" / "index.html").read_text()
     assert all(f"{name}/" in built for name in decisions), "the decisions index lists every record"
+
+
+def user_pages() -> list[Path]:
+    """Every page a user reads: the README, ARCHITECTURE.md and the site's pages (the generated reference included)."""
+    return [README, ARCHITECTURE, *sorted((REPO / "docs").rglob("*.md"))]
+
+
+# A path of the machine the docs were written on, never of the product: a checkout, a user's tool chain, a test run.
+MACHINE_PATH = re.compile(r"(/work/\w|/\.pyenv/|/root/\.|/tmp/pytest-of-[a-z]|/tmp/tmp\w|/home/[a-z][\w-]*/(?!perception\b))")
+INTERNAL_NUMBER = re.compile(r"\b[Ii]ssue \d+|\bitem \d+ of\b|\bstop \d+\b")
+
+
+@pytest.mark.parametrize("page", user_pages(), ids=lambda p: str(p.relative_to(REPO)))
+def test_docs_speak_of_the_product_not_of_how_it_was_made(page):
+    """No absolute path of a development machine, and no internal issue or work numbers, in a page users read."""
+    text = page.read_text()
+    assert not MACHINE_PATH.findall(text), MACHINE_PATH.findall(text)[:3]
+    assert not INTERNAL_NUMBER.findall(text), INTERNAL_NUMBER.findall(text)[:3]

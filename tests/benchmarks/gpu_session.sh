@@ -1,7 +1,7 @@
 #!/bin/bash
 # One GPU-machine session: environment, gpu tests, CUDA test folders, local deploy + selftest, kernel timings, full suite.
 #   OUT=/some/folder [STEPS=gpu,selftest,bench,full] bash tests/benchmarks/gpu_session.sh   (from the repo root)
-# NOT YET RUN ON A GPU (2026-11-24; see docs/gpu-runs.md). Missing Python packages travel as wheels in .whl/.
+# Not yet run on a GPU (docs/hardware.md). Missing Python packages travel as wheels in .whl/.
 set -u
 export PYTHONUNBUFFERED=1 COLUMNS=200
 T0=$(date +%s)
