@@ -50,6 +50,10 @@ class Backend(ABC):
     @abstractmethod
     def output_specs(self) -> tuple[TensorSpec, ...]: ...
 
+    def slowest_layers(self, count: int = 5) -> list[tuple[str, float]]:
+        """(layer, total ms) of the layers that took longest, where the backend profiles its layers; else none."""
+        return []
+
     def constants_written(self, names: tuple[str, ...]) -> None:
         """These inputs were written once and never change: a backend that copies inputs per frame may copy them now, once."""
         return None  # ONNX Runtime reads the bound buffers themselves: nothing to do

@@ -42,6 +42,22 @@ class SingleCamera:
         self.cameras = [camera]
         self._tag = tag  # name the camera in the frames (`sources:` with one camera)
 
+    @property
+    def on_idle(self):
+        return self.cameras[0].stream.on_idle
+
+    @on_idle.setter
+    def on_idle(self, callback) -> None:  # read in the loop's thread: the stream itself calls it while it waits
+        self.cameras[0].stream.on_idle = callback
+
+    @property
+    def on_end(self):
+        return self.cameras[0].stream.on_end
+
+    @on_end.setter
+    def on_end(self, callback) -> None:
+        self.cameras[0].stream.on_end = callback
+
     def __enter__(self) -> SingleCamera:
         self.cameras[0].stream.__enter__()
         return self

@@ -139,26 +139,19 @@ class PipelineRunner:
     @property
     def counters(self) -> StreamCounters | None:
         """The sources' counters while it runs, added up over the cameras (read by a service's status thread)."""
-        if not self._cameras:
-            return None
-        if len(self._cameras) == 1:
-            return self._cameras[0].stream.counters
-        return summed_counters([camera.stream.counters for camera in self._cameras])
+        return summed_counters([camera.stream.counters for camera in self._cameras]) if self._cameras else None
 
     @property
-    def stream(self) -> FrameStream | CameraSet | None:
-        if not self._cameras:
-            return None
-        if len(self._cameras) == 1:
-            return self._cameras[0].stream
-        return CameraSet([camera.stream for camera in self._cameras])
+    def stream(self) -> CameraSet | None:
+        """The cameras as one source (one camera is a set of one): its condition, reconnects and end."""
+        return CameraSet([camera.stream for camera in self._cameras]) if self._cameras else None
 
     def stop(self) -> None:
         """End the run after the current frame (safe from a signal handler)."""
         self._stopping = True
         for camera in self._cameras:
             camera.stream.stop()
-        if self._feed is not None and hasattr(self._feed, "stop"):
+        if self._feed is not None:
             self._feed.stop()
 
     def run(self) -> RunResult:
@@ -172,15 +165,10 @@ class PipelineRunner:
                 raise ConfigError(f"{self.pipeline.path}: {what}: {problem}", hint=REPLAY_FRAMES_HINT)
         cameras = open_cameras(self.pipeline, self.max_frames, wait_for_camera=self.monitor is not None)
         capacities = [self.max_frames or spec.cameras[c.name].replay.frames or DEFAULT_RECORDER_CAPACITY for c in cameras]
-        recorder = LatencyRecorder(min(sum(capacities), DEFAULT_RECORDER_CAPACITY * len(cameras)) if len(cameras) > 1 else capacities[0])
-        for camera in cameras:
-            camera.stream.on_idle = self.on_idle if len(cameras) == 1 else None
+        recorder = LatencyRecorder(sum(capacities))  # every camera's frames, one key per (camera, frame)
         self._cameras = cameras
         feed = create_feed(self.pipeline, cameras)
-        if len(cameras) == 1:
-            cameras[0].stream.on_end = self.on_end
-        else:
-            feed.on_idle, feed.on_end = self.on_idle, self.on_end
+        feed.on_idle, feed.on_end = self.on_idle, self.on_end
         self._feed = feed
         if self._stopping:  # stopped before the run began (SIGTERM during the model load)
             self.stop()
@@ -199,23 +187,16 @@ class PipelineRunner:
             frames = stack.enter_context(feed)
             rates = {c.name: spec.cameras[c.name].replay.rate_fps or c.stream.reader.nominal_fps or 30.0 for c in cameras}
             sinks = create_sinks(
-                spec.sinks,
-                self.output_dir,
-                fps=rates[cameras[0].name],
-                require_jsonl=self.require_jsonl,
-                retention=self.retention,
-                cameras=rates if len(cameras) > 1 else None,
+                spec.sinks, self.output_dir, fps=rates[cameras[0].name], require_jsonl=self.require_jsonl, retention=self.retention, cameras=rates
             )
             self.sinks = stack.enter_context(sinks)
             note = f"TensorRT engine, {spec.model.precision}" if backend.name == "tensorrt" else _precision_note(spec.model.precision)
-            counters = cameras[0].stream.counters if len(cameras) == 1 else StreamCounters()
-            result = RunResult(recorder, counters, backend=f"{backend.describe()}, {note}", preprocess=preprocess.report())
+            result = RunResult(recorder, StreamCounters(), backend=f"{backend.describe()}, {note}", preprocess=preprocess.report())
             result.postprocess = decode.describe()
             result.batch, result.batching = batch, describe_batching(len(cameras), batch)
             for camera, capacity in zip(cameras, capacities, strict=True):
                 replay = spec.cameras[camera.name].replay.model_dump()
-                own = recorder if len(cameras) == 1 else LatencyRecorder(min(capacity, DEFAULT_RECORDER_CAPACITY))
-                result.cameras[camera.name] = CameraResult(own, camera.stream.counters, replay=replay)
+                result.cameras[camera.name] = CameraResult(LatencyRecorder(capacity), camera.stream.counters, replay=replay)
             started = time.perf_counter()
             try:
                 self._loop(frames, preprocess, backend, decode, cascade, track, sinks, result)
@@ -225,10 +206,9 @@ class PipelineRunner:
                 result.cascade_ms = cascade.latencies_ms()
                 for camera in cameras:
                     result.cameras[camera.name].skipped_slots = camera.skipped_slots
-                if len(cameras) > 1:
-                    result.counters = summed_counters([camera.stream.counters for camera in cameras])
-            if hasattr(backend, "slowest_layers"):  # TensorRT with profile_layers: the bottleneck layers, by name
-                result.slowest_layers = [(name, round(ms / max(result.frames, 1), 4)) for name, ms in backend.slowest_layers(10)]
+                result.counters = summed_counters([camera.stream.counters for camera in cameras])
+            # TensorRT with profile_layers: the bottleneck layers, by name (other backends report none)
+            result.slowest_layers = [(name, round(ms / max(result.frames, 1), 4)) for name, ms in backend.slowest_layers(10)]
         result.outputs = sinks.describe()  # closed: a file removed before its publication is counted
         return result
 
@@ -258,8 +238,8 @@ class PipelineRunner:
         monitor = self.monitor
         preprocessors, decoders = preprocess.by_camera, decode.by_slot
         batched = result.batch > 1
-        several = len(result.cameras) > 1
-        own = {name: camera.recorder.record for name, camera in result.cameras.items()} if several else None
+        named = self.pipeline.spec.multi_camera  # `sources:`: the cameras have names, and errors say which
+        own = {name: camera.recorder.record for name, camera in result.cameras.items()}
         count = len(result.cameras)
         marks = [0] * 6
         infer = preprocess.infer_step(backend)
@@ -296,7 +276,7 @@ class PipelineRunner:
                     raise
                 except Exception as exc:  # a bad frame must not take the run down: count, skip
                     result.stage_errors[stage] = result.stage_errors.get(stage, 0) + 1
-                    camera_note = f"camera {group[0][0].name}: " if several else ""
+                    camera_note = f"camera {group[0][0].name}: " if named else ""
                     result.last_error = f"{camera_note}frame {index}: {stage}: {type(exc).__name__}: {exc}"
                     consecutive += 1
                     if monitor is not None:
@@ -310,12 +290,9 @@ class PipelineRunner:
                 consecutive = 0
                 for camera, frame, decoded, written, detections in done:
                     marks[0], marks[1], marks[2], marks[3], marks[4], marks[5] = frame.t_capture_ns, start, preprocessed, inferred, decoded, written
-                    digest = detections.digest()
-                    if several:
-                        own[camera.name](frame.index, marks, digest)
-                        record(frame.index * count + camera.index, marks, digest)  # one key per (camera, frame)
-                    else:
-                        record(frame.index, marks, digest)  # after the last mark: not part of the latency
+                    digest = detections.digest()  # after the last mark: not part of the latency
+                    own[camera.name](frame.index, marks, digest)
+                    record(frame.index * count + camera.index, marks, digest)  # one key per (camera, frame)
                     if monitor is not None:
                         monitor.frame(marks[5] - marks[0])
                     if on_frame is not None:

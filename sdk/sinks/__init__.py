@@ -157,6 +157,7 @@ def create_sinks(
     writes one file per camera, `annotated-NAME.mp4`, at that camera's rate, or with `mosaic: true` one
     video of every camera side by side (sdk/sinks/mosaic.py).
     """
+    cameras = cameras if cameras is not None and len(cameras) > 1 else None  # one camera: its outputs as they always were
     sinks: list = []
     contract = JsonlSpec(kind="jsonl")
     if require_jsonl and not any(isinstance(spec, JsonlSpec) and Path(spec.path) == Path(contract.path) for spec in specs):

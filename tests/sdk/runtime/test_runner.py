@@ -229,3 +229,20 @@ def test_the_model_session_spins_as_model_spinning_says_unless_the_run_is_host_w
     monkeypatch.setattr(OnnxRuntimeBackend, "open", open_and_look)
     PipelineRunner(pipeline, artifacts, tmp_path / "out", **({"spinning": False} if host_work else {})).run()
     assert seen == [expected]
+
+
+def test_one_camera_is_a_set_of_one(tiny_pipeline, tmp_path):
+    """The loop has no one-camera branch: a single camera's own section holds exactly the run's frames and figures
+    (the same recorder contents as the whole run's), its counters are the run's, and the report has the keys it had."""
+    pipeline, artifacts = tiny_pipeline(frames=12)
+    runner = PipelineRunner(pipeline, artifacts, tmp_path / "out")
+    result = runner.run()
+    report = build_report(pipeline, result, target="local")
+    ((name, camera),) = report["cameras"].items()
+    assert camera["frames"] == report["frames"] == 12 and camera["measured_frames"] == report["measured_frames"]
+    assert camera["stages"] == report["stages"] and camera["end_to_end"] == {k: report["end_to_end"][k] for k in camera["end_to_end"]}
+    assert camera["queue"] == report["queue"] and camera["dropped"] == report["dropped"]
+    own, whole = result.cameras[name].recorder.rows(), result.recorder.rows()
+    assert all((a == b).all() for a, b in zip(own, whole, strict=True))
+    assert (tmp_path / "out" / "detections.jsonl").is_file() and not list((tmp_path / "out").glob("*-*.jsonl"))
+    assert runner.stream is not None and runner.stream.source_ended and runner.counters.delivered == 12
