@@ -25,6 +25,7 @@ DLA_LAYER_MS = 0.002  # DLA layers run inside one loadable: a small cost per lay
 DLA_SUBGRAPH_MS = 0.06  # each DLA subgraph's submission and completion (cuDLA/TensorRT task)
 CHANNEL_ALIGN = {"fp16": 8, "int8": 32, "fp32": 4}  # tensor-core channel multiples TensorRT wants (fp32 runs as TF32)
 TRANSITION_MS = 0.02  # a GPU<->DLA boundary's fixed cost, on top of the reformat and copy of its bytes
+NCHW_INPUT_STRIDED = 0.4  # a strided convolution of an NCHW input (fewer channels than a block), measured here at 0.3-0.5 of the peak
 NARROW_FLOOR = 0.25  # a GEMM-like kernel keeps at least this share of its rate however few channels it has
 
 
@@ -71,6 +72,8 @@ class HostEngine:
                 return 0.4 * p.conv_gflops
             base = {"conv": p.conv_gflops, "conv_pointwise": p.pointwise_gflops, "gemm": p.gemm_gflops}[cls]
             efficiency = channel_efficiency(min(k, n), self.half) * channel_efficiency(_rows(main), self.half)
+            if self.block and cls == "conv" and main.channels[0] < self.block and any(s > 1 for s in main.strides):
+                efficiency *= NCHW_INPUT_STRIDED  # the first convolution of a network: NCHW input, strided
             return base * max(efficiency, NARROW_FLOOR) * self._padding(main)
         if cls == "conv_depthwise":
             return p.depthwise_gflops * self._padding(main)

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-PEAKS_FORMAT = 3
-PROBE_RUNS = 40
+PEAKS_FORMAT = 4
+RUNS = 30  # runs of a probe in a row; the first (cold) is not kept
+PASSES = 2
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,8 @@ class HostPeaks:
     depthwise_gflops: float  # a 3x3 depthwise convolution
     dram_gbs: float  # an elementwise pass over a tensor larger than the last-level cache (bytes read + written per second)
     cache_gbs: float  # the same over a tensor that fits in it
-    launch_ms: float  # a node that does almost nothing
+    launch_ms: float  # a node that does almost nothing (its kernel time)
+    gap_ms: float  # the time between two nodes' kernels: ONNX Runtime's own work per node
     parallel_launch_ms: float  # a convolution with almost nothing to do (what splitting work over the threads costs)
     narrow_gflops: float  # a 1x1 convolution of 16 to 16 channels: what few channels leave of the pointwise rate
     vector_gflops: float  # a Sigmoid over a tensor in cache (4 FLOPs an element): elementwise arithmetic
@@ -72,7 +74,7 @@ def last_level_cache() -> int:
     return best or 8 << 20
 
 
-def _model(op: str, inputs: dict[str, tuple], output: tuple, weights: dict[str, np.ndarray], **attrs):
+def _model(op: str, inputs: dict[str, tuple], output: tuple, weights: dict[str, np.ndarray], **attrs) -> bytes:
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
@@ -89,30 +91,53 @@ def _model(op: str, inputs: dict[str, tuple], output: tuple, weights: dict[str, 
     return model.SerializeToString()
 
 
-def _kernel_ms(model: bytes, feeds: dict[str, np.ndarray], threads: int | None, spinning: bool, folder: Path) -> float:
-    """The median kernel time (ms) of the probe's nodes over PROBE_RUNS runs, from ONNX Runtime's profiler."""
-    import onnxruntime as ort
+class _Probe:
+    """One probe's ONNX Runtime session with the profiler on; `run()` once a round, `result()` at the end."""
 
-    from sdk.backends.onnxruntime_cpu import session_options
-    from sdk.profiling.onnxruntime_profile import parse_trace
+    def __init__(self, name: str, model: bytes, feeds: dict[str, np.ndarray], threads: int | None, spinning: bool, folder: Path) -> None:
+        import onnxruntime as ort
 
-    options = session_options(threads, spinning=spinning)
-    options.enable_profiling = True
-    options.profile_file_prefix = str(folder / ".probe")
-    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    warmup = 5
-    for _ in range(warmup + PROBE_RUNS):
-        session.run(None, feeds)
-    trace = Path(session.end_profiling())
-    try:
-        _, nodes = parse_trace(json.loads(trace.read_text()), warmup)
-    finally:
-        trace.unlink(missing_ok=True)
-    per_run = np.sum([n["times_ms"] for n in nodes], axis=0)
-    return float(np.median(per_run))
+        from sdk.backends.onnxruntime_cpu import session_options
+
+        options = session_options(threads, spinning=spinning)
+        options.enable_profiling = True
+        options.profile_file_prefix = str(folder / f".probe-{name}-{os.getpid()}")  # a trace file of its own
+        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        self.feeds = feeds
+
+    def run(self) -> None:
+        self.session.run(None, self.feeds)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """(each run's kernel time, each run's time outside its kernels), in ms, leaving out the first run (cold
+        caches, threads starting)."""
+        from sdk.profiling.onnxruntime_profile import parse_trace
+
+        trace = Path(self.session.end_profiling())
+        try:
+            runs, nodes = parse_trace(json.loads(trace.read_text()))
+        finally:
+            trace.unlink(missing_ok=True)
+        per_run = np.sum([n["times_ms"] for n in nodes], axis=0)
+        kept = np.arange(len(runs)) > 0
+        return per_run[kept], (np.asarray(runs) - per_run)[kept]
 
 
-def measure_peaks(threads: int | None, spinning: bool, folder: Path) -> HostPeaks:
+def _chain(count: int):
+    """`count` Relu nodes one after another on a 16-element tensor: what a node costs when it has nothing to do."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"]) for i in range(count)]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, (16,))],
+                              [helper.make_tensor_value_info(f"t{count}", TensorProto.FLOAT, (16,))])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def measure_peaks(threads: int | None, spinning: bool, folder: Path, runs: int = RUNS, passes: int = PASSES) -> HostPeaks:
     """Run the probes (a few seconds) and return the peaks."""
     import onnxruntime as ort
 
@@ -122,48 +147,76 @@ def measure_peaks(threads: int | None, spinning: bool, folder: Path) -> HostPeak
     def rand(*shape):
         return rng.random(shape, dtype=np.float32)
 
-    def rate(op, inputs, output, weights, flops, **attrs):
-        feeds = {name: rand(*shape) for name, shape in inputs.items()}
-        ms = _kernel_ms(_model(op, inputs, output, weights, **attrs), feeds, threads, spinning, folder)
-        return flops / (ms * 1e6), ms
-
-    gemm, _ = rate("MatMul", {"a": (256, 1024)}, (256, 1024), {"b": rand(1024, 1024)}, 2 * 256 * 1024 * 1024)
-    conv, _ = rate("Conv", {"x": (1, 64, 56, 56)}, (1, 64, 56, 56), {"w": rand(64, 64, 3, 3)}, 2 * 64 * 56 * 56 * 64 * 9, pads=[1, 1, 1, 1])
-    pointwise, _ = rate("Conv", {"x": (1, 128, 40, 40)}, (1, 128, 40, 40), {"w": rand(128, 128, 1, 1)}, 2 * 128 * 40 * 40 * 128)
-    depthwise, _ = rate(
-        "Conv", {"x": (1, 128, 80, 80)}, (1, 128, 80, 80), {"w": rand(128, 1, 3, 3)}, 2 * 128 * 80 * 80 * 9, pads=[1, 1, 1, 1], group=128
-    )
     llc = last_level_cache()
-    big = max(4 * llc // 4, 1 << 22)  # elements: 16 bytes x LLC read and written
+    big = max(llc, 1 << 22)  # elements: 4 x the LLC read and as much written
     small = max(llc // 16, 1 << 14)  # a quarter of the cache in and out
-    dram, _ = rate("Relu", {"x": (big,)}, (big,), {}, 8 * big)  # bytes, not FLOPs: read and written once
-    cache, _ = rate("Relu", {"x": (small,)}, (small,), {}, 8 * small)
-    _, launch = rate("Relu", {"x": (16,)}, (16,), {}, 1)
-    _, parallel = rate("Conv", {"x": (1, 8, 8, 8)}, (1, 8, 8, 8), {"w": rand(8, 8, 1, 1)}, 1)
-    narrow, _ = rate("Conv", {"x": (1, 16, 160, 160)}, (1, 16, 160, 160), {"w": rand(16, 16, 1, 1)}, 2 * 16 * 160 * 160 * 16)
-    vector, _ = rate("Sigmoid", {"x": (small,)}, (small,), {}, 4 * small)
+    chain = 32
+    probes = {  # name: (model, feeds, work: FLOPs or bytes)
+        "gemm": (_model("MatMul", {"a": (256, 1024)}, (256, 1024), {"b": rand(1024, 1024)}), {"a": rand(256, 1024)}, 2 * 256 * 1024 * 1024),
+        "conv": (_model("Conv", {"x": (1, 64, 56, 56)}, (1, 64, 56, 56), {"w": rand(64, 64, 3, 3)}, pads=[1, 1, 1, 1]),
+                 {"x": rand(1, 64, 56, 56)}, 2 * 64 * 56 * 56 * 64 * 9),
+        "pointwise": (_model("Conv", {"x": (1, 128, 40, 40)}, (1, 128, 40, 40), {"w": rand(128, 128, 1, 1)}), {"x": rand(1, 128, 40, 40)},
+                      2 * 128 * 40 * 40 * 128),
+        "depthwise": (_model("Conv", {"x": (1, 128, 80, 80)}, (1, 128, 80, 80), {"w": rand(128, 1, 3, 3)}, pads=[1, 1, 1, 1], group=128),
+                      {"x": rand(1, 128, 80, 80)}, 2 * 128 * 80 * 80 * 9),
+        "dram": (_model("Relu", {"x": (big,)}, (big,), {}), {"x": rand(big)}, 8 * big),  # bytes read and written once
+        "cache": (_model("Relu", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 8 * small),
+        "chain": (_chain(chain), {"t0": rand(16)}, chain),
+        "parallel": (_model("Conv", {"x": (1, 8, 8, 8)}, (1, 8, 8, 8), {"w": rand(8, 8, 1, 1)}), {"x": rand(1, 8, 8, 8)}, 1),
+        "narrow": (_model("Conv", {"x": (1, 16, 160, 160)}, (1, 16, 160, 160), {"w": rand(16, 16, 1, 1)}), {"x": rand(1, 16, 160, 160)},
+                   2 * 16 * 160 * 160 * 16),
+        "vector": (_model("Sigmoid", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 4 * small),
+    }  # fmt: skip
+    found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {name: [] for name in probes}
+    for _ in range(passes):  # the whole sequence again: a load spike on a shared machine spoils one pass of a probe, not both
+        for name, (model, feeds, _) in probes.items():  # one at a time, its runs in a row: warm caches, its own threads awake
+            probe = _Probe(name, model, feeds, threads, spinning, folder)
+            for _ in range(max(runs, 2)):
+                probe.run()
+            found[name].append(probe.result())
+            del probe
+    # The median of every kept run of both passes: robust to one pass spoiled by a load spike.
+    results = {name: (float(np.median(np.concatenate([p[0] for p in runs]))), float(np.median(np.concatenate([p[1] for p in runs]))))
+               for name, runs in found.items()}  # fmt: skip
+
+    def rate(name: str) -> float:
+        return probes[name][2] / (results[name][0] * 1e6)
+
+    gemm, conv, pointwise, depthwise = rate("gemm"), rate("conv"), rate("pointwise"), rate("depthwise")
+    dram, cache, narrow, vector = rate("dram"), rate("cache"), rate("narrow"), rate("vector")
+    launch, gap = results["chain"][0] / chain, max(results["chain"][1], 0.0) / chain
+    parallel = results["parallel"][0]
     return HostPeaks(
         cpu_model(), threads or os.cpu_count() or 1, spinning, f"onnxruntime {ort.__version__}",
-        round(gemm, 3), round(conv, 3), round(pointwise, 3), round(depthwise, 3), round(dram, 3), round(cache, 3), round(launch, 5),
+        round(gemm, 3), round(conv, 3), round(pointwise, 3), round(depthwise, 3), round(dram, 3), round(cache, 3), round(launch, 5), round(gap, 5),
         round(parallel, 5), round(narrow, 3), round(vector, 3), llc,
     )  # fmt: skip
 
 
-def host_peaks(threads: int | None, spinning: bool, cache_root: Path, refresh: bool = False) -> HostPeaks:
-    """This machine's peaks for (threads, spinning): from the cache, or measured once and cached."""
+def peaks_path(threads: int | None, spinning: bool, cache_root: Path) -> tuple[Path, str]:
+    """(the cache file, its key) of this CPU model's peaks for (threads, spinning) under this ONNX Runtime."""
     import onnxruntime as ort
 
     threads = threads or os.cpu_count() or 1
     key = json.dumps([PEAKS_FORMAT, cpu_model(), threads, spinning, ort.__version__])
-    path = Path(cache_root) / "host-peaks" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    return Path(cache_root) / "host-peaks" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json", key
+
+
+def store_peaks(peaks: HostPeaks, key: str, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps({"key": json.loads(key), "peaks": peaks.as_dict()}, indent=1) + "\n")
+    os.replace(partial, path)
+
+
+def host_peaks(threads: int | None, spinning: bool, cache_root: Path, refresh: bool = False) -> HostPeaks:
+    """This machine's peaks for (threads, spinning): from the cache, or measured once and cached."""
+    path, key = peaks_path(threads, spinning, cache_root)
     if path.is_file() and not refresh and not os.environ.get("SDK_HOST_PEAKS_REFRESH"):
         try:
             return HostPeaks(**json.loads(path.read_text())["peaks"])
         except (ValueError, KeyError, TypeError):
             pass  # an unreadable cache is measured again
     peaks = measure_peaks(threads, spinning, path.parent)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(".partial")
-    partial.write_text(json.dumps({"key": json.loads(key), "peaks": peaks.as_dict()}, indent=1) + "\n")
-    os.replace(partial, path)
+    store_peaks(peaks, key, path)
     return peaks

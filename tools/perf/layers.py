@@ -58,6 +58,7 @@ class Layer:
     channels: tuple[int, int] | None = None  # (in, out) channels of a conv or gemm: what tensor cores want aligned
     kernel: tuple[int, ...] = ()
     groups: int = 1
+    strides: tuple[int, ...] = ()
     attrs: dict = field(default_factory=dict)
 
     def bytes_moved(self, precision: str = "fp32") -> int:
@@ -97,7 +98,38 @@ def load_layers(path: Path) -> ModelLayers:
         model = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception as exc:  # onnx raises several unrelated types
         raise ModelError(f"{path}: not a readable ONNX model: {exc}") from None
-    return layers_of(model, str(path))
+    return layers_of(model, str(path), _run_shapes(model))
+
+
+def _run_shapes(model) -> dict[str, tuple[int, ...]]:
+    """Shapes ONNX shape inference left open (a Reshape to a computed shape), read from one run of the model by ONNX
+    Runtime with every such tensor made an output; {} when the inputs are not static or the run fails."""
+    import onnx
+
+    known = {info.name for info in (*model.graph.input, *model.graph.value_info, *model.graph.output) if _dims(info) is not None}
+    weights = {i.name for i in model.graph.initializer}
+    missing = [t for node in model.graph.node if node.op_type != "Constant" for t in node.output if t and t not in known and t not in weights]
+    inputs = [i for i in model.graph.input if i.name not in weights]
+    if not missing or any(_dims(i) is None for i in inputs):
+        return {}
+    try:
+        import numpy as np
+        import onnxruntime as ort
+
+        from sdk.profiling.onnxruntime_profile import NUMPY
+
+        probe = onnx.ModelProto()
+        probe.CopyFrom(model)
+        probe.graph.output.extend([onnx.ValueInfoProto(name=name) for name in missing])
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.log_severity_level = 3
+        session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        feeds = {a.name: np.zeros(a.shape, NUMPY.get(a.type, np.float32)) for a in session.get_inputs()}
+        values = session.run(missing, feeds)
+    except Exception:  # a model ONNX Runtime cannot run as it is: its open shapes stay open
+        return {}
+    return {name: tuple(int(d) for d in np.shape(value)) for name, value in zip(missing, values, strict=True)}
 
 
 def _dims(value_info) -> tuple[int, ...] | None:
@@ -108,8 +140,9 @@ def _dims(value_info) -> tuple[int, ...] | None:
     return None if 0 in dims else dims
 
 
-def layers_of(model, path: str = "") -> ModelLayers:
-    """Layers of a loaded (shape-inferred) ONNX model; Constant nodes are weights, not layers."""
+def layers_of(model, path: str = "", run_shapes: dict[str, tuple[int, ...]] | None = None) -> ModelLayers:
+    """Layers of a loaded (shape-inferred) ONNX model; Constant nodes are weights, not layers. `run_shapes`: shapes
+    read from a run where inference left them open."""
     from onnx import numpy_helper
 
     graph = model.graph
@@ -125,7 +158,7 @@ def layers_of(model, path: str = "") -> ModelLayers:
     for initializer in graph.initializer:
         if math.prod(initializer.dims) <= 16:  # small constants: scales, sizes, axes the counts need
             values[initializer.name] = numpy_helper.to_array(initializer)
-    shapes: dict[str, tuple[int, ...]] = {}
+    shapes: dict[str, tuple[int, ...]] = dict(run_shapes or {})
     for info in (*graph.input, *graph.value_info, *graph.output):
         dims = _dims(info)
         if dims is not None:
@@ -215,7 +248,8 @@ def _conv(node, base: dict, shapes: dict, weights: dict, out: tuple) -> Layer:
         op_class = "conv_pointwise"
     else:
         op_class = "conv"
-    return Layer(**base, op_class=op_class, macs=macs, flops=flops, channels=(c_in, c_out), kernel=kernel, groups=groups)
+    strides = tuple(_attr(node, "strides", (1,) * len(kernel)))
+    return Layer(**base, op_class=op_class, macs=macs, flops=flops, channels=(c_in, c_out), kernel=kernel, groups=groups, strides=strides)
 
 
 def _gemm(node, base: dict, shapes: dict, weights: dict, out: tuple) -> Layer:

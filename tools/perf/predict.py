@@ -165,7 +165,8 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None) -> Predict
             shares = tuple(a + b for a, b in zip(p.shares, added, strict=True))
             p = replace(p, ms=p.ms + sum(added), shares=shares, reorder_ms=sum(added))
         layers.append(p)
-    return Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=peaks.launch_ms * 4)
+    nodes = len(layers) + len(extra)  # every group and reorder is a node ONNX Runtime runs, with its own work between kernels
+    return Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=peaks.gap_ms * nodes)
 
 
 def predict_device(model: ModelLayers, machine, precision: str, placement=None, sparse: bool = False) -> Prediction:
