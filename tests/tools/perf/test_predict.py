@@ -84,7 +84,8 @@ def test_dla_placement_adds_transitions(example_layers, prepared_example):
     from tools.dla.graph import load_graph
 
     version = TensorRTVersion.parse("10.3")
-    placement = analyse(load_graph(prepared_example.model_path), "m", "jetson-agx-orin", version, dla_availability("jetson-agx-orin", version), "int8")
+    availability = dla_availability("jetson-agx-orin", version)
+    placement = analyse(load_graph(prepared_example.model_path), "m", "jetson-agx-orin", version, availability, "int8")
     prediction = predict_device(example_layers, machine("jetson-agx-orin"), "int8", placement)
     on_dla = {p.head for p in prediction.layers if p.engine == "dla"}
     assert on_dla and len(prediction.transitions) >= placement.transitions > 0
@@ -164,7 +165,8 @@ def test_bottleneck_rules_name_their_sources():
     depthwise = advise({**row, "op_class": "conv_depthwise", "bound": "memory"}, "fp16")
     assert any(a.rule == "memory" for a in depthwise)
     top = bottlenecks([row, {**row, "name": "small", "measured_ms": 1.0}], "int8", count=1)
-    assert top[0]["name"] == "conv" and top[0]["share"] == pytest.approx(2 / 3, abs=1e-4) and all(a["source"] in SOURCES.values() for a in top[0]["advice"])
+    assert top[0]["name"] == "conv" and top[0]["share"] == pytest.approx(2 / 3, abs=1e-4)
+    assert all(a["source"] in SOURCES.values() for a in top[0]["advice"])
     assert sparse_candidate(_layer("conv", (256, 256), groups=1), "gpu") and not sparse_candidate(_layer("conv", (64, 64)), "gpu")
     assert sparse_candidate(_layer("conv", (128, 64)), "dla") and not sparse_candidate(_layer("conv_depthwise", (128, 128)), "dla")
 
