@@ -24,15 +24,13 @@ SPLIT = re.compile(r" \+ |PWN\(|\)|, ")
 def named_layers(name: str, model: ModelLayers, placement=None) -> tuple[list[str], str]:
     """(the prepared layers a TensorRT layer name holds, its kind: layer, reformat, foreign)."""
     names = model.by_name()
+    reformat = REFORMAT.match(name.strip())
+    if reformat:  # the layer it feeds may itself be a foreign node
+        return named_layers(reformat.group(1).strip(), model, placement)[0], "reformat"
     foreign = FOREIGN.search(name)
     if foreign:
         first, last = foreign.group(1).strip(), foreign.group(2).strip()
-        inside = _subgraph(first, last, model, placement)
-        return inside, "foreign"
-    reformat = REFORMAT.match(name.strip())
-    if reformat:
-        target = reformat.group(1).strip()
-        return [t for t in _tokens(target) if t in names], "reformat"
+        return _subgraph(first, last, model, placement), "foreign"
     return [t for t in _tokens(name) if t in names], "layer"
 
 
