@@ -243,7 +243,11 @@ def _deploy(args: argparse.Namespace, console: Console) -> int:
     if isinstance(result, FleetResult):
         render_fleet(console, result)
     else:
+        from tools.perf.summary import render_top_layers
+        from tools.targets import resolve_target
+
         render_report(console, result.report, result.report_dir, result.staged)
+        render_top_layers(console, result, resolve_target(args.target))
     return result.exit_code
 
 

@@ -7,15 +7,14 @@ import json
 
 import pytest
 
+from tests.tools.perf.peaks import FIXED
 from tools.perf.analysis import classify_bound, ridge_point, spearman, top_overlap
 from tools.perf.bottlenecks import SOURCES, advise, bottlenecks
 from tools.perf.engines import HostEngine, channel_efficiency, sparse_candidate
-from tools.perf.host_peaks import HostPeaks, host_peaks, measure_peaks, peaks_path, store_peaks
+from tools.perf.host_peaks import host_peaks, measure_peaks, peaks_path, store_peaks
 from tools.perf.layers import Layer, load_layers
 from tools.perf.platforms import machine, platform_facts, platform_names
 from tools.perf.predict import fusion_groups, predict_device, predict_host, reorders
-
-FIXED = HostPeaks("test CPU", 2, False, "onnxruntime test", 50.0, 100.0, 95.0, 30.0, 10.0, 40.0, 0.004, 0.004, 0.015, 45.0, 10.0, 32 << 20)
 
 
 def _sourced(block: dict, sources: dict, where: str) -> None:

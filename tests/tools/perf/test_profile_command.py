@@ -9,10 +9,10 @@ import jsonschema
 import pytest
 
 from tests.conftest import EXAMPLE, REPO
-from tools.perf.host_peaks import HostPeaks, peaks_path, store_peaks
+from tests.tools.perf.peaks import FIXED
+from tools.perf.host_peaks import peaks_path, store_peaks
 
 SCHEMA = REPO / "docs" / "reference" / "profile.schema.json"
-FIXED = HostPeaks("test CPU", 2, False, "onnxruntime test", 50.0, 100.0, 95.0, 30.0, 10.0, 40.0, 0.004, 0.004, 0.015, 45.0, 10.0, 32 << 20)
 
 
 @pytest.fixture(scope="module")
