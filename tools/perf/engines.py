@@ -25,7 +25,7 @@ DLA_LAYER_MS = 0.002  # DLA layers run inside one loadable: a small cost per lay
 DLA_SUBGRAPH_MS = 0.06  # each DLA subgraph's submission and completion (cuDLA/TensorRT task)
 CHANNEL_ALIGN = {"fp16": 8, "int8": 32, "fp32": 4}  # tensor-core channel multiples TensorRT wants (fp32 runs as TF32)
 TRANSITION_MS = 0.02  # a GPU<->DLA boundary's fixed cost, on top of the reformat and copy of its bytes
-NCHW_INPUT_STRIDED = 0.4  # a strided convolution of an NCHW input (fewer channels than a block), measured here at 0.3-0.5 of the peak
+NCHW_INPUT_STRIDED = 0.5  # a strided convolution of an NCHW input (fewer channels than a block), measured here at 0.3-0.5 of the peak
 NARROW_FLOOR = 0.25  # a GEMM-like kernel keeps at least this share of its rate however few channels it has
 
 
@@ -59,8 +59,9 @@ class HostEngine:
     def __init__(self, peaks: HostPeaks, block: int = 0) -> None:
         self.peaks = peaks
         self.block = block  # ONNX Runtime's NCHWc channel block (0: none): a convolution's channels are padded to it
-        ratio = min(max(peaks.narrow_gflops / max(peaks.pointwise_gflops, 1e-9), 0.05), 0.99)
-        self.half = -16 / math.log(1 - ratio)  # the channel count at which a 1x1 convolution reaches 1 - 1/e of its peak
+        # The narrow probe (16 in, 16 out) pays the channel efficiency twice, once per side: each side's share is its root.
+        ratio = min(max(peaks.narrow_gflops / max(peaks.pointwise_gflops, 1e-9), 0.01), 0.98)
+        self.half = -16 / math.log(1 - math.sqrt(ratio))  # channels at which one side reaches 1 - 1/e of the rate
 
     def rate_gflops(self, main: Layer) -> float:
         p = self.peaks
@@ -70,14 +71,20 @@ class HostEngine:
             k = k // max(main.groups, 1) * (math.prod(main.kernel) if cls != "gemm" and main.kernel else 1)
             if cls == "conv_transpose":  # col2im after a GEMM: measured here at about 0.4 of the dense rate
                 return 0.4 * p.conv_gflops
-            base = {"conv": p.conv_gflops, "conv_pointwise": p.pointwise_gflops, "gemm": p.gemm_gflops}[cls]
-            efficiency = channel_efficiency(min(k, n), self.half) * channel_efficiency(_rows(main), self.half)
+            # A GEMM is at least as fast as the 1x1 convolution that is one (the MatMul probe is the noisier of the two).
+            base = {"conv": p.conv_gflops, "conv_pointwise": p.pointwise_gflops, "gemm": max(p.gemm_gflops, p.pointwise_gflops)}[cls]
+            k, n = self._padded(k), self._padded(n)  # the kernel runs on the padded channels
+            efficiency = channel_efficiency(k, self.half) * channel_efficiency(n, self.half) * channel_efficiency(_rows(main), self.half)
             if self.block and cls == "conv" and main.channels[0] < self.block and any(s > 1 for s in main.strides):
                 efficiency *= NCHW_INPUT_STRIDED  # the first convolution of a network: NCHW input, strided
             return base * max(efficiency, NARROW_FLOOR) * self._padding(main)
-        if cls == "conv_depthwise":
-            return p.depthwise_gflops * self._padding(main)
+        if cls == "conv_depthwise":  # the probe is 3x3; a larger kernel does more work per byte it loads
+            taps = math.prod(main.kernel) if main.kernel else 9
+            return p.depthwise_gflops * min(max((taps / 9) ** 0.85, 0.3), 4.0) * self._padding(main)
         return p.vector_gflops
+
+    def _padded(self, channels: int) -> int:
+        return math.ceil(channels / self.block) * self.block if self.block else channels
 
     def _padding(self, layer: Layer) -> float:
         """The share of a blocked convolution's work that is real: its channels padded up to the NCHWc block (input
@@ -103,7 +110,7 @@ class HostEngine:
     def cost(self, main: Layer, flops: int, moved: int) -> Cost:
         p = self.peaks
         bandwidth = self.bandwidth_gbs(moved)
-        threaded = main.op_class in ("conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm") or moved > (256 << 10)
+        threaded = main.op_class in ("conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm")
         launch = p.launch_ms + (p.parallel_launch_ms - p.launch_ms if threaded and p.threads > 1 else 0.0)
         return Cost(flops / (self.rate_gflops(main) * 1e6) if flops else 0.0, moved / (bandwidth * 1e6), max(launch, 0.0))
 
