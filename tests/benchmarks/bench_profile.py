@@ -106,6 +106,8 @@ def main() -> int:
                 print(f"{name}: sdk profile exited {code}")
                 return 1
             report = json.loads(out.read_text())
+            if args.out:  # each model's whole report beside the summary
+                shutil.copyfile(out, args.out.parent / f"{args.out.stem}-{name.split()[0]}.json")
             total, accuracy = report["total"], report["accuracy"]
             rows.append({"model": name, "predicted_ms": total["predicted_ms"], "measured_ms": total["measured_ms"], "error": total["error"],
                          "spearman": accuracy["spearman"], "top5_overlap": accuracy["top5_overlap"], "run_median_ms": total["run_median_ms"],

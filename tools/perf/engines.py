@@ -26,6 +26,7 @@ DLA_SUBGRAPH_MS = 0.06  # each DLA subgraph's submission and completion (cuDLA/T
 CHANNEL_ALIGN = {"fp16": 8, "int8": 32, "fp32": 4}  # tensor-core channel multiples TensorRT wants (fp32 runs as TF32)
 TRANSITION_MS = 0.02  # a GPU<->DLA boundary's fixed cost, on top of the reformat and copy of its bytes
 NCHW_INPUT_STRIDED = 0.5  # a strided convolution of an NCHW input (fewer channels than a block), measured here at 0.3-0.5 of the peak
+HALF_RANGE = (8.0, 16.0)  # what the narrow probe measured here (12-14); beyond this range a probe met other work, not channels
 NARROW_FLOOR = 0.25  # a GEMM-like kernel keeps at least this share of its rate however few channels it has
 
 
@@ -61,7 +62,8 @@ class HostEngine:
         self.block = block  # ONNX Runtime's NCHWc channel block (0: none): a convolution's channels are padded to it
         # The narrow probe (16 in, 16 out) pays the channel efficiency twice, once per side: each side's share is its root.
         ratio = min(max(peaks.narrow_gflops / max(peaks.pointwise_gflops, 1e-9), 0.01), 0.98)
-        self.half = -16 / math.log(1 - math.sqrt(ratio))  # channels at which one side reaches 1 - 1/e of the rate
+        half = -16 / math.log(1 - math.sqrt(ratio))  # channels at which one side reaches 1 - 1/e of the rate
+        self.half = min(max(half, HALF_RANGE[0]), HALF_RANGE[1])
 
     def rate_gflops(self, main: Layer) -> float:
         p = self.peaks

@@ -184,3 +184,12 @@ def test_host_peaks_are_measured_once_and_cached(tmp_path):
     store_peaks(FIXED, key, path)
     assert host_peaks(1, False, tmp_path) == FIXED  # read from the cache, not measured
     assert not list((tmp_path / "probe").glob(".probe*"))  # the probes' traces are removed
+
+
+def test_the_platform_page_shows_every_module_and_source():
+    from tests.conftest import REPO
+
+    page = (REPO / "docs" / "platforms.md").read_text()
+    facts = platform_facts()
+    assert all(f"`{name}`" in page for name in facts["platforms"])
+    assert all(source["url"] in page and f"**{key}**" in page for key, source in facts["sources"].items())
