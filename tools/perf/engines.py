@@ -26,6 +26,7 @@ DLA_SUBGRAPH_MS = 0.06  # each DLA subgraph's submission and completion (cuDLA/T
 CHANNEL_ALIGN = {"fp16": 8, "int8": 32, "fp32": 4}  # tensor-core channel multiples TensorRT wants (fp32 runs as TF32)
 TRANSITION_MS = 0.02  # a GPU<->DLA boundary's fixed cost, on top of the reformat and copy of its bytes
 NCHW_INPUT_STRIDED = 0.5  # a strided convolution of an NCHW input (fewer channels than a block), measured here at 0.3-0.5 of the peak
+ROWS_HALF = 32.0  # output pixels (or GEMM rows) at which a kernel reaches 1 - 1/e of its rate: a 7x7 map keeps about 0.8
 HALF_RANGE = (8.0, 16.0)  # what the narrow probe measured here (12-14); beyond this range a probe met other work, not channels
 NARROW_FLOOR = 0.25  # a GEMM-like kernel keeps at least this share of its rate however few channels it has
 
@@ -76,10 +77,12 @@ class HostEngine:
             # A GEMM is at least as fast as the 1x1 convolution that is one (the MatMul probe is the noisier of the two).
             base = {"conv": p.conv_gflops, "conv_pointwise": p.pointwise_gflops, "gemm": max(p.gemm_gflops, p.pointwise_gflops)}[cls]
             k, n = self._padded(k), self._padded(n)  # the kernel runs on the padded channels
-            efficiency = channel_efficiency(k, self.half) * channel_efficiency(n, self.half) * channel_efficiency(_rows(main), self.half)
+            efficiency = channel_efficiency(k, self.half) * channel_efficiency(n, self.half) * channel_efficiency(_rows(main), ROWS_HALF)
             if self.block and cls == "conv" and main.channels[0] < self.block and any(s > 1 for s in main.strides):
                 efficiency *= NCHW_INPUT_STRIDED  # the first convolution of a network: NCHW input, strided
             return base * max(efficiency, NARROW_FLOOR) * self._padding(main)
+        if main.op == "LRN":
+            return p.lrn_gflops
         if cls == "conv_depthwise":  # the probe is 3x3; a larger kernel does more work per byte it loads
             taps = math.prod(main.kernel) if main.kernel else 9
             return p.depthwise_gflops * min(max((taps / 9) ** 0.85, 0.3), 4.0) * self._padding(main)
@@ -112,6 +115,8 @@ class HostEngine:
     def cost(self, main: Layer, flops: int, moved: int) -> Cost:
         p = self.peaks
         bandwidth = self.bandwidth_gbs(moved)
+        if main.op_class == "gemm" and _rows(main) < 16:
+            bandwidth = p.dram_gbs  # a matrix-vector product streams its weights once: DRAM's rate, whatever their size
         threaded = main.op_class in ("conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm")
         launch = p.launch_ms + (p.parallel_launch_ms - p.launch_ms if threaded and p.threads > 1 else 0.0)
         return Cost(flops / (self.rate_gflops(main) * 1e6) if flops else 0.0, moved / (bandwidth * 1e6), max(launch, 0.0))

@@ -151,10 +151,10 @@ def _is_fusion(node: ExecutedNode, anchor: str, layers: ModelLayers) -> bool:
 
 def _back_to_conv(anchor: str, layers: ModelLayers, producer: dict[str, str]) -> list[str]:
     """An NCHWc convolution is named after the tensor its fused activation (or sum) writes: from that layer back to the
-    convolution, through at most three elementwise layers ([anchor] when the anchor is the convolution itself)."""
+    convolution, through at most five elementwise or batch-norm layers ([anchor] when the anchor is the convolution)."""
     by_name = layers.by_name()
     chain = [anchor]
-    while by_name[chain[-1]].op not in ("Conv", "ConvTranspose") and len(chain) < 4:
+    while by_name[chain[-1]].op not in ("Conv", "ConvTranspose") and len(chain) < 6:
         layer = by_name[chain[-1]]
         if layer.op_class not in ("elementwise", "normalization"):
             return [anchor]

@@ -75,9 +75,9 @@ class Prediction:
 
 
 def fusion_groups(model: ModelLayers, backend: str) -> tuple[Group, ...]:
-    """Conv/GEMM + (BN, bias or residual sum, one activation) as one; a Sigmoid and the Mul of its input (Swish) as one
-    on either backend; on TensorRT also chains of elementwise layers. A layer joins its producer's group only as that
-    producer's one consumer (what a fusion needs), the Swish's Mul excepted."""
+    """Conv/GEMM + (batch norms, constant scales and shifts, the residual sum, then one activation) as one; a Sigmoid
+    and the Mul of its input (Swish) as one on either backend; on TensorRT also chains of elementwise layers. A layer
+    joins its producer's group only as that producer's one consumer (what a fusion needs), the Swish's Mul excepted."""
     consumers: dict[str, int] = {}
     for layer in model.layers:
         for tensor in layer.inputs:
@@ -101,11 +101,10 @@ def _fuses_into(layer: Layer, sources: list[Layer], consumers: dict, owner: dict
             continue
         head = by_name[owner[source.name]]
         ops = {by_name[m].op for m in members[head.name]}
-        if head.op_class in HEADS:
-            if layer.op == "BatchNormalization" and ops == {head.op}:
-                return head.name
-            if layer.op in ACTIVATIONS | {"Add"} and not ops & ACTIVATIONS:
-                return head.name  # the bias or residual sum, then one activation
+        if head.op_class in HEADS and not ops & ACTIVATIONS:
+            affine = layer.op in ("Mul", "Add", "Sub", "Div") and len(layer.inputs) == 1  # a constant scale or shift folds in
+            if layer.op in ACTIVATIONS | {"BatchNormalization", "Add"} or affine:
+                return head.name  # batch norm, bias, scale, the residual sum, then one activation
         if backend == "tensorrt" and layer.op_class == "elementwise" and head.op_class == "elementwise":
             return head.name
     return None
