@@ -25,7 +25,8 @@ DLA_LAYER_MS = 0.002  # DLA layers run inside one loadable: a small cost per lay
 DLA_SUBGRAPH_MS = 0.06  # each DLA subgraph's submission and completion (cuDLA/TensorRT task)
 CHANNEL_ALIGN = {"fp16": 8, "int8": 32, "fp32": 4}  # tensor-core channel multiples TensorRT wants (fp32 runs as TF32)
 TRANSITION_MS = 0.02  # a GPU<->DLA boundary's fixed cost, on top of the reformat and copy of its bytes
-NCHW_INPUT_STRIDED = 0.5  # a strided convolution of an NCHW input (fewer channels than a block), measured here at 0.3-0.5 of the peak
+NCHW_INPUT_STRIDED = 0.5  # a strided 3x3 convolution of an NCHW input (fewer channels than a block): 0.3-0.5 of the peak here
+GENERIC_CONV = 0.45  # a grouped convolution whose groups are not whole blocks: ShuffleNet's measured here at 0.4-0.5
 ROWS_HALF = 32.0  # output pixels (or GEMM rows) at which a kernel reaches 1 - 1/e of its rate: a 7x7 map keeps about 0.8
 HALF_RANGE = (8.0, 16.0)  # what the narrow probe measured here (12-14); beyond this range a probe met other work, not channels
 NARROW_FLOOR = 0.25  # a GEMM-like kernel keeps at least this share of its rate however few channels it has
@@ -79,7 +80,10 @@ class HostEngine:
             k, n = self._padded(k), self._padded(n)  # the kernel runs on the padded channels
             efficiency = channel_efficiency(k, self.half) * channel_efficiency(n, self.half) * channel_efficiency(_rows(main), ROWS_HALF)
             if self.block and cls == "conv" and main.channels[0] < self.block and any(s > 1 for s in main.strides):
-                efficiency *= NCHW_INPUT_STRIDED  # the first convolution of a network: NCHW input, strided
+                taps = math.prod(main.kernel) if main.kernel else 9  # the first convolution of a network: NCHW input, strided
+                efficiency *= min(1.0, NCHW_INPUT_STRIDED * math.sqrt(taps / 9))
+            if self.block and not nchwc_capable(main, self.block):
+                efficiency *= GENERIC_CONV  # ONNX Runtime's generic convolution (im2col and a GEMM per group)
             return base * max(efficiency, NARROW_FLOOR) * self._padding(main)
         if main.op == "LRN":
             return p.lrn_gflops
@@ -120,6 +124,14 @@ class HostEngine:
         threaded = main.op_class in ("conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm")
         launch = p.launch_ms + (p.parallel_launch_ms - p.launch_ms if threaded and p.threads > 1 else 0.0)
         return Cost(flops / (self.rate_gflops(main) * 1e6) if flops else 0.0, moved / (bandwidth * 1e6), max(launch, 0.0))
+
+
+def nchwc_capable(layer: Layer, block: int) -> bool:
+    """ONNX Runtime's NCHWc kernels take a grouped convolution only when each group is whole blocks (depthwise aside)."""
+    if layer.op != "Conv" or layer.groups <= 1 or layer.op_class == "conv_depthwise" or not layer.channels:
+        return True
+    c_in, c_out = layer.channels
+    return (c_in // layer.groups) % block == 0 and (c_out // layer.groups) % block == 0
 
 
 def _rows(layer: Layer) -> int:

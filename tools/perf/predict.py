@@ -236,6 +236,8 @@ def reorders(model: ModelLayers, block: int) -> list[tuple[str, str, int]]:
     fuse follows (HardSigmoid, HardSwish); activations, Concat, pooling, resize,
     batch norm, and Add/Mul of two blocked tensors stay blocked after them; any other consumer needs the tensor back in NCHW (a
     ReorderOutput), and a blocked convolution of an NCHW tensor with at least `block` input channels a ReorderInput."""
+    from tools.perf.engines import nchwc_capable
+
     if not block:
         return []
     producer = {t: layer for layer in model.layers for t in layer.outputs}
@@ -247,7 +249,7 @@ def reorders(model: ModelLayers, block: int) -> list[tuple[str, str, int]]:
     for layer in model.layers:
         sources = [producer[t] for t in layer.inputs if t in producer]
         unfused = any(c.op in ("HardSigmoid", "HardSwish") for c in consumers.get(layer.outputs[0], ())) if layer.outputs else False
-        if layer.op == "Conv" and len(layer.kernel) == 2 and not unfused:
+        if layer.op == "Conv" and len(layer.kernel) == 2 and not unfused and nchwc_capable(layer, block):
             blocked.add(layer.name)  # output channels padded up to the block
         elif sources and all(s.name in blocked for s in sources) and _rank4(layer):
             binary = layer.op in NCHWC_BINARY and len(layer.inputs) >= 2 and not layer.weight_elements
