@@ -110,6 +110,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--light", action="store_true", help="instead: the onnx package's light models (architectures not tuned on)")
     args = parser.parse_args()
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix="bench-profile-"))
     os.environ.setdefault("SDK_STATE_DIR", str(folder / "state"))
     os.environ.setdefault("SDK_TARGETS_DIR", str(folder / "targets"))
