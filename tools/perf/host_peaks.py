@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-PEAKS_FORMAT = 7
+PEAKS_FORMAT = 8
 RUNS = 30  # runs of a probe in a row; the first (cold) is not kept
 CHAIN = 1  # copies of the probe's node in a chain (measured here: chains of 6 ran convolutions at half the rate a model's own do)
 PASSES = 3
@@ -42,6 +42,7 @@ class HostPeaks:
     launch_ms: float  # a node that does almost nothing (its kernel time)
     gap_ms: float  # the time between two nodes' kernels: ONNX Runtime's own work per node
     parallel_launch_ms: float  # a convolution with almost nothing to do (what splitting work over the threads costs)
+    parallel_gap_ms: float  # the time between two such convolutions' kernels
     narrow_gflops: float  # a 1x1 convolution of 16 to 16 channels: what few channels leave of the pointwise rate
     vector_gflops: float  # a Sigmoid over a tensor in cache (4 FLOPs an element): elementwise arithmetic
     lrn_gflops: float  # LRN (size 5) as layers.py counts it (5 FLOPs an element): ONNX Runtime runs it far below the rest
@@ -172,7 +173,7 @@ def measure_peaks(threads: int | None, spinning: bool, folder: Path, runs: int =
         "dram": (_model("Relu", {"x": (big,)}, (big,), {}), {"x": rand(big)}, 8 * big),  # bytes read and written once
         "cache": (_model("Relu", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 8 * small),
         "chain": (_chain(chain), {"t0": rand(16)}, chain),
-        "parallel": (_model("Conv", {"x": (1, 8, 8, 8)}, (1, 8, 8, 8), {"w": rand(8, 8, 1, 1)}), {"x": rand(1, 8, 8, 8)}, 1),
+        "parallel": (_model("Conv", {"x": (1, 8, 8, 8)}, (1, 8, 8, 8), {"w": rand(8, 8, 1, 1)}, repeat=chain // 2), {"x": rand(1, 8, 8, 8)}, 1),
         "narrow": (_model("Conv", {"x": (1, 16, 160, 160)}, (1, 16, 160, 160), {"w": rand(16, 16, 1, 1)}), {"x": rand(1, 16, 160, 160)},
                    2 * 16 * 160 * 160 * 16),
         "vector": (_model("Sigmoid", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 4 * small),
@@ -195,11 +196,11 @@ def measure_peaks(threads: int | None, spinning: bool, folder: Path, runs: int =
     gemm, conv, pointwise, depthwise = rate("gemm"), rate("conv"), rate("pointwise"), rate("depthwise")
     dram, cache, narrow, vector, lrn = rate("dram"), rate("cache"), rate("narrow"), rate("vector"), rate("lrn")
     launch, gap = results["chain"][0] / chain, max(results["chain"][1], 0.0) / chain
-    parallel = results["parallel"][0] / CHAIN
+    parallel, parallel_gap = results["parallel"][0] / (chain // 2), max(results["parallel"][1], 0.0) / (chain // 2)
     return HostPeaks(
         cpu_model(), threads or os.cpu_count() or 1, spinning, f"onnxruntime {ort.__version__}",
         round(gemm, 3), round(conv, 3), round(pointwise, 3), round(depthwise, 3), round(dram, 3), round(cache, 3), round(launch, 5), round(gap, 5),
-        round(parallel, 5), round(narrow, 3), round(vector, 3), round(lrn, 3), llc,
+        round(parallel, 5), round(parallel_gap, 5), round(narrow, 3), round(vector, 3), round(lrn, 3), llc,
     )  # fmt: skip
 
 

@@ -18,6 +18,7 @@ from tools.perf.layers import PRECISION_BYTES, Layer, ModelLayers
 
 HEADS = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "PRelu", "Elu"}
+THREADED = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}  # ONNX Runtime splits these over its threads
 FREE_MOVEMENT = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
 
 
@@ -164,8 +165,10 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None) -> Predict
             shares = tuple(a + b for a, b in zip(p.shares, added, strict=True))
             p = replace(p, ms=p.ms + sum(added), shares=shares, reorder_ms=sum(added))
         layers.append(p)
-    nodes = len(layers) + len(extra)  # every group and reorder is a node ONNX Runtime runs, with its own work between kernels
-    return Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=peaks.gap_ms * nodes)
+    # Every group and reorder is a node ONNX Runtime runs, with its own work between kernels (more after a threaded one).
+    threaded = sum(1 for p in layers if p.op_class in THREADED)
+    gaps = peaks.gap_ms * (len(layers) - threaded + len(extra)) + peaks.parallel_gap_ms * threaded
+    return Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=gaps)
 
 
 def predict_device(model: ModelLayers, machine, precision: str, placement=None, sparse: bool = False) -> Prediction:
