@@ -27,6 +27,9 @@ CHANNEL_ALIGN = {"fp16": 8, "int8": 32, "fp32": 4}  # tensor-core channel multip
 TRANSITION_MS = 0.02  # a GPU<->DLA boundary's fixed cost, on top of the reformat and copy of its bytes
 NCHW_INPUT_STRIDED = 0.5  # a strided 3x3 convolution of an NCHW input (fewer channels than a block): 0.3-0.5 of the peak here
 GENERIC_CONV = 0.45  # a grouped convolution whose groups are not whole blocks: ShuffleNet's measured here at 0.4-0.5
+# A model's nodes are each a different kernel on different buffers; the probes repeat one tiny node. The launch and the
+# time between nodes in the five benchmark models were 1.7-2x the probes' (bench_profile.py; checked on the light models).
+NODE_COST = 1.8
 ROWS_HALF = 32.0  # output pixels (or GEMM rows) at which a kernel reaches 1 - 1/e of its rate: a 7x7 map keeps about 0.8
 HALF_RANGE = (8.0, 16.0)  # what the narrow probe measured here (12-14); beyond this range a probe met other work, not channels
 NARROW_FLOOR = 0.25  # a GEMM-like kernel keeps at least this share of its rate however few channels it has
@@ -123,7 +126,7 @@ class HostEngine:
             bandwidth = p.dram_gbs  # a matrix-vector product streams its weights once: DRAM's rate, whatever their size
         threaded = main.op_class in ("conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm")
         launch = p.launch_ms + (p.parallel_launch_ms - p.launch_ms if threaded and p.threads > 1 else 0.0)
-        return Cost(flops / (self.rate_gflops(main) * 1e6) if flops else 0.0, moved / (bandwidth * 1e6), max(launch, 0.0))
+        return Cost(flops / (self.rate_gflops(main) * 1e6) if flops else 0.0, moved / (bandwidth * 1e6), max(launch, 0.0) * NODE_COST)
 
 
 def nchwc_capable(layer: Layer, block: int) -> bool:

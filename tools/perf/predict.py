@@ -149,14 +149,14 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None) -> Predict
     """ONNX Runtime's per-layer times on this CPU (`--platform host`), FP32, with the NCHWc reorders it inserts."""
     from dataclasses import replace
 
-    from tools.perf.engines import HostEngine
+    from tools.perf.engines import NODE_COST, HostEngine
 
     block = nchwc_block() if block is None else block
     engine = HostEngine(peaks, block)
     extra: dict[str, float] = {}
     for name, _side, elements in reorders(model, block):
         moved = 2 * 4 * elements  # read and written once
-        extra[name] = extra.get(name, 0.0) + peaks.launch_ms + moved / (engine.bandwidth_gbs(moved) * 1e6)
+        extra[name] = extra.get(name, 0.0) + peaks.launch_ms * NODE_COST + moved / (engine.bandwidth_gbs(moved) * 1e6)
     layers = []
     for group in fusion_groups(model, "onnxruntime"):
         p = _predict_group(group, model, engine, "fp32")
@@ -167,7 +167,7 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None) -> Predict
         layers.append(p)
     # Every group and reorder is a node ONNX Runtime runs, with its own work between kernels (more after a threaded one).
     threaded = sum(1 for p in layers if p.op_class in THREADED)
-    gaps = peaks.gap_ms * (len(layers) - threaded + len(extra)) + peaks.parallel_gap_ms * threaded
+    gaps = (peaks.gap_ms * (len(layers) - threaded + len(extra)) + peaks.parallel_gap_ms * threaded) * NODE_COST
     return Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=gaps)
 
 
