@@ -152,6 +152,8 @@ def main() -> int:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     print()
+    if args.smoke:
+        print("smoke run: 3 frames and quick peaks; the numbers below mean nothing")
     print(f"{'model':20s} {'predicted ms':>12s} {'measured ms':>11s} {'error':>7s} {'Spearman':>8s} {'top-5':>5s} {'overhead ms/frame':>17s}")
     for r in rows:
         print(f"{r['model']:20s} {r['predicted_ms']:12.2f} {r['measured_ms']:11.2f} {r['error']:+7.1%} {r['spearman']:8.2f} "
