@@ -22,7 +22,7 @@ def _precision(pipeline, backend: str) -> str:
 
 
 def assemble(pipeline, artifacts, raw_dir: Path, target: str, facts: dict, wall_s: float) -> dict:
-    from tools.perf.mapping import map_executed, read_optimized
+    from tools.perf.mapping import attach_unmapped, map_executed, read_optimized
 
     raw = json.loads((Path(raw_dir) / RAW_FILE).read_text())
     backend = raw["backend"]
@@ -31,7 +31,7 @@ def assemble(pipeline, artifacts, raw_dir: Path, target: str, facts: dict, wall_
     placement = None
     if backend == "onnxruntime":
         model = load_layers(artifacts.model_for(pipeline.spec.model.precision))
-        measured = map_executed(model, read_optimized(Path(raw_dir) / OPTIMIZED_FILE))
+        measured = attach_unmapped(map_executed(model, read_optimized(Path(raw_dir) / OPTIMIZED_FILE)), [n["name"] for n in raw["nodes"]])
         if facts.get("platform") == "host":
             from tools.perf.run import host_prediction
 

@@ -163,11 +163,14 @@ def layers_of(model, path: str = "", run_shapes: dict[str, tuple[int, ...]] | No
         dims = _dims(info)
         if dims is not None:
             shapes[info.name] = dims
-    layers = []
+    layers, seen = [], set()
     for node in graph.node:
         if node.op_type == "Constant":
             continue
         name = node.name or f"{node.op_type}_{len(layers)}"
+        if name in seen:  # ONNX does not require unique names; a layer's must be
+            name = f"{name}#{len(layers)}"
+        seen.add(name)
         layers.append(_layer(len(layers), name, node, shapes, weights, values))
     inputs = {i.name: shapes.get(i.name, ()) for i in graph.input if i.name not in weights}
     return ModelLayers(path, tuple(layers), inputs, tuple(o.name for o in graph.output))

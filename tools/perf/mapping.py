@@ -195,3 +195,24 @@ def _absorb(layers: ModelLayers, anchored: set[str], fused: set[str], claimed: d
                 queue.extend((n, distance + 1) for n in step(name))
         owner[layer.name] = min(found)[3] if found else fallback
     return owner
+
+
+def attach_unmapped(groups: tuple[MeasuredLayer, ...], measured: list[str]) -> tuple[MeasuredLayer, ...]:
+    """Measured nodes the optimised graph does not hold (the nodes of a Loop's or If's subgraph) join the measured
+    layer of the node that ran before them, so that every measured node lands on a layer."""
+    from dataclasses import replace
+
+    if not groups:
+        return groups
+    where = {node: i for i, group in enumerate(groups) for node in group.executed}
+    extra: dict[int, list[str]] = {}
+    last = 0
+    for node in measured:
+        if node in where:
+            last = where[node]
+        else:
+            extra.setdefault(last, []).append(node)
+    return tuple(
+        replace(g, executed=(*g.executed, *extra.get(i, ())), executed_ops=(*g.executed_ops, *("",) * len(extra.get(i, ()))))
+        for i, g in enumerate(groups)
+    )

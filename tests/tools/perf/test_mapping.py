@@ -57,3 +57,24 @@ def test_rows_hold_the_measurement_and_the_static_analysis(mapped):
     assert conv["bytes"]["total"] == conv["bytes"]["weights"] + conv["bytes"]["activations_in"] + conv["bytes"]["activations_out"]
     assert conv["intensity"] == pytest.approx(conv["flops"] / conv["bytes"]["total"], rel=1e-3)
     assert conv["measured_p90_ms"] >= conv["measured_ms"] > 0 and conv["predicted_ms"] is None
+
+
+def test_a_node_outside_the_optimised_graph_joins_the_layer_before_it():
+    from tools.perf.mapping import MeasuredLayer, attach_unmapped
+
+    groups = (MeasuredLayer("a", ("a",), ("a",), ("Conv",)), MeasuredLayer("b", ("b",), ("b",), ("Relu",)))
+    joined = attach_unmapped(groups, ["loop_body_x", "a", "inner", "b", "tail"])
+    assert joined[0].executed == ("a", "loop_body_x", "inner") and joined[1].executed == ("b", "tail")
+
+
+def test_duplicate_node_names_become_distinct_layers():
+    import onnx
+    from onnx import TensorProto, helper
+
+    from tools.perf.layers import layers_of
+
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="act"), helper.make_node("Relu", ["y"], ["z"], name="act")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (1, 4))],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, (1, 4))])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert [layer.name for layer in layers_of(onnx.shape_inference.infer_shapes(model)).layers] == ["act", "act#1"]
