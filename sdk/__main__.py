@@ -6,6 +6,7 @@ import sys
 
 USAGE = """usage: python -m sdk COMMAND ...
   run (--release DIR | --pipeline FILE --artifacts DIR) --report-dir DIR   run a pipeline and report
+  profile (--release DIR | --pipeline FILE --artifacts DIR) --out DIR      per-layer times of the model on this backend
   store --root DIR OP ...                                                 operate the release store
   probe [ROOT]                                                            print the device fingerprint
   serve --release DIR --status-dir DIR                                    run a release as a service
@@ -42,6 +43,10 @@ def dispatch(argv: list[str]) -> int:
         from sdk.runtime.cli import run
 
         return run(argv[1:])
+    if command == "profile":
+        from sdk.profiling.cli import main as profile
+
+        return profile(argv[1:])
     if command == "store" and len(argv) == 4 and argv[1] == "--root" and argv[3] == "serve":
         from pathlib import Path
 

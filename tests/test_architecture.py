@@ -102,7 +102,7 @@ FLOORS = {
     1: ("sdk.spec", "sdk.release", "sdk.artifacts"),
     2: ("sdk.store", "sdk.sources", "sdk.preprocess", "sdk.backends", "sdk.postprocess", "sdk.sinks", "sdk.track", "sdk.cascade")
     + ("sdk.gpu", "sdk.quant", "sdk.engine", "sdk.probe"),  # the stages, the store, and what the CUDA path and the backends use
-    3: ("sdk.runtime",),
+    3: ("sdk.runtime", "sdk.profiling"),
     4: ("sdk.service", "sdk.selftest", "sdk.selftest_pytest", "sdk.selftest_nv12"),
     5: ("sdk.agent", "sdk.__main__"),
 }

@@ -138,6 +138,24 @@ def build_parser() -> argparse.ArgumentParser:
     dla.add_argument("--precision", choices=("int8", "fp16", "fp32"), default="int8", help="the build's precision (default int8)")
     dla.add_argument("--json", type=Path, metavar="FILE", help="also write the report (one entry per ONNX node) as JSON")
     dla.add_argument("--all", action="store_true", help="list every layer, not only those that leave DLA")
+    profile = commands.add_parser("profile", help="per-layer times of the model on a target's backend, beside the model's prediction")
+    profile.add_argument("pipeline", type=Path, help="pipeline file (YAML): its model (local), or the current release running it (a vehicle)")
+    profile.add_argument("--target", "-t", required=True, help="target name: `local` or one from targets/")
+    profile.add_argument("--frames", type=_whole, help="profiled frames (default 50; a profile run never feeds a verdict)")
+    profile.add_argument("--json", type=Path, metavar="OUT", help="also write the report (layers[], total, bottlenecks) to this file")
+    profile.add_argument(
+        "--report-dir", type=Path, help="folder for report.json and report.html (default: reports/<pipeline>/<time>-<target>-profile/)"
+    )
+    predict = commands.add_parser("predict", help="predict each layer's and the whole model's time on a platform (no device needed)")
+    predict.add_argument("pipeline", type=Path, help="pipeline file (YAML) whose prepared model to predict")
+    predict.add_argument(
+        "--platform", required=True, help="host (this machine, measured once), or a module: jetson-agx-orin-64gb, jetson-orin-nano-8gb, ..."
+    )
+    predict.add_argument("--precision", choices=("fp32", "fp16", "int8"), help="TensorRT's precision (default: the pipeline's, FP16 for fp32)")
+    predict.add_argument("--dla", action="store_true", help="run on a DLA core where the DLA placement prediction puts each layer")
+    predict.add_argument("--power-mode", metavar="MODE", help="the module's nvpmodel mode (default: its default mode; see docs/platforms.md)")
+    predict.add_argument("--tensorrt", metavar="VERSION", help="with --dla: the TensorRT whose DLA rules apply (default 10.3)")
+    predict.add_argument("--json", type=Path, metavar="OUT", help="also write the prediction as JSON")
     targets = commands.add_parser("targets", help="known targets")
     targets_commands = targets.add_subparsers(dest="targets_command", required=True, metavar="SUBCOMMAND")
     targets_commands.add_parser("list", help="list known targets")
@@ -225,7 +243,11 @@ def _deploy(args: argparse.Namespace, console: Console) -> int:
     if isinstance(result, FleetResult):
         render_fleet(console, result)
     else:
+        from tools.perf.summary import render_top_layers
+        from tools.targets import resolve_target
+
         render_report(console, result.report, result.report_dir, result.staged)
+        render_top_layers(console, result, resolve_target(args.target))
     return result.exit_code
 
 
@@ -318,6 +340,51 @@ def _calibrate(args: argparse.Namespace, console: Console) -> int:
     drawn = ", ".join(f"{name} {c['frames']} + {c['holdout_frames']} held out" for name, c in cameras.items())
     drawn = f"; frames per camera: {drawn}" if drawn else ""
     console.print(f"{len(amax)} tensors calibrated ({pipeline.spec.calibration.method}){drawn}; artifacts in {out}")
+    return 0
+
+
+def _profile(args: argparse.Namespace, console: Console) -> int:
+    from tools.console import RichProgress
+    from tools.perf.report import render
+    from tools.perf.run import Profile
+
+    frames = args.frames
+    if frames is not None and not 1 <= frames <= 100000:
+        from sdk.errors import ConfigError
+
+        raise ConfigError(f"--frames: {frames} is out of range; allowed: 1 to 100000", hint="50 frames give a steady median")
+    with RichProgress(console) as progress:
+        result = Profile(args.pipeline, args.target, frames=frames, json_path=args.json, report_dir=args.report_dir, progress=progress)()
+    render(console, result.report)
+    sys.stderr.write(f"report: {result.report_dir}\n")
+    return 0
+
+
+def _predict(args: argparse.Namespace, console: Console) -> int:
+    from tools.perf.report import short_name, write_json
+    from tools.perf.run import predict_pipeline
+
+    if args.tensorrt:
+        from sdk.engine.platforms import known_tensorrt
+
+        known_tensorrt(args.tensorrt)
+    report = predict_pipeline(args.pipeline, args.platform, args.precision, args.dla, args.tensorrt, args.power_mode)
+    if args.json:
+        write_json(report, args.json)
+    total = report["total"]
+    console.print(
+        f"{report['pipeline']} on {report['platform']}{' (' + report['power_mode'] + ')' if report.get('power_mode') else ''}, "
+        f"{report['backend']} {report['precision']}: {total['predicted_ms']:.3f} ms predicted"
+        + (f" ({total['transitions_ms']:.3f} ms in GPU<->DLA transitions)" if total["transitions_ms"] else ""),
+        highlight=False,
+    )
+    for number, item in enumerate(report["bottlenecks"][:5], 1):
+        text = f"{number}. {short_name(item['name'], 70)} ({item['op']}) {item['ms']:.3f} ms, {item['share']:.0%}, {item['bound']}-bound"
+        console.print(text, highlight=False, markup=False)
+    for note in report["notes"]:
+        console.print(f"note: {note}", highlight=False, markup=False)
+    if args.json:
+        sys.stderr.write(f"JSON: {args.json}\n")
     return 0
 
 
@@ -535,6 +602,8 @@ HANDLERS = {
     "prepare": _prepare,
     "calibrate": _calibrate,
     "dla-report": _dla_report,
+    "profile": _profile,
+    "predict": _predict,
     "targets": _targets,
     "export": _export,
     "rollback": _store_command,

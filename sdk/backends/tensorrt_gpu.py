@@ -269,6 +269,24 @@ class TensorRTBackend(DriverCalls, Backend):
     def output_specs(self) -> tuple[TensorSpec, ...]:
         return tuple(s for n, s in self._specs.items() if not self._is_input[n])
 
+    def log_layers(self, log: list) -> None:
+        """From now on TensorRT's profiler also appends (layer name, ms) to `log` for every layer of every execution, in
+        the order TensorRT reports them (`python -m sdk profile` cuts it into frames)."""
+        import tensorrt as trt
+
+        self._context.profiler = _layer_profiler(trt, self.layer_ms, log)
+
+    def layer_information(self) -> dict:
+        """The engine inspector's JSON for this execution context: every layer TensorRT built (its name, type,
+        precision, tactic; a DLA subgraph as one ForeignNode), as `ProfilingVerbosity.DETAILED` recorded it."""
+        import json
+
+        import tensorrt as trt
+
+        inspector = self._engine.create_engine_inspector()
+        inspector.execution_context = self._context
+        return json.loads(inspector.get_engine_information(trt.LayerInformationFormat.JSON))
+
     def slowest_layers(self, count: int = 5) -> list[tuple[str, float]]:
         """The layers that took longest (ms summed over the run), from TensorRT's profiler."""
         return sorted(self.layer_ms.items(), key=lambda item: -item[1])[:count]
@@ -302,7 +320,7 @@ def set_input_shapes(trt, engine, context, batch: int, where) -> tuple[EngineTen
     return tensors
 
 
-def _layer_profiler(trt, sink: dict[str, float]):
+def _layer_profiler(trt, sink: dict[str, float], log: list | None = None):
     """TensorRT calls report_layer_time once per layer per execution; DLA loadables report as one layer."""
 
     class LayerTimes(trt.IProfiler):
@@ -311,6 +329,8 @@ def _layer_profiler(trt, sink: dict[str, float]):
 
         def report_layer_time(self, layer_name: str, ms: float) -> None:
             sink[layer_name] = sink.get(layer_name, 0.0) + ms
+            if log is not None:
+                log.append((layer_name, ms))
 
     return LayerTimes()
 

@@ -1,0 +1,168 @@
+"""How well `--platform host` predicts ONNX Runtime on this CPU: five real models, each profiled by `sdk profile
+--target local` and predicted by the performance model side by side; plus profiling's own overhead per frame and the
+time `sdk predict` takes for the example.
+
+    python tests/benchmarks/bench_profile.py [--frames 50] [--smoke]
+
+Models: the example's SSDLite (pipelines/pedestrian.yaml), YOLOX-Nano (../shared/assets), and PaddleOCR's detector,
+recogniser and direction classifier from rapidocr-onnxruntime (tests/reference-packages.txt) at fixed input shapes.
+Each gets a pipeline file in a temporary folder (its model copied beside it). The host's peaks are measured once, at
+the first profile, as a user's first `sdk profile` measures them. Prints one table row per model (predicted and
+measured whole-model ms, error, Spearman of the layer ranking, top-5 overlap) and writes the JSON with --out.
+`--smoke`: the example alone, 3 frames, quick peaks: the code path, not the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+SHARED = REPO.parent / "shared" / "assets"
+
+MODEL_PIPELINE = """\
+version: 1
+name: {name}
+source: {{uri: "synthetic://noise?width={width}&height={height}&frames=10"}}
+preprocess: {{resize: {{width: {width}, height: {height}}}, normalize: {{scale: 0.00392156862745098}}}}
+model:
+  path: model.onnx
+  prepare: {{inputs: {{{input}: {shape}}}, outputs: [{output}]}}
+  threads: 2
+  spinning: false
+postprocess:
+  decoder: {{kind: classify, output: {output}}}
+  classes: [thing]
+"""
+
+
+LIGHT = ("resnet50", "inception_v1", "inception_v2", "densenet121", "shufflenet", "squeezenet", "vgg19")
+
+
+def light_sources() -> dict[str, Path]:
+    """The `onnx` package's backend-test models (onnx/backend/test/data/light): real architectures at 224x224 whose
+    weights are ConstantOfShape fills (preparation folds them into constants). The model was not tuned on them."""
+    import onnx
+
+    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    return {f"{name} (onnx light)": folder / f"light_{name}.onnx" for name in LIGHT if (folder / f"light_{name}.onnx").is_file()}
+
+
+def pipelines(folder: Path, smoke: bool, light: bool = False) -> dict[str, Path]:
+    """name -> pipeline file, for the models this machine has."""
+    import onnx
+
+    found = {"ssdlite (example)": REPO / "pipelines" / "pedestrian.yaml"}
+    if smoke:
+        return found
+    if light:
+        found = {}
+    sources = {"yolox-nano": SHARED / "yolox_nano.onnx"}
+    try:
+        import rapidocr_onnxruntime
+
+        models = Path(rapidocr_onnxruntime.__file__).parent / "models"
+        sources |= {"paddleocr-det": models / "ch_PP-OCRv4_det_infer.onnx", "paddleocr-rec": models / "ch_PP-OCRv4_rec_infer.onnx",
+                    "paddleocr-cls": models / "ch_ppocr_mobile_v2.0_cls_infer.onnx"}  # fmt: skip
+    except ImportError:
+        print("rapidocr-onnxruntime is not installed: PaddleOCR's models are left out (pip install --no-deps -r tests/reference-packages.txt)")
+    shapes = {"yolox-nano": (1, 3, 416, 416), "paddleocr-det": (1, 3, 640, 640), "paddleocr-rec": (1, 3, 48, 320), "paddleocr-cls": (1, 3, 48, 192)}
+    if light:
+        sources = light_sources()
+        shapes = dict.fromkeys(sources, (1, 3, 224, 224))
+    for name, source in sources.items():
+        if not source.is_file():
+            print(f"{name}: {source} is missing; left out")
+            continue
+        model = onnx.load(str(source), load_external_data=False)
+        own = folder / name.split()[0]
+        own.mkdir(parents=True)
+        shape = shapes[name]
+        weights = {i.name for i in model.graph.initializer}
+        image = next(i.name for i in model.graph.input if i.name not in weights)
+        if model.ir_version < 4:  # the light models' IR 3 lists every weight as a graph input: a modern IR does not
+            model = onnx.load(str(source))
+            kept = [i for i in model.graph.input if i.name not in weights]
+            del model.graph.input[:]
+            model.graph.input.extend(kept)
+            model.ir_version = 4
+            onnx.save(model, str(own / "model.onnx"))
+        else:
+            shutil.copyfile(source, own / "model.onnx")
+        text = MODEL_PIPELINE.format(name=name.split()[0], width=shape[3], height=shape[2], input=json.dumps(image), shape=list(shape),
+                                     output=json.dumps(model.graph.output[0].name))  # fmt: skip
+        (own / "pipeline.yaml").write_text(text)
+        found[name] = own / "pipeline.yaml"
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--frames", type=int, default=50)
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument("--light", action="store_true", help="instead: the onnx package's light models (architectures not tuned on)")
+    args = parser.parse_args()
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="bench-profile-"))
+    os.environ.setdefault("SDK_STATE_DIR", str(folder / "state"))
+    os.environ.setdefault("SDK_TARGETS_DIR", str(folder / "targets"))
+    os.environ.setdefault("COLUMNS", "160")
+    from tools.cli import run
+
+    frames = 3 if args.smoke else args.frames
+    if args.smoke:  # quick peaks: the code path, not this machine's numbers
+        from tools.perf.host_peaks import measure_peaks, peaks_path, store_peaks
+        from tools.state import cache_dir
+
+        path, key = peaks_path(2, False, cache_dir())
+        store_peaks(measure_peaks(2, False, folder / "probe", runs=3, passes=1), key, path)
+    rows = []
+    try:
+        for name, pipeline in pipelines(folder, args.smoke, args.light).items():
+            out = folder / f"{name.split()[0]}.json"
+            started = time.perf_counter()
+            code = run(["profile", str(pipeline), "--target", "local", "--frames", str(frames), "--json", str(out),
+                        "--report-dir", str(folder / "reports" / name.split()[0])])  # fmt: skip
+            if code != 0:
+                print(f"{name}: sdk profile exited {code}")
+                return 1
+            report = json.loads(out.read_text())
+            if args.out:  # each model's whole report beside the summary
+                shutil.copyfile(out, args.out.parent / f"{args.out.stem}-{name.split()[0]}.json")
+            total, accuracy = report["total"], report["accuracy"]
+            rows.append({"model": name, "predicted_ms": total["predicted_ms"], "measured_ms": total["measured_ms"], "error": total["error"],
+                         "spearman": accuracy["spearman"], "top5_overlap": accuracy["top5_overlap"], "run_median_ms": total["run_median_ms"],
+                         "profiling_overhead_ms": total["profiling_overhead_ms"], "unprofiled_median_ms": total["unprofiled_median_ms"],
+                         "layers": len(report["layers"]), "wall_s": round(time.perf_counter() - started, 2)})  # fmt: skip
+        started = time.perf_counter()
+        assert run(["predict", str(REPO / "pipelines" / "pedestrian.yaml"), "--platform", "host"]) == 0  # peaks and preparation cached
+        predict_s = time.perf_counter() - started
+        started = time.perf_counter()
+        assert run(["predict", str(REPO / "pipelines" / "pedestrian.yaml"), "--platform", "jetson-agx-orin", "--dla", "--precision", "int8"]) == 0
+        predict_dla_s = time.perf_counter() - started
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print()
+    if args.smoke:
+        print("smoke run: 3 frames and quick peaks; the numbers below mean nothing")
+    print(f"{'model':20s} {'predicted ms':>12s} {'measured ms':>11s} {'error':>7s} {'Spearman':>8s} {'top-5':>5s} {'overhead ms/frame':>17s}")
+    for r in rows:
+        print(f"{r['model']:20s} {r['predicted_ms']:12.2f} {r['measured_ms']:11.2f} {r['error']:+7.1%} {r['spearman']:8.2f} "
+              f"{r['top5_overlap']:>3d}/5 {r['profiling_overhead_ms']:17.3f}")  # fmt: skip
+    print(f"sdk predict (example, --platform host, cached): {predict_s:.2f} s; --platform jetson-agx-orin --dla: {predict_dla_s:.2f} s")
+    if args.out:
+        args.out.write_text(json.dumps({"rows": rows, "predict_s": predict_s, "predict_dla_s": predict_dla_s, "frames": frames}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""`sdk profile PIPELINE --target local --json OUT` end to end on the example (3 frames, shared by the module): the
+report's JSON schema (docs/reference/profile.schema.json), measured and predicted side by side, report.html, errors."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from tests.conftest import EXAMPLE, REPO
+from tests.tools.perf.peaks import FIXED
+from tools.perf.host_peaks import peaks_path, store_peaks
+
+SCHEMA = REPO / "docs" / "reference" / "profile.schema.json"
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    """One profile of the example; the host's peaks are fixed ones (what is tested is behaviour, not this machine)."""
+    import os
+
+    from tools.cli import run
+    from tools.state import cache_dir
+
+    spec_threads, spinning = 2, False  # pipelines/pedestrian.yaml: model.threads 2, spinning false
+    path, key = peaks_path(spec_threads, spinning, cache_dir())
+    store_peaks(FIXED, key, path)
+    folder = tmp_path_factory.mktemp("profile")
+    os.environ["COLUMNS"] = "200"
+    out, report = str(folder / "out.json"), str(folder / "report")
+    code = run(["profile", str(EXAMPLE), "--target", "local", "--frames", "3", "--json", out, "--report-dir", report])
+    assert code == 0
+    return folder
+
+
+def test_the_json_follows_its_schema(profiled):
+    report = json.loads((profiled / "out.json").read_text())
+    jsonschema.validate(report, json.loads(SCHEMA.read_text()))
+    assert report == json.loads((profiled / "report" / "report.json").read_text())
+    assert report["frames"] == 3 and report["backend"] == "onnxruntime" and report["prediction"]["platform"] == "host"
+
+
+def test_every_layer_is_measured_and_predicted_side_by_side(profiled):
+    report = json.loads((profiled / "out.json").read_text())
+    layers = report["layers"]
+    assert all(r["name"] and r["op"] and r["measured_ms"] >= 0 and r["predicted_ms"] is not None for r in layers)
+    assert all(r["ratio"] == pytest.approx(r["measured_ms"] / r["predicted_ms"], rel=0.02) for r in layers if r["predicted_ms"] > 0.05)
+    total = report["total"]
+    assert total["measured_ms"] == pytest.approx(sum(r["measured_ms"] for r in layers) + total["between_layers_ms"], abs=0.01)
+    assert total["predicted_ms"] > 0 and total["error"] == pytest.approx(total["predicted_ms"] / total["measured_ms"] - 1, abs=1e-3)
+    assert report["accuracy"]["layers_compared"] == len(layers) and report["accuracy"]["top5_overlap"] in range(6)
+    assert total["unprofiled_median_ms"] > 0 and total["profiling_overhead_ms"] is not None
+
+
+def test_the_bottlenecks_and_the_page(profiled):
+    report = json.loads((profiled / "out.json").read_text())
+    assert len(report["bottlenecks"]) == 5 and all(b["advice"] for b in report["bottlenecks"][:3])
+    assert report["resolution"]["input"] == [300, 300] and 0 < report["resolution"]["share"] <= 1
+    page = (profiled / "report" / "report.html").read_text()
+    assert page.count("<svg") == 2 and "roofline" in page and report["bottlenecks"][0]["name"][:40] in page
+
+
+def test_a_bad_frame_count_and_an_unknown_target_are_one_error_line(sdk):
+    done = sdk("profile", str(EXAMPLE), "--target", "local", "--frames", "0")
+    assert done.returncode == 1 and done.stderr.count("error:") == 1 and "Traceback" not in done.stderr
+    done = sdk("profile", str(EXAMPLE), "--target", "nowhere")
+    assert done.returncode == 1 and "error:" in done.stderr and "hint:" in done.stderr

@@ -1,0 +1,49 @@
+"""A deploy whose latency budget failed shows the three layers taking the most time: measured by TensorRT's profiler
+where the run has them, else predicted for the target; nothing when only a non-latency check failed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from rich.console import Console
+
+from tests.conftest import EXAMPLE
+from tools.perf.host_peaks import peaks_path, store_peaks
+from tools.perf.summary import latency_failed, render_top_layers
+from tools.targets import LocalTarget
+
+FAIL = {"verdict": "FAIL", "target": "local", "checks": [{"name": "end_to_end.p99_ms", "status": "FAIL"}]}
+
+
+def _shown(report: dict, target) -> str:
+    from sdk.spec import load_pipeline
+
+    console = Console(record=True, width=200)
+    render_top_layers(console, SimpleNamespace(report=report, pipeline=load_pipeline(EXAMPLE)), target)
+    return console.export_text()
+
+
+def test_only_a_failed_latency_budget_shows_layers():
+    assert latency_failed(FAIL)
+    assert not latency_failed({**FAIL, "checks": [{"name": "accuracy.min_recall", "status": "FAIL"}]})
+    assert not latency_failed({**FAIL, "verdict": "PASS"})
+    assert _shown({**FAIL, "verdict": "PASS"}, LocalTarget("local", Path("/nowhere"))) == ""
+
+
+def test_measured_layers_come_first():
+    text = _shown({**FAIL, "slowest_layers": [["conv_a", 4.0], ["conv_b", 3.0], ["conv_c", 2.0], ["conv_d", 1.0]]}, LocalTarget("local", Path("/x")))
+    assert "measured by TensorRT's profiler" in text and "1. conv_a: 4.000 ms" in text and "conv_d" not in text
+    assert f"sdk profile {EXAMPLE} --target local" in text
+
+
+def test_otherwise_the_prediction_for_the_target(tmp_path):
+    from tests.tools.perf.peaks import FIXED
+    from tools.state import cache_dir
+
+    path, key = peaks_path(2, False, cache_dir())
+    store_peaks(FIXED, key, path)
+    text = _shown(FAIL, LocalTarget("local", tmp_path))
+    assert "predicted for this machine" in text and "3. " in text and "4. " not in text
+    vehicle = SimpleNamespace(spec=SimpleNamespace(platform="jetson-orin-nano"))
+    assert "predicted for Jetson Orin Nano 8GB" in _shown({**FAIL, "target": "nano"}, vehicle)

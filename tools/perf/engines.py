@@ -1,0 +1,190 @@
+"""Engines of the performance model: what one layer group costs on this CPU (ONNX Runtime) or on a module's GPU or DLA.
+
+The host's numbers are measured here (tools/perf/host_peaks.py); a module's are its published peaks
+(tools/perf/platforms.py) times the efficiencies below, which are the model's own assumptions (decision 0702), not
+platform facts: what fraction of a peak a TensorRT kernel of each op class reaches, and what a launch costs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tools.perf.host_peaks import HostPeaks
+from tools.perf.layers import Layer
+from tools.perf.platforms import EnginePeaks
+
+# TensorRT on Orin-class GPUs: fraction of the dense tensor peak per op class (the rest of the roofline is bandwidth).
+GPU_EFFICIENCY = {"conv": 0.55, "conv_pointwise": 0.45, "conv_transpose": 0.35, "gemm": 0.5, "conv_depthwise": 0.04}
+GPU_VECTOR_FRACTION = 0.03  # elementwise, pooling, resize, reductions: CUDA-core arithmetic, a small share of the tensor peak
+GPU_BANDWIDTH_EFFICIENCY = 0.7  # of the DRAM peak, for streaming kernels
+GPU_LAUNCH_MS = 0.006  # per kernel in an engine (enqueue and the gap between kernels)
+DLA_EFFICIENCY = {"conv": 0.6, "conv_pointwise": 0.5, "conv_transpose": 0.4, "gemm": 0.4, "conv_depthwise": 0.1}
+DLA_VECTOR_FRACTION = 0.02
+DLA_LAYER_MS = 0.002  # DLA layers run inside one loadable: a small cost per layer
+DLA_SUBGRAPH_MS = 0.06  # each DLA subgraph's submission and completion (cuDLA/TensorRT task)
+CHANNEL_ALIGN = {"fp16": 8, "int8": 32, "fp32": 4}  # tensor-core channel multiples TensorRT wants (fp32 runs as TF32)
+TRANSITION_MS = 0.02  # a GPU<->DLA boundary's fixed cost, on top of the reformat and copy of its bytes
+NCHW_INPUT_STRIDED = 0.5  # a strided 3x3 convolution of an NCHW input (fewer channels than a block): 0.3-0.5 of the peak here
+GENERIC_CONV = 0.45  # a grouped convolution whose groups are not whole blocks: ShuffleNet's measured here at 0.4-0.5
+# A model's nodes are each a different kernel on different buffers; the probes repeat one tiny node. The launch and the
+# time between nodes in the five benchmark models were 1.7-2x the probes' (bench_profile.py; checked on the light models).
+NODE_COST = 1.8
+ROWS_HALF = 32.0  # output pixels (or GEMM rows) at which a kernel reaches 1 - 1/e of its rate: a 7x7 map keeps about 0.8
+HALF_RANGE = (8.0, 16.0)  # what the narrow probe measured here (12-14); beyond this range a probe met other work, not channels
+NARROW_FLOOR = 0.25  # a GEMM-like kernel keeps at least this share of its rate however few channels it has
+
+
+@dataclass(frozen=True)
+class Cost:
+    compute_ms: float
+    memory_ms: float
+    launch_ms: float
+
+    @property
+    def ms(self) -> float:
+        return self.launch_ms + max(self.compute_ms, self.memory_ms)
+
+    @property
+    def bound(self) -> str:
+        if self.launch_ms >= max(self.compute_ms, self.memory_ms):
+            return "launch"
+        return "compute" if self.compute_ms >= self.memory_ms else "memory"
+
+
+def channel_efficiency(channels: int, half: float) -> float:
+    """What few channels leave of a GEMM-like kernel's rate: 1 - exp(-C / half)."""
+    return 1.0 - math.exp(-max(channels, 1) / half)
+
+
+class HostEngine:
+    """ONNX Runtime on this CPU, from its measured peaks."""
+
+    name = "cpu"
+
+    def __init__(self, peaks: HostPeaks, block: int = 0) -> None:
+        self.peaks = peaks
+        self.block = block  # ONNX Runtime's NCHWc channel block (0: none): a convolution's channels are padded to it
+        # The narrow probe (16 in, 16 out) pays the channel efficiency twice, once per side: each side's share is its root.
+        ratio = min(max(peaks.narrow_gflops / max(peaks.pointwise_gflops, 1e-9), 0.01), 0.98)
+        half = -16 / math.log(1 - math.sqrt(ratio))  # channels at which one side reaches 1 - 1/e of the rate
+        self.half = min(max(half, HALF_RANGE[0]), HALF_RANGE[1])
+
+    def rate_gflops(self, main: Layer) -> float:
+        p = self.peaks
+        cls = main.op_class
+        if cls in ("conv", "conv_pointwise", "gemm", "conv_transpose"):
+            k, n = main.channels or (1, 1)
+            k = k // max(main.groups, 1) * (math.prod(main.kernel) if cls != "gemm" and main.kernel else 1)
+            if cls == "conv_transpose":  # col2im after a GEMM: measured here at about 0.4 of the dense rate
+                return 0.4 * p.conv_gflops
+            # A GEMM is at least as fast as the 1x1 convolution that is one (the MatMul probe is the noisier of the two).
+            base = {"conv": p.conv_gflops, "conv_pointwise": p.pointwise_gflops, "gemm": max(p.gemm_gflops, p.pointwise_gflops)}[cls]
+            k, n = self._padded(k), self._padded(n)  # the kernel runs on the padded channels
+            efficiency = channel_efficiency(k, self.half) * channel_efficiency(n, self.half) * channel_efficiency(_rows(main), ROWS_HALF)
+            if self.block and cls == "conv" and main.channels[0] < self.block and any(s > 1 for s in main.strides):
+                taps = math.prod(main.kernel) if main.kernel else 9  # the first convolution of a network: NCHW input, strided
+                efficiency *= min(1.0, NCHW_INPUT_STRIDED * math.sqrt(taps / 9))
+            if self.block and not nchwc_capable(main, self.block):
+                efficiency *= GENERIC_CONV  # ONNX Runtime's generic convolution (im2col and a GEMM per group)
+            return base * max(efficiency, NARROW_FLOOR) * self._padding(main)
+        if main.op == "LRN":
+            return p.lrn_gflops
+        if cls == "conv_depthwise":  # the probe is 3x3; a larger kernel does more work per byte it loads
+            taps = math.prod(main.kernel) if main.kernel else 9
+            return p.depthwise_gflops * min(max((taps / 9) ** 0.85, 0.3), 4.0) * self._padding(main)
+        return p.vector_gflops
+
+    def _padded(self, channels: int) -> int:
+        return math.ceil(channels / self.block) * self.block if self.block else channels
+
+    def _padding(self, layer: Layer) -> float:
+        """The share of a blocked convolution's work that is real: its channels padded up to the NCHWc block (input
+        channels fewer than a block are read as they are)."""
+        if not self.block or not layer.channels or layer.op != "Conv":
+            return 1.0
+        c_in, c_out = layer.channels
+        share = c_out / (math.ceil(c_out / self.block) * self.block)
+        if c_in >= self.block and layer.op_class != "conv_depthwise":
+            share *= c_in / (math.ceil(c_in / self.block) * self.block)
+        return share
+
+    def bandwidth_gbs(self, moved: int) -> float:
+        """The cache's bandwidth up to the last-level cache's size, DRAM's from four times it, geometric in between."""
+        p = self.peaks
+        llc = p.last_level_cache_bytes
+        if moved <= llc:
+            return p.cache_gbs
+        if moved >= 4 * llc:
+            return p.dram_gbs
+        return p.cache_gbs * (p.dram_gbs / p.cache_gbs) ** (math.log(moved / llc) / math.log(4))
+
+    def cost(self, main: Layer, flops: int, moved: int) -> Cost:
+        p = self.peaks
+        bandwidth = self.bandwidth_gbs(moved)
+        if main.op_class == "gemm" and _rows(main) < 16:
+            bandwidth = p.dram_gbs  # a matrix-vector product streams its weights once: DRAM's rate, whatever their size
+        threaded = main.op_class in ("conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm")
+        launch = p.launch_ms + (p.parallel_launch_ms - p.launch_ms if threaded and p.threads > 1 else 0.0)
+        return Cost(flops / (self.rate_gflops(main) * 1e6) if flops else 0.0, moved / (bandwidth * 1e6), max(launch, 0.0) * NODE_COST)
+
+
+def nchwc_capable(layer: Layer, block: int) -> bool:
+    """ONNX Runtime's NCHWc kernels take a grouped convolution only when each group is whole blocks (depthwise aside)."""
+    if layer.op != "Conv" or layer.groups <= 1 or layer.op_class == "conv_depthwise" or not layer.channels:
+        return True
+    c_in, c_out = layer.channels
+    return (c_in // layer.groups) % block == 0 and (c_out // layer.groups) % block == 0
+
+
+def _rows(layer: Layer) -> int:
+    """The M of a GEMM-like layer: output pixels of a convolution, rows of a GEMM."""
+    out = layer.output_shapes[0] if layer.output_shapes else ()
+    if layer.op_class == "gemm":
+        return math.prod(out[:-1]) if len(out) > 1 else 1
+    return math.prod(out[2:]) * out[0] if len(out) > 2 else 1
+
+
+class DeviceEngine:
+    """A module's GPU (TensorRT kernels) or one DLA core, from published peaks and the model's efficiencies."""
+
+    def __init__(self, peaks: EnginePeaks, precision: str, sparse: bool = False) -> None:
+        self.peaks = peaks
+        self.name = peaks.name
+        self.precision = precision if precision in peaks.dense_tops else "fp16"  # the DLA has no FP32: FP16
+        self.sparse = sparse
+
+    def tensor_gflops(self, sparse_ok: bool = False) -> float:
+        table = self.peaks.sparse_tops if self.sparse and sparse_ok else self.peaks.dense_tops
+        return table[self.precision] * 1e3
+
+    def rate_gflops(self, main: Layer) -> float:
+        efficiency = GPU_EFFICIENCY if self.name == "gpu" else DLA_EFFICIENCY
+        vector = GPU_VECTOR_FRACTION if self.name == "gpu" else DLA_VECTOR_FRACTION
+        cls = main.op_class
+        if cls not in efficiency:
+            return self.peaks.dense_tops["int8" if "int8" in self.peaks.dense_tops else self.precision] * 1e3 * vector
+        rate = self.tensor_gflops(sparse_ok=sparse_candidate(main, self.name)) * efficiency[cls]
+        if cls != "conv_depthwise" and main.channels:
+            align = CHANNEL_ALIGN[self.precision]
+            for c in main.channels:
+                if c > 0:
+                    rate *= c / (math.ceil(c / align) * align)  # the padded channels compute nothing
+        return rate
+
+    def cost(self, main: Layer, flops: int, moved: int) -> Cost:
+        bandwidth = self.peaks.memory_gbs * GPU_BANDWIDTH_EFFICIENCY
+        launch = GPU_LAUNCH_MS if self.name == "gpu" else DLA_LAYER_MS
+        return Cost(flops / (self.rate_gflops(main) * 1e6) if flops else 0.0, moved / (bandwidth * 1e6), launch)
+
+
+def sparse_candidate(layer: Layer, engine: str) -> bool:
+    """2:4 sparsity can speed this layer up: a dense convolution or GEMM whose weights TensorRT can prune 2:4. On the
+    DLA: INT8 convolutions with more than 64 input channels; on the GPU: wide layers (about 256 channels and up),
+    where TensorRT's sparse kernels win (DESIGN "2:4 sparsity" and the sources it names)."""
+    if layer.op_class not in ("conv", "conv_pointwise", "gemm") or not layer.channels or layer.groups != 1:
+        return False
+    c_in, c_out = layer.channels
+    if engine == "dla":
+        return c_in > 64
+    return min(c_in, c_out) >= 256

@@ -1,0 +1,233 @@
+"""`--platform host`: this machine's own peaks, measured once through ONNX Runtime itself and cached by CPU model.
+
+Each probe is a one-node ONNX model run by ONNX Runtime with the SDK's session options (threads and spinning as the
+pipeline sets them) and timed by ONNX Runtime's own profiler, as `sdk profile` times layers: the median kernel time
+over the runs. The probes: a GEMM and a dense 3x3 convolution (compute peaks), a pointwise and a depthwise
+convolution (the two shapes mobile detectors are made of), a memory-bound elementwise copy of a tensor larger than the
+last-level cache and one that fits in it (bandwidth), and a node that does almost nothing (the per-layer launch cost).
+The cache file is keyed by CPU model, thread count, spinning and ONNX Runtime version; SDK_HOST_PEAKS_REFRESH=1
+measures again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+PEAKS_FORMAT = 8
+RUNS = 12  # runs of a probe in a row; the first (cold) is not kept
+CHAIN = 1  # copies of the probe's node in a chain (measured here: chains of 6 ran convolutions at half the rate a model's own do)
+PASSES = 5  # passes spread the probes over seconds: a shared machine gives a 2-thread kernel one core or two, by moments
+
+
+@dataclass(frozen=True)
+class HostPeaks:
+    cpu: str
+    threads: int
+    spinning: bool
+    runtime: str
+    gemm_gflops: float  # a large MatMul
+    conv_gflops: float  # a dense 3x3 convolution
+    pointwise_gflops: float  # a 1x1 convolution
+    depthwise_gflops: float  # a 3x3 depthwise convolution
+    dram_gbs: float  # an elementwise pass over a tensor larger than the last-level cache (bytes read + written per second)
+    cache_gbs: float  # the same over a tensor that fits in it
+    launch_ms: float  # a node that does almost nothing (its kernel time)
+    gap_ms: float  # the time between two nodes' kernels: ONNX Runtime's own work per node
+    parallel_launch_ms: float  # a convolution with almost nothing to do (what splitting work over the threads costs)
+    parallel_gap_ms: float  # the time between two such convolutions' kernels
+    narrow_gflops: float  # a 1x1 convolution of 16 to 16 channels: what few channels leave of the pointwise rate
+    vector_gflops: float  # a Sigmoid over a tensor in cache (4 FLOPs an element): elementwise arithmetic
+    lrn_gflops: float  # LRN (size 5) as layers.py counts it (5 FLOPs an element): ONNX Runtime runs it far below the rest
+    last_level_cache_bytes: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo; elsewhere platform.processor())."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def last_level_cache() -> int:
+    """Bytes of the last-level cache (sysfs), 8 MiB where it cannot be read."""
+    best = 0
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            text = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        match = re.match(r"(\d+)([KMG]?)", text)
+        if match:
+            best = max(best, int(match.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[match.group(2)])
+    return best or 8 << 20
+
+
+def _model(op: str, inputs: dict[str, tuple], output: tuple, weights: dict[str, np.ndarray], repeat: int = CHAIN, **attrs) -> bytes:
+    """`repeat` copies of one node in a chain (each shape-preserving, the weights shared): after the first, the threads
+    are awake and the caches warm, as for a model's consecutive layers."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    (name, _), = inputs.items()
+    names = [name, *(f"y{i}" for i in range(1, repeat)), "y"]
+    graph = helper.make_graph(
+        [helper.make_node(op, [names[i], *weights], [names[i + 1]], **attrs) for i in range(repeat)],
+        "probe",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name, shape in inputs.items()],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, output)],
+        [numpy_helper.from_array(value, name) for name, value in weights.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+class _Probe:
+    """One probe's ONNX Runtime session with the profiler on; `run()` once a round, `result()` at the end."""
+
+    def __init__(self, name: str, model: bytes, feeds: dict[str, np.ndarray], threads: int | None, spinning: bool, folder: Path) -> None:
+        import onnxruntime as ort
+
+        from sdk.backends.onnxruntime_cpu import session_options
+
+        options = session_options(threads, spinning=spinning)
+        options.enable_profiling = True
+        options.profile_file_prefix = str(folder / f".probe-{name}-{os.getpid()}")  # a trace file of its own
+        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        self.feeds = feeds
+
+    def run(self) -> None:
+        self.session.run(None, self.feeds)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """(each run's kernel time, each run's time outside its kernels), in ms, leaving out the first run (cold
+        caches, threads starting)."""
+        from sdk.profiling.onnxruntime_profile import parse_trace
+
+        trace = Path(self.session.end_profiling())
+        try:
+            runs, nodes = parse_trace(json.loads(trace.read_text()))
+        finally:
+            trace.unlink(missing_ok=True)
+        # The probe's own kernels: the NCHWc reorders around a lone convolution are not its cost (in a model they are
+        # predicted where they fall, tools/perf/predict.py: reorders).
+        own = [n["times_ms"] for n in nodes if n["op"] not in ("ReorderInput", "ReorderOutput")]
+        per_run = np.sum(own, axis=0)
+        total = np.sum([n["times_ms"] for n in nodes], axis=0)
+        kept = np.arange(len(runs)) > 0
+        return per_run[kept], (np.asarray(runs) - total)[kept]
+
+
+def _chain(count: int):
+    """`count` Relu nodes one after another on a 16-element tensor: what a node costs when it has nothing to do."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"]) for i in range(count)]
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, (16,))],
+                              [helper.make_tensor_value_info(f"t{count}", TensorProto.FLOAT, (16,))])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def measure_peaks(threads: int | None, spinning: bool, folder: Path, runs: int = RUNS, passes: int = PASSES) -> HostPeaks:
+    """Run the probes (a few seconds) and return the peaks."""
+    import onnxruntime as ort
+
+    rng = np.random.default_rng(0)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def rand(*shape):
+        return rng.random(shape, dtype=np.float32)
+
+    llc = last_level_cache()
+    big = max(llc // 2, 1 << 22)  # elements: twice the LLC read and as much written
+    small = 1 << 19  # 2 MiB in and 2 MiB out: the size of a mobile detector's activations
+    chain = 32
+    probes = {  # name: (model, feeds, work: FLOPs or bytes)
+        "gemm": (_model("MatMul", {"a": (256, 1024)}, (256, 1024), {"b": rand(1024, 1024)}), {"a": rand(256, 1024)}, 2 * 256 * 1024 * 1024),
+        "conv": (_model("Conv", {"x": (1, 64, 56, 56)}, (1, 64, 56, 56), {"w": rand(64, 64, 3, 3)}, pads=[1, 1, 1, 1]),
+                 {"x": rand(1, 64, 56, 56)}, 2 * 64 * 56 * 56 * 64 * 9),
+        "pointwise": (_model("Conv", {"x": (1, 128, 40, 40)}, (1, 128, 40, 40), {"w": rand(128, 128, 1, 1)}), {"x": rand(1, 128, 40, 40)},
+                      2 * 128 * 40 * 40 * 128),
+        "depthwise": (_model("Conv", {"x": (1, 128, 80, 80)}, (1, 128, 80, 80), {"w": rand(128, 1, 3, 3)}, pads=[1, 1, 1, 1], group=128),
+                      {"x": rand(1, 128, 80, 80)}, 2 * 128 * 80 * 80 * 9),
+        "dram": (_model("Relu", {"x": (big,)}, (big,), {}), {"x": rand(big)}, 8 * big),  # bytes read and written once
+        "cache": (_model("Relu", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 8 * small),
+        "chain": (_chain(chain), {"t0": rand(16)}, chain),
+        "parallel": (_model("Conv", {"x": (1, 8, 8, 8)}, (1, 8, 8, 8), {"w": rand(8, 8, 1, 1)}, repeat=chain // 2), {"x": rand(1, 8, 8, 8)}, 1),
+        "narrow": (_model("Conv", {"x": (1, 16, 160, 160)}, (1, 16, 160, 160), {"w": rand(16, 16, 1, 1)}), {"x": rand(1, 16, 160, 160)},
+                   2 * 16 * 160 * 160 * 16),
+        "vector": (_model("Sigmoid", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 4 * small),
+        "lrn": (_model("LRN", {"x": (1, 64, 28, 28)}, (1, 64, 28, 28), {}, size=5), {"x": rand(1, 64, 28, 28)}, 5 * 64 * 28 * 28),
+    }  # fmt: skip
+    found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {name: [] for name in probes}
+    for _ in range(passes):  # the whole sequence again: a load spike on a shared machine spoils one pass of a probe, not all
+        for name, (model, feeds, _) in probes.items():  # one at a time, its runs in a row: warm caches, its own threads awake
+            probe = _Probe(name, model, feeds, threads, spinning, folder)
+            for _ in range(max(runs, 2)):
+                probe.run()
+            found[name].append(probe.result())
+            del probe
+    # Each pass's median, and the middle pass: the machine as a profile meets it, neither its best nor its worst moment.
+    results = {name: sorted((float(np.median(p[0])), float(np.median(p[1]))) for p in runs)[len(runs) // 2] for name, runs in found.items()}
+
+    def rate(name: str) -> float:
+        return probes[name][2] * CHAIN / (results[name][0] * 1e6)
+
+    gemm, conv, pointwise, depthwise = rate("gemm"), rate("conv"), rate("pointwise"), rate("depthwise")
+    dram, cache, narrow, vector, lrn = rate("dram"), rate("cache"), rate("narrow"), rate("vector"), rate("lrn")
+    launch, gap = results["chain"][0] / chain, max(results["chain"][1], 0.0) / chain
+    parallel, parallel_gap = results["parallel"][0] / (chain // 2), max(results["parallel"][1], 0.0) / (chain // 2)
+    return HostPeaks(
+        cpu_model(), threads or os.cpu_count() or 1, spinning, f"onnxruntime {ort.__version__}",
+        round(gemm, 3), round(conv, 3), round(pointwise, 3), round(depthwise, 3), round(dram, 3), round(cache, 3), round(launch, 5), round(gap, 5),
+        round(parallel, 5), round(parallel_gap, 5), round(narrow, 3), round(vector, 3), round(lrn, 3), llc,
+    )  # fmt: skip
+
+
+def peaks_path(threads: int | None, spinning: bool, cache_root: Path) -> tuple[Path, str]:
+    """(the cache file, its key) of this CPU model's peaks for (threads, spinning) under this ONNX Runtime."""
+    import onnxruntime as ort
+
+    threads = threads or os.cpu_count() or 1
+    key = json.dumps([PEAKS_FORMAT, cpu_model(), threads, spinning, ort.__version__])
+    return Path(cache_root) / "host-peaks" / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.json", key
+
+
+def store_peaks(peaks: HostPeaks, key: str, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".partial")
+    partial.write_text(json.dumps({"key": json.loads(key), "peaks": peaks.as_dict()}, indent=1) + "\n")
+    os.replace(partial, path)
+
+
+def host_peaks(threads: int | None, spinning: bool, cache_root: Path, refresh: bool = False) -> HostPeaks:
+    """This machine's peaks for (threads, spinning): from the cache, or measured once and cached."""
+    path, key = peaks_path(threads, spinning, cache_root)
+    if path.is_file() and not refresh and not os.environ.get("SDK_HOST_PEAKS_REFRESH"):
+        try:
+            return HostPeaks(**json.loads(path.read_text())["peaks"])
+        except (ValueError, KeyError, TypeError):
+            pass  # an unreadable cache is measured again
+    peaks = measure_peaks(threads, spinning, path.parent)
+    store_peaks(peaks, key, path)
+    return peaks

@@ -1,0 +1,275 @@
+"""The performance model: each layer's time on an engine from a roofline, fusion, a launch cost, and DLA transitions.
+
+A layer group (a convolution or GEMM with the batch norm, bias, activation and residual sum fused after it; on the GPU
+also any chain of elementwise layers, as TensorRT's pointwise fusion runs them as one kernel; on ONNX Runtime the
+Sigmoid x Mul of a Swish) costs one launch plus the larger of its compute time (FLOPs over the engine's rate for the
+group's op class and precision) and its memory time (the bytes it reads and writes over the engine's bandwidth).
+The engines are `HostEngine` (this CPU's measured peaks, tools/perf/host_peaks.py) and `DeviceEngine` (a module's
+published peaks, tools/perf/platforms.py, with per-op-class efficiencies). With DLA, each layer runs where the DLA
+placement prediction (tools/dla) puts it, and every tensor crossing between the GPU and a DLA subgraph costs a reformat
+and a copy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from tools.perf.layers import PRECISION_BYTES, Layer, ModelLayers
+
+HEADS = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}
+ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "PRelu", "Elu"}
+THREADED = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}  # ONNX Runtime splits these over its threads
+FREE_MOVEMENT = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
+
+
+@dataclass(frozen=True)
+class Group:
+    """Prepared layers that run as one: `head` names it, `members` in the model's order."""
+
+    head: str
+    members: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LayerPrediction:
+    head: str
+    members: tuple[str, ...]
+    op: str
+    op_class: str
+    engine: str  # cpu, gpu, dla
+    precision: str
+    flops: int
+    bytes: int
+    compute_ms: float
+    memory_ms: float
+    launch_ms: float
+    ms: float
+    bound: str  # compute, memory, launch
+    shares: tuple[float, ...] = ()  # each member's part of `ms` (its standalone cost's share), for matching other groupings
+    reorder_ms: float = 0.0  # ONNX Runtime's NCHWc reorders this group pays (included in `ms`)
+
+
+@dataclass(frozen=True)
+class Transition:
+    tensor: str
+    direction: str  # "gpu->dla" or "dla->gpu"
+    bytes: int
+    ms: float
+
+
+@dataclass
+class Prediction:
+    platform: str
+    backend: str  # onnxruntime (host) or tensorrt
+    precision: str
+    layers: list[LayerPrediction]
+    transitions: list[Transition] = field(default_factory=list)
+    run_overhead_ms: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total_ms(self) -> float:
+        return sum(p.ms for p in self.layers) + sum(t.ms for t in self.transitions) + self.run_overhead_ms
+
+    def by_member(self) -> dict[str, LayerPrediction]:
+        return {member: p for p in self.layers for member in p.members}
+
+
+def fusion_groups(model: ModelLayers, backend: str) -> tuple[Group, ...]:
+    """Conv/GEMM + (batch norms, constant scales and shifts, the residual sum, then one activation) as one; a Sigmoid
+    and the Mul of its input (Swish) as one on either backend; on TensorRT also chains of elementwise layers. A layer
+    joins its producer's group only as that producer's one consumer (what a fusion needs), the Swish's Mul excepted."""
+    consumers: dict[str, int] = {}
+    for layer in model.layers:
+        for tensor in layer.inputs:
+            consumers[tensor] = consumers.get(tensor, 0) + 1
+    producer = {t: layer for layer in model.layers for t in layer.outputs}
+    by_name = model.by_name()
+    owner: dict[str, str] = {}
+    members: dict[str, list[str]] = {}
+    for layer in model.layers:
+        head = _fuses_into(layer, [producer[t] for t in layer.inputs if t in producer], consumers, owner, members, by_name, backend)
+        owner[layer.name] = head or layer.name
+        members.setdefault(head or layer.name, []).append(layer.name)
+    return tuple(Group(head, tuple(names)) for head, names in members.items())
+
+
+def _fuses_into(layer: Layer, sources: list[Layer], consumers: dict, owner: dict, members: dict, by_name: dict, backend: str) -> str | None:
+    for source in sources:
+        if layer.op == "Mul" and source.op == "Sigmoid" and set(source.inputs) <= set(layer.inputs):
+            return owner[source.name]  # Swish: ONNX Runtime's QuickGelu, TensorRT's pointwise kernel
+        if not all(consumers.get(t, 0) == 1 for t in source.outputs):
+            continue
+        head = by_name[owner[source.name]]
+        ops = {by_name[m].op for m in members[head.name]}
+        if head.op_class in HEADS and not ops & ACTIVATIONS:
+            affine = layer.op in ("Mul", "Add", "Sub", "Div") and len(layer.inputs) == 1  # a constant scale or shift folds in
+            if layer.op in ACTIVATIONS | {"BatchNormalization", "Add"} or affine:
+                return head.name  # batch norm, bias, scale, the residual sum, then one activation
+        if backend == "tensorrt" and layer.op_class == "elementwise" and head.op_class == "elementwise":
+            return head.name
+    return None
+
+
+def group_facts(group: Group, model: ModelLayers, precision: str) -> tuple[Layer, int, int]:
+    """(the group's main layer, its FLOPs, the bytes it moves: external inputs, weights and final outputs)."""
+    by_name = model.by_name()
+    layers = [by_name[m] for m in group.members]
+    main = max(layers, key=lambda layer: (layer.flops, layer.bytes_moved(precision)))
+    inside = {t for x in layers for t in x.outputs}
+    size = PRECISION_BYTES[precision]
+    read = {t: _count(s) for x in layers for t, s in zip(x.inputs, x.input_shapes, strict=False) if t not in inside}
+    written = sum(_count(s) for s in layers[-1].output_shapes)
+    moved = (sum(read.values()) + sum(x.weight_elements for x in layers) + written) * size
+    if all(x.op in FREE_MOVEMENT for x in layers):
+        moved = 0  # a view: nothing is copied
+    return main, sum(x.flops for x in layers), moved
+
+
+def _count(shape: tuple[int, ...]) -> int:
+    total = 1
+    for d in shape:
+        total *= d
+    return total if shape else 0
+
+
+def _predict_group(group: Group, model: ModelLayers, engine, precision: str) -> LayerPrediction:
+    main, flops, moved = group_facts(group, model, precision)
+    cost = engine.cost(main, flops, moved)
+    by_name = model.by_name()
+    alone = [engine.cost(by_name[m], by_name[m].flops, group_facts(Group(m, (m,)), model, precision)[2]).ms for m in group.members]
+    shares = tuple(cost.ms * a / sum(alone) for a in alone) if sum(alone) > 0 else (cost.ms,) + (0.0,) * (len(alone) - 1)
+    return LayerPrediction(
+        group.head, group.members, main.op, main.op_class, engine.name, precision, flops, moved,
+        cost.compute_ms, cost.memory_ms, cost.launch_ms, cost.ms, cost.bound, shares,
+    )  # fmt: skip
+
+
+def predict_host(model: ModelLayers, peaks, block: int | None = None) -> Prediction:
+    """ONNX Runtime's per-layer times on this CPU (`--platform host`), FP32, with the NCHWc reorders it inserts."""
+    from dataclasses import replace
+
+    from tools.perf.engines import NODE_COST, HostEngine
+
+    block = nchwc_block() if block is None else block
+    engine = HostEngine(peaks, block)
+    extra: dict[str, float] = {}
+    for name, _side, elements in reorders(model, block):
+        moved = 2 * 4 * elements  # read and written once
+        extra[name] = extra.get(name, 0.0) + peaks.launch_ms * NODE_COST + moved / (engine.bandwidth_gbs(moved) * 1e6)
+    layers = []
+    for group in fusion_groups(model, "onnxruntime"):
+        p = _predict_group(group, model, engine, "fp32")
+        added = [extra.get(m, 0.0) for m in group.members]
+        if any(added):
+            shares = tuple(a + b for a, b in zip(p.shares, added, strict=True))
+            p = replace(p, ms=p.ms + sum(added), shares=shares, reorder_ms=sum(added))
+        layers.append(p)
+    # Every group and reorder is a node ONNX Runtime runs, with its own work between kernels (more after a threaded one).
+    threaded = sum(1 for p in layers if p.op_class in THREADED)
+    gaps = (peaks.gap_ms * (len(layers) - threaded + len(extra)) + peaks.parallel_gap_ms * threaded) * NODE_COST
+    return Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=gaps)
+
+
+def predict_device(model: ModelLayers, machine, precision: str, placement=None, sparse: bool = False) -> Prediction:
+    """TensorRT on a module's GPU, or on its DLA where `placement` (tools/dla's report) puts a layer, with the
+    reformat and copy of every tensor crossing between the GPU and a DLA subgraph."""
+    from tools.perf.engines import DLA_SUBGRAPH_MS, DeviceEngine
+
+    gpu = DeviceEngine(machine.gpu, precision, sparse)
+    dla = DeviceEngine(machine.dla, precision, sparse) if machine.dla is not None else None
+    on_dla = {v.name: v.subgraph for v in placement.layers if v.device == "DLA"} if placement is not None and dla is not None else {}
+    layers = []
+    for group in fusion_groups(model, "tensorrt"):
+        engine = dla if group.head in on_dla else gpu
+        layers.append(_predict_group(group, model, engine, engine.precision))
+    prediction = Prediction(machine.platform, "tensorrt", precision, layers)
+    if on_dla:
+        prediction.transitions = transitions(model, on_dla, precision, machine.gpu.memory_gbs)
+        prediction.run_overhead_ms = DLA_SUBGRAPH_MS * len(set(on_dla.values()))
+        prediction.notes.append(f"{len(set(on_dla.values()))} DLA subgraph(s), {len(prediction.transitions)} GPU<->DLA transition(s)")
+    return prediction
+
+
+def transitions(model: ModelLayers, on_dla: dict[str, int], precision: str, memory_gbs: float) -> list[Transition]:
+    """Every tensor that crosses between the GPU and a DLA subgraph (or between two subgraphs), once per consuming
+    side: TensorRT reformats it (DLA and GPU layouts differ) and copies it: read and written twice, plus a fixed cost."""
+    from tools.perf.engines import GPU_BANDWIDTH_EFFICIENCY, TRANSITION_MS
+
+    def where(name: str) -> tuple:
+        return ("dla", on_dla[name]) if name in on_dla else ("gpu",)
+
+    producer = {t: layer for layer in model.layers for t in layer.outputs}
+    found = []
+    for layer in model.layers:
+        for tensor, shape in zip(layer.inputs, layer.input_shapes, strict=False):
+            if tensor not in producer or where(producer[tensor].name) == where(layer.name):
+                continue
+            key = (tensor, where(layer.name))
+            if any((t.tensor, t.direction) == (key[0], f"{where(producer[tensor].name)[0]}->{key[1][0]}") for t in found):
+                continue
+            moved = 4 * _count(shape) * PRECISION_BYTES[precision]
+            ms = TRANSITION_MS + moved / (memory_gbs * GPU_BANDWIDTH_EFFICIENCY * 1e6)
+            found.append(Transition(tensor, f"{where(producer[tensor].name)[0]}->{where(layer.name)[0]}", moved, ms))
+    return found
+
+
+NCHWC_OPS = {"Concat", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Relu", "Sigmoid", "Tanh", "LeakyRelu",
+             "HardSigmoid", "Clip", "BatchNormalization", "Resize", "Upsample"}  # fmt: skip
+NCHWC_BINARY = {"Add", "Sum", "Mul"}  # blocked only when every operand is a blocked activation (no constant)
+
+
+def nchwc_block() -> int:
+    """The channel block of ONNX Runtime's NCHWc layout on this CPU: 16 with AVX-512, 8 with AVX2; 0 (no NCHWc
+    transform) elsewhere, as on Arm."""
+    import platform
+
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return 0
+    try:
+        flags = next((line for line in open("/proc/cpuinfo") if line.startswith("flags")), "")  # noqa: SIM115
+    except OSError:
+        return 8
+    return 16 if " avx512f" in flags else 8 if " avx2" in flags else 0
+
+
+def reorders(model: ModelLayers, block: int) -> list[tuple[str, str, int]]:
+    """Where ONNX Runtime's NCHWc transform reorders a tensor: (the layer whose group pays, input or output, elements).
+    2-D convolutions run blocked (their channels padded to the block) unless an activation the blocked kernel cannot
+    fuse follows (HardSigmoid, HardSwish); activations, Concat, pooling, resize,
+    batch norm, and Add/Mul of two blocked tensors stay blocked after them; any other consumer needs the tensor back in NCHW (a
+    ReorderOutput), and a blocked convolution of an NCHW tensor with at least `block` input channels a ReorderInput."""
+    from tools.perf.engines import nchwc_capable
+
+    if not block:
+        return []
+    producer = {t: layer for layer in model.layers for t in layer.outputs}
+    consumers: dict[str, list[Layer]] = {}
+    for layer in model.layers:
+        for t in layer.inputs:
+            consumers.setdefault(t, []).append(layer)
+    blocked: set[str] = set()
+    for layer in model.layers:
+        sources = [producer[t] for t in layer.inputs if t in producer]
+        unfused = any(c.op in ("HardSigmoid", "HardSwish") for c in consumers.get(layer.outputs[0], ())) if layer.outputs else False
+        if layer.op == "Conv" and len(layer.kernel) == 2 and not unfused and nchwc_capable(layer, block):
+            blocked.add(layer.name)  # output channels padded up to the block
+        elif sources and all(s.name in blocked for s in sources) and _rank4(layer):
+            binary = layer.op in NCHWC_BINARY and len(layer.inputs) >= 2 and not layer.weight_elements
+            if layer.op in NCHWC_OPS or binary:
+                blocked.add(layer.name)
+    found = []
+    for layer in model.layers:
+        for tensor, shape in zip(layer.inputs, layer.input_shapes, strict=False):
+            source = producer.get(tensor)
+            inside = source is not None and source.name in blocked
+            if layer.name in blocked and layer.op == "Conv" and not inside and layer.channels and layer.channels[0] >= block:
+                found.append((layer.name, "input", _count(shape)))
+            elif inside and layer.name not in blocked:
+                found.append((source.name, "output", _count(shape)))
+    unique = {(name, side, n) for name, side, n in found}
+    return sorted(unique)
+
+
+def _rank4(layer: Layer) -> bool:
+    return bool(layer.output_shapes) and len(layer.output_shapes[0]) == 4

@@ -1,0 +1,172 @@
+"""The profile's report: report.json (the contract: docs/reference/profile.md), report.html (the roofline with every
+layer as a point, predicted against measured), and the terminal's table."""
+
+from __future__ import annotations
+
+import io
+import json
+from html import escape
+from pathlib import Path
+
+from sdk.sinks.files import partial_path, publish
+
+PROFILE_FORMAT = 1
+REPORT_FILE = "report.json"
+HTML_FILE = "report.html"
+
+
+def write_json(report: dict, path: Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = partial_path(path)
+    partial.write_text(json.dumps(report, indent=1) + "\n")
+    publish(partial, path)
+    return path
+
+
+def _svg(figure) -> str:
+    import matplotlib.pyplot as plt
+
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg")
+    plt.close(figure)
+    text = buffer.getvalue()
+    return text[text.find("<svg") :]
+
+
+def roofline_svg(report: dict) -> str:
+    """Each layer at (intensity, achieved GFLOP/s), sized by its share; the engine's roofs where they are known."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in report["layers"] if r.get("intensity") and r.get("achieved_gflops")]
+    figure, axis = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
+    colours = {"compute": "tab:red", "memory": "tab:blue", "launch": "tab:gray"}
+    for bound, colour in colours.items():
+        chosen = [r for r in rows if r.get("bound") == bound]
+        if chosen:
+            axis.scatter([r["intensity"] for r in chosen], [r["achieved_gflops"] for r in chosen],
+                         s=[20 + 400 * r["share"] for r in chosen], c=colour, alpha=0.6, label=f"{bound}-bound (predicted)")  # fmt: skip
+    roofs = report.get("prediction", {}).get("roofline") or {}
+    if roofs.get("peak_gflops") and roofs.get("bandwidth_gbs"):
+        xs = [0.01, 10000.0]
+        ridge = roofs["peak_gflops"] / roofs["bandwidth_gbs"]
+        axis.plot([xs[0], ridge, xs[1]], [xs[0] * roofs["bandwidth_gbs"], roofs["peak_gflops"], roofs["peak_gflops"]], "k-", lw=1,
+                  label=f"roof: {roofs['peak_gflops']:.0f} GFLOP/s, {roofs['bandwidth_gbs']:.0f} GB/s")  # fmt: skip
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("arithmetic intensity (FLOP/byte)")
+    axis.set_ylabel("achieved GFLOP/s")
+    axis.set_title("roofline: each layer, measured")
+    if rows:
+        axis.legend(fontsize=8, loc="upper left")
+    return _svg(figure)
+
+
+def predicted_svg(report: dict) -> str:
+    """Predicted against measured time per layer (log-log), the diagonal where they agree."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in report["layers"] if r.get("predicted_ms") and r.get("measured_ms")]
+    figure, axis = plt.subplots(figsize=(5.5, 4.5), layout="constrained")
+    if rows:
+        xs = [r["measured_ms"] for r in rows]
+        ys = [r["predicted_ms"] for r in rows]
+        axis.scatter(xs, ys, s=14, alpha=0.6)
+        low, high = min(xs + ys), max(xs + ys)
+        axis.plot([low, high], [low, high], "k--", lw=1, label="predicted = measured")
+        axis.set_xscale("log")
+        axis.set_yscale("log")
+        axis.legend(fontsize=8, loc="upper left")
+    axis.set_xlabel("measured ms (median)")
+    axis.set_ylabel("predicted ms")
+    axis.set_title("each layer: predicted against measured")
+    return _svg(figure)
+
+
+def _table(headers: list[str], rows: list[list]) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{escape('' if v is None else str(v))}</td>" for v in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def write_html(report: dict, folder: Path) -> Path:
+    total = report["total"]
+    summary = _table(
+        ["measured ms", "predicted ms", "error", "Spearman", "top-5 overlap", "run median ms", "profiling overhead ms"],
+        [[total["measured_ms"], total.get("predicted_ms"), total.get("error"), report["accuracy"].get("spearman"),
+          report["accuracy"].get("top5_overlap"), total.get("run_median_ms"), total.get("profiling_overhead_ms")]],
+    )  # fmt: skip
+    bottlenecks = _table(
+        ["layer", "op", "ms", "share", "bound", "what would help"],
+        [
+            [b["name"][:80], b["op"], b["ms"], f"{b['share']:.1%}", b["bound"], " | ".join(a["text"] for a in b["advice"])]
+            for b in report["bottlenecks"]
+        ],
+    )
+    layers = _table(
+        ["layer", "op", "measured ms", "p90 ms", "predicted ms", "ratio", "share", "GFLOP/s", "GB/s", "intensity", "bound"],
+        [[r["name"][:80], r["op"], r["measured_ms"], r["measured_p90_ms"], r.get("predicted_ms"), r.get("ratio"), f"{r['share']:.1%}",
+          r.get("achieved_gflops"), r.get("achieved_gbs"), r["intensity"], r.get("bound")] for r in report["layers"]],
+    )  # fmt: skip
+    notes = "".join(f"<li>{escape(n)}</li>" for n in report.get("notes", []))
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>profile</title><style>"
+        "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:0.6em 0}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px}svg{max-width:100%;height:auto}</style></head><body>"
+        f"<h1>Profile of {escape(report['pipeline'])} on {escape(report['target'])}</h1>"
+        f"<p>{escape(report['runtime'])}, {escape(report['precision'])}, {report['frames']} frames; prediction: "
+        f"{escape(str(report['prediction'].get('platform')))}</p>{summary}<h2>Bottlenecks</h2>{bottlenecks}"
+        f"<h2>Roofline</h2>{roofline_svg(report)}{predicted_svg(report)}<ul>{notes}</ul><h2>Layers</h2>{layers}</body></html>"
+    )
+    path = Path(folder) / HTML_FILE
+    partial = partial_path(path)
+    partial.write_text(page)
+    publish(partial, path)
+    return path
+
+
+def short_name(name: str, width: int = 48) -> str:
+    """A measured layer's name for a table: its first layer's last path parts, and how many more it fused."""
+    parts = name.split(" + ")
+    first = "/".join(parts[0].split("/")[-2:])
+    text = first + (f" +{len(parts) - 1}" if len(parts) > 1 else "")
+    return text if len(text) <= width else "..." + text[-(width - 3) :]
+
+
+def render(console, report: dict, top: int = 10) -> None:
+    """The terminal: the slowest layers measured and predicted side by side, the totals, the bottlenecks."""
+    from rich.table import Table
+
+    table = Table(title=f"{report['pipeline']} on {report['target']}: {report['runtime']}, {report['precision']}, {report['frames']} frames")
+    for column in ("layer", "op", "measured ms", "p90", "predicted ms", "ratio", "share", "bound"):
+        table.add_column(column, no_wrap=True)
+    for r in sorted(report["layers"], key=lambda r: -r["measured_ms"])[:top]:
+        table.add_row(short_name(r["name"]), r["op"], f"{r['measured_ms']:.3f}", f"{r['measured_p90_ms']:.3f}", _num(r.get("predicted_ms")),
+                      _num(r.get("ratio"), 2), f"{r['share']:.1%}", r.get("bound") or "")  # fmt: skip
+    console.print(table)
+    total = report["total"]
+    line = f"model: measured {total['measured_ms']:.2f} ms"
+    if total.get("predicted_ms") is not None:
+        line += f", predicted {total['predicted_ms']:.2f} ms ({total['error']:+.0%})"
+        line += f"; layer ranking Spearman {report['accuracy']['spearman']:.2f}, top-5 overlap {report['accuracy']['top5_overlap']}/5"
+    console.print(line, highlight=False)
+    console.print(f"whole runs: median {total['run_median_ms']:.2f} ms, p90 {total['run_p90_ms']:.2f} ms; profiling overhead "
+                  f"{_num(total.get('profiling_overhead_ms'), 3)} ms a frame", highlight=False)  # fmt: skip
+    for number, item in enumerate(report["bottlenecks"][:3], 1):
+        console.print(
+            f"{number}. {short_name(item['name'], 70)} ({item['op']}, {item['share']:.0%}, {item['bound'] or 'unknown'}-bound)", highlight=False
+        )
+        for advice in item["advice"]:
+            console.print(f"   - {advice['text']}", highlight=False, markup=False)
+    for note in report.get("notes", []):
+        console.print(f"note: {note}", highlight=False, markup=False)
+
+
+def _num(value, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"

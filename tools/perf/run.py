@@ -1,0 +1,135 @@
+"""`sdk profile PIPELINE --target T` and `sdk predict PIPELINE --platform P`: the host side.
+
+Profile: the model runs on the target's backend in a run of its own (`python -m sdk profile` there), under the
+target's deploy lease with its service paused (tools/sessions.py: paused_service), and the raw per-node times come
+back. On `local` it profiles the pipeline's prepared model (no release needed); on a vehicle, the current release,
+which must run this very pipeline file (as `sdk validate` requires). The host maps the nodes onto the prepared model's
+layers, predicts the same layers (`--platform host` on this machine; the target's platform on a device running
+TensorRT) and writes the report. A profile never feeds a verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sdk.errors import ConfigError, TargetError
+from sdk.profiling import OPTIMIZED_FILE, RAW_FILE
+from tools.perf.layers import load_layers
+from tools.perf.targets import device_prediction, host_prediction
+from tools.progress import Progress, SilentProgress
+
+DEFAULT_FRAMES = 50
+RUN_NAME = "profile"
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    report: dict
+    report_dir: Path
+
+
+def prepared(pipeline_path: Path, progress: Progress):
+    from sdk.spec import load_pipeline
+    from tools.prepare import PrepareModel
+    from tools.state import cache_dir
+
+    pipeline = load_pipeline(pipeline_path)
+    prepare = PrepareModel(pipeline, cache_dir())
+    task = progress.task("preparing model" + (" (cached)" if prepare.cached else ""), total=None)
+    artifacts = prepare()
+    task.done()
+    return pipeline, artifacts
+
+
+class Profile:
+    """Settings in the constructor; calling it profiles, predicts and writes the report."""
+
+    def __init__(self, pipeline_path: Path, target: str, *, frames: int | None = None, json_path: Path | None = None,
+                 report_dir: Path | None = None, progress: Progress | None = None) -> None:  # fmt: skip
+        self.pipeline_path = Path(pipeline_path)
+        self.target_name = target
+        self.frames = frames or DEFAULT_FRAMES
+        self.json_path = json_path
+        self.report_dir = report_dir
+        self.progress = progress or SilentProgress()
+
+    def __call__(self) -> ProfileResult:
+        from tools.deploy import default_report_dir
+        from tools.perf.assemble import assemble
+        from tools.perf.report import REPORT_FILE, write_html, write_json
+        from tools.sessions import open_session, paused_service
+        from tools.targets import LocalTarget, resolve_targets
+
+        targets = resolve_targets(self.target_name)
+        if len(targets) != 1:
+            raise ConfigError(f"--target {self.target_name!r} names {len(targets)} targets", hint="profile one target at a time")
+        (target,) = targets
+        pipeline, artifacts = prepared(self.pipeline_path, self.progress)
+        report_dir = (self.report_dir or default_report_dir(pipeline, self.target_name, "profile")).resolve()
+        report_dir.mkdir(parents=True, exist_ok=True)
+        raw_dir = report_dir / "raw"
+        started = time.time()
+        with open_session(target) as session:
+            if isinstance(target, LocalTarget):
+                with paused_service(session, self.progress):
+                    self._run_local(pipeline, artifacts, raw_dir)
+                facts = {"platform": "host"}
+            else:
+                from tools.validation.validate import require_current
+
+                current = require_current(session, pipeline)
+                with paused_service(session, self.progress):
+                    self._run_remote(session, current, raw_dir)
+                facts = {"platform": target.spec.platform, **session.probe()}
+        report = assemble(pipeline, artifacts, raw_dir, target.name, facts, time.time() - started)
+        write_json(report, report_dir / REPORT_FILE)
+        write_html(report, report_dir)
+        if self.json_path is not None:
+            write_json(report, self.json_path)
+        return ProfileResult(report, report_dir)
+
+    def _run_local(self, pipeline, artifacts, raw_dir: Path) -> None:
+        task = self.progress.task(f"profiling {self.frames} frames on this machine", total=None)
+        command = [sys.executable, "-B", "-m", "sdk", "profile", "--pipeline", str(pipeline.path), "--artifacts", str(artifacts.folder),
+                   "--out", str(raw_dir), "--frames", str(self.frames)]  # fmt: skip
+        done = subprocess.run(command, capture_output=True, text=True, timeout=3600, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+        task.done()
+        if done.returncode != 0:
+            raise TargetError(
+                f"local: the profile failed: {done.stderr.strip()[-400:]}", hint="run the pipeline first: deploy --target local PIPELINE"
+            )
+
+    def _run_remote(self, session, release: str, raw_dir: Path) -> None:
+        task = self.progress.task(f"profiling {self.frames} frames on {session.name}", total=None)
+        run_dir = f"{session.root}/runs/{RUN_NAME}"
+        session.clear_run(RUN_NAME)
+        done = session.release_command(release, ["profile", "--release", ".", "--out", run_dir, "--frames", str(self.frames)], session.env(release))
+        task.done()
+        if done.returncode != 0:
+            raise TargetError(f"{session.name}: the profile failed: {done.stderr.strip()[-400:]}", hint="see the release's Python environment")
+        session.fetch_run(RUN_NAME, raw_dir)
+
+
+def predict_pipeline(pipeline_path: Path, platform: str, precision: str | None, dla: bool, tensorrt: str | None = None,
+                     power_mode: str | None = None) -> dict:  # fmt: skip
+    """`sdk predict`: the whole model's and each layer's predicted time, no device needed."""
+    from tools.perf.assemble import prediction_report
+
+    pipeline, artifacts = prepared(pipeline_path, SilentProgress())
+    model = load_layers(artifacts.model_path)
+    if platform == "host":
+        if dla:
+            raise ConfigError("--dla needs a platform with DLA cores, not host", hint="e.g. --platform jetson-agx-orin --dla")
+        prediction, peaks = host_prediction(model, pipeline)
+        return prediction_report(pipeline, model, prediction, host=peaks)
+    chosen = precision or {"int8": "int8", "fp16": "fp16"}.get(pipeline.spec.model.precision, "fp16")
+    prediction, target, placement = device_prediction(model, pipeline, platform, chosen, dla, tensorrt, power_mode)
+    return prediction_report(pipeline, model, prediction, machine=target, placement=placement)
+
+
+__all__ = ["OPTIMIZED_FILE", "RAW_FILE", "Profile", "ProfileResult", "predict_pipeline"]

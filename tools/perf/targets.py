@@ -1,0 +1,41 @@
+"""A prediction for where the model will run: this host (its peaks measured once and cached) or a module of the
+platform facts (its GPU, or its DLA where the placement prediction puts each layer)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sdk.errors import ConfigError
+
+
+def host_prediction(model, pipeline):
+    """`--platform host`: this CPU's peaks for the pipeline's threads and spinning (measured once, cached)."""
+    from tools.perf.host_peaks import host_peaks
+    from tools.perf.predict import predict_host
+    from tools.state import cache_dir
+
+    spec = pipeline.spec.model
+    peaks = host_peaks(spec.threads, spec.spinning, cache_dir())
+    return predict_host(model, peaks), peaks
+
+
+def device_prediction(model, pipeline, platform: str, precision: str, dla: bool, tensorrt: str | None = None, power_mode: str | None = None):
+    """A module's prediction (TensorRT on its GPU, or on DLA where the placement prediction puts each layer)."""
+    from tools.perf.platforms import machine
+    from tools.perf.predict import predict_device
+
+    target = machine(platform, power_mode)
+    placement = None
+    if dla:
+        from sdk.engine.platforms import TensorRTVersion, dla_availability
+        from tools.dla.analysis import analyse
+        from tools.dla.graph import load_graph
+        from tools.perf.platforms import platform_facts
+
+        version = TensorRTVersion.parse(tensorrt or "10.3")
+        family = platform_facts()["platforms"][target.platform]["family"]
+        availability = dla_availability(family, version, target.dla.cores if target.dla else 0)
+        if not availability.available:
+            raise ConfigError(f"--dla: {availability.reason}", hint="predict for the GPU (leave out --dla), or a platform with DLA cores")
+        placement = analyse(load_graph(Path(model.path)), model.path, target.platform, version, availability, precision)
+    return predict_device(model, target, precision, placement), target, placement
