@@ -44,6 +44,14 @@ def create_backend(
     raise ConfigError(f"model.backend: unknown backend {name!r}; allowed: auto, {', '.join(BACKENDS)}")
 
 
+def create_batch_backend(model_path: Path, *, threads: int | None = None, where: str = ""):
+    """A model run on batches of any size: a cascade step's crops of one frame. ONNX Runtime on the CPU; the first
+    model's engine is bound once to fixed shapes, so a step's model runs here on every target."""
+    from sdk.backends.onnxruntime_cpu import OnnxRuntimeBatches
+
+    return OnnxRuntimeBatches(model_path, threads=threads, where=where).open()
+
+
 def _cuda_device() -> bool:
     from sdk.engine.cuda_check import require_cuda_device
     from sdk.errors import BackendError
@@ -55,4 +63,4 @@ def _cuda_device() -> bool:
     return True
 
 
-__all__ = ["BACKENDS", "Backend", "TensorSpec", "create_backend"]
+__all__ = ["BACKENDS", "Backend", "TensorSpec", "create_backend", "create_batch_backend"]

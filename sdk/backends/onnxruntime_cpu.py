@@ -111,6 +111,41 @@ class OnnxRuntimeBackend(Backend):
         return f"onnxruntime {ort.__version__} CPU, {self.threads or 'default'} thread(s)"
 
 
+class OnnxRuntimeBatches:
+    """A model run on batches of any size (a cascade step: the crops of one frame), where the engine of the first model
+    is bound once to fixed shapes. `inputs` and `outputs`: (name, shape) with the model's own dimensions (a free batch
+    is a string); `run(fetch, feed)` runs one batch and returns the fetched outputs (None: all of them)."""
+
+    name = "onnxruntime"
+
+    def __init__(self, model_path: Path, *, threads: int | None = None, where: str = "") -> None:
+        self.model_path = Path(model_path)
+        self.threads = threads
+        self.where = where or str(model_path)
+        self._session = None
+        self.inputs: list[tuple[str, list]] = []
+        self.outputs: list[tuple[str, list]] = []
+
+    def open(self) -> OnnxRuntimeBatches:
+        try:
+            import onnxruntime as ort
+        except ImportError:
+            raise missing_dependency("onnxruntime", "pip install onnxruntime") from None
+        try:
+            self._session = ort.InferenceSession(str(self.model_path), session_options(self.threads), providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ORT raises its own types
+            raise ModelError(f"{self.where}: ONNX Runtime cannot load {self.model_path}: {exc}") from None
+        self.inputs = [(t.name, list(t.shape)) for t in self._session.get_inputs()]
+        self.outputs = [(t.name, list(t.shape)) for t in self._session.get_outputs()]
+        return self
+
+    def run(self, fetch: list[str] | None, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self._session.run(fetch, feed)
+
+    def close(self) -> None:
+        self._session = None
+
+
 def _spec(arg, model_path: Path, batch: int = 1) -> TensorSpec:
     shape = tuple(arg.shape)
     if shape and not (isinstance(shape[0], int) and shape[0] > 0):

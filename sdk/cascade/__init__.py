@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from sdk.cascade.decoders import Classify, Ctc
-from sdk.errors import ModelError, missing_dependency
+from sdk.errors import ModelError
 from sdk.postprocess.detections import Detections
 from sdk.spec.cascade import CascadeSsdDecoder, CascadeStep, CtcDecoder
 from sdk.spec.paths import confined_path
@@ -40,31 +40,24 @@ def crop_rect(box, crop, width: int, height: int) -> tuple[int, int, int, int] |
 
 class _Step:
     def __init__(self, index: int, spec: CascadeStep, folder: Path, tensors: dict[str, np.ndarray]) -> None:
-        from sdk.backends.onnxruntime_cpu import session_options
+        from sdk.backends import create_batch_backend
         from sdk.preprocess import CpuPreprocessor
 
-        try:
-            import onnxruntime as ort
-        except ImportError:
-            raise missing_dependency("onnxruntime", "pip install onnxruntime") from None
         where = f"cascade[{index}] ({spec.name})"
         path = confined_path(folder, spec.model.path, where=f"{where}.model.path")
-        try:
-            self.session = ort.InferenceSession(str(path), session_options(spec.model.threads), providers=["CPUExecutionProvider"])
-        except Exception as exc:  # ORT raises its own types
-            raise ModelError(f"{where}: ONNX Runtime cannot load {path}: {exc}") from None
-        inputs = self.session.get_inputs()
+        self.session = create_batch_backend(path, threads=spec.model.threads, where=where)
+        inputs = self.session.inputs
         if len(inputs) != 1:
             raise ModelError(f"{where}: a cascade model takes one input (the crops), {path.name} has {len(inputs)}")
-        shape, want = inputs[0].shape, spec.preprocess.tensor_shape
+        (input_name, shape), want = inputs[0], spec.preprocess.tensor_shape
         for axis, (dim, size) in enumerate(zip(shape[1:], want[1:], strict=False), start=1):
             if isinstance(dim, int) and dim != size:
                 raise ModelError(
-                    f"{where}: the model's input {inputs[0].name!r} {shape} has {dim} at axis {axis}, the step's preprocess makes {list(want)}",
+                    f"{where}: the model's input {input_name!r} {shape} has {dim} at axis {axis}, the step's preprocess makes {list(want)}",
                     hint="make the step's preprocess.resize, layout and color match the model's input",
                 )
         self.batched = not isinstance(shape[0], int)  # a free batch dimension: the crops of a frame run as one batch
-        self.spec, self.name, self.input = spec, spec.name, inputs[0].name
+        self.spec, self.name, self.input = spec, spec.name, input_name
         capacity = spec.takes.max_per_frame
         self.buffer = np.zeros((capacity, *want[1:]), np.dtype(spec.preprocess.dtype))
         self.preprocessors = [CpuPreprocessor(spec.preprocess, self.buffer[i : i + 1]) for i in range(capacity)]
@@ -134,7 +127,7 @@ class CascadeStage(Stage):
 
     def close(self) -> None:
         for step in self.steps:
-            step.session = None
+            step.session.close()
 
 
 __all__ = ["CascadeStage", "crop_rect"]

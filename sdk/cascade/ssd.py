@@ -34,7 +34,7 @@ def _in_step(text: str) -> str:
 class CascadeSsd:
     def __init__(self, spec: CascadeSsdDecoder, step: str, session, capacity: int, net_size: tuple[int, int], tensors: dict, where: str) -> None:
         self.names = (spec.box_encodings, spec.class_logits)
-        shapes = {o.name: o.shape for o in session.get_outputs()}
+        shapes = dict(session.outputs)
         self.outputs: dict[str, np.ndarray] = {}
         for key, name in zip(("box_encodings", "class_logits"), self.names, strict=True):
             if name not in shapes:
