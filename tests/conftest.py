@@ -352,7 +352,7 @@ def tiny_pipeline(tmp_path):
 @pytest.fixture()
 def postprocess_hook(monkeypatch):
     """A test stage: the real decoder, after `hook(call)` (1-based) runs before each call: sleep to stall, raise to fail."""
-    import sdk.runtime.stages as runner_module  # the stage factories live there
+    import sdk.postprocess.stage as runner_module  # the decode stage's factory makes the decoders there
     from sdk.stage import Stage
 
     def install(hook) -> None:

@@ -112,8 +112,10 @@ class CascadeStage(Stage):
         self.steps = [_Step(i, spec, Path(folder), tensors or {}) for i, spec in enumerate(steps)]
 
     def __call__(self, image: np.ndarray, detections: Detections) -> Detections:
+        if not self.steps:  # a pipeline without `cascade:` passes the detections through
+            return detections
         results: list[dict] = [{} for _ in range(detections.count)]
-        if self.steps and detections.count:
+        if detections.count:
             from sdk.pixels import as_bgr
 
             image = as_bgr(image)  # an NV12 frame is converted once, only when a step crops from it
@@ -130,4 +132,9 @@ class CascadeStage(Stage):
             step.session.close()
 
 
-__all__ = ["CascadeStage", "crop_rect"]
+def create_cascade(steps, folder: Path, tensors: dict[str, np.ndarray] | None = None) -> CascadeStage:
+    """The cascade stage of a pipeline's `cascade:` steps; with none, a pass-through."""
+    return CascadeStage(tuple(steps or ()), folder, tensors)
+
+
+__all__ = ["CascadeStage", "create_cascade", "crop_rect"]

@@ -234,5 +234,5 @@ class CudaPreprocessor(Stage):
         return plan.geometry
 
     def close(self) -> None:
-        if self._owns_session:  # a shared session is closed by whoever opened it (sdk.runtime.stages.Preprocessing)
+        if self._owns_session:  # a shared session is closed by whoever opened it (sdk.preprocess.stage.Preprocessing)
             self.session.close()

@@ -1,5 +1,6 @@
 """The on-device runtime: frame loop, latency recording, verdict and report."""
 
-from sdk.runtime.runner import PipelineRunner, RunResult
+from sdk.runtime.result import RunResult
+from sdk.runtime.runner import PipelineRunner
 
 __all__ = ["PipelineRunner", "RunResult"]

@@ -15,13 +15,7 @@ from sdk.errors import ConfigError
 
 # A CPU worker spins; a memory worker streams through its buffer (bandwidth, not just residency).
 _CPU_WORKER = "while True: pass"
-_MEMORY_WORKER = (
-    "import sys\n"
-    "size = int(sys.argv[1]) << 20\n"
-    "a = bytearray(size); b = bytearray(size)\n"
-    "while True:\n"
-    "    a[:] = b; b[:] = a\n"
-)
+_MEMORY_WORKER = "import sys\nsize = int(sys.argv[1]) << 20\na = bytearray(size); b = bytearray(size)\nwhile True:\n    a[:] = b; b[:] = a\n"
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from sdk.artifacts import ModelArtifacts
 from sdk.release import sha256_of
 from sdk.runtime.environment import check_requirements
 from sdk.runtime.recorder import STAGES
-from sdk.runtime.runner import RunResult
+from sdk.runtime.result import RunResult
 from sdk.runtime.statistics import DeadlineMisses, deadline_misses, drift_ms, quantile_estimate
 from sdk.runtime.verdict import BudgetCheck, _percentile_check, combine, describe_verdict, evaluate, summarize
 from sdk.sinks.files import partial_path, publish

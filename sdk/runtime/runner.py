@@ -1,6 +1,7 @@
 """The frame loop: sources -> batch -> preprocess -> infer -> decode -> cascade -> track -> sinks, timed per stage.
 
-Stages are built by their factories (`sdk.runtime.stages`), opened in order and closed in reverse
+Stages are built by their packages' factories (`create_preprocessing`, `create_decoding`, `create_cascade`,
+`create_tracking`, `create_sinks`; the cameras and the feed in `sdk.runtime.cameras`), opened in order and closed in reverse
 (each is a context manager). A batch is one frame of each camera that delivered in time (one
 camera: one frame); its frames share the preprocess and infer marks, then are decoded and written
 one by one, so a frame's latency from its own capture includes the gather wait and its turn.
@@ -13,89 +14,28 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from sdk.artifacts import ModelArtifacts
 from sdk.backends import create_backend
+from sdk.cascade import create_cascade
 from sdk.errors import ConfigError, SdkError
+from sdk.postprocess.stage import create_decoding
+from sdk.preprocess.stage import create_preprocessing
+from sdk.runtime.cameras import CameraSet, batch_slots, create_feed, describe_batching, open_cameras, summed_counters
 from sdk.runtime.constants import split_inputs
 from sdk.runtime.gather import CameraSlot
 from sdk.runtime.health import HealthMonitor
 from sdk.runtime.recorder import LatencyRecorder
-from sdk.runtime.stages import Cascading, Decoding, Preprocessing, Tracking, batch_slots, create_feed, describe_batching, open_cameras
+from sdk.runtime.result import CameraResult, RunResult
 from sdk.sinks import create_sinks
-from sdk.sources import FrameStream, StreamCounters
+from sdk.sources import StreamCounters
 from sdk.spec.bounds import REPLAY_FRAMES_HINT, replay_frames_problem
 from sdk.spec.loader import PipelineFile
+from sdk.track.stage import create_tracking
 
 MAX_CONSECUTIVE_ERRORS = 25
 DEFAULT_RECORDER_CAPACITY = 1 << 16
-
-
-@dataclass
-class CameraResult:
-    """One camera's share of the run: its frames' timings, its source's counters, its empty batch slots."""
-
-    recorder: LatencyRecorder
-    counters: StreamCounters
-    skipped_slots: int = 0
-    replay: dict = field(default_factory=dict)
-
-
-@dataclass
-class RunResult:
-    recorder: LatencyRecorder
-    counters: StreamCounters
-    stage_errors: dict[str, int] = field(default_factory=dict)
-    last_error: str | None = None
-    backend: str = ""
-    preprocess: dict = field(default_factory=dict)  # the device used and why, and how (sampler, OpenCV or kernel, event times)
-    postprocess: str = ""  # the decoder, and where NMS ran (the SDK's, or the model's own: then the SDK's is skipped)
-    wall_s: float = 0.0
-    slowest_layers: list[tuple[str, float]] = field(default_factory=list)  # (layer, ms per frame), TensorRT profiling only
-    cameras: dict[str, CameraResult] = field(default_factory=dict)
-    batching: str = ""  # how frames went through the engine (batched, or one after another)
-    batch: int = 1  # frames per inference call
-    cascade_ms: dict[str, list[float]] = field(default_factory=dict)  # per cascade step, ms per frame (within postprocess)
-    outputs: list[dict] = field(default_factory=list)  # each output's frames written and not written (and why), once closed
-
-    @property
-    def frames(self) -> int:
-        return self.recorder.count
-
-
-class CameraSet:
-    """Several cameras seen by a service as one source: on schedule while any reconnects, conditions naming each."""
-
-    def __init__(self, streams: list[FrameStream]) -> None:
-        self.streams = streams
-
-    def reconnect_on_schedule(self, margin_s: float = 1.0) -> bool:
-        return any(stream.reconnect_on_schedule(margin_s) for stream in self.streams)
-
-    def condition(self) -> str | None:
-        found = [c for c in (stream.condition() for stream in self.streams) if c]
-        return "; ".join(found) or None
-
-    def stop(self) -> None:
-        for stream in self.streams:
-            stream.stop()
-
-    @property
-    def source_ended(self) -> bool:
-        return all(stream.source_ended for stream in self.streams)
-
-
-def summed_counters(counters: list[StreamCounters]) -> StreamCounters:
-    """The cameras' counters added up (a status' and the report's aggregate)."""
-    total = StreamCounters()
-    for c in counters:
-        for key in ("delivered", "dropped", "corrupt", "lost", "loops", "disconnects", "reconnect_attempts"):
-            setattr(total, key, getattr(total, key) + getattr(c, key))
-        total.corrupt_last = c.corrupt_last or total.corrupt_last
-        total.lost_last = c.lost_last or total.lost_last
-    return total
 
 
 class PipelineRunner:
@@ -179,11 +119,11 @@ class PipelineRunner:
             image_input, input_buffer = split_inputs(backend, dict(spec.model.inputs), model_path)
             batch = batch_slots(self.pipeline, input_buffer, model_path)
             kernels = self.artifacts.folder.parent / "kernels"  # the release's CUDA kernels (preprocess.device)
-            preprocess = stack.enter_context(Preprocessing(self.pipeline, backend, image_input, batch, kernels))
+            preprocess = stack.enter_context(create_preprocessing(self.pipeline, backend, image_input, batch, kernels))
             tensors = self.artifacts.load_tensors()  # the SSD anchors read at preparation (the first model's and the steps')
-            decode = stack.enter_context(Decoding(self.pipeline, backend.outputs, tensors, batch, preprocess.session))
-            cascade = stack.enter_context(Cascading(self.pipeline, tensors))
-            track = stack.enter_context(Tracking(self.pipeline))
+            decode = stack.enter_context(create_decoding(self.pipeline, backend.outputs, tensors, batch, preprocess.session))
+            cascade = stack.enter_context(create_cascade(spec.cascade, self.pipeline.folder, tensors))
+            track = stack.enter_context(create_tracking(self.pipeline))
             frames = stack.enter_context(feed)
             rates = {c.name: spec.cameras[c.name].replay.rate_fps or c.stream.reader.nominal_fps or 30.0 for c in cameras}
             sinks = create_sinks(

@@ -25,7 +25,7 @@ import cv2
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-import sdk.runtime.stages as stages_module  # noqa: E402
+import sdk.runtime.cameras as stages_module  # noqa: E402
 from sdk.runtime.runner import PipelineRunner  # noqa: E402
 from sdk.sources import FrameReader, FrameStream  # noqa: E402
 from sdk.spec import load_pipeline  # noqa: E402

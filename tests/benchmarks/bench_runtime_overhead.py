@@ -24,8 +24,8 @@ import cv2
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+import sdk.runtime.cameras as stages_module  # noqa: E402
 import sdk.runtime.runner as runner_module  # noqa: E402
-import sdk.runtime.stages as stages_module  # noqa: E402
 from sdk.backends import create_backend  # noqa: E402
 from sdk.postprocess import create_postprocessor  # noqa: E402
 from sdk.preprocess import CpuPreprocessor  # noqa: E402
