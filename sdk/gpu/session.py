@@ -51,16 +51,11 @@ class StreamTimes:
         self.total = dict.fromkeys((*STAGES, "graph", "infer_enqueue"), 0.0)
         self.worst = dict.fromkeys(self.total, 0.0)
         self.frames = dict.fromkeys(self.total, 0)
-        # The engine time since the last infer_end is not yet read: several cameras batched decode several
-        # slots after one engine call, and only the first slot's decode measures the engine (decision 0460).
-        self.infer_pending = False
 
     def mark(self, name: str) -> None:
         """Record an event on the stream; inside a capture as an external event node, which every replay records
         (a plain record there is no node: reading it afterwards is CUDA_ERROR_CAPTURED_EVENT)."""
         self.gpu.record(self.events[name], external=self.gpu.capturing)
-        if name == "infer_end":
-            self.infer_pending = True
 
     def read(self, start: str, stop: str) -> float:
         """Milliseconds between two recorded events (waits for the later one)."""
@@ -87,8 +82,26 @@ class StreamTimes:
         return self._stats(stage) if self.frames[stage] else None
 
 
+class FrameRecord:
+    """What the current frame did on the device, written by the session alone (one record, reused every frame).
+
+    `replayed`: the frame ran as the captured graph (its stage times are read after it ends); `engine_unread`: the
+    engine's events of this frame are recorded and not yet read (several cameras batched decode several slots after
+    one engine call, and only the first slot's decode reads the engine's time; decision 0460)."""
+
+    __slots__ = ("engine_unread", "replayed")
+
+    def __init__(self) -> None:
+        self.replayed = False
+        self.engine_unread = False
+
+
 class CudaSession:
-    """The open device and the engine it feeds; `binding` gives the address a kernel reads or writes."""
+    """The open device and the engine it feeds; `binding` gives the address a kernel reads or writes.
+
+    The session owns the frame's device steps: the stages register their part of the frame when they are built
+    (`register("preprocess" | "decode", enqueue)`, a device decoder through `add_decoder`), the frame's graph captures
+    exactly what is registered (`enqueue_frame`), and `frame` is the one record of what the current frame did."""
 
     def __init__(self, choice: DeviceChoice, backend, kernels_dir: Path | None, memory: str | None = None, cuda_graph: bool = False) -> None:
         self.choice, self.backend = choice, backend
@@ -102,15 +115,58 @@ class CudaSession:
             self.gpu = CudaModule(kernels_dir, stream=backend.stream_handle)
         self.gpu.open()
         self.times = StreamTimes(self.gpu)
-        # The decode stage's report: a dict where the CPU decodes, the device decoder's `report` where the GPU does.
-        self.decode = {"device": "cpu", "reason": "the postprocessing decodes on the CPU"}
-        # preprocess.cuda_graph: the frame captured once and replayed (sdk/gpu/graph.py). The decode stage on the
-        # device sets `decode_enqueue` (its part of the frame); `launched` says the current frame ran as the graph.
+        self.steps: dict[str, list] = {"preprocess": [], "decode": []}  # each stage's enqueue, in the frame's order
+        self.decoders: list = []  # the decoders on the device, one per batch slot
+        self.decode_on_cpu = "the postprocessing decodes on the CPU"  # why not on the device, where it is not
+        self.frame = FrameRecord()
+        # preprocess.cuda_graph: the frame captured once and replayed (sdk/gpu/graph.py)
         from sdk.gpu.graph import FrameGraph
 
         self.graph = FrameGraph(self.gpu) if cuda_graph else None
-        self.decode_enqueue = None
-        self.launched = False
+
+    def register(self, stage: str, enqueue) -> None:
+        """A stage's part of the frame on the stream (no wait inside): what the frame's graph captures."""
+        self.steps[stage].append(enqueue)
+
+    def add_decoder(self, decoder) -> None:
+        """A batch slot decoded on the device: its report joins the session's, its enqueue the frame's steps."""
+        self.decoders.append(decoder)
+        self.register("decode", decoder.enqueue)
+
+    @property
+    def _decode_reads_engine(self) -> bool:
+        """The decode on the device follows the engine inside the frame's captured work: it, not the infer step,
+        reads the engine's time (the infer step does not wait)."""
+        return self.graph is not None and bool(self.steps["decode"])
+
+    def enqueue_frame(self) -> bool:
+        """The whole frame's registered work, for the capture: preprocessing, the engine between its events, the
+        decode. False where the engine refuses to be enqueued (TensorRT under capture)."""
+        for enqueue in self.steps["preprocess"]:
+            enqueue()
+        if not self.engine_enqueue():
+            return False
+        for enqueue in self.steps["decode"]:
+            enqueue()
+        return True
+
+    def read_engine_time(self) -> None:
+        """The engine's time of this frame, read once (by the first batch slot decoded on the device)."""
+        if self.frame.engine_unread:
+            self.frame.engine_unread = False
+            self.times.add("infer")
+
+    def decode_report(self) -> dict:
+        """The decode stage's report: the device decoder's (several slots added up), or why the CPU decodes."""
+        if not self.decoders:
+            return {"device": "cpu", "reason": self.decode_on_cpu}
+        section = self.decoders[0].report()
+        if len(self.decoders) > 1:
+            section["slots"] = len(self.decoders)
+            section["most_candidates"] = max(d.most_candidates for d in self.decoders)
+            section["overflow_frames"] = sum(d.overflow_frames for d in self.decoders)
+            section["candidates_lost"] = sum(d.candidates_lost for d in self.decoders)
+        return section
 
     def engine_enqueue(self) -> bool:
         """The engine's launch on the stream between its events, without waiting: TensorRT's enqueueV3 (False
@@ -127,28 +183,28 @@ class CudaSession:
         if not self.gpu.capturing:
             times.count("infer_enqueue", (time.perf_counter_ns() - began) / 1e6)
         times.mark("infer_end")
+        self.frame.engine_unread = True
         return enqueued
 
     def infer_step(self) -> None:
         """The runtime's infer stage on the CUDA path: the engine enqueued on the stream right after the
         preprocessing (no wait in between), unless this frame's graph already holds it. Where the CPU decodes,
         the engine's outputs must be on the host: the step waits for the engine's end."""
-        if self.launched:
-            if self.decode_enqueue is None:
+        if self.frame.replayed:
+            if not self._decode_reads_engine:
                 self.replayed_frame_done()
             return
         if not self.engine_enqueue():
             raise BackendError("TensorRT execution failed (see the TensorRT log)")
-        if self.decode_enqueue is None:
-            self.times.infer_pending = False
-            self.times.add("infer")
+        if not self._decode_reads_engine:
+            self.read_engine_time()
 
     def launch_graph(self) -> None:
         """Replay the captured frame, between two plain events outside the graph (its whole time on the GPU)."""
         self.times.mark("graph_start")
         self.graph.launch()
         self.times.mark("graph_end")
-        self.launched = True
+        self.frame.replayed = True
 
     def replayed_frame_done(self) -> None:
         """After a replayed frame: wait for it, then read its stage times from the events the graph recorded.
@@ -156,9 +212,9 @@ class CudaSession:
         between the events around the launch is still read, and the report says why the stages are not."""
         times, graph = self.times, self.graph
         self.gpu.synchronize()
-        self.launched = False
+        self.frame.replayed = False
         times.add("graph", "graph_start", "graph_end")
-        stages = ("preprocess", "infer") + (("decode",) if self.decode_enqueue is not None else ())
+        stages = ("preprocess", "infer") + (("decode",) if self.steps["decode"] else ())
         if graph.timing_problem is None:
             try:
                 measured = {stage: times.read(*SPANS[stage]) for stage in stages}
@@ -167,7 +223,7 @@ class CudaSession:
             else:
                 for stage, ms in measured.items():
                     times.count(stage, ms)
-        times.infer_pending = False
+        self.frame.engine_unread = False
 
     def binding(self, name: str) -> int:
         """The device address of one of the engine's tensors, which then stays on the device."""
@@ -190,7 +246,7 @@ class CudaSession:
             "stream": "one stream: preprocessing, inference and decoding in order",
             "event_ms": self.times.summary(),
             **({"infer_enqueue_ms": enqueue} if (enqueue := self.times.extra("infer_enqueue")) else {}),
-            "decode": self.decode() if callable(self.decode) else self.decode,
+            "decode": self.decode_report(),
             **({"cuda_graph": self.graph.report(self.times.extra("graph"))} if self.graph is not None else {}),
         }
 

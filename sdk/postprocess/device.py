@@ -39,15 +39,12 @@ def device_decoder(
     decoder = spec.decoder
     if isinstance(decoder, SsdDecoder):
         if isinstance(decoder.anchors, GeneratedAnchors) or (decoder.box_layout, decoder.box_size, decoder.keypoints) != ("yxhw", "exp", 0):
-            session.decode = {
-                "device": "cpu",
-                "reason": "the CUDA SSD decoder knows TF's box coding only (yxhw, exp, no keypoints, anchors from the model)",
-            }
+            session.decode_on_cpu = "the CUDA SSD decoder knows TF's box coding only (yxhw, exp, no keypoints, anchors from the model)"
             return cpu_decoder
         anchors = tensors[decoder.anchors]
         count = anchors.reshape(-1, 4).shape[0]
         if outputs[decoder.box_encodings].size != 4 * count:
-            session.decode = {"device": "cpu", "reason": f"{decoder.box_encodings!r} holds more than 4 values per anchor"}
+            session.decode_on_cpu = f"{decoder.box_encodings!r} holds more than 4 values per anchor"
             return cpu_decoder
         classes = outputs[decoder.class_logits].size // count
         plan = SsdDecodePlan.build(spec, anchors, classes, net_size, capacity)
@@ -69,7 +66,6 @@ class DeviceDecoder(Stage):
         self.host = plan.output_buffers()
         if session.graph is not None:  # a captured copy needs pinned host memory: the candidates land there
             self.host = {name: _pinned_like(gpu, array) for name, array in self.host.items()}
-            session.decode_enqueue = self._enqueue
         self._device = {name: gpu.device_buffer(array.nbytes) for name, array in self.host.items()}
         offsets = offsets or {}
         # by name, whatever the engine's order; a batch slot's part of the binding with several cameras
@@ -86,7 +82,7 @@ class DeviceDecoder(Stage):
         self.overflow_frames = 0
         self.candidates_lost = 0
         self.most_candidates = 0
-        session.decode = self.report
+        session.add_decoder(self)  # its report and its part of the frame (the graph's decode step)
 
     def report(self) -> dict:
         return {
@@ -98,7 +94,7 @@ class DeviceDecoder(Stage):
             "candidates_lost": self.candidates_lost,
         }
 
-    def _enqueue(self) -> None:
+    def enqueue(self) -> None:
         """The decode's part of the captured frame: no wait inside a graph, so the count and the whole candidate
         buffers come back (capacity x 24 bytes), and the host reads the first `count` of them."""
         gpu, times, host, device = self.session.gpu, self.session.times, self.host, self._device
@@ -111,7 +107,7 @@ class DeviceDecoder(Stage):
 
     def __call__(self, geometry: ResizeGeometry) -> Detections:
         gpu, times, host, device = self.session.gpu, self.session.times, self.host, self._device
-        if self.session.launched:  # this frame ran as the captured graph: wait for it, its stage times from its events
+        if self.session.frame.replayed:  # this frame ran as the captured graph: wait for it, its stage times from its events
             self.session.replayed_frame_done()
             return self._finish(geometry, timed=True)
         times.mark("decode_start")
@@ -130,9 +126,7 @@ class DeviceDecoder(Stage):
     def _finish(self, geometry: ResizeGeometry, timed: bool = False) -> Detections:
         times, host = self.session.times, self.host
         if not timed:
-            if times.infer_pending:  # the batch's first slot: its engine time (later slots decode after it)
-                times.infer_pending = False
-                times.add("infer")
+            self.session.read_engine_time()  # the batch's first slot: the engine's time (later slots decode after it)
             times.add("decode")  # waits for decode_end: the candidates are on the host after it
         found = int(host["count"][0])
         n = min(found, self.capacity)

@@ -35,9 +35,6 @@ class Decoding:
                 )
             )
         self._stack = ExitStack()
-        on_device = [decoder for decoder in self.by_slot if hasattr(decoder, "overflow_frames")]
-        if session is not None and len(on_device) > 1:
-            session.decode = lambda: merged_decode_report(on_device)
 
     def __enter__(self) -> Decoding:
         for decoder in self.by_slot:
@@ -53,19 +50,9 @@ class Decoding:
         return describe(self.by_slot[0])
 
 
-def merged_decode_report(decoders) -> dict:
-    """The decode report of several batch slots decoded on the device: counts added up, the most candidates the most."""
-    section = decoders[0].report()
-    section["slots"] = len(decoders)
-    section["most_candidates"] = max(d.most_candidates for d in decoders)
-    section["overflow_frames"] = sum(d.overflow_frames for d in decoders)
-    section["candidates_lost"] = sum(d.candidates_lost for d in decoders)
-    return section
-
-
 def create_decoding(pipeline: PipelineFile, outputs: dict[str, np.ndarray], tensors: dict[str, np.ndarray], batch: int, session=None) -> Decoding:
     """The decode stage for `batch` slots of the engine's outputs (`session`: the CUDA session decoding on the device)."""
     return Decoding(pipeline, outputs, tensors, batch, session)
 
 
-__all__ = ["Decoding", "create_decoding", "merged_decode_report"]
+__all__ = ["Decoding", "create_decoding"]

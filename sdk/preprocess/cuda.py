@@ -117,6 +117,7 @@ class CudaPreprocessor(Stage):
                 self.session.close()
             raise
         self.slot = slot
+        self.session.register("preprocess", self._enqueue)  # its part of the frame, which the frame's graph captures
         self.plan = None
         self._key = None
         self._frame = self._image = self._planes = None
@@ -178,16 +179,6 @@ class CudaPreprocessor(Stage):
         gpu.enqueue(self._function, plan.grid, plan.block, self._params if params is None else params)
         times.mark("preprocess_end")
 
-    def _enqueue_frame(self) -> bool:
-        """The whole frame's work (preprocess, the engine between its events, the decode), for the capture."""
-        session = self.session
-        self._enqueue()
-        if not session.engine_enqueue():
-            return False
-        if session.decode_enqueue is not None:
-            session.decode_enqueue()
-        return True
-
     def _launch_graph(self) -> bool:
         """Replay the captured frame (capturing it first where needed); False where this frame runs un-captured.
         Frames read in place from the source's device memory never run as the graph: their addresses change."""
@@ -195,7 +186,7 @@ class CudaPreprocessor(Stage):
         if graph is None or graph.refused or not self._warm:
             self._warm = True
             return False
-        if not graph.ready and not graph.capture(self._enqueue_frame):
+        if not graph.ready and not graph.capture(self.session.enqueue_frame):
             return False
         self.session.launch_graph()
         return True
