@@ -72,13 +72,10 @@ def candidate_buffers(capacity: int) -> dict[str, np.ndarray]:
 
 def centre_anchors(anchors: np.ndarray, layout: str) -> np.ndarray:
     """[N, 4] float32 centre y, centre x, height, width: computed as SsdPostprocessor computes them."""
-    anchors = np.asarray(anchors, np.float32).reshape(-1, 4)
-    if layout == "yxyx":
-        y1, x1, y2, x2 = anchors.T
-    else:
-        x1, y1, x2, y2 = anchors.T
-    h, w = y2 - y1, x2 - x1
-    return np.ascontiguousarray(np.stack([y1 + 0.5 * h, x1 + 0.5 * w, h, w], axis=1), np.float32)
+    from sdk.postprocess.anchors import from_corners
+
+    centre = from_corners(anchors, layout)
+    return np.ascontiguousarray(np.stack([centre.cy, centre.cx, centre.h, centre.w], axis=1), np.float32)
 
 
 @dataclass(frozen=True)
