@@ -14,11 +14,13 @@ from pathlib import Path
 
 import yaml
 
-from sdk.errors import ConfigError, TargetError
+from sdk.errors import TargetError
 from sdk.release import MANIFEST, ReleaseManifest, sha256_of
 from sdk.runtime.interference import InterferencePlan
 from sdk.spec.loader import PipelineFile, load_pipeline
 from tools.deploy import DeployResult, default_report_dir, engine_step, health_policy, install_release, int8_artifacts, measure
+from tools.fleet import FleetResult
+from tools.history.hook import finished
 from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import collect_bundle
@@ -58,6 +60,8 @@ class Validate:
         deploy: bool = False,
         progress: Progress | None = None,
         force: bool = False,
+        parallel: int = 4,
+        canary: bool = False,
     ) -> None:
         self.pipeline_path = Path(pipeline_path)
         self.target_name = target
@@ -68,13 +72,15 @@ class Validate:
         self.deploy = deploy
         self.progress = progress or SilentProgress()
         self.force = force
+        self.parallel = parallel
+        self.canary = canary
 
-    def __call__(self) -> ValidationResult:
+    def __call__(self) -> ValidationResult | FleetResult:
         targets = resolve_targets(self.target_name)
-        if len(targets) != 1:
-            raise ConfigError(
-                f"--target {self.target_name!r} names {len(targets)} targets", hint="validate one target at a time (deploy handles fleets)"
-            )
+        if len(targets) > 1:  # a group: each target validated into DIR/<target>/, and the fleet report in DIR/fleet.json
+            from tools.validation.validate_fleet import validate_fleet
+
+            return validate_fleet(self, targets)
         if self.stress:
             InterferencePlan.parse(self.stress)  # refuse a bad --stress before anything runs
         pipeline = load_pipeline(self.pipeline_path)
@@ -112,6 +118,7 @@ class Validate:
         report = accept(report_dir, pipeline, artifacts, report, self.progress, repeats)
         if self.report_dir is None:
             update_latest(report_dir)
+        finished(report_dir, "validate")  # into the history (and MLflow, where asked); never fails the validation
         return ValidationResult(report, report_dir, staged, pipeline)
 
 
