@@ -104,7 +104,8 @@ def history(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         console.print_json(json.dumps({"history": str(path), "matching": total, "runs": found}))
     else:
-        console.print(history_table(found), width=None if console.is_terminal else 400)  # piped: whole rows
+        _whole_rows(console)
+        console.print(history_table(found))
         shown = f"the newest {len(found)} of {total}" if len(found) < total else f"{total}"
         sys.stderr.write(f"{shown} run(s) from {path}" + (" (--limit 0 shows all)" if len(found) < total else "") + "\n")
     if args.html is not None:
@@ -117,6 +118,12 @@ def history(args: argparse.Namespace, console: Console) -> int:
         write_page(found, page, f"Run history{': ' + what if what else ''}")
         sys.stderr.write(f"trends: {page}\n")
     return 0
+
+
+def _whole_rows(console: Console) -> None:
+    """Piped (a file, grep, a CI log): rows are never cut to 80 columns."""
+    if not console.is_terminal:
+        console.width = 400
 
 
 def _ms(value) -> str:
@@ -187,6 +194,7 @@ def compare(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         console.print_json(json.dumps(result))
     else:
+        _whole_rows(console)
         render(console, result)
     return EXIT_BUDGET_FAIL if args.fail_on_worse and result["summary"]["worse"] else EXIT_PASS
 
