@@ -114,5 +114,8 @@ def run_by_id(connection: sqlite3.Connection, run_id: int) -> dict | None:
 
 def checks_of(connection: sqlite3.Connection, run_id: int) -> list[dict]:
     return [
-        dict(row) for row in connection.execute("SELECT name, status, measured, bound, limit_value, frames FROM checks WHERE run_id = ?", (run_id,))
+        dict(row)
+        for row in connection.execute(
+            "SELECT name, status, measured, bound, limit_value, frames FROM checks WHERE run_id = ? ORDER BY rowid", (run_id,)
+        )
     ]
