@@ -65,9 +65,9 @@ def add_parsers(commands) -> None:
     compare.add_argument(
         "--min-difference",
         type=fraction,
-        default=0.05,
+        default=0.0,
         metavar="SHARE",
-        help="smallest difference called better or worse, a share of A's value (default 5%%)",
+        help="smallest latency or miss difference called better or worse, a share of A's value (default 0: any detectable one)",
     )
     compare.add_argument("--pipeline", "-p", dest="pipeline_name", help="release ids: only runs of this pipeline")
     compare.add_argument("--target", "-t", help="release ids: only runs on this target, comma list or group")

@@ -16,10 +16,10 @@ import numpy as np
 
 from tools.history.noise import Spread
 from tools.history.samples import SERIES, RunSamples, accuracy_figures
-from tools.history.stats import DRAWS, SEED, Difference, Replicates, judge, mean_replicates, pool, quantile_replicates, sum_replicates
+from tools.history.stats import DRAWS, SEED, Difference, Replicates, judge, mean_replicates, pool, quantile_replicates, sum_replicates, verdict_of
 
 DEFAULT_CONFIDENCE = 0.95
-DEFAULT_MIN_DIFFERENCE = 0.05
+DEFAULT_MIN_DIFFERENCE = 0.0
 QUANTILES = (("p50_ms", 0.5), ("p99_ms", 0.99))
 ACCURACY_HIGHER_IS_BETTER = {"recall": True, "precision": True, "mean_iou": True, "mean_score_drift": False}
 VERDICTS = ("better", "worse", "same")
@@ -81,11 +81,11 @@ def run_figures(run: RunSamples, deadline_ms: float | None, rng: np.random.Gener
         else:
             figures["deadline.miss_ratio"] = Replicates((run.report.get("deadline") or {}).get("miss_ratio"), None)
     if run.accuracy is not None:
-        totals, replicates = sum_replicates(run.accuracy, rng, draws)
+        totals, replicates, blocks = sum_replicates(run.accuracy, rng, draws)
         points = accuracy_figures(totals)
         spread = accuracy_figures(replicates.T) if replicates is not None else None
         for name, value in points.items():
-            figures[f"accuracy.{name}"] = Replicates(float(value), None if spread is None else np.asarray(spread[name], np.float64))
+            figures[f"accuracy.{name}"] = Replicates(float(value), None if spread is None else np.asarray(spread[name], np.float64), blocks)
     elif run.report.get("accuracy"):
         for name in ACCURACY_HIGHER_IS_BETTER:
             figures[f"accuracy.{name}"] = Replicates(run.report["accuracy"].get(name), None)
@@ -131,7 +131,7 @@ def compare(
         lower_is_better = ACCURACY_HIGHER_IS_BETTER.get(name.removeprefix("accuracy."), False) is False
         base = figures_a[name].value
         margin = min_difference * abs(base) if base is not None and not name.startswith("accuracy.") else 0.0
-        result = judge(name, figures_a[name], figures_b[name], lower_is_better=lower_is_better, alpha=alpha, margin=margin, rng=rng)
+        result = judge(name, figures_a[name], figures_b[name], lower_is_better=lower_is_better, alpha=alpha, margin=margin)
         spread = spreads.get(name)
         if spread is not None and result.interval is not None and base and result.b:
             result = widen(result, spread.log_half_width(alpha, len(a.runs), len(b.runs)))
@@ -157,12 +157,8 @@ def widen(result: Difference, log_half: float) -> Difference:
     """No narrower than the run-to-run spread allows: B / A anywhere in B / A times exp(+-log_half)."""
     low, high = result.interval
     low, high = min(low, result.b * math.exp(-log_half) - result.a), max(high, result.b * math.exp(log_half) - result.a)
-    margin = result.margin
-    if result.lower_is_better:
-        verdict = "worse" if low > margin else "better" if high < -margin else "same"
-    else:
-        verdict = "better" if low > margin else "worse" if high < -margin else "same"
-    return Difference(result.name, result.a, result.b, result.difference, (low, high), verdict, result.lower_is_better, margin)
+    verdict = verdict_of(low, high, result.margin, result.lower_is_better)
+    return Difference(result.name, result.a, result.b, result.difference, (low, high), verdict, result.lower_is_better, result.margin)
 
 
 def as_row(result: Difference, spread: Spread | None, tested: bool) -> dict:

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
+
+from tools.history.noise import t_quantile
 
 DRAWS = 2000
 SEED = 20240611  # fixed: the same two runs compare the same way every time
 CHUNK_ELEMENTS = 4_000_000  # draws x frames resampled at once (memory)
 FLAT_LAGS = 5  # lags in a row the autocorrelation must stay within noise
+REFERENCE_Z = 2.81  # a dozen figures at 95 %, Bonferroni: where the quantiles' intervals are read
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,7 @@ class Replicates:
 
     value: float | None
     draws: np.ndarray | None
+    blocks: int = 0  # the independent blocks the draws rest on (their standard error has blocks - 1 degrees of freedom)
 
 
 @dataclass(frozen=True)
@@ -45,23 +50,25 @@ class Difference:
 
 
 def block_length(values: np.ndarray) -> int:
-    """Frames per block: twice the first lag from which the autocorrelation of ranks stays below 2/sqrt(n) for
-    FLAT_LAGS lags (Politis and White's rule of thumb), between 1 and n/10."""
+    """Frames per block: at least sqrt(n), and twice the first lag from which the autocorrelation of ranks stays below
+    2/sqrt(n) for FLAT_LAGS lags (Politis and White's rule of thumb); at most n/10. Blocks shorter than the
+    correlation cut it and shrink the interval; sqrt(n) keeps that bias small for short-range correlation too."""
     n = len(values)
     if n < 20:
         return 1
+    floor = math.ceil(math.sqrt(n))
+    cap = max(1, n // 10)
     ranks = np.argsort(np.argsort(values, kind="stable"), kind="stable").astype(np.float64)
     x = ranks - ranks.mean()
     spectrum = np.fft.rfft(x, 2 * n)
     acf = np.fft.irfft(spectrum * np.conj(spectrum))[:n]
     if acf[0] <= 0:
-        return 1
+        return min(floor, cap)
     acf = np.abs(acf / acf[0])
     limit = 2.0 / math.sqrt(n)
-    cap = max(1, n // 10)
     for lag in range(1, min(n // 2, cap) + 1):
         if np.all(acf[lag : lag + FLAT_LAGS] < limit):
-            return int(min(max(1, 2 * (lag - 1)), cap)) or 1
+            return int(min(max(floor, 2 * (lag - 1)), cap))
     return cap
 
 
@@ -83,23 +90,36 @@ def rank_of(n: int, quantile: float) -> int:
     return max(math.ceil(quantile * n) - 1, 0)
 
 
-def quantile_replicates(values: np.ndarray, quantiles: tuple[float, ...], rng: np.random.Generator, draws: int = DRAWS) -> list[Replicates]:
-    """Each quantile of `values` and its block-bootstrap replicates."""
+def quantile_replicates(
+    values: np.ndarray, quantiles: tuple[float, ...], rng: np.random.Generator, draws: int = DRAWS, z: float = REFERENCE_Z
+) -> list[Replicates]:
+    """Each quantile of `values` with replicates of its logarithm's sampling error (Woodruff's interval).
+
+    Resampling a sample quantile directly gives a lumpy, unreliable spread (its bootstrap standard error converges
+    at n^-1/4). Here the block bootstrap estimates what it estimates well, the standard error se_F of the share of
+    frames at or below the quantile, and the quantile's interval is read off the frames' own order statistics:
+    [Q(q - z se_F), Q(q + z se_F)], distribution-free, as wide on a heavy tail as the tail is. Its wider side in
+    log(ms), over z, is the standard error the replicates carry (normal draws around the value)."""
     n = len(values)
     if n == 0:
         return [Replicates(None, None) for _ in quantiles]
-    ranks = [rank_of(n, q) for q in quantiles]
     ordered = np.sort(values)
-    points = [float(ordered[r]) for r in ranks]
-    if n < 2:
+    points = [float(ordered[rank_of(n, q)]) for q in quantiles]
+    if n < 2 or ordered[0] <= 0:
         return [Replicates(p, None) for p in points]
     block = block_length(values)
-    parts = []
-    for indices in _chunks(rng, n, block, draws):
-        sample = np.partition(values[indices], sorted(set(ranks)), axis=1)
-        parts.append(sample[:, ranks])
-    draws_all = np.concatenate(parts)
-    return [Replicates(p, draws_all[:, k]) for k, p in enumerate(points)]
+    blocks = -(-n // block)
+    starts = rng.integers(0, n, size=(draws, blocks))
+    out = []
+    for quantile, point in zip(quantiles, points, strict=True):
+        below = (values <= point).astype(np.float64)[:, None]
+        share = block_sums(below, block)[starts].sum(axis=1)[:, 0] / (blocks * block)
+        error = max(float(np.std(share, ddof=1)), math.sqrt(quantile * (1 - quantile) / n), 0.5 / n)
+        low = float(ordered[rank_of(n, max(quantile - z * error, 0.0))])
+        high = float(ordered[rank_of(n, min(quantile + z * error, 1.0))])
+        log_error = max(math.log(high / point), math.log(point / low), 1e-9) / z  # the wider side: tails are not symmetric
+        out.append(Replicates(point, point * np.exp(log_error * rng.standard_normal(draws)), blocks))
+    return out
 
 
 def block_sums(rows: np.ndarray, block: int) -> np.ndarray:
@@ -110,26 +130,26 @@ def block_sums(rows: np.ndarray, block: int) -> np.ndarray:
     return running[block : block + n] - running[:n]
 
 
-def sum_replicates(rows: np.ndarray, rng: np.random.Generator, draws: int = DRAWS) -> tuple[np.ndarray, np.ndarray | None]:
+def sum_replicates(rows: np.ndarray, rng: np.random.Generator, draws: int = DRAWS) -> tuple[np.ndarray, np.ndarray | None, int]:
     """Column sums of (frames x columns) and their replicates (draws x columns): each draw is ceil(n / block) whole
     circular blocks, scaled to n frames (the figures made of these sums are ratios and means)."""
     rows = np.asarray(rows, np.float64).reshape(len(rows), -1)
     n = len(rows)
     totals = rows.sum(axis=0)
     if n < 2:
-        return totals, None
+        return totals, None, 0
     block = block_length(rows.sum(axis=1))
     blocks = -(-n // block)
     starts = rng.integers(0, n, size=(draws, blocks))
-    return totals, block_sums(rows, block)[starts].sum(axis=1) * (n / (blocks * block))
+    return totals, block_sums(rows, block)[starts].sum(axis=1) * (n / (blocks * block)), blocks
 
 
 def mean_replicates(values: np.ndarray, rng: np.random.Generator, draws: int = DRAWS) -> Replicates:
     n = len(values)
     if n == 0:
         return Replicates(None, None)
-    total, replicates = sum_replicates(values[:, None], rng, draws)
-    return Replicates(float(total[0] / n), None if replicates is None else replicates[:, 0] / n)
+    total, replicates, blocks = sum_replicates(values[:, None], rng, draws)
+    return Replicates(float(total[0] / n), None if replicates is None else replicates[:, 0] / n, blocks)
 
 
 def pool(sides: list[Replicates], rng: np.random.Generator, draws: int = DRAWS) -> Replicates:
@@ -145,21 +165,36 @@ def pool(sides: list[Replicates], rng: np.random.Generator, draws: int = DRAWS) 
     table = np.stack([s.draws for s in known])  # runs x draws
     picks = rng.integers(0, len(known), size=(draws, len(known)))
     columns = rng.integers(0, table.shape[1], size=(draws, len(known)))
-    return Replicates(value, table[picks, columns].mean(axis=1))
+    return Replicates(value, table[picks, columns].mean(axis=1), sum(s.blocks for s in known))
 
 
-def judge(name: str, a: Replicates, b: Replicates, *, lower_is_better: bool, alpha: float, margin: float, rng: np.random.Generator) -> Difference:
-    """The difference b - a, its (1 - alpha) percentile interval, and its verdict against `margin` (same units)."""
+def verdict_of(low: float, high: float, margin: float, lower_is_better: bool) -> str:
+    """`worse` or `better` when the whole interval of B - A lies beyond the margin on that side, else `same`."""
+    if lower_is_better:
+        return "worse" if low > margin else "better" if high < -margin else "same"
+    return "better" if low > margin else "worse" if high < -margin else "same"
+
+
+def judge(name: str, a: Replicates, b: Replicates, *, lower_is_better: bool, alpha: float, margin: float) -> Difference:
+    """The difference b - a, its (1 - alpha) interval, and its verdict against `margin` (same units).
+
+    Positive figures (latencies) are compared as a ratio: log(B / A) +- z * its bootstrap standard error, so the
+    interval is asymmetric as latencies are, and never says B could be below zero. Figures that can be zero (a miss
+    ratio, accuracy) as a difference: B - A +- z * its standard error. A normal interval on the replicates' spread
+    rather than their extreme percentiles: at the Bonferroni tails of a dozen figures a few thousand draws leave
+    only a handful of replicates beyond each end, too few to place it. The quantile is Student's t on the blocks'
+    degrees of freedom: the standard error itself is estimated from those blocks."""
     if a.value is None or b.value is None:
         return Difference(name, a.value, b.value, None, None, "same", lower_is_better, margin)
     difference = b.value - a.value
     if a.draws is None or b.draws is None:
         return Difference(name, a.value, b.value, difference, None, "same", lower_is_better, margin)
-    shuffled = b.draws[rng.permutation(len(b.draws))] if len(b.draws) == len(a.draws) else rng.choice(b.draws, len(a.draws))
-    spread = shuffled - a.draws
-    low, high = (float(v) for v in np.quantile(spread, [alpha / 2, 1 - alpha / 2]))
-    if lower_is_better:
-        verdict = "worse" if low > margin else "better" if high < -margin else "same"
+    degrees = min(a.blocks, b.blocks) - 1  # the standard error is an estimate from that many blocks: Student's t
+    z = t_quantile(1 - alpha / 2, degrees) if degrees >= 1 else NormalDist().inv_cdf(1 - alpha / 2)
+    if a.value > 0 and b.value > 0 and np.all(a.draws > 0) and np.all(b.draws > 0):
+        error = math.sqrt(np.var(np.log(a.draws), ddof=1) + np.var(np.log(b.draws), ddof=1))
+        low, high = b.value * math.exp(-z * error) - a.value, b.value * math.exp(z * error) - a.value
     else:
-        verdict = "better" if low > margin else "worse" if high < -margin else "same"
-    return Difference(name, a.value, b.value, difference, (low, high), verdict, lower_is_better, margin)
+        error = math.sqrt(np.var(a.draws, ddof=1) + np.var(b.draws, ddof=1))
+        low, high = difference - z * error, difference + z * error
+    return Difference(name, a.value, b.value, difference, (low, high), verdict_of(low, high, margin, lower_is_better), lower_is_better, margin)
