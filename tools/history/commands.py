@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import sys
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 from rich.console import Console
@@ -87,7 +89,23 @@ def _path(given: Path | None) -> Path:
     return path
 
 
+@contextmanager
+def _database_errors(path_of) -> Iterator[None]:
+    """An SQLite error while reading or indexing is the user's to act on: one error line naming the file."""
+    from tools.history.store import HistoryError
+
+    try:
+        yield
+    except sqlite3.Error as exc:
+        raise HistoryError(f"the history {path_of()} failed: {exc}", hint="retry; a damaged file: move it aside, sdk history index DIR") from None
+
+
 def history(args: argparse.Namespace, console: Console) -> int:
+    with _database_errors(lambda: _path(getattr(args, "index_history", None) or args.history)):
+        return _history(args, console)
+
+
+def _history(args: argparse.Namespace, console: Console) -> int:
     if args.history_command == "index":
         return index(args, console)
     from tools.history.query import Filters, parse_since, runs, target_names, where
@@ -170,6 +188,11 @@ def index(args: argparse.Namespace, console: Console) -> int:
 
 
 def compare(args: argparse.Namespace, console: Console) -> int:
+    with _database_errors(lambda: _path(args.history)):
+        return _compare(args, console)
+
+
+def _compare(args: argparse.Namespace, console: Console) -> int:
     from tools.history.compare import compare as run_compare
     from tools.history.query import Filters, target_names
     from tools.history.resolve import LAST_COMMITTED, resolve_pair

@@ -103,9 +103,9 @@ def describe(folder: Path | None, kind: str | None = None, *, platform=None, fle
         "report_dir": str(folder) if folder is not None else None,
         "report_sha256": hashlib.sha256(raw).hexdigest() if raw is not None else None,
         "kind": kind or kind_of(folder, run),
-        "started_at": run.get("started_at") or _mtime(folder),
+        "started_at": run.get("started_at") or _mtime(folder) or _now(),
         "finished_at": run.get("finished_at"),
-        "recorded_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        "recorded_at": _now(),
         "user": run.get("user"),
         "host": run.get("host"),
         "command_line": run.get("command"),
@@ -224,6 +224,10 @@ def _read(path: Path) -> bytes | None:
         return path.read_bytes()
     except OSError:
         return None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def _mtime(folder: Path | None) -> str | None:
