@@ -192,6 +192,10 @@ def acceptance(request: pytest.FixtureRequest, record_testsuite_property) -> Acc
         force=config.getoption("--acceptance-force"),
     )
     try:
+        from tools.targets import resolve_targets
+
+        if len(resolve_targets(target)) > 1:  # a group is validated by `sdk validate --target GROUP` (a fleet report)
+            raise SdkError(f"--target {target} names several targets", hint="the acceptance suite judges one target; run it once per target")
         result = validate()
     except SdkError as exc:  # the CLI's two lines instead of a traceback into the SDK
         pytest.fail(f"error: validation on {target} failed: {exc.message}\nhint: {exc.hint}", pytrace=False)

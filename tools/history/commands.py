@@ -223,7 +223,7 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
 
 
 def _spreads(connection, a, b) -> dict:
-    """The run-to-run spread of B's pipeline on B's device class (where both sides share one), from the history."""
+    """The run-to-run spread of B's pipeline on the device classes the compared runs ran on, from the history."""
     if connection is None:
         return {}
     from tools.history.noise import spreads
@@ -237,9 +237,10 @@ def _spreads(connection, a, b) -> dict:
                 row = connection.execute("SELECT device_class FROM runs WHERE report_dir = ?", (str(run.folder.resolve()),)).fetchone()
                 classes.add(row[0] if row is not None else None)
     pipeline = b.runs[0].report.get("pipeline")
-    if len(classes) != 1 or None in classes or pipeline is None:
+    classes.discard(None)
+    if not classes or pipeline is None:
         return {}
-    return spreads(connection, pipeline, classes.pop())
+    return spreads(connection, pipeline, classes)
 
 
 def render(console: Console, result: dict) -> None:

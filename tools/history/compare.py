@@ -32,6 +32,7 @@ class Side:
     spec: str
     runs: list[RunSamples]
     entries: list[dict] = field(default_factory=list)  # the history's rows of those runs, where known
+    notes: list[str] = field(default_factory=list)  # what resolving it had to assume
 
     @property
     def release(self) -> str | None:
@@ -192,6 +193,7 @@ def notes(a: Side, b: Side, names: list[str], tested: list[str], spreads: dict) 
             "the history holds no two runs of one release on this device class: the intervals rest on the frames alone, "
             "and cannot include what moves whole runs (clocks, other work, heat)"
         )
+    out += a.notes + b.notes
     if a.release is not None and a.release == b.release:
         out.append(f"both sides ran release {a.release}: any `worse` or `better` is the machine's, not the release's")
     return out

@@ -34,38 +34,43 @@ class Spread:
         return t_quantile(1 - alpha / 2, self.degrees) * self.sd * math.sqrt(1 / runs_a + 1 / runs_b)
 
 
-def figure_values(connection: sqlite3.Connection, pipeline: str, device_class: str) -> dict[str, dict[str, list[float]]]:
-    """figure name -> release -> values, over the newest runs of this pipeline on this device class."""
+def figure_values(connection: sqlite3.Connection, pipeline: str, device_classes: tuple[str, ...]) -> dict[str, dict[tuple, list[float]]]:
+    """figure name -> (release, device class) -> values, over the newest runs of this pipeline on these device classes."""
+    marks = ",".join("?" for _ in device_classes)
     ids = [
         row[0]
         for row in connection.execute(
-            "SELECT id FROM runs WHERE pipeline = ? AND device_class = ? AND release IS NOT NULL AND measured_frames > 0 "
+            f"SELECT id FROM runs WHERE pipeline = ? AND device_class IN ({marks}) AND release IS NOT NULL AND measured_frames > 0 "
             "ORDER BY started_at DESC LIMIT ?",
-            (pipeline, device_class, MAX_RUNS),
+            (pipeline, *device_classes, MAX_RUNS),
         )
     ]
     if not ids:
         return {}
     marks = ",".join("?" for _ in ids)
-    found: dict[str, dict[str, list[float]]] = {}
+    found: dict[str, dict[tuple, list[float]]] = {}
     rows = connection.execute(
-        f"SELECT r.release, s.stage, s.p50_ms, s.p99_ms FROM stages s JOIN runs r ON r.id = s.run_id WHERE s.run_id IN ({marks})", ids
+        f"SELECT r.release, r.device_class, s.stage, s.p50_ms, s.p99_ms FROM stages s JOIN runs r ON r.id = s.run_id WHERE s.run_id IN ({marks})",
+        ids,
     )
-    for release, stage, p50, p99 in rows:
+    for release, device_class, stage, p50, p99 in rows:
         prefix = stage if stage == "end_to_end" else f"stages.{stage}"
         for key, value in (("p50_ms", p50), ("p99_ms", p99)):
             if value is not None:
-                found.setdefault(f"{prefix}.{key}", {}).setdefault(release, []).append(float(value))
-    for release, ratio in connection.execute(f"SELECT release, miss_ratio FROM runs WHERE id IN ({marks}) AND miss_ratio IS NOT NULL", ids):
-        found.setdefault("deadline.miss_ratio", {}).setdefault(release, []).append(float(ratio))
+                found.setdefault(f"{prefix}.{key}", {}).setdefault((release, device_class), []).append(float(value))
+    sql = f"SELECT release, device_class, miss_ratio FROM runs WHERE id IN ({marks}) AND miss_ratio IS NOT NULL"
+    for release, device_class, ratio in connection.execute(sql, ids):
+        found.setdefault("deadline.miss_ratio", {}).setdefault((release, device_class), []).append(float(ratio))
     return found
 
 
-def spreads(connection: sqlite3.Connection, pipeline: str, device_class: str) -> dict[str, Spread]:
-    """figure name -> its run-to-run spread, where at least one release has two runs or more."""
+def spreads(connection: sqlite3.Connection, pipeline: str, device_classes) -> dict[str, Spread]:
+    """figure name -> its run-to-run spread on these device classes (runs of one release on one class vary about their
+    own mean), where at least one release has two runs or more on one of them."""
+    classes = (device_classes,) if isinstance(device_classes, str) else tuple(sorted(device_classes))
     out = {}
-    for name, by_release in figure_values(connection, pipeline, device_class).items():
-        spread = pooled(list(by_release.values()))
+    for name, groups in figure_values(connection, pipeline, classes).items():
+        spread = pooled(list(groups.values()))
         if spread is not None:
             out[name] = spread
     return out

@@ -78,6 +78,14 @@ def resolve_pair(
 ) -> tuple[Side, Side]:
     """(A, B). B first: a release A is taken on B's device class."""
     filters = filters or Filters()
+    release_a, release_b = _release_spec(connection, spec_a, filters), _release_spec(connection, spec_b, filters)
+    if release_a and release_b:  # two releases: on the newest device class both were measured on
+        shared = common_class(connection, release_a, release_b, filters)
+        b = side_from_rows(spec_b, release_rows(connection, release_b, filters, shared, runs))
+        a = side_from_rows(spec_a, release_rows(connection, release_a, filters, shared, runs))
+        if shared is None:
+            b.notes.append(f"no device class has runs of both releases: the difference includes the devices' ({_classes(a)} against {_classes(b)})")
+        return a, b
     b_rows, b = _resolve(connection, spec_b, filters, None, runs)
     device_class = b_rows[0]["device_class"] if b_rows else _class_of_folder(connection, spec_b)
     if spec_a == LAST_COMMITTED:
@@ -107,12 +115,38 @@ def _resolve(connection, spec: str, filters: Filters, device_class: str | None, 
         release = release_of(connection, spec, filters)
         if device_class is None:
             device_class = release_rows(connection, release, filters, None, 1)[0]["device_class"]
-        rows = release_rows(connection, release, filters, device_class, runs)
-        return rows, side_from_rows(spec, rows)
+        try:
+            rows = release_rows(connection, release, filters, device_class, runs)
+            return rows, side_from_rows(spec, rows)
+        except ConfigError:  # never measured on the other side's class: its runs elsewhere, said in a note
+            rows = release_rows(connection, release, filters, None, runs)
+            side = side_from_rows(spec, rows)
+            side.notes.append(f"release {release} has no run on device class {device_class}: its runs on {_classes(side)} are compared")
+            return rows, side
     raise ConfigError(
         f"{spec!r} is neither a report folder, a run id nor a release id",
         hint="give a folder holding report.json, a run id from `sdk history` (e.g. 17), or a release id (e.g. 3f9c2a1b)",
     )
+
+
+def _release_spec(connection, spec: str, filters: Filters) -> str | None:
+    """The release a spec names, when it names one (not a folder, not a run id)."""
+    if connection is None or spec == LAST_COMMITTED or is_folder(spec) or Path(spec).is_dir() or _RUN_ID.match(spec) or not _RELEASE.match(spec):
+        return None
+    return release_of(connection, spec, filters)
+
+
+def common_class(connection, release_a: str, release_b: str, filters: Filters) -> str | None:
+    """The device class of B's newest run on which A was measured too, or None."""
+    classes_a = {r["device_class"] for r in release_rows(connection, release_a, filters, None, 10_000)}
+    for row in release_rows(connection, release_b, filters, None, 10_000):
+        if row["device_class"] in classes_a:
+            return row["device_class"]
+    return None
+
+
+def _classes(side: Side) -> str:
+    return ", ".join(sorted({e.get("device_class") or "?" for e in side.entries}))
 
 
 def _class_of_folder(connection, spec: str) -> str | None:
