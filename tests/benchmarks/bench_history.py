@@ -114,17 +114,19 @@ def rates(folders: list[Path], work: Path, spreads: dict | None) -> tuple[int, d
     from tools.history.compare import Side, compare
     from tools.history.samples import load_run
 
-    alarms, found = 0, dict.fromkeys(STAGES, 0)
+    alarms, found, named = 0, dict.fromkeys(STAGES, 0), set()
     pairs = list(zip(folders, folders[1:], strict=False))
     for k, (a, b) in enumerate(pairs):
         runs = [load_run(a), load_run(b)]
         result = compare(Side(str(a), runs[:1]), Side(str(b), runs[1:]), spreads=spreads)
-        alarms += any(f["verdict"] != "same" for f in result["figures"])
+        called = [f["name"] for f in result["figures"] if f["verdict"] != "same"]
+        alarms += bool(called)
+        named.update(called)
         for stage in STAGES:
             slow = load_run(planted(b, stage, work / f"planted-{k}-{stage}"))
             result = compare(Side(str(a), runs[:1]), Side("planted", [slow]), spreads=spreads)
             found[stage] += any(f["name"] == f"stages.{stage}.p50_ms" and f["verdict"] == "worse" for f in result["figures"])
-    return alarms, found, len(pairs)
+    return alarms, found, len(pairs), sorted(named)
 
 
 def real_spreads(folders: list[Path]) -> dict:
@@ -135,7 +137,8 @@ def real_spreads(folders: list[Path]) -> dict:
     values: dict[str, list[float]] = {}
     rng = np.random.default_rng(0)
     for folder in folders:
-        for name, figure in run_figures(load_run(folder), None, rng, 10).items():
+        run = load_run(folder)
+        for name, figure in run_figures(run, (run.report.get("deadline") or {}).get("deadline_ms"), rng, 10).items():
             if figure.value is not None and not name.startswith("accuracy."):
                 values.setdefault(name, []).append(figure.value)
     return {name: spread for name, v in values.items() if (spread := pooled([v])) is not None}
@@ -160,6 +163,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=21, help="real runs of one release (consecutive pairs are compared)")
     parser.add_argument("--runs-from", type=Path, help="reuse these report folders (DIR/*/report.json) instead of making runs")
+    parser.add_argument("--keep-runs", type=Path, help="make the runs in this folder and keep them (for --runs-from)")
     parser.add_argument("--pipeline", choices=("example", "tiny"), default="example")
     parser.add_argument("--history-runs", type=int, default=10_000)
     parser.add_argument("--synthetic-pairs", type=int, default=100)
@@ -175,7 +179,7 @@ def main() -> None:
         folders = [f for f in folders if json.loads((f / "report.json").read_text())["measured_frames"] > 10]
     else:
         pipeline = REPO / "pipelines" / "pedestrian.yaml" if args.pipeline == "example" else tiny_pipeline(work / "tiny")
-        folders = make_runs(args.runs, pipeline, 100 if args.smoke else None, work / "runs")
+        folders = make_runs(args.runs, pipeline, 100 if args.smoke else None, args.keep_runs or work / "runs")
     frames = json.loads((folders[0] / "report.json").read_text())["measured_frames"]
     print(f"{len(folders)} runs of one release, {frames} measured frames each ({folders[0].parent})")
 
@@ -201,9 +205,9 @@ def main() -> None:
 
     spreads = real_spreads(folders)
     for label, known in (("with the history's run-to-run spread", spreads), ("frames alone (no history)", None)):
-        alarms, found, pairs = rates(folders, work / label.split()[0], known)
+        alarms, found, pairs, named = rates(folders, work / label.split()[0], known)
         detail = ", ".join(f"{stage} {n}/{pairs}" for stage, n in found.items())
-        print(f"4. real runs, {label}: false alarms {alarms}/{pairs}; 10 % slowdown found: {detail}")
+        print(f"4. real runs, {label}: false alarms {alarms}/{pairs} ({', '.join(named) or 'none'}); 10 % slowdown found: {detail}")
     p50s = ", ".join(f"{n.split('.')[-2]} {s.sd:.3f}" for n, s in spreads.items() if n.endswith("p50_ms"))
     print(f"   run-to-run spread of the p50s (log sd): {p50s}")
     alarms, found, pairs = synthetic(args.synthetic_pairs)
