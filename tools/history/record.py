@@ -158,12 +158,13 @@ def selftest_as_report(result: dict) -> dict:
 
 
 def device_class(device: dict | None, platform: str | None) -> tuple[str | None, str | None, str | None, str]:
-    """(platform, module, power mode, label): devices of one class are expected to measure alike.
-    The platform is the Jetson module's (from the probe), else the target file's, else `host-<arch>`."""
+    """(platform, module, power mode, label): devices of one class are expected to measure alike. The platform is
+    the Jetson module's (from the probe), else the target file's, else `linux-generic` (the local target, as
+    `sdk targets check` has it); the module is the Jetson module's name, else the CPU architecture."""
     device = device or {}
     module = device.get("module") if isinstance(device.get("module"), dict) else None
-    platform = (module or {}).get("platform") or platform or (f"host-{device['arch']}" if device.get("arch") else None)
-    name = (module or {}).get("name")
+    platform = (module or {}).get("platform") or platform or ("linux-generic" if device else None)
+    name = (module or {}).get("name") or device.get("arch")
     power = device.get("power_mode")
     return platform, name, power, "/".join(str(part) if part else "-" for part in (platform, name, power))
 

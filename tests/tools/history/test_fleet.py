@@ -58,7 +58,7 @@ def test_the_fleet_report_names_the_planted_slow_device(ssh_target, tiny_pipelin
     report = json.loads((tmp_path / "fleet" / "fleet.json").read_text())
     assert [d["target"] for d in report["devices"]] == names and {d["verdict"] for d in report["devices"]} == {"PASS"}
     ((name, spread),) = report["classes"].items()
-    assert name == "linux-generic/-/-" and spread["devices"] == names
+    assert name.startswith("linux-generic/") and spread["devices"] == names
     assert spread["figures"]["end_to_end.p50_ms"]["most_device"] == "orin-03"
     assert {o["target"] for o in report["outliers"]} == {"orin-03"}, report["outliers"]
     assert all(o["direction"] == "slower" and o["interval"][0] > o["class_spread"][1] for o in report["outliers"])

@@ -76,7 +76,7 @@ def test_each_run_is_logged_as_an_mlflow_run(mlflow_server, tiny_pipeline, state
     assert run.info.status == "FINISHED" and run.data.tags["verdict"] == report["verdict"] == "PASS"
     params = run.data.params
     assert params["pipeline"] == "tiny" and params["release"] == report["release"] and params["target"] == "local"
-    assert params["device_class"].startswith("host-")
+    assert params["device_class"].startswith("linux-generic/")
     metrics = run.data.metrics
     assert metrics["check.end_to_end.p50_ms"] == report["checks"][0]["measured"]
     assert metrics["end_to_end.p99_ms"] == report["end_to_end"]["p99_ms"] and metrics["infer.p50_ms"] == report["stages"]["infer"]["p50_ms"]

@@ -23,7 +23,7 @@ def test_a_run_row_holds_metadata_device_class_checks_and_percentiles(history_ru
     assert row["sdk_version"] == report["run"]["sdk_version"] and row["command_line"] == report["run"]["command"]
     assert row["model_sha256"] == report["hashes"]["model_sha256"] and row["fingerprint_sha256"] == report["run"]["device_fingerprint_sha256"]
     device = json.loads((history_runs.folder / "r1-deploy" / "device.json").read_text())
-    assert row["platform"] == f"host-{device['arch']}" and row["device_class"] == f"host-{device['arch']}/-/-"
+    assert row["platform"] == "linux-generic" and row["module"] == device["arch"] and row["device_class"] == f"linux-generic/{device['arch']}/-"
     assert row["report_dir"] == str(history_runs.folder / "r1-deploy")
     assert [c["name"] for c in checks] == [c["name"] for c in report["checks"]] == ["end_to_end.p50_ms", "end_to_end.max_ms"]
     p50 = checks[0]
@@ -40,7 +40,8 @@ def test_a_run_row_holds_metadata_device_class_checks_and_percentiles(history_ru
 def test_device_class_of_a_jetson_and_of_a_selftest():
     jetson = {"arch": "aarch64", "module": {"platform": "jetson-agx-orin", "name": "Jetson AGX Orin 64GB"}, "power_mode": "MAXN"}
     assert device_class(jetson, "linux-generic") == ("jetson-agx-orin", "Jetson AGX Orin 64GB", "MAXN", "jetson-agx-orin/Jetson AGX Orin 64GB/MAXN")
-    assert device_class({"arch": "aarch64"}, "jetson-orin-nx")[3] == "jetson-orin-nx/-/-"
+    assert device_class({"arch": "aarch64"}, "jetson-orin-nx")[3] == "jetson-orin-nx/aarch64/-"
+    assert device_class({"arch": "x86_64"}, None)[3] == "linux-generic/x86_64/-"  # the local target, as `sdk targets check` has it
     result = {"target": "orin-01", "release": "abc", "checks": [{"name": "cuda", "status": "PASS"}, {"name": "gpu_tests", "status": "SKIP"}]}
     assert selftest_as_report(result)["verdict"] == "INCONCLUSIVE"
     row, checks, stages = describe(None, "selftest", result=result)
