@@ -92,6 +92,7 @@ def hermetic_session(tmp_path_factory):
     if not os.environ.get("SDK_HERMETIC_SESSION"):  # a pytest run by a test (the plugin's tests) keeps its parent's targets
         patch.setenv("SDK_TARGETS_DIR", str(folder / "targets"))
         patch.setenv("SDK_STATE_DIR", str(folder / "state"))
+        patch.setenv("SDK_HISTORY", str(folder / "history.sqlite"))  # every run a test makes is recorded here, not in reports/
         patch.setenv("SDK_HERMETIC_SESSION", "1")
     before = _checkout_files()
     yield
@@ -192,6 +193,9 @@ SLOW_FIRST = (
     "tests/tools/test_deploy_int8.py",
     "tests/tools/test_deploy_ssh.py",
     "tests/tools/validation/test_pytest_plugin.py",
+    "tests/tools/history/test_gate.py",
+    "tests/tools/history/test_fleet.py",
+    "tests/tools/history/test_mlflow.py",
     "tests/tools/test_deploy_local.py",
     "tests/tools/test_init_pipeline.py",
     "tests/tools/test_labgrid.py",

@@ -78,6 +78,11 @@ def _add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parallel", type=_positive, default=4, help="fleets: targets deployed at once (default 4)")
     parser.add_argument("--canary", action="store_true", help="fleets: the first target must pass before the others start")
     parser.add_argument("--sign-key", type=Path, help="Ed25519 private key that signs the release manifest (default: the target file's sign_key)")
+    _add_mlflow_argument(parser)
+
+
+def _add_mlflow_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mlflow", metavar="URI", help="also log the run to this MLflow tracking server (default: $SDK_MLFLOW_URI; mlflow extra)")
 
 
 def _port(text: str) -> int:
@@ -187,6 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
     selftest.add_argument(
         "--tests-deadline", type=_positive, default=900, metavar="S", help="seconds the gpu tests may take on the device (default 900)"
     )
+    _add_mlflow_argument(selftest)
     validate = commands.add_parser("validate", help="latency and accuracy acceptance run on the target's current release")
     validate.add_argument("pipeline", type=Path, help="pipeline file (YAML): the one the current release runs")
     validate.add_argument("--target", "-t", required=True, help="the target whose current release to measure")
@@ -198,6 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--repeat", type=_positive, help="runs on the same replay, outputs compared (default 1, or 2 with budgets.determinism)")
     validate.add_argument("--stress", help="interference on the device during the run, e.g. cpu=2,memory=1,memory_mb=256")
     validate.add_argument("--deploy", action="store_true", help="deploy the pipeline first (nothing is sent when it is current)")
+    validate.add_argument("--parallel", type=_positive, default=4, help="fleets: targets measured at once (default 4)")
+    validate.add_argument("--canary", action="store_true", help="fleets: the first target must pass before the others start")
+    _add_mlflow_argument(validate)
     for name, text in (
         ("rollback", "go back one release on the target"),
         ("status", "the target's releases, deploy state and service health"),
@@ -208,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
         command = commands.add_parser(name, help=text)
         command.add_argument("--target", "-t", required=True, help="a target name (`sdk targets list`)")
     commands.choices["logs"].add_argument("--lines", type=_positive, default=100, help="the last N lines (default 100)")
+    from tools.history.commands import add_parsers
+
+    add_parsers(commands)  # history, compare
     return parser
 
 
@@ -252,7 +264,8 @@ def _deploy(args: argparse.Namespace, console: Console) -> int:
 
 
 def _validate(args: argparse.Namespace, console: Console) -> int:
-    from tools.console import RichProgress, render_report
+    from tools.console import RichProgress, render_fleet, render_report
+    from tools.fleet import FleetResult
     from tools.validation.validate import Validate
 
     with RichProgress(console) as progress:
@@ -266,9 +279,14 @@ def _validate(args: argparse.Namespace, console: Console) -> int:
             deploy=args.deploy,
             progress=progress,
             force=args.force,
+            parallel=args.parallel,
+            canary=args.canary,
         )
         result = validate()
-    render_report(console, result.report, result.report_dir, result.staged)
+    if isinstance(result, FleetResult):
+        render_fleet(console, result)
+    else:
+        render_report(console, result.report, result.report_dir, result.staged)
     return result.exit_code
 
 
@@ -576,6 +594,9 @@ def _selftest(args: argparse.Namespace, console: Console) -> int:
     from tools.targets import resolve_target
 
     result = selftest(resolve_target(args.target), deadline_s=args.tests_deadline, report_dir=args.report_dir)
+    from tools.history.hook import finished
+
+    finished(args.report_dir, "selftest", result=None if args.report_dir is not None else {"target": args.target, **result})
     table = Table(title=f"selftest of release {result['release']} on {args.target}")
     for column in ("check", "status", "detail"):
         table.add_column(column)
@@ -594,8 +615,22 @@ def _selftest(args: argparse.Namespace, console: Console) -> int:
     return EXIT_INCONCLUSIVE if "SKIP" in statuses else EXIT_PASS  # a check skipped for lack of hardware proves nothing
 
 
+def _history(args: argparse.Namespace, console: Console) -> int:
+    from tools.history.commands import history
+
+    return history(args, console)
+
+
+def _compare(args: argparse.Namespace, console: Console) -> int:
+    from tools.history.commands import compare
+
+    return compare(args, console)
+
+
 HANDLERS = {
     "deploy": _deploy,
+    "history": _history,
+    "compare": _compare,
     "validate": _validate,
     "selftest": _selftest,
     "init": _init,
@@ -622,7 +657,10 @@ def run(argv: list[str]) -> int:
     try:
         _check_frames(getattr(args, "frames", None))  # before anything is prepared or sent
         _check_pipeline_path(getattr(args, "pipeline", None))
-        return HANDLERS[args.command](args, console)
+        from tools.history.hook import mlflow_uri
+
+        with mlflow_uri(getattr(args, "mlflow", None)):  # each run this command finishes is logged there too
+            return HANDLERS[args.command](args, console)
     except SdkError as exc:
         if os.environ.get("SDK_DEBUG"):
             raise

@@ -85,7 +85,24 @@ def render_fleet(console: Console, result) -> None:
     others = [o for o in result.failures() if o.error is None]
     if others:
         console.print(f"[yellow]{len(others)} ran but did not pass:[/] " + ", ".join(f"{o.target} ({o.verdict})" for o in others))
+    _render_outliers(console, result.report_dir / "fleet.json")
     console.print(f"summary in {result.report_dir / 'fleet.json'}; one report folder per target")
+
+
+def _render_outliers(console: Console, path) -> None:
+    """The fleet report's outliers: devices outside their class's spread (tools/history/fleet_report.py)."""
+    import json
+
+    try:
+        outliers = json.loads(path.read_text()).get("outliers") or []
+    except (OSError, ValueError):
+        return
+    for o in outliers:
+        console.print(
+            f"[yellow]outlier:[/] {o['target']} is {o['direction']} than its class ({o['device_class']}): {o['figure']} "
+            f"{o['value']:.4g} ms, the class's spread {o['class_spread'][0]:.4g} to {o['class_spread'][1]:.4g} ms",
+            highlight=False,
+        )
 
 
 def render_accuracy(console: Console, report: dict) -> None:

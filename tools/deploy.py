@@ -23,6 +23,7 @@ from sdk.spec.loader import PipelineFile, load_pipeline
 from sdk.store.trial import HealthPolicy
 from tools.engines.for_deploy import engine_for_device, wants_engine
 from tools.fleet import FleetResult, deploy_fleet
+from tools.history.hook import finished
 from tools.int8 import Int8Choice, Int8ForDeploy, trt_cache_file
 from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
@@ -133,6 +134,7 @@ class Deploy:
             staged = install_release(session, target, base, self.progress, int8, engine, policy, self.sign_key, pipeline.spec.service.if_damaged)
             report = measure(session, staged, report_dir, self.frames, self.progress)
         report = accept(report_dir, pipeline, artifacts, report, self.progress)
+        finished(report_dir, "deploy")  # into the history (and MLflow, where asked); never fails the deploy
         return DeployResult(report, report_dir, staged, pipeline)
 
 

@@ -664,7 +664,8 @@ def cli_reference() -> str:
         if kwargs.get("action") == "store_true":
             kind = "flag"
         else:
-            kind = {Path: "path", int: "whole number", None: "text"}.get(kwargs.get("type"), str(kwargs.get("type")))
+            given = kwargs.get("type")
+            kind = {Path: "path", int: "whole number", None: "text"}.get(given) or getattr(given, "__name__", str(given)).strip("_")
         default = kwargs.get("default")
         shown = "" if default in (None, False) else f"`{default}`"
         out.append(f"| {', '.join(f'`{n}`' for n in names)} | {kind} | {shown} | {_cell(kwargs.get('help', ''))} |\n")

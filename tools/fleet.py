@@ -58,8 +58,12 @@ class FleetResult:
         return [o for o in self.outcomes if o.error is not None]
 
 
-def deploy_fleet(targets, install, measure, frames: int | None, report_dir: Path, progress: Progress, *, parallel: int, canary: bool) -> FleetResult:
-    """`install(session, target)` stages and activates; `measure(session, staged, dir)` runs and returns the report."""
+def deploy_fleet(
+    targets, install, measure, frames: int | None, report_dir: Path, progress: Progress, *, parallel: int, canary: bool, kind: str = "deploy"
+) -> FleetResult:
+    """`install(session, target)` stages and activates; `measure(session, staged, dir)` runs and returns the report.
+    Each target's run goes into the history as it ends (`kind`: deploy or validate); fleet.json adds the fleet report."""
+    from tools.history.hook import finished
 
     def one(target) -> TargetOutcome:
         folder = report_dir / target.name
@@ -67,6 +71,7 @@ def deploy_fleet(targets, install, measure, frames: int | None, report_dir: Path
             with open_session(target) as session, paused_service(session, progress):
                 staged = install(session, target)
                 report = measure(session, staged, folder)
+            finished(folder, kind, fleet_dir=report_dir)  # concurrent writers: one connection per target
             return TargetOutcome(target.name, report["verdict"], None, staged.release_id, folder)
         except SdkError as exc:
             return TargetOutcome(target.name, None, exc.message, None, folder)
@@ -102,6 +107,9 @@ def write_summary(result: FleetResult) -> Path:
         "not_passed": [o.target for o in result.failures()],
         "errors": {o.target: o.error for o in result.errors()},
     }
+    from tools.history.fleet_report import fleet_sections  # per-device figures, their spread per device class, outliers
+
+    summary.update(fleet_sections(summary["targets"]))
     partial = partial_path(final)
     partial.write_text(json.dumps(summary, indent=2) + "\n")
     publish(partial, final)

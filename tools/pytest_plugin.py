@@ -44,6 +44,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--acceptance-report-dir", type=Path, default=None, help="an empty folder for report.json/html (default: a new one under reports/<pipeline>/)"
     )
     group.addoption("--acceptance-force", action="store_true", help="empty --acceptance-report-dir first when it holds files")
+    group.addoption(
+        "--baseline", default=None, help="regression gate: compare the run with `last-committed` or a release id from the history (sdk history)"
+    )
+    group.addoption(
+        "--max-regression", type=_share, default=0.05, help="regression gate: the tolerance, e.g. 5% (fail only on a detectable regression beyond it)"
+    )
+
+
+def _share(text: str) -> float:
+    from tools.history.commands import fraction
+
+    return fraction(text)
 
 
 def _user_error(exc: SdkError) -> None:
@@ -180,12 +192,31 @@ def acceptance(request: pytest.FixtureRequest, record_testsuite_property) -> Acc
         force=config.getoption("--acceptance-force"),
     )
     try:
+        from tools.targets import resolve_targets
+
+        if len(resolve_targets(target)) > 1:  # a group is validated by `sdk validate --target GROUP` (a fleet report)
+            raise SdkError(f"--target {target} names several targets", hint="the acceptance suite judges one target; run it once per target")
         result = validate()
     except SdkError as exc:  # the CLI's two lines instead of a traceback into the SDK
         pytest.fail(f"error: validation on {target} failed: {exc.message}\nhint: {exc.hint}", pytrace=False)
     for key, value in properties(result.report).items():  # traceability in pytest's own --junitxml too
         record_testsuite_property(key, value)
     return Acceptance(result.report, result.report_dir)
+
+
+@pytest.fixture(scope="session")
+def regression(request: pytest.FixtureRequest, acceptance: Acceptance):
+    """The regression gate's result for this run (`--baseline`), or a skip without one; `.judge()` fails the calling
+    test on a statistically detectable regression beyond `--max-regression` (tests/acceptance/test_regression_gate.py)."""
+    baseline = request.config.getoption("--baseline")
+    if baseline is None:
+        pytest.skip("no --baseline given: the regression gate compares with last-committed or a release (--baseline)")
+    from tools.history.gate import regression_gate
+
+    try:
+        return regression_gate(acceptance.report_dir, baseline, request.config.getoption("--max-regression"))
+    except SdkError as exc:
+        pytest.fail(f"error: regression gate: {exc.message}\nhint: {exc.hint}", pytrace=False)
 
 
 def target_of(config: pytest.Config) -> str:

@@ -80,7 +80,7 @@ class Profile:
                     self._run_local(pipeline, artifacts, raw_dir)
                 facts = {"platform": "host"}
             else:
-                from tools.validation.validate import require_current
+                from tools.validation.current import require_current
 
                 current = require_current(session, pipeline)
                 with paused_service(session, self.progress):

@@ -12,32 +12,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
-from sdk.errors import ConfigError, TargetError
-from sdk.release import MANIFEST, ReleaseManifest, sha256_of
 from sdk.runtime.interference import InterferencePlan
-from sdk.spec.loader import PipelineFile, load_pipeline
+from sdk.spec.loader import load_pipeline
 from tools.deploy import DeployResult, default_report_dir, engine_step, health_policy, install_release, int8_artifacts, measure
+from tools.fleet import FleetResult
+from tools.history.hook import finished
 from tools.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import collect_bundle
-from tools.release.stage import StageResult
 from tools.sessions import open_session, paused_service
 from tools.state import cache_dir
 from tools.targets import resolve_targets
 from tools.validation.acceptance import accept
+from tools.validation.current import current_release, require_current, require_same_pipeline
 from tools.validation.report_dirs import check_report_dir, empty_report_dir, update_latest
 
 ValidationResult = DeployResult  # the same facts: the judged report, where it is, the release it ran
-
-
-def current_release(session) -> StageResult:
-    """The release that is current on the target, as the deploy flow would describe it (nothing is sent)."""
-    current = session.status().get("committed")  # the release that passed its health check (a trial is not validated)
-    if current is None:
-        raise TargetError(f"no release is current on {session.name}", hint=f"deploy one first: deploy --target {session.name} PIPELINE")
-    return StageResult(current, 0, 0, 0, current, None, device=session.probe(), python=session.env(current))
 
 
 class Validate:
@@ -58,6 +48,8 @@ class Validate:
         deploy: bool = False,
         progress: Progress | None = None,
         force: bool = False,
+        parallel: int = 4,
+        canary: bool = False,
     ) -> None:
         self.pipeline_path = Path(pipeline_path)
         self.target_name = target
@@ -68,13 +60,15 @@ class Validate:
         self.deploy = deploy
         self.progress = progress or SilentProgress()
         self.force = force
+        self.parallel = parallel
+        self.canary = canary
 
-    def __call__(self) -> ValidationResult:
+    def __call__(self) -> ValidationResult | FleetResult:
         targets = resolve_targets(self.target_name)
-        if len(targets) != 1:
-            raise ConfigError(
-                f"--target {self.target_name!r} names {len(targets)} targets", hint="validate one target at a time (deploy handles fleets)"
-            )
+        if len(targets) > 1:  # a group: each target validated into DIR/<target>/, and the fleet report in DIR/fleet.json
+            from tools.validation.validate_fleet import validate_fleet
+
+            return validate_fleet(self, targets)
         if self.stress:
             InterferencePlan.parse(self.stress)  # refuse a bad --stress before anything runs
         pipeline = load_pipeline(self.pipeline_path)
@@ -104,7 +98,7 @@ class Validate:
                 if self.force:
                     empty_report_dir(report_dir)
                 report = measure(session, staged, report_dir, self.frames, self.progress, stress=self.stress)
-                _require_same_pipeline(report, pipeline, session.name)
+                require_same_pipeline(report, pipeline, session.name)
                 for run in range(2, repeat + 1):
                     folder = report_dir / f"repeat-{run}"
                     measure(session, staged, folder, self.frames, self.progress, stress=self.stress, run_name=f"validation-{run}")
@@ -112,56 +106,5 @@ class Validate:
         report = accept(report_dir, pipeline, artifacts, report, self.progress, repeats)
         if self.report_dir is None:
             update_latest(report_dir)
+        finished(report_dir, "validate")  # into the history (and MLflow, where asked); never fails the validation
         return ValidationResult(report, report_dir, staged, pipeline)
-
-
-def _release_file(session, release_id: str, name: str) -> bytes:
-    """One file of a release on the target, read without running anything there."""
-    store = getattr(session, "store", None)
-    if store is not None:  # local: the store is on this machine
-        return (store.release_dir(release_id) / name).read_bytes()
-    with session.connection.sftp().open(f"{session.root}/releases/{release_id}/{name}", "rb") as handle:  # a vehicle: SFTP
-        return handle.read()
-
-
-def require_current(session, pipeline: PipelineFile) -> str:
-    """Refuse (TargetError) unless the target's current release runs this very pipeline file, saying which
-    pipeline and release are current. Reads the release's manifest: nothing runs, nothing is written."""
-    from tools.release.bundle import runtime_files
-
-    session.ensure_agent(runtime_files())
-    current = session.status().get("committed")  # the release that passed its health check
-    mine = sha256_of(pipeline.path)
-    if current is None:
-        raise TargetError(
-            f"no release is current on {session.name}: there is nothing to validate {pipeline.path.name} against",
-            hint=f"deploy one first: deploy --target {session.name} {pipeline.path}, or validate with --deploy",
-        )
-    try:
-        manifest = ReleaseManifest.from_json(_release_file(session, current, MANIFEST).decode(), where=f"{session.name}: release {current}")
-        entry = manifest.files[manifest.pipeline]
-        name = (yaml.safe_load(_release_file(session, current, manifest.pipeline)) or {}).get("name")
-    except (OSError, KeyError, ValueError, AttributeError, yaml.YAMLError) as exc:
-        raise TargetError(
-            f"cannot read the pipeline of release {current} on {session.name}: {exc}",
-            hint=f"deploy again: deploy --target {session.name} {pipeline.path}",
-        ) from None
-    if entry.sha256 != mine:
-        raise TargetError(
-            f"the current release on {session.name} is {current}, which runs another version of {pipeline.path.name}: "
-            f"pipeline {name!r} ({manifest.pipeline}, sha256 {entry.sha256[:12]}); this file is pipeline {pipeline.spec.name!r} "
-            f"(sha256 {mine[:12]}). Its verdict would judge the wrong budgets; nothing was run and no report was written",
-            hint=f"deploy this file first (deploy --target {session.name} {pipeline.path}), or validate with --deploy",
-        )
-    return current
-
-
-def _require_same_pipeline(report: dict, pipeline: PipelineFile, target: str) -> None:
-    """After the run, the same check on what really ran (the report's hash)."""
-    ran = (report.get("hashes") or {}).get("pipeline_sha256")
-    if ran != sha256_of(pipeline.path):
-        raise TargetError(
-            f"the current release on {target} ({report.get('release')}) runs another version of {pipeline.path.name} "
-            f"(sha256 {str(ran)[:12]}, this file {sha256_of(pipeline.path)[:12]}): its verdict would judge the wrong budgets",
-            hint=f"deploy this file first (deploy --target {target} {pipeline.path}), or validate with --deploy",
-        )

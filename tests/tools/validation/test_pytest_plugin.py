@@ -19,6 +19,7 @@ from .test_validate import relaxed_example
 
 REPO = Path(__file__).resolve().parents[3]
 TEAM_TESTS = 3  # tests/acceptance/test_team_requirements.py
+GATE = "test_no_regression_beyond_the_tolerance"  # tests/acceptance/test_regression_gate.py: skipped without --baseline
 
 
 def pytest_command() -> list[str]:
@@ -58,7 +59,8 @@ def test_acceptance_suite_on_the_local_target(tmp_path, state_dir, deployed_rela
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     names = declared_checks(load_pipeline(pipeline).spec.budgets, 1)
     results = outcomes(suite)
-    assert {f"test_budget[{name}]" for name in names} <= set(results) and len(results) == len(names) + TEAM_TESTS
+    assert {f"test_budget[{name}]" for name in names} <= set(results) and len(results) == len(names) + TEAM_TESTS + 1
+    assert results.pop(GATE) == "skipped"
     # The unreadable power mode (on_unmet: warn) is skipped with its reason, never a plain pass.
     assert results.pop("test_budget[environment.power_mode]") == "skipped" and set(results.values()) == {"passed"}
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
@@ -84,6 +86,7 @@ def test_acceptance_suite_over_real_ssh(tmp_path, ssh_target):
     done, suite = acceptance_suite(pipeline, ssh_target.name, tmp_path, "--frames", "15")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     results = outcomes(suite)
+    assert results.pop(GATE) == "skipped"
     assert results.pop("test_budget[environment.power_mode]") == "skipped" and set(results.values()) == {"passed"}
     report = (tmp_path / "report" / "report.json").read_text()
     assert '"target": "sim"' in report and (tmp_path / "report" / "report.html").is_file()

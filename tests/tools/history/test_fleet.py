@@ -1,0 +1,82 @@
+"""Fleets of simulated targets (real sshd): each target's run recorded as it ends (concurrent writers), and the fleet
+report naming the device that is slower than its class, for a fleet deploy and for `sdk validate --target GROUP`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from tools.history.store import open_for_reading
+
+SLOW_SITE = '''\
+"""A slow device: every decode (the YOLO decoder's __call__) busy-waits 4 ms before it runs."""
+import sys
+import threading
+import time
+
+
+def _slow(frame, event, arg):
+    if event == "call" and frame.f_code.co_name == "__call__" and frame.f_code.co_filename.endswith("yolo.py"):
+        end = time.perf_counter() + 0.004
+        while time.perf_counter() < end:
+            pass
+
+
+sys.setprofile(_slow)
+threading.setprofile(_slow)
+'''
+
+
+def slow_python(folder: Path) -> Path:
+    """A device Python whose runs decode 4 ms slower (a sitecustomize on its path): the planted slow device."""
+    site = folder / "slow-site"
+    site.mkdir(parents=True)
+    (site / "sitecustomize.py").write_text(SLOW_SITE)
+    wrapper = folder / "slow-python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+@pytest.mark.slow
+def test_the_fleet_report_names_the_planted_slow_device(ssh_target, tiny_pipeline, tmp_path, sdk, monkeypatch):
+    monkeypatch.setenv("SDK_HISTORY", str(tmp_path / "history.sqlite"))
+    pipeline, _ = tiny_pipeline(frames=120)
+    names = [f"orin-0{k}" for k in range(1, 5)]
+    for name in names:
+        root = tmp_path / f"root-{name}"
+        root.mkdir()
+        extra = {"python": str(slow_python(tmp_path / name))} if name == "orin-03" else {}
+        ssh_target.write(name, remote_root=str(root), **extra)
+    (ssh_target.targets / "groups.yaml").write_text(f"vehicles: [{', '.join(names)}]\n")
+    deployed = sdk("deploy", "--target", "vehicles", str(pipeline.path), "--report-dir", str(tmp_path / "fleet"))
+    assert deployed.returncode == 0, deployed.stdout[-2000:] + deployed.stderr[-2000:]
+    report = json.loads((tmp_path / "fleet" / "fleet.json").read_text())
+    assert [d["target"] for d in report["devices"]] == names and {d["verdict"] for d in report["devices"]} == {"PASS"}
+    ((name, spread),) = report["classes"].items()
+    assert name.startswith("linux-generic/") and spread["devices"] == names
+    assert spread["figures"]["end_to_end.p50_ms"]["most_device"] == "orin-03"
+    assert {o["target"] for o in report["outliers"]} == {"orin-03"}, report["outliers"]
+    assert all(o["direction"] == "slower" and o["interval"][0] > o["class_spread"][1] for o in report["outliers"])
+    assert "orin-03" in deployed.stdout.split("outlier")[-1]
+    # Each target's run was recorded by its own thread as it ended, with the fleet it belongs to.
+    with closing(open_for_reading(tmp_path / "history.sqlite")) as connection:
+        rows = [dict(r) for r in connection.execute("SELECT target, kind, fleet_dir, verdict FROM runs ORDER BY target")]
+    assert [(r["target"], r["kind"], r["fleet_dir"], r["verdict"]) for r in rows] == [(n, "deploy", str(tmp_path / "fleet"), "PASS") for n in names]
+    # The validation of the group: the same report, and the fleet's worst verdict as its exit code.
+    validated = sdk("validate", str(pipeline.path), "--target", "vehicles", "--report-dir", str(tmp_path / "validated"))
+    assert validated.returncode == 0, validated.stdout[-2000:] + validated.stderr[-2000:]
+    report = json.loads((tmp_path / "validated" / "fleet.json").read_text())
+    assert {o["target"] for o in report["outliers"]} == {"orin-03"} and report["exit_code"] == 0
+    assert all((tmp_path / "validated" / n / "report.json").is_file() for n in names)
+    history = json.loads(sdk("history", "--json", "--kind", "validate").stdout)
+    assert sorted(r["target"] for r in history["runs"]) == names
+    strict = pipeline.path.read_text().replace("max_ms: 5000", "max_ms: 2")  # the slow device now fails its budget
+    pipeline.path.write_text(strict)
+    failed = sdk("validate", str(pipeline.path), "--target", "vehicles", "--deploy", "--report-dir", str(tmp_path / "strict"))
+    verdicts = {d["target"]: d["verdict"] for d in json.loads((tmp_path / "strict" / "fleet.json").read_text())["devices"]}
+    assert verdicts["orin-03"] == "FAIL" and failed.returncode == 3
