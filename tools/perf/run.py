@@ -91,6 +91,9 @@ class Profile:
         write_html(report, report_dir)
         if self.json_path is not None:
             write_json(report, self.json_path)
+        from tools.history.hook import finished
+
+        finished(report_dir, "profile")  # into the history (and MLflow, where asked); never fails the profile
         return ProfileResult(report, report_dir)
 
     def _run_local(self, pipeline, artifacts, raw_dir: Path) -> None:

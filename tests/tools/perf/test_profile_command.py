@@ -66,3 +66,14 @@ def test_a_bad_frame_count_and_an_unknown_target_are_one_error_line(sdk):
     assert done.returncode == 1 and done.stderr.count("error:") == 1 and "Traceback" not in done.stderr
     done = sdk("profile", str(EXAMPLE), "--target", "nowhere")
     assert done.returncode == 1 and "error:" in done.stderr and "hint:" in done.stderr
+
+
+def test_the_profile_is_kept_in_the_history(profiled):
+    """A profile run is a row of the run history (kind `profile`, its target, pipeline and report folder)."""
+    import os
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(os.environ["SDK_HISTORY"])) as connection:
+        rows = connection.execute("SELECT kind, target, pipeline FROM runs WHERE report_dir = ?", (str((profiled / "report").resolve()),)).fetchall()
+    assert rows == [("profile", "local", "pedestrian")]
