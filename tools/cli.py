@@ -117,6 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument(
         "--output", "-o", type=Path, metavar="PIPELINE.yaml", help="where to write (default: MODEL.yaml beside the model; never overwritten)"
     )
+    init.add_argument(
+        "--cascade",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="MODEL.onnx",
+        help="a model run on the crops of the boxes (a text recogniser, a classifier); repeatable",
+    )
     prepare = commands.add_parser("prepare", help="prepare the model (graph cut, static shapes, constants)")
     prepare.add_argument("pipeline", type=Path, help="pipeline file (YAML) whose model to prepare")
     calibrate = commands.add_parser("calibrate", help="INT8: ranges, Q/DQ model and TensorRT calibration caches from one run")
@@ -275,7 +283,7 @@ def _validate(args: argparse.Namespace, console: Console) -> int:
 def _init(args: argparse.Namespace, console: Console) -> int:
     from tools.init_pipeline import init_pipeline
 
-    result = init_pipeline(args.model, source=args.source, output=args.output)
+    result = init_pipeline(args.model, source=args.source, output=args.output, cascade=args.cascade)
     console.print(f"{result.recognised.summary}", highlight=False, markup=False)
     console.print(f"wrote {result.path}", highlight=False, markup=False)
     if result.fill_in:
@@ -284,8 +292,10 @@ def _init(args: argparse.Namespace, console: Console) -> int:
         )
         for key, why in result.fill_in:
             console.print(f"  {key}: {why}", highlight=False, markup=False)
-    else:
-        console.print(f"run it: deploy --target local {result.path} --frames 30", highlight=False, markup=False)
+    from tools.init_pipeline import RUN_FRAMES
+
+    then = f"sdk check {result.path}, then deploy --target local {result.path} --frames {RUN_FRAMES}"
+    console.print(f"next: {'fill them in, ' if result.fill_in else ''}{then}", highlight=False, markup=False)
     return 0
 
 

@@ -127,8 +127,11 @@ def test_blazeface_names_what_to_fill_in_and_runs_once_it_is(tmp_path, sdk, depl
     (tmp_path / "frames").mkdir()
     for i, frame in enumerate(frames):
         cv2.imwrite(str(tmp_path / "frames" / f"{i:03d}.png"), frame)
-    edit(pipeline, {**BLAZEFACE_EDITS, "source.uri": "images://frames", "postprocess.score_threshold": 0.5, "postprocess.iou_threshold": 0.3})
-    assert load_pipeline(pipeline).spec.postprocess.decoder.anchors.generate.anchor_count == 896
+    edit(pipeline, {**BLAZEFACE_EDITS, "source.uri": "images://frames"})
+    spec = load_pipeline(pipeline).spec
+    assert spec.postprocess.decoder.anchors.generate.anchor_count == 896
+    assert (spec.postprocess.score_threshold, spec.postprocess.iou_threshold) == (0.5, 0.3)  # MediaPipe's face detection, as written
+    assert spec.budgets.warmup_frames == 10 and [s.kind for s in spec.sinks] == ["jsonl", "video"]
     lines = deploy_local(pipeline, 8, tmp_path / "state", tmp_path / "reports")
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     stats = compare(frames, lines, session, reference_anchors(), NAMES, band=0.01)
@@ -343,56 +346,36 @@ def test_a_yolo_v8_head_is_recognised_and_runs_as_written(tmp_path, sdk, deploy_
     assert len(lines) == 5
 
 
-def yolox_like(path: Path, size: int = 64, classes: int = 3) -> Path:
-    """A graph with a raw YOLOX head's shape ([1, cells of strides 8, 16, 32, 5 + C], decode_in_inference off), fixed
-    weights, no metadata: recognition and the run only (no YOLOX model is in the repository)."""
-    rng = np.random.default_rng(1)
-    nodes, inits, parts = [], [], []
-    for stride in (8, 16, 32):
-        w = helper.make_tensor(
-            f"w{stride}", TensorProto.FLOAT, [5 + classes, 3, stride, stride], rng.normal(0, 0.004, (5 + classes) * 3 * stride * stride)
-        )
-        inits += [w, helper.make_tensor(f"s{stride}", TensorProto.INT64, [3], [1, 5 + classes, -1])]
-        nodes += [
-            helper.make_node("Conv", ["images", f"w{stride}"], [f"c{stride}"], strides=[stride, stride]),
-            helper.make_node("Reshape", [f"c{stride}", f"s{stride}"], [f"r{stride}"]),
-        ]
-        parts.append(f"r{stride}")
-    nodes += [
-        helper.make_node("Concat", parts, ["raw"], axis=2),
-        helper.make_node("Transpose", ["raw"], ["rows"], perm=[0, 2, 1]),
-        helper.make_node("Sigmoid", ["rows"], ["output"]),  # offsets in 0..1, log sizes near 0.5, scores through the sigmoid
-    ]
-    cells = sum((size // s) ** 2 for s in (8, 16, 32))
-    graph = helper.make_graph(
-        nodes,
-        "yolox",
-        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, cells, 5 + classes])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
-    return path
-
-
 @pytest.mark.slow
-def test_a_yolox_head_gets_kind_yolo_layout_yolox_and_runs_once_filled_in(tmp_path, sdk, deploy_local):
-    yolox_like(tmp_path / "yolox.onnx")
-    done = sdk("init", "yolox.onnx", cwd=tmp_path)
-    assert done.returncode == 0 and "YOLOX head 'output' [1, 84, 8]: one row per cell, objectness and 3 class scores" in done.stdout, done.stdout
-    keys = [line.split(":")[0].strip() for line in done.stdout.splitlines() if line.startswith("  ")]
-    assert keys == ["preprocess.normalize"], done.stdout
-    data = yaml.safe_load((tmp_path / "yolox.yaml").read_text())
-    assert data["postprocess"]["decoder"] == {"kind": "yolo", "output": "output", "layout": "yolox", "strides": [8, 16, 32]}
-    with pytest.raises(ConfigError, match=r"preprocess\.normalize: still the placeholder .*YOLOX exports take BGR 0\.\.255"):
-        load_pipeline(tmp_path / "yolox.yaml")
-    edit(tmp_path / "yolox.yaml", {"preprocess.normalize": {"scale": 1.0}, "preprocess.color": "bgr", "postprocess.classes": ["a", "b", "c"]})
-    spec = load_pipeline(tmp_path / "yolox.yaml").spec
-    assert spec.postprocess.decoder.grid_strides() == (8, 16, 32) and spec.preprocess.resize.mode == "letterbox"
-    lines = deploy_local(tmp_path / "yolox.yaml", 5, tmp_path / "state", tmp_path / "reports")
-    assert len(lines) == 5
+def test_the_real_yolox_nano_is_written_as_yoloxs_demo_runs_it_and_detects_what_the_demo_does(tmp_path, sdk, deploy_local):
+    from tests.integration import yolox_reference
+
+    shutil.copy(ASSETS / "yolox_nano.onnx", tmp_path / "yolox_nano.onnx")
+    shutil.copy(EXAMPLE / "assets" / "vtest.avi", tmp_path / "clip.avi")
+    done = sdk("init", "yolox_nano.onnx", "--source", "file://clip.avi", cwd=tmp_path)
+    assert done.returncode == 0 and "YOLOX head 'output' [1, 3549, 85]: one row per cell, objectness and 80 class scores" in done.stdout, done.stdout
+    assert "fill in" not in done.stdout and "next: sdk check yolox_nano.yaml, then deploy --target local yolox_nano.yaml --frames 309" in done.stdout
+    spec = load_pipeline(tmp_path / "yolox_nano.yaml").spec  # nothing to fill in: YOLOX's own settings
+    assert spec.preprocess.resize.model_dump() == {
+        "width": 416,
+        "height": 416,
+        "mode": "letterbox",
+        "coordinates": "half_pixel",
+        "pad_value": 114,
+        "align": "top_left",
+    }
+    assert spec.preprocess.color == "bgr" and spec.preprocess.normalize.is_identity
+    assert spec.postprocess.decoder.grid_strides() == (8, 16, 32) and spec.postprocess.classes[:3] == ("person", "bicycle", "car")
+    assert (spec.postprocess.score_threshold, spec.postprocess.iou_threshold, spec.postprocess.nms) == (0.3, 0.45, "class_agnostic")
+    lines = deploy_local(tmp_path / "yolox_nano.yaml", 12, tmp_path / "state", tmp_path / "reports")
+    session = ort.InferenceSession(str(ASSETS / "yolox_nano.onnx"), providers=["CPUExecutionProvider"])
+    video = cv2.VideoCapture(str(tmp_path / "clip.avi"))
+    for line in lines:
+        ok, frame = video.read()
+        ours = [(spec.postprocess.classes.index(d["label"]), d["score"], d["box"]) for d in line["detections"]]
+        yolox_reference.assert_same(ours, yolox_reference.detect(session, frame), px=0.5, score=0.005)  # 2 decimals in the file
+    video.release()
+    assert len(lines) == 12 and sum(len(line["detections"]) for line in lines) >= 60
 
 
 def test_the_model_must_be_in_the_pipeline_folder_and_so_must_the_source(tmp_path, sdk):
@@ -456,11 +439,14 @@ def test_families_from_output_shapes_at_640(tmp_path, outputs, nms, family, deco
 
     found = recognise(_graph_with_outputs(tmp_path / "m.onnx", [1, 3, 640, 640], outputs, nms=nms))
     assert found.family == family and (found.width, found.height, found.layout) == (640, 640, "nchw")
-    assert found.preprocess["normalize"].startswith("FILL-IN: ")  # no Ultralytics metadata: the normalisation is not known
+    if family == "yolox":  # YOLOX's own preprocessing: BGR 0..255 into the top-left corner
+        assert found.preprocess["normalize"] == {"scale": 1.0} and found.preprocess["align"] == "top_left"
+    else:
+        assert found.preprocess["normalize"].startswith("FILL-IN: ")  # no Ultralytics metadata: the normalisation is not known
     written = {k: v for k, v in found.decoder.items() if not (isinstance(v, str) and v.startswith("FILL-IN: "))}
     assert written == decoder
-    if family.startswith("yolo"):
-        assert found.classes == [f"class_{i}" for i in range(80)]
+    if family.startswith("yolo"):  # 80 classes and no names: COCO's for YOLOX (its demo's), class_N otherwise
+        assert found.classes[:2] == (["person", "bicycle"] if family == "yolox" else ["class_0", "class_1"]) and len(found.classes) == 80
     if family == "nms-inside":  # what only the user knows
         assert {k for k, v in found.decoder.items() if v not in written.values()} >= {"box_format", "normalized", "class_offset"}
         assert found.classes.startswith("FILL-IN: ")
