@@ -56,7 +56,8 @@ def deploy_local(capfd, monkeypatch):
     def call(pipeline: Path, frames: int, state: Path, reports: Path) -> list[dict]:
         args = ["deploy", "--target", "local", str(pipeline), "--frames", str(frames), "--report-dir", str(reports)]
         done = in_process(capfd, monkeypatch, args, REPO, {"SDK_STATE_DIR": str(state), "COLUMNS": "200"})
-        assert done.returncode in (0, 4), done.stdout + done.stderr  # PASS, or INCONCLUSIVE on too few frames for a verdict
+        # PASS, FAIL (a measurement of the budgets that `sdk init` writes) or INCONCLUSIVE (too few frames): never an error
+        assert done.returncode in (0, 3, 4), done.stdout + done.stderr
         return [json.loads(line) for line in (reports / "detections.jsonl").read_text().splitlines()]
 
     return call
@@ -160,37 +161,65 @@ def _rapidocr_models() -> Path:
     return Path(rapidocr.__file__).parent / "models"
 
 
-@pytest.mark.parametrize(
-    ("model", "family", "decoder"),
-    [
-        (
-            "ch_ppocr_mobile_v2.0_cls_infer.onnx",
-            "classifier: 'save_infer_model/scale_0.tmp_1' ['?', 2] scores 2 classes",
-            {"kind": "classify", "output": "save_infer_model/scale_0.tmp_1", "activation": "none", "top_k": 2},  # Softmax in the graph
-        ),
-        (
-            "ch_PP-OCRv4_det_infer.onnx",
-            "segmenter: 'sigmoid_0.tmp_0'",
-            {"kind": "segment", "output": "sigmoid_0.tmp_0", "threshold": 0.5, "activation": "none"},  # Sigmoid in the graph
-        ),
-        ("ch_PP-OCRv4_rec_infer.onnx", "sequence recogniser (CTC): 'softmax_11.tmp_0'", None),
-    ],
-)
-def test_paddleocr_models_are_recognised_and_refused_until_filled_in(tmp_path, model, family, decoder, sdk):
+def placeholders_in(path: Path) -> list[str]:
+    """The dotted keys whose value in the written file is a FILL-IN placeholder, in file order (lists indexed as [i])."""
+
+    def walk(node, at: str):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield from walk(value, f"{at}.{key}" if at else str(key))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                yield from walk(value, f"{at}[{i}]")
+        elif isinstance(node, str) and node.startswith("FILL-IN: "):
+            yield at
+
+    return list(walk(yaml.safe_load(path.read_text()), ""))
+
+
+def listed(done) -> list[str]:
+    return [line.split(":")[0].strip() for line in done.stdout.splitlines() if line.startswith("  ")]
+
+
+def test_the_paddleocr_classifier_of_dynamic_size_lists_every_placeholder_it_writes(tmp_path, sdk):
+    model = "ch_ppocr_mobile_v2.0_cls_infer.onnx"
     shutil.copy(_rapidocr_models() / model, tmp_path / model)
     done = sdk("init", model, cwd=tmp_path)
-    assert done.returncode == 0 and done.stdout.startswith(family), done.stdout + done.stderr
-    keys = [line.split(":")[0].strip() for line in done.stdout.splitlines() if line.startswith("  ")]
-    plugin = ["postprocess.decoder.entry"] if decoder is None else []  # a CTC recogniser as the primary model: no kind covers it
-    assert keys == ["preprocess.resize.width", "preprocess.resize.height", "preprocess.normalize", *plugin]
+    assert done.returncode == 0 and done.stdout.startswith("classifier: 'save_infer_model/scale_0.tmp_1' ['?', 2] scores 2 classes"), done.stdout
     written = tmp_path / model.replace(".onnx", ".yaml")
     data = yaml.safe_load(written.read_text())
-    if decoder is not None:
-        assert data["postprocess"]["decoder"] == decoder
-    else:
-        assert data["postprocess"]["decoder"]["kind"] == "python"
+    assert data["postprocess"]["decoder"] == {"kind": "classify", "output": "save_infer_model/scale_0.tmp_1", "activation": "none", "top_k": 2}
+    assert (
+        listed(done)
+        == placeholders_in(written)
+        == [
+            "preprocess.resize.width",
+            "preprocess.resize.height",
+            "preprocess.normalize",
+            "model.prepare.inputs.x",  # the input's static shape: written, so listed
+        ]
+    )
     with pytest.raises(ConfigError, match=r"preprocess\.resize\.width: still the placeholder `sdk init` wrote \(the model's input width is dynamic"):
         load_pipeline(written)
+
+
+def test_the_paddleocr_text_detector_is_a_db_text_detector_sized_for_its_source(tmp_path, sdk):
+    shutil.copy(_rapidocr_models() / "ch_PP-OCRv4_det_infer.onnx", tmp_path / "det.onnx")
+    done = sdk("init", "det.onnx", "--source", "synthetic://noise?width=1280&height=720", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("text detector (DB): 'sigmoid_0.tmp_0'"), done.stdout
+    assert listed(done) == placeholders_in(tmp_path / "det.yaml") == []
+    spec = load_pipeline(tmp_path / "det.yaml").spec  # PaddleOCR's settings: nothing to fill in
+    assert spec.postprocess.decoder.kind == "db" and spec.postprocess.classes == ("text",) and spec.postprocess.score_threshold == 0.6
+    assert (spec.preprocess.resize.width, spec.preprocess.resize.height) == (960, 544)  # longer side 960, multiples of 32
+    assert spec.model.prepare.inputs == {"x": (1, 3, 544, 960)} and spec.preprocess.color == "bgr"
+    assert spec.preprocess.normalize.mean == (0.485, 0.456, 0.406) and spec.preprocess.normalize.std == (0.229, 0.224, 0.225)
+
+
+def test_a_ctc_recogniser_alone_is_offered_as_a_cascade_step(tmp_path, sdk):
+    shutil.copy(_rapidocr_models() / "ch_PP-OCRv4_rec_infer.onnx", tmp_path / "rec.onnx")
+    done = sdk("init", "rec.onnx", cwd=tmp_path)
+    assert done.returncode == 1 and "text recogniser (CTC): 'softmax_11.tmp_0'" in done.stderr and "runs as a cascade step" in done.stderr
+    assert "hint: sdk init DETECTOR.onnx --cascade rec.onnx" in done.stderr and not (tmp_path / "rec.yaml").exists()
 
 
 def _frames(folder: Path, frames: list[np.ndarray]) -> None:
@@ -231,30 +260,16 @@ def test_the_paddleocr_classifier_runs_as_kind_classify_after_the_documented_edi
 
 
 @pytest.mark.slow
-def test_the_paddleocr_text_detector_runs_as_kind_segment_after_the_documented_edits(tmp_path, sdk, deploy_local):
+def test_the_paddleocr_text_detector_runs_as_written_and_finds_the_lines(tmp_path, sdk, deploy_local):
     from tests.integration.real_models import document_frame
 
     shutil.copy(_rapidocr_models() / "ch_PP-OCRv4_det_infer.onnx", tmp_path / "det.onnx")
-    assert sdk("init", "det.onnx", cwd=tmp_path).returncode == 0
     _frames(tmp_path / "frames", [document_frame(i) for i in range(5)])
-    edit(
-        tmp_path / "det.yaml",
-        {
-            "source.uri": "images://frames",
-            "preprocess.resize.width": 320,
-            "preprocess.resize.height": 192,
-            "preprocess.color": "bgr",
-            "preprocess.normalize": PADDLE_NORMALIZE,
-            "model.prepare.inputs": {"x": [1, 3, 192, 320]},
-            "postprocess.classes": ["background", "text"],
-        },
-    )
+    assert sdk("init", "det.onnx", "--source", "images://frames", cwd=tmp_path).returncode == 0
+    assert load_pipeline(tmp_path / "det.yaml").spec.model.prepare.inputs == {"x": (1, 3, 352, 640)}  # 640 x 360 frames
     lines = deploy_local(tmp_path / "det.yaml", 5, tmp_path / "state", tmp_path / "reports")
-    assert [line["mask"] for line in lines] == [f"masks/{i:06d}.png" for i in range(5)]
-    for line in lines:
-        assert line["pixels"]["text"] > 2000 and line["pixels"]["background"] + line["pixels"]["text"] == 640 * 360, line["pixels"]
-        mask = cv2.imread(str(tmp_path / "reports" / line["mask"]), cv2.IMREAD_UNCHANGED)
-        assert mask.shape == (360, 640) and set(np.unique(mask)) == {0, 1}
+    for line in lines:  # four lines of text a frame, each a box with its four corners
+        assert len(line["detections"]) == 4 and all(d["label"] == "text" and len(d["keypoints"]) == 4 for d in line["detections"]), line
 
 
 NMS_EDITS = {  # the head tests/integration/test_nms_inside_real_model.py appends: TF Object Detection API outputs
