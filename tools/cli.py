@@ -92,7 +92,9 @@ def _add_targets_add(targets_commands) -> None:
     from tools.targets.spec import PLATFORMS
 
     add = targets_commands.add_parser(
-        "add", help="write targets/NAME.yaml for a device: fetches its SSH host key once, shows the fingerprint, pins it once confirmed"
+        "add",
+        help="write targets/NAME.yaml for a device: fetches its SSH host key once, shows the fingerprint, pins it once confirmed "
+        "(without a terminal: --fingerprint)",
     )
     add.add_argument("name", help="the new target's name, e.g. orin-01 (letters, digits, '-', '_')")
     add.add_argument("--host", required=True, help="the device's address or host name")
@@ -102,7 +104,10 @@ def _add_targets_add(targets_commands) -> None:
     add.add_argument("--port", type=_port, default=22, help="the device's SSH port (default 22)")
     add.add_argument("--remote-root", metavar="DIR", help="the folder on the device for releases (default: ~USER/perception)")
     add.add_argument(
-        "--fingerprint", metavar="SHA256:...", help="for scripts: the host key's fingerprint, verified out of band; a different key is refused"
+        "--fingerprint",
+        metavar="SHA256:...",
+        help="the host key's fingerprint, verified out of band; required without a terminal (scripts, CI), where nobody can confirm "
+        "the key shown; a different key is refused",
     )
 
 
@@ -125,6 +130,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MODEL.onnx",
         help="a model run on the crops of the boxes (a text recogniser, a classifier); repeatable",
     )
+    check = commands.add_parser("check", help="check a pipeline file without running it: schema, model tensors against the decoder, budgets")
+    check.add_argument("pipeline", type=Path, help="pipeline file (YAML)")
+    check.add_argument("--target", "-t", help="also what this host can see of the target without connecting (key file, host-key pin)")
+    check.add_argument("--frames", type=_whole, help="the frames the run will have (--frames of the deploy): are they enough for the budgets?")
     prepare = commands.add_parser("prepare", help="prepare the model (graph cut, static shapes, constants)")
     prepare.add_argument("pipeline", type=Path, help="pipeline file (YAML) whose model to prepare")
     calibrate = commands.add_parser("calibrate", help="INT8: ranges, Q/DQ model and TensorRT calibration caches from one run")
@@ -297,6 +306,21 @@ def _init(args: argparse.Namespace, console: Console) -> int:
     then = f"sdk check {result.path}, then deploy --target local {result.path} --frames {RUN_FRAMES}"
     console.print(f"next: {'fill them in, ' if result.fill_in else ''}{then}", highlight=False, markup=False)
     return 0
+
+
+def _check(args: argparse.Namespace, console: Console) -> int:
+    from tools.check_pipeline import PROBLEM, check_pipeline
+    from tools.console import render_findings
+
+    with Console(stderr=True).status("checking (the model is prepared as a deploy prepares it)"):
+        result = check_pipeline(args.pipeline, args.target, args.frames)
+    render_findings(console, result, f"{result.target} ({result.where})")
+    problems = [f for f in result.findings if f.status == PROBLEM]
+    if not problems:
+        console.print(f"nothing found that stops {result.target} from running and being judged", highlight=False, soft_wrap=True)
+        return 0
+    console.print(f"{len(problems)} problem(s): {', '.join(f.what for f in problems)}", style="bold red", highlight=False, soft_wrap=True)
+    return 1
 
 
 def _prepare(args: argparse.Namespace, console: Console) -> int:
@@ -528,16 +552,12 @@ def _targets_add(args: argparse.Namespace, console: Console) -> int:
 def _targets_check(args: argparse.Namespace, console: Console) -> int:
     from rich.text import Text
 
+    from tools.console import render_findings
     from tools.targets import resolve_target
-    from tools.targets.check import BLOCKED, check_target
+    from tools.targets.check import check_target
 
-    style = {"ok": "green", "note": "cyan", "warn": "yellow", BLOCKED: "bold red"}
     result = check_target(resolve_target(args.target))
-    console.print(Text(f"{result.target} ({result.where})", style="bold"), soft_wrap=True)
-    for finding in result.findings:
-        console.print(Text.assemble("  ", (f"{finding.status:<8}", style[finding.status]), f" {finding.what}: {finding.detail}"), soft_wrap=True)
-        if finding.hint and finding.status != "ok":
-            console.print(Text(f"{'':11}hint: {finding.hint}"), soft_wrap=True)
+    render_findings(console, result, f"{result.target} ({result.where})")
     blocking = result.blocking
     if not blocking:
         console.print(Text(f"nothing blocks a deploy to {result.target}", style="bold green"), soft_wrap=True)
@@ -609,6 +629,7 @@ HANDLERS = {
     "validate": _validate,
     "selftest": _selftest,
     "init": _init,
+    "check": _check,
     "prepare": _prepare,
     "calibrate": _calibrate,
     "dla-report": _dla_report,

@@ -108,3 +108,18 @@ def render_accuracy(console: Console, report: dict) -> None:
     for failure in report["failures"]:
         console.print(f"  [bold red]FAIL[/] {failure}")
     console.print("accuracy gate: " + ("[bold green]PASS[/]" if report["passed"] else "[bold red]FAIL[/]"))
+
+
+FINDING_STYLE = {"ok": "green", "note": "cyan", "warn": "yellow", "blocked": "bold red", "problem": "bold red"}
+
+
+def render_findings(console: Console, result, headline: str) -> None:
+    """A check's findings, one line each (with its hint below where it is not ok), under `headline`."""
+    from rich.text import Text
+
+    console.print(Text(headline, style="bold"), soft_wrap=True)
+    for finding in result.findings:
+        style = FINDING_STYLE[finding.status]
+        console.print(Text.assemble("  ", (f"{finding.status:<8}", style), f" {finding.what}: {finding.detail}"), soft_wrap=True)
+        if finding.hint and finding.status != "ok":
+            console.print(Text(f"{'':11}hint: {finding.hint}"), soft_wrap=True)
