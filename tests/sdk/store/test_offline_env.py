@@ -38,7 +38,8 @@ def test_an_environment_made_from_a_virtual_environment_sees_its_packages_after_
     python = device_venv(tmp_path / "device-venv")
     release = release_with_a_wheel(tmp_path / "release")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    build = f"from pathlib import Path; from sdk.store.offline_env import build_env; print(build_env(Path({str(release)!r}), Path({str(tmp_path / 'env')!r})))"
+    build = "from pathlib import Path; from sdk.store.offline_env import build_env; "
+    build += f"print(build_env(Path({str(release)!r}), Path({str(tmp_path / 'env')!r})))"
     made = Path(subprocess.run([str(python), "-c", build], env=env, capture_output=True, text=True, check=True).stdout.strip())
     assert made == tmp_path / "env" / "bin" / "python"
     probe = "import only_in_the_device_venv, behind_a_pth, shadowed, numpy; print(only_in_the_device_venv.WHERE, behind_a_pth.WHERE, shadowed.WHERE)"
