@@ -224,8 +224,20 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         command = commands.add_parser(name, help=text)
         command.add_argument("--target", "-t", required=True, help="a target name (`sdk targets list`)")
+    commands.choices["status"].add_argument("--json", action="store_true", help="print the store's whole answer as JSON")
     commands.choices["logs"].add_argument("--lines", type=_positive, default=100, help="the last N lines (default 100)")
+    _describe(parser)
     return parser
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Every subcommand's own --help page opens with its one line from the command list (argparse shows it only there)."""
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        for listed in action._choices_actions:
+            sub = action.choices[listed.dest]
+            if sub.description is None and listed.help:
+                sub.description = listed.help[0].upper() + listed.help[1:] + "."
+            _describe(sub)
 
 
 def _deploy(args: argparse.Namespace, console: Console) -> int:
@@ -574,7 +586,12 @@ def _store_command(args: argparse.Namespace, console: Console) -> int:
     from tools.targets import resolve_target
 
     result = store_command(resolve_target(args.target), args.command)
-    console.print_json(json.dumps(result))
+    if args.command == "status" and not args.json:
+        from tools.console import render_status
+
+        render_status(console, args.target, result)
+    else:
+        console.print_json(json.dumps(result))
     return 0
 
 
@@ -647,9 +664,9 @@ HANDLERS = {
 
 def run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)  # usage errors exit 2 here
-    console = Console()
+    console = Console(highlight=False)  # no colours guessed into prose (numbers, words); tables and JSON style themselves
     console.soft_wrap = not console.is_terminal  # piped: whole lines for logs and grep, never wrapped at 80 columns
-    errors = Console(stderr=True)
+    errors = Console(stderr=True, highlight=False)
     try:
         _check_frames(getattr(args, "frames", None))  # before anything is prepared or sent
         _check_pipeline_path(getattr(args, "pipeline", None))
