@@ -128,7 +128,10 @@ def test_blazeface_names_what_to_fill_in_and_runs_once_it_is(tmp_path, sdk, depl
     (tmp_path / "frames").mkdir()
     for i, frame in enumerate(frames):
         cv2.imwrite(str(tmp_path / "frames" / f"{i:03d}.png"), frame)
-    edit(pipeline, {**BLAZEFACE_EDITS, "source.uri": "images://frames"})
+    edit(pipeline, BLAZEFACE_EDITS)
+    checked = sdk("check", "blazeface.yaml", cwd=tmp_path)  # the listed placeholders filled: nothing else to fix
+    assert checked.returncode == 0 and "problem" not in checked.stdout, checked.stdout
+    edit(pipeline, {"source.uri": "images://frames"})
     spec = load_pipeline(pipeline).spec
     assert spec.postprocess.decoder.anchors.generate.anchor_count == 896
     assert (spec.postprocess.score_threshold, spec.postprocess.iou_threshold) == (0.5, 0.3)  # MediaPipe's face detection, as written
