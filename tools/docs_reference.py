@@ -459,9 +459,16 @@ COLUMNS = ("key", "type", "default", "allowed", "meaning")
 def _key_table(selected: list[dict[str, str]]) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |\n| " + " | ".join("---" for _ in COLUMNS) + " |\n"]
     for row in selected:
-        cells = [f"`{row['key']}`", *(_cell(row[c]) for c in COLUMNS[1:])]
+        cells = [_key(row["key"]), *(_cell(row[c]) for c in COLUMNS[1:])]
         lines.append("| " + " | ".join(cells) + " |\n")
     return "".join(lines) + "\n"
+
+
+def _key(key: str) -> str:
+    """A key name that a narrow table column breaks after a dot, never inside a word (docs/stylesheets/extra.css)."""
+    from html import escape
+
+    return '<code class="key">' + ".<wbr>".join(escape(part) for part in key.split(".")) + "</code>"
 
 
 def _cell(text: str) -> str:
