@@ -84,7 +84,16 @@ class MissingDependencyError(SdkError):
 
 
 def missing_dependency(module: str, install: str) -> MissingDependencyError:
-    return MissingDependencyError(
-        f"the Python module {module!r} is not installed",
-        hint=f"install it with: {install}",
-    )
+    """The module and the Python that lacks it; in a release's offline environment, the device Python it was made
+    from (sdk.store.offline_env), which is where a package must be installed for the release to see it."""
+    import os
+    import sys
+
+    where = f"for {sys.executable}"
+    try:
+        with open(os.path.join(sys.prefix, ".created-by"), encoding="utf-8") as made:
+            where = f"in the release's environment {sys.prefix}, made from the device's Python {made.read().strip()}"
+            install = f"{install} for that Python (the release's environment sees its packages)"
+    except OSError:
+        pass
+    return MissingDependencyError(f"the Python module {module!r} is not installed {where}", hint=f"install it with: {install}")

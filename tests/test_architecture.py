@@ -82,7 +82,7 @@ except SdkError as exc:
     print(exc.message, '|', exc.hint)
 """
     done = subprocess.run([sys.executable, "-I", "-c", script], capture_output=True, text=True, timeout=60)
-    assert "'onnxruntime' is not installed | install it with: pip install onnxruntime" in done.stdout, done.stderr
+    assert f"'onnxruntime' is not installed for {sys.executable} | install it with: pip install onnxruntime" in done.stdout, done.stderr
 
 
 @pytest.mark.parametrize("module", ["sdk.store.cli", "sdk.probe", "sdk.service.control"])

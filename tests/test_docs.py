@@ -3,6 +3,7 @@ generated reference matches the code, report.json matches its published schema, 
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -78,7 +79,7 @@ def _schema_keys() -> list[str]:
 
 def test_pipeline_reference_names_every_key_of_the_schema():
     page = (REFERENCE / "pipeline.md").read_text()
-    keys = set(re.findall(r"^\| `([^`]+)` \|", page, flags=re.M))
+    keys = {html.unescape(k.replace("<wbr>", "")) for k in re.findall(r'^\| <code class="key">(.+?)</code> \|', page, flags=re.M)}
     missing = []
     for entry in _schema_keys():
         model, name = entry.split(".", 1)
@@ -211,6 +212,12 @@ def test_the_site_builds_strict(tmp_path):
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
     assert (tmp_path / "site" / "reference" / "pipeline" / "index.html").is_file()
     assert (tmp_path / "site" / "reference" / "report.schema.json").is_file()
+    # Readable offline: no diagram left for a script from a CDN to draw; key names that break only after a dot.
+    pages = [p.read_text() for p in (tmp_path / "site").rglob("*.html")]
+    assert not any('class="mermaid"' in page for page in pages), "a diagram that only a downloaded script draws"
+    reference = (tmp_path / "site" / "reference" / "pipeline" / "index.html").read_text()
+    assert '<code class="key">postprocess.<wbr>decoder.<wbr>kind</code>' in reference
+    assert "word-break: normal" in (tmp_path / "site" / "stylesheets" / "extra.css").read_text() and "extra.css" in reference
     decisions = sorted(p.stem for p in (REPO / "docs" / "decisions").glob("[0-9][0-9][0-9][0-9]-*.md"))
     built = (tmp_path / "site" / "decisions" / "index.html").read_text()
     assert all(f"{name}/" in built for name in decisions), "the decisions index lists every record"
@@ -232,3 +239,28 @@ def test_docs_speak_of_the_product_not_of_how_it_was_made(page):
     text = page.read_text()
     assert not MACHINE_PATH.findall(text), MACHINE_PATH.findall(text)[:3]
     assert not INTERNAL_NUMBER.findall(text), INTERNAL_NUMBER.findall(text)[:3]
+
+
+LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s")
+
+
+@pytest.mark.parametrize("page", [p for p in user_pages() if p.is_relative_to(REPO / "docs")], ids=lambda p: str(p.relative_to(REPO)))
+def test_pages_render_as_written_offline(page):
+    """MkDocs' Markdown reads a list right after a paragraph line as part of the paragraph: a blank line goes first.
+    And a ```mermaid block shows as its source without the script Material would fetch from a CDN: diagrams are text."""
+    lines, fenced, glued = page.read_text().splitlines(), False, []
+    for number, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            assert not line.lstrip().startswith("```mermaid"), f"line {number + 1}: a Mermaid diagram"
+            continue
+        previous = lines[number - 1] if number else ""
+        if (
+            not fenced
+            and LIST_ITEM.match(line)
+            and previous.strip()
+            and not previous.startswith((" ", "|", "#", ">"))
+            and not LIST_ITEM.match(previous)
+        ):
+            glued.append(number + 1)
+    assert not glued, f"a list glued to the paragraph before it (no blank line) at line(s) {glued}"

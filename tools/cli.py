@@ -97,7 +97,9 @@ def _add_targets_add(targets_commands) -> None:
     from tools.targets.spec import PLATFORMS
 
     add = targets_commands.add_parser(
-        "add", help="write targets/NAME.yaml for a device: fetches its SSH host key once, shows the fingerprint, pins it once confirmed"
+        "add",
+        help="write targets/NAME.yaml for a device: fetches its SSH host key once, shows the fingerprint, pins it once confirmed "
+        "(without a terminal: --fingerprint)",
     )
     add.add_argument("name", help="the new target's name, e.g. orin-01 (letters, digits, '-', '_')")
     add.add_argument("--host", required=True, help="the device's address or host name")
@@ -107,7 +109,10 @@ def _add_targets_add(targets_commands) -> None:
     add.add_argument("--port", type=_port, default=22, help="the device's SSH port (default 22)")
     add.add_argument("--remote-root", metavar="DIR", help="the folder on the device for releases (default: ~USER/perception)")
     add.add_argument(
-        "--fingerprint", metavar="SHA256:...", help="for scripts: the host key's fingerprint, verified out of band; a different key is refused"
+        "--fingerprint",
+        metavar="SHA256:...",
+        help="the host key's fingerprint, verified out of band; required without a terminal (scripts, CI), where nobody can confirm "
+        "the key shown; a different key is refused",
     )
 
 
@@ -122,6 +127,18 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument(
         "--output", "-o", type=Path, metavar="PIPELINE.yaml", help="where to write (default: MODEL.yaml beside the model; never overwritten)"
     )
+    init.add_argument(
+        "--cascade",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="MODEL.onnx",
+        help="a model run on the crops of the boxes (a text recogniser, a classifier); repeatable",
+    )
+    check = commands.add_parser("check", help="check a pipeline file without running it: schema, model tensors against the decoder, budgets")
+    check.add_argument("pipeline", type=Path, help="pipeline file (YAML)")
+    check.add_argument("--target", "-t", help="also what this host can see of the target without connecting (key file, host-key pin)")
+    check.add_argument("--frames", type=_whole, help="the frames the run will have (--frames of the deploy): are they enough for the budgets?")
     prepare = commands.add_parser("prepare", help="prepare the model (graph cut, static shapes, constants)")
     prepare.add_argument("pipeline", type=Path, help="pipeline file (YAML) whose model to prepare")
     calibrate = commands.add_parser("calibrate", help="INT8: ranges, Q/DQ model and TensorRT calibration caches from one run")
@@ -216,11 +233,23 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         command = commands.add_parser(name, help=text)
         command.add_argument("--target", "-t", required=True, help="a target name (`sdk targets list`)")
+    commands.choices["status"].add_argument("--json", action="store_true", help="print the store's whole answer as JSON")
     commands.choices["logs"].add_argument("--lines", type=_positive, default=100, help="the last N lines (default 100)")
     from tools.history.commands import add_parsers
 
     add_parsers(commands)  # history, compare
+    _describe(parser)
     return parser
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Every subcommand's own --help page opens with its one line from the command list (argparse shows it only there)."""
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        for listed in action._choices_actions:
+            sub = action.choices[listed.dest]
+            if sub.description is None and listed.help:
+                sub.description = listed.help[0].upper() + listed.help[1:] + "."
+            _describe(sub)
 
 
 def _deploy(args: argparse.Namespace, console: Console) -> int:
@@ -293,7 +322,7 @@ def _validate(args: argparse.Namespace, console: Console) -> int:
 def _init(args: argparse.Namespace, console: Console) -> int:
     from tools.init_pipeline import init_pipeline
 
-    result = init_pipeline(args.model, source=args.source, output=args.output)
+    result = init_pipeline(args.model, source=args.source, output=args.output, cascade=args.cascade)
     console.print(f"{result.recognised.summary}", highlight=False, markup=False)
     console.print(f"wrote {result.path}", highlight=False, markup=False)
     if result.fill_in:
@@ -302,9 +331,26 @@ def _init(args: argparse.Namespace, console: Console) -> int:
         )
         for key, why in result.fill_in:
             console.print(f"  {key}: {why}", highlight=False, markup=False)
-    else:
-        console.print(f"run it: deploy --target local {result.path} --frames 30", highlight=False, markup=False)
+    from tools.init_pipeline import RUN_FRAMES
+
+    then = f"sdk check {result.path}, then deploy --target local {result.path} --frames {RUN_FRAMES}"
+    console.print(f"next: {'fill them in, ' if result.fill_in else ''}{then}", highlight=False, markup=False)
     return 0
+
+
+def _check(args: argparse.Namespace, console: Console) -> int:
+    from tools.check_pipeline import PROBLEM, check_pipeline
+    from tools.console import render_findings
+
+    with Console(stderr=True).status("checking (the model is prepared as a deploy prepares it)"):
+        result = check_pipeline(args.pipeline, args.target, args.frames)
+    render_findings(console, result, f"{result.target} ({result.where})")
+    problems = [f for f in result.findings if f.status == PROBLEM]
+    if not problems:
+        console.print(f"nothing found that stops {result.target} from running and being judged", highlight=False, soft_wrap=True)
+        return 0
+    console.print(f"{len(problems)} problem(s): {', '.join(f.what for f in problems)}", style="bold red", highlight=False, soft_wrap=True)
+    return 1
 
 
 def _prepare(args: argparse.Namespace, console: Console) -> int:
@@ -536,16 +582,12 @@ def _targets_add(args: argparse.Namespace, console: Console) -> int:
 def _targets_check(args: argparse.Namespace, console: Console) -> int:
     from rich.text import Text
 
+    from tools.console import render_findings
     from tools.targets import resolve_target
-    from tools.targets.check import BLOCKED, check_target
+    from tools.targets.check import check_target
 
-    style = {"ok": "green", "note": "cyan", "warn": "yellow", BLOCKED: "bold red"}
     result = check_target(resolve_target(args.target))
-    console.print(Text(f"{result.target} ({result.where})", style="bold"), soft_wrap=True)
-    for finding in result.findings:
-        console.print(Text.assemble("  ", (f"{finding.status:<8}", style[finding.status]), f" {finding.what}: {finding.detail}"), soft_wrap=True)
-        if finding.hint and finding.status != "ok":
-            console.print(Text(f"{'':11}hint: {finding.hint}"), soft_wrap=True)
+    render_findings(console, result, f"{result.target} ({result.where})")
     blocking = result.blocking
     if not blocking:
         console.print(Text(f"nothing blocks a deploy to {result.target}", style="bold green"), soft_wrap=True)
@@ -562,7 +604,12 @@ def _store_command(args: argparse.Namespace, console: Console) -> int:
     from tools.targets import resolve_target
 
     result = store_command(resolve_target(args.target), args.command)
-    console.print_json(json.dumps(result))
+    if args.command == "status" and not args.json:
+        from tools.console import render_status
+
+        render_status(console, args.target, result)
+    else:
+        console.print_json(json.dumps(result))
     return 0
 
 
@@ -634,6 +681,7 @@ HANDLERS = {
     "validate": _validate,
     "selftest": _selftest,
     "init": _init,
+    "check": _check,
     "prepare": _prepare,
     "calibrate": _calibrate,
     "dla-report": _dla_report,
@@ -651,9 +699,9 @@ HANDLERS = {
 
 def run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)  # usage errors exit 2 here
-    console = Console()
+    console = Console(highlight=False)  # no colours guessed into prose (numbers, words); tables and JSON style themselves
     console.soft_wrap = not console.is_terminal  # piped: whole lines for logs and grep, never wrapped at 80 columns
-    errors = Console(stderr=True)
+    errors = Console(stderr=True, highlight=False)
     try:
         _check_frames(getattr(args, "frames", None))  # before anything is prepared or sent
         _check_pipeline_path(getattr(args, "pipeline", None))

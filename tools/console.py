@@ -7,7 +7,17 @@ from rich.table import Table
 
 from sdk.runtime.report import preprocess_line
 from sdk.runtime.verdict import SHORT_UNITS, check_unit, format_number
-from tools.progress import RichProgress  # noqa: F401 - the progress display lives with its Protocol; imported from here by the CLI
+from tools import progress
+
+
+class RichProgress(progress.RichProgress):
+    """The CLI's progress display, always on stderr: stdout holds the results only, clean when piped (`> out.txt`)."""
+
+    def __init__(self, console: Console) -> None:
+        errors = Console(stderr=True, highlight=False)
+        errors.soft_wrap = not errors.is_terminal
+        super().__init__(errors)
+
 
 VERDICT_STYLE = {"PASS": "bold green", "FAIL": "bold red", "INCONCLUSIVE": "bold yellow", "WARN": "yellow"}
 
@@ -35,6 +45,9 @@ def render_report(console: Console, report: dict, report_dir, staged) -> None:
         table.add_column(column, justify="left" if column == "stage" else "right")
     for stage, stats in report["stages"].items():
         table.add_row(stage, _ms(stats["p50_ms"]), _ms(stats["p99_ms"]), _ms(stats["max_ms"]), _ms(stats["mean_ms"]))
+    if report.get("queue"):  # waiting between capture and pickup (a camera's frame waits for the batch of several)
+        queue = report["queue"]
+        table.add_row("[dim]queue (waiting)[/]", _ms(queue["p50_ms"]), _ms(queue["p99_ms"]), _ms(queue["max_ms"]), _ms(queue["mean_ms"]))
     e2e = report["end_to_end"]
     table.add_row("[bold]end to end[/]", _ms(e2e["p50_ms"]), _ms(e2e["p99_ms"]), _ms(e2e["max_ms"]), _ms(e2e["mean_ms"]))
     console.print(f"preprocessing: {preprocess_line(report.get('preprocess'))}", highlight=False)
@@ -125,3 +138,47 @@ def render_accuracy(console: Console, report: dict) -> None:
     for failure in report["failures"]:
         console.print(f"  [bold red]FAIL[/] {failure}")
     console.print("accuracy gate: " + ("[bold green]PASS[/]" if report["passed"] else "[bold red]FAIL[/]"))
+
+
+FINDING_STYLE = {"ok": "green", "note": "cyan", "warn": "yellow", "blocked": "bold red", "problem": "bold red"}
+
+
+def render_findings(console: Console, result, headline: str) -> None:
+    """A check's findings, one line each (with its hint below where it is not ok), under `headline`."""
+    from rich.text import Text
+
+    console.print(Text(headline, style="bold"), soft_wrap=True)
+    for finding in result.findings:
+        style = FINDING_STYLE[finding.status]
+        console.print(Text.assemble("  ", (f"{finding.status:<8}", style), f" {finding.what}: {finding.detail}"), soft_wrap=True)
+        if finding.hint and finding.status != "ok":
+            console.print(Text(f"{'':11}hint: {finding.hint}"), soft_wrap=True)
+
+
+def render_status(console: Console, target: str, status: dict) -> None:
+    """`sdk status`: the store's answer in a few lines (`--json` prints it whole)."""
+    current, committed = status.get("current"), status.get("committed")
+    if current is None and committed is None:
+        console.print(f"{target}: no release yet (deploy one: deploy --target {target} PIPELINE)")
+    else:
+        same = " (committed)" if current == committed else f"; committed {committed or 'none'}"
+        console.print(f"{target}: release {current or 'none'} is current{same}; previous {status.get('previous') or 'none'}")
+    trial = status.get("trial")
+    if trial:
+        stale = f", cannot finish: {trial['stale']}" if trial.get("stale") else ""
+        console.print(f"  trial in progress: release {trial.get('release')}{stale}")
+    last = status.get("last_trial")
+    if last:
+        console.print(f"  last trial: release {last.get('release')} {last.get('outcome')} at {last.get('at')}: {last.get('reason')}")
+    kept = status.get("releases") or []
+    console.print(f"  releases kept: {len(kept)}; history (oldest first): {', '.join(status.get('history') or []) or 'none'}")
+    lease = status.get("lease")
+    console.print(f"  deploy lease: held by {lease['owner']} (token {lease['token']})" if lease else "  deploy lease: free")
+    for damage in status.get("damaged") or ():
+        console.print(f"  [yellow]damaged[/]: {damage}")
+    service = status.get("service")
+    if service:
+        pids = ", ".join(f"{k} pid {service[k + '_pid']}" for k in ("supervisor", "runtime") if service.get(k + "_pid"))
+        why = f": {service['reason']}" if service.get("reason") else ""
+        error = f"; last error: {service['last_error']}" if service.get("last_error") else ""
+        console.print(f"  service: {service.get('state')}{' (' + pids + ')' if pids else ''}{why}{error}")

@@ -71,6 +71,7 @@ MEANINGS = {
     "preprocess": "the network input tensor from a frame: crop, resize, colour order, normalisation, layout, type",
     "preprocess.resize": "the network input size and how the frame (or crop) is fitted into it",
     "preprocess.resize.mode": "`stretch`: both axes scaled independently; `letterbox`: aspect kept, the rest padded with `pad_value`",
+    "preprocess.resize.align": "letterbox: `center` (padding on both sides; Ultralytics) or `top_left` (padding right and below; YOLOX)",
     "preprocess.resize.coordinates": "sampling grid, as ONNX Resize's `coordinate_transformation_mode` (TF's legacy bilinear is `asymmetric`)",
     "preprocess.color": "channel order of the tensor (frames are BGR as decoded)",
     "preprocess.layout": "tensor layout",
@@ -114,12 +115,12 @@ MEANINGS = {
     "model.profile_layers": "TensorRT: per-layer times in the report (names the slowest layers; costs time)",
     "model.cuda_graph": "TensorRT: capture the engine's launches once and replay them as one CUDA graph; not with `profile_layers`",
     "postprocess": (
-        "decoding the raw outputs: boxes with the SDK's per-class non-maximum suppression (`ssd`, `yolo`), boxes as the model's own "
-        "NMS left them (`nms_inside`), a frame's top classes (`classify`) or a class mask (`segment`)"
+        "decoding the raw outputs: boxes with the SDK's non-maximum suppression (`ssd`, `yolo`), boxes as the model's own "
+        "NMS left them (`nms_inside`), text regions of a DB text detector (`db`), a frame's top classes (`classify`) or a class mask (`segment`)"
     ),
     "postprocess.decoder": "the output decoder, chosen by `kind`",
     "postprocess.decoder.kind": (
-        "`ssd`, `yolo`, `nms_inside`, `classify`, `segment` (docs/guides/models.md) or `python` (docs/guides/decoder-plugins.md)"
+        "`ssd`, `yolo`, `nms_inside`, `db`, `classify`, `segment` (docs/guides/models.md) or `python` (docs/guides/decoder-plugins.md)"
     ),
     "postprocess.decoder.entry": (
         "`kind: python`: `package.module:function`, or an entry point of the `sdk.decoders` group (docs/guides/decoder-plugins.md)"
@@ -167,6 +168,11 @@ MEANINGS = {
     "postprocess.decoder.background_class": "class 0 of the logits is background and is skipped",
     "postprocess.decoder.clip_boxes": "clip boxes to the image",
     "postprocess.decoder.output": "the output tensor",
+    "postprocess.decoder.dilation": "grow the text pixels by a 2 x 2 dilation before the regions are found (PaddleOCR's `use_dilation`)",
+    "postprocess.nms": (
+        "which boxes non-maximum suppression compares: those of the same class (`per_class`), or all of them (`class_agnostic`, "
+        "as YOLOX's demo)"
+    ),
     "postprocess.decoder.layout": (
         "`v5`: `[1, N, 5 + C]` (cx, cy, w, h, objectness, classes; with `anchors`: a raw head's logits); `v8`: `[1, 4 + C, N]`; "
         "`yolox`: `[1, N, 5 + C]` raw (cell offsets, log sizes, objectness, classes), decoded on grids laid from the input size"
@@ -453,9 +459,16 @@ COLUMNS = ("key", "type", "default", "allowed", "meaning")
 def _key_table(selected: list[dict[str, str]]) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |\n| " + " | ".join("---" for _ in COLUMNS) + " |\n"]
     for row in selected:
-        cells = [f"`{row['key']}`", *(_cell(row[c]) for c in COLUMNS[1:])]
+        cells = [_key(row["key"]), *(_cell(row[c]) for c in COLUMNS[1:])]
         lines.append("| " + " | ".join(cells) + " |\n")
     return "".join(lines) + "\n"
+
+
+def _key(key: str) -> str:
+    """A key name that a narrow table column breaks after a dot, never inside a word (docs/stylesheets/extra.css)."""
+    from html import escape
+
+    return '<code class="key">' + ".<wbr>".join(escape(part) for part in key.split(".")) + "</code>"
 
 
 def _cell(text: str) -> str:

@@ -28,6 +28,90 @@ def class_names(count: int, metadata: dict) -> tuple[list[str], bool]:
     return [f"class_{i}" for i in range(count)], False
 
 
+COCO_CLASSES = (  # COCO's 80 detection classes in the order YOLOX, YOLOv5 and v8 number them
+    "person",
+    "bicycle",
+    "car",
+    "motorcycle",
+    "airplane",
+    "bus",
+    "train",
+    "truck",
+    "boat",
+    "traffic light",
+    "fire hydrant",
+    "stop sign",
+    "parking meter",
+    "bench",
+    "bird",
+    "cat",
+    "dog",
+    "horse",
+    "sheep",
+    "cow",
+    "elephant",
+    "bear",
+    "zebra",
+    "giraffe",
+    "backpack",
+    "umbrella",
+    "handbag",
+    "tie",
+    "suitcase",
+    "frisbee",
+    "skis",
+    "snowboard",
+    "sports ball",
+    "kite",
+    "baseball bat",
+    "baseball glove",
+    "skateboard",
+    "surfboard",
+    "tennis racket",
+    "bottle",
+    "wine glass",
+    "cup",
+    "fork",
+    "knife",
+    "spoon",
+    "bowl",
+    "banana",
+    "apple",
+    "sandwich",
+    "orange",
+    "broccoli",
+    "carrot",
+    "hot dog",
+    "pizza",
+    "donut",
+    "cake",
+    "chair",
+    "couch",
+    "potted plant",
+    "bed",
+    "dining table",
+    "toilet",
+    "tv",
+    "laptop",
+    "mouse",
+    "remote",
+    "keyboard",
+    "cell phone",
+    "microwave",
+    "oven",
+    "toaster",
+    "sink",
+    "refrigerator",
+    "book",
+    "clock",
+    "vase",
+    "scissors",
+    "teddy bear",
+    "hair drier",
+    "toothbrush",
+)
+
+
 def final_op(name: str, made_by: dict) -> str:
     """The op that computed an output, looking through the ops that only move values (Identity, Reshape, ...)."""
     for _ in range(16):
@@ -45,23 +129,23 @@ def normalize_unknown(base: Recognised) -> None:
 
 
 def yolox(base: Recognised, out: Tensor, classes: int, metadata: dict) -> Recognised:
+    """Megvii's YOLOX as its own demo runs it (YOLOX 0.2 and later): letterbox into the top-left corner with grey 114,
+    BGR 0..255 as they are, grids over strides 8/16/32, score = objectness x class probability, NMS across classes at
+    0.45, detections from 0.3."""
     base.family = "yolox"
     base.summary = f"YOLOX head {out.name!r} {list(out.shape)}: one row per cell, objectness and {classes} class scores"
     four = sum(math.ceil(base.width / s) * math.ceil(base.height / s) for s in (8, 16, 32)) != out.shape[1]
     base.decoder = {"kind": "yolo", "output": out.name, "layout": "yolox", "strides": [8, 16, 32, 64] if four else [8, 16, 32]}
     base.classes, named = class_names(classes, metadata)
-    if not named:
+    if not named and classes == len(COCO_CLASSES):
+        base.classes = list(COCO_CLASSES)
+        base.notes.append("80 classes and no names in the model: COCO's, as YOLOX's demo labels them (rename them if yours differ)")
+    elif not named:
         base.notes.append("the model carries no class names: rename class_0 ... in postprocess.classes (they label detections.jsonl)")
     base.notes.append("YOLOX exports with decode_in_inference off (raw grid offsets); a head decoded in the graph is layout v5")
-    base.preprocess.update(
-        {
-            "resize_mode": "letterbox",
-            "pad_value": 114,
-            "normalize": placeholder(
-                "how the model expects its pixels; Megvii's YOLOX exports take BGR 0..255 as they are ({scale: 1.0} and preprocess.color: bgr)"
-            ),
-        }
-    )
+    base.notes.append("YOLOX's preprocessing since 0.2: BGR 0..255, no mean or std (exports of older releases took RGB / 255, ImageNet mean/std)")
+    base.preprocess.update({"resize_mode": "letterbox", "pad_value": 114, "align": "top_left", "color": "bgr", "normalize": {"scale": 1.0}})
+    base.thresholds = {"score_threshold": 0.3, "iou_threshold": 0.45, "nms": "class_agnostic", "source": "YOLOX's ONNX demo"}
     return base
 
 
@@ -101,6 +185,54 @@ def nms_inside(base: Recognised, summary: str, outputs: list[Tensor]) -> Recogni
     return base
 
 
+PADDLE_DET_NORMALIZE = {"scale": 1 / 255, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225]}  # applied to BGR as it is
+
+
+def db_text_detector(base: Recognised, out: Tensor, paddle: bool) -> Recognised:
+    """A DB text detector (PaddleOCR's): a text probability per pixel -> text regions as boxes (`kind: db`), which a
+    recogniser can read as a cascade step. PaddleOCR's own settings where the export is PaddleOCR's."""
+    base.family = "text-detector"
+    base.summary = f"text detector (DB): {out.name!r} {list(out.shape)}, a text probability per pixel -> one box per text region"
+    base.decoder = {"kind": "db", "output": out.name, "threshold": 0.3, "unclip_ratio": 1.5}
+    base.classes = ["text"]
+    base.thresholds = {"score_threshold": 0.6, "source": "PaddleOCR's det_db_box_thresh: a region's mean text probability, at least"}
+    base.notes.append("pixels above 0.3 are text (det_db_thresh), regions grown by 1.5 (det_db_unclip_ratio): PaddleOCR's defaults")
+    base.notes.append("read the text of each box with a recogniser as a cascade step: sdk init THIS_MODEL.onnx --cascade RECOGNISER.onnx")
+    if paddle:  # PaddleOCR's det configs: BGR as read, x / 255, ImageNet mean and std in that channel order
+        base.preprocess.update({"color": "bgr", "normalize": dict(PADDLE_DET_NORMALIZE)})
+        base.notes.append("PaddleOCR export: its detector's NormalizeImage (x / 255, ImageNet mean and std) on BGR pixels, as PaddleOCR feeds it")
+    else:
+        normalize_unknown(base)
+    return base
+
+
+def ctc_recognizer(base: Recognised, out: Tensor, metadata: dict, paddle: bool) -> Recognised:
+    """A CTC text recogniser ([N, T, C]: a symbol distribution per step): it reads crops of text lines, so it is a cascade
+    step (`kind: ctc`) after a text detector. Its character list comes from the model where it carries one (PaddleOCR)."""
+    base.family = "text-recognizer"
+    symbols = out.shape[2]
+    base.summary = f"text recogniser (CTC): {out.name!r} {list(out.shape)}, {symbols} symbols per step"
+    listed = [line for line in (metadata.get("character") or "").split("\n") if line != ""] if metadata.get("character") else []
+    if listed and symbols in (len(listed) + 1, len(listed) + 2):
+        base.characters = listed
+        base.decoder = {"kind": "ctc", "space": symbols == len(listed) + 2}  # index 0 the blank; a last extra symbol is the space
+    else:
+        base.decoder = {
+            "kind": "ctc",
+            "characters": placeholder(f"a file of the model's {symbols - 1} symbols, one a line (index 0 is the blank)"),
+            "space": placeholder("true where the model's last symbol is a space (PaddleOCR's use_space_char)"),
+        }
+    height = base.height if isinstance(base.height, int) else (48 if paddle else base.height)
+    width = base.width if isinstance(base.width, int) else (320 if paddle else base.width)
+    base.width, base.height = width, height  # PaddleOCR's rec_image_shape 3, 48, 320 where the model leaves them open
+    base.preprocess.update({"resize_mode": "letterbox", "pad_value": 127})
+    if paddle:  # PaddleOCR's recogniser: (x / 255 - 0.5) / 0.5 on BGR
+        base.preprocess.update({"color": "bgr", "normalize": {"scale": 1 / 255, "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}})
+    else:
+        normalize_unknown(base)
+    return base
+
+
 def _labels(count, what: str) -> list[str]:
     return [f"class_{i}" for i in range(count)] if isinstance(count, int) else [f"{what}_0"]
 
@@ -137,4 +269,15 @@ def segmenter(base: Recognised, out: Tensor, summary: str, last_op: str) -> Reco
     return base
 
 
-__all__ = ["class_names", "classifier", "final_op", "nms_inside", "normalize_unknown", "segmenter", "yolox"]
+__all__ = [
+    "COCO_CLASSES",
+    "class_names",
+    "classifier",
+    "ctc_recognizer",
+    "db_text_detector",
+    "final_op",
+    "nms_inside",
+    "normalize_unknown",
+    "segmenter",
+    "yolox",
+]

@@ -15,13 +15,22 @@ from pathlib import Path
 
 from sdk.errors import ModelError
 from sdk.spec.placeholders import placeholder
-from tools.family_decoders import class_names, classifier, final_op, nms_inside, normalize_unknown, segmenter, yolox
+from tools.family_decoders import (
+    class_names,
+    classifier,
+    ctc_recognizer,
+    db_text_detector,
+    final_op,
+    nms_inside,
+    normalize_unknown,
+    segmenter,
+    yolox,
+)
 from tools.model_tensors import Recognised, Tensor
 
 _ELEM = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 10: "float16", 11: "float64"}
 TF_CORE_SIZES = (300, 320, 256, 384, 512, 640)  # TF OD API SSD image_resizer sizes, most common first
 NMS_NAMES = ("num_detections", "num_dets", "detection_boxes", "det_boxes", "nmsed_boxes", "selected_indices")
-
 
 
 def _tensor(value_info) -> Tensor:
@@ -78,10 +87,13 @@ def recognise(model_path: Path) -> Recognised:
         shape, what = out.shape, f"{out.name!r} {list(out.shape)}"
         if isinstance(shape[1] if len(shape) > 1 else None, int) and (len(shape) == 2 or (len(shape) == 4 and shape[2:] == (1, 1))):
             return classifier(base, out, f"classifier: {what} scores {shape[1]} classes", final_op(out.name, made_by))
+        last = final_op(out.name, made_by)
+        if len(shape) == 4 and shape[1] == 1 and last == "Sigmoid" and _text_map(model, image, out):
+            return db_text_detector(base, out, _paddle(model))
         if len(shape) == 4 and isinstance(shape[1], int) and all(not isinstance(d, int) or d >= 8 for d in shape[2:]):
             return segmenter(base, out, f"segmenter: {what}, {shape[1]} class(es) per pixel", final_op(out.name, made_by))
         if len(shape) == 3 and isinstance(shape[2], int) and shape[2] > 10:
-            return _other(base, "text-recognizer", f"sequence recogniser (CTC): {what}, {shape[2]} symbols per step", outputs)
+            return ctc_recognizer(base, out, metadata, _paddle(model))
     split = [o for o in outputs if len(o.shape) == 3 and isinstance(o.shape[-1], int) and o.shape[-1] >= 4 and (o.shape[-1] - 4) % 2 == 0]
     if len(split) >= 2 and len(outputs) == 2 * len(split):
         raise ModelError(
@@ -91,6 +103,21 @@ def recognise(model_path: Path) -> Recognised:
             "and run `sdk init` on the joined model",
         )
     return _other(base, "unknown", "no family recognised from the outputs", outputs)
+
+
+def _paddle(model) -> bool:
+    """A PaddlePaddle export (paddle2onnx names dynamic axes `p2o.DynamicDimension.N` and tensors `NAME_N.tmp_M`)."""
+    values = [*model.graph.input, *model.graph.output]
+    dims = [d.dim_param for v in values for d in v.type.tensor_type.shape.dim]
+    return any(d.startswith("p2o.") for d in dims) or any(".tmp_" in v.name for v in model.graph.output)
+
+
+def _text_map(model, image: Tensor, out: Tensor) -> bool:
+    """A one-channel probability map at the input's resolution from a text detector: a PaddleOCR export, or one whose
+    names say text or DB (a one-channel foreground segmenter is not taken for one)."""
+    same_size = all(not (isinstance(a, int) and isinstance(b, int)) or a == b for a, b in zip(out.shape[2:], image.shape[2:], strict=False))
+    words = f"{out.name} {model.graph.name}".lower()
+    return same_size and (_paddle(model) or any(w in words for w in ("text", "db", "det")))
 
 
 def _image_input(model_path: Path, inputs: list[Tensor]) -> tuple[Tensor, list[Tensor]]:
@@ -130,6 +157,8 @@ def _yolo(base: Recognised, out: Tensor, layout: str, classes: int, metadata: di
     base.preprocess.update({"resize_mode": "letterbox", "pad_value": 114, "normalize": normalize})
     if ultralytics:
         base.notes.append("Ultralytics export (metadata): letterbox with grey 114, RGB, x / 255, as its own predictor")
+    # Ultralytics' predictors: conf 0.25; IoU 0.45 in YOLOv5's detect.py, 0.7 in YOLOv8's predict.
+    base.thresholds = {"score_threshold": 0.25, "iou_threshold": 0.7 if layout == "v8" else 0.45, "source": f"Ultralytics' YOLO{layout} predictor"}
     return base
 
 
@@ -175,6 +204,12 @@ def _generated_ssd(base: Recognised, box: Tensor, score: Tensor) -> Recognised:
     }
     base.classes = [f"class_{i}" for i in range(classes - (1 if classes > 1 else 0))]
     base.notes.append("rename class_0 ... in postprocess.classes (they label detections.jsonl)")
+    if keypoints:  # boxes with landmarks: a face (or hand, pose) detector of MediaPipe's kind
+        base.thresholds = {
+            "score_threshold": 0.5,
+            "iou_threshold": 0.3,
+            "source": "MediaPipe's face detection graphs (min_score_thresh 0.5, min_suppression_threshold 0.3)",
+        }
     base.preprocess.update(
         {
             "resize_mode": "letterbox",
@@ -241,6 +276,7 @@ def _tf_ssd(model_path: Path, model, anchor_name: str, anchor_shape: tuple, inpu
         else placeholder("the graph's Preprocessor (x * scale - mean) was not found; TF SSD MobileNets take x * 2/255 - 1")
     )
     base.preprocess = {"resize_mode": "stretch", "coordinates": "asymmetric", "color": "rgb", "normalize": normalize}
+    base.thresholds = {"score_threshold": 0.3, "iou_threshold": 0.6, "source": "the TF Object Detection API's usual IoU; a score to start from"}
     base.classes = [f"class_{i}" for i in range(classes)]
     base.notes += [
         "box coder scales [10, 10, 5, 5] are the TF OD API default (faster_rcnn_box_coder in pipeline.config): check yours",

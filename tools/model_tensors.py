@@ -30,5 +30,8 @@ class Recognised:
     classes: list[str] | str = field(default_factory=list)  # or a placeholder where the model cannot tell how many
     preprocess: dict = field(default_factory=dict)  # resize mode/coordinates/pad, color, normalize (a dict or a placeholder)
     prepare: dict | None = None
+    # postprocess.score_threshold, iou_threshold, nms as the family's own code runs it, and `source`: whose values they are
+    thresholds: dict = field(default_factory=dict)
+    characters: list[str] | None = None  # a CTC recogniser's symbols, from the model (PaddleOCR's `character` metadata)
     notes: list[str] = field(default_factory=list)
     outputs: list[Tensor] = field(default_factory=list)

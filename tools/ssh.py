@@ -115,6 +115,7 @@ def sftp_reason(exc: BaseException) -> str:
         return str(exc).strip() or "the server closed the SFTP session"
     return _reason(exc)
 
+
 REVOKED = "@revoked"  # in _pinned_keys' answer: the keys a known_hosts file withdrew for this host
 
 
@@ -213,6 +214,10 @@ class SshConnection:
             return None
         path = self.target.host_path(self.spec.host_key.known_hosts)
         name = self.spec.host if self.spec.port == 22 else f"[{self.spec.host}]:{self.spec.port}"
+        if not path.is_file():
+            from tools.targets.local_checks import known_hosts_hint
+
+            raise TargetError(f"{self.target.path}: host_key.known_hosts: {path} does not exist", hint=known_hosts_hint(self.target))
         pins = read_pins(path, name, str(self.target.path))
         return {**pins.keys, REVOKED: pins.revoked} if pins.revoked else dict(pins.keys)
 

@@ -25,9 +25,11 @@ def load_private_key(target: RemoteTarget):
     try:
         info = path.stat()
     except FileNotFoundError:
-        raise TargetError(f"{where}: {path} does not exist") from None
+        from tools.targets.local_checks import key_file_hint
+
+        raise TargetError(f"{where}: {path} does not exist", hint=key_file_hint(target)) from None
     except OSError as exc:
-        raise TargetError(f"{where}: cannot read {path}: {exc.strerror or exc}") from None
+        raise TargetError(f"{where}: cannot read {path}: {exc.strerror or exc}", hint="check the path and its permissions") from None
     mode = stat.S_IMODE(info.st_mode)
     if mode & 0o077:
         raise TargetError(

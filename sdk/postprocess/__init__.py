@@ -57,8 +57,22 @@ def _segment(spec: Postprocess, outputs, net_size, tensors, classes):
     return SegmentPostprocessor(spec, outputs, classes)
 
 
+def _db(spec: Postprocess, outputs, net_size, tensors, classes):
+    from sdk.postprocess.db import DbPostprocessor
+
+    return DbPostprocessor(spec, outputs)
+
+
 # decoder kind -> factory(spec, outputs, net_size, tensors, classes): the one place a kind is bound to its module.
-DECODERS: dict[str, Callable] = {"ssd": _ssd, "yolo": _yolo, "nms_inside": _nms_inside, "classify": _classify, "segment": _segment, "python": _python}
+DECODERS: dict[str, Callable] = {
+    "ssd": _ssd,
+    "yolo": _yolo,
+    "nms_inside": _nms_inside,
+    "classify": _classify,
+    "segment": _segment,
+    "db": _db,
+    "python": _python,
+}
 
 
 def create_postprocessor(

@@ -33,8 +33,9 @@ TRACK_STATES = ("tracked", "tentative", "untracked")
 
 
 class Detections:
-    def __init__(self, capacity: int, labels: tuple[str, ...], *, keypoints: int = 0) -> None:
+    def __init__(self, capacity: int, labels: tuple[str, ...], *, keypoints: int = 0, class_agnostic: bool = False) -> None:
         self.labels = labels
+        self.class_agnostic = class_agnostic  # NMS across classes (postprocess.nms: class_agnostic), else per class
         self.boxes = np.zeros((capacity, 4), np.float32)
         self.keypoints = np.zeros((capacity, keypoints, 2), np.float32)  # x, y per keypoint; none unless the decoder has them
         self.scores = np.zeros(capacity, np.float32)
@@ -57,7 +58,8 @@ class Detections:
         keypoints: np.ndarray | None = None,
     ) -> Detections:
         """Keep the NMS survivors of these candidates (network pixels; keypoints [K, P, 2] x, y), best first, in source pixels."""
-        kept = batched_nms(boxes, scores, class_ids, iou_threshold, len(self.scores))
+        groups = np.zeros_like(class_ids) if self.class_agnostic else class_ids
+        kept = batched_nms(boxes, scores, groups, iou_threshold, len(self.scores))
         n = len(kept)
         self.boxes[:n] = boxes[kept]
         self.scores[:n] = scores[kept]

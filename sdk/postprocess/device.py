@@ -78,7 +78,7 @@ class DeviceDecoder(Stage):
         else:
             self._params = plan.bound(inputs["rows"], *outs)
         self._function = gpu.function(plan.kernel)
-        self.detections = Detections(spec.max_detections, spec.classes)
+        self.detections = Detections(spec.max_detections, spec.classes, class_agnostic=spec.class_agnostic)
         self.overflow_frames = 0
         self.candidates_lost = 0
         self.most_candidates = 0

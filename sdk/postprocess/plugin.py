@@ -147,7 +147,7 @@ class PluginPostprocessor(Stage):
         count = 0 if keypoints is None else keypoints.shape[1]
         if self.detections is None:
             self._keypoints = count
-            self.detections = Detections(self.spec.max_detections, self.spec.classes, keypoints=count)
+            self.detections = Detections(self.spec.max_detections, self.spec.classes, keypoints=count, class_agnostic=self.spec.class_agnostic)
         elif count != self._keypoints:
             raise self._broken(f"returned {count} keypoints per detection after {self._keypoints} on an earlier frame; the count must not change")
         return self.detections

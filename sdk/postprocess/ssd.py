@@ -55,7 +55,7 @@ class SsdPostprocessor(Stage):
         # sigmoid(100) is 1, so clipping changes no score that could pass a threshold.)
         self._logit_threshold = -math.inf if t <= 0 else math.inf if t >= 1 else math.log(t / (1 - t))
         self._net_w, self._net_h = net_size
-        self.detections = Detections(spec.max_detections, spec.classes, keypoints=decoder.keypoints)
+        self.detections = Detections(spec.max_detections, spec.classes, keypoints=decoder.keypoints, class_agnostic=spec.class_agnostic)
 
     def describe(self) -> str:
         return f"SSD, {len(self._anchor_cx)} anchors; the SDK's NMS (IoU {self.spec.iou_threshold:g})"

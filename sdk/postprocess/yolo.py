@@ -61,7 +61,7 @@ class YoloPostprocessor(Stage):
                     hint="the strides (or anchors) and preprocess.resize must be those the model was exported with",
                 )
         self._objectness_logit = _logit(spec.score_threshold)
-        self.detections = Detections(spec.max_detections, spec.classes)
+        self.detections = Detections(spec.max_detections, spec.classes, class_agnostic=spec.class_agnostic)
 
     def describe(self) -> str:
         what = "YOLOv5 raw head with anchors" if self.decoder.anchors is not None else f"YOLO {self.decoder.layout}"

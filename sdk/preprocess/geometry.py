@@ -54,7 +54,7 @@ class ResizeGeometry:
             scale = min(ow / cw, oh / ch)
             content_w = max(1, min(ow, int(round(cw * scale))))
             content_h = max(1, min(oh, int(round(ch * scale))))
-            pad_x, pad_y = (ow - content_w) // 2, (oh - content_h) // 2
+            pad_x, pad_y = ((ow - content_w) // 2, (oh - content_h) // 2) if resize.align == "center" else (0, 0)
         return cls(source_width, source_height, cx, cy, cw, ch, ow, oh, pad_x, pad_y, content_w, content_h, resize.coordinates)
 
     def sampling(self) -> tuple[float, float, float, float]:

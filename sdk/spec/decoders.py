@@ -85,6 +85,21 @@ class SegmentDecoder(Frozen):
     labels: str | None = None
 
 
+class DbDecoder(Frozen):
+    """A DB (Differentiable Binarization) text detector's probability map -> one box per text region, as PaddleOCR's
+    DBPostProcess makes them: pixels above `threshold`, a region's minimum-area rectangle scored by the mean probability
+    inside it (kept from postprocess.score_threshold, PaddleOCR's box_thresh), grown by area x unclip_ratio / perimeter.
+    Each detection is the rectangle's axis-aligned box, its four corners as keypoints; no NMS (regions do not overlap)."""
+
+    kind: Literal["db"]
+    output: str  # [1, 1, H, W]: the text probability of each network-input pixel
+    threshold: Real("a pixel is text above this probability (PaddleOCR's det_db_thresh)", gt=0, lt=1) = 0.3
+    unclip_ratio: Real("how far a region is grown: its area x this / its perimeter (PaddleOCR's det_db_unclip_ratio)", ge=0, le=10) = 1.5
+    dilation: Flag = False  # grow the text pixels by a 2x2 dilation first (PaddleOCR's use_dilation)
+    min_size: Int(1, MAX_TENSOR_SIDE, "regions whose rectangle is shorter than this many network pixels are dropped") = 3
+    max_candidates: Int(1, 100_000, "text regions looked at per frame, at most") = 1000
+
+
 # The decoders whose classes may come from a label file (`labels`) instead of postprocess.classes.
 LABELLED = (ClassifyDecoder, SegmentDecoder)
 
@@ -105,4 +120,4 @@ def read_labels(path, where: str) -> tuple[str, ...]:
     return names
 
 
-__all__ = ["LABELLED", "ClassifyDecoder", "NmsInsideDecoder", "SegmentDecoder", "YoloDecoder", "read_labels"]
+__all__ = ["LABELLED", "ClassifyDecoder", "DbDecoder", "NmsInsideDecoder", "SegmentDecoder", "YoloDecoder", "read_labels"]

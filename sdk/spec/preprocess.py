@@ -17,6 +17,9 @@ class Resize(Frozen):
     # The sampling grid of ONNX Resize: which source position an output pixel reads.
     coordinates: Literal["half_pixel", "asymmetric", "align_corners"] = "half_pixel"
     pad_value: Int(0, 255, "letterbox padding, 8-bit pixel value") = 114
+    # Where a letterboxed image lands: centred (Ultralytics), or in the top-left corner with the padding right and
+    # below (YOLOX's own preprocessing).
+    align: Literal["center", "top_left"] = "center"
 
 
 class Crop(Frozen):

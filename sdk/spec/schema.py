@@ -18,7 +18,7 @@ from sdk.spec.budgets import AccuracyAcceptance, Budgets, Determinism, Environme
 from sdk.spec.calibration import AccuracyGate, Calibration
 from sdk.spec.cameras import CAMERA_NAME, CAMERA_NAME_RULE, MAX_CAMERAS, Batch, CameraSource
 from sdk.spec.cascade import Cascade
-from sdk.spec.decoders import LABELLED, ClassifyDecoder, NmsInsideDecoder, SegmentDecoder, YoloDecoder
+from sdk.spec.decoders import LABELLED, ClassifyDecoder, DbDecoder, NmsInsideDecoder, SegmentDecoder, YoloDecoder
 from sdk.spec.model_inputs import ModelInputs
 from sdk.spec.plugin import PythonDecoder
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
@@ -94,7 +94,7 @@ class Model(Frozen):
 
 class Postprocess(Frozen):
     decoder: Annotated[
-        Union[SsdDecoder, YoloDecoder, NmsInsideDecoder, ClassifyDecoder, SegmentDecoder, PythonDecoder],  # noqa: UP007
+        Union[SsdDecoder, YoloDecoder, NmsInsideDecoder, ClassifyDecoder, SegmentDecoder, DbDecoder, PythonDecoder],  # noqa: UP007
         Field(discriminator="kind"),
     ]
     # Class names in the model's order; classify and segment may name a label file (decoder.labels) instead.
@@ -102,6 +102,12 @@ class Postprocess(Frozen):
     score_threshold: Real("detections scoring below are dropped", ge=0, le=1) = 0.3
     iou_threshold: Real("non-maximum suppression: overlap above which the lower score goes", gt=0, le=1) = 0.6
     max_detections: Int(1, 10000, "detections kept per frame, highest scores first") = 100
+    # Which boxes non-maximum suppression compares: those of one class (per_class), or all (class_agnostic, YOLOX's demo).
+    nms: Literal["per_class", "class_agnostic"] = "per_class"
+
+    @property
+    def class_agnostic(self) -> bool:
+        return self.nms == "class_agnostic"
 
     @model_validator(mode="after")
     def _some_classes(self) -> Postprocess:

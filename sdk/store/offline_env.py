@@ -1,5 +1,11 @@
-"""A release's offline environment on the device: a venv seeing the system's packages, with the
-release's wheels laid into it by the standard library (no pip, no network)."""
+"""A release's offline environment on the device: a venv that sees every package the device's Python sees, with the
+release's wheels laid into it by the standard library (no pip, no network).
+
+`venv` bases a new environment on the base interpreter: made from a Python that is itself a virtual environment, with
+`system_site_packages` alone it would see the base's packages and not that environment's (its onnxruntime, numpy...).
+So the site folders of the Python that builds it are added after the release's own (`device-python.pth`, through
+`site.addsitedir`, so that their own .pth files count too): the release's wheels first, then what the device had.
+CREATED_BY names that Python, for the message of a module still missing (sdk.errors.missing_dependency)."""
 
 from __future__ import annotations
 
@@ -10,6 +16,8 @@ from pathlib import Path
 
 from sdk.errors import ReleaseError
 from sdk.store.activation import TMP_PREFIX, fsync_dir
+
+CREATED_BY = ".created-by"  # in the environment: the Python it was made from, and whether that was a virtual environment
 
 
 def _unpack_wheel(wheel: Path, site: Path) -> None:
@@ -40,7 +48,7 @@ def existing_env(release_dir: Path, env_dir: Path) -> tuple[bool, Path | None]:
     if not any((release_dir / "wheels").glob("*.whl")):
         return True, None
     final = env_dir
-    return ((True, final / "bin" / "python") if (final / ".complete").is_file() else (False, None))
+    return (True, final / "bin" / "python") if (final / ".complete").is_file() else (False, None)
 
 
 def build_env(release_dir: Path, env_dir: Path) -> Path | None:
@@ -67,8 +75,23 @@ def build_env(release_dir: Path, env_dir: Path) -> Path | None:
     site = staging / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
     for wheel in wheels:
         _unpack_wheel(wheel, site)
+    _see_the_device_python(site)
     (staging / ".complete").write_text("\n".join(w.name for w in wheels) + "\n")
     shutil.rmtree(final, ignore_errors=True)
     os.replace(staging, final)
     fsync_dir(final.parent)
     return python
+
+
+def device_site_dirs() -> list[str]:
+    """The site folders the running Python (the device's) imports from, in its order: its own environment's, the
+    system's it includes (Debian's dist-packages, JetPack's TensorRT), the user's."""
+    return [p for p in sys.path if p and os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages") and os.path.isdir(p)]
+
+
+def _see_the_device_python(site: Path) -> None:
+    folders = device_site_dirs()
+    lines = "".join(f"import site; site.addsitedir({folder!r})\n" for folder in folders)
+    (site / "device-python.pth").write_text(lines)
+    venv = "a virtual environment" if sys.prefix != sys.base_prefix else "not a virtual environment"
+    (site.parents[2] / CREATED_BY).write_text(f"{sys.executable} ({venv}); its site folders: {', '.join(folders) or 'none'}\n")

@@ -98,7 +98,8 @@ def deploy_local(pipeline: Path, frames: int, state: Path, reports: Path) -> lis
         text=True,
         timeout=600,
     )
-    assert done.returncode in (0, 4), done.stdout + done.stderr  # PASS, or INCONCLUSIVE on too few frames for a verdict
+    # PASS, FAIL (a measurement of the budgets that `sdk init` writes) or INCONCLUSIVE (too few frames): never an error
+    assert done.returncode in (0, 3, 4), done.stdout + done.stderr
     return [json.loads(line) for line in (reports / "detections.jsonl").read_text().splitlines()]
 
 

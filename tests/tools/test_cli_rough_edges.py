@@ -75,6 +75,8 @@ def test_every_argument_and_subcommand_says_what_it_does():
                 for name, sub in action.choices.items():
                     if not (helps.get(name) or "").strip():
                         empty.append(f"{where} {name}")
+                    if not (sub.description or "").strip():  # its own --help page opens with what it does
+                        empty.append(f"{where} {name} --help")
                     walk(sub, f"{where} {name}")
             elif not (action.help or "").strip() or action.help == argparse.SUPPRESS:
                 empty.append(f"{where} {'/'.join(action.option_strings) or action.dest}")
@@ -89,10 +91,22 @@ def test_piped_progress_has_no_control_bytes_and_one_line_per_step(tmp_path, tin
     assert done.returncode in (0, 4), done.stderr.decode()
     output = done.stdout + done.stderr
     assert b"\x1b" not in output and b"\r" not in output
-    lines = done.stdout.decode().splitlines()
-    assert re.fullmatch(r"probing local: in \d+\.\d s", lines[1]), lines
-    assert any(re.fullmatch(r"running on local: 6/6 in \d+\.\d s", line) for line in lines), lines
-    assert lines[0] != "" and "" not in lines[: lines.index(next(line for line in lines if line.startswith("tiny on local")))]
+    progress, results = done.stderr.decode().splitlines(), done.stdout.decode().splitlines()
+    assert re.fullmatch(r"probing local: in \d+\.\d s", progress[1]), progress  # progress on stderr
+    assert any(re.fullmatch(r"running on local: 6/6 in \d+\.\d s", line) for line in progress), progress
+    assert results[0].startswith("tiny on local: ") and not any(" in " in line and line.endswith(" s") for line in results), results
+
+
+def test_the_terminal_summary_has_the_queue_row_and_no_colours_guessed_into_prose(tmp_path, tiny_pipeline, monkeypatch, capsys):
+    pipeline, _ = tiny_pipeline(frames=6)
+    for key, value in {**piped_env(tmp_path), "FORCE_COLOR": "1", "COLUMNS": "200"}.items():
+        monkeypatch.setenv(key, value)
+    assert run(["deploy", "--target", "local", str(pipeline.path), "--frames", "6", "--report-dir", str(tmp_path / "r")]) in (0, 4)
+    out = capsys.readouterr().out
+    rows = [strip_terminal_codes(line) for line in out.splitlines()]
+    assert any(re.match(r"│ queue \(waiting\) +│ +\d+\.\d\d │", row) for row in rows), "\n".join(rows)  # as report.html's queue
+    summary = next(line for line in out.splitlines() if "frames measured" in line)
+    assert "\x1b[1m" in summary and not re.search(r"\x1b\[[0-9;]*m\d", summary), repr(summary)  # bold names; numbers uncoloured
 
 
 def strip_terminal_codes(text: str) -> str:

@@ -56,7 +56,8 @@ def deploy_local(capfd, monkeypatch):
     def call(pipeline: Path, frames: int, state: Path, reports: Path) -> list[dict]:
         args = ["deploy", "--target", "local", str(pipeline), "--frames", str(frames), "--report-dir", str(reports)]
         done = in_process(capfd, monkeypatch, args, REPO, {"SDK_STATE_DIR": str(state), "COLUMNS": "200"})
-        assert done.returncode in (0, 4), done.stdout + done.stderr  # PASS, or INCONCLUSIVE on too few frames for a verdict
+        # PASS, FAIL (a measurement of the budgets that `sdk init` writes) or INCONCLUSIVE (too few frames): never an error
+        assert done.returncode in (0, 3, 4), done.stdout + done.stderr
         return [json.loads(line) for line in (reports / "detections.jsonl").read_text().splitlines()]
 
     return call
@@ -127,8 +128,14 @@ def test_blazeface_names_what_to_fill_in_and_runs_once_it_is(tmp_path, sdk, depl
     (tmp_path / "frames").mkdir()
     for i, frame in enumerate(frames):
         cv2.imwrite(str(tmp_path / "frames" / f"{i:03d}.png"), frame)
-    edit(pipeline, {**BLAZEFACE_EDITS, "source.uri": "images://frames", "postprocess.score_threshold": 0.5, "postprocess.iou_threshold": 0.3})
-    assert load_pipeline(pipeline).spec.postprocess.decoder.anchors.generate.anchor_count == 896
+    edit(pipeline, BLAZEFACE_EDITS)
+    checked = sdk("check", "blazeface.yaml", cwd=tmp_path)  # the listed placeholders filled: nothing else to fix
+    assert checked.returncode == 0 and "problem" not in checked.stdout, checked.stdout
+    edit(pipeline, {"source.uri": "images://frames"})
+    spec = load_pipeline(pipeline).spec
+    assert spec.postprocess.decoder.anchors.generate.anchor_count == 896
+    assert (spec.postprocess.score_threshold, spec.postprocess.iou_threshold) == (0.5, 0.3)  # MediaPipe's face detection, as written
+    assert spec.budgets.warmup_frames == 10 and [s.kind for s in spec.sinks] == ["jsonl", "video"]
     lines = deploy_local(pipeline, 8, tmp_path / "state", tmp_path / "reports")
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     stats = compare(frames, lines, session, reference_anchors(), NAMES, band=0.01)
@@ -157,37 +164,65 @@ def _rapidocr_models() -> Path:
     return Path(rapidocr.__file__).parent / "models"
 
 
-@pytest.mark.parametrize(
-    ("model", "family", "decoder"),
-    [
-        (
-            "ch_ppocr_mobile_v2.0_cls_infer.onnx",
-            "classifier: 'save_infer_model/scale_0.tmp_1' ['?', 2] scores 2 classes",
-            {"kind": "classify", "output": "save_infer_model/scale_0.tmp_1", "activation": "none", "top_k": 2},  # Softmax in the graph
-        ),
-        (
-            "ch_PP-OCRv4_det_infer.onnx",
-            "segmenter: 'sigmoid_0.tmp_0'",
-            {"kind": "segment", "output": "sigmoid_0.tmp_0", "threshold": 0.5, "activation": "none"},  # Sigmoid in the graph
-        ),
-        ("ch_PP-OCRv4_rec_infer.onnx", "sequence recogniser (CTC): 'softmax_11.tmp_0'", None),
-    ],
-)
-def test_paddleocr_models_are_recognised_and_refused_until_filled_in(tmp_path, model, family, decoder, sdk):
+def placeholders_in(path: Path) -> list[str]:
+    """The dotted keys whose value in the written file is a FILL-IN placeholder, in file order (lists indexed as [i])."""
+
+    def walk(node, at: str):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield from walk(value, f"{at}.{key}" if at else str(key))
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                yield from walk(value, f"{at}[{i}]")
+        elif isinstance(node, str) and node.startswith("FILL-IN: "):
+            yield at
+
+    return list(walk(yaml.safe_load(path.read_text()), ""))
+
+
+def listed(done) -> list[str]:
+    return [line.split(":")[0].strip() for line in done.stdout.splitlines() if line.startswith("  ")]
+
+
+def test_the_paddleocr_classifier_of_dynamic_size_lists_every_placeholder_it_writes(tmp_path, sdk):
+    model = "ch_ppocr_mobile_v2.0_cls_infer.onnx"
     shutil.copy(_rapidocr_models() / model, tmp_path / model)
     done = sdk("init", model, cwd=tmp_path)
-    assert done.returncode == 0 and done.stdout.startswith(family), done.stdout + done.stderr
-    keys = [line.split(":")[0].strip() for line in done.stdout.splitlines() if line.startswith("  ")]
-    plugin = ["postprocess.decoder.entry"] if decoder is None else []  # a CTC recogniser as the primary model: no kind covers it
-    assert keys == ["preprocess.resize.width", "preprocess.resize.height", "preprocess.normalize", *plugin]
+    assert done.returncode == 0 and done.stdout.startswith("classifier: 'save_infer_model/scale_0.tmp_1' ['?', 2] scores 2 classes"), done.stdout
     written = tmp_path / model.replace(".onnx", ".yaml")
     data = yaml.safe_load(written.read_text())
-    if decoder is not None:
-        assert data["postprocess"]["decoder"] == decoder
-    else:
-        assert data["postprocess"]["decoder"]["kind"] == "python"
+    assert data["postprocess"]["decoder"] == {"kind": "classify", "output": "save_infer_model/scale_0.tmp_1", "activation": "none", "top_k": 2}
+    assert (
+        listed(done)
+        == placeholders_in(written)
+        == [
+            "preprocess.resize.width",
+            "preprocess.resize.height",
+            "preprocess.normalize",
+            "model.prepare.inputs.x",  # the input's static shape: written, so listed
+        ]
+    )
     with pytest.raises(ConfigError, match=r"preprocess\.resize\.width: still the placeholder `sdk init` wrote \(the model's input width is dynamic"):
         load_pipeline(written)
+
+
+def test_the_paddleocr_text_detector_is_a_db_text_detector_sized_for_its_source(tmp_path, sdk):
+    shutil.copy(_rapidocr_models() / "ch_PP-OCRv4_det_infer.onnx", tmp_path / "det.onnx")
+    done = sdk("init", "det.onnx", "--source", "synthetic://noise?width=1280&height=720", cwd=tmp_path)
+    assert done.returncode == 0 and done.stdout.startswith("text detector (DB): 'sigmoid_0.tmp_0'"), done.stdout
+    assert listed(done) == placeholders_in(tmp_path / "det.yaml") == []
+    spec = load_pipeline(tmp_path / "det.yaml").spec  # PaddleOCR's settings: nothing to fill in
+    assert spec.postprocess.decoder.kind == "db" and spec.postprocess.classes == ("text",) and spec.postprocess.score_threshold == 0.6
+    assert (spec.preprocess.resize.width, spec.preprocess.resize.height) == (960, 544)  # longer side 960, multiples of 32
+    assert spec.model.prepare.inputs == {"x": (1, 3, 544, 960)} and spec.preprocess.color == "bgr"
+    assert spec.preprocess.normalize.mean == (0.485, 0.456, 0.406) and spec.preprocess.normalize.std == (0.229, 0.224, 0.225)
+
+
+def test_a_ctc_recogniser_alone_is_offered_as_a_cascade_step(tmp_path, sdk):
+    shutil.copy(_rapidocr_models() / "ch_PP-OCRv4_rec_infer.onnx", tmp_path / "rec.onnx")
+    done = sdk("init", "rec.onnx", cwd=tmp_path)
+    assert done.returncode == 1 and "text recogniser (CTC): 'softmax_11.tmp_0'" in done.stderr and "runs as a cascade step" in done.stderr
+    assert "hint: sdk init DETECTOR.onnx --cascade rec.onnx" in done.stderr and not (tmp_path / "rec.yaml").exists()
 
 
 def _frames(folder: Path, frames: list[np.ndarray]) -> None:
@@ -228,30 +263,16 @@ def test_the_paddleocr_classifier_runs_as_kind_classify_after_the_documented_edi
 
 
 @pytest.mark.slow
-def test_the_paddleocr_text_detector_runs_as_kind_segment_after_the_documented_edits(tmp_path, sdk, deploy_local):
+def test_the_paddleocr_text_detector_runs_as_written_and_finds_the_lines(tmp_path, sdk, deploy_local):
     from tests.integration.real_models import document_frame
 
     shutil.copy(_rapidocr_models() / "ch_PP-OCRv4_det_infer.onnx", tmp_path / "det.onnx")
-    assert sdk("init", "det.onnx", cwd=tmp_path).returncode == 0
     _frames(tmp_path / "frames", [document_frame(i) for i in range(5)])
-    edit(
-        tmp_path / "det.yaml",
-        {
-            "source.uri": "images://frames",
-            "preprocess.resize.width": 320,
-            "preprocess.resize.height": 192,
-            "preprocess.color": "bgr",
-            "preprocess.normalize": PADDLE_NORMALIZE,
-            "model.prepare.inputs": {"x": [1, 3, 192, 320]},
-            "postprocess.classes": ["background", "text"],
-        },
-    )
+    assert sdk("init", "det.onnx", "--source", "images://frames", cwd=tmp_path).returncode == 0
+    assert load_pipeline(tmp_path / "det.yaml").spec.model.prepare.inputs == {"x": (1, 3, 352, 640)}  # 640 x 360 frames
     lines = deploy_local(tmp_path / "det.yaml", 5, tmp_path / "state", tmp_path / "reports")
-    assert [line["mask"] for line in lines] == [f"masks/{i:06d}.png" for i in range(5)]
-    for line in lines:
-        assert line["pixels"]["text"] > 2000 and line["pixels"]["background"] + line["pixels"]["text"] == 640 * 360, line["pixels"]
-        mask = cv2.imread(str(tmp_path / "reports" / line["mask"]), cv2.IMREAD_UNCHANGED)
-        assert mask.shape == (360, 640) and set(np.unique(mask)) == {0, 1}
+    for line in lines:  # four lines of text a frame, each a box with its four corners
+        assert len(line["detections"]) == 4 and all(d["label"] == "text" and len(d["keypoints"]) == 4 for d in line["detections"]), line
 
 
 NMS_EDITS = {  # the head tests/integration/test_nms_inside_real_model.py appends: TF Object Detection API outputs
@@ -343,56 +364,36 @@ def test_a_yolo_v8_head_is_recognised_and_runs_as_written(tmp_path, sdk, deploy_
     assert len(lines) == 5
 
 
-def yolox_like(path: Path, size: int = 64, classes: int = 3) -> Path:
-    """A graph with a raw YOLOX head's shape ([1, cells of strides 8, 16, 32, 5 + C], decode_in_inference off), fixed
-    weights, no metadata: recognition and the run only (no YOLOX model is in the repository)."""
-    rng = np.random.default_rng(1)
-    nodes, inits, parts = [], [], []
-    for stride in (8, 16, 32):
-        w = helper.make_tensor(
-            f"w{stride}", TensorProto.FLOAT, [5 + classes, 3, stride, stride], rng.normal(0, 0.004, (5 + classes) * 3 * stride * stride)
-        )
-        inits += [w, helper.make_tensor(f"s{stride}", TensorProto.INT64, [3], [1, 5 + classes, -1])]
-        nodes += [
-            helper.make_node("Conv", ["images", f"w{stride}"], [f"c{stride}"], strides=[stride, stride]),
-            helper.make_node("Reshape", [f"c{stride}", f"s{stride}"], [f"r{stride}"]),
-        ]
-        parts.append(f"r{stride}")
-    nodes += [
-        helper.make_node("Concat", parts, ["raw"], axis=2),
-        helper.make_node("Transpose", ["raw"], ["rows"], perm=[0, 2, 1]),
-        helper.make_node("Sigmoid", ["rows"], ["output"]),  # offsets in 0..1, log sizes near 0.5, scores through the sigmoid
-    ]
-    cells = sum((size // s) ** 2 for s in (8, 16, 32))
-    graph = helper.make_graph(
-        nodes,
-        "yolox",
-        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, size, size])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, cells, 5 + classes])],
-        inits,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
-    return path
-
-
 @pytest.mark.slow
-def test_a_yolox_head_gets_kind_yolo_layout_yolox_and_runs_once_filled_in(tmp_path, sdk, deploy_local):
-    yolox_like(tmp_path / "yolox.onnx")
-    done = sdk("init", "yolox.onnx", cwd=tmp_path)
-    assert done.returncode == 0 and "YOLOX head 'output' [1, 84, 8]: one row per cell, objectness and 3 class scores" in done.stdout, done.stdout
-    keys = [line.split(":")[0].strip() for line in done.stdout.splitlines() if line.startswith("  ")]
-    assert keys == ["preprocess.normalize"], done.stdout
-    data = yaml.safe_load((tmp_path / "yolox.yaml").read_text())
-    assert data["postprocess"]["decoder"] == {"kind": "yolo", "output": "output", "layout": "yolox", "strides": [8, 16, 32]}
-    with pytest.raises(ConfigError, match=r"preprocess\.normalize: still the placeholder .*YOLOX exports take BGR 0\.\.255"):
-        load_pipeline(tmp_path / "yolox.yaml")
-    edit(tmp_path / "yolox.yaml", {"preprocess.normalize": {"scale": 1.0}, "preprocess.color": "bgr", "postprocess.classes": ["a", "b", "c"]})
-    spec = load_pipeline(tmp_path / "yolox.yaml").spec
-    assert spec.postprocess.decoder.grid_strides() == (8, 16, 32) and spec.preprocess.resize.mode == "letterbox"
-    lines = deploy_local(tmp_path / "yolox.yaml", 5, tmp_path / "state", tmp_path / "reports")
-    assert len(lines) == 5
+def test_the_real_yolox_nano_is_written_as_yoloxs_demo_runs_it_and_detects_what_the_demo_does(tmp_path, sdk, deploy_local):
+    from tests.integration import yolox_reference
+
+    shutil.copy(ASSETS / "yolox_nano.onnx", tmp_path / "yolox_nano.onnx")
+    shutil.copy(EXAMPLE / "assets" / "vtest.avi", tmp_path / "clip.avi")
+    done = sdk("init", "yolox_nano.onnx", "--source", "file://clip.avi", cwd=tmp_path)
+    assert done.returncode == 0 and "YOLOX head 'output' [1, 3549, 85]: one row per cell, objectness and 80 class scores" in done.stdout, done.stdout
+    assert "fill in" not in done.stdout and "next: sdk check yolox_nano.yaml, then deploy --target local yolox_nano.yaml --frames 309" in done.stdout
+    spec = load_pipeline(tmp_path / "yolox_nano.yaml").spec  # nothing to fill in: YOLOX's own settings
+    assert spec.preprocess.resize.model_dump() == {
+        "width": 416,
+        "height": 416,
+        "mode": "letterbox",
+        "coordinates": "half_pixel",
+        "pad_value": 114,
+        "align": "top_left",
+    }
+    assert spec.preprocess.color == "bgr" and spec.preprocess.normalize.is_identity
+    assert spec.postprocess.decoder.grid_strides() == (8, 16, 32) and spec.postprocess.classes[:3] == ("person", "bicycle", "car")
+    assert (spec.postprocess.score_threshold, spec.postprocess.iou_threshold, spec.postprocess.nms) == (0.3, 0.45, "class_agnostic")
+    lines = deploy_local(tmp_path / "yolox_nano.yaml", 12, tmp_path / "state", tmp_path / "reports")
+    session = ort.InferenceSession(str(ASSETS / "yolox_nano.onnx"), providers=["CPUExecutionProvider"])
+    video = cv2.VideoCapture(str(tmp_path / "clip.avi"))
+    for line in lines:
+        ok, frame = video.read()
+        ours = [(spec.postprocess.classes.index(d["label"]), d["score"], d["box"]) for d in line["detections"]]
+        yolox_reference.assert_same(ours, yolox_reference.detect(session, frame), px=0.5, score=0.005)  # 2 decimals in the file
+    video.release()
+    assert len(lines) == 12 and sum(len(line["detections"]) for line in lines) >= 60
 
 
 def test_the_model_must_be_in_the_pipeline_folder_and_so_must_the_source(tmp_path, sdk):
@@ -456,11 +457,14 @@ def test_families_from_output_shapes_at_640(tmp_path, outputs, nms, family, deco
 
     found = recognise(_graph_with_outputs(tmp_path / "m.onnx", [1, 3, 640, 640], outputs, nms=nms))
     assert found.family == family and (found.width, found.height, found.layout) == (640, 640, "nchw")
-    assert found.preprocess["normalize"].startswith("FILL-IN: ")  # no Ultralytics metadata: the normalisation is not known
+    if family == "yolox":  # YOLOX's own preprocessing: BGR 0..255 into the top-left corner
+        assert found.preprocess["normalize"] == {"scale": 1.0} and found.preprocess["align"] == "top_left"
+    else:
+        assert found.preprocess["normalize"].startswith("FILL-IN: ")  # no Ultralytics metadata: the normalisation is not known
     written = {k: v for k, v in found.decoder.items() if not (isinstance(v, str) and v.startswith("FILL-IN: "))}
     assert written == decoder
-    if family.startswith("yolo"):
-        assert found.classes == [f"class_{i}" for i in range(80)]
+    if family.startswith("yolo"):  # 80 classes and no names: COCO's for YOLOX (its demo's), class_N otherwise
+        assert found.classes[:2] == (["person", "bicycle"] if family == "yolox" else ["class_0", "class_1"]) and len(found.classes) == 80
     if family == "nms-inside":  # what only the user knows
         assert {k for k, v in found.decoder.items() if v not in written.values()} >= {"box_format", "normalized", "class_offset"}
         assert found.classes.startswith("FILL-IN: ")

@@ -182,7 +182,7 @@ def fill(folder: Path) -> None:
 @pytest.mark.parametrize("kind", ["full", "read-only"])
 def test_a_full_or_read_only_store_after_a_power_cut_still_starts_the_committed_release(template, target, sdk, mounts, tmp_path, kind):
     name, root = target
-    store, ids = damaged_store(kind, template, root, mounts, tmp_path / "service-rw", lambda: sdk("status", "--target", name))
+    store, ids = damaged_store(kind, template, root, mounts, tmp_path / "service-rw", lambda: sdk("status", "--target", name, "--json"))
     try:
         done = sdk("start", "--target", name)
         no_traceback(done)

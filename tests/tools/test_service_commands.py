@@ -20,8 +20,11 @@ def run_service_cycle(sdk, target: str) -> None:
     assert started.returncode == 0, started.stderr
     state = json.loads(started.stdout)
     assert state["running"] and state["supervisor"]["state"] == "running"
-    status = json.loads(sdk("status", "--target", target).stdout)
+    status = json.loads(sdk("status", "--target", target, "--json").stdout)
     assert status["current"] and status["service"]["running"] and status["service"]["runtime"]["state"] in ("NOMINAL", "STARTING")
+    readable = sdk("status", "--target", target).stdout.splitlines()  # without --json: a few lines a person reads
+    assert readable[0] == f"{target}: release {status['current']} is current (committed); previous {status['previous'] or 'none'}", readable
+    assert any(line.startswith("  service: running (supervisor pid ") for line in readable) and not readable[0].startswith("{"), readable
     stopped = sdk("stop", "--target", target)
     assert stopped.returncode == 0, stopped.stderr
     assert json.loads(stopped.stdout)["runtime"]["state"] == "STOPPED"
@@ -53,11 +56,11 @@ def test_a_deploy_pauses_the_running_service_and_restarts_it_on_the_new_release(
     path = long_running(tiny_pipeline)
     first = Deploy(path, "local", frames=3, report_dir=tmp_path / "r1")()
     assert sdk("start", "--target", "local").returncode == 0
-    before = json.loads(sdk("status", "--target", "local").stdout)["service"]
+    before = json.loads(sdk("status", "--target", "local", "--json").stdout)["service"]
     path.write_text(path.read_text() + "# a new release\n")
     second = Deploy(path, "local", frames=3, report_dir=tmp_path / "r2")()
     assert second.staged.release_id != first.staged.release_id
-    after = json.loads(sdk("status", "--target", "local").stdout)["service"]
+    after = json.loads(sdk("status", "--target", "local", "--json").stdout)["service"]
     assert after["running"] and after["supervisor_pid"] != before["supervisor_pid"]
     assert after["supervisor"]["release"].endswith(second.staged.release_id)
     assert sdk("stop", "--target", "local").returncode == 0
@@ -81,7 +84,7 @@ def test_start_on_a_replay_says_what_it_will_do_and_that_it_ends_with_the_clip(t
     said = f"replaying {clip} once (60 frames at 30 fps, about 2 s): the service stops by itself when the clip ends"
     assert f"local: {said}" in started.stderr and json.loads(started.stdout)["plan"].startswith(said)
     deadline = time.monotonic() + 60
-    while (service := json.loads(sdk("status", "--target", "local").stdout)["service"])["state"] != "stopped":
+    while (service := json.loads(sdk("status", "--target", "local", "--json").stdout)["service"])["state"] != "stopped":
         assert time.monotonic() < deadline, service
         time.sleep(0.2)
     assert not service["running"] and service["runtime"]["frames"] == 60  # ended with the clip, not restarted

@@ -1,7 +1,7 @@
 """`sdk history --html`: one self-contained page of trends over the runs a query selects.
 
 End-to-end p50 and p99 by run, coloured by release; deadline misses and accuracy by release; p99 by device. Inline
-SVG (matplotlib, no script, nothing fetched), with the table of runs below the plots.
+SVG (the SDK's own chart writer, no script, nothing fetched), with the table of runs below the plots.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from sdk.sinks.files import partial_path, publish
-from tools.validation.plots import _PLOTTING, _legend, _strip_ids, _svg, figure_with_room
+from tools.validation.plots import strip_ids, use_log
+from tools.validation.svg_chart import CYCLE, Axis, Chart
 
 STYLE = (
     "body{font-family:sans-serif;margin:1.5em;max-width:80em}table{border-collapse:collapse;font-size:0.85em}"
@@ -35,61 +36,56 @@ def _release_order(runs: list[dict]) -> list[str]:
     return sorted(first, key=first.get)[-MAX_RELEASES:]
 
 
-def _by_release_plot(runs: list[dict], order: list[str], value, ylabel: str, title: str, log: bool = False) -> str:
-    figure, axis = figure_with_room(7.0, 3.2)
-    for index, release in enumerate(order):
-        values = [value(r) for r in runs if _short(r["release"]) == release]
-        values = [v for v in values if v is not None]
-        if values:
-            jitter = np.linspace(-0.15, 0.15, len(values)) if len(values) > 1 else [0.0]
-            axis.scatter(np.full(len(values), index) + jitter, values, s=14, label=f"{release} ({len(values)})")
-            axis.plot([index - 0.3, index + 0.3], [float(np.median(values))] * 2, color="black", lw=1)
-    axis.set_xticks(range(len(order)), order, rotation=30, fontsize=7, ha="right")
-    if log:
-        axis.set_yscale("log")
-    axis.set(ylabel=ylabel, title=title)
-    _legend(axis)
-    return _svg(figure)
+def _categories(chart: Chart, names: list[str]) -> None:
+    """Label the x axis's whole-number ticks with `names` (one category at each index)."""
+    chart.x_formatter = lambda v: names[int(round(v))] if abs(v - round(v)) < 1e-9 and 0 <= round(v) < len(names) else ""
+
+
+def _strip_plot(groups: list[tuple[str, list[float]]], ylabel: str, title: str) -> str:
+    """Each group's values as a column of points at its index, its median as a short black bar."""
+    values = [v for _, vs in groups for v in vs]
+    chart = Chart(7.0, 3.2)
+    chart.axes(Axis([-0.5, len(groups) - 0.5], False, pad=0.0), Axis(values or [0.0, 1.0], use_log(values)))
+    for index, (name, vs) in enumerate(groups):
+        if vs:
+            jitter = np.linspace(-0.15, 0.15, len(vs)) if len(vs) > 1 else np.zeros(1)
+            chart.points(index + jitter, vs, CYCLE[index % len(CYCLE)], f"{name} ({len(vs)})")
+            chart.line([index - 0.3, index + 0.3], [float(np.median(vs))] * 2, "black")
+    _categories(chart, [name for name, _ in groups])
+    chart.title, chart.ylabel = title, ylabel
+    return chart.svg()
+
+
+def _by_release(runs: list[dict], order: list[str], value) -> list[tuple[str, list[float]]]:
+    return [(release, [v for v in (value(r) for r in runs if _short(r["release"]) == release) if v is not None]) for release in order]
 
 
 def draw(runs: list[dict]) -> dict[str, str]:
     """Inline SVGs by name; `runs` oldest first, each with `e2e_p50_ms`, `e2e_p99_ms` and the run's columns."""
-    with _PLOTTING:
-        return _draw(runs)
-
-
-def _draw(runs: list[dict]) -> dict[str, str]:
     plots: dict[str, str] = {}
     order = _release_order(runs)
-    figure, axis = figure_with_room(8.2, 3.6)
-    x = np.arange(len(runs))
-    for key, marker in (("e2e_p50_ms", "o"), ("e2e_p99_ms", "^")):
-        for release in order:
-            picked = [(i, r[key]) for i, r in zip(x, runs, strict=False) if _short(r["release"]) == release and r[key] is not None]
-            if picked:
-                axis.scatter(*zip(*picked, strict=False), s=12, marker=marker, label=f"{key[4:7]} {release}")
-    positive = [r[k] for r in runs for k in ("e2e_p50_ms", "e2e_p99_ms") if r[k]]
-    if positive and max(positive) / max(min(positive), 1e-9) > 20:
-        axis.set_yscale("log")
-    axis.set(xlabel="run (oldest first)", ylabel="end-to-end ms", title="end-to-end p50 (o) and p99 (^) by run and release")
-    _legend(axis)
-    plots["trend"] = _svg(figure)
-    plots["p99"] = _by_release_plot(runs, order, lambda r: r["e2e_p99_ms"], "end-to-end p99 ms", "p99 by release")
+    values = [r[k] for r in runs for k in ("e2e_p50_ms", "e2e_p99_ms") if r[k] is not None]
+    chart = Chart(8.2, 3.6)
+    chart.axes(Axis([0, max(len(runs) - 1, 1)], False), Axis(values or [0.0, 1.0], use_log(values)))
+    for key, name in (("e2e_p50_ms", "p50"), ("e2e_p99_ms", "p99")):
+        picked = [(i, r[key]) for i, r in enumerate(runs) if r[key] is not None]
+        if picked:
+            chart.line(*zip(*picked, strict=True), "grey" if name == "p50" else "black", name, width=0.8, dashed=name == "p50")
+    for index, release in enumerate(order):
+        picked = [(i, r[k]) for i, r in enumerate(runs) for k in ("e2e_p50_ms", "e2e_p99_ms") if _short(r["release"]) == release and r[k] is not None]
+        if picked:
+            chart.points(*zip(*picked, strict=True), CYCLE[index % len(CYCLE)], release)
+    chart.title, chart.xlabel, chart.ylabel = "end-to-end p50 and p99 by run and release", "run (oldest first)", "end-to-end ms"
+    plots["trend"] = chart.svg()
+    plots["p99"] = _strip_plot(_by_release(runs, order, lambda r: r["e2e_p99_ms"]), "end-to-end p99 ms", "p99 by release")
     if any(r["miss_ratio"] is not None for r in runs):
-        plots["misses"] = _by_release_plot(runs, order, lambda r: r["miss_ratio"], "deadline miss ratio", "deadline misses by release")
+        plots["misses"] = _strip_plot(_by_release(runs, order, lambda r: r["miss_ratio"]), "deadline miss ratio", "deadline misses by release")
     if any(r["recall"] is not None for r in runs):
-        plots["accuracy"] = _by_release_plot(runs, order, lambda r: r["recall"], "recall against FP32", "accuracy (recall) by release")
+        plots["accuracy"] = _strip_plot(_by_release(runs, order, lambda r: r["recall"]), "recall against FP32", "accuracy (recall) by release")
     targets = sorted({r["target"] or "?" for r in runs})
-    figure, axis = figure_with_room(7.0, 3.2)
-    for index, target in enumerate(targets):
-        values = [r["e2e_p99_ms"] for r in runs if (r["target"] or "?") == target and r["e2e_p99_ms"] is not None]
-        if values:
-            axis.scatter(np.full(len(values), index), values, s=14, label=f"{target} ({len(values)})")
-    axis.set_xticks(range(len(targets)), targets, rotation=30, fontsize=7, ha="right")
-    axis.set(ylabel="end-to-end p99 ms", title="p99 by device")
-    _legend(axis)
-    plots["devices"] = _svg(figure)
-    return {name: _strip_ids(name, svg) for name, svg in plots.items()}
+    by_target = [(t, [r["e2e_p99_ms"] for r in runs if (r["target"] or "?") == t and r["e2e_p99_ms"] is not None]) for t in targets]
+    plots["devices"] = _strip_plot(by_target, "end-to-end p99 ms", "p99 by device")
+    return {name: strip_ids(name, svg) for name, svg in plots.items()}
 
 
 def _cell(value) -> str:

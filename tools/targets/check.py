@@ -1,8 +1,9 @@
 """`sdk targets check NAME`: connect, probe, and say what would block a deploy, one line per check.
 
 Read-only: nothing is created or sent to the device except the probe's source on the SSH channel.
-The order follows a connection: reachable, key file, host key, login, then what the probe says
-(Python, remote root, free disk, runtime modules, TensorRT/CUDA). A failed connection step ends the
+First what this host sees without the network (the key file, the host-key pin, the signing key:
+tools/targets/local_checks.py), then a connection's order: reachable, host key, login, then what the probe
+says (Python, remote root, free disk, runtime modules, TensorRT/CUDA). A failed connection step ends the
 checks (the later ones cannot run); every probe check runs.
 
 A labgrid place (`labgrid: {place:}` in the target file, or `labgrid:PLACE`) is acquired first, checked through
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from sdk.errors import TargetError
 from sdk.probe import RUNTIME_MODULES
 from tools.targets import LocalTarget, RemoteTarget, Target
+from tools.targets.local_checks import local_findings
 
 OK, NOTE, WARN, BLOCKED = "ok", "note", "warn", "blocked"
 MIN_PYTHON = (3, 10)  # the runtime's requires-python
@@ -121,6 +123,9 @@ def _check_remote(target: RemoteTarget, *, reached: bool = False) -> CheckResult
     if spec.labgrid is not None and not reached:
         return _check_place(target)
     result = CheckResult(target.name, f"{spec.user}@{spec.host}:{spec.port}" + (f" via {spec.jump}" if spec.jump else ""))
+    local = local_findings(target)  # what this host sees without the network: reported even when the device does not answer
+    for finding in local:
+        result.add(*finding)
     if not spec.jump:  # through a jump host, reachability is the SSH connection's own first step
         try:
             socket.create_connection((spec.host, spec.port), timeout=spec.timeouts.connect_s).close()
@@ -133,6 +138,8 @@ def _check_remote(target: RemoteTarget, *, reached: bool = False) -> CheckResult
             )
             return result
         result.add(OK, "reachable", f"{spec.host}:{spec.port} answers")
+    if any(status == BLOCKED for status, *_ in local):
+        return result  # connecting needs the key and the pin
     try:
         load_private_key(target)
     except TargetError as exc:

@@ -1,6 +1,7 @@
-"""`cascade:` on a real published pair: PaddleOCR's text detector (DBNet, decoded by a plug-in) finds text lines, its
-CTC recogniser reads each crop (all crops of a frame in one batch); both ONNX files and the character list ship in
-rapidocr-onnxruntime (Apache-2.0). The reference is rapidocr's own pipeline on the same frames."""
+"""`cascade:` on a real published pair: PaddleOCR's text detector (DBNet, `kind: db`) finds text lines, its CTC
+recogniser reads each crop (all crops of a frame in one batch); both ONNX files and the character list ship in
+rapidocr-onnxruntime (Apache-2.0). The pipeline is the one `sdk init det.onnx --cascade rec.onnx` writes; the reference
+is rapidocr's own pipeline on the same frames."""
 
 from __future__ import annotations
 
@@ -17,29 +18,6 @@ from sdk.spec.cascade import CascadeCrop
 from sdk.spec.loader import load_pipeline
 from tests.integration.mediapipe_reference import deploy_local
 
-DB_PLUGIN = '''\
-import cv2
-import numpy as np
-
-
-def decode(outputs, geometry, options):
-    """DBNet's text probability map -> text line boxes (PaddleOCR's DBPostProcess, axis-aligned): threshold,
-    contours, each box grown by area * unclip_ratio / perimeter; score = the mean probability inside."""
-    prob = outputs[options["output"]][0, 0]
-    mask = (prob > options["thresh"]).astype(np.uint8)
-    contours, _ = cv2.findContours(mask, cv2.RETR_LIST, cv2.CHAIN_APPROX_SIMPLE)
-    boxes, scores = [], []
-    for contour in contours:
-        x, y, w, h = cv2.boundingRect(contour)
-        if min(w, h) < 3:
-            continue
-        score = float(prob[y : y + h, x : x + w][mask[y : y + h, x : x + w] > 0].mean())
-        grow = w * h * options["unclip_ratio"] / (2 * (w + h))
-        boxes.append([x - grow, y - grow, x + w + grow, y + h + grow])
-        scores.append(score)
-    return {"boxes": np.array(boxes, np.float32).reshape(-1, 4), "scores": scores, "class_ids": [0] * len(scores)}
-'''
-
 PIPELINE = """\
 version: 1
 name: ocr
@@ -54,14 +32,9 @@ model:
   prepare: {inputs: {x: [1, 3, 480, 640]}, outputs: [sigmoid_0.tmp_0]}
   threads: 2
 postprocess:
-  decoder:
-    kind: python
-    entry: db:decode
-    path: plugins
-    options: {output: sigmoid_0.tmp_0, thresh: 0.3, unclip_ratio: 1.6}
-    nms: false
+  decoder: {kind: db, output: sigmoid_0.tmp_0}
   classes: [text]
-  score_threshold: 0.5
+  score_threshold: 0.6
 cascade:
   - name: text
     model: {path: rec.onnx, threads: 2}
@@ -99,8 +72,6 @@ def ocr_folder(tmp_path: Path) -> Path:
     models = _models()
     folder = tmp_path / "ocr"
     (folder / "frames").mkdir(parents=True)
-    (folder / "plugins").mkdir()
-    (folder / "plugins" / "db.py").write_text(DB_PLUGIN)
     (folder / "det.onnx").write_bytes((models / "ch_PP-OCRv4_det_infer.onnx").read_bytes())
     rec = models / "ch_PP-OCRv4_rec_infer.onnx"
     (folder / "rec.onnx").write_bytes(rec.read_bytes())
@@ -140,8 +111,17 @@ def test_paddleocr_detector_and_recogniser_read_the_lines_as_rapidocr_does(tmp_p
         "rapidocr_onnxruntime", reason="the reference OCR: pip install --no-deps -r tests/reference-packages.txt"
     ).RapidOCR
 
+    from tools.init_pipeline import init_pipeline
+
     folder = ocr_folder(tmp_path)
-    lines = deploy_local(folder / "ocr.yaml", 5, tmp_path / "state", tmp_path / "reports")
+    (folder / "characters.txt").unlink()  # written by sdk init from the recogniser's own metadata
+    written = init_pipeline(folder / "det.onnx", source="images://frames", output=folder / "det.yaml", cascade=[folder / "rec.onnx"])
+    assert written.fill_in == [] and written.recognised.family == "text-detector"
+    spec = load_pipeline(written.path).spec
+    assert spec.postprocess.decoder.kind == "db" and (spec.preprocess.resize.width, spec.preprocess.resize.height) == (640, 480)
+    (step,) = spec.cascade
+    assert (step.name, step.decoder.kind, step.decoder.characters, step.decoder.space) == ("text", "ctc", "rec.characters.txt", True)
+    lines = deploy_local(written.path, 5, tmp_path / "state", tmp_path / "reports")
     engine = RapidOCR()
     for image, line in zip(frames(), lines, strict=True):
         theirs, _ = engine(image)
@@ -153,6 +133,4 @@ def test_paddleocr_detector_and_recogniser_read_the_lines_as_rapidocr_does(tmp_p
     import json
 
     report = json.loads((tmp_path / "reports" / "report.json").read_text())
-    assert set(report["cascade"]) == {"text"} and report["cascade"]["text"]["p50_ms"] > 0
-    (check,) = [c for c in report["checks"] if c["name"].startswith("cascade.")]
-    assert check["name"] == "cascade.text.p50_ms" and check["measured"] > 0, check
+    assert set(report["cascade"]) == {"text"}  # its times: none measured past the written 10 warm-up frames

@@ -1,6 +1,7 @@
 """YOLOX and anchor-based YOLOv5 raw heads against plain references written from the projects' own decoding
-(YOLOX's demo_postprocess + multiclass NMS, YOLOv5's Detect), on heads with planted objects. No real YOLOX or raw-head
-YOLOv5 ONNX model could be obtained from a package registry (see docs/decisions/0503), so the heads here are made."""
+(YOLOX's demo_postprocess + multiclass NMS, YOLOv5's Detect): Megvii's real YOLOX-Nano on real video
+(tests/integration/assets/yolox_nano.onnx, pre- and postprocessing as YOLOX's demo), and heads with planted objects for
+the edge cases (no raw-head YOLOv5 ONNX model could be obtained, docs/decisions/0503)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 from sdk.errors import ModelError
 from sdk.postprocess import create_postprocessor
 from sdk.preprocess.geometry import ResizeGeometry
-from sdk.spec.schema import Postprocess, Resize
+from sdk.spec.schema import Postprocess, Preprocess, Resize
+from tests.integration import yolox_reference as yolox_demo
+from tests.integration.test_blazeface_real_model import ASSETS
 
 NET_W, NET_H, SRC_W, SRC_H = 96, 64, 300, 150
 ANCHORS = {8: [[10, 13], [16, 30], [33, 23]], 16: [[30, 61], [62, 45], [59, 119]], 32: [[116, 90], [156, 198], [373, 326]]}
@@ -154,3 +157,51 @@ def test_decoded_v5_and_v8_are_unchanged():
     assert math.isclose(d.score, 0.72, rel_tol=1e-6) and d.box == pytest.approx(
         [38 / 0.32, (27 - 8) / 0.32, 58 / 0.32, (37 - 8) / 0.32], abs=0.01
     )  # pad_y 8
+
+
+def test_the_real_yolox_nano_through_the_sdks_preprocessing_and_decoder_matches_yoloxs_demo():
+    """Top-left letterbox with 114, BGR 0..255 (preprocess.resize.align: top_left), the grid decoder and class-agnostic
+    NMS at 0.45 (postprocess.nms) against YOLOX's demo, on three frames of a real street video."""
+    import cv2
+    import onnxruntime as ort
+
+    from sdk.preprocess import CpuPreprocessor
+    from tools.family_decoders import COCO_CLASSES
+
+    session = ort.InferenceSession(str(ASSETS / "yolox_nano.onnx"), providers=["CPUExecutionProvider"])
+    preprocess = Preprocess.model_validate(
+        {"resize": {"width": 416, "height": 416, "mode": "letterbox", "align": "top_left"}, "color": "bgr", "normalize": {"scale": 1.0}}
+    )
+    spec = Postprocess.model_validate(
+        {
+            "decoder": {"kind": "yolo", "output": "output", "layout": "yolox"},
+            "classes": list(COCO_CLASSES),
+            "iou_threshold": 0.45,
+            "nms": "class_agnostic",
+        }
+    )
+    tensor, head = np.zeros((1, 3, 416, 416), np.float32), np.zeros((1, 3549, 85), np.float32)
+    pre, post = CpuPreprocessor(preprocess, tensor), create_postprocessor(spec, {"output": head}, (416, 416), {})
+    video = cv2.VideoCapture(str(ASSETS.parent.parent.parent / "pipelines" / "assets" / "vtest.avi"))
+    for _ in range(3):
+        ok, frame = video.read()
+        assert ok
+        geometry = pre(frame)
+        assert (geometry.pad_x, geometry.pad_y, geometry.content_height) == (0, 0, 312)  # 768 x 576 -> 416 x 312, top left
+        head[...] = session.run(None, {"images": tensor})[0]
+        ours = [(d.class_id, d.score, list(d.box)) for d in post(geometry)]
+        theirs = yolox_demo.detect(session, frame)
+        assert len(theirs) >= 5 and {COCO_CLASSES[c] for c, _, _ in theirs} >= {"person", "car"}
+        yolox_demo.assert_same(ours, theirs, px=0.5, score=0.005)
+    video.release()
+
+
+def test_class_agnostic_nms_suppresses_across_classes_and_per_class_does_not():
+    head = np.zeros((1, 126, 7), np.float32)  # 96 x 64 at strides 8, 16, 32; two classes
+    head[0, 0] = [0.5, 0.5, 1.0, 1.0, 0.9, 0.9, 0.1]  # class a at cell 0
+    head[0, 1] = [0.0, 0.5, 1.0, 1.0, 0.8, 0.1, 0.9]  # class b, half a cell to the left: IoU about 0.7
+    found = {}
+    for nms in ("per_class", "class_agnostic"):
+        spec = Postprocess.model_validate({"decoder": {"kind": "yolo", "output": "out", "layout": "yolox"}, "classes": ["a", "b"], "nms": nms})
+        found[nms] = [d.label for d in create_postprocessor(spec, {"out": head}, (NET_W, NET_H), {})(geometry())]
+    assert found == {"per_class": ["a", "b"], "class_agnostic": ["a"]}

@@ -46,9 +46,10 @@ def test_a_deployable_target_passes_every_check(ssh_target):
 def test_an_unreachable_target_is_blocked(ssh_target):
     ssh_target.write(port=free_port())  # nothing listens there
     done = check(ssh_target)
-    assert done.returncode == 1 and statuses(done.stdout) == {"reachable": BLOCKED}
-    assert "hint: is the device on" in done.stdout
-    assert done.stdout.strip().splitlines()[-1] == "1 problem(s) block a deploy to sim: reachable"
+    # What this host sees is reported too: the pin in known_hosts is for the old port.
+    assert done.returncode == 1 and statuses(done.stdout) == {"key file": OK, "host key pin": BLOCKED, "reachable": BLOCKED}
+    assert "hint: is the device on" in done.stdout and "holds no key for [127.0.0.1]:" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "2 problem(s) block a deploy to sim: host key pin, reachable"
 
 
 def test_a_changed_host_key_is_blocked_before_the_login(ssh_target, tmp_path):
@@ -59,7 +60,7 @@ def test_a_changed_host_key_is_blocked_before_the_login(ssh_target, tmp_path):
     known_hosts.write_text(f"[127.0.0.1]:{ssh_target.server.port} {kind} {key}\n")
     ssh_target.write(host_key={"known_hosts": str(known_hosts)})
     done = check(ssh_target)
-    assert done.returncode == 1 and statuses(done.stdout) == {"reachable": OK, "host key": BLOCKED}
+    assert done.returncode == 1 and statuses(done.stdout) == {"key file": OK, "host key pin": OK, "reachable": OK, "host key": BLOCKED}
     assert "HOST KEY MISMATCH" in done.stdout
 
 
@@ -68,7 +69,7 @@ def test_a_key_the_device_does_not_accept_is_blocked(ssh_target, tmp_path):
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
     ssh_target.write(key_file=str(stranger))
     done = check(ssh_target)
-    assert done.returncode == 1 and statuses(done.stdout) == {"reachable": OK, "login": BLOCKED}
+    assert done.returncode == 1 and statuses(done.stdout) == {"key file": OK, "host key pin": OK, "reachable": OK, "login": BLOCKED}
     assert "refused the key" in done.stdout
 
 
@@ -89,6 +90,52 @@ def test_a_device_python_without_the_runtime_is_told_which_wheels_the_deploy_shi
     assert done.returncode == 0, done.stdout
     line = next(line for line in done.stdout.splitlines() if "runtime modules:" in line)
     assert line.split()[0] == NOTE and "numpy" in line and "the deploy ships wheels for" in line
+
+
+def example_copied(tmp_path: Path) -> dict:
+    """targets/orin-01.yaml.example copied as it is (its address moved to a closed port here, so that nothing waits),
+    with a HOME that holds no key: the environment of `sdk` for it."""
+    targets, home = tmp_path / "targets", tmp_path / "home"
+    targets.mkdir(parents=True)
+    home.mkdir()
+    text = (REPO / "targets" / "orin-01.yaml.example").read_text().replace("host: 192.168.55.1", "host: 127.0.0.1")
+    (targets / "orin-01.yaml").write_text(text.replace("port: 22", f"port: {free_port()}"))
+    return {**os.environ, "HOME": str(home), "SDK_TARGETS_DIR": str(targets), "SDK_STATE_DIR": str(tmp_path / "state"), "COLUMNS": "300"}
+
+
+def test_the_example_copied_as_it_is_reports_what_this_host_sees_besides_unreachable(tmp_path):
+    env = example_copied(tmp_path)
+    done = subprocess.run([*CLI, "targets", "check", "orin-01"], cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    assert done.returncode == 1 and statuses(done.stdout) == {"key file": BLOCKED, "host key pin": BLOCKED, "reachable": BLOCKED}, done.stdout
+    assert f"{tmp_path}/home/.ssh/orin_deploy_ed25519 does not exist" in done.stdout and "hint: create it (ssh-keygen -t ed25519" in done.stdout
+    assert "the known_hosts file" in done.stdout and "orin-01.known_hosts does not exist" in done.stdout
+    assert "hint: pin the device's host key: `sdk targets add orin-01" in done.stdout
+    key = Path(env["HOME"]) / ".ssh" / "orin_deploy_ed25519"  # a key others may read
+    key.parent.mkdir()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    key.chmod(0o644)
+    done = subprocess.run([*CLI, "targets", "check", "orin-01"], cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    assert statuses(done.stdout)["key file"] == BLOCKED and "has permissions 0644: others may read it" in done.stdout
+    assert f"hint: chmod 600 {key}" in done.stdout
+
+
+def test_a_deploy_to_the_example_copied_as_it_is_names_the_missing_key_and_how_to_make_one(tmp_path, monkeypatch, capsys):
+    from tools.cli import run
+
+    for key, value in example_copied(tmp_path).items():
+        monkeypatch.setenv(key, value)
+    assert run(["deploy", "--target", "orin-01", str(REPO / "pipelines" / "pedestrian.yaml")]) == 1
+    err = capsys.readouterr().err
+    assert "key_file: " in err and "orin_deploy_ed25519 does not exist" in err, err
+    assert "hint: create it (ssh-keygen -t ed25519 -f" in err and "sdk targets list" not in err, err
+
+
+def test_targets_add_says_in_its_help_that_without_a_terminal_it_needs_the_fingerprint():
+    from tools.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    add = commands["targets"]._subparsers._group_actions[0].choices["add"]
+    assert "required without a terminal" in " ".join(add.format_help().split())
 
 
 FACTS = {

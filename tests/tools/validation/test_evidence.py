@@ -151,7 +151,7 @@ def test_report_html_is_one_self_contained_file(deployed, tmp_path):
     # Nothing outside the file: no image file, script, stylesheet or font; every reference is inline.
     assert not re.search(r"<(img|script|link|iframe|object|embed)\b", html)
     references = re.findall(r'\b(?:src|href|xlink:href)="([^"]*)"', html) + re.findall(r"url\(([^)]*)\)", html)
-    assert references and all(r.startswith(("#", "data:image/png;base64,")) for r in references), sorted(set(references))[:5]
+    assert all(r.startswith(("#", "data:image/png;base64,")) for r in references), sorted(set(references))[:5]
     for data in (r for r in references if r.startswith("data:")):
         assert base64.b64decode(data.split(",", 1)[1]).startswith(b"\x89PNG\r\n\x1a\n")  # an image that decodes
     figures = re.findall(r"<figure[^>]*>(.*?)</figure>", html, re.S)
@@ -255,6 +255,24 @@ def test_accuracy_says_what_was_compared():
     assert not int8["trivial"] and "INT8 Q/DQ" in int8["summary"]
     engine = comparison({"backend": "tensorrt (GPU), TensorRT engine, int8", "target": "orin-01"}, "int8")
     assert not engine["trivial"] and "tensorrt (GPU)" in engine["run"] and "orin-01" in engine["run"]
+
+
+def test_report_html_is_drawn_without_matplotlib(tmp_path):
+    """The plots are written as SVG by the SDK (tools/validation/svg_chart.py): a deploy pays neither matplotlib's import
+    nor its figure drawing (about 2 s of every deploy before; docs/performance.md has the figure)."""
+    n, stages = 300, ("preprocess", "infer", "postprocess", "sink")
+    capture = np.arange(n, dtype=np.int64) * 33_000_000
+    steps = np.tile(np.array([1, 10, 1, 1], np.int64) * 1_000_000, (n, 1))
+    times = np.concatenate([capture[:, None], capture[:, None] + 100_000, capture[:, None] + 100_000 + np.cumsum(steps, axis=1)], axis=1)
+    np.savez(tmp_path / "timeline.npz", warmup=np.int64(0), times_ns=times, stages=np.array(stages), frames=np.arange(n), digests=np.zeros(n))
+    script = (
+        "import sys; from tools.validation.plots import draw_plots; from sdk.runtime.timeline import read_timeline; "
+        f"plots = draw_plots({{'checks': [{{'name': 'end_to_end.p99_ms', 'limit': 50.0}}], 'deadline': {{'deadline_ms': 33.3}}}}, "
+        f"read_timeline({str(tmp_path / 'timeline.npz')!r})); print(sorted(plots), 'matplotlib' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.stdout.split("] ")[-1].strip() == "False", done.stdout + done.stderr
+    assert "['cdf', 'histogram', 'misses', 'timeline']" in done.stdout
 
 
 def test_plots_stay_legible_far_over_budget():
