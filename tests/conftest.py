@@ -182,31 +182,31 @@ def pytest_sessionstart(session) -> None:
 # The slowest tests, measured (docs/performance.md, --durations), started first: pytest-xdist hands out tests in collection order,
 # so a long test collected last would run alone at the end while the other workers idle. Prefixes of node ids.
 SLOW_FIRST = (
-    "tests/tools/test_deploy_ssh.py::test_kill_9_of_the_deploy_at_random_points_never_breaks_current",
-    "tests/tools/test_deploy_int8.py::test_a_failing_gate_keeps_the_worst_layers_out_of_int8_until_it_passes",
+    "tests/tools/deploy/test_deploy_ssh.py::test_kill_9_of_the_deploy_at_random_points_never_breaks_current",
+    "tests/tools/deploy/test_deploy_int8.py::test_a_failing_gate_keeps_the_worst_layers_out_of_int8_until_it_passes",
     "tests/test_benchmarks_smoke.py",
     "tests/tools/release/test_jetpack_device.py",
-    "tests/tools/test_deploy_cuda_device.py::test_cpu_cuda_and_auto_on_a_machine_without_a_gpu",
-    "tests/tools/test_deploy_multicam.py::test_two_cameras_deploy_with_per_camera_detections_and_latency",
-    "tests/tools/test_deploy_local.py::test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_start_verified",
-    "tests/tools/test_calibrate.py",
-    "tests/tools/test_deploy_int8.py",
-    "tests/tools/test_deploy_ssh.py",
+    "tests/tools/deploy/test_deploy_cuda_device.py::test_cpu_cuda_and_auto_on_a_machine_without_a_gpu",
+    "tests/tools/deploy/test_deploy_multicam.py::test_two_cameras_deploy_with_per_camera_detections_and_latency",
+    "tests/tools/deploy/test_deploy_local.py::test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_start_verified",
+    "tests/tools/int8/test_calibrate.py",
+    "tests/tools/deploy/test_deploy_int8.py",
+    "tests/tools/deploy/test_deploy_ssh.py",
     "tests/tools/validation/test_pytest_plugin.py",
     "tests/tools/history/test_gate.py",
     "tests/tools/history/test_fleet.py",
     "tests/tools/history/test_mlflow.py",
-    "tests/tools/test_deploy_local.py",
-    "tests/tools/test_init_pipeline.py",
-    "tests/tools/test_labgrid.py",
+    "tests/tools/deploy/test_deploy_local.py",
+    "tests/tools/models/test_init_pipeline.py",
+    "tests/tools/connect/test_labgrid.py",
     "tests/sdk/cascade/test_cascade.py",
     "tests/integration",
     "tests/plugins_cuda/test_selftest_kernel_check.py",
     "tests/tools/targets/test_targets_sim.py",
-    "tests/tools/test_range_methods.py",
-    "tests/tools/test_trial_faults.py",
-    "tests/tools/test_service_commands.py",
-    "tests/tools/test_mender.py",
+    "tests/tools/int8/test_range_methods.py",
+    "tests/tools/deploy/test_trial_faults.py",
+    "tests/tools/targets/test_service_commands.py",
+    "tests/tools/deploy/test_mender.py",
     "tests/plugins_cuda/test_release_kernels.py",
     "tests/plugins_cuda/test_build.py",
     "tests/sdk/service",
@@ -274,7 +274,7 @@ def prepared_example(example_pipeline, tmp_path_factory):
         from sdk.artifacts import ModelArtifacts
 
         return ModelArtifacts(REPO / "selftest-prepared" / "example")
-    from tools.prepare import PrepareModel
+    from tools.models.prepare import PrepareModel
 
     return PrepareModel(example_pipeline, tmp_path_factory.mktemp("cache"))()
 
@@ -339,7 +339,7 @@ budgets:
 def tiny_pipeline(tmp_path):
     """(PipelineFile, ModelArtifacts) for a synthetic 64 x 48 source of `frames` frames."""
     from sdk.spec import load_pipeline
-    from tools.prepare import PrepareModel
+    from tools.models.prepare import PrepareModel
 
     def build(frames: int = 20, rate: str = "null", uri: str | None = None, max_ms: float = 5000):
         folder = tmp_path / "pipeline"

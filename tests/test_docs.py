@@ -59,7 +59,7 @@ def test_readme_links_the_reliability_page():
 
 
 def test_generated_reference_is_current(tmp_path):
-    from tools.docs_reference import PAGES, REGENERATE, generate
+    from tools.docs.reference import PAGES, REGENERATE, generate
 
     generate(tmp_path)
     stale = [name for name in PAGES if (tmp_path / name).read_text() != ((REFERENCE / name).read_text() if (REFERENCE / name).is_file() else None)]
@@ -93,7 +93,7 @@ def test_pipeline_reference_names_every_key_of_the_schema():
 
 def test_every_explained_key_exists():
     """A line in MEANINGS for a key the schema no longer has would never be shown: remove it."""
-    from tools.docs_reference import MEANINGS, TARGET_MEANINGS, pipeline_keys, target_keys
+    from tools.docs.reference import MEANINGS, TARGET_MEANINGS, pipeline_keys, target_keys
 
     pipeline = {row["key"].replace("<stage>.", "") for row in pipeline_keys()}
     target = {row["key"] for row in target_keys()}

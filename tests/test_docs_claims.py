@@ -96,9 +96,9 @@ def test_every_test_the_skip_table_names_exists():
 
 
 def test_the_values_the_model_section_gives_are_those_the_code_writes_and_the_tests_use():
-    from tests.tools.test_init_pipeline import BLAZEFACE_EDITS
-    from tools.family_decoders import PADDLE_DET_NORMALIZE
-    from tools.init_pipeline import RUN_FRAMES
+    from tests.tools.models.test_init_pipeline import BLAZEFACE_EDITS
+    from tools.models.family_decoders import PADDLE_DET_NORMALIZE
+    from tools.models.init_pipeline import RUN_FRAMES
 
     assert f"deploy --target local models/detector.yaml --frames {RUN_FRAMES}" in STARTED and f"{RUN_FRAMES} frames" in STARTED
     for key, value in BLAZEFACE_EDITS.items():

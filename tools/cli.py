@@ -255,8 +255,8 @@ def _describe(parser: argparse.ArgumentParser) -> None:
 def _deploy(args: argparse.Namespace, console: Console) -> int:
     from sdk.spec import load_pipeline
     from tools.console import RichProgress, render_fleet, render_report
-    from tools.deploy import Deploy, default_report_dir
-    from tools.fleet import FleetResult
+    from tools.deploy.fleet import FleetResult
+    from tools.deploy.flow import Deploy, default_report_dir
     from tools.validation.report_dirs import check_report_dir, empty_report_dir, update_latest
 
     # The report folder is settled before anything runs: a run of its own, or an empty named one.
@@ -294,7 +294,7 @@ def _deploy(args: argparse.Namespace, console: Console) -> int:
 
 def _validate(args: argparse.Namespace, console: Console) -> int:
     from tools.console import RichProgress, render_fleet, render_report
-    from tools.fleet import FleetResult
+    from tools.deploy.fleet import FleetResult
     from tools.validation.validate import Validate
 
     with RichProgress(console) as progress:
@@ -320,7 +320,7 @@ def _validate(args: argparse.Namespace, console: Console) -> int:
 
 
 def _init(args: argparse.Namespace, console: Console) -> int:
-    from tools.init_pipeline import init_pipeline
+    from tools.models.init_pipeline import init_pipeline
 
     result = init_pipeline(args.model, source=args.source, output=args.output, cascade=args.cascade)
     console.print(f"{result.recognised.summary}", highlight=False, markup=False)
@@ -331,7 +331,7 @@ def _init(args: argparse.Namespace, console: Console) -> int:
         )
         for key, why in result.fill_in:
             console.print(f"  {key}: {why}", highlight=False, markup=False)
-    from tools.init_pipeline import RUN_FRAMES
+    from tools.models.init_pipeline import RUN_FRAMES
 
     then = f"sdk check {result.path}, then deploy --target local {result.path} --frames {RUN_FRAMES}"
     console.print(f"next: {'fill them in, ' if result.fill_in else ''}{then}", highlight=False, markup=False)
@@ -339,8 +339,8 @@ def _init(args: argparse.Namespace, console: Console) -> int:
 
 
 def _check(args: argparse.Namespace, console: Console) -> int:
-    from tools.check_pipeline import PROBLEM, check_pipeline
     from tools.console import render_findings
+    from tools.models.check import PROBLEM, check_pipeline
 
     with Console(stderr=True).status("checking (the model is prepared as a deploy prepares it)"):
         result = check_pipeline(args.pipeline, args.target, args.frames)
@@ -355,7 +355,7 @@ def _check(args: argparse.Namespace, console: Console) -> int:
 
 def _prepare(args: argparse.Namespace, console: Console) -> int:
     from sdk.spec import load_pipeline
-    from tools.prepare import PrepareModel
+    from tools.models.prepare import PrepareModel
     from tools.state import cache_dir
 
     pipeline = load_pipeline(args.pipeline)
@@ -375,8 +375,8 @@ def _calibrate(args: argparse.Namespace, console: Console) -> int:
     from sdk.engine.platforms import known_tensorrt
     from sdk.spec import load_pipeline
     from tools.console import RichProgress, render_accuracy
-    from tools.int8 import Int8ForDeploy, trt_cache_file
-    from tools.prepare import PrepareModel
+    from tools.int8.for_deploy import Int8ForDeploy, trt_cache_file
+    from tools.models.prepare import PrepareModel
     from tools.state import cache_dir
 
     for version in args.tensorrt:
@@ -488,7 +488,7 @@ def _targets(args: argparse.Namespace, console: Console) -> int:
         for name in known_targets():
             console.print(name)
     elif args.targets_command == "probe":
-        from tools.remote import probe
+        from tools.targets.remote import probe
 
         console.print_json(json.dumps(probe(resolve_target(args.target))))
     elif args.targets_command == "add":
@@ -496,7 +496,7 @@ def _targets(args: argparse.Namespace, console: Console) -> int:
     elif args.targets_command == "check":
         return _targets_check(args, console)
     elif args.targets_command == "trust-key":
-        from tools.trust import trust_key
+        from tools.targets.trust import trust_key
 
         if (args.key is None) == (args.revoke is None):
             from sdk.errors import ConfigError
@@ -534,7 +534,7 @@ def _export(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError("nothing to export", hint="give PIPELINE --target T --mender OUT.mender, or --mender-module DIR (or both)")
     if args.pipeline is not None:
         from tools.console import RichProgress
-        from tools.export import ExportMender
+        from tools.deploy.export import ExportMender
 
         if args.target is None or args.mender is None:
             raise ConfigError("exporting a pipeline needs --target and --mender", hint="sdk export PIPELINE --target T --mender OUT.mender")
@@ -547,7 +547,7 @@ def _export(args: argparse.Namespace, console: Console) -> int:
             highlight=False,
         )
     if args.mender_module is not None:
-        from tools.export import MODULE_DIR, module_settings, write_module
+        from tools.deploy.export import MODULE_DIR, module_settings, write_module
 
         settings = module_settings(args.target, args.root, args.python)
         module, config = write_module(args.mender_module, **settings)
@@ -600,8 +600,8 @@ def _targets_check(args: argparse.Namespace, console: Console) -> int:
 def _store_command(args: argparse.Namespace, console: Console) -> int:
     import json
 
-    from tools.remote import store_command
     from tools.targets import resolve_target
+    from tools.targets.remote import store_command
 
     result = store_command(resolve_target(args.target), args.command)
     if args.command == "status" and not args.json:
@@ -616,8 +616,8 @@ def _store_command(args: argparse.Namespace, console: Console) -> int:
 def _service_command(args: argparse.Namespace, console: Console) -> int:
     import json
 
-    from tools.remote import service_command
     from tools.targets import resolve_target
+    from tools.targets.remote import service_command
 
     extra = ["--lines", str(args.lines)] if args.command == "logs" else []
     result = service_command(resolve_target(args.target), args.command, *extra)
@@ -637,8 +637,8 @@ def _selftest(args: argparse.Namespace, console: Console) -> int:
     from rich.table import Table
 
     from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
-    from tools.remote import selftest
     from tools.targets import resolve_target
+    from tools.targets.remote import selftest
 
     result = selftest(resolve_target(args.target), deadline_s=args.tests_deadline, report_dir=args.report_dir)
     from tools.history.hook import finished

@@ -5,7 +5,7 @@ that is installed; the host hashes it into the engine cache key. Per-layer preci
 predictions (from the DLA analysis); TensorRT's builder makes the final choice and the device build
 checks the placement contract against TensorRT's answers.
 
-INT8 comes from one of two artifacts (see tools/calibrate.py): TensorRT 8.6 and 10.x take implicit
+INT8 comes from one of two artifacts (see tools/int8/calibrate.py): TensorRT 8.6 and 10.x take implicit
 INT8 through a calibration cache presented by an EntropyCalibration2 calibrator (the only INT8 route
 onto DLA); TensorRT 11 removed calibrators and the INT8/FP16 builder flags, so it builds the Q/DQ
 model as a strongly typed network.
@@ -107,7 +107,7 @@ def plan_build(
     workspace_bytes: int = DEFAULT_WORKSPACE_BYTES,
     dla_sram_bytes: int = DEFAULT_DLA_SRAM_BYTES,
     timing_cache: bool = True,
-    calibrator: str = "EntropyCalibration2",  # the calibration cache header's algorithm (tools/calibrate.py)
+    calibrator: str = "EntropyCalibration2",  # the calibration cache header's algorithm (tools/int8/calibrate.py)
     higher_precision: tuple[str, ...] = (),  # layers kept out of INT8 by the accuracy fallback
     cameras: int = 1,  # the pipeline's camera count: the batch a dynamic first dimension is built for
 ) -> BuildPlan:

@@ -1,6 +1,6 @@
 """cuda.bindings.driver calls, checked: every call returns (CUresult, values...), and anything but CUDA_SUCCESS is a
 BackendError naming the call and the result; handles a call made are released in reverse order at close. Shared by
-the CUDA module (sdk/gpu/driver.py), the TensorRT backend and the GPU check's engine (tools/gpu_check_engine.py)."""
+the CUDA module (sdk/gpu/driver.py), the TensorRT backend and the GPU check's engine (tools/gpu_check/engine.py)."""
 
 from __future__ import annotations
 

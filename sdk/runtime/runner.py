@@ -70,7 +70,7 @@ class PipelineRunner:
         self.on_idle = on_idle  # a live stream waiting for a frame (a reconnect) calls it every 0.25 s
         self.on_end = on_end  # the frames ended (before the stages close)
         # (model path, batch) -> an unopened Backend, in place of create_backend: for a tool that runs the runtime on an
-        # engine of its own (tools/gpu_check.py: ONNX Runtime as the inference step of the real CUDA path).
+        # engine of its own (tools/gpu_check/check.py: ONNX Runtime as the inference step of the real CUDA path).
         self.backend_factory = backend_factory
         self._cameras: list[CameraSlot] = []
         self._feed = None

@@ -281,7 +281,7 @@ class ReleaseStore(Activation, Pruning, StoreStatus):
         """Remove what crashed runs left under temporary names (never reachable from `current`).
 
         Partial uploads are kept unless asked: the next deploy resumes those of its release and removes
-        the others (tools/session_local.py and tools/session_ssh.py, `resume_points`).
+        the others (tools/connect/session_local.py and tools/connect/session_ssh.py, `resume_points`).
         """
         removed = 0
         patterns = [f"{TMP_PREFIX}*"] + ([] if keep_uploads else [f"{UPLOAD_PREFIX}*"])

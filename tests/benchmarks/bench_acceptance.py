@@ -64,7 +64,7 @@ def recorder_cost_us(records: int, rounds: int) -> tuple[float, list[float]]:
 
 
 def verdicts(frames: int, runs: int, stress: str, idle: bool = True, tiny: bool = False) -> list[tuple[str, dict]]:
-    from tools.deploy import Deploy
+    from tools.deploy.flow import Deploy
     from tools.validation.validate import Validate
 
     os.environ.setdefault("SDK_STATE_DIR", tempfile.mkdtemp(prefix="bench-acceptance-"))

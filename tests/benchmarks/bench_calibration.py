@@ -27,8 +27,8 @@ sys.path.insert(0, str(REPO))
 from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend  # noqa: E402
 from sdk.spec import load_pipeline  # noqa: E402
 from tests.benchmarks.smoke import short_clip  # noqa: E402
-from tools.calibrate import Calibrate, check_accuracy, preprocessed_frames  # noqa: E402
-from tools.prepare import PrepareModel  # noqa: E402
+from tools.int8.calibrate import Calibrate, check_accuracy, preprocessed_frames  # noqa: E402
+from tools.models.prepare import PrepareModel  # noqa: E402
 from tools.progress import SilentProgress  # noqa: E402
 
 

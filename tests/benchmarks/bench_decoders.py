@@ -170,7 +170,7 @@ def example_ssd_case(folder: Path):
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    from tools.prepare import _constant_tensor
+    from tools.models.prepare import _constant_tensor
 
     source = REPO / "pipelines" / "assets" / "ssdlite_pedestrian.onnx"
     model = onnx.load(str(source))

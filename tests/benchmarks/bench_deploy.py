@@ -32,13 +32,13 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from tests.benchmarks.smoke import tiny_pipeline  # noqa: E402
-from tools.deploy import install_release  # noqa: E402
-from tools.fleet import deploy_fleet  # noqa: E402
-from tools.prepare import PrepareModel  # noqa: E402
+from tools.connect.sessions import open_session  # noqa: E402
+from tools.deploy.fleet import deploy_fleet  # noqa: E402
+from tools.deploy.flow import install_release  # noqa: E402
+from tools.models.prepare import PrepareModel  # noqa: E402
 from tools.progress import SilentProgress  # noqa: E402
 from tools.release.bundle import Bundle, collect_bundle, runtime_files  # noqa: E402
 from tools.release.stage import manifest_for, stage_release  # noqa: E402
-from tools.sessions import open_session  # noqa: E402
 from tools.targets import resolve_target  # noqa: E402
 from tools.targets.sim import SimServer  # noqa: E402
 
@@ -173,7 +173,7 @@ def redeploy_and_fleet(
 
         sent_bytes: list[int] = []
 
-        def stage_only(session, target):  # the fleet's session holds the deploy lease already (tools/sessions.py)
+        def stage_only(session, target):  # the fleet's session holds the deploy lease already (tools/connect/sessions.py)
             staged = stage_release(session, bundle, manifest_for(bundle))
             sent_bytes.append(staged.bytes_sent)
             return staged

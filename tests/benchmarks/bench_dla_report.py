@@ -25,7 +25,7 @@ from sdk.spec import load_pipeline  # noqa: E402
 from sdk.spec.schema import DlaPlacement  # noqa: E402
 from tools.dla.analysis import analyse  # noqa: E402
 from tools.dla.graph import load_graph  # noqa: E402
-from tools.prepare import PrepareModel  # noqa: E402
+from tools.models.prepare import PrepareModel  # noqa: E402
 
 CASES = (("jetson-agx-orin", "10.3"), ("drive-orin", "8.6.1"), ("jetson-orin-nx", "10.3"), ("jetson-thor", "10.13"), ("jetson-agx-orin", "11.4"))
 

@@ -48,7 +48,7 @@ def sdk(*args: str) -> tuple[float, subprocess.CompletedProcess]:
 
 
 def make_runs(count: int, pipeline: Path, frames: int | None, out: Path) -> list[Path]:
-    from tools.deploy import Deploy
+    from tools.deploy.flow import Deploy
     from tools.validation.validate import Validate
 
     Deploy(pipeline, "local", frames=3, report_dir=out / "deploy")()

@@ -32,7 +32,7 @@ from sdk.spec import load_pipeline  # noqa: E402
 from sdk.spec.cameras import Batch  # noqa: E402
 from sdk.spec.schema import CameraSource  # noqa: E402
 from sdk.spec.schema import NullSink as NullSinkSpec  # noqa: E402
-from tools.prepare import PrepareModel  # noqa: E402
+from tools.models.prepare import PrepareModel  # noqa: E402
 
 RECORDINGS = {
     "front": REPO / "pipelines" / "assets" / "vtest.avi",

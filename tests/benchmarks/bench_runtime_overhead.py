@@ -33,7 +33,7 @@ from sdk.sinks import NullSink  # noqa: E402
 from sdk.sources import FrameReader, FrameStream  # noqa: E402
 from sdk.spec import load_pipeline  # noqa: E402
 from sdk.spec.schema import NullSink as NullSinkSpec  # noqa: E402
-from tools.prepare import PrepareModel  # noqa: E402
+from tools.models.prepare import PrepareModel  # noqa: E402
 
 
 class MemoryReader(FrameReader):

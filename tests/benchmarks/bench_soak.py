@@ -29,7 +29,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from tools.deploy import Deploy  # noqa: E402
+from tools.deploy.flow import Deploy  # noqa: E402
 
 MIB = 1 << 20
 RETENTION_MB = 48  # per output, its current file included

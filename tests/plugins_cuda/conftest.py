@@ -69,7 +69,7 @@ def host_build(tmp_path_factory) -> Build:
 @pytest.fixture(scope="session")
 def nvcc() -> Path:
     """The nvcc the kernel tests build with: SDK_NVCC, else PATH's, else the nvidia-cuda-nvcc wheel's (the test extra)."""
-    from tools.cuda_toolkit import find_nvcc
+    from tools.release.cuda_toolkit import find_nvcc
 
     found = find_nvcc()
     if found is None or shutil.which("g++") is None:

@@ -79,7 +79,7 @@ def test_the_manifest_and_ptx_name_what_was_built(kernel_build, nvcc):
 def test_the_ptx_assembles_without_spills_where_no_cubin_fits(kernel_build, arch, tmp_path):
     """What the driver's JIT does with the shipped PTX on such a GPU, done by the toolkit's ptxas (the same
     assembler; the driver's may be newer): it assembles, with no spills and no more registers than on Orin."""
-    from tools.cuda_toolkit import find_ptxas
+    from tools.release.cuda_toolkit import find_ptxas
 
     ptxas = find_ptxas()
     assert ptxas is not None and ptxas.is_file(), "the nvcc that built the PTX has no ptxas beside it"

@@ -178,7 +178,7 @@ def test_yolo_decode_kernel_finds_the_host_references_candidates(gpu_kernels, re
 def test_the_runtime_stage_writes_the_engines_binding_and_times_by_events(gpu_kernels, reference, real_frames):
     """sdk/preprocess/cuda.py on a GPU: the kernel writes a device buffer standing for TensorRT's input binding,
     on the stream the backend hands over, the binding is marked as never copied, and the stage's time comes from
-    CUDA events. (The whole path with an engine: the selftest's cuda_pipeline_matches_cpu, tests/tools/test_selftest.py.)"""
+    CUDA events. (The whole path with an engine: the selftest's cuda_pipeline_matches_cpu, tests/tools/validation/test_selftest.py.)"""
     from cuda.bindings import driver as cu
 
     from sdk.gpu.handles import device_address, native_handle

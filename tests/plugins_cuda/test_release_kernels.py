@@ -67,7 +67,7 @@ class ProbedSession:
 
 @pytest.mark.parametrize(("probed", "cubin"), [("8.7", "sm_87"), ("11.0", "sm_110"), ("7.5", None), (None, None)])
 def test_deploy_adds_the_kernels_for_the_probed_gpu(kernel_build, monkeypatch, probed, cubin):
-    import tools.deploy as deploy
+    import tools.deploy.flow as deploy
     from tools.progress import SilentProgress
 
     monkeypatch.setattr(deploy, "build_kernels", lambda cache: kernel_build.folder)  # the session's build
@@ -84,7 +84,7 @@ def test_deploy_adds_the_kernels_for_the_probed_gpu(kernel_build, monkeypatch, p
 def test_host_build_is_cached_and_without_nvcc_only_the_source_travels(tmp_path, monkeypatch, nvcc):
     import shutil
 
-    from tools import cuda_toolkit
+    from tools.release import cuda_toolkit
     from tools.release.kernels import build_kernels, parse_compute_capability
 
     if shutil.which("cmake") is None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sdk.gpu.binaries import KernelManifest, choose_image
-from tools.deploy import Deploy
+from tools.deploy.flow import Deploy
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "pipelines" / "pedestrian.yaml"
 

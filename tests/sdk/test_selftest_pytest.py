@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sdk import selftest_pytest
-from tools.selftest_bundle import DEVICE_CONFTEST, REPO, TestBundle, pytest_ini
+from tools.validation.selftest_bundle import DEVICE_CONFTEST, REPO, TestBundle, pytest_ini
 
 
 def lay_out(bundle: TestBundle, folder) -> None:

@@ -65,7 +65,7 @@ class MenderDevice:
         return self.folder / "data"
 
     def setup(self) -> MenderDevice:
-        from tools.export import write_module
+        from tools.deploy.export import write_module
 
         for folder in (self.etc, self.modules, self.data):
             folder.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ def target_facts(target_name: str, tensorrt_override: str | None) -> TargetFacts
 
         platform, probed = "linux-generic", fingerprint()
     else:
-        from tools.remote import probe
+        from tools.targets.remote import probe
 
         platform, probed = target.spec.platform, probe(target)
     version = tensorrt_override or probed.get("tensorrt")
@@ -69,7 +69,7 @@ class DlaAnalysis:
                 raise ConfigError(f"{self.source} does not exist", hint="give a pipeline file or a prepared ONNX model")
             return self.source
         from sdk.spec import load_pipeline
-        from tools.prepare import PrepareModel
+        from tools.models.prepare import PrepareModel
         from tools.state import cache_dir
 
         self.pipeline = load_pipeline(self.source)

@@ -18,7 +18,7 @@ from sdk.spec.loader import PipelineFile
 from tools.dla.report import TargetFacts
 from tools.engines.plan import PlanEngineBuild
 from tools.engines.remote_build import BuildEngineOnTarget
-from tools.int8 import Int8Choice, trt_cache_file
+from tools.int8.for_deploy import Int8Choice, trt_cache_file
 from tools.progress import Progress
 from tools.targets import RemoteTarget
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from sdk.engine.build_plan import BuildPlan, plan_build
 from sdk.engine.platforms import dla_availability
-from tools.calibrate import TRT_ALGORITHM
 from tools.dla.analysis import DlaReport
 from tools.dla.report import DlaAnalysis, TargetFacts
+from tools.int8.calibrate import TRT_ALGORITHM
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from sdk.engine.build_plan import BuildPlan
 from sdk.engine.plan_header import check_plan_for_target
 from sdk.engine.platforms import TensorRTVersion
 from sdk.errors import EngineBuildError, TargetError
+from tools.connect.session_protocol import parse_event
+from tools.connect.sessions import SshSession, open_session
 from tools.engines.cache import EngineCache, EngineCacheKey
 from tools.release.bundle import runtime_files
-from tools.session_protocol import parse_event
-from tools.sessions import SshSession, open_session
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ def _accuracy(folder: Path) -> np.ndarray | None:
     """Per frame the run was judged on: reference detections, run detections, matched pairs, their IoU and score-drift sums."""
     if not ((folder / REFERENCE_FILE).is_file() and (folder / DETECTIONS_FILE).is_file()):
         return None
-    from tools.accuracy import match_detections
+    from tools.int8.accuracy import match_detections
     from tools.validation.detections_file import read_detections
 
     reference, run = read_detections(folder / REFERENCE_FILE), read_detections(folder / DETECTIONS_FILE)

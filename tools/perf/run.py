@@ -1,7 +1,7 @@
 """`sdk profile PIPELINE --target T` and `sdk predict PIPELINE --platform P`: the host side.
 
 Profile: the model runs on the target's backend in a run of its own (`python -m sdk profile` there), under the
-target's deploy lease with its service paused (tools/sessions.py: paused_service), and the raw per-node times come
+target's deploy lease with its service paused (tools/connect/sessions.py: paused_service), and the raw per-node times come
 back. On `local` it profiles the pipeline's prepared model (no release needed); on a vehicle, the current release,
 which must run this very pipeline file (as `sdk validate` requires). The host maps the nodes onto the prepared model's
 layers, predicts the same layers (`--platform host` on this machine; the target's platform on a device running
@@ -35,7 +35,7 @@ class ProfileResult:
 
 def prepared(pipeline_path: Path, progress: Progress):
     from sdk.spec import load_pipeline
-    from tools.prepare import PrepareModel
+    from tools.models.prepare import PrepareModel
     from tools.state import cache_dir
 
     pipeline = load_pipeline(pipeline_path)
@@ -59,10 +59,10 @@ class Profile:
         self.progress = progress or SilentProgress()
 
     def __call__(self) -> ProfileResult:
-        from tools.deploy import default_report_dir
+        from tools.connect.sessions import open_session, paused_service
+        from tools.deploy.flow import default_report_dir
         from tools.perf.assemble import assemble
         from tools.perf.report import REPORT_FILE, write_html, write_json
-        from tools.sessions import open_session, paused_service
         from tools.targets import LocalTarget, resolve_targets
 
         targets = resolve_targets(self.target_name)

@@ -18,8 +18,8 @@ def top_layers(report: dict, pipeline, target, count: int = 3) -> tuple[list[tup
     measured = report.get("slowest_layers") or []
     if measured:
         return [(name, float(ms)) for name, ms in measured[:count]], "measured by TensorRT's profiler"
+    from tools.models.prepare import PrepareModel
     from tools.perf.layers import load_layers
-    from tools.prepare import PrepareModel
     from tools.state import cache_dir
     from tools.targets import LocalTarget
 

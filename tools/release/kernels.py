@@ -50,8 +50,8 @@ def kernel_files(build_dir: Path | None, compute_capability: tuple[int, int] | N
 
 def build_kernels(cache: Path) -> Path | None:
     """plugins_cuda built once per (sources, nvcc): the build folder, or None when the host has no nvcc (on PATH, or
-    NVIDIA's nvcc wheel: tools/cuda_toolkit.py)."""
-    from tools.cuda_toolkit import find_nvcc
+    NVIDIA's nvcc wheel: tools/release/cuda_toolkit.py)."""
+    from tools.release.cuda_toolkit import find_nvcc
 
     nvcc = find_nvcc()
     if nvcc is None or shutil.which("cmake") is None:

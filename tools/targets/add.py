@@ -44,7 +44,7 @@ def fetch_host_key(host: str, port: int, key_types: tuple[str, ...] | None = Non
     """The server's host key (of the first of `key_types` it has), from a key exchange only: no authentication."""
     import paramiko
 
-    from tools.ssh import fingerprint_of
+    from tools.connect.ssh import fingerprint_of
 
     where = f"{host}:{port}"
     try:

@@ -91,7 +91,7 @@ def _root_facts_here(root: str) -> dict:
 
 def _check_place(target: RemoteTarget) -> CheckResult:
     """Acquire the place, check the device behind its NetworkService, release the place whatever happens."""
-    from tools.labgrid_place import LabgridPlace, coordinator_of, reached_target
+    from tools.connect.labgrid_place import LabgridPlace, coordinator_of, reached_target
 
     settings = target.spec.labgrid
     coordinator = coordinator_of(settings)
@@ -116,8 +116,8 @@ def _check_place(target: RemoteTarget) -> CheckResult:
 
 
 def _check_remote(target: RemoteTarget, *, reached: bool = False) -> CheckResult:
-    from tools.sessions import SshSession
-    from tools.ssh import connect, fingerprint_of, load_private_key
+    from tools.connect.sessions import SshSession
+    from tools.connect.ssh import connect, fingerprint_of, load_private_key
 
     spec = target.spec
     if spec.labgrid is not None and not reached:

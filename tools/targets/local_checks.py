@@ -62,7 +62,7 @@ def _key_file(target: RemoteTarget, what: str, relative: str, missing_hint: str)
 
 
 def _known_hosts(target: RemoteTarget) -> Finding:
-    from tools.known_hosts import read_pins
+    from tools.connect.known_hosts import read_pins
 
     spec = target.spec
     path = target.host_path(spec.host_key.known_hosts)

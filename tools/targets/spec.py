@@ -44,7 +44,7 @@ RUNTIME_MODULE = Literal["numpy", "cv2", "yaml", "pydantic", "onnxruntime", "sci
 
 
 class MenderSettings(Frozen):
-    """`sdk export --mender`: what the artifact assumes of the device, which no probe tells it (tools/export.py)."""
+    """`sdk export --mender`: what the artifact assumes of the device, which no probe tells it (tools/deploy/export.py)."""
 
     device_type: Annotated[
         str | None, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$", description="the Mender device type (default: `platform`)")
@@ -63,7 +63,7 @@ class MenderSettings(Frozen):
 
 
 class LabgridSettings(Frozen):
-    """The target is a labgrid place: acquired per session, reached through its NetworkService (tools/labgrid_place.py)."""
+    """The target is a labgrid place: acquired per session, reached through its NetworkService (tools/connect/labgrid_place.py)."""
 
     coordinator: Annotated[
         str | None,

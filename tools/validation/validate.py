@@ -14,13 +14,13 @@ from pathlib import Path
 
 from sdk.runtime.interference import InterferencePlan
 from sdk.spec.loader import load_pipeline
-from tools.deploy import DeployResult, default_report_dir, engine_step, health_policy, install_release, int8_artifacts, measure
-from tools.fleet import FleetResult
+from tools.connect.sessions import open_session, paused_service
+from tools.deploy.fleet import FleetResult
+from tools.deploy.flow import DeployResult, default_report_dir, engine_step, health_policy, install_release, int8_artifacts, measure
 from tools.history.hook import finished
-from tools.prepare import PrepareModel
+from tools.models.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import collect_bundle
-from tools.sessions import open_session, paused_service
 from tools.state import cache_dir
 from tools.targets import resolve_targets
 from tools.validation.acceptance import accept

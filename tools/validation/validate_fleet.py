@@ -1,7 +1,7 @@
 """`sdk validate PIPELINE --target GROUP`: the validation on every target of a group (or comma list), as a fleet.
 
 Each target's current release is measured into `DIR/<target>/` (with `--deploy`, deployed first), in a pool of
-`parallel` at once, by the fleet deploy's own machinery (tools/fleet.py): one result per target, `DIR/fleet.json`
+`parallel` at once, by the fleet deploy's own machinery (tools/deploy/fleet.py): one result per target, `DIR/fleet.json`
 with the fleet report (per-device verdicts, the spread of each figure per device class, outliers), and the fleet's
 worst verdict as the exit code. A target whose current release is not this pipeline file is that target's error.
 """
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from sdk.runtime.interference import InterferencePlan
 from sdk.spec.loader import load_pipeline
-from tools.deploy import default_report_dir, engine_step, health_policy, install_release, int8_artifacts, measure
-from tools.fleet import FleetResult, deploy_fleet
-from tools.prepare import PrepareModel
+from tools.deploy.fleet import FleetResult, deploy_fleet
+from tools.deploy.flow import default_report_dir, engine_step, health_policy, install_release, int8_artifacts, measure
+from tools.models.prepare import PrepareModel
 from tools.release.bundle import collect_bundle
 from tools.state import cache_dir
 from tools.validation.acceptance import accept

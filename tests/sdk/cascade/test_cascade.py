@@ -111,7 +111,7 @@ def test_paddleocr_detector_and_recogniser_read_the_lines_as_rapidocr_does(tmp_p
         "rapidocr_onnxruntime", reason="the reference OCR: pip install --no-deps -r tests/reference-packages.txt"
     ).RapidOCR
 
-    from tools.init_pipeline import init_pipeline
+    from tools.models.init_pipeline import init_pipeline
 
     folder = ocr_folder(tmp_path)
     (folder / "characters.txt").unlink()  # written by sdk init from the recogniser's own metadata

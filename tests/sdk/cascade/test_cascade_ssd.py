@@ -318,7 +318,7 @@ def test_a_step_naming_an_output_its_model_lacks_is_refused_when_it_opens(tmp_pa
 
 def test_a_step_anchor_tensor_is_read_at_preparation_and_a_missing_one_named(tmp_path):
     from sdk.errors import ModelError
-    from tools.prepare import PrepareModel
+    from tools.models.prepare import PrepareModel
 
     folder, _ = cascade_folder(tmp_path)
     pipeline = load_pipeline(folder / "people.yaml")

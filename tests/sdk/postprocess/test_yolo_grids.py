@@ -166,7 +166,7 @@ def test_the_real_yolox_nano_through_the_sdks_preprocessing_and_decoder_matches_
     import onnxruntime as ort
 
     from sdk.preprocess import CpuPreprocessor
-    from tools.family_decoders import COCO_CLASSES
+    from tools.models.family_decoders import COCO_CLASSES
 
     session = ort.InferenceSession(str(ASSETS / "yolox_nano.onnx"), providers=["CPUExecutionProvider"])
     preprocess = Preprocess.model_validate(

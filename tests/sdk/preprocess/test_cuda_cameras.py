@@ -15,7 +15,7 @@ from sdk.runtime import PipelineRunner
 from sdk.runtime.report import build_report
 from sdk.spec import load_pipeline
 from tests.sdk.runtime.test_multicam import CROP, pedestrian
-from tools.prepare import PrepareModel
+from tools.models.prepare import PrepareModel
 
 # Two recordings of other sizes, and the walkway again through its own crop: three slots, three plans; slot 1
 # (tree.avi) finds nothing, so a slot read or written at the wrong offset shows as the others' detections there.

@@ -107,7 +107,7 @@ sinks:
 
 @pytest.fixture()
 def yolo_pipeline(tmp_path, video_path):
-    from tools.prepare import PrepareModel
+    from tools.models.prepare import PrepareModel
 
     tiny_grid_yolo(tmp_path / "grid.onnx")
     shutil.copy(video_path, tmp_path / "vtest.avi")

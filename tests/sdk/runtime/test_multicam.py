@@ -15,7 +15,7 @@ from sdk.errors import ConfigError
 from sdk.runtime import PipelineRunner
 from sdk.runtime.report import build_report
 from sdk.spec import load_pipeline
-from tools.prepare import PrepareModel
+from tools.models.prepare import PrepareModel
 
 REPO = Path(__file__).resolve().parents[3]
 VTEST = REPO / "pipelines" / "assets" / "vtest.avi"  # the shipped recording (a campus walkway)

@@ -35,7 +35,7 @@ def deploy_once(tmp_path_factory, name: str = "svc", service: str = SERVICE) -> 
     from tests.conftest import shared_folder
 
     def build(base: Path) -> None:
-        from tools.deploy import Deploy
+        from tools.deploy.flow import Deploy
 
         folder = base / "pipeline"
         folder.mkdir()
@@ -204,4 +204,3 @@ def relist(folder: Path) -> None:
         files[name] = FileEntry(hashlib.sha256(data).hexdigest(), len(data))
     (folder / MANIFEST).chmod(0o644)
     (folder / MANIFEST).write_text(dataclasses.replace(manifest, files=files).to_json())
-

@@ -128,10 +128,10 @@ def test_the_run_files_are_those_the_runtime_and_the_host_write_into_a_runs_fold
     from sdk.runtime.junit import JUNIT_FILE
     from sdk.runtime.report import REPORT_FILE
     from sdk.runtime.timeline import TIMELINE_FILE
-    from tools.deploy import DEVICE_FILE
-    from tools.deploy import RUN_FILES as HOST_RUN_FILES
-    from tools.fleet import FLEET_FILE
-    from tools.int8 import ACCURACY_FILE
+    from tools.deploy.fleet import FLEET_FILE
+    from tools.deploy.flow import DEVICE_FILE
+    from tools.deploy.flow import RUN_FILES as HOST_RUN_FILES
+    from tools.int8.for_deploy import ACCURACY_FILE
 
     written = {*HOST_RUN_FILES, REPORT_FILE, JUNIT_FILE, TIMELINE_FILE, DEVICE_FILE, FLEET_FILE, ACCURACY_FILE}
     assert written - {"detections.jsonl"} <= set(RUN_FILES)  # detections.jsonl: a JSONL sink's own (the report contract)

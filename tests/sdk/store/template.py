@@ -12,10 +12,10 @@ def build_store(base: Path, releases: list[tuple[str, str, str, bool]], rate: st
     from sdk.spec import load_pipeline
     from sdk.store.trial import HealthPolicy
     from tests.conftest import PIPELINE, tiny_yolo
-    from tools.prepare import PrepareModel
+    from tools.connect.sessions import LocalSession
+    from tools.models.prepare import PrepareModel
     from tools.release.bundle import collect_bundle
     from tools.release.stage import manifest_for, stage_release
-    from tools.sessions import LocalSession
     from tools.targets import LocalTarget
 
     session = LocalSession(LocalTarget("local", base / "template"))

@@ -15,9 +15,9 @@ import pytest
 
 from sdk.store.lease import FencingError
 from sdk.store.objects import ReleaseStore
+from tools.connect.sessions import LocalSession
 from tools.release.bundle import Bundle
 from tools.release.stage import manifest_for, stage_release
-from tools.sessions import LocalSession
 from tools.targets import LocalTarget
 
 REPO = Path(__file__).resolve().parents[3]

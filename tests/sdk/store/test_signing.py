@@ -17,9 +17,9 @@ from sdk.errors import ReleaseError
 from sdk.release import ReleaseManifest
 from sdk.store.objects import ReleaseStore
 from sdk.store.signing import _L, install_verify_key, key_fingerprint, public_key_pem, signed_message, verify, verify_pure
+from tools.deploy.signing import Binding, sign_manifest
 from tools.release.bundle import Bundle
 from tools.release.stage import manifest_for
-from tools.signing import Binding, sign_manifest
 
 REPO = Path(__file__).resolve().parents[3]
 # RFC 8032, section 7.1, TEST 1 (empty message) and TEST 2 (one byte).

@@ -147,7 +147,7 @@ def test_cli_refuses_an_unknown_tensorrt_before_preparing_the_model(tmp_path, mo
     """`--tensorrt 9.9` names no release: refused at once, listing the known ones (decision 0402), with nothing prepared."""
     from pathlib import Path
 
-    from tools import prepare
+    from tools.models import prepare
 
     monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setattr(prepare.PrepareModel, "__call__", lambda self: pytest.fail("the model was prepared"))

@@ -10,7 +10,7 @@ import pytest
 from sdk.artifacts import ModelArtifacts
 from sdk.backends import create_backend
 from sdk.errors import ConfigError, EngineBuildError
-from tools.deploy import Deploy
+from tools.deploy.flow import Deploy
 
 from .test_remote_build import orin_without_gpu  # noqa: F401  (fixture: an AGX Orin with TensorRT 10.3 but no GPU)
 

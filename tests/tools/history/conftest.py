@@ -69,7 +69,7 @@ class _Environment:
 
 
 def _build_runs(folder: Path) -> None:
-    from tools.deploy import Deploy
+    from tools.deploy.flow import Deploy
     from tools.validation.validate import Validate
 
     pipeline = folder / "p" / "tiny.yaml"

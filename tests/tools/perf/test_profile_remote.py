@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from sdk.errors import TargetError
-from tools.deploy import Deploy
+from tools.deploy.flow import Deploy
 from tools.perf.run import Profile
 
 

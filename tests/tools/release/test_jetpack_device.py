@@ -34,11 +34,11 @@ import pytest
 from sdk.errors import ReleaseError
 from sdk.release import ReleaseManifest
 from sdk.spec.loader import load_pipeline
-from tools.deploy import health_policy, install_release
-from tools.prepare import PrepareModel
+from tools.connect.sessions import open_session
+from tools.deploy.flow import health_policy, install_release
+from tools.models.prepare import PrepareModel
 from tools.progress import SilentProgress
 from tools.release.bundle import collect_bundle
-from tools.sessions import open_session
 from tools.state import cache_dir
 from tools.targets import resolve_target
 
@@ -187,9 +187,7 @@ def test_a_release_installs_on_a_jetpack_shaped_device_and_keeps_its_numpy_and_o
     # A device ~20x slower than its host: the deploy lease (3 keepalives) must outlast an emulated heartbeat. One frame
     # of health check shows the release's environment runs (the pipeline asks for 1; the target's default floor is 5,
     # about 7 s of emulated CPU a frame).
-    ssh_target.write(
-        python=str(jetpack_device), health_frames=1, timeouts={"connect_s": 10, "command_s": 600, "deadline_s": 1800, "keepalive_s": 20}
-    )
+    ssh_target.write(python=str(jetpack_device), health_frames=1, timeouts={"connect_s": 10, "command_s": 600, "deadline_s": 1800, "keepalive_s": 20})
 
     good = _install(_pipeline(tmp_path, "good.yaml"))  # passes its health check on the device, or raises
 

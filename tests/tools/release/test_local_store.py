@@ -10,9 +10,9 @@ from sdk.errors import ReleaseError
 from sdk.release import ReleaseManifest
 from sdk.store.objects import ReleaseStore
 from tests.tools.release.bundles import bundle_of
+from tools.connect.sessions import LocalSession
 from tools.release.bundle import Bundle
 from tools.release.stage import manifest_for, stage_release
-from tools.sessions import LocalSession
 from tools.targets import LocalTarget
 
 

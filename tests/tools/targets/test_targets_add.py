@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.ssh import SshConnection
+from tools.connect.ssh import SshConnection
 from tools.targets import resolve_target
 from tools.targets.sim import SimServer
 

@@ -11,7 +11,7 @@ import pytest
 
 
 def _deploy_relaxed(folder: Path) -> None:
-    from tools.deploy import Deploy
+    from tools.deploy.flow import Deploy
 
     from .test_validate import relaxed_example
 

@@ -15,9 +15,9 @@ from sdk.errors import ConfigError
 from sdk.runtime.report import REPORT_FILE
 from sdk.runtime.verdict import format_number
 from sdk.spec import load_pipeline
-from tests.tools.test_calibrate_multicam import dark_recording, shared_dark_recording, shared_two_camera_int8, two_cameras
-from tools.deploy import Deploy
-from tools.prepare import PrepareModel
+from tests.tools.int8.test_calibrate_multicam import dark_recording, shared_dark_recording, shared_two_camera_int8, two_cameras
+from tools.deploy.flow import Deploy
+from tools.models.prepare import PrepareModel
 from tools.state import cache_dir
 from tools.validation.acceptance import accept
 

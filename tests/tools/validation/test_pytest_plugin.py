@@ -13,7 +13,7 @@ import pytest
 
 from sdk.spec import load_pipeline
 from tests.junit_check import validate_junit
-from tools.pytest_plugin import declared_checks
+from tools.validation.pytest_plugin import declared_checks
 
 from .test_validate import relaxed_example
 
@@ -24,8 +24,8 @@ GATE = "test_no_regression_beyond_the_tolerance"  # tests/acceptance/test_regres
 
 def pytest_command() -> list[str]:
     # Installed, the plugin is a pytest11 entry point; from a bare checkout it is named with -p.
-    registered = any(e.value == "tools.pytest_plugin" for e in entry_points(group="pytest11"))
-    plugin = [] if registered else ["-p", "tools.pytest_plugin"]
+    registered = any(e.value == "tools.validation.pytest_plugin" for e in entry_points(group="pytest11"))
+    plugin = [] if registered else ["-p", "tools.validation.pytest_plugin"]
     return [sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "tests/acceptance", "-q"]
 
 

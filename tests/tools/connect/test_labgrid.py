@@ -1,0 +1,310 @@
+"""A labgrid place as a target, for real: labgrid's own coordinator and exporter on loopback (started here, stopped
+here), an exporter whose NetworkService is the simulated SSH target, a place matching it. The deploy and its
+validation go through the place; the place is released afterwards, after a failure and after Ctrl-C (SIGINT)."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from sdk.errors import SdkError
+from tests.tools.deploy.test_deploy_ssh import pipeline_copy
+from tests.tools.deploy.test_trial_faults import UNPLUGGED, pipeline, processes_under, wait_until
+from tools.connect.sessions import open_session
+from tools.deploy.flow import Deploy
+from tools.release.bundle import runtime_files
+from tools.targets import resolve_target
+from tools.targets.sim import free_port
+
+REPO = Path(__file__).resolve().parents[3]
+PLACE = "bench-3"
+
+
+def _require_labgrid() -> None:
+    if shutil.which("labgrid-coordinator") is None or shutil.which("labgrid-exporter") is None:
+        if os.environ.get("CI"):
+            pytest.fail("CI must install labgrid (pip install '.[test]')")
+        pytest.skip("labgrid is not installed (pip install labgrid)")
+
+
+def _client(coordinator: str, *args: str, check: bool = True, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "LG_COORDINATOR": coordinator, **(env or {})}
+    return subprocess.run(["labgrid-client", "-p", PLACE, *args], env=env, capture_output=True, text=True, timeout=60, check=check)
+
+
+def acquired_by(coordinator: str) -> str:
+    """`None` when the place is free, else labgrid's `host/user`."""
+    shown = _client(coordinator, "show").stdout
+    return next(line.split(":", 1)[1].strip() for line in shown.splitlines() if line.strip().startswith("acquired:"))
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+class PowerSwitch:
+    """A network power switch on loopback that labgrid's `simplerest` model drives: GET /relay/<index>/<0|1>."""
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        switched: list[str] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                switched.append(self.path)
+                body = (self.path.rsplit("/", 1)[-1] or "1").encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.switched = switched
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/relay/{{index}}/{{value}}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+@pytest.fixture(scope="module")
+def lab(sim_server, tmp_path_factory):
+    """Coordinator + exporter (their own process groups, stopped at the end of the module) and place `bench-3` matching
+    the exporter's NetworkService (the session's simulated SSH server) and power port (a switch on loopback): started
+    once for the module, since each test leaves the place released (and `bench` kicks any holder off afterwards)."""
+    _require_labgrid()
+    switch = PowerSwitch()
+    coordinator = f"127.0.0.1:{free_port()}"
+    logs = tmp_path_factory.mktemp("labgrid")
+    started = []
+    try:
+        started.append(_spawn(["labgrid-coordinator", "-l", coordinator], logs / "coordinator.log"))
+        exporter_yaml = logs / "exporter.yaml"
+        service = {"address": "127.0.0.1", "port": sim_server.port, "username": getpass.getuser()}
+        power = {"model": "simplerest", "host": switch.url, "index": 0}
+        exporter_yaml.write_text(yaml.safe_dump({"sim": {"NetworkService": service, "NetworkPowerPort": power}}))
+        _wait(lambda: _client(coordinator, "places", check=False).returncode == 0, "the coordinator to answer", started)
+        started.append(_spawn(["labgrid-exporter", "-c", coordinator, "-n", "exp", str(exporter_yaml)], logs / "exporter.log"))
+        _wait(lambda: "exp/sim/NetworkPowerPort" in _resources(coordinator), "the exporter's resources", started)
+        _client(coordinator, "create")
+        _client(coordinator, "add-match", "exp/sim/NetworkService")
+        _client(coordinator, "add-match", "exp/sim/NetworkPowerPort")
+        yield SimpleNamespace(coordinator=coordinator, switch=switch)
+    finally:
+        for process in reversed(started):
+            _stop(process)
+        switch.close()
+
+
+@pytest.fixture()
+def power_switch(lab):
+    """The lab's power switch, with no switching recorded yet."""
+    lab.switch.switched.clear()
+    return lab.switch
+
+
+@pytest.fixture()
+def bench(lab, ssh_target, power_switch):
+    """The module's lab, and targets/bench-3.yaml naming its place (key and host-key pin from the sim, this test's
+    remote root); the coordinator's address. Afterwards the place is free for the next test, whatever this one did."""
+    sim = yaml.safe_load((ssh_target.targets / "sim.yaml").read_text())
+    for key in ("host", "port", "user"):
+        sim.pop(key, None)
+    (ssh_target.targets / "labgrid.yaml").write_text(yaml.safe_dump(sim))  # what `--target labgrid:PLACE` shares
+    sim["labgrid"] = {"coordinator": lab.coordinator, "place": PLACE}
+    (ssh_target.targets / f"{PLACE}.yaml").write_text(yaml.safe_dump(sim))
+    yield lab.coordinator
+    _client(lab.coordinator, "release", "--kick", check=False)
+
+
+def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
+    with log.open("w") as handle:
+        # Its own working folder: the coordinator keeps places.yaml and resources.yaml there.
+        return subprocess.Popen(argv, cwd=log.parent, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def _resources(coordinator: str) -> str:
+    done = subprocess.run(["labgrid-client", "-x", coordinator, "resources"], capture_output=True, text=True, timeout=60)
+    return done.stdout
+
+
+def _wait(condition, what: str, started: list[subprocess.Popen], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if any(p.poll() is not None for p in started):
+            break
+        time.sleep(0.3)
+    raise AssertionError(f"labgrid: waited in vain for {what}")
+
+
+def _interrupt(process: subprocess.Popen, timeout: float = 60) -> None:
+    """Ctrl-C (SIGINT) and wait for the process to end. One still running after `timeout` is a hang: SIGABRT makes
+    faulthandler (enabled by `_cli`'s environment) print every thread's stack, which the failure shows."""
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        _, err = process.communicate(timeout=30)
+        raise AssertionError(f"still running {timeout:g} s after Ctrl-C; its threads:\n{(err or '')[-8000:]}") from None
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.Popen:
+    """The CLI in its own process, as a user runs it in a terminal (stdout dropped, stderr kept for `_interrupt`).
+    Ctrl-C raises KeyboardInterrupt there even when pytest itself was started in the background (`&`, nohup): such a
+    shell starts it with SIGINT ignored, and a child inherits that, so Python would never see the test's SIGINT."""
+    code = "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); from tools.cli import run; sys.exit(run(sys.argv[1:]))"
+    command = [sys.executable, "-c", code, *args]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONFAULTHANDLER": "1"}
+    return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def test_deploy_and_validation_through_a_labgrid_place_then_released(bench, ssh_target, tmp_path, monkeypatch):
+    result = Deploy(pipeline_copy(tmp_path), PLACE, frames=2, report_dir=tmp_path / "r")()
+    assert result.report["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE")  # the validation ran on the device
+    assert (ssh_target.root / "current").exists()  # deployed into the simulated target behind the place
+    assert acquired_by(bench) == "None"
+    # `--target labgrid:PLACE`: the coordinator from labgrid's own LG_COORDINATOR, the rest from targets/labgrid.yaml.
+    monkeypatch.setenv("LG_COORDINATOR", bench)
+    again = Deploy(pipeline_copy(tmp_path), f"labgrid:{PLACE}", frames=2, report_dir=tmp_path / "r2")()
+    assert again.staged.release_id == result.staged.release_id and again.staged.bytes_sent == 0
+    assert acquired_by(bench) == "None"
+
+
+def test_the_place_is_released_after_a_failed_deploy(bench, ssh_target, tmp_path):
+    broken = pipeline_copy(tmp_path, replace=("file://assets/vtest.avi", "file://assets/broken.avi"))
+    (broken.parent / "assets" / "broken.avi").write_bytes(os.urandom(4096))
+    with pytest.raises(SdkError, match="health check"):
+        Deploy(broken, PLACE, frames=2, report_dir=tmp_path / "r")()
+    assert acquired_by(bench) == "None"
+
+
+def test_the_place_is_released_after_ctrl_c(bench, ssh_target, tmp_path):
+    # A camera unplugged during the trial: the device's health check waits (up to 120 s), the place stays acquired.
+    deploy = _cli("deploy", "--target", PLACE, str(pipeline(tmp_path, UNPLUGGED, timeout=120)), cwd=tmp_path)
+    try:
+        _wait(lambda: acquired_by(bench) != "None", "the deploy to acquire the place", [deploy], timeout=120)
+        _interrupt(deploy)
+    finally:
+        if deploy.poll() is None:
+            deploy.kill()
+            deploy.wait()
+    assert deploy.returncode != 0
+    assert acquired_by(bench) == "None"
+    assert wait_until(lambda: not processes_under(ssh_target.root), 30), processes_under(ssh_target.root)  # the device let go too
+
+
+def test_the_acceptance_suite_beside_labgrids_own_pytest_plugin(bench, ssh_target, tmp_path):
+    """As a lab runs it: the place acquired by the user (`labgrid-client acquire`), then `pytest --lg-env ENV.yaml`.
+    The SDK's plugin takes the place from the environment's RemotePlace, uses it, and leaves it acquired."""
+    from tests.tools.validation.test_pytest_plugin import pytest_command
+    from tests.tools.validation.test_validate import relaxed_example
+
+    env_file = tmp_path / "env.yaml"
+    env_file.write_text(
+        yaml.safe_dump({"targets": {"main": {"resources": {"RemotePlace": {"name": PLACE}}}}, "options": {"coordinator_address": bench}})
+    )
+    _client(bench, "acquire")
+    try:
+        owner = acquired_by(bench)
+        command = [*pytest_command(), "--lg-env", str(env_file), "--pipeline", str(relaxed_example(tmp_path / "p")), "--frames", "15"]
+        command += ["--acceptance-report-dir", str(tmp_path / "report")]
+        env = {k: v for k, v in os.environ.items() if k != "LG_COORDINATOR"}
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        assert f'"target": "labgrid:{PLACE}"' in (tmp_path / "report" / "report.json").read_text()
+        assert acquired_by(bench) == owner  # the user's acquisition, left as it was
+    finally:
+        _client(bench, "release", check=False)
+    assert acquired_by(bench) == "None"
+
+
+def test_a_power_cycle_goes_through_the_places_power_driver(bench, ssh_target, power_switch):
+    with open_session(resolve_target(PLACE)) as session:
+        session.ensure_agent(runtime_files())
+        session.power_cycle(delay=0.1)
+        assert power_switch.switched == ["/relay/0/0", "/relay/0/1"]  # off, then on, through labgrid's driver
+        session.ensure_agent(runtime_files())  # the connection and the agent start over after the cycle
+        assert "releases" in session.status()
+        assert acquired_by(bench) != "None"
+    assert acquired_by(bench) == "None"
+
+
+def test_targets_check_goes_through_the_place_and_releases_it(bench, ssh_target, sdk, monkeypatch):
+    done = sdk("targets", "check", PLACE)  # in this process: the process boundary is not the subject (Ctrl-C is, below)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"labgrid place: {PLACE} at {bench}: acquired for this check (released after it)" in done.stdout
+    assert f"its NetworkService is {getpass.getuser()}@127.0.0.1:{ssh_target.server.port}" in done.stdout
+    assert "host key" in done.stdout and "nothing blocks a deploy to bench-3" in done.stdout  # checked through its SSH address
+    assert acquired_by(bench) == "None"
+    monkeypatch.setenv("LG_COORDINATOR", bench)
+    by_name = sdk("targets", "check", f"labgrid:{PLACE}")  # targets/labgrid.yaml + labgrid's own variable
+    assert by_name.returncode == 0, by_name.stdout + by_name.stderr
+    assert acquired_by(bench) == "None"
+
+
+def test_targets_check_names_what_blocks_and_still_releases_the_place(bench, ssh_target, tmp_path, sdk):
+    bench_file = ssh_target.targets / f"{PLACE}.yaml"
+    spec = yaml.safe_load(bench_file.read_text())
+    (tmp_path / "a-file").write_text("not a folder")
+    bench_file.write_text(yaml.safe_dump({**spec, "remote_root": str(tmp_path / "a-file" / "sdk")}))
+    done = sdk("targets", "check", PLACE)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"blocked  remote root: {tmp_path}/a-file/sdk: {tmp_path}/a-file is a file, not a folder" in done.stdout
+    assert acquired_by(bench) == "None"  # released after a blocked check too
+    # Held by someone else: the check says so, and leaves their reservation alone.
+    _client(bench, "acquire", env={"LG_USERNAME": "colleague"})
+    try:
+        busy = sdk("targets", "check", PLACE)
+        assert busy.returncode == 1, busy.stdout + busy.stderr
+        assert f"blocked  labgrid place: {PLACE}: cannot acquire labgrid place '{PLACE}'" in busy.stdout
+        assert acquired_by(bench).endswith("/colleague")
+    finally:
+        _client(bench, "release", env={"LG_USERNAME": "colleague"}, check=False)
+
+
+def test_targets_check_releases_the_place_on_ctrl_c(bench, ssh_target):
+    bench_file = ssh_target.targets / f"{PLACE}.yaml"
+    spec = yaml.safe_load(bench_file.read_text())
+    bench_file.write_text(yaml.safe_dump({**spec, "timeouts": {"connect_s": 120, "command_s": 120, "deadline_s": 300, "keepalive_s": 5}}))
+    os.kill(ssh_target.server.pid, signal.SIGSTOP)  # the device hangs in the SSH handshake: the check waits, the place held
+    check = _cli("targets", "check", PLACE, cwd=REPO)
+    try:
+        _wait(lambda: acquired_by(bench) != "None", "the check to acquire the place", [check], timeout=120)
+        _interrupt(check)
+    finally:
+        os.kill(ssh_target.server.pid, signal.SIGCONT)
+        if check.poll() is None:
+            check.kill()
+            check.wait()
+    assert check.returncode != 0
+    assert acquired_by(bench) == "None"

@@ -1,0 +1,101 @@
+"""`model.precision: int8` on deploy: calibrated once on the host, gated on accuracy, run as Q/DQ on the CPU."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sdk.errors import ModelError
+from sdk.release import ReleaseManifest
+from tools.deploy.flow import Deploy
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def int8_pipeline(folder: Path, min_cosine: float = 0.9, fallback: str = "fp16") -> Path:
+    """The example with a small min-max calibration (fast), INT8, relaxed latency budgets, accuracy acceptance on."""
+    if not folder.exists():
+        shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
+    text = (REPO / "pipelines" / "pedestrian.yaml").read_text()
+    text = text.replace("  threads: 2\n", "  threads: 2\n  precision: int8\n")
+    text = text.replace("  frames: 300 ", "  frames: 12 ").replace("holdout_frames: 50", "holdout_frames: 6")
+    text = text.replace("stride: 1\n", "stride: 9\n").replace("method: percentile ", "method: minmax ")
+    text = text[: text.index("budgets:")] + (
+        "budgets:\n  warmup_frames: 2\n  end_to_end: {p50_ms: 60000}\n"
+        "  accuracy: {min_recall: 0.5, min_precision: 0.5, min_mean_iou: 0.5, max_mean_score_drift: 0.5}\n"
+    )
+    gate = f"calibration:\n  accuracy: {{min_cosine: {min_cosine}}}\n  fallback: {fallback}\n  #"
+    text = text.replace("calibration:            #", gate, 1)
+    (folder / "p.yaml").write_text(text)
+    return folder / "p.yaml"
+
+
+def with_shared_calibration(tmp_path_factory, state_dir: Path) -> None:
+    """The host cache starts with the example's calibration for int8_pipeline (its frames and method; the gate is not
+    part of the key), made once per run: these tests are about the gate, and the first test above shows a deploy
+    calibrating on its own. A copy: the deploy adds its verdict and release to it."""
+    from sdk.spec import load_pipeline
+    from tests.conftest import shared_folder
+    from tools.int8.calibrate import Calibrate
+    from tools.models.prepare import PrepareModel
+
+    def build(folder: Path) -> None:
+        pipeline = load_pipeline(int8_pipeline(folder / "p"))
+        Calibrate(pipeline, PrepareModel(pipeline, folder / "cache")(), folder / "cache")()
+
+    shutil.copytree(shared_folder(tmp_path_factory, "deploy-int8-calibration", build) / "cache", state_dir / "cache")
+
+
+@pytest.mark.slow
+def test_int8_deploy_calibrates_once_ships_the_qdq_model_and_runs_it(tmp_path, state_dir):
+    pipeline = int8_pipeline(tmp_path / "p")
+    first = Deploy(pipeline, "local", frames=20, report_dir=tmp_path / "r1")()
+    report = first.report
+    assert "INT8 Q/DQ model" in report["backend"] and report["verdict"] == "PASS"
+    release = ReleaseManifest.load(state_dir / "targets" / "local" / "current")
+    assert {"artifacts/model.qdq.onnx", "artifacts/ranges.json", "artifacts/model.onnx"} <= set(release.files)
+    # The device ran INT8, the host reference FP32: close, but not bit-identical.
+    accuracy = report["accuracy"]
+    assert accuracy["frames"] == 20 and accuracy["recall"] >= 0.5 and 0 < accuracy["mean_score_drift"] < 0.5
+    calibrations = list((state_dir / "cache" / "calibration").iterdir())
+    (judged,) = calibrations[0].glob("judged-*")  # the gate's verdict, cached with the gate it was judged by
+    assert len(calibrations) == 1 and json.loads((judged / "accuracy.json").read_text())["report"]["passed"]
+    stamp = (calibrations[0] / "model.qdq.onnx").stat().st_mtime_ns
+    Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "r2")()  # cached: no second calibration
+    assert (calibrations[0] / "model.qdq.onnx").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.slow
+def test_an_int8_model_that_fails_its_gate_is_never_deployed(tmp_path, tmp_path_factory, state_dir):
+    with_shared_calibration(tmp_path_factory, state_dir)
+    pipeline = int8_pipeline(tmp_path / "p", min_cosine=0.999999, fallback="none")  # the fallback's own test is below
+    with pytest.raises(ModelError, match="INT8 fails the accuracy gate on 6 held-out frames: .*cosine similarity"):
+        Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "r")()
+    assert not (state_dir / "targets" / "local" / "current").exists()  # nothing reached the target
+    assert len(list((state_dir / "cache" / "calibration").iterdir())) == 1  # the shared calibration, found by its content key
+    with pytest.raises(ModelError, match="INT8 fails the accuracy gate"):  # the verdict is cached with its gate
+        Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "r")()
+
+
+@pytest.mark.slow
+def test_a_failing_gate_keeps_the_worst_layers_out_of_int8_until_it_passes(tmp_path, tmp_path_factory, state_dir):
+    with_shared_calibration(tmp_path_factory, state_dir)
+    # min-max on 12 frames gives box-encoding cosine ~0.9971 here: 0.998 fails all-INT8. The first
+    # depthwise convolution ranks worst but alone in float makes it worse (~0.990); with its neighbours
+    # (the stem and its projection) it reaches ~0.9986.
+    pipeline = int8_pipeline(tmp_path / "p", min_cosine=0.998)
+    result = Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "r")()
+    release = ReleaseManifest.load(state_dir / "targets" / "local" / "current")
+    assert "artifacts/precision.json" in release.files
+    precision = json.loads((state_dir / "targets" / "local" / "current" / "artifacts" / "precision.json").read_text())
+    assert precision["passed"] and precision["fp16_layers"] and precision["fp16_layers"][0] == precision["ranking"][0]["layer"]
+    assert precision["baseline_cosine"] < 0.998 <= precision["final"]["outputs"]["concat:0"]["mean_cosine"]
+    assert sum(1 + len(step["together_with"]) for step in precision["steps"] if step["kept"]) == len(precision["fp16_layers"])
+    assert any(step["together_with"] for step in precision["steps"])  # the pair search found it
+    ranking = [entry["cosine_loss"] for entry in precision["ranking"]]
+    assert ranking == sorted(ranking, reverse=True) and len(ranking) == 88  # every Conv of the detector, worst first
+    judged = next((state_dir / "cache" / "calibration").glob("*/judged-*"))
+    assert (judged / "sensitivity.png").stat().st_size > 10_000 and result.report["verdict"] in ("PASS", "INCONCLUSIVE")

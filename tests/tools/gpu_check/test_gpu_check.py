@@ -1,0 +1,122 @@
+"""tools/gpu_check/check.py, the one prepared check for a lent GPU machine, tested without one: its one line where there is no
+GPU, its steps on the emulated device (the same step code a GPU runs, with the C++ host reference as the kernels), its
+result files and their row for docs/hardware.md, and its ONNX Runtime engine against a stand-in CUDA driver."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tools.gpu_check import check as gpu_check
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_without_a_gpu_it_says_so_in_one_line_and_exits_0(tmp_path):
+    """A machine without a CUDA driver (a missing libcuda stands for one where this runs on a GPU machine)."""
+    script = (
+        "import sys; from sdk.engine import cuda_check; cuda_check.require_cuda_device.__defaults__ = ('libcuda-missing.so.1',);"
+        f"from tools.gpu_check.check import main; sys.exit(main(['--out', {str(tmp_path / 'out')!r}]))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 0 and done.stderr == ""
+    assert done.stdout.count("\n") == 1 and done.stdout.startswith("gpu_check: no NVIDIA GPU here (no CUDA driver on this machine")
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def emulated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("gpu-check")
+    code = gpu_check.main(["--emulate", "--frames", "6", "--out", str(out)])
+    return code, json.loads((out / "gpu_check.json").read_text()), (out / "gpu_check.md").read_text(), out
+
+
+def test_every_step_runs_on_the_emulated_device_and_passes(emulated):
+    code, result, _, _ = emulated
+    steps = result["steps"]
+    assert code == 0 and result["verdict"] == "PASS" and result["device"]["emulated"] is True
+    assert {name: step["status"] for name, step in steps.items()} == {
+        "build": "PASS", "kernels": "PASS", "runtime": "PASS", "runtime_graph": "PASS", "graph_events": "PASS", "timing": "PASS",
+        "memcheck": "SKIP", "racecheck": "SKIP",
+    }  # fmt: skip
+    kernels = steps["kernels"]["cases"]
+    assert len(kernels) == 15 and all(case["bit_exact_cpp"] and case["frames"] == 3 for case in kernels)
+    assert {case["case"].split("-")[0] for case in kernels} == {"bgr8", "nv12"} and {c["kernel"] for c in kernels} >= {
+        "pp_nv12_f16_nchw",
+        "pp_bgr8_u8_nchw",
+    }
+    assert "refused after the replay (cuEventElapsedTime: CUDA_ERROR_CAPTURED_EVENT" in steps["graph_events"]["detail"]
+    assert steps["graph_events"]["external"]["timed_replays"] == 20 and steps["graph_events"]["emulation_rule_confirmed"]
+    graph = steps["runtime_graph"]["section"]["cuda_graph"]
+    assert graph["captured"] and graph["replayed_frames"] == 5
+    assert steps["runtime_graph"]["section"]["event_ms"]["decode"]["frames"] == 6 and "100.0% of" in steps["runtime"]["detail"]
+    assert sum(step["seconds"] for step in steps.values()) < gpu_check.BUDGET_S
+
+
+def test_the_markdown_is_a_dated_row_and_an_emulated_result_is_never_recorded(emulated, tmp_path):
+    _, result, text, out = emulated
+    assert text.startswith(f"# GPU check {result['date']}: PASS (EMULATED, not a GPU)")
+    assert gpu_check.HARDWARE_HEADER in text and f"\n| {result['date']} | emulated device" in text
+    hardware = tmp_path / "hardware.md"
+    hardware.write_text(f"# What has run where\n\n## GPU checks\n\n{gpu_check.HARDWARE_HEADER}\n{'| --- ' * 9}|\n\nAfter.\n")
+    assert gpu_check.main(["--record", str(out / "gpu_check.json"), "--hardware", str(hardware)]) == 1
+    assert "| 20" not in hardware.read_text()
+    gpu = {**result, "device": {**result["device"], "emulated": False, "gpu": "NVIDIA H100 80GB HBM3", "arch": "90", "driver_cuda": "13.0"}}
+    gpu["device"].update(nvcc="13.0", cuda_bindings="13.5.0")
+    (tmp_path / "gpu.json").write_text(json.dumps(gpu))
+    assert gpu_check.main(["--record", str(tmp_path / "gpu.json"), "--hardware", str(hardware)]) == 0
+    lines = hardware.read_text().splitlines()
+    row = lines[lines.index(gpu_check.HARDWARE_HEADER) + 2]
+    assert row.startswith(f"| {result['date']} | NVIDIA H100 80GB HBM3 (sm_90), CUDA 13.0 driver") and row.count(" | ") == 8
+    assert lines[-1] == "After."
+
+
+def test_the_onnx_runtime_engine_runs_in_stream_order_on_its_device_bindings(monkeypatch, prepared_example):
+    """tools/gpu_check/engine.py against the stand-in driver: the input binding copied to page-locked memory, ONNX
+    Runtime, the outputs copied into their bindings; inside a capture ONNX Runtime is a host node."""
+    import ctypes
+
+    import cuda.bindings
+
+    from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
+    from tests.sdk.backends import trt_standin
+    from tools.gpu_check.engine import OnnxRuntimeOnGpu
+
+    driver = trt_standin.driver_module()
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", driver)
+    monkeypatch.setattr(cuda.bindings, "driver", driver, raising=False)
+    frame = np.random.default_rng(0).uniform(-1, 1, (1, 3, 300, 300)).astype(np.float32)
+    with OnnxRuntimeBackend(prepared_example.model_path) as reference:
+        reference.inputs["Preprocessor/sub:0"][...] = frame
+        reference.infer()
+        with OnnxRuntimeOnGpu(prepared_example.model_path) as engine:
+            assert engine.device_bindings and set(engine.inputs) == {"Preprocessor/sub:0"}
+            engine.keep_on_device("Preprocessor/sub:0", *engine.outputs)
+            address = engine.device_address("Preprocessor/sub:0")
+            ctypes.memmove(address, frame.ctypes.data, frame.nbytes)  # what the preprocessing kernel writes
+            for capturing in (False, True):
+                driver.capturing = capturing
+                assert engine.enqueue()
+                for name, expected in reference.outputs.items():
+                    got = np.empty_like(expected)
+                    ctypes.memmove(got.ctypes.data, engine.device_address(name), got.nbytes)
+                    np.testing.assert_array_equal(got, expected)
+            assert engine.host_nodes == 1 and driver.calls.count("cuLaunchHostFunc") == 1
+
+
+def test_the_engines_driver_names_are_declared_and_real():
+    import re
+
+    driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-bindings is not installed")
+    from tools.gpu_check import engine as gpu_check_engine
+
+    text = Path(gpu_check_engine.__file__).read_text()
+    called = set(re.findall(r'\bcall\("(\w+)"', text)) | set(re.findall(r'\bown\("(\w+)"', text))
+    assert {"cuLaunchHostFunc", "cuStreamIsCapturing", "cuMemHostAlloc"} <= called <= set(gpu_check_engine.DRIVER_NAMES)
+    assert [name for name in gpu_check_engine.DRIVER_NAMES if not hasattr(driver, name)] == []
+    assert hasattr(driver.CUstreamCaptureStatus, "CU_STREAM_CAPTURE_STATUS_NONE")

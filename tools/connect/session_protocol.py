@@ -1,0 +1,105 @@
+"""What a deploy's session says to the device's store and runtime, and what it hears back: the
+arguments of `python -m sdk store ...` and `python -m sdk run`, their events and outcomes. Shared by
+the local and the SSH session (tools/connect/session_local.py, tools/connect/session_ssh.py).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from dataclasses import dataclass
+
+from sdk.errors import ReleaseError, TargetError
+from tools.connect.ssh import error_line
+
+RUN_EXIT_CODES = (0, 3, 4)  # the runtime ran and judged; anything else is a failure to run
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    exit_code: int
+    stderr: str
+
+    @property
+    def ran(self) -> bool:
+        return self.exit_code in RUN_EXIT_CODES
+
+    def error(self) -> str:
+        return error_line(self.stderr) or exit_text(self.exit_code)
+
+
+def exit_text(code: int) -> str:
+    """How a device process ended, in words (paramiko reports -1 when the channel closed without a status)."""
+    if code == -1:
+        return "the connection closed before the runtime reported how it ended"
+    if code < 0 or code > 128:
+        number = -code if code < 0 else code - 128
+        name = signal.Signals(number).name if number in signal.valid_signals() else "an unknown signal"
+        return f"the runtime was killed by signal {number} ({name})"
+    return f"the runtime exited with status {code}"
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """What the device's `store trial` answered: the health check's verdict, decided on the device."""
+
+    healthy: bool
+    reason: str
+    frames: int
+    current: str | None
+
+    @classmethod
+    def parse(cls, answer: dict) -> TrialOutcome:
+        return cls(bool(answer.get("healthy")), str(answer.get("reason") or "no reason given"), int(answer.get("frames") or 0), answer.get("current"))
+
+
+MUTATING_OPS = ("commit", "rollback", "prune")  # they carry the lease's fencing token
+LOCK_LEASE_LOCAL_S = 10.0  # the local holder also ends at once when this process dies (its stdin closes)
+TRIAL_HOST_MARGIN_S = 60.0  # the host waits this much longer than the device's own health deadline
+
+
+def trial_arguments(release: str, token: int, owner: str, target: str, policy) -> list[str]:
+    health = ["--min-frames", str(policy.min_frames), "--timeout", f"{policy.timeout_s:g}"]
+    return ["trial", release, "--token", str(token), "--owner", owner, "--target", target, *health]
+
+
+def _trial_answer(lines: list[str], stderr: str, exit_code: int, where: str) -> TrialOutcome:
+    for line in reversed(lines):
+        answer = parse_event(line)
+        if "healthy" in answer:
+            return TrialOutcome.parse(answer)
+    raise ReleaseError(
+        f"{where}: the trial ended without a verdict: {error_line(stderr) or exit_text(exit_code)}",
+        hint="the device rolls back a trial that did not pass by itself; check `sdk status --target T`",
+    )
+
+
+def hold_lock_arguments(owner: str, lease: float) -> list[str]:  # the local target's holder (over SSH: the agent holds it)
+    return ["hold-lock", owner, "--lease", f"{lease:g}", "--wait", f"{lease + 2:g}"]
+
+
+def _locked(process, owner: str, timeout: float, where: str) -> int:
+    """The token from the holder's first line, or the holder's own error."""
+    try:
+        line = process.read_line(timeout=timeout)
+    except TargetError:
+        line = ""
+    answer = parse_event(line)
+    if answer.get("locked") != owner or not isinstance(answer.get("token"), int):
+        stderr = process.close()
+        raise ReleaseError(f"{where}: {error_line(stderr) or 'cannot take the deploy lock'}", hint="wait for the other deploy to finish")
+    return answer["token"]
+
+
+def run_arguments(release: str, run_dir: str, target: str, frames: int | None, stress: str | None = None) -> list[str]:
+    argv = ["run", "--release", release, "--report-dir", run_dir, "--target", target, "--events"]
+    argv += ["--frames", str(frames)] if frames is not None else []
+    return argv + (["--stress", stress] if stress else [])
+
+
+def parse_event(line: str) -> dict:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return {}
+    return event if isinstance(event, dict) else {}

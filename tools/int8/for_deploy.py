@@ -1,0 +1,175 @@
+"""INT8 for a deploy: calibrate when no up-to-date artifacts exist, gate on accuracy, hand over what passed.
+
+`deploy` of a pipeline with `model.precision: int8` runs this before anything reaches a target:
+the calibration is cached by its content key (prepared model, media, preprocessing, frames, held-out frames,
+method), so a second deploy reuses it; the gate's verdict is cached beside it with the gate it
+was judged by. A failing gate runs the sensitivity fallback (`calibration.fallback: fp16`): the
+worst layers stay out of INT8 until it passes. What still fails stops the deploy with the numbers,
+and no target is touched. `sdk calibrate` runs the same step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sdk.artifacts import ModelArtifacts
+from sdk.errors import ModelError
+from sdk.sinks.files import partial_path, publish
+from sdk.spec.loader import PipelineFile
+from tools.int8.accuracy import plot_accuracy
+from tools.int8.calibrate import Calibrate, CalibrationArtifacts, check_accuracy, write_qdq
+from tools.models.prepare import PrepareModel
+from tools.progress import Progress, SilentProgress
+
+ACCURACY_FILE = "accuracy.json"
+
+
+@dataclass(frozen=True)
+class Int8Choice:
+    """What INT8 deploys: the Q/DQ model (all INT8, or with layers kept in higher precision) and its ranges."""
+
+    calibration: CalibrationArtifacts
+    qdq_model: Path
+    accuracy: dict  # the gate's report on this very model
+    fp16_layers: list[str] = field(default_factory=list)
+    precision_file: Path | None = None  # precision.json: the ranking, the search, the kept layers
+    dla: bool = False  # the engine is built for DLA: its TensorRT cache ties what DLA needs equal (ElementWise inputs)
+
+    @property
+    def ranges(self) -> Path:
+        return self.calibration.ranges
+
+
+def _write_json(path: Path, value: dict) -> None:
+    partial = partial_path(path)
+    partial.write_text(json.dumps(value, indent=2, default=str) + "\n")
+    publish(partial, path)
+
+
+def _refuse(where: str, report: dict, detail: str) -> ModelError:
+    return ModelError(
+        f"{where}: INT8 fails the accuracy gate on {report['frames']} held-out frames: " + "; ".join(report["failures"]) + detail,
+        hint="calibrate with more frames or another method, allow more fallback layers, or relax calibration.accuracy",
+    )
+
+
+class Int8ForDeploy:
+    """Settings in the constructor; calling it returns the INT8 choice whose accuracy gate passed (or raises)."""
+
+    def __init__(self, pipeline: PipelineFile, model: ModelArtifacts, cache_root: Path, progress: Progress | None = None) -> None:
+        self.pipeline = pipeline
+        self.model = model
+        self.cache_root = Path(cache_root)
+        self.progress = progress or SilentProgress()
+
+    def __call__(self) -> Int8Choice:
+        from tools.int8.sensitivity import FALLBACK_SEARCH
+
+        spec = self.pipeline.spec.calibration
+        where = f"{self.pipeline.path}: model.precision int8"
+        pipeline, model = self.pipeline, self.model
+        if self.pipeline.spec.batch_size > 1:  # calibrated and judged one frame per call; the ranges are the batched model's too
+            pipeline = one_frame_per_call(self.pipeline)
+            model = PrepareModel(pipeline, self.cache_root)()
+        artifacts = Calibrate(pipeline, model, self.cache_root, self.progress)()
+        judged = {
+            "gate": spec.accuracy.model_dump(),
+            "fallback": spec.fallback,
+            "fallback_max_layers": spec.fallback_max_layers,
+            "search": FALLBACK_SEARCH,
+        }
+        key = hashlib.sha256(json.dumps(judged, sort_keys=True).encode()).hexdigest()[:12]
+        recorded = artifacts.folder / f"judged-{key}" / ACCURACY_FILE
+        self.judged_folder = recorded.parent
+        cached = json.loads(recorded.read_text()) if recorded.is_file() else None
+        if cached is None:
+            cached = self._judge(pipeline, model, artifacts, recorded.parent)
+            _write_json(recorded, cached)
+        if not cached["report"]["passed"]:
+            kept = cached.get("fp16_layers") or []
+            detail = f" (also with {len(kept)} layer(s) kept out of INT8)" if cached.get("fallback_ran") else ""
+            raise _refuse(where, cached["report"], detail)
+        qdq_model = Path(cached["qdq_model"])
+        if model is not self.model:
+            qdq_model = self._batched_qdq(artifacts, cached.get("fp16_layers") or [])
+        return Int8Choice(
+            artifacts,
+            qdq_model,
+            cached["report"],
+            cached.get("fp16_layers") or [],
+            Path(cached["precision_file"]) if cached.get("precision_file") else None,
+            dla=self.pipeline.spec.model.dla is not None,
+        )
+
+    def _batched_qdq(self, artifacts: CalibrationArtifacts, fp16_layers: list[str]) -> Path:
+        """The judged Q/DQ model's ranges and kept layers on the batched preparation (same nodes, batch of the cameras)."""
+        path = self.judged_folder / f"model.qdq.batch{self.pipeline.spec.batch_size}.onnx"
+        if not path.is_file():
+            partial = partial_path(path)
+            write_qdq(self.model.model_path, partial, artifacts.onnxruntime_ranges, self.pipeline.spec.calibration.method, exclude=fp16_layers)
+            publish(partial, path)
+        return path
+
+    judged_folder: Path | None = None
+
+    def copy_reports(self, out: Path) -> None:
+        """The gate's reports (accuracy.json/png, sensitivity.png, precision.json) into `out`, passed or not."""
+        if self.judged_folder is None or not (self.judged_folder / ACCURACY_FILE).is_file():
+            return
+        judged = json.loads((self.judged_folder / ACCURACY_FILE).read_text())
+        _write_json(Path(out) / ACCURACY_FILE, judged["report"])  # the report itself, as a person reads it
+        for name in ("accuracy.png", "sensitivity.png", "precision.json"):
+            if (self.judged_folder / name).is_file():
+                shutil.copyfile(self.judged_folder / name, Path(out) / name)
+
+    def _judge(self, pipeline: PipelineFile, model: ModelArtifacts, artifacts: CalibrationArtifacts, folder: Path) -> dict:
+        from tools.int8.sensitivity import FallbackToFp16, activation_samples, plot_sensitivity
+
+        folder.mkdir(parents=True, exist_ok=True)
+        report = check_accuracy(pipeline, model, artifacts, self.progress)
+        plot_accuracy(report, folder / "accuracy.png")
+        spec = pipeline.spec.calibration
+        if report.passed or spec.fallback == "none":
+            return {"report": report.as_dict(), "qdq_model": str(artifacts.qdq_model), "fallback_ran": False}
+        search = FallbackToFp16(pipeline, model, artifacts, folder, self.progress, max_trials=spec.fallback_max_layers)
+        mixed = search()
+        from tools.int8.calibrate import holdout_frames
+        from tools.int8.sensitivity import ranking_order
+
+        held = holdout_frames(pipeline, model, artifacts, SilentProgress(), limit=4)
+        frames = [held[key] for key in ranking_order(held)[:4]]
+        worst = [name for name, _ in mixed.ranking[:4]]
+        plot_sensitivity(mixed, activation_samples(model, artifacts, worst, frames), folder / "sensitivity.png")
+        plot_accuracy(mixed.report, folder / "accuracy.png")
+        return {
+            "report": mixed.report.as_dict(),
+            "qdq_model": str(mixed.qdq_model),
+            "fallback_ran": True,
+            "fp16_layers": mixed.fp16_layers,
+            "precision_file": str(folder / "precision.json"),
+            "baseline": report.as_dict(),
+        }
+
+
+def one_frame_per_call(pipeline: PipelineFile) -> PipelineFile:
+    """The pipeline with `batch.size: 1` and its prepared input batch 1: what calibration and the gate run (decision 0631)."""
+    spec = pipeline.spec
+    model = spec.model
+    if model.prepare is not None:
+        inputs = {name: (1, *shape[1:]) for name, shape in model.prepare.inputs.items()}
+        model = model.model_copy(update={"prepare": model.prepare.model_copy(update={"inputs": inputs})})
+    return PipelineFile(spec.model_copy(update={"batch": spec.batch.model_copy(update={"size": 1}), "model": model}), pipeline.path)
+
+
+def trt_cache_file(artifacts: CalibrationArtifacts, tensorrt: str, dla: bool = False) -> Path:
+    """The TensorRT calibration cache for this version (and for a DLA build, with DLA's ties), written once beside the ranges."""
+    path = artifacts.folder / f"calibration-trt{tensorrt}{'-dla' if dla else ''}.cache"
+    if not path.is_file():
+        partial = partial_path(path)
+        partial.write_text(artifacts.trt_cache(tensorrt, dla))
+        publish(partial, path)
+    return path
