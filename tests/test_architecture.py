@@ -184,3 +184,21 @@ def test_no_sdk_import_runs_up_a_floor():
     assert not unplaced, f"give these modules a floor in FLOORS (and ARCHITECTURE.md): {unplaced}"
     upward = sorted(f"{a} -> {b}" for a, targets in graph.items() for b in targets if floor_of(b) > floor_of(a))
     assert not upward
+
+
+MAX_FILE_LINES = 450  # past this a module holds more than one concept: split it where a name explains the piece
+MAX_FUNCTION_LINES = 80
+
+
+def test_no_module_or_function_outgrows_one_concept():
+    too_long = []
+    for package in ("sdk", "tools"):
+        for path in sorted((REPO / package).rglob("*.py")):
+            text = path.read_text()
+            where = path.relative_to(REPO)
+            if text.count("\n") > MAX_FILE_LINES:
+                too_long.append(f"{where}: {text.count(chr(10))} lines")
+            for node in ast.walk(ast.parse(text)):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+                    too_long.append(f"{where}: {node.name}() {node.end_lineno - node.lineno + 1} lines")
+    assert not too_long

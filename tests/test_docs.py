@@ -93,7 +93,8 @@ def test_pipeline_reference_names_every_key_of_the_schema():
 
 def test_every_explained_key_exists():
     """A line in MEANINGS for a key the schema no longer has would never be shown: remove it."""
-    from tools.docs.reference import MEANINGS, TARGET_MEANINGS, pipeline_keys, target_keys
+    from tools.docs.key_pages import pipeline_keys, target_keys
+    from tools.docs.meanings import MEANINGS, TARGET_MEANINGS
 
     pipeline = {row["key"].replace("<stage>.", "") for row in pipeline_keys()}
     target = {row["key"] for row in target_keys()}

@@ -88,7 +88,6 @@ def error_line(stderr: str) -> str:
     return lines[-1] if lines else ""
 
 
-# Opened keys, by file identity: one passphrase prompt per key and process, also for a fleet's parallel connections.
 def sftp_refused(exc: BaseException) -> bool:
     """Whether the exception is the SFTP server's answer (a status paramiko turned into an OSError), not a lost link:
     both are OSErrors, so the raising frame tells them apart."""

@@ -1,4 +1,4 @@
-"""The command line of the history: `sdk history [index DIR]` and `sdk compare A [B]` (registered by tools/cli.py)."""
+"""The command line of the history: `sdk history [index DIR]` and `sdk compare A [B]` (registered by tools/cli/parser.py)."""
 
 from __future__ import annotations
 
