@@ -53,8 +53,10 @@ def profile_onnxruntime(
     spinning: bool = True,
     batch: int = 1,
     constants: dict[str, np.ndarray] | None = None,
+    reference: Path | None = None,
 ) -> dict:
-    """Profile `model_path` for `frames` frames after `warmup`; returns the raw profile (and writes OPTIMIZED_FILE)."""
+    """Profile `model_path` for `frames` frames after `warmup`; returns the raw profile (and writes OPTIMIZED_FILE).
+    `reference`: a folder of reference probes (sdk/profiling/reference.py), each run in a burst after every frame."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -75,6 +77,14 @@ def profile_onnxruntime(
     except Exception as exc:  # ORT raises its own exception types per failure
         raise ModelError(f"ONNX Runtime cannot load {model_path}: {exc}") from None
     feeds = _inputs(plain, batch, constants)
+    probes = None
+    if reference is not None:
+        from sdk.profiling.reference import ReferenceProbes
+
+        try:
+            probes = ReferenceProbes(reference, threads, spinning, out_dir)
+        except Exception as exc:  # ORT raises its own exception types; a bad folder is the host's mistake
+            raise ModelError(f"the reference probes in {reference} cannot run: {exc}") from None
     plain_ms, profiled_ms = [], []
     for index in range(warmup + frames):
         for session, times in ((plain, plain_ms), (profiled, profiled_ms)):
@@ -82,12 +92,15 @@ def profile_onnxruntime(
             session.run(None, feeds)
             if index >= warmup:
                 times.append((time.perf_counter() - started) * 1e3)
+        if probes is not None:  # after the frame: the same moment of the machine, not in the model's runs
+            probes.burst()
     trace = Path(profiled.end_profiling())
     try:
         events = json.loads(trace.read_text())
     finally:
         trace.unlink(missing_ok=True)
     runs, nodes = parse_trace(events, warmup)
+    raw_reference = probes.finish(skip_bursts=warmup) if probes is not None else None
     return {
         "format": RAW_FORMAT,
         "backend": "onnxruntime",
@@ -104,6 +117,7 @@ def profile_onnxruntime(
         "run_ms": runs,
         "nodes": nodes,
         "optimized_model": OPTIMIZED_FILE,
+        "reference": raw_reference,
     }
 
 
