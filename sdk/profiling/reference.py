@@ -5,7 +5,7 @@ On a shared machine a two-thread kernel gets one core or two depending on the mo
 into a folder (REFERENCE_FILE lists them: file, input shapes, work); `python -m sdk profile --reference DIR` runs each
 one in a short burst after every frame, in the same process, with the same session options (threads, spinning) as
 the model, and ONNX Runtime's profiler times them as it times the model's layers. The first run of a burst is cold
-and is not kept, as the peaks' probes drop their first run. The host compares the kept runs' medians with the cached
+(the model's run came between) and is not kept, as the peaks' probes drop their first run. The host compares the kept runs' medians with the cached
 peaks (tools/perf/host_speed.py). Nothing here analyses or judges.
 """
 
@@ -47,7 +47,7 @@ class ReferenceProbes:
         manifest = json.loads((folder / REFERENCE_FILE).read_text())
         if manifest.get("format") != REFERENCE_FORMAT:
             raise ValueError(f"{folder / REFERENCE_FILE}: format {manifest.get('format')!r}, expected {REFERENCE_FORMAT}")
-        self.runs = max(int(manifest.get("burst", 3)), 2)  # runs per burst; the first is not kept
+        default = int(manifest.get("burst", 3))
         self.probes = []
         rng = np.random.default_rng(0)
         for probe in manifest["probes"]:
@@ -57,12 +57,13 @@ class ReferenceProbes:
             options.log_severity_level = 3
             session = ort.InferenceSession(str(folder / probe["file"]), options, providers=["CPUExecutionProvider"])
             feeds = {name: rng.random(tuple(shape), dtype=np.float32) for name, shape in probe["inputs"].items()}
-            self.probes.append((probe, session, feeds))
+            runs = max(int(probe.get("burst", default)), 2)  # runs per burst; the first is not kept
+            self.probes.append((probe, session, feeds, runs))
         self.bursts = 0
 
     def burst(self) -> None:
-        for _, session, feeds in self.probes:
-            for _ in range(self.runs):
+        for _, session, feeds, runs in self.probes:
+            for _ in range(runs):
                 session.run(None, feeds)
         self.bursts += 1
 
@@ -72,13 +73,13 @@ class ReferenceProbes:
         from sdk.profiling.onnxruntime_profile import parse_trace
 
         found = {}
-        for probe, session, _ in self.probes:
+        for probe, session, _, burst in self.probes:
             trace = Path(session.end_profiling())
             try:
-                runs, nodes = parse_trace(json.loads(trace.read_text()), skip_bursts * self.runs)
+                runs, nodes = parse_trace(json.loads(trace.read_text()), skip_bursts * burst)
             finally:
                 trace.unlink(missing_ok=True)
-            keep = [i % self.runs != 0 for i in range(len(runs))]  # each burst's first run is cold
+            keep = [i % burst != 0 for i in range(len(runs))]  # each burst's first run is cold
             kernel_ms, between_ms = probe_times(runs, nodes, keep)
-            found[probe["name"]] = {"work": probe["work"], "unit": probe["unit"], "kernel_ms": kernel_ms, "between_ms": between_ms}
-        return {"format": REFERENCE_FORMAT, "burst": self.runs, "probes": found}
+            found[probe["name"]] = {"work": probe["work"], "unit": probe["unit"], "burst": burst, "kernel_ms": kernel_ms, "between_ms": between_ms}
+        return {"format": REFERENCE_FORMAT, "probes": found}

@@ -127,6 +127,10 @@ def host_speed_section(prediction, cached, speed) -> dict:
     text = (f"this machine ran this model at {factor:.2f}x the speed of its cached peaks (reference probes between the frames, "
             f"each probe's speed over its cached one: {probes}); the prediction uses this run's speeds, the cached peaks alone "
             f"predict {cached.total_ms:.2f} ms")  # fmt: skip
+    if speed.contention is not None:
+        c = speed.contention
+        text += (f"; long kernels stretched by the machine's other work: {c.slowdown:.2f}x from {c.span_ms:.1f} ms, none below "
+                 f"{c.short_ms:.1f} ms")  # fmt: skip
     if speed.missing:
         text += f"; not measured, kept as cached: {', '.join(speed.missing)}"
     return {"speed_factor": round(factor, 4), "applied": True, **speed.as_dict(), "predicted_cached_ms": round(cached.total_ms, 4), "text": text}

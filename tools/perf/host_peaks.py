@@ -25,6 +25,8 @@ PEAKS_FORMAT = 8
 RUNS = 12  # runs of a probe in a row; the first (cold) is not kept
 CHAIN_NODES = 32  # nodes in the launch probes' chains (the parallel chain has half as many)
 CHAIN = 1  # copies of the probe's node in a chain (measured here: chains of 6 ran convolutions at half the rate a model's own do)
+LONG_CHAIN = 8  # convolutions in the long reference probe: about 15-30 ms of work, as a large model's largest layers
+PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dram", "cache", "chain", "parallel", "narrow", "vector", "lrn")
 PASSES = 5  # passes spread the probes over seconds: a shared machine gives a 2-thread kernel one core or two, by moments
 
 
@@ -147,9 +149,9 @@ def _chain(count: int):
     return model.SerializeToString()
 
 
-def probe_set(llc: int, only: tuple[str, ...] | None = None) -> dict[str, tuple[bytes, dict[str, np.ndarray], int]]:
-    """name -> (the probe's ONNX model, its feeds, its work: FLOPs, bytes or nodes), every probe or those in `only`.
-    The weights and feeds are fixed pseudo-random values in [0, 1)."""
+def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[bytes, dict[str, np.ndarray], int]]:
+    """name -> (the probe's ONNX model, its feeds, its work: FLOPs, bytes or nodes) for the probes in `only` (default:
+    those the peaks are measured by). The weights and feeds are fixed pseudo-random values in [0, 1)."""
     rng = np.random.default_rng(0)
 
     def rand(*shape):
@@ -175,8 +177,12 @@ def probe_set(llc: int, only: tuple[str, ...] | None = None) -> dict[str, tuple[
                            {"x": rand(1, 16, 160, 160)}, 2 * 16 * 160 * 160 * 16),
         "vector": lambda: (_model("Sigmoid", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 4 * small),
         "lrn": lambda: (_model("LRN", {"x": (1, 64, 28, 28)}, (1, 64, 28, 28), {}, size=5), {"x": rand(1, 64, 28, 28)}, 5 * 64 * 28 * 28),
+        # The conv probe's node LONG_CHAIN times in a row: one long run, for how a shared machine stretches long kernels
+        # (tools/perf/host_speed.py: Contention); not one of the peaks.
+        "long": lambda: (_model("Conv", {"x": (1, 64, 56, 56)}, (1, 64, 56, 56), {"w": rand(64, 64, 3, 3)}, repeat=LONG_CHAIN, pads=[1, 1, 1, 1]),
+                         {"x": rand(1, 64, 56, 56)}, LONG_CHAIN * 2 * 64 * 56 * 56 * 64 * 9),
     }  # fmt: skip
-    return {name: make() for name, make in makers.items() if only is None or name in only}
+    return {name: make() for name, make in makers.items() if name in only}
 
 
 def probe_values(name: str, work: int, kernel_ms: float, between_ms: float) -> dict[str, float]:

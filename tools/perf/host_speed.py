@@ -18,12 +18,13 @@ no run to measure against and keeps the cached peaks.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sdk.profiling.reference import REFERENCE_FILE, REFERENCE_FORMAT
-from tools.perf.host_peaks import HostPeaks, last_level_cache, probe_set, probe_values
+from tools.perf.host_peaks import LONG_CHAIN, HostPeaks, last_level_cache, probe_set, probe_values
 
 BURST = 3  # runs of each probe after every frame; the first is cold (the model's run evicted it) and is not kept
 MIN_RUNS = 5  # a probe with fewer kept runs than this is not used: its fields keep their cached values, said so
@@ -41,6 +42,39 @@ PROBES = {
 }
 FOLLOWS = {"gemm_gflops": "pointwise", "dram_gbs": "cache"}  # fields no probe measures between the frames: scaled by this probe's factor
 WORK = {"GFLOP/s": "flop", "GB/s": "byte", "ms/node": "node"}
+LONG = "long"  # the conv probe's node LONG_CHAIN times in a row
+LONG_BURST = 2  # its runs after every frame (the first not kept): it is the longest probe by far
+
+
+@dataclass(frozen=True)
+class Contention:
+    """How a shared machine stretches long kernels. The conv probe (`short_ms` a run) usually runs between two
+    interruptions by other work, so its median is its undisturbed time; LONG_CHAIN of its node in a row (`long_ms` a
+    run, `span_ms` = LONG_CHAIN x short_ms undisturbed) usually meets some, so its median is `slowdown` times its
+    span. A layer predicted to take T undisturbed is stretched by 1 up to short_ms, by `slowdown` from span_ms on, and
+    in between by the interpolation of the two in log T: its median is then the same statistic as the measured one."""
+
+    short_ms: float
+    long_ms: float
+
+    @property
+    def span_ms(self) -> float:
+        return LONG_CHAIN * self.short_ms
+
+    @property
+    def slowdown(self) -> float:
+        return self.long_ms / self.span_ms
+
+    def factor(self, ms: float) -> float:
+        if ms <= self.short_ms:
+            return 1.0
+        if ms >= self.span_ms:
+            return self.slowdown
+        return 1.0 + (self.slowdown - 1.0) * math.log(ms / self.short_ms) / math.log(LONG_CHAIN)
+
+    def as_dict(self) -> dict:
+        return {"short_ms": round(self.short_ms, 4), "long_ms": round(self.long_ms, 4), "span_ms": round(self.span_ms, 4),
+                "slowdown": round(self.slowdown, 4)}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -50,6 +84,7 @@ class HostSpeed:
     measured: dict[str, float]  # peaks' field -> its value in this run (a probe's median over the frames)
     probes: dict[str, dict]  # probe -> {"unit", "cached", "measured", "factor", "runs"}
     missing: tuple[str, ...] = ()  # probes that did not run (enough): their fields keep the cached values
+    contention: Contention | None = None  # None: the long probe did not run (enough); no stretching predicted
 
     @property
     def factors(self) -> dict[str, float]:
@@ -66,7 +101,8 @@ class HostSpeed:
         return replace(peaks, **changed)
 
     def as_dict(self) -> dict:
-        return {"factors": self.factors, "probes": dict(self.probes), "missing": list(self.missing)}
+        contention = self.contention.as_dict() if self.contention is not None else None
+        return {"factors": self.factors, "probes": dict(self.probes), "missing": list(self.missing), "contention": contention}
 
 
 def write_reference(folder: Path) -> Path:
@@ -74,10 +110,11 @@ def write_reference(folder: Path) -> Path:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     listed = []
-    for name, (model, feeds, work) in probe_set(last_level_cache(), tuple(PROBES)).items():
+    for name, (model, feeds, work) in probe_set(last_level_cache(), (*PROBES, LONG)).items():
         (folder / f"{name}.onnx").write_bytes(model)
         inputs = {key: list(value.shape) for key, value in feeds.items()}
-        listed.append({"name": name, "file": f"{name}.onnx", "inputs": inputs, "work": work, "unit": WORK[PROBES[name][1]]})
+        entry = {"name": name, "file": f"{name}.onnx", "inputs": inputs, "work": work, "unit": WORK[PROBES[name][1]] if name in PROBES else "flop"}
+        listed.append(entry | ({"burst": LONG_BURST} if name == LONG else {}))
     manifest = {"format": REFERENCE_FORMAT, "burst": BURST, "probes": listed}
     (folder / REFERENCE_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
     return folder
@@ -103,4 +140,15 @@ def host_speed(peaks: HostPeaks, reference: dict | None) -> HostSpeed | None:
         measured |= values
         digits = 5 if unit == "ms/node" else 3
         probes[name] = {"unit": unit, "cached": round(cached, digits), "measured": round(now, digits), "factor": round(factor, 4), "runs": runs}
-    return HostSpeed(measured, probes, tuple(missing))
+    return HostSpeed(measured, probes, tuple(missing), contention(reference["probes"]))
+
+
+def contention(raw: dict) -> Contention | None:
+    """The conv probe's and the long probe's medians (ms per run) -> Contention; None where either ran too little."""
+    short, long = raw.get("conv"), raw.get(LONG)
+    if not short or not long or len(short["kernel_ms"]) < MIN_RUNS or len(long["kernel_ms"]) < MIN_RUNS:
+        return None
+    short_ms, long_ms = statistics.median(short["kernel_ms"]), statistics.median(long["kernel_ms"])
+    if short_ms <= 0 or long_ms <= 0:
+        return None
+    return Contention(short_ms, long_ms)

@@ -30,7 +30,7 @@ def host_profile_prediction(model, pipeline, reference: dict | None):
     speed = host_speed(peaks, reference)
     if speed is None:
         return cached, cached, peaks, None
-    return predict_host(model, speed.scale(peaks)), cached, peaks, speed
+    return predict_host(model, speed.scale(peaks), contention=speed.contention), cached, peaks, speed
 
 
 def device_prediction(model, pipeline, platform: str, precision: str, dla: bool, tensorrt: str | None = None, power_mode: str | None = None):
