@@ -3,8 +3,10 @@
 Each probe is a one-node ONNX model run by ONNX Runtime with the SDK's session options (threads and spinning as the
 pipeline sets them) and timed by ONNX Runtime's own profiler, as `sdk profile` times layers: the median kernel time
 over the runs. The probes: a GEMM and a dense 3x3 convolution (compute peaks), a pointwise and a depthwise
-convolution (the two shapes mobile detectors are made of), a memory-bound elementwise copy of a tensor larger than the
-last-level cache and one that fits in it (bandwidth), and a node that does almost nothing (the per-layer launch cost).
+convolution (the two shapes mobile detectors are made of), memory-bound elementwise passes over three sizes of tensor
+(bandwidth: one that fits in the core's caches, one as large as the last-level cache, one larger than it; on a shared
+machine other work holds part of that cache, so it is measured, not assumed ours), and a node that does almost nothing
+(the per-layer launch cost).
 The cache file is keyed by CPU model, thread count, spinning and ONNX Runtime version; SDK_HOST_PEAKS_REFRESH=1
 measures again.
 """
@@ -21,12 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-PEAKS_FORMAT = 8
+PEAKS_FORMAT = 9
 RUNS = 12  # runs of a probe in a row; the first (cold) is not kept
 CHAIN_NODES = 32  # nodes in the launch probes' chains (the parallel chain has half as many)
 CHAIN = 1  # copies of the probe's node in a chain (measured here: chains of 6 ran convolutions at half the rate a model's own do)
 LONG_CHAIN = 8  # convolutions in the long reference probe: about 15-30 ms of work, as a large model's largest layers
-PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dram", "cache", "chain", "parallel", "narrow", "vector", "lrn")
+PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dram", "llc", "cache", "chain", "parallel", "narrow", "vector", "lrn")
+CACHE_ELEMENTS = 1 << 19  # the cache probe's tensor: 2 MiB in and 2 MiB out, the size of a mobile detector's activations
 PASSES = 5  # passes spread the probes over seconds: a shared machine gives a 2-thread kernel one core or two, by moments
 
 
@@ -41,7 +44,8 @@ class HostPeaks:
     pointwise_gflops: float  # a 1x1 convolution
     depthwise_gflops: float  # a 3x3 depthwise convolution
     dram_gbs: float  # an elementwise pass over a tensor larger than the last-level cache (bytes read + written per second)
-    cache_gbs: float  # the same over a tensor that fits in it
+    llc_gbs: float  # the same moving as many bytes as the last-level cache holds (at least twice the cache probe's)
+    cache_gbs: float  # the same over a tensor that fits in the core's caches (CACHE_ELEMENTS)
     launch_ms: float  # a node that does almost nothing (its kernel time)
     gap_ms: float  # the time between two nodes' kernels: ONNX Runtime's own work per node
     parallel_launch_ms: float  # a convolution with almost nothing to do (what splitting work over the threads costs)
@@ -157,8 +161,8 @@ def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[
     def rand(*shape):
         return rng.random(shape, dtype=np.float32)
 
-    big = max(llc // 2, 1 << 22)  # elements: twice the LLC read and as much written
-    small = 1 << 19  # 2 MiB in and 2 MiB out: the size of a mobile detector's activations
+    sizes = bandwidth_sizes(llc)
+    big, middle, small = (sizes[name] // 8 for name in ("dram", "llc", "cache"))  # elements: 4 bytes read and 4 written each
     makers = {
         "gemm": lambda: (_model("MatMul", {"a": (256, 1024)}, (256, 1024), {"b": rand(1024, 1024)}), {"a": rand(256, 1024)},
                          2 * 256 * 1024 * 1024),
@@ -169,6 +173,7 @@ def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[
         "depthwise": lambda: (_model("Conv", {"x": (1, 128, 80, 80)}, (1, 128, 80, 80), {"w": rand(128, 1, 3, 3)}, pads=[1, 1, 1, 1],
                                      group=128), {"x": rand(1, 128, 80, 80)}, 2 * 128 * 80 * 80 * 9),
         "dram": lambda: (_model("Relu", {"x": (big,)}, (big,), {}), {"x": rand(big)}, 8 * big),  # bytes read and written once
+        "llc": lambda: (_model("Relu", {"x": (middle,)}, (middle,), {}), {"x": rand(middle)}, 8 * middle),
         "cache": lambda: (_model("Relu", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 8 * small),
         "chain": lambda: (_chain(CHAIN_NODES), {"t0": rand(16)}, CHAIN_NODES),
         "parallel": lambda: (_model("Conv", {"x": (1, 8, 8, 8)}, (1, 8, 8, 8), {"w": rand(8, 8, 1, 1)}, repeat=CHAIN_NODES // 2),
@@ -185,6 +190,13 @@ def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[
     return {name: make() for name, make in makers.items() if name in only}
 
 
+def bandwidth_sizes(llc: int) -> dict[str, int]:
+    """Bytes each bandwidth probe moves (read + written): `cache` fits in a core's caches, `llc` is the last-level
+    cache's size (at least twice `cache`), `dram` four times it (at least 32 MiB)."""
+    cache = 8 * CACHE_ELEMENTS
+    return {"cache": cache, "llc": max(llc, 2 * cache), "dram": 8 * max(llc // 2, 1 << 22)}
+
+
 def probe_values(name: str, work: int, kernel_ms: float, between_ms: float) -> dict[str, float]:
     """The peaks' fields one probe gives, from its typical kernel time and time between kernels (ms): a rate (work
     over time: GFLOP/s or GB/s), or for the chains of nodes the time per node."""
@@ -192,7 +204,7 @@ def probe_values(name: str, work: int, kernel_ms: float, between_ms: float) -> d
         return {"launch_ms": kernel_ms / work, "gap_ms": max(between_ms, 0.0) / work}
     if name == "parallel":
         return {"parallel_launch_ms": kernel_ms / work, "parallel_gap_ms": max(between_ms, 0.0) / work}
-    field = {"dram": "dram_gbs", "cache": "cache_gbs"}.get(name, f"{name}_gflops")
+    field = {"dram": "dram_gbs", "llc": "llc_gbs", "cache": "cache_gbs"}.get(name, f"{name}_gflops")
     return {field: work * CHAIN / (kernel_ms * 1e6)}
 
 

@@ -8,7 +8,8 @@ spinning (sdk/profiling/reference.py), a short burst each after every frame, and
 profile's frames replaces the cached value it measures: the prediction is then made from the same frames, and the
 same statistic (medians over frames), as the measured layers it is compared with (decision 0706). Two probes are too
 long to repeat between frames: the GEMM follows the pointwise convolution (the same kernel, and the host model takes
-the faster of the two), the pass over DRAM follows the pass in cache (the factor of one applied to the other).
+the faster of the two), the pass over DRAM follows the pass the size of the last-level cache (the factor of one
+applied to the other).
 
 Each probe's factor is its speed now over its cached speed (> 1: faster now); `speed_factor` sums them up for the
 model: its prediction from the cached peaks over its prediction from this run's. `sdk predict --platform host` has
@@ -36,11 +37,12 @@ PROBES = {
     "narrow": (("narrow_gflops",), "GFLOP/s"),
     "vector": (("vector_gflops",), "GFLOP/s"),
     "lrn": (("lrn_gflops",), "GFLOP/s"),
+    "llc": (("llc_gbs",), "GB/s"),
     "cache": (("cache_gbs",), "GB/s"),
     "chain": (("launch_ms", "gap_ms"), "ms/node"),
     "parallel": (("parallel_launch_ms", "parallel_gap_ms"), "ms/node"),
 }
-FOLLOWS = {"gemm_gflops": "pointwise", "dram_gbs": "cache"}  # fields no probe measures between the frames: scaled by this probe's factor
+FOLLOWS = {"gemm_gflops": "pointwise", "dram_gbs": "llc"}  # fields no probe measures between the frames: scaled by this probe's factor
 WORK = {"GFLOP/s": "flop", "GB/s": "byte", "ms/node": "node"}
 LONG = "long"  # the conv probe's node LONG_CHAIN times in a row
 LONG_BURST = 2  # its runs after every frame (the first not kept): it is the longest probe by far
