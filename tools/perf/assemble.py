@@ -39,7 +39,6 @@ def assemble(pipeline, artifacts, raw_dir: Path, target: str, facts: dict, wall_
             prediction, cached, peaks, speed = host_profile_prediction(model, pipeline, raw.get("reference"))
             section = _host_section(peaks, speed)
             host = host_speed_section(prediction, cached, speed)
-            notes.append(host["text"])
         else:
             prediction, section = None, {"platform": None}
             notes.append("ONNX Runtime on a device's CPU: the performance model has no figures for that CPU; measured only")
@@ -124,13 +123,11 @@ def host_speed_section(prediction, cached, speed) -> dict:
                 "text": "no reference probes ran with this profile: the prediction uses the cached peaks as they are"}  # fmt: skip
     factor = cached.total_ms / prediction.total_ms if prediction.total_ms else 1.0
     probes = ", ".join(f"{name} {value:.2f}" for name, value in speed.factors.items())
-    text = (f"this machine ran this model at {factor:.2f}x the speed of its cached peaks (reference probes between the frames, "
-            f"each probe's speed over its cached one: {probes}); the prediction uses this run's speeds, the cached peaks alone "
-            f"predict {cached.total_ms:.2f} ms")  # fmt: skip
+    text = (f"{factor:.2f}x the cached peaks' speed for this model, from reference probes between the frames (each probe "
+            f"now against cached: {probes}); the prediction uses this run's speeds (the cached peaks alone: {cached.total_ms:.2f} ms)")  # fmt: skip
     if speed.contention is not None:
         c = speed.contention
-        text += (f"; long kernels stretched by the machine's other work: {c.slowdown:.2f}x from {c.span_ms:.1f} ms, none below "
-                 f"{c.short_ms:.1f} ms")  # fmt: skip
+        text += f"; kernels longer than {c.short_ms:.1f} ms stretched by other work, up to {c.slowdown:.2f}x from {c.span_ms:.1f} ms"
     if speed.missing:
         text += f"; not measured, kept as cached: {', '.join(speed.missing)}"
     return {"speed_factor": round(factor, 4), "applied": True, **speed.as_dict(), "predicted_cached_ms": round(cached.total_ms, 4), "text": text}

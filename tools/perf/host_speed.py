@@ -28,7 +28,7 @@ from sdk.profiling.reference import REFERENCE_FILE, REFERENCE_FORMAT
 from tools.perf.host_peaks import LONG_CHAIN, HostPeaks, last_level_cache, probe_set, probe_values
 
 BURST = 3  # runs of each probe after every frame; the first is cold (the model's run evicted it) and is not kept
-MIN_RUNS = 5  # a probe with fewer kept runs than this is not used: its fields keep their cached values, said so
+MIN_RUNS = 3  # a probe with fewer kept runs than this is not used: its fields keep their cached values, said so
 # The probes run between the frames, the peaks' fields each measures, and the unit the report shows it in.
 PROBES = {
     "conv": (("conv_gflops",), "GFLOP/s"),
