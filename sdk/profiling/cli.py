@@ -1,12 +1,14 @@
 """`python -m sdk profile`: per-layer times of a release's model (or a prepared model) on this device's backend.
 
     python -m sdk profile --release DIR --out DIR [--frames N] [--warmup N]
-    python -m sdk profile --pipeline FILE --artifacts DIR --out DIR [...]
+    python -m sdk profile --pipeline FILE --artifacts DIR --out DIR [...] [--reference DIR]
 
 The backend is the one the runtime would choose for this pipeline here (model.backend; `auto`: the release's TensorRT
 engine where a CUDA device is, else ONNX Runtime on the CPU), with the pipeline's threads, spinning and batch. It
 writes OUT/profile.json (the raw per-node times per frame) and, on ONNX Runtime, OUT/optimized.onnx, and prints one
-JSON line with the backend and the files. It never judges: exit 0 when the profile was written, 1 on an error.
+JSON line with the backend and the files. `--reference DIR` (ONNX Runtime only): the host's reference probes, run
+between the frames to measure the machine's speed at the moment of the profile (sdk/profiling/reference.py). It never
+judges: exit 0 when the profile was written, 1 on an error.
 """
 
 from __future__ import annotations
@@ -36,8 +38,9 @@ def _constants(pipeline, feeds_dtype_shape: dict) -> dict:
     return found
 
 
-def profile(pipeline, artifacts, out_dir: Path, frames: int, warmup: int) -> dict:
-    """Profile the pipeline's model on the backend the runtime would use here; returns the raw profile."""
+def profile(pipeline, artifacts, out_dir: Path, frames: int, warmup: int, reference: Path | None = None) -> dict:
+    """Profile the pipeline's model on the backend the runtime would use here; returns the raw profile. `reference`
+    (ONNX Runtime only): the folder of reference probes to run between the frames."""
     from sdk.backends import _cuda_device
 
     spec = pipeline.spec
@@ -55,7 +58,7 @@ def profile(pipeline, artifacts, out_dir: Path, frames: int, warmup: int) -> dic
     constants = _constants(pipeline, _input_shapes(model, batch)) if spec.model.inputs else None
     return profile_onnxruntime(
         model, out_dir, frames=frames, warmup=warmup, threads=spec.model.threads, spinning=spec.model.spinning, batch=batch,
-        constants=constants,
+        constants=constants, reference=reference,
     )  # fmt: skip
 
 
@@ -80,6 +83,7 @@ def run(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, required=True, help="folder for profile.json (and optimized.onnx)")
     parser.add_argument("--frames", type=int, default=50, help="profiled frames (default 50)")
     parser.add_argument("--warmup", type=int, default=5, help="frames run first and not kept (default 5)")
+    parser.add_argument("--reference", type=Path, help="folder of reference probes to run between the frames (ONNX Runtime on the CPU)")
     args = parser.parse_args(argv)
     if args.frames < 1 or args.warmup < 0:
         parser.error("--frames must be at least 1 and --warmup at least 0")
@@ -96,7 +100,7 @@ def run(argv: list[str]) -> int:
         from sdk.spec.loader import load_pipeline
 
         release_id, pipeline, artifacts = None, load_pipeline(args.pipeline, check_files=False), ModelArtifacts(args.artifacts)
-    raw = profile(pipeline, artifacts, args.out, args.frames, args.warmup)
+    raw = profile(pipeline, artifacts, args.out, args.frames, args.warmup, args.reference)
     raw["release"] = release_id
     raw["pipeline"] = pipeline.spec.name
     args.out.mkdir(parents=True, exist_ok=True)

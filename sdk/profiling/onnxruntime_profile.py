@@ -20,8 +20,8 @@ import numpy as np
 
 from sdk.errors import ModelError, missing_dependency
 from sdk.profiling import OPTIMIZED_FILE, RAW_FORMAT
+from sdk.profiling.trace import parse_trace
 
-KERNEL_SUFFIX = "_kernel_time"
 NUMPY = {"tensor(float)": np.float32, "tensor(float16)": np.float16, "tensor(double)": np.float64, "tensor(uint8)": np.uint8,
          "tensor(int8)": np.int8, "tensor(int32)": np.int32, "tensor(int64)": np.int64, "tensor(bool)": np.bool_}  # fmt: skip
 
@@ -53,8 +53,10 @@ def profile_onnxruntime(
     spinning: bool = True,
     batch: int = 1,
     constants: dict[str, np.ndarray] | None = None,
+    reference: Path | None = None,
 ) -> dict:
-    """Profile `model_path` for `frames` frames after `warmup`; returns the raw profile (and writes OPTIMIZED_FILE)."""
+    """Profile `model_path` for `frames` frames after `warmup`; returns the raw profile (and writes OPTIMIZED_FILE).
+    `reference`: a folder of reference probes (sdk/profiling/reference.py), each run in a burst after every frame."""
     try:
         import onnxruntime as ort
     except ImportError:
@@ -75,6 +77,14 @@ def profile_onnxruntime(
     except Exception as exc:  # ORT raises its own exception types per failure
         raise ModelError(f"ONNX Runtime cannot load {model_path}: {exc}") from None
     feeds = _inputs(plain, batch, constants)
+    probes = None
+    if reference is not None:
+        from sdk.profiling.reference import ReferenceProbes
+
+        try:
+            probes = ReferenceProbes(reference, threads, spinning, out_dir)
+        except Exception as exc:  # ORT raises its own exception types; a bad folder is the host's mistake
+            raise ModelError(f"the reference probes in {reference} cannot run: {exc}") from None
     plain_ms, profiled_ms = [], []
     for index in range(warmup + frames):
         for session, times in ((plain, plain_ms), (profiled, profiled_ms)):
@@ -82,12 +92,15 @@ def profile_onnxruntime(
             session.run(None, feeds)
             if index >= warmup:
                 times.append((time.perf_counter() - started) * 1e3)
+        if probes is not None:  # after the frame: the same moment of the machine, not in the model's runs
+            probes.burst()
     trace = Path(profiled.end_profiling())
     try:
         events = json.loads(trace.read_text())
     finally:
         trace.unlink(missing_ok=True)
     runs, nodes = parse_trace(events, warmup)
+    raw_reference = probes.finish(skip_bursts=warmup) if probes is not None else None
     return {
         "format": RAW_FORMAT,
         "backend": "onnxruntime",
@@ -104,44 +117,5 @@ def profile_onnxruntime(
         "run_ms": runs,
         "nodes": nodes,
         "optimized_model": OPTIMIZED_FILE,
+        "reference": raw_reference,
     }
-
-
-def parse_trace(events: list[dict], warmup: int = 0) -> tuple[list[float], list[dict]]:
-    """ONNX Runtime's trace (Chrome trace events) -> (each kept run's time in ms, the nodes in execution order with their
-    kernel time in each kept run). A node's event belongs to the run whose span holds its start; the first `warmup`
-    runs are dropped."""
-    runs = sorted((e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"), key=lambda e: e["ts"])
-    kept = runs[warmup:]
-    spans = [(e["ts"], e["ts"] + e["dur"]) for e in kept]
-    nodes: dict[str, dict] = {}
-    for event in events:
-        name = event.get("name", "")
-        if event.get("cat") != "Node" or not name.endswith(KERNEL_SUFFIX):
-            continue
-        run = next((i for i, (start, end) in enumerate(spans) if start <= event["ts"] <= end), None)
-        if run is None:
-            continue
-        args = event.get("args", {})
-        node = nodes.setdefault(
-            name[: -len(KERNEL_SUFFIX)],
-            {
-                "name": name[: -len(KERNEL_SUFFIX)],
-                "op": args.get("op_name", ""),
-                "provider": args.get("provider", ""),
-                "input_shapes": [_shape(t) for t in args.get("input_type_shape", [])],
-                "output_shapes": [_shape(t) for t in args.get("output_type_shape", [])],
-                "times_ms": [0.0] * len(kept),
-                "order": event["ts"] - spans[run][0],
-            },
-        )
-        node["times_ms"][run] += event["dur"] / 1e3
-    ordered = sorted(nodes.values(), key=lambda n: n.pop("order"))
-    for node in ordered:
-        node["times_ms"] = [round(v, 4) for v in node["times_ms"]]
-    return [round(e["dur"] / 1e3, 4) for e in kept], ordered
-
-
-def _shape(entry: dict) -> list[int]:
-    """{"float": [1, 3, 300, 300]} -> [1, 3, 300, 300]."""
-    return list(next(iter(entry.values()), [])) if isinstance(entry, dict) else []

@@ -7,8 +7,10 @@ time `sdk predict` takes for the example.
 Models: the example's SSDLite (pipelines/pedestrian.yaml), YOLOX-Nano (../shared/assets), and PaddleOCR's detector,
 recogniser and direction classifier from rapidocr-onnxruntime (tests/reference-packages.txt) at fixed input shapes.
 Each gets a pipeline file in a temporary folder (its model copied beside it). The host's peaks are measured once, at
-the first profile, as a user's first `sdk profile` measures them. Prints one table row per model (predicted and
-measured whole-model ms, error, Spearman of the layer ranking, top-5 overlap) and writes the JSON with --out.
+the first profile, as a user's first `sdk profile` measures them; each profile scales them by the machine's speed
+during its own frames (reference probes between the frames: `host.speed_factor`). Prints one table row per model
+(predicted and measured whole-model ms, error, Spearman of the layer ranking, top-5 overlap, the speed factor and what
+the cached peaks alone predicted) and writes the JSON with --out.
 `--smoke`: the example alone, 3 frames, quick peaks: the code path, not the numbers.
 """
 
@@ -138,11 +140,13 @@ def main() -> int:
             report = json.loads(out.read_text())
             if args.out:  # each model's whole report beside the summary
                 shutil.copyfile(out, args.out.parent / f"{args.out.stem}-{name.split()[0]}.json")
-            total, accuracy = report["total"], report["accuracy"]
+            total, accuracy, host = report["total"], report["accuracy"], report.get("host") or {}
             rows.append({"model": name, "predicted_ms": total["predicted_ms"], "measured_ms": total["measured_ms"], "error": total["error"],
                          "spearman": accuracy["spearman"], "top5_overlap": accuracy["top5_overlap"], "run_median_ms": total["run_median_ms"],
                          "profiling_overhead_ms": total["profiling_overhead_ms"], "unprofiled_median_ms": total["unprofiled_median_ms"],
-                         "layers": len(report["layers"]), "wall_s": round(time.perf_counter() - started, 2)})  # fmt: skip
+                         "speed_factor": host.get("speed_factor"), "predicted_cached_ms": host.get("predicted_cached_ms"),
+                         "contention": host.get("contention"), "layers": len(report["layers"]),
+                         "wall_s": round(time.perf_counter() - started, 2)})  # fmt: skip
         started = time.perf_counter()
         assert run(["predict", str(REPO / "pipelines" / "pedestrian.yaml"), "--platform", "host"]) == 0  # peaks and preparation cached
         predict_s = time.perf_counter() - started
@@ -154,10 +158,13 @@ def main() -> int:
     print()
     if args.smoke:
         print("smoke run: 3 frames and quick peaks; the numbers below mean nothing")
-    print(f"{'model':20s} {'predicted ms':>12s} {'measured ms':>11s} {'error':>7s} {'Spearman':>8s} {'top-5':>5s} {'overhead ms/frame':>17s}")
+    print(f"{'model':20s} {'predicted ms':>12s} {'measured ms':>11s} {'error':>7s} {'Spearman':>8s} {'top-5':>5s} {'overhead ms/frame':>17s} "
+          f"{'speed':>5s} {'cached peaks ms':>15s} {'error':>7s}")  # fmt: skip
     for r in rows:
+        cached = r["predicted_cached_ms"]
         print(f"{r['model']:20s} {r['predicted_ms']:12.2f} {r['measured_ms']:11.2f} {r['error']:+7.1%} {r['spearman']:8.2f} "
-              f"{r['top5_overlap']:>3d}/5 {r['profiling_overhead_ms']:17.3f}")  # fmt: skip
+              f"{r['top5_overlap']:>3d}/5 {r['profiling_overhead_ms']:17.3f} {r['speed_factor'] or 0:5.2f} {cached or 0:15.2f} "
+              f"{(cached or 0) / r['measured_ms'] - 1:+7.1%}")  # fmt: skip
     print(f"sdk predict (example, --platform host, cached): {predict_s:.2f} s; --platform jetson-agx-orin --dla: {predict_dla_s:.2f} s")
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "predict_s": predict_s, "predict_dla_s": predict_dla_s, "frames": frames}, indent=1) + "\n")

@@ -29,14 +29,16 @@ def assemble(pipeline, artifacts, raw_dir: Path, target: str, facts: dict, wall_
     precision = _precision(pipeline, backend)
     notes: list[str] = []
     placement = None
+    host = None
     if backend == "onnxruntime":
         model = load_layers(artifacts.model_for(pipeline.spec.model.precision))
         measured = attach_unmapped(map_executed(model, read_optimized(Path(raw_dir) / OPTIMIZED_FILE)), [n["name"] for n in raw["nodes"]])
         if facts.get("platform") == "host":
-            from tools.perf.targets import host_prediction
+            from tools.perf.targets import host_profile_prediction
 
-            prediction, peaks = host_prediction(model, pipeline)
-            section = _host_section(peaks)
+            prediction, cached, peaks, speed = host_profile_prediction(model, pipeline, raw.get("reference"))
+            section = _host_section(peaks, speed)
+            host = host_speed_section(prediction, cached, speed)
         else:
             prediction, section = None, {"platform": None}
             notes.append("ONNX Runtime on a device's CPU: the performance model has no figures for that CPU; measured only")
@@ -54,6 +56,8 @@ def assemble(pipeline, artifacts, raw_dir: Path, target: str, facts: dict, wall_
     rows = layer_rows(model, measured, times, prediction, precision)
     total = totals(rows, raw, prediction)
     report = _base(pipeline, target, raw, precision, section, prediction, rows)
+    if host is not None:
+        report["host"] = host
     report["total"] = {**total.__dict__, "error": round(total.predicted_ms / total.measured_ms - 1, 4) if total.predicted_ms else None}
     both = [r for r in rows if r.get("predicted_ms") is not None]
     report["accuracy"] = {
@@ -105,8 +109,28 @@ def _mode(facts: dict, platform: str) -> str | None:
     return mode if mode in modes else None
 
 
-def _host_section(peaks) -> dict:
-    return {"platform": "host", "peaks": peaks.as_dict(), "roofline": {"peak_gflops": peaks.conv_gflops, "bandwidth_gbs": peaks.cache_gbs}}
+def _host_section(peaks, speed=None) -> dict:
+    """The cached peaks; the roofline drawn at this run's (the layers beneath it were measured in this run)."""
+    ran = speed.scale(peaks) if speed is not None else peaks
+    return {"platform": "host", "peaks": peaks.as_dict(), "roofline": {"peak_gflops": ran.conv_gflops, "bandwidth_gbs": ran.cache_gbs}}
+
+
+def host_speed_section(prediction, cached, speed) -> dict:
+    """The report's `host`: the machine's speed during the profile against its cached peaks, and what it did to the
+    prediction (tools/perf/host_speed.py)."""
+    if speed is None:
+        return {"speed_factor": None, "applied": False, "factors": None, "probes": None, "predicted_cached_ms": round(cached.total_ms, 4),
+                "text": "no reference probes ran with this profile: the prediction uses the cached peaks as they are"}  # fmt: skip
+    factor = cached.total_ms / prediction.total_ms if prediction.total_ms else 1.0
+    probes = ", ".join(f"{name} {value:.2f}" for name, value in speed.factors.items())
+    text = (f"{factor:.2f}x the cached peaks' speed for this model, from reference probes between the frames (each probe "
+            f"now against cached: {probes}); the prediction uses this run's speeds (the cached peaks alone: {cached.total_ms:.2f} ms)")  # fmt: skip
+    if speed.contention is not None:
+        c = speed.contention
+        text += f"; kernels longer than {c.short_ms:.1f} ms stretched by other work, up to {c.slowdown:.2f}x from {c.span_ms:.1f} ms"
+    if speed.missing:
+        text += f"; not measured, kept as cached: {', '.join(speed.missing)}"
+    return {"speed_factor": round(factor, 4), "applied": True, **speed.as_dict(), "predicted_cached_ms": round(cached.total_ms, 4), "text": text}
 
 
 def _device_section(machine) -> dict:

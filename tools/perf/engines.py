@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tools.perf.host_peaks import HostPeaks
+from tools.perf.host_peaks import HostPeaks, bandwidth_sizes
 from tools.perf.layers import Layer
 from tools.perf.platforms import EnginePeaks
 
@@ -110,14 +110,18 @@ class HostEngine:
         return share
 
     def bandwidth_gbs(self, moved: int) -> float:
-        """The cache's bandwidth up to the last-level cache's size, DRAM's from four times it, geometric in between."""
+        """The bandwidth for `moved` bytes, from the three bandwidth probes at the sizes they move: the cache probe's
+        rate up to its size, DRAM's from the DRAM probe's, geometric in the size between two probes (through the
+        last-level-cache probe's rate at its size)."""
         p = self.peaks
-        llc = p.last_level_cache_bytes
-        if moved <= llc:
-            return p.cache_gbs
-        if moved >= 4 * llc:
-            return p.dram_gbs
-        return p.cache_gbs * (p.dram_gbs / p.cache_gbs) ** (math.log(moved / llc) / math.log(4))
+        sizes = bandwidth_sizes(p.last_level_cache_bytes)
+        points = [(sizes["cache"], p.cache_gbs), (sizes["llc"], p.llc_gbs), (sizes["dram"], p.dram_gbs)]
+        if moved <= points[0][0]:
+            return points[0][1]
+        for (low, low_gbs), (high, high_gbs) in zip(points, points[1:], strict=False):
+            if moved <= high:
+                return low_gbs * (high_gbs / low_gbs) ** (math.log(moved / low) / math.log(high / low))
+        return points[-1][1]
 
     def cost(self, main: Layer, flops: int, moved: int) -> Cost:
         p = self.peaks

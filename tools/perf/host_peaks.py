@@ -3,8 +3,10 @@
 Each probe is a one-node ONNX model run by ONNX Runtime with the SDK's session options (threads and spinning as the
 pipeline sets them) and timed by ONNX Runtime's own profiler, as `sdk profile` times layers: the median kernel time
 over the runs. The probes: a GEMM and a dense 3x3 convolution (compute peaks), a pointwise and a depthwise
-convolution (the two shapes mobile detectors are made of), a memory-bound elementwise copy of a tensor larger than the
-last-level cache and one that fits in it (bandwidth), and a node that does almost nothing (the per-layer launch cost).
+convolution (the two shapes mobile detectors are made of), memory-bound elementwise passes over three sizes of tensor
+(bandwidth: one that fits in the core's caches, one as large as the last-level cache, one larger than it; on a shared
+machine other work holds part of that cache, so it is measured, not assumed ours), and a node that does almost nothing
+(the per-layer launch cost).
 The cache file is keyed by CPU model, thread count, spinning and ONNX Runtime version; SDK_HOST_PEAKS_REFRESH=1
 measures again.
 """
@@ -21,9 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-PEAKS_FORMAT = 8
+PEAKS_FORMAT = 9
 RUNS = 12  # runs of a probe in a row; the first (cold) is not kept
+CHAIN_NODES = 32  # nodes in the launch probes' chains (the parallel chain has half as many)
 CHAIN = 1  # copies of the probe's node in a chain (measured here: chains of 6 ran convolutions at half the rate a model's own do)
+LONG_CHAIN = 8  # convolutions in the long reference probe: about 15-30 ms of work, as a large model's largest layers
+PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dram", "llc", "cache", "chain", "parallel", "narrow", "vector", "lrn")
+CACHE_ELEMENTS = 1 << 19  # the cache probe's tensor: 2 MiB in and 2 MiB out, the size of a mobile detector's activations
 PASSES = 5  # passes spread the probes over seconds: a shared machine gives a 2-thread kernel one core or two, by moments
 
 
@@ -38,7 +44,8 @@ class HostPeaks:
     pointwise_gflops: float  # a 1x1 convolution
     depthwise_gflops: float  # a 3x3 depthwise convolution
     dram_gbs: float  # an elementwise pass over a tensor larger than the last-level cache (bytes read + written per second)
-    cache_gbs: float  # the same over a tensor that fits in it
+    llc_gbs: float  # the same moving as many bytes as the last-level cache holds (at least twice the cache probe's)
+    cache_gbs: float  # the same over a tensor that fits in the core's caches (CACHE_ELEMENTS)
     launch_ms: float  # a node that does almost nothing (its kernel time)
     gap_ms: float  # the time between two nodes' kernels: ONNX Runtime's own work per node
     parallel_launch_ms: float  # a convolution with almost nothing to do (what splitting work over the threads costs)
@@ -83,7 +90,7 @@ def _model(op: str, inputs: dict[str, tuple], output: tuple, weights: dict[str, 
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
-    (name, _), = inputs.items()
+    ((name, _),) = inputs.items()
     names = [name, *(f"y{i}" for i in range(1, repeat)), "y"]
     graph = helper.make_graph(
         [helper.make_node(op, [names[i], *weights], [names[i + 1]], **attrs) for i in range(repeat)],
@@ -118,7 +125,8 @@ class _Probe:
     def result(self) -> tuple[np.ndarray, np.ndarray]:
         """(each run's kernel time, each run's time outside its kernels), in ms, leaving out the first run (cold
         caches, threads starting)."""
-        from sdk.profiling.onnxruntime_profile import parse_trace
+        from sdk.profiling.reference import probe_times
+        from sdk.profiling.trace import parse_trace
 
         trace = Path(self.session.end_profiling())
         try:
@@ -127,11 +135,8 @@ class _Probe:
             trace.unlink(missing_ok=True)
         # The probe's own kernels: the NCHWc reorders around a lone convolution are not its cost (in a model they are
         # predicted where they fall, tools/perf/predict.py: reorders).
-        own = [n["times_ms"] for n in nodes if n["op"] not in ("ReorderInput", "ReorderOutput")]
-        per_run = np.sum(own, axis=0)
-        total = np.sum([n["times_ms"] for n in nodes], axis=0)
-        kept = np.arange(len(runs)) > 0
-        return per_run[kept], (np.asarray(runs) - total)[kept]
+        kernel, between = probe_times(runs, nodes, [i > 0 for i in range(len(runs))])
+        return np.asarray(kernel), np.asarray(between)
 
 
 def _chain(count: int):
@@ -148,37 +153,68 @@ def _chain(count: int):
     return model.SerializeToString()
 
 
-def measure_peaks(threads: int | None, spinning: bool, folder: Path, runs: int = RUNS, passes: int = PASSES) -> HostPeaks:
-    """Run the probes (a few seconds) and return the peaks."""
-    import onnxruntime as ort
-
+def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[bytes, dict[str, np.ndarray], int]]:
+    """name -> (the probe's ONNX model, its feeds, its work: FLOPs, bytes or nodes) for the probes in `only` (default:
+    those the peaks are measured by). The weights and feeds are fixed pseudo-random values in [0, 1)."""
     rng = np.random.default_rng(0)
-    folder.mkdir(parents=True, exist_ok=True)
 
     def rand(*shape):
         return rng.random(shape, dtype=np.float32)
 
-    llc = last_level_cache()
-    big = max(llc // 2, 1 << 22)  # elements: twice the LLC read and as much written
-    small = 1 << 19  # 2 MiB in and 2 MiB out: the size of a mobile detector's activations
-    chain = 32
-    probes = {  # name: (model, feeds, work: FLOPs or bytes)
-        "gemm": (_model("MatMul", {"a": (256, 1024)}, (256, 1024), {"b": rand(1024, 1024)}), {"a": rand(256, 1024)}, 2 * 256 * 1024 * 1024),
-        "conv": (_model("Conv", {"x": (1, 64, 56, 56)}, (1, 64, 56, 56), {"w": rand(64, 64, 3, 3)}, pads=[1, 1, 1, 1]),
-                 {"x": rand(1, 64, 56, 56)}, 2 * 64 * 56 * 56 * 64 * 9),
-        "pointwise": (_model("Conv", {"x": (1, 128, 40, 40)}, (1, 128, 40, 40), {"w": rand(128, 128, 1, 1)}), {"x": rand(1, 128, 40, 40)},
-                      2 * 128 * 40 * 40 * 128),
-        "depthwise": (_model("Conv", {"x": (1, 128, 80, 80)}, (1, 128, 80, 80), {"w": rand(128, 1, 3, 3)}, pads=[1, 1, 1, 1], group=128),
-                      {"x": rand(1, 128, 80, 80)}, 2 * 128 * 80 * 80 * 9),
-        "dram": (_model("Relu", {"x": (big,)}, (big,), {}), {"x": rand(big)}, 8 * big),  # bytes read and written once
-        "cache": (_model("Relu", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 8 * small),
-        "chain": (_chain(chain), {"t0": rand(16)}, chain),
-        "parallel": (_model("Conv", {"x": (1, 8, 8, 8)}, (1, 8, 8, 8), {"w": rand(8, 8, 1, 1)}, repeat=chain // 2), {"x": rand(1, 8, 8, 8)}, 1),
-        "narrow": (_model("Conv", {"x": (1, 16, 160, 160)}, (1, 16, 160, 160), {"w": rand(16, 16, 1, 1)}), {"x": rand(1, 16, 160, 160)},
-                   2 * 16 * 160 * 160 * 16),
-        "vector": (_model("Sigmoid", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 4 * small),
-        "lrn": (_model("LRN", {"x": (1, 64, 28, 28)}, (1, 64, 28, 28), {}, size=5), {"x": rand(1, 64, 28, 28)}, 5 * 64 * 28 * 28),
+    sizes = bandwidth_sizes(llc)
+    big, middle, small = (sizes[name] // 8 for name in ("dram", "llc", "cache"))  # elements: 4 bytes read and 4 written each
+    makers = {
+        "gemm": lambda: (_model("MatMul", {"a": (256, 1024)}, (256, 1024), {"b": rand(1024, 1024)}), {"a": rand(256, 1024)},
+                         2 * 256 * 1024 * 1024),
+        "conv": lambda: (_model("Conv", {"x": (1, 64, 56, 56)}, (1, 64, 56, 56), {"w": rand(64, 64, 3, 3)}, pads=[1, 1, 1, 1]),
+                         {"x": rand(1, 64, 56, 56)}, 2 * 64 * 56 * 56 * 64 * 9),
+        "pointwise": lambda: (_model("Conv", {"x": (1, 128, 40, 40)}, (1, 128, 40, 40), {"w": rand(128, 128, 1, 1)}),
+                              {"x": rand(1, 128, 40, 40)}, 2 * 128 * 40 * 40 * 128),
+        "depthwise": lambda: (_model("Conv", {"x": (1, 128, 80, 80)}, (1, 128, 80, 80), {"w": rand(128, 1, 3, 3)}, pads=[1, 1, 1, 1],
+                                     group=128), {"x": rand(1, 128, 80, 80)}, 2 * 128 * 80 * 80 * 9),
+        "dram": lambda: (_model("Relu", {"x": (big,)}, (big,), {}), {"x": rand(big)}, 8 * big),  # bytes read and written once
+        "llc": lambda: (_model("Relu", {"x": (middle,)}, (middle,), {}), {"x": rand(middle)}, 8 * middle),
+        "cache": lambda: (_model("Relu", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 8 * small),
+        "chain": lambda: (_chain(CHAIN_NODES), {"t0": rand(16)}, CHAIN_NODES),
+        "parallel": lambda: (_model("Conv", {"x": (1, 8, 8, 8)}, (1, 8, 8, 8), {"w": rand(8, 8, 1, 1)}, repeat=CHAIN_NODES // 2),
+                             {"x": rand(1, 8, 8, 8)}, CHAIN_NODES // 2),
+        "narrow": lambda: (_model("Conv", {"x": (1, 16, 160, 160)}, (1, 16, 160, 160), {"w": rand(16, 16, 1, 1)}),
+                           {"x": rand(1, 16, 160, 160)}, 2 * 16 * 160 * 160 * 16),
+        "vector": lambda: (_model("Sigmoid", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 4 * small),
+        "lrn": lambda: (_model("LRN", {"x": (1, 64, 28, 28)}, (1, 64, 28, 28), {}, size=5), {"x": rand(1, 64, 28, 28)}, 5 * 64 * 28 * 28),
+        # The conv probe's node LONG_CHAIN times in a row: one long run, for how a shared machine stretches long kernels
+        # (tools/perf/host_speed.py: Contention); not one of the peaks.
+        "long": lambda: (_model("Conv", {"x": (1, 64, 56, 56)}, (1, 64, 56, 56), {"w": rand(64, 64, 3, 3)}, repeat=LONG_CHAIN, pads=[1, 1, 1, 1]),
+                         {"x": rand(1, 64, 56, 56)}, LONG_CHAIN * 2 * 64 * 56 * 56 * 64 * 9),
     }  # fmt: skip
+    return {name: make() for name, make in makers.items() if name in only}
+
+
+def bandwidth_sizes(llc: int) -> dict[str, int]:
+    """Bytes each bandwidth probe moves (read + written): `cache` fits in a core's caches, `llc` is the last-level
+    cache's size (at least twice `cache`), `dram` four times it (at least 32 MiB)."""
+    cache = 8 * CACHE_ELEMENTS
+    return {"cache": cache, "llc": max(llc, 2 * cache), "dram": 8 * max(llc // 2, 1 << 22)}
+
+
+def probe_values(name: str, work: int, kernel_ms: float, between_ms: float) -> dict[str, float]:
+    """The peaks' fields one probe gives, from its typical kernel time and time between kernels (ms): a rate (work
+    over time: GFLOP/s or GB/s), or for the chains of nodes the time per node."""
+    if name == "chain":
+        return {"launch_ms": kernel_ms / work, "gap_ms": max(between_ms, 0.0) / work}
+    if name == "parallel":
+        return {"parallel_launch_ms": kernel_ms / work, "parallel_gap_ms": max(between_ms, 0.0) / work}
+    field = {"dram": "dram_gbs", "llc": "llc_gbs", "cache": "cache_gbs"}.get(name, f"{name}_gflops")
+    return {field: work * CHAIN / (kernel_ms * 1e6)}
+
+
+def measure_peaks(threads: int | None, spinning: bool, folder: Path, runs: int = RUNS, passes: int = PASSES) -> HostPeaks:
+    """Run the probes (a few seconds) and return the peaks."""
+    import onnxruntime as ort
+
+    folder.mkdir(parents=True, exist_ok=True)
+    llc = last_level_cache()
+    probes = probe_set(llc)
     found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {name: [] for name in probes}
     for _ in range(passes):  # the whole sequence again: a load spike on a shared machine spoils one pass of a probe, not all
         for name, (model, feeds, _) in probes.items():  # one at a time, its runs in a row: warm caches, its own threads awake
@@ -189,18 +225,13 @@ def measure_peaks(threads: int | None, spinning: bool, folder: Path, runs: int =
             del probe
     # Each pass's median, and the middle pass: the machine as a profile meets it, neither its best nor its worst moment.
     results = {name: sorted((float(np.median(p[0])), float(np.median(p[1]))) for p in runs)[len(runs) // 2] for name, runs in found.items()}
-
-    def rate(name: str) -> float:
-        return probes[name][2] * CHAIN / (results[name][0] * 1e6)
-
-    gemm, conv, pointwise, depthwise = rate("gemm"), rate("conv"), rate("pointwise"), rate("depthwise")
-    dram, cache, narrow, vector, lrn = rate("dram"), rate("cache"), rate("narrow"), rate("vector"), rate("lrn")
-    launch, gap = results["chain"][0] / chain, max(results["chain"][1], 0.0) / chain
-    parallel, parallel_gap = results["parallel"][0] / (chain // 2), max(results["parallel"][1], 0.0) / (chain // 2)
+    values: dict[str, float] = {}
+    for name, (kernel, between) in results.items():
+        values |= probe_values(name, probes[name][2], kernel, between)
+    digits = {"launch_ms": 5, "gap_ms": 5, "parallel_launch_ms": 5, "parallel_gap_ms": 5}
     return HostPeaks(
-        cpu_model(), threads or os.cpu_count() or 1, spinning, f"onnxruntime {ort.__version__}",
-        round(gemm, 3), round(conv, 3), round(pointwise, 3), round(depthwise, 3), round(dram, 3), round(cache, 3), round(launch, 5), round(gap, 5),
-        round(parallel, 5), round(parallel_gap, 5), round(narrow, 3), round(vector, 3), round(lrn, 3), llc,
+        cpu=cpu_model(), threads=threads or os.cpu_count() or 1, spinning=spinning, runtime=f"onnxruntime {ort.__version__}",
+        last_level_cache_bytes=llc, **{k: round(v, digits.get(k, 3)) for k, v in values.items()},
     )  # fmt: skip
 
 

@@ -145,21 +145,30 @@ def _predict_group(group: Group, model: ModelLayers, engine, precision: str) -> 
     )  # fmt: skip
 
 
-def predict_host(model: ModelLayers, peaks, block: int | None = None) -> Prediction:
-    """ONNX Runtime's per-layer times on this CPU (`--platform host`), FP32, with the NCHWc reorders it inserts."""
+def predict_host(model: ModelLayers, peaks, block: int | None = None, contention=None) -> Prediction:
+    """ONNX Runtime's per-layer times on this CPU (`--platform host`), FP32, with the NCHWc reorders it inserts.
+    `contention` (tools/perf/host_speed.py, measured during a profile): how the machine stretches long kernels; each
+    node's predicted time is multiplied by its factor for that time."""
     from dataclasses import replace
 
     from tools.perf.engines import NODE_COST, HostEngine
+
+    def stretch(ms: float) -> float:
+        return contention.factor(ms) if contention is not None else 1.0
 
     block = nchwc_block() if block is None else block
     engine = HostEngine(peaks, block)
     extra: dict[str, float] = {}
     for name, _side, elements in reorders(model, block):
         moved = 2 * 4 * elements  # read and written once
-        extra[name] = extra.get(name, 0.0) + peaks.launch_ms * NODE_COST + moved / (engine.bandwidth_gbs(moved) * 1e6)
+        ms = peaks.launch_ms * NODE_COST + moved / (engine.bandwidth_gbs(moved) * 1e6)
+        extra[name] = extra.get(name, 0.0) + ms * stretch(ms)  # each reorder is a node of its own
     layers = []
     for group in fusion_groups(model, "onnxruntime"):
         p = _predict_group(group, model, engine, "fp32")
+        if (factor := stretch(p.ms)) != 1.0:
+            p = replace(p, compute_ms=p.compute_ms * factor, memory_ms=p.memory_ms * factor, launch_ms=p.launch_ms * factor, ms=p.ms * factor,
+                        shares=tuple(share * factor for share in p.shares))  # fmt: skip
         added = [extra.get(m, 0.0) for m in group.members]
         if any(added):
             shares = tuple(a + b for a, b in zip(p.shares, added, strict=True))

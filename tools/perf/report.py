@@ -115,13 +115,14 @@ def write_html(report: dict, folder: Path) -> Path:
           r.get("achieved_gflops"), r.get("achieved_gbs"), r["intensity"], r.get("bound")] for r in report["layers"]],
     )  # fmt: skip
     notes = "".join(f"<li>{escape(n)}</li>" for n in report.get("notes", []))
+    host = f"<p>host speed: {escape(report['host']['text'])}</p>" if report.get("host") else ""
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>profile</title><style>"
         "body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:0.6em 0}"
         "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px}svg{max-width:100%;height:auto}</style></head><body>"
         f"<h1>Profile of {escape(report['pipeline'])} on {escape(report['target'])}</h1>"
         f"<p>{escape(report['runtime'])}, {escape(report['precision'])}, {report['frames']} frames; prediction: "
-        f"{escape(str(report['prediction'].get('platform')))}</p>{summary}<h2>Bottlenecks</h2>{bottlenecks}"
+        f"{escape(str(report['prediction'].get('platform')))}</p>{summary}{host}<h2>Bottlenecks</h2>{bottlenecks}"
         f"<h2>Roofline</h2>{roofline_svg(report)}{predicted_svg(report)}<ul>{notes}</ul><h2>Layers</h2>{layers}</body></html>"
     )
     path = Path(folder) / HTML_FILE
@@ -156,6 +157,8 @@ def render(console, report: dict, top: int = 10) -> None:
         line += f", predicted {total['predicted_ms']:.2f} ms ({total['error']:+.0%})"
         line += f"; layer ranking Spearman {report['accuracy']['spearman']:.2f}, top-5 overlap {report['accuracy']['top5_overlap']}/5"
     console.print(line, highlight=False)
+    if report.get("host"):
+        console.print(f"host speed: {report['host']['text']}", highlight=False, markup=False)
     console.print(f"whole runs: median {total['run_median_ms']:.2f} ms, p90 {total['run_p90_ms']:.2f} ms; profiling overhead "
                   f"{_num(total.get('profiling_overhead_ms'), 3)} ms a frame", highlight=False)  # fmt: skip
     for number, item in enumerate(report["bottlenecks"][:3], 1):

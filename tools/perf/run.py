@@ -4,8 +4,9 @@ Profile: the model runs on the target's backend in a run of its own (`python -m 
 target's deploy lease with its service paused (tools/connect/sessions.py: paused_service), and the raw per-node times come
 back. On `local` it profiles the pipeline's prepared model (no release needed); on a vehicle, the current release,
 which must run this very pipeline file (as `sdk validate` requires). The host maps the nodes onto the prepared model's
-layers, predicts the same layers (`--platform host` on this machine; the target's platform on a device running
-TensorRT) and writes the report. A profile never feeds a verdict.
+layers, predicts the same layers (`--platform host` on this machine, scaled by the machine's speed during the
+profile as reference probes between the frames measured it, tools/perf/host_speed.py; the target's platform on a
+device running TensorRT) and writes the report. A profile never feeds a verdict.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tools.progress import Progress, SilentProgress
 
 DEFAULT_FRAMES = 50
 RUN_NAME = "profile"
+REFERENCE_DIR = "reference"
 
 
 @dataclass(frozen=True)
@@ -97,9 +99,12 @@ class Profile:
         return ProfileResult(report, report_dir)
 
     def _run_local(self, pipeline, artifacts, raw_dir: Path) -> None:
+        from tools.perf.host_speed import write_reference
+
         task = self.progress.task(f"profiling {self.frames} frames on this machine", total=None)
+        reference = write_reference(raw_dir / REFERENCE_DIR)  # the probes that measure this machine's speed between the frames
         command = [sys.executable, "-B", "-m", "sdk", "profile", "--pipeline", str(pipeline.path), "--artifacts", str(artifacts.folder),
-                   "--out", str(raw_dir), "--frames", str(self.frames)]  # fmt: skip
+                   "--out", str(raw_dir), "--frames", str(self.frames), "--reference", str(reference)]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=3600, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
         task.done()
         if done.returncode != 0:

@@ -19,6 +19,20 @@ def host_prediction(model, pipeline):
     return predict_host(model, peaks), peaks
 
 
+def host_profile_prediction(model, pipeline, reference: dict | None):
+    """`sdk profile --target local`: the host prediction scaled by the machine's speed during the profile (the
+    reference probes run between its frames, tools/perf/host_speed.py) -> (prediction, the cached peaks' prediction,
+    the cached peaks, the speed or None). Without a reference the prediction is the cached peaks' own."""
+    from tools.perf.host_speed import host_speed
+    from tools.perf.predict import predict_host
+
+    cached, peaks = host_prediction(model, pipeline)
+    speed = host_speed(peaks, reference)
+    if speed is None:
+        return cached, cached, peaks, None
+    return predict_host(model, speed.scale(peaks), contention=speed.contention), cached, peaks, speed
+
+
 def device_prediction(model, pipeline, platform: str, precision: str, dla: bool, tensorrt: str | None = None, power_mode: str | None = None):
     """A module's prediction (TensorRT on its GPU, or on DLA where the placement prediction puts each layer)."""
     from tools.perf.platforms import machine

@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 from sdk.profiling import OPTIMIZED_FILE, RAW_FILE
-from sdk.profiling.onnxruntime_profile import parse_trace
+from sdk.profiling.trace import parse_trace
 from tests.conftest import EXAMPLE, REPO
 
 

@@ -3,5 +3,23 @@
 from tools.perf.host_peaks import HostPeaks
 
 FIXED = HostPeaks(
-    "test CPU", 2, False, "onnxruntime test", 50.0, 100.0, 95.0, 30.0, 10.0, 40.0, 0.004, 0.004, 0.015, 0.006, 45.0, 10.0, 0.5, 32 << 20
+    cpu="test CPU",
+    threads=2,
+    spinning=False,
+    runtime="onnxruntime test",
+    gemm_gflops=50.0,
+    conv_gflops=100.0,
+    pointwise_gflops=95.0,
+    depthwise_gflops=30.0,
+    dram_gbs=10.0,
+    llc_gbs=20.0,
+    cache_gbs=40.0,
+    launch_ms=0.004,
+    gap_ms=0.004,
+    parallel_launch_ms=0.015,
+    parallel_gap_ms=0.006,
+    narrow_gflops=45.0,
+    vector_gflops=10.0,
+    lrn_gflops=0.5,
+    last_level_cache_bytes=32 << 20,
 )

@@ -1,5 +1,6 @@
 """`sdk profile PIPELINE --target local --json OUT` end to end on the example (3 frames, shared by the module): the
-report's JSON schema (docs/reference/profile.schema.json), measured and predicted side by side, report.html, errors."""
+report's JSON schema (docs/reference/profile.schema.json), measured and predicted side by side, the machine's speed
+during the profile and the prediction scaled by it (and `sdk predict` not), report.html, errors."""
 
 from __future__ import annotations
 
@@ -34,6 +35,15 @@ def profiled(tmp_path_factory):
     return folder
 
 
+def _artifacts():
+    """The example's prepared model, from the cache the profile prepared it in."""
+    from sdk.spec import load_pipeline
+    from tools.models.prepare import PrepareModel
+    from tools.state import cache_dir
+
+    return PrepareModel(load_pipeline(EXAMPLE), cache_dir())()
+
+
 def test_the_json_follows_its_schema(profiled):
     report = json.loads((profiled / "out.json").read_text())
     jsonschema.validate(report, json.loads(SCHEMA.read_text()))
@@ -53,12 +63,59 @@ def test_every_layer_is_measured_and_predicted_side_by_side(profiled):
     assert total["unprofiled_median_ms"] > 0 and total["profiling_overhead_ms"] is not None
 
 
+def test_the_host_speed_is_measured_between_the_frames_and_scales_the_prediction(profiled):
+    from sdk.spec import load_pipeline
+    from tools.perf.host_speed import PROBES, host_speed
+    from tools.perf.layers import load_layers
+    from tools.perf.predict import predict_host
+
+    report = json.loads((profiled / "out.json").read_text())
+    raw = json.loads((profiled / "report" / "raw" / "profile.json").read_text())
+    host = report["host"]
+    assert host["applied"] and set(host["factors"]) == set(PROBES) and not host["missing"]
+    assert all(p["runs"] == 3 * 2 and p["cached"] > 0 and p["measured"] > 0 for p in host["probes"].values())  # 3 frames, 2 kept a burst
+    assert host["contention"]["long_ms"] > 0 and host["contention"]["span_ms"] > host["contention"]["short_ms"]
+    # The report's prediction is the model on the peaks this run measured, whatever the machine's speed was.
+    speed = host_speed(FIXED, raw["reference"])
+    model = load_layers(_artifacts().model_for(load_pipeline(EXAMPLE).spec.model.precision))
+    expected = predict_host(model, speed.scale(FIXED), contention=speed.contention)
+    assert report["total"]["predicted_ms"] == pytest.approx(expected.total_ms, abs=1e-3)
+    assert host["predicted_cached_ms"] == pytest.approx(predict_host(model, FIXED).total_ms, abs=1e-3)
+    assert host["speed_factor"] == pytest.approx(host["predicted_cached_ms"] / report["total"]["predicted_ms"], rel=1e-3)
+    assert report["prediction"]["peaks"] == FIXED.as_dict()  # the cached peaks, as they are
+    assert "the cached peaks alone" in host["text"]
+
+
+def test_sdk_predict_host_keeps_the_cached_peaks(profiled, monkeypatch):
+    import tools.perf.host_speed
+    from tools.perf.run import predict_pipeline
+
+    def refuse(*_):
+        raise AssertionError("sdk predict has no run to measure the machine's speed against")
+
+    monkeypatch.setattr(tools.perf.host_speed, "host_speed", refuse)
+    predicted = predict_pipeline(EXAMPLE, "host", None, False)
+    profile = json.loads((profiled / "out.json").read_text())
+    assert predicted["peaks"] == FIXED.as_dict()
+    assert predicted["total"]["predicted_ms"] == pytest.approx(profile["host"]["predicted_cached_ms"], abs=1e-3)
+
+
+def test_a_device_cpu_profile_has_no_host_speed(profiled):
+    """The reference probes describe this machine: a profile assembled as a device's has neither the section nor a
+    prediction scaled by them."""
+    from sdk.spec import load_pipeline
+    from tools.perf.assemble import assemble
+
+    report = assemble(load_pipeline(EXAMPLE), _artifacts(), profiled / "report" / "raw", "orin", {"platform": "jetson-agx-orin"}, 1.0)
+    assert "host" not in report and report["total"]["predicted_ms"] is None
+
+
 def test_the_bottlenecks_and_the_page(profiled):
     report = json.loads((profiled / "out.json").read_text())
     assert len(report["bottlenecks"]) == 5 and all(b["advice"] for b in report["bottlenecks"][:3])
     assert report["resolution"]["input"] == [300, 300] and 0 < report["resolution"]["share"] <= 1
     page = (profiled / "report" / "report.html").read_text()
-    assert page.count("<svg") == 2 and "roofline" in page and report["bottlenecks"][0]["name"][:40] in page
+    assert "host speed:" in page and page.count("<svg") == 2 and "roofline" in page and report["bottlenecks"][0]["name"][:40] in page
 
 
 def test_a_bad_frame_count_and_an_unknown_target_are_one_error_line(sdk):
