@@ -220,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.history.commands import add_parsers
 
     add_parsers(commands)  # history, compare
+    from tools.optimize.command import add_parsers as add_optimize
+
+    add_optimize(commands)  # optimize
     return parser
 
 
@@ -660,7 +663,7 @@ def run(argv: list[str]) -> int:
         from tools.history.hook import mlflow_uri
 
         with mlflow_uri(getattr(args, "mlflow", None)):  # each run this command finishes is logged there too
-            return HANDLERS[args.command](args, console)
+            return HANDLERS.get(args.command, getattr(args, "handler", None))(args, console)
     except SdkError as exc:
         if os.environ.get("SDK_DEBUG"):
             raise
