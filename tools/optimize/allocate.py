@@ -18,6 +18,7 @@ from tools.optimize.channels import Channels
 from tools.perf.layers import Layer, ModelLayers
 
 MIN_KEEP = 0.25  # a space keeps at least this share of its channels (and at least one alignment unit)
+STEPS = 16  # a space's counts go down in steps of about 1/STEPS of its channels (aligned)
 
 
 def alignment(precision: str, cpu_block: int) -> int:
@@ -27,9 +28,10 @@ def alignment(precision: str, cpu_block: int) -> int:
 
 
 def counts_for(size: int, align: int) -> list[int]:
-    """The aligned counts a space may keep, largest first (its own size first when that is not aligned)."""
+    """The aligned counts a space may keep, largest first, about 1/STEPS of its channels apart."""
     floor = max(align, math.ceil(size * MIN_KEEP / align) * align)
-    return [c for c in range(size // align * align, floor - 1, -align) if c < size]
+    stride = max(align, size // STEPS // align * align)  # about STEPS counts per space, whatever its width
+    return [c for c in range(size // align * align, floor - 1, -stride) if c < size]
 
 
 def resized(model: ModelLayers, channels: Channels, counts: dict[int, int]) -> ModelLayers:
@@ -90,7 +92,7 @@ def allocate(spaces: dict[int, int], errors: dict[int, Callable[[int], float]], 
     position = dict.fromkeys(spaces, 0)
     base = predict({})
     current, total = base, 0.0
-    cached: dict[int, tuple[float, float]] = {}  # space -> (time saved, error added) of its next step
+    cached: dict[int, tuple[int, float, float]] = {}  # space -> (its next position, time saved, error added)
     steps: list[Step] = []
     while len(steps) < limit:
         best, best_value = None, -1.0
@@ -98,11 +100,8 @@ def allocate(spaces: dict[int, int], errors: dict[int, Callable[[int], float]], 
             if position[space] >= len(options):
                 continue
             if space not in cached:
-                count = options[position[space]]
-                saved = current - predict({**counts, space: count})
-                added = errors[space](count) - errors[space](counts.get(space, 10**9))
-                cached[space] = (saved, max(added, 0.0))
-            saved, added = cached[space]
+                cached[space] = _next_step(space, options, position[space], counts, current, errors[space], predict)
+            _, saved, added = cached[space]
             if saved <= 0:
                 continue
             value = saved / max(added, 1e-9)
@@ -110,13 +109,25 @@ def allocate(spaces: dict[int, int], errors: dict[int, Callable[[int], float]], 
                 best, best_value = space, value
         if best is None:
             break
+        position[best], _, added = cached.pop(best)
         count = spaces[best][position[best]]
         position[best] += 1
-        total += cached.pop(best)[1]
+        total += added
         counts[best] = count
         current = predict(counts)
         steps.append(Step(best, count, current, total))
     return base, steps
+
+
+def _next_step(space: int, options: list[int], start: int, counts: dict[int, int], current: float, error, predict) -> tuple[int, float, float]:
+    """The space's next count that saves predicted time (a launch-bound layer saves nothing until its count crosses a
+    threshold, so the counts in between are skipped over): (its position, time saved, error added)."""
+    before = error(counts.get(space, 10**9))
+    for index in range(start, len(options)):
+        saved = current - predict({**counts, space: options[index]})
+        if saved > 1e-9:
+            return index, saved, max(error(options[index]) - before, 0.0)
+    return len(options), 0.0, 0.0
 
 
 def plan_at(steps: list[Step], base: float, saving: float) -> dict[int, int] | None:

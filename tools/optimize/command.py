@@ -53,7 +53,7 @@ def add_parsers(commands) -> None:
         "--min-recall", type=_share, metavar="R", help="the gate's recall against the original FP32 model (default: calibration.accuracy)"
     )
     optimize.add_argument("--min-precision", type=_share, metavar="P", help="the gate's precision (default: calibration.accuracy)")
-    optimize.add_argument("--savings", type=_savings, metavar="LIST", help="predicted time savings to build a plan for (default 15%%,25%%,35%%)")
+    optimize.add_argument("--savings", type=_savings, metavar="LIST", help="predicted time savings to build a plan for (default 10%%,20%%,30%%)")
     optimize.add_argument("--calibration-frames", type=int, metavar="N", help="calibration frames for the least-squares fits (default 32)")
     optimize.add_argument("--holdout-frames", type=int, metavar="N", help="held-out frames the gate judges (default: calibration.holdout_frames)")
     optimize.add_argument("--rounds", type=int, metavar="N", help="alternating measurement rounds (default 7)")

@@ -83,10 +83,20 @@ class Pruner:
         keep = self.keep(plan, method)
         return apply_plan(self.graph, self.channels, keep, self.refitted(keep) if method == "reconstruct" else None), keep
 
+    def block_ends(self) -> set[str]:
+        """FSKD's points: the convolutions that end a block, whose outputs the next blocks or the heads read as they
+        are: producers of a residual sum (a space of several producers) and of channels never pruned (the heads)."""
+        ends = set()
+        for space in self.channels.spaces.values():
+            if len(space.producers) > 1 or not space.prunable:
+                ends.update(space.producers)
+        return ends
+
     def points(self, pruned: Graph, keep: dict[int, np.ndarray], correct: bool) -> list[Point]:
-        """The sequential pass's points in graph order: every refitted consumer, and with `correct` every other
-        convolution (not depthwise) for the FSKD correction."""
+        """The sequential pass's points in graph order: every refitted consumer, and with `correct` every block end
+        (block_ends) not refitted, for the FSKD correction."""
         refitted = {n for sid in keep for n, _ in self.spaces[sid].consumers}
+        block_ends = self.block_ends()
         found = []
         for node in pruned.nodes:
             if node.op_type != "Conv" or pruned.is_depthwise(node) or pruned.conv(node).group != 1:
@@ -94,6 +104,6 @@ class Pruner:
             rows = kept_channels(self.channels, node.output[0], keep)
             if node.name in refitted and not correct:
                 found.append(Point(node.name, "refit", rows))
-            elif node.name not in refitted and correct:
+            elif node.name not in refitted and correct and node.name in block_ends:
                 found.append(Point(node.name, "correct", rows))
         return found

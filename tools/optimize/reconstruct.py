@@ -73,7 +73,7 @@ class Elimination:
 
 def eliminate(size: int, consumers: list[Consumer], counts: list[int]) -> Elimination:
     """Backward elimination of a space's channels through the kept `counts` (descending), by least output error
-    across its consumers. A step removes up to 1/32 of the channels left (at least one) without passing the next
+    across its consumers. A step removes up to 1/16 of the channels left (at least one) without passing the next
     count, so each count is reached exactly; the error there is the exact joint OBS increase, summed."""
     states = []
     for consumer in consumers:
@@ -85,7 +85,7 @@ def eliminate(size: int, consumers: list[Consumer], counts: list[int]) -> Elimin
     total = 0.0
     for target in sorted(set(counts), reverse=True):
         while len(alive) > target:
-            count = max(1, min(len(alive) - target, len(alive) // 32))
+            count = max(1, min(len(alive) - target, len(alive) // 16))
             scores = np.zeros(len(alive))
             for consumer, weights, inverse, energy in states:
                 scores += _removal_costs(consumer, weights, inverse, alive) / energy
