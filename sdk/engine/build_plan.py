@@ -67,6 +67,9 @@ class BuildPlan:
     higher_precision: tuple[str, ...] = ()
     format: int = PLAN_FORMAT
     batch_note: str | None = None  # several cameras: how the batch was set (a description; the shapes are in `profiles`)
+    # Layers whose weights `sdk optimize` made 2:4 sparse: TensorRT's sparse-weights flag is set for the build (it then
+    # picks sparse tactics where they win; DLA takes them in INT8 with more than 64 input channels).
+    sparse_weights: tuple[str, ...] = ()
 
     @property
     def series(self) -> str:
@@ -88,12 +91,15 @@ class BuildPlan:
             raise EngineBuildError(f"build plan format {data.get('format')!r}, this SDK reads {PLAN_FORMAT}", hint="plan and build with one SDK")
         profiles = tuple(Profile(p["tensor"], *(tuple(p[k]) for k in ("minimum", "optimum", "maximum"))) for p in data["profiles"])
         layers = tuple(LayerPlan(**layer) for layer in data.get("layers", ()))
-        return cls(**{**data, "profiles": profiles, "layers": layers, "higher_precision": tuple(data.get("higher_precision", ()))})
+        extra = {"higher_precision": tuple(data.get("higher_precision", ())), "sparse_weights": tuple(data.get("sparse_weights", ()))}
+        return cls(**{**data, "profiles": profiles, "layers": layers, **extra})
 
     def digest(self) -> str:
         """The build settings, without the predictions (TensorRT decides those) and without the TensorRT
         version (the engine cache keys on it as a field of its own, so a miss can name it)."""
         settings = {k: v for k, v in self.as_dict().items() if k not in ("layers", "tensorrt", "batch_note")}
+        if not settings["sparse_weights"]:  # dense builds keep the keys they always had
+            del settings["sparse_weights"]
         return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
 
@@ -110,6 +116,7 @@ def plan_build(
     calibrator: str = "EntropyCalibration2",  # the calibration cache header's algorithm (tools/int8/calibrate.py)
     higher_precision: tuple[str, ...] = (),  # layers kept out of INT8 by the accuracy fallback
     cameras: int = 1,  # the pipeline's camera count: the batch a dynamic first dimension is built for
+    sparse_weights: tuple[str, ...] = (),  # layers made 2:4 sparse by `sdk optimize` (the model's sdk.optimize metadata)
 ) -> BuildPlan:
     if precision not in ("int8", "fp16", "fp32"):
         raise EngineBuildError(f"unknown precision {precision!r}", hint="int8, fp16 or fp32")
@@ -162,6 +169,7 @@ def plan_build(
         layers=layers,
         higher_precision=tuple(sorted(kept)),
         batch_note=batch_note,
+        sparse_weights=tuple(sorted(sparse_weights)),
     )
 
 

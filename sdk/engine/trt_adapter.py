@@ -29,6 +29,7 @@ COMMON_STEPS = (
     "_configure_memory",
     "_configure_profiles",
     "_configure_dla",
+    "_configure_sparsity",
     "_placement",
     "_configure_timing_cache",
     "_engine_layers",
@@ -98,6 +99,7 @@ def _build(trt, plan: BuildPlan, onnx_model: Path, calibration_cache: Path | Non
         unscaled = _configure_implicit_int8(trt, config, plan, calibration_cache, network)
         _constrain_precision(trt, network, config, plan)
     _configure_dla(trt, config, plan)
+    _configure_sparsity(trt, config, plan)
     cache = _configure_timing_cache(config, plan, timing_cache)
     placement = _placement(builder, network, config, plan)
     check_contract(contract, placement, f"{onnx_model}: model.dla")  # before minutes of building
@@ -229,6 +231,12 @@ def _configure_dla(trt, config, plan: BuildPlan) -> None:
     config.set_memory_pool_limit(trt.MemoryPoolType.DLA_MANAGED_SRAM, plan.dla_sram_bytes)
     if plan.gpu_fallback:
         config.set_flag(trt.BuilderFlag.GPU_FALLBACK)
+
+
+def _configure_sparsity(trt, config, plan: BuildPlan) -> None:
+    """2:4 weights (`sdk optimize`): let TensorRT choose sparse tactics (the flag exists in 8.6, 10 and 11)."""
+    if plan.sparse_weights:
+        config.set_flag(trt.BuilderFlag.SPARSE_WEIGHTS)
 
 
 def _configure_timing_cache(config, plan: BuildPlan, timing_cache: Path | None):

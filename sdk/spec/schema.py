@@ -84,6 +84,9 @@ class Model(Frozen):
     profile_layers: Flag = False  # TensorRT: per-layer times in the report (names the bottleneck layers; costs time)
     cuda_graph: Flag = False  # TensorRT: replay the engine's launches as one CUDA graph (less CPU per frame)
     inputs: ModelInputs = Field(default_factory=dict)  # constant inputs besides the image, by name (sdk.spec.model_inputs)
+    # The original an optimized model was made from (`sdk optimize`), relative to this file: every accuracy check
+    # (deploy, validate) judges the run against the FP32 detections of this model, never of the optimized one.
+    reference: str | None = None
 
     @model_validator(mode="after")
     def _graph_or_profile(self) -> Model:

@@ -182,6 +182,12 @@ def compare_command(args: argparse.Namespace, console: Console) -> int:
     return compare(args, console)
 
 
+def optimize_command(args: argparse.Namespace, console: Console) -> int:
+    from tools.optimize.command import optimize
+
+    return optimize(args, console)
+
+
 __all__ = [
     "calibrate_command",
     "check_command",
@@ -189,6 +195,7 @@ __all__ = [
     "dla_report_command",
     "history_command",
     "init_command",
+    "optimize_command",
     "predict_command",
     "prepare_command",
     "profile_command",

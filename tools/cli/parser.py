@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.history.commands import add_parsers
 
     add_parsers(commands)  # history, compare
+    from tools.optimize.command import add_parsers as add_optimize
+
+    add_optimize(commands)  # optimize
     _describe(parser)
     return parser
 

@@ -57,5 +57,19 @@ class PlanEngineBuild:
             calibrator=algorithm,
             higher_precision=self.higher_precision,
             cameras=cameras,
+            sparse_weights=sparse_layers(self.analysis.pipeline.model_path),
         )
         return PlannedBuild(report, plan)
+
+
+def sparse_layers(model_path: Path) -> tuple[str, ...]:
+    """The layers `sdk optimize` made 2:4 sparse, from the model's `sdk.optimize` metadata (none for other models)."""
+    import json
+
+    import onnx
+
+    model = onnx.load(str(model_path), load_external_data=False)
+    for prop in model.metadata_props:
+        if prop.key == "sdk.optimize":
+            return tuple(json.loads(prop.value).get("sparse_layers", ()))
+    return ()

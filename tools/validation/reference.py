@@ -61,8 +61,26 @@ class AccuracyResult:
         ]
 
 
+def reference_model(pipeline: PipelineFile, artifacts: ModelArtifacts) -> tuple[PipelineFile, ModelArtifacts]:
+    """The pipeline and prepared model whose FP32 detections are the reference: the pipeline's own model, or the
+    original it was optimized from (`model.reference`, written by `sdk optimize`)."""
+    spec = pipeline.spec
+    if not spec.model.reference:
+        return pipeline, artifacts
+    from tools.models.prepare import PrepareModel
+    from tools.state import cache_dir
+
+    pipeline.resolve(spec.model.reference, "model.reference")  # inside the pipeline's folder, as model.path
+    twin = PipelineFile(
+        spec.model_copy(update={"model": spec.model.model_copy(update={"path": spec.model.reference, "reference": None})}), pipeline.path
+    )
+    return twin, PrepareModel(twin, cache_dir())()
+
+
 def run_reference(pipeline: PipelineFile, artifacts: ModelArtifacts, frames: int, destination: Path) -> Path:
-    """The FP32 reference detections for the first `frames` source frames, written to `destination`."""
+    """The FP32 reference detections for the first `frames` source frames, written to `destination` (of the original
+    model where the pipeline names one: `model.reference`)."""
+    pipeline, artifacts = reference_model(pipeline, artifacts)
     spec = pipeline.spec
 
     def unpaced(source):

@@ -54,7 +54,7 @@ class IConstantLayer(Layer):
 def fake_tensorrt(series: str, layers):
     calls = []
     flags = {"8.6": ["EXPLICIT_BATCH", "STRONGLY_TYPED"], "10": ["EXPLICIT_BATCH", "STRONGLY_TYPED"], "11": ["STRONGLY_TYPED"]}[series]
-    builder_flags = ["GPU_FALLBACK", "PREFER_PRECISION_CONSTRAINTS"] + ([] if series == "11" else ["INT8", "FP16"])
+    builder_flags = ["GPU_FALLBACK", "PREFER_PRECISION_CONSTRAINTS", "SPARSE_WEIGHTS"] + ([] if series == "11" else ["INT8", "FP16"])
 
     class Network:
         num_layers = len(layers)

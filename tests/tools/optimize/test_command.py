@@ -1,0 +1,116 @@
+"""`sdk optimize` on the example pipeline, kept small (few frames, one plan), and its refusals."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from sdk.errors import EXIT_INCONCLUSIVE
+from sdk.spec import load_pipeline
+from tools.optimize.run import Candidate, Optimize, Settings, _Context
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture
+def example(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("SDK_HISTORY", str(tmp_path / "history.sqlite"))
+    shutil.copytree(REPO / "pipelines", tmp_path / "pipelines")
+    return tmp_path / "pipelines" / "pedestrian.yaml"
+
+
+SMALL = dict(savings=(0.1,), calibration_frames=8, holdout_frames=12, rounds=2, runs=2, sparsity=True)
+
+
+def test_optimize_writes_the_front_an_optimized_model_and_a_pipeline_that_uses_it(example, tmp_path):
+    # Chosen by the prediction for a module, so the choice does not depend on this machine's clock.
+    result = Optimize(example, Settings(platform="jetson-orin-nano-8gb", report_dir=tmp_path / "report", **SMALL))()
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    assert (tmp_path / "report" / "report.html").read_text().count("<svg") == 1
+    methods = {c["method"] for c in report["candidates"]}
+    assert {"magnitude", "reconstruct", "reconstruct+fskd"} <= methods  # the baseline is always beside it
+    for c in report["candidates"]:
+        assert {"recall", "precision", "mean_iou", "mean_score_drift"} <= set(c["accuracy"])
+        assert c["predicted_ms"] < report["original"]["predicted_ms"]
+        if "+2:4" not in c["method"]:
+            assert c["measured"]["median_ms"] > 0 and len(c["measured"]["rounds_ms"]) == 2
+    assert report["front"] and set(report["front"]) <= {c["name"] for c in report["candidates"]}
+    assert report["verdict"] == "PASS" and result.exit_code == 0
+    chosen = next(c for c in report["candidates"] if c["name"] == report["chosen"])
+    assert chosen["passed"] and chosen["method"] != "magnitude"
+    outputs = report["outputs"]
+    assert outputs["changes"]["channels"] == chosen["channels"]
+    model = onnx.load(outputs["model"])
+    assert json.loads(next(p.value for p in model.metadata_props if p.key == "sdk.optimize"))["candidate"] == chosen["name"]
+    optimized = load_pipeline(outputs["pipeline"])
+    assert optimized.model_path == Path(outputs["model"]) and optimized.spec.model.reference == "assets/ssdlite_pedestrian.onnx"
+    # The optimized pipeline prepares (its anchors are in the optimized model) and its reference is the original.
+    from tools.models.prepare import PrepareModel
+    from tools.validation.reference import reference_model
+
+    artifacts = PrepareModel(optimized, tmp_path / "cache")()
+    assert set(artifacts.load_tensors()) == {"Postprocessor/ExpandDims:0"}
+    twin, _ = reference_model(optimized, artifacts)
+    assert twin.model_path.name == "ssdlite_pedestrian.onnx"
+
+
+def test_the_gate_refuses_a_candidate_that_breaks_it_and_it_is_never_chosen(example):
+    from tools.optimize.graph import Graph
+    from tools.perf.run import prepared
+
+    pipeline, artifacts = prepared(example, _silent())
+    context = _Context(pipeline, artifacts, "jetson-agx-orin", pipeline.spec.calibration.accuracy, Settings(platform="x", **SMALL), _silent())
+    _, holdout = context._frames()
+    graph = Graph.load(artifacts.model_path)
+    broken = Graph.load(artifacts.model_path)
+    head = next(n for n in broken.nodes if n.name.startswith("BoxPredictor_0/ClassPredictor") and n.op_type == "Conv")
+    info = broken.conv(head)
+    broken.set_weight(info.weight, np.zeros_like(broken.weights[info.weight]))
+    candidates = [Candidate("same", "reconstruct", 0.2, graph.to_model(), predicted_ms=1.0),
+                  Candidate("broken", "reconstruct", 0.2, broken.to_model(), predicted_ms=0.5)]  # fmt: skip
+    context._judge(candidates, holdout)
+    assert candidates[0].passed and candidates[0].accuracy["recall"] == 1.0
+    assert not candidates[1].passed and candidates[1].accuracy["failures"]
+    context._measure(candidates, holdout)
+    front = context._front(candidates, original_ms=2.0)
+    assert front["chosen"] == "same"  # the faster one broke the gate
+
+
+def test_a_model_with_nothing_to_prune_is_left_as_it_is_and_says_so(example, tmp_path, monkeypatch):
+    from tools.optimize import channels
+
+    monkeypatch.setattr(channels.Channels, "prunable", lambda self: [])
+    result = Optimize(example, Settings(platform="jetson-agx-orin", report_dir=tmp_path / "report", **SMALL))()
+    assert result.exit_code == EXIT_INCONCLUSIVE
+    assert result.report["verdict"] == "INCONCLUSIVE" and result.report["candidates"] == []
+    assert "nothing to prune" in result.report["notes"][0] and result.report["blocked"]
+    assert not list(example.parent.rglob("*.optimized.*"))
+
+
+def test_target_and_platform_are_one_or_the_other(example):
+    from sdk.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="one of --target"):
+        Optimize(example, Settings())
+
+
+def test_the_command_line_prints_one_error_and_one_hint(example, capsys):
+    from tools.cli import run
+
+    text = example.read_text().split("calibration:")[0] + "budgets:\n  warmup_frames: 1\n"
+    bare = example.with_name("bare.yaml")
+    bare.write_text(text)
+    code = run(["optimize", str(bare), "--platform", "jetson-agx-orin"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("error:") == 1 and err.count("hint:") == 1 and "calibration" in err
+
+
+def _silent():
+    from tools.progress import SilentProgress
+
+    return SilentProgress()
