@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import json
-import pkgutil
 import subprocess
 import sys
 from pathlib import Path
@@ -44,8 +43,9 @@ def test_sdk_parses_as_python_3_10(path):
 
 
 def all_modules(package: str) -> list[str]:
-    root = REPO / package
-    return [package] + [f"{package}.{m.name}" for m in pkgutil.walk_packages([str(root)], prefix="") if m.name != "__main__"]
+    """Every module of the package, from its files (pkgutil.walk_packages would import a subpackage by its bare name,
+    and find an installed package of that name instead: `tools/models` is not site-packages' `models`)."""
+    return sorted(module_name(p) for p in (REPO / package).rglob("*.py") if p.stem != "__main__")
 
 
 def test_every_module_imports_in_a_clean_interpreter():

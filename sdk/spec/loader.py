@@ -40,6 +40,11 @@ class PipelineFile:
     def model_path(self) -> Path:
         return self.resolve(self.spec.model.path, "model.path")
 
+    @property
+    def reference_path(self) -> Path | None:
+        """The original model an optimized one was made from (`model.reference`), or None."""
+        return self.resolve(self.spec.model.reference, "model.reference") if self.spec.model.reference else None
+
     def source_file(self, camera: str | None = None) -> Path | None:
         """The file or folder a replay source reads (the first camera's unless named), or None for live sources."""
         cameras = self.spec.cameras
@@ -92,6 +97,7 @@ class PipelineFile:
         cameras = tuple((self.source_file(name), self.source_key(name)) for name in self.spec.cameras)
         files = (
             (self.model_path, "model.path"),
+            (self.reference_path, "model.reference"),
             *cameras,
             (self.calibration_source_file(), "calibration.source"),
             (self.labels_file(), "postprocess.decoder.labels"),
@@ -123,6 +129,7 @@ def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile
     pipeline = PipelineFile(spec=spec, path=path.resolve())
     # Paths are confined even when files are not checked (on the device).
     pipeline.model_path  # noqa: B018
+    pipeline.reference_path  # noqa: B018
     for camera in spec.cameras:
         pipeline.source_file(camera)
     pipeline.calibration_source_file()

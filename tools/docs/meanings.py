@@ -51,6 +51,10 @@ MEANINGS = {
     ),
     "model": "the detector and how it runs",
     "model.path": "the original ONNX model, relative to the pipeline file (the release carries the prepared model, not this file)",
+    "model.reference": (
+        "the original model an optimized one was made from (`sdk optimize` writes it), relative to the pipeline file: "
+        "accuracy budgets judge the run against this model's FP32 detections"
+    ),
     "model.prepare": "cut the graph between these tensors, with static shapes (what TensorRT and DLA can take); `null`: use the model as it is",
     "model.prepare.inputs": (
         "the image input's name and static shape, and each constant input's (model.inputs); with `sources` and "

@@ -64,12 +64,6 @@ class PlanEngineBuild:
 
 def sparse_layers(model_path: Path) -> tuple[str, ...]:
     """The layers `sdk optimize` made 2:4 sparse, from the model's `sdk.optimize` metadata (none for other models)."""
-    import json
+    from tools.optimize.outputs import optimize_record
 
-    import onnx
-
-    model = onnx.load(str(model_path), load_external_data=False)
-    for prop in model.metadata_props:
-        if prop.key == "sdk.optimize":
-            return tuple(json.loads(prop.value).get("sparse_layers", ()))
-    return ()
+    return tuple((optimize_record(model_path) or {}).get("sparse_layers", ()))

@@ -86,23 +86,35 @@ def optimize(args: argparse.Namespace, console: Console) -> int:
     return result.exit_code
 
 
+def _number(value, digits: int) -> str:
+    return f"{value:.{digits}f}" if isinstance(value, (int, float)) else "-"
+
+
 def render(console: Console, report: dict) -> None:
+    """The front as a table (candidate names in full: piped output is not cut to 80 columns), then notes and files."""
     from rich.table import Table
 
     original = report.get("original") or {}
     measured = (original.get("measured") or {}).get("median_ms")
-    table = Table(title=f"sdk optimize {report.get('pipeline')} for {report.get('target')}: {report.get('verdict')}")
+    table = Table(title=f"sdk optimize {report.get('pipeline')} for {report.get('target')}: {report.get('verdict')}", title_justify="left")
     for column in ("candidate", "CPU ms", "speed-up", "predicted ms", "recall", "precision", "gate", "front"):
-        table.add_column(column, justify="left" if column == "candidate" else "right")
-    table.add_row("original", f"{measured}" if measured else "-", "1.00", f"{original.get('predicted_ms')}", "1.000", "1.000", "", "")
+        table.add_column(column, justify="left" if column == "candidate" else "right", no_wrap=column == "candidate")
+    table.add_row("original", _number(measured, 2), "1.00x", _number(original.get("predicted_ms"), 3), "1.000", "1.000", "", "")
     for c in report.get("candidates", []):
         m, a = c.get("measured") or {}, c.get("accuracy") or {}
+        speedup = f"{m['speedup']:.2f}x" if isinstance(m.get("speedup"), (int, float)) else "-"
         table.add_row(
-            c["name"] + (" *" if c["name"] == report.get("chosen") else ""), f"{m.get('median_ms', '-')}", f"{m.get('speedup', '-')}",
-            f"{c.get('predicted_ms')}", f"{a.get('recall')}", f"{a.get('precision')}", "PASS" if c.get("passed") else "fail",
-            "yes" if c.get("on_front") else "",
+            c["name"] + (" (chosen)" if c["name"] == report.get("chosen") else ""), _number(m.get("median_ms"), 2), speedup,
+            _number(c.get("predicted_ms"), 3), _number(a.get("recall"), 3), _number(a.get("precision"), 3),
+            "PASS" if c.get("passed") else "fail", "yes" if c.get("on_front") else "",
         )  # fmt: skip
-    console.print(table)
+    if console.is_terminal:
+        console.print(table)
+    else:  # piped: the whole table, never columns cut to fit 80
+        width = console.width
+        console.width = max(width, 100 + max((len(c["name"]) for c in report.get("candidates", [])), default=8))
+        console.print(table)
+        console.width = width
     for note in report.get("notes", []):
         console.print(f"note: {note}", highlight=False, markup=False)
     outputs = report.get("outputs")

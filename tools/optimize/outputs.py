@@ -3,8 +3,8 @@
 The optimized model is the prepared graph with the chosen changes, plus the constants the pipeline's decoding reads
 from the model (SSD anchors), so the pipeline file preparing it finds everything where the original had it; its
 metadata (`sdk.optimize`) records what changed. The pipeline file is the original's with `model.path` pointing at it,
-`model.reference` naming the original (accuracy is always judged against the original's FP32 detections) and its
-name ending in `-optimized`.
+`model.reference` naming the original, an accuracy budget at the gate's thresholds where it had none (so every later
+deploy and validation judges the run against the original's FP32 detections), and its name ending in `-optimized`.
 """
 
 from __future__ import annotations
@@ -18,10 +18,26 @@ from sdk.artifacts import ModelArtifacts
 from sdk.spec.loader import PipelineFile
 
 SUFFIX = ".optimized"
+RECORD_KEY = "sdk.optimize"  # the model's metadata entry that says what `sdk optimize` changed
+
+
+def optimize_record(model_path: Path) -> dict | None:
+    """What `sdk optimize` changed in this model (its `sdk.optimize` metadata), or None for a model it did not write (or
+    one ONNX cannot read: preparing it says why)."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    try:
+        model = onnx.load(str(model_path), load_external_data=False)
+    except (OSError, DecodeError):
+        return None
+    entry = next((p for p in model.metadata_props if p.key == RECORD_KEY), None)
+    return json.loads(entry.value) if entry is not None else None
 
 
 def changes(report: dict, chosen) -> dict:
-    """What a reviewer needs to see of how the deployed model differs from the original."""
+    """What a reviewer needs to see of how the deployed model differs from the original. Only what the same inputs
+    always give (the timings are the report's): the model that carries it stays bit-identical run to run."""
     return {
         "candidate": chosen.name,
         "method": chosen.method,
@@ -30,7 +46,6 @@ def changes(report: dict, chosen) -> dict:
         "reconstruction_error": {"max": max(chosen.errors.values(), default=0.0), "layers": chosen.errors},
         "accuracy": chosen.accuracy,
         "gate": report.get("gate"),
-        "measured": chosen.measured,
         "predicted_ms": chosen.predicted_ms,
         "platform": report.get("platform"),
     }
@@ -51,8 +66,8 @@ def write_outputs(pipeline: PipelineFile, artifacts: ModelArtifacts, chosen, rep
         if name not in present:
             model.graph.initializer.append(numpy_helper.from_array(tensors[name], name))
     record = changes(report, chosen)
-    entry = next((p for p in model.metadata_props if p.key == "sdk.optimize"), None) or model.metadata_props.add()
-    entry.key, entry.value = "sdk.optimize", json.dumps(record, sort_keys=True)
+    entry = next((p for p in model.metadata_props if p.key == RECORD_KEY), None) or model.metadata_props.add()
+    entry.key, entry.value = RECORD_KEY, json.dumps(record, sort_keys=True)
     source = pipeline.model_path
     model_path = source.with_name(source.stem + SUFFIX + ".onnx")
     model_path.write_bytes(model_bytes(model))
@@ -61,8 +76,13 @@ def write_outputs(pipeline: PipelineFile, artifacts: ModelArtifacts, chosen, rep
     document["name"] = f"{document.get('name', pipeline.spec.name)}-optimized"
     document["model"]["path"] = str(Path(original).with_name(model_path.name).as_posix())
     document["model"]["reference"] = document["model"].get("reference") or original
+    budgets = document.get("budgets") or {}
+    if not budgets.get("accuracy"):  # every later deploy and validation judges the optimized model against the original
+        gate = report.get("gate") or {}
+        budgets["accuracy"] = {k: gate[k] for k in ("min_recall", "min_precision", "max_mean_score_drift") if k in gate}
+        document["budgets"] = budgets
     pipeline_path = pipeline.path.with_name(pipeline.path.stem + SUFFIX + pipeline.path.suffix)
     header = (f"# Written by `sdk optimize` from {pipeline.path.name}: the model is {chosen.name} ({chosen.method}).\n"
               f"# Accuracy is judged against the original model (model.reference), never the optimized one.\n")  # fmt: skip
     pipeline_path.write_text(header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
-    return {"model": str(model_path), "pipeline": str(pipeline_path), "changes": record}
+    return {"model": str(model_path), "pipeline": str(pipeline_path), "changes": {**record, "measured": chosen.measured}}

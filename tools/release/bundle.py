@@ -62,6 +62,11 @@ def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_ke
         "host_python": sys.version.split()[0],
         "host_machine": platform.machine(),
     }
+    from tools.optimize.outputs import optimize_record
+
+    optimized = optimize_record(pipeline.model_path)
+    if optimized is not None:  # how the deployed model differs from its original, signed with the manifest
+        fingerprint["optimize"] = optimized
     bundle = Bundle(files, pipeline_rel, ARTIFACTS_DIR, fingerprint, pipeline_modules(pipeline.spec))
     return with_int8(bundle, int8.qdq_model, int8.ranges, precision=int8.precision_file) if int8 is not None else bundle
 

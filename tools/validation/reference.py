@@ -70,7 +70,7 @@ def reference_model(pipeline: PipelineFile, artifacts: ModelArtifacts) -> tuple[
     from tools.models.prepare import PrepareModel
     from tools.state import cache_dir
 
-    pipeline.resolve(spec.model.reference, "model.reference")  # inside the pipeline's folder, as model.path
+    pipeline.reference_path  # noqa: B018  (inside the pipeline's folder, as model.path)
     twin = PipelineFile(
         spec.model_copy(update={"model": spec.model.model_copy(update={"path": spec.model.reference, "reference": None})}), pipeline.path
     )

@@ -33,8 +33,16 @@ class Builder:
         b = bias if bias is not None else self.rng.normal(0, 0.1, c_out)
         pad = kernel // 2
         self.nodes.append(
-            helper.make_node("Conv", [x, self.weight(f"{name}.w", w), self.weight(f"{name}.b", b)], [f"{name}.y"], name=name,
-                             group=group, pads=[pad] * 4, strides=[stride, stride], kernel_shape=[kernel, kernel])  # fmt: skip
+            helper.make_node(
+                "Conv",
+                [x, self.weight(f"{name}.w", w), self.weight(f"{name}.b", b)],
+                [f"{name}.y"],
+                name=name,
+                group=group,
+                pads=[pad] * 4,
+                strides=[stride, stride],
+                kernel_shape=[kernel, kernel],
+            )  # fmt: skip
         )
         return f"{name}.y"
 

@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import yaml
 
 from sdk.errors import EXIT_INCONCLUSIVE
 from sdk.spec import load_pipeline
-from tools.optimize.run import Candidate, Optimize, Settings, _Context
+from tools.optimize.candidate import Candidate
+from tools.optimize.run import Optimize, Settings, _Context
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -57,6 +59,48 @@ def test_optimize_writes_the_front_an_optimized_model_and_a_pipeline_that_uses_i
     assert set(artifacts.load_tensors()) == {"Postprocessor/ExpandDims:0"}
     twin, _ = reference_model(optimized, artifacts)
     assert twin.model_path.name == "ssdlite_pedestrian.onnx"
+    # What changed travels in the release manifest (signed with it), not only in the report.
+    from tools.release.bundle import collect_bundle
+
+    bundle = collect_bundle(optimized, artifacts, "key")
+    assert bundle.fingerprint["optimize"]["candidate"] == chosen["name"] and bundle.fingerprint["optimize"]["channels"] == chosen["channels"]
+    assert "optimize" not in collect_bundle(load_pipeline(example), PrepareModel(load_pipeline(example), tmp_path / "cache")(), "key").fingerprint
+    # An accuracy budget is kept (the example has one) or written at the gate's thresholds: every later run of the
+    # optimized pipeline is judged against the original's detections.
+    assert optimized.spec.budgets.accuracy == load_pipeline(example).spec.budgets.accuracy
+    document = yaml.safe_load(example.read_text())
+    del document["budgets"]["accuracy"]
+    example.write_text(yaml.safe_dump(document))
+    from tools.optimize.outputs import write_outputs
+
+    chosen_candidate = Candidate(chosen["name"], chosen["method"], 0.1, onnx.load(outputs["model"]))
+    written = write_outputs(load_pipeline(example), artifacts, chosen_candidate, report)
+    accuracy = load_pipeline(written["pipeline"]).spec.budgets.accuracy
+    assert (accuracy.min_recall, accuracy.min_precision) == (report["gate"]["min_recall"], report["gate"]["min_precision"])
+
+
+def test_the_optimized_pipeline_deploys_and_is_judged_against_the_original(example, tmp_path, monkeypatch, sdk_fd):
+    monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
+    settings = Settings(platform="jetson-orin-nano-8gb", report_dir=tmp_path / "optimize", **{**SMALL, "sparsity": False, "fskd": False})
+    Optimize(example, settings)()
+    outputs = json.loads((tmp_path / "optimize" / "report.json").read_text())["outputs"]
+    done = sdk_fd("deploy", "--target", "local", outputs["pipeline"], "--frames", "40", "--report-dir", str(tmp_path / "deploy"))
+    assert done.returncode in (0, 3, 4), done.stderr  # latency on 40 frames is this machine's business; accuracy is below
+    report = json.loads((tmp_path / "deploy" / "report.json").read_text())
+    accuracy = [c for c in report["checks"] if c["name"].startswith("accuracy.")]
+    assert len(accuracy) == 4 and all(c["status"] == "PASS" for c in accuracy), accuracy  # against the original's FP32 detections
+    assert report["accuracy"]["reference_detections"] > 0
+    manifest = json.loads(next((tmp_path / "state").rglob("manifest.json")).read_text())
+    assert manifest["fingerprint"]["optimize"]["method"] == "reconstruct"
+
+
+def test_the_same_inputs_give_a_bit_identical_optimized_model(example, tmp_path):
+    settings = dict(platform="jetson-orin-nano-8gb", **{**SMALL, "sparsity": False, "fskd": False, "rounds": 1})
+    models = []
+    for run in range(2):
+        Optimize(example, Settings(report_dir=tmp_path / f"report-{run}", **settings))()
+        models.append(example.with_name("assets").joinpath("ssdlite_pedestrian.optimized.onnx").read_bytes())
+    assert models[0] == models[1]
 
 
 def test_the_gate_refuses_a_candidate_that_breaks_it_and_it_is_never_chosen(example):
