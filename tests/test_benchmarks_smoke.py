@@ -22,6 +22,7 @@ TIMEOUT_S = 180  # one benchmark's smoke run; the whole test takes about 45 s (a
 ORDER = (
     "deploy",
     "soak",
+    "optimize",
     "acceptance",
     "calibration",
     "int8_cpu",

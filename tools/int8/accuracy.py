@@ -88,8 +88,8 @@ class _Tally:
         self.candidate += len(found[1])
         self.pairs += pairs
 
-    def judged(self, gate: AccuracyGate) -> dict:
-        """The AccuracyReport fields of these frames, failures included."""
+    def judged(self, gate: AccuracyGate, label: str = "INT8") -> dict:
+        """The AccuracyReport fields of these frames, failures included (`label`: what the candidate model is)."""
         outputs = {
             name: {
                 "min_cosine": round(min(values), 6),
@@ -110,7 +110,7 @@ class _Tally:
         if recall < gate.min_recall:
             failures.append(f"detection recall {recall:.3f} < {gate.min_recall} ({len(pairs)} of {self.reference} FP32 detections found)")
         if precision < gate.min_precision:
-            failures.append(f"detection precision {precision:.3f} < {gate.min_precision} ({len(pairs)} of {self.candidate} INT8 detections match)")
+            failures.append(f"detection precision {precision:.3f} < {gate.min_precision} ({len(pairs)} of {self.candidate} {label} detections match)")
         if drift > gate.max_mean_score_drift:
             failures.append(f"mean score drift {drift:.4f} > {gate.max_mean_score_drift}")
         return {
@@ -137,7 +137,13 @@ def _geometries(pipeline: PipelineFile, frames: dict) -> dict:
 
 
 def evaluate_int8(
-    pipeline: PipelineFile, fp32: ModelArtifacts, qdq_model, frames: dict, gate: AccuracyGate, progress: Progress | None = None
+    pipeline: PipelineFile,
+    fp32: ModelArtifacts,
+    qdq_model,
+    frames: dict,
+    gate: AccuracyGate,
+    progress: Progress | None = None,
+    label: str = "INT8",
 ) -> AccuracyReport:
     """`frames` are preprocessed tensors of held-out frames (index -> tensor) from a source of the pipeline's size;
     with several cameras keyed (camera, index), and each camera is judged on its own frames as well as all together:
@@ -177,8 +183,8 @@ def evaluate_int8(
                     tally.add(cosines, max_abs, found, pairs)
             task.advance()
         task.done()
-    report = total.judged(gate)
-    cameras = {name: tally.judged(gate) for name, tally in per_camera.items()}
+    report = total.judged(gate, label)
+    cameras = {name: tally.judged(gate, label) for name, tally in per_camera.items()}
     for name, judged in cameras.items():
         judged["passed"] = not judged["failures"]
         report["failures"] += [f"camera {name}: {failure}" for failure in judged["failures"]]

@@ -296,7 +296,7 @@ class _Context:
             for candidate in candidates:
                 path = Path(scratch) / "candidate.onnx"
                 path.write_bytes(model_bytes(candidate.model))
-                judged = evaluate_int8(self.pipeline, self.artifacts, path, holdout, self.gate)
+                judged = evaluate_int8(self.pipeline, self.artifacts, path, holdout, self.gate, label="optimized")
                 candidate.accuracy = {
                     "recall": judged.recall, "precision": judged.precision, "mean_iou": judged.mean_iou,
                     "mean_score_drift": judged.mean_score_drift, "reference_detections": judged.fp32_detections,
