@@ -32,32 +32,17 @@ from sdk.engine.cuda_check import require_cuda_device
 from sdk.engine.plan_header import read_plan_header
 from sdk.engine.platforms import TensorRTVersion
 from sdk.errors import BackendError, ConfigError, ModelError, missing_dependency
-from sdk.gpu.driver_calls import DriverCalls
+from sdk.gpu.driver_calls import BASE_DRIVER_NAMES, DriverCalls
 from sdk.gpu.handles import device_address, native_handle
 
 # Every cuda.bindings.driver name this backend calls; a test checks them against the installed package and that
 # every name passed to _call and _own is declared here.
-DRIVER_NAMES = (
-    "cuInit",
-    "cuDeviceGet",
-    "cuDevicePrimaryCtxRetain",
-    "cuDevicePrimaryCtxRelease",
-    "cuCtxSetCurrent",
-    "cuStreamCreate",
-    "CUstream_flags",
-    "cuStreamSynchronize",
-    "cuStreamDestroy",
+DRIVER_NAMES = BASE_DRIVER_NAMES + (
     "cuEventCreate",
     "CUevent_flags",
     "cuEventRecord",
     "cuEventElapsedTime",
     "cuEventDestroy",
-    "cuMemAlloc",
-    "cuMemFree",
-    "cuMemHostAlloc",
-    "cuMemFreeHost",
-    "cuMemcpyHtoDAsync",
-    "cuMemcpyDtoHAsync",
     "cuMemcpyHtoD",
     "cuStreamBeginCapture",
     "CUstreamCaptureMode",
@@ -66,8 +51,6 @@ DRIVER_NAMES = (
     "cuGraphLaunch",
     "cuGraphExecDestroy",
     "cuGraphDestroy",
-    "cuGetErrorName",
-    "CUresult",
 )
 INSTALL_HINT = "pip install 'cuda-bindings>=12,<13' on a CUDA 12 driver (JetPack 6), 'cuda-bindings>=13,<14' on CUDA 13"
 

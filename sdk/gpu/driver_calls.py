@@ -6,6 +6,29 @@ from __future__ import annotations
 
 from sdk.errors import BackendError
 
+# The driver calls every user of DriverCalls makes: the primary context, one stream, device and page-locked host memory
+# and the copies between them, error names. Each user lists these plus its own (its DRIVER_NAMES, checked by a test
+# against the installed cuda-bindings and against every name the code passes to call and own).
+BASE_DRIVER_NAMES = (
+    "cuInit",
+    "cuDeviceGet",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease",
+    "cuCtxSetCurrent",
+    "cuStreamCreate",
+    "CUstream_flags",
+    "cuStreamSynchronize",
+    "cuStreamDestroy",
+    "cuMemAlloc",
+    "cuMemFree",
+    "cuMemHostAlloc",
+    "cuMemFreeHost",
+    "cuMemcpyHtoDAsync",
+    "cuMemcpyDtoHAsync",
+    "cuGetErrorName",
+    "CUresult",
+)
+
 
 def checked_call(cu, name: str, *args):
     """The value(s) of `cu.<name>(*args)`, or BackendError naming the call and its CUresult."""
@@ -27,4 +50,4 @@ class DriverCalls:
         return handle
 
 
-__all__ = ["DriverCalls", "checked_call"]
+__all__ = ["BASE_DRIVER_NAMES", "DriverCalls", "checked_call"]

@@ -22,32 +22,10 @@ import numpy as np
 from sdk.backends.base import Backend, TensorSpec
 from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
 from sdk.errors import BackendError
-from sdk.gpu.driver_calls import DriverCalls
+from sdk.gpu.driver_calls import BASE_DRIVER_NAMES, DriverCalls
 from sdk.gpu.handles import device_address, native_handle
 
-DRIVER_NAMES = (
-    "cuInit",
-    "cuDeviceGet",
-    "cuDevicePrimaryCtxRetain",
-    "cuDevicePrimaryCtxRelease",
-    "cuCtxSetCurrent",
-    "cuStreamCreate",
-    "CUstream_flags",
-    "cuStreamSynchronize",
-    "cuStreamIsCapturing",
-    "CUstreamCaptureStatus",
-    "cuStreamDestroy",
-    "cuMemAlloc",
-    "cuMemFree",
-    "cuMemHostAlloc",
-    "cuMemFreeHost",
-    "cuMemcpyHtoDAsync",
-    "cuMemcpyDtoHAsync",
-    "cuLaunchHostFunc",
-    "CUhostFn",
-    "cuGetErrorName",
-    "CUresult",
-)
+DRIVER_NAMES = BASE_DRIVER_NAMES + ("cuStreamIsCapturing", "CUstreamCaptureStatus", "cuLaunchHostFunc", "CUhostFn")
 HOST_FUNCTION = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
