@@ -134,7 +134,8 @@ def test_kill_9_of_the_deploy_during_the_trial_leaves_the_previous_release_which
     committed = committed_of(root)
     hanging = deploy_process(pipeline(tmp_path, UNPLUGGED, timeout=600, name="hang"), target, env, tmp_path / "r2")
     assert wait_until(lambda: ReleaseStore(root).trial() is not None, 120), "the trial never started"
-    assert current_of(root) != committed  # the trial runs
+    # The trial is recorded first and `current` switched right after: wait for the switch, not only the record.
+    assert wait_until(lambda: current_of(root) != committed, 30), "the trial never switched current"
     hanging.send_signal(signal.SIGKILL)
     hanging.wait()
     # The lock holder on the device sees its deployer go (end of its stdin, or no heartbeat within one
