@@ -98,7 +98,7 @@ def test_what_runs_on_a_bare_device_python_needs_only_the_standard_library(modul
 
 # The floors of `sdk/` (ARCHITECTURE.md): a module imports its own floor or the ones below, never one above.
 FLOORS = {
-    0: ("sdk", "sdk.errors", "sdk.procinfo", "sdk.tensors", "sdk.frame", "sdk.stage", "sdk.pixels"),
+    0: ("sdk", "sdk.errors", "sdk.procinfo", "sdk.durable", "sdk.tensors", "sdk.frame", "sdk.stage", "sdk.pixels"),
     1: ("sdk.spec", "sdk.release", "sdk.artifacts"),
     2: ("sdk.store", "sdk.sources", "sdk.preprocess", "sdk.backends", "sdk.postprocess", "sdk.sinks", "sdk.track", "sdk.cascade")
     + ("sdk.gpu", "sdk.quant", "sdk.engine", "sdk.probe"),  # the stages, the store, and what the CUDA path and the backends use

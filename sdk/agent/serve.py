@@ -30,8 +30,8 @@ import sys
 from pathlib import Path
 
 from sdk.agent.lease import AgentLease, Requests
+from sdk.durable import fsync_dir
 from sdk.errors import ReleaseError, SdkError
-from sdk.store.activation import fsync_dir
 from sdk.store.faults import point
 from sdk.store.objects import DISK_FULL, ReleaseStore
 

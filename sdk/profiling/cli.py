@@ -20,6 +20,7 @@ from pathlib import Path
 
 from sdk.errors import SdkError
 from sdk.profiling import RAW_FILE
+from sdk.runtime.arguments import add_what_runs, what_runs
 
 
 def _constants(pipeline, feeds_dtype_shape: dict) -> dict:
@@ -76,10 +77,7 @@ def _input_shapes(model: Path, batch: int) -> dict:
 
 def run(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m sdk profile", description="Per-layer times of a model on this device's backend.")
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--release", type=Path, help="a release folder (with manifest.json)")
-    where.add_argument("--pipeline", type=Path, help="a pipeline file (needs --artifacts)")
-    parser.add_argument("--artifacts", type=Path, help="folder of the prepared model (with --pipeline)")
+    add_what_runs(parser)
     parser.add_argument("--out", type=Path, required=True, help="folder for profile.json (and optimized.onnx)")
     parser.add_argument("--frames", type=int, default=50, help="profiled frames (default 50)")
     parser.add_argument("--warmup", type=int, default=5, help="frames run first and not kept (default 5)")
@@ -87,19 +85,7 @@ def run(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.frames < 1 or args.warmup < 0:
         parser.error("--frames must be at least 1 and --warmup at least 0")
-    if args.release is not None:
-        from sdk.release import load_release
-        from sdk.store.startable import allowed_to_run
-
-        allowed_to_run(args.release)
-        release_id, pipeline, artifacts = load_release(args.release)
-    else:
-        if args.artifacts is None:
-            parser.error("--pipeline needs --artifacts")
-        from sdk.artifacts import ModelArtifacts
-        from sdk.spec.loader import load_pipeline
-
-        release_id, pipeline, artifacts = None, load_pipeline(args.pipeline, check_files=False), ModelArtifacts(args.artifacts)
+    release_id, pipeline, artifacts = what_runs(parser, args)
     raw = profile(pipeline, artifacts, args.out, args.frames, args.warmup, args.reference)
     raw["release"] = release_id
     raw["pipeline"] = pipeline.spec.name

@@ -15,16 +15,15 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from sdk.artifacts import ModelArtifacts
 from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
-from sdk.release import MANIFEST, load_release, sha256_of
+from sdk.release import MANIFEST, sha256_of
 from sdk.runtime import environment
+from sdk.runtime.arguments import add_what_runs, what_runs
 from sdk.runtime.interference import Interference, InterferencePlan
 from sdk.runtime.junit import write_junit
 from sdk.runtime.report import build_report, command_line, utc_now, write_report
 from sdk.runtime.runner import PipelineRunner
 from sdk.runtime.timeline import write_timeline
-from sdk.spec.loader import load_pipeline
 
 VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
 
@@ -36,10 +35,7 @@ def _emit(event: dict) -> None:
 
 def run(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m sdk run", description="Run a release of a pipeline and report.")
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--release", type=Path, help="a release folder (with manifest.json)")
-    where.add_argument("--pipeline", type=Path, help="a pipeline file (needs --artifacts)")
-    parser.add_argument("--artifacts", type=Path, help="folder of the prepared model (with --pipeline)")
+    add_what_runs(parser)
     parser.add_argument("--report-dir", type=Path, required=True)
     parser.add_argument("--frames", type=int, default=None)
     parser.add_argument("--target", default="local")
@@ -48,18 +44,7 @@ def run(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.frames is not None and args.frames < 1:
         parser.error("--frames must be at least 1")
-
-    release_id = None
-    if args.release is not None:
-        from sdk.store.startable import allowed_to_run
-
-        allowed_to_run(args.release)  # only checked bytes of a release that may run here (sdk/store/startable.py)
-        release_id, pipeline, artifacts = load_release(args.release)
-    else:
-        if args.artifacts is None:
-            parser.error("--pipeline needs --artifacts")
-        pipeline = load_pipeline(args.pipeline, check_files=False)
-        artifacts = ModelArtifacts(args.artifacts)
+    release_id, pipeline, artifacts = what_runs(parser, args)  # only checked bytes of a release that may run here
 
     each = [args.frames or camera.replay.frames for camera in pipeline.spec.cameras.values()]
     total = sum(each) if all(each) else None

@@ -15,6 +15,8 @@ import shutil
 import time
 from pathlib import Path
 
+from sdk.durable import fsync_dir
+
 MIB = 1 << 20
 FREE_CHECK_S = 1.0  # free space is asked of the file system at most once a second per output
 PRESENCE_CHECK_S = 1.0  # whether the current file is still in its folder: asked at most once a second per output
@@ -22,14 +24,6 @@ PRESENCE_CHECK_S = 1.0  # whether the current file is still in its folder: asked
 
 def partial_path(final: Path) -> Path:
     return final.with_name(f".{final.name}.partial")
-
-
-def fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def publish(partial: Path, final: Path) -> None:

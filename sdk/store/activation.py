@@ -23,6 +23,7 @@ import stat as statmod
 import time
 from pathlib import Path
 
+from sdk.durable import fsync_dir
 from sdk.errors import ReleaseError
 from sdk.release import MANIFEST, RELEASE_ID, ReleaseManifest
 from sdk.store.faults import point
@@ -89,14 +90,6 @@ def state_record(state: dict, **changes) -> dict:
         else:
             record[key] = value
     return record
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Activation:

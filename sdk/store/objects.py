@@ -22,10 +22,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from sdk.durable import fsync_dir
 from sdk.errors import ReleaseError
 from sdk.procinfo import LockBusy, flock_within
 from sdk.release import MANIFEST, RELEASE_ID, SIGNATURE, ReleaseManifest, sha256_of
-from sdk.store.activation import TMP_PREFIX, UPLOAD_PREFIX, Activation, fsync_dir
+from sdk.store.activation import TMP_PREFIX, UPLOAD_PREFIX, Activation
 from sdk.store.faults import point
 from sdk.store.lease import LeaseHolder
 from sdk.store.lease import acquire as acquire_lease

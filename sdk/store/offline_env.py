@@ -14,8 +14,9 @@ import shutil
 import sys
 from pathlib import Path
 
+from sdk.durable import fsync_dir
 from sdk.errors import ReleaseError
-from sdk.store.activation import TMP_PREFIX, fsync_dir
+from sdk.store.activation import TMP_PREFIX
 
 CREATED_BY = ".created-by"  # in the environment: the Python it was made from, and whether that was a virtual environment
 

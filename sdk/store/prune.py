@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import shutil
 
-from sdk.store.activation import STATE_FILE, TMP_PREFIX, TRASH, UPLOAD_PREFIX, fsync_dir, previous_of, state_record
+from sdk.durable import fsync_dir
+from sdk.store.activation import STATE_FILE, TMP_PREFIX, TRASH, UPLOAD_PREFIX, previous_of, state_record
 from sdk.store.faults import point
 
 

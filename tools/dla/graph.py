@@ -41,15 +41,18 @@ class Graph:
     constants: tuple[str, ...] = ()  # Constant nodes: weights, not layers (reported, never placed)
 
 
-def load_graph(path: Path) -> Graph:
+def load_inferred(path: Path):
+    """An ONNX model with the shapes ONNX shape inference gives it (a prepared model's are static), or one ModelError."""
     import onnx
 
     try:
-        model = onnx.load(str(path))
-        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        return onnx.shape_inference.infer_shapes(onnx.load(str(path)), data_prop=True)
     except Exception as exc:  # onnx raises several unrelated types
         raise ModelError(f"{path}: not a readable ONNX model: {exc}") from None
-    return graph_from_model(model)
+
+
+def load_graph(path: Path) -> Graph:
+    return graph_from_model(load_inferred(path))
 
 
 def graph_from_model(model) -> Graph:

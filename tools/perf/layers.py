@@ -18,8 +18,6 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sdk.errors import ModelError
-
 PRECISION_BYTES = {"fp32": 4, "fp16": 2, "int8": 1}
 # FLOPs per output element of elementwise ops and activations (a transcendental costs a few; a convention, not a measurement).
 ELEMENTWISE = {
@@ -91,13 +89,9 @@ class ModelLayers:
 
 def load_layers(path: Path) -> ModelLayers:
     """The layers of an ONNX model, shapes from ONNX shape inference (a prepared model has static shapes)."""
-    import onnx
+    from tools.dla.graph import load_inferred
 
-    try:
-        model = onnx.load(str(path))
-        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception as exc:  # onnx raises several unrelated types
-        raise ModelError(f"{path}: not a readable ONNX model: {exc}") from None
+    model = load_inferred(path)
     return layers_of(model, str(path), _run_shapes(model))
 
 
