@@ -34,6 +34,14 @@ def publish(partial: Path, final: Path) -> None:
     fsync_dir(final.parent)
 
 
+def write_whole(final: Path, data: bytes | str) -> Path:
+    """`data` at `final`, whole or not at all: written beside it under a hidden name, then published."""
+    partial = partial_path(final)
+    partial.write_bytes(data.encode() if isinstance(data, str) else data)
+    publish(partial, final)
+    return final
+
+
 class Segments:
     """The finished files of one output (`path` names the output: folder, stem and suffix) and its current one."""
 

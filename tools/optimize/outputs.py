@@ -15,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from sdk.artifacts import ModelArtifacts
+from sdk.sinks.files import write_whole
 from sdk.spec.loader import PipelineFile
 
 SUFFIX = ".optimized"
@@ -70,7 +71,7 @@ def write_outputs(pipeline: PipelineFile, artifacts: ModelArtifacts, chosen, rep
     entry.key, entry.value = RECORD_KEY, json.dumps(record, sort_keys=True)
     source = pipeline.model_path
     model_path = source.with_name(source.stem + SUFFIX + ".onnx")
-    model_path.write_bytes(model_bytes(model))
+    write_whole(model_path, model_bytes(model))
     document = yaml.safe_load(pipeline.path.read_text())
     original = document["model"]["path"]
     document["name"] = f"{document.get('name', pipeline.spec.name)}-optimized"
@@ -84,5 +85,5 @@ def write_outputs(pipeline: PipelineFile, artifacts: ModelArtifacts, chosen, rep
     pipeline_path = pipeline.path.with_name(pipeline.path.stem + SUFFIX + pipeline.path.suffix)
     header = (f"# Written by `sdk optimize` from {pipeline.path.name}: the model is {chosen.name} ({chosen.method}).\n"
               f"# Accuracy is judged against the original model (model.reference), never the optimized one.\n")  # fmt: skip
-    pipeline_path.write_text(header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    write_whole(pipeline_path, header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
     return {"model": str(model_path), "pipeline": str(pipeline_path), "changes": {**record, "measured": chosen.measured}}
