@@ -25,7 +25,9 @@ FRAMES = 12
 
 
 def pipeline_file(folder: Path, device: str, batch: str | int, cameras: dict | None = None) -> Path:
-    path = pedestrian(folder, cameras or CAMERAS, frames=FRAMES, batch={"size": batch})
+    # Recordings are read as fast as they decode: a long wait keeps every batch whole however loaded the machine is (the
+    # 20 ms default lets a slow reader's frame fall into a batch of its own, one engine call more).
+    path = pedestrian(folder, cameras or CAMERAS, frames=FRAMES, batch={"size": batch, "wait_ms": 5000})
     doc = yaml.safe_load(path.read_text())
     doc["preprocess"]["device"] = device
     doc["sinks"] = [{"kind": "jsonl"}]
