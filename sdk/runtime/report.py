@@ -36,7 +36,7 @@ from sdk.runtime.recorder import STAGES
 from sdk.runtime.result import RunResult
 from sdk.runtime.statistics import DeadlineMisses, deadline_misses, drift_ms, quantile_estimate
 from sdk.runtime.verdict import BudgetCheck, _percentile_check, combine, describe_verdict, evaluate, summarize
-from sdk.sinks.files import partial_path, publish
+from sdk.sinks.files import write_whole
 from sdk.spec.loader import PipelineFile
 
 REPORT_FILE = "report.json"
@@ -368,9 +368,7 @@ def write_report(report: dict, folder: Path) -> Path:
     """Atomically: a reader never sees half a report."""
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / REPORT_FILE
-    partial = partial_path(final)
-    partial.write_text(json.dumps(report, indent=2) + "\n")
-    publish(partial, final)
+    write_whole(final, json.dumps(report, indent=2) + "\n")
     return final
 
 

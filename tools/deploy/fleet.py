@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS, EXIT_USER_ERROR, SdkError
-from sdk.sinks.files import partial_path, publish
+from sdk.sinks.files import write_whole
 from tools.connect.sessions import open_session, paused_service
 from tools.progress import Progress
 
@@ -110,7 +110,5 @@ def write_summary(result: FleetResult) -> Path:
     from tools.history.fleet_report import fleet_sections  # per-device figures, their spread per device class, outliers
 
     summary.update(fleet_sections(summary["targets"]))
-    partial = partial_path(final)
-    partial.write_text(json.dumps(summary, indent=2) + "\n")
-    publish(partial, final)
+    write_whole(final, json.dumps(summary, indent=2) + "\n")
     return final

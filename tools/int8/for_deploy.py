@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sdk.artifacts import ModelArtifacts
 from sdk.errors import ModelError
-from sdk.sinks.files import partial_path, publish
+from sdk.sinks.files import partial_path, publish, write_whole
 from sdk.spec.loader import PipelineFile
 from tools.int8.accuracy import plot_accuracy
 from tools.int8.calibrate import Calibrate, CalibrationArtifacts, check_accuracy, write_qdq
@@ -45,9 +45,7 @@ class Int8Choice:
 
 
 def _write_json(path: Path, value: dict) -> None:
-    partial = partial_path(path)
-    partial.write_text(json.dumps(value, indent=2, default=str) + "\n")
-    publish(partial, path)
+    write_whole(path, json.dumps(value, indent=2, default=str) + "\n")
 
 
 def _refuse(where: str, report: dict, detail: str) -> ModelError:
@@ -169,7 +167,5 @@ def trt_cache_file(artifacts: CalibrationArtifacts, tensorrt: str, dla: bool = F
     """The TensorRT calibration cache for this version (and for a DLA build, with DLA's ties), written once beside the ranges."""
     path = artifacts.folder / f"calibration-trt{tensorrt}{'-dla' if dla else ''}.cache"
     if not path.is_file():
-        partial = partial_path(path)
-        partial.write_text(artifacts.trt_cache(tensorrt, dla))
-        publish(partial, path)
+        write_whole(path, artifacts.trt_cache(tensorrt, dla))
     return path

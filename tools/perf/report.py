@@ -8,7 +8,7 @@ import json
 from html import escape
 from pathlib import Path
 
-from sdk.sinks.files import partial_path, publish
+from sdk.sinks.files import write_whole
 
 PROFILE_FORMAT = 1
 REPORT_FILE = "report.json"
@@ -18,9 +18,7 @@ HTML_FILE = "report.html"
 def write_json(report: dict, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = partial_path(path)
-    partial.write_text(json.dumps(report, indent=1) + "\n")
-    publish(partial, path)
+    write_whole(path, json.dumps(report, indent=1) + "\n")
     return path
 
 
@@ -126,9 +124,7 @@ def write_html(report: dict, folder: Path) -> Path:
         f"<h2>Roofline</h2>{roofline_svg(report)}{predicted_svg(report)}<ul>{notes}</ul><h2>Layers</h2>{layers}</body></html>"
     )
     path = Path(folder) / HTML_FILE
-    partial = partial_path(path)
-    partial.write_text(page)
-    publish(partial, path)
+    write_whole(path, page)
     return path
 
 

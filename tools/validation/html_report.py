@@ -14,7 +14,7 @@ from pathlib import Path
 from sdk.runtime.report import REPORT_FILE, preprocess_line
 from sdk.runtime.timeline import TIMELINE_FILE, read_timeline
 from sdk.runtime.verdict import check_unit, format_number
-from sdk.sinks.files import partial_path, publish
+from sdk.sinks.files import write_whole
 from tools.validation.camera_plots import draw_camera_plots
 from tools.validation.plots import draw_plots
 
@@ -248,7 +248,5 @@ def write_html(folder: Path) -> Path:
         parts.append(f"<h2>Determinism runs</h2><pre>{escape(json.dumps(report['determinism_runs'], indent=2))}</pre>")
     parts += ["<h2>Environment and provenance</h2>", _environment(report), "</body></html>"]
     final = folder / HTML_FILE
-    partial = partial_path(final)
-    partial.write_text("\n".join(parts))
-    publish(partial, final)
+    write_whole(final, "\n".join(parts))
     return final
