@@ -24,6 +24,9 @@ def main(argv: list[str]) -> int:
 
     command = argv[0] if argv else "sdk"
     try:
+        from sdk.rootsafe import confine_imports
+
+        confine_imports()  # as root: root's own sdk, and nothing imported from a folder another user controls
         return dispatch(argv)
     except SdkError as exc:
         sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")

@@ -181,7 +181,9 @@ def main(argv: list[str]) -> int:
     ops.add_parser("status")
     ops.add_parser("logs").add_argument("--lines", type=int, default=100)
     ops.add_parser("unit").add_argument("--user", default=None)
-    ops.add_parser("install").add_argument("--dry-run", action="store_true")
+    install_parser = ops.add_parser("install")
+    install_parser.add_argument("--dry-run", action="store_true")
+    install_parser.add_argument("--allow-root", action="store_true", help="root agrees to a pipeline whose service.user is root")
     args = parser.parse_args(argv)
     store = ReleaseStore(args.root)
     folder = (store.root / SERVICE_DIR).resolve()  # absolute: the supervisor runs in the release's folder
@@ -199,7 +201,7 @@ def main(argv: list[str]) -> int:
         elif args.op == "install":
             from sdk.service.install import install
 
-            result = install(store, folder, args.dry_run)
+            result = install(store, args.dry_run, allow_root=args.allow_root)
         else:
             result = logs(folder, args.lines)
     except OSError as exc:  # the device's own file system (a read-only or full service folder)

@@ -1,21 +1,25 @@
-"""`sudo python3 -m sdk service --root ROOT install`: the one root step of the locked-down service (decision 0112).
+"""`sudo perception-sdk-root service --root ROOT install`: the one root step of the locked-down service (decisions 0112, 0961).
 
-The deploy logs in as an ordinary user and renders the unit (units/perception-<pipeline>.service, sdk/service/
-units.py); it cannot create users or install units. This step, run once on the device as root (and again after a
-deploy changed the pipeline), does what needs root and nothing else:
+It runs from root's own copy of the SDK (`sdk export --root-tool`; sdk/rootsafe.py refuses any other as root). The
+deploy logs in as an ordinary user and renders a preview of the unit (units/perception-<pipeline>.service); it cannot
+create users or install units. This step, run once on the device as root (and again after a deploy changed the
+pipeline), does what needs root and nothing else, acting in the store (the deploy login's folder) only through
+file descriptors, never through a link:
 
-1. checks the rendered unit: the committed pipeline's, and exactly what the SDK renders for the committed release
-   (an edited or planted unit is refused before anything else is done);
-2. creates the unit's `User=` as a system user without a home or a shell, in the store owner's group
-   (`Group=`, so the SSH login reads its status and both managers share the status folder), and in the
-   `video` and `render` groups where they exist (camera and GPU nodes are group-owned on L4T);
-3. makes the status folder group-writable with the setgid bit, so files either manager writes stay in
-   the store owner's group;
+1. verifies the committed release and renders its unit with root's own code and settings (sdk/service/units.py
+   `checked_unit`): `User=` the pipeline's service user (root only with `--allow-root`), `Group=` the store's group
+   read from the store folder's descriptor (never root's), `PYTHONPATH` root's copy of the SDK;
+2. creates the unit's `User=` as a system user without a home or a shell, in the store's group (so the SSH login
+   reads its status and both managers share the status folder), and in the `video` and `render` groups where they
+   exist (camera and GPU nodes are group-owned on L4T);
+3. shares the status folder `<root>/service` (made when missing): opened relative to the store's descriptor with
+   `O_NOFOLLOW` (a link there is refused), each entry changed with `fchown`/`fchmod` on its own descriptor (group,
+   g+rwX, setgid folders); links, special files, hard links and other users' files are left alone and listed;
 4. disables and removes this store's units of pipelines no longer committed here (and links to units in the store,
-   which earlier SDKs made), writes the checked text as root's own /etc/systemd/system/<unit> (0644), reloads
-   systemd, enables the unit and (re)starts it.
+   which earlier SDKs made), writes the text as root's own /etc/systemd/system/<unit> (0644), reloads systemd,
+   enables the unit and (re)starts it.
 
-`--dry-run` prints the commands without running them. Standard library only: it runs on the bare Python.
+`--dry-run` prints the steps without doing them. Standard library only beyond the pipeline's schema.
 """
 
 from __future__ import annotations
@@ -24,15 +28,19 @@ import grp
 import os
 import pwd
 import shlex
+import stat
 import subprocess
 from pathlib import Path
 
 from sdk.errors import TargetError
+from sdk.rootsafe import RootPathError, open_folder, share_folder, why_not_root_owned
 from sdk.service.units import MARKER, checked_unit, unit_settings
 
 SYSTEMD_DIR = Path("/etc/systemd/system")
 DEVICE_GROUPS = ("video", "render")
-WRITE = "write-unit"  # a step done here, not by a command: the checked text written as root's file
+WRITE = "write-unit"  # a step done here, not by a command: the text as root's file
+SHARE = "share-folder"  # a step done here: the status folder shared through descriptors
+SERVICE_DIR = "service"
 
 
 def stale_units(root: Path, keep: str, systemd_dir: Path = SYSTEMD_DIR) -> list[Path]:
@@ -57,8 +65,32 @@ def stale_units(root: Path, keep: str, systemd_dir: Path = SYSTEMD_DIR) -> list[
     return stale
 
 
+def open_store(root: Path) -> int:
+    """The store folder's descriptor, opened without following a link; the folders above it must be root's (else
+    the deploy login could swap the store under the step)."""
+    root = Path(os.path.abspath(root))
+    why = why_not_root_owned(root.parent)
+    if why is not None:
+        raise RootPathError(f"{root}: the folders above the store must be root's alone: {why}", hint="put the store in a folder only root may change")
+    try:
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise RootPathError(f"{root}: not a folder (a link, or missing): {exc.strerror}", hint="give the store's own path with --root") from None
+
+
+def store_group_of(store_fd: int) -> tuple[int, str | None]:
+    """(gid, name) of the store folder, from its descriptor; never root's group."""
+    gid = os.fstat(store_fd).st_gid
+    if gid == 0:
+        return 0, None
+    try:
+        return gid, grp.getgrgid(gid).gr_name
+    except KeyError:
+        return gid, None
+
+
 def plan(store, folder: Path, name: str, text: str, systemd_dir: Path = SYSTEMD_DIR) -> list[list[str]]:
-    """The steps that install the checked unit `name` (`text`): user, permissions, stale units, the unit, enable."""
+    """The steps that install the unit `name` (`text`): user, the shared folder, stale units, the unit, enable."""
     settings = unit_settings(text)
     user, group = settings.get("User"), settings.get("Group")
     commands: list[list[str]] = []
@@ -70,10 +102,7 @@ def plan(store, folder: Path, name: str, text: str, systemd_dir: Path = SYSTEMD_
             command = ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin"]
             command += (["--gid", group] if group else ["--user-group"]) + (["--groups", ",".join(extra)] if extra else [])
             commands.append([*command, user])
-    if group:
-        commands.append(["chgrp", "-R", group, str(folder)])
-    commands.append(["chmod", "-R", "g+rwX", str(folder)])
-    commands.append(["find", str(folder), "-type", "d", "-exec", "chmod", "g+s", "{}", "+"])
+    commands.append([SHARE, str(folder), group or "-"])
     for path in stale_units(store.root, name, systemd_dir):
         commands.append(["systemctl", "disable", "--now", path.name])
         commands.append(["rm", "-f", str(path)])
@@ -93,7 +122,7 @@ def _group_exists(name: str) -> bool:
 
 
 def write_root_unit(destination: Path, text: str) -> None:
-    """The checked text as root's own file, 0644, renamed into place (a link or a file planted there is replaced)."""
+    """The text as root's own file, 0644, renamed into place (a link or a file planted there is replaced)."""
     partial = destination.with_name(f".{destination.name}.partial")
     partial.unlink(missing_ok=True)
     fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
@@ -101,28 +130,60 @@ def write_root_unit(destination: Path, text: str) -> None:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
-    os.chown(partial, 0, 0)
-    os.chmod(partial, 0o644)
+        os.fchown(handle.fileno(), 0, 0)
+        os.fchmod(handle.fileno(), 0o644)
     os.replace(partial, destination)
 
 
-def install(store, folder: Path, dry_run: bool, systemd_dir: Path = SYSTEMD_DIR) -> dict:
-    name, text = checked_unit(store)
-    commands = plan(store, folder, name, text, systemd_dir)
-    shown = [shlex.join(c) for c in commands]
-    if dry_run:
-        return {"unit": name, "commands": shown, "ran": False}
-    if os.geteuid() != 0:
-        raise TargetError("installing the service needs root (user, permissions, systemctl)", hint=f"run it with sudo; --dry-run shows: {shown[0]}")
-    for command, shown_text in zip(commands, shown, strict=True):
-        if command[0] == WRITE:
-            write_root_unit(Path(command[1]), text)
-            continue
-        done = subprocess.run(command, capture_output=True, text=True)
-        if done.returncode != 0:
-            hint = "fix the cause and run install again (every step may be repeated)"
-            raise TargetError(f"{shown_text} failed: {done.stderr.strip()[-300:]}", hint=hint)
-    return {"unit": name, "installed": str(systemd_dir / name), "commands": shown, "ran": True}
+def _share(store_fd: int, text: str) -> dict:
+    settings = unit_settings(text)
+    owner = os.fstat(store_fd).st_uid
+    gid = os.fstat(store_fd).st_gid
+    allowed = {owner}
+    try:
+        allowed.add(pwd.getpwnam(settings.get("User", "")).pw_uid)
+    except KeyError:
+        pass
+    if owner != 0:
+        allowed.discard(0)  # root's files in the login's folder are never changed
+    return share_folder(store_fd, SERVICE_DIR, owner=owner, gid=gid, allowed_owners=allowed).describe()
 
 
-__all__ = ["install", "plan", "stale_units", "unit_settings", "write_root_unit"]
+def install(store, dry_run: bool, systemd_dir: Path = SYSTEMD_DIR, *, allow_root: bool = False) -> dict:
+    store_fd = open_store(store.root)
+    try:
+        st = os.fstat(store_fd)
+        if not stat.S_ISDIR(st.st_mode):
+            raise RootPathError(f"{store.root} is not a folder", hint="give the store's own path with --root")
+        try:  # a link where the status folder belongs is refused before anything, --dry-run too
+            os.close(open_folder(store_fd, SERVICE_DIR))
+        except FileNotFoundError:
+            pass  # made by the share step
+        _, group = store_group_of(store_fd)
+        name, text, note = checked_unit(store, group=group, allow_root=allow_root)
+        folder = Path(os.path.abspath(store.root)) / SERVICE_DIR
+        commands = plan(store, folder, name, text, systemd_dir)
+        shown = [shlex.join(c) for c in commands]
+        noted = {"note": note} if note else {}
+        if dry_run:
+            return {"unit": name, "text": text, "commands": shown, "ran": False, **noted}
+        if os.geteuid() != 0:
+            raise TargetError("installing the service needs root (user, permissions, systemctl)", hint=f"run it with sudo; --dry-run shows: {shown[0]}")
+        shared = None
+        for command, shown_text in zip(commands, shown, strict=True):
+            if command[0] == WRITE:
+                write_root_unit(Path(command[1]), text)
+                continue
+            if command[0] == SHARE:
+                shared = _share(store_fd, text)
+                continue
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                hint = "fix the cause and run install again (every step may be repeated)"
+                raise TargetError(f"{shown_text} failed: {done.stderr.strip()[-300:]}", hint=hint)
+        return {"unit": name, "installed": str(systemd_dir / name), "commands": shown, "ran": True, "shared": shared, **noted}
+    finally:
+        os.close(store_fd)
+
+
+__all__ = ["install", "open_store", "plan", "stale_units", "unit_settings", "write_root_unit"]

@@ -6,11 +6,11 @@ can make the service root. So the file never lives where the service may write:
 - The deploy renders it into `<root>/units/perception-<pipeline>.service` (folder 0755, file 0644, both the deploy
   login's): the service user (the store owner's group) cannot write either. Units of pipelines no longer committed
   there are removed, and so is any left in `<root>/service` by earlier SDKs.
-- The root step (`python -m sdk service --root ROOT install`, sdk/service/install.py) takes only the committed
-  pipeline's unit; renders it again from the committed release with the settings the file names (its Python, its
-  `PYTHONPATH`, `User=`, `Group=`) and refuses it unless the two are the same, byte for byte: a unit edited after
-  the deploy, or planted under another name, is refused. It writes the text it checked (never copies the file
-  again) as root's own `/etc/systemd/system/perception-<pipeline>.service`, 0644.
+- The root step (`sudo perception-sdk-root service --root ROOT install`, sdk/service/install.py, run from root's
+  own copy of the SDK) never takes the file: it verifies the committed release, renders the unit itself with
+  root's settings (`checked_unit`) and writes that text as root's own
+  `/etc/systemd/system/perception-<pipeline>.service`, 0644. The deploy's rendering is a preview; the step says
+  when it differed.
 
 The first line of every rendered unit names its store (`MARKER`), so the root step finds, disables and removes the
 units of pipelines this store no longer runs, and never another store's.
@@ -27,6 +27,7 @@ from pathlib import Path
 from sdk.errors import TargetError
 
 UNITS_DIR = "units"
+ROOT_TOOL = "/usr/local/sbin/perception-sdk-root"  # root's own copy of the SDK (`sdk export --root-tool`)
 MARKER = "# perception-sdk store: "
 
 
@@ -97,9 +98,8 @@ def write_unit(store, user: str | None) -> dict:
         user_exists = True
     except KeyError:
         user_exists = False
-    sdk_path = str(Path(__import__("sdk").__file__).resolve().parent.parent)
     root = shlex.quote(str(store.root.resolve()))
-    install = f"sudo env PYTHONPATH={shlex.quote(sdk_path)} {shlex.quote(sys.executable)} -m sdk service --root {root} install"
+    install = f"sudo {ROOT_TOOL} service --root {root} install"
     return {"unit": str(path), "user": runs_as, "user_exists": user_exists, "removed_units": removed, "install": install}
 
 
@@ -113,54 +113,54 @@ def unit_settings(text: str) -> dict[str, str]:
     return settings
 
 
-def _unquote(value: str) -> list[str]:
-    return shlex.split(value.replace("%%", "%"))
+def root_tool_path() -> str | None:
+    """Root's own copy of the SDK where this process runs from one (a zip application, `sdk export --root-tool`)."""
+    folder = Path(__import__("sdk").__file__).resolve().parent
+    archive = folder.parent
+    return str(archive) if archive.is_file() else None
 
 
-def checked_unit(store) -> tuple[str, str]:
-    """(name, text) of the committed pipeline's rendered unit, once it is exactly what the SDK renders; TargetError
-    naming what differs otherwise (an edited unit, a planted one, or none rendered)."""
-    folder = units_dir(store.root)
-    name, _, _ = render_committed(store)
-    path = folder / name
-    others = sorted(p.name for p in folder.glob("perception-*.service") if p.name != name) if folder.is_dir() else []
-    if others:
+def checked_unit(store, *, group: str | None, allow_root: bool = False) -> tuple[str, str, str | None]:
+    """(name, text, note) of the unit root installs for the committed release, rendered by root's own code with
+    root's own settings, never with any taken from a file the deploy login wrote (decision 0961):
+
+    - `User=` the pipeline's `service.user`; `root` only when root's step says so (`allow_root`, `--allow-root`);
+    - `Group=` the store's group as root read it from the store folder's descriptor (`group`; never root's);
+    - the interpreter: the committed release's offline environment (it runs as `User=`, never as root), else
+      root's own; `PYTHONPATH`: root's copy of the SDK, the one running this step.
+
+    The committed release is verified first (every byte against its manifest). The deploy's rendering in
+    `<root>/units/` is compared only to say whether it differed (`note`)."""
+    from sdk.store.verify import verify_release
+
+    committed = store.committed()
+    if committed is None:
+        raise TargetError(f"{store.root}: no release is committed", hint="deploy one first")
+    verify_release(store.release_dir(committed))
+    sdk_path = root_tool_path() or str(Path(__import__("sdk").__file__).resolve().parent.parent)
+    name, text, spec = render_committed(store, sdk_path=sdk_path, group=group, user=None)
+    if spec.service.user == "root" and not allow_root:
         raise TargetError(
-            f"{folder}: unit(s) {', '.join(others)} are not the committed pipeline's ({name}); refused",
-            hint="a deploy renders exactly one unit; remove the others and deploy again",
+            f"the committed pipeline {spec.name!r} asks to run its service as root ({spec.service.root_reason}); refused",
+            hint="root decides that, not the deploy: run this step with --allow-root if root agrees",
         )
+    rendered = units_dir(store.root) / name
     try:
-        st = os.lstat(path)
-        text = path.read_text()
-    except FileNotFoundError:
-        hint = "deploy the pipeline first: the deploy renders its unit"
-        raise TargetError(f"{path}: no unit rendered for the committed pipeline", hint=hint) from None
-    if not (st.st_mode & 0o170000 == 0o100000) or st.st_mode & 0o022:
-        raise TargetError(f"{path} is not a regular file that only its owner may write; refused", hint="deploy again to render it")
-    settings = unit_settings(text)
-    try:
-        python = _unquote(settings["ExecStart"])[0]
-        sdk_path = _unquote(settings["Environment"])[0].removeprefix("PYTHONPATH=")
-    except (KeyError, IndexError, ValueError):
-        raise TargetError(f"{path} is not a unit this SDK rendered; refused", hint="deploy again to render it") from None
-    user, group = settings.get("User"), settings.get("Group")
-    try:
-        _, expected, spec = render_committed(store, user=user, python=python, sdk_path=sdk_path, group=group)
-    except (TargetError, ValueError) as exc:
-        raise TargetError(f"{path}: {getattr(exc, 'message', exc)}; refused", hint="deploy again to render it") from None
-    if user not in (spec.service.user, "root"):
-        raise TargetError(f"{path}: User={user} is not the pipeline's service.user ({spec.service.user}); refused", hint="deploy again")
-    if text != expected:
-        raise TargetError(
-            f"{path} differs from the unit the SDK renders for the committed release (sha256 {_sha(text)}, expected {_sha(expected)}): "
-            "edited after the deploy; refused",
-            hint="deploy again to render it, then run this step again",
-        )
-    return name, text
+        fd = os.open(rendered, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            theirs = handle.read(1 << 20).decode(errors="replace") if os.fstat(handle.fileno()).st_mode & 0o170000 == 0o100000 else None
+    except OSError:
+        theirs = None
+    note = None
+    if theirs is None:
+        note = f"the deploy rendered no unit at {rendered}; installing root's rendering"
+    elif theirs != text:
+        note = f"{rendered} (sha256 {_sha(theirs)}) differs from root's rendering (sha256 {_sha(text)}); root's is installed"
+    return name, text, note
 
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-__all__ = ["MARKER", "UNITS_DIR", "checked_unit", "render_committed", "store_group", "unit_settings", "units_dir", "write_unit"]
+__all__ = ["MARKER", "UNITS_DIR", "checked_unit", "render_committed", "root_tool_path", "store_group", "unit_settings", "units_dir", "write_unit"]

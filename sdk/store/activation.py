@@ -23,7 +23,7 @@ import stat as statmod
 import time
 from pathlib import Path
 
-from sdk.durable import fsync_dir
+from sdk.durable import fsync_dir, open_new
 from sdk.errors import ReleaseError
 from sdk.release import MANIFEST, RELEASE_ID, ReleaseManifest
 from sdk.store.faults import point
@@ -359,7 +359,7 @@ class Activation:
 
     def _write_json(self, name: str, value: object) -> None:
         temporary = self.root / f"{TMP_PREFIX}{name}-{os.getpid()}"
-        with temporary.open("w") as handle:
+        with open_new(temporary) as handle:  # a name planted here is removed, never written through
             json.dump(value, handle)
             handle.flush()
             os.fsync(handle.fileno())

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from sdk.durable import open_new
 from sdk.errors import ReleaseError
 from sdk.store.faults import point
 
@@ -61,7 +62,7 @@ def process_start(pid: int) -> str | None:
 
 def _write_atomic(path: Path, value: object, *, durable: bool) -> None:
     temporary = path.with_name(f".tmp-{path.name}-{os.getpid()}")
-    with temporary.open("w") as handle:
+    with open_new(temporary) as handle:
         json.dump(value, handle)
         if durable:
             handle.flush()

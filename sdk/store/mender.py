@@ -217,7 +217,9 @@ class Module:
         temporary = None if present else self.store.temporary_object(sha256)
         written = 0
         try:
-            with stream.open("rb") as source, temporary.open("wb") if temporary else open(os.devnull, "wb") as target:
+            from sdk.durable import open_new
+
+            with stream.open("rb") as source, open_new(temporary, "wb", 0o600) if temporary else open(os.devnull, "wb") as target:
                 while block := source.read(CHUNK):
                     written += len(block)
                     if written > size:
@@ -245,7 +247,7 @@ class Module:
                     self._note(already_committed=True)
                     _say(f"release {release} is already the committed release; nothing to try")
                     return 0
-                python = self.store.build_env(release)  # the release's offline environment, when it ships wheels
+                python = self._build_env(release)  # the release's offline environment, when it ships wheels
             policy = HealthPolicy(min_frames=self.payload.min_frames, timeout_s=self.payload.timeout_s)
             outcome = run_trial_quietly(
                 run_trial, self.store, release, target=self.config.target, policy=policy, commit_within_s=self.config.commit_window_s
@@ -261,6 +263,21 @@ class Module:
         self._note(trial=release, python=str(python) if python else None)
         _say(f"release {release} passed its health check ({outcome['reason']}); it runs on trial until ArtifactCommit")
         return 0
+
+    def _build_env(self, release: str):
+        """The release's offline environment: built by root in a store of root's; in a store the deploy login owns,
+        built by a child running as that login (root never runs or writes its files: the environment's
+        interpreter then runs the health check as that login too, sdk/store/trial.py)."""
+        from sdk.errors import ReleaseError
+        from sdk.rootsafe import as_user, runs_as
+
+        ids = runs_as(self.store.root)
+        if ids is None:
+            return self.store.build_env(release)
+        if as_user(ids, lambda: self.store.build_env(release)) != 0:
+            raise ReleaseError(f"release {release}: its offline environment could not be built (as the store's owner, uid {ids[0]})")
+        python = self.store.env_dir(release) / "bin" / "python"
+        return python if python.exists() else None
 
     def commit(self) -> int:
         from sdk.store.activation import MENDER_OWNER

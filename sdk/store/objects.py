@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sdk.durable import fsync_dir
+from sdk.durable import fsync_dir, open_new
 from sdk.errors import ReleaseError
 from sdk.procinfo import LockBusy, flock_within
 from sdk.release import MANIFEST, RELEASE_ID, SIGNATURE, ReleaseManifest, sha256_of
@@ -216,7 +216,7 @@ class ReleaseStore(Activation, Pruning, StoreStatus):
     def _write_signature(self, folder: Path, signature: str) -> None:
         """The manifest's signature beside it (kept for `trial` to check again), written then renamed."""
         temporary = folder / f"{TMP_PREFIX}{SIGNATURE}-{os.getpid()}"
-        with temporary.open("w") as handle:
+        with open_new(temporary) as handle:
             handle.write(signature)
             handle.flush()
             os.fsync(handle.fileno())

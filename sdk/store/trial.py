@@ -28,7 +28,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from sdk.durable import open_new
 from sdk.errors import ReleaseError
+from sdk.rootsafe import runs_as
 from sdk.store.faults import point
 from sdk.store.lease import FencingError, check_token
 from sdk.store.objects import ReleaseStore, StoreBusy
@@ -147,7 +149,10 @@ def run_trial(
     store.clear_run(run_dir.name)
     run_dir.mkdir(parents=True)
     launch = health_launch(store, release_id, run_dir, target, policy.min_frames)  # the release's own sdk and environment
-    with (run_dir / "health.stderr").open("w+") as errors:
+    ids = runs_as(store.root)  # root (the Mender module) never executes a file of a store another user owns
+    with open_new(run_dir / "health.stderr", "w+") as errors:
+        if ids is not None:
+            os.chown(run_dir, *ids, follow_symlinks=False)
         child = subprocess.Popen(
             launch.argv,
             cwd=launch.cwd,
@@ -158,6 +163,7 @@ def run_trial(
             text=True,
             start_new_session=True,
             preexec_fn=_die_with_parent,
+            **({"user": ids[0], "group": ids[1], "extra_groups": []} if ids is not None else {}),
         )
         point("trial.health-started")
         forward = threading.Thread(target=lambda: [_emit(line) for line in child.stdout], name="health-events", daemon=True)

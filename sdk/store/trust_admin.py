@@ -21,6 +21,7 @@ import os
 import re
 from pathlib import Path
 
+from sdk.durable import open_new
 from sdk.errors import ReleaseError
 from sdk.store.signing import key_fingerprint, parse_public_key_pem, public_key_pem
 from sdk.store.trust import IDENTITY_FILE, POLICY_FILE, STATEMENTS_FILE, STORE_TRUST, _apply, load_policy, trust_root
@@ -31,7 +32,7 @@ ACTIONS = ("status", "add", "revoke", "install-policy")
 def _write(path: Path, text: str, mode: int = 0o644) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".tmp-{path.name}-{os.getpid()}")
-    with partial.open("w") as handle:
+    with open_new(partial) as handle:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())

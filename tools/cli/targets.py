@@ -127,8 +127,8 @@ def targets_command(args: argparse.Namespace, console: Console) -> int:
 def export_command(args: argparse.Namespace, console: Console) -> int:
     from sdk.errors import ConfigError
 
-    if args.pipeline is None and args.mender_module is None:
-        raise ConfigError("nothing to export", hint="give PIPELINE --target T --mender OUT.mender, or --mender-module DIR (or both)")
+    if args.pipeline is None and args.mender_module is None and args.root_tool is None:
+        raise ConfigError("nothing to export", hint="give PIPELINE --target T --mender OUT.mender, --mender-module DIR or --root-tool DIR")
     if args.pipeline is not None:
         from tools.console import RichProgress
         from tools.deploy.export import ExportMender
@@ -150,6 +150,13 @@ def export_command(args: argparse.Namespace, console: Console) -> int:
         module, config = write_module(args.mender_module, **settings)
         console.print(f"update module {module} (runs {settings['python']}); install it as {MODULE_DIR}/{module.name}", highlight=False)
         console.print(f"its configuration {config} (store {settings['root']}); install it as /etc/mender/{config.name}", highlight=False)
+    if args.root_tool is not None:
+        from tools.deploy.export import ROOT_TOOL_DIR, module_settings, write_root_tool
+
+        python = module_settings(args.target, None, args.python)["python"]
+        tool, digest = write_root_tool(args.root_tool, python=python)
+        console.print(f"root's copy of the SDK {tool} (runs {python} -I), sha256 {digest}", highlight=False, soft_wrap=True)
+        console.print(f"install it on the device as root: install -o root -g root -m 0755 {tool.name} {ROOT_TOOL_DIR}/{tool.name}", highlight=False, soft_wrap=True)
     return 0
 
 

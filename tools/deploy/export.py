@@ -17,6 +17,11 @@ of the device taken from the target file instead (`assumed_facts`), and wraps it
 `sdk export --mender-module DIR [--target T | --root R --python P]` writes the Update Module
 `DIR/perception-release` (see `write_module`) and its configuration `DIR/perception-release.conf`,
 to be installed as /usr/share/mender/modules/v3/perception-release and /etc/mender/perception-release.conf.
+
+`sdk export --root-tool DIR [--python P]` writes `DIR/perception-sdk-root`, root's own copy of the SDK's device code
+(the same archive, running `python -m sdk`), to be installed once by root as /usr/local/sbin/perception-sdk-root:
+root's steps on an SSH device (`service install`, `store trust` install-policy) run from it, never from the deploy
+login's agent copy (decision 0960).
 """
 
 from __future__ import annotations
@@ -44,7 +49,12 @@ MODULE_DIR = "/usr/share/mender/modules/v3"
 JETPACK_PYTHON = {"jetson-thor": "cp312"}  # JetPack 7 (Ubuntu 24.04); every other Jetson/DRIVE platform: JetPack 6, cp310
 TEGRA_COMPUTE_CAPABILITY = {"jetson-thor": "11.0"}  # every other Jetson/DRIVE platform is Orin (tegra234): 8.7
 PROVIDED_BY_JETPACK = ("numpy", "cv2")  # JetPack's own numpy and GStreamer-enabled OpenCV: never shadowed by wheels
-MODULE_MAIN = "import sys\n\nfrom sdk.store.mender import main\n\nsys.exit(main(sys.argv[1:]))\n"
+# Both run as root: `python3 -I` (no PYTHONPATH, no user site, not the working folder), root's own sdk from the zip,
+# and nothing imported from a folder another user controls (sdk/rootsafe.py).
+MODULE_MAIN = "import sys\n\nfrom sdk.rootsafe import confine_imports\n\nconfine_imports()\nfrom sdk.store.mender import main\n\nsys.exit(main(sys.argv[1:]))\n"
+ROOT_TOOL = "perception-sdk-root"
+ROOT_TOOL_DIR = "/usr/local/sbin"
+ROOT_TOOL_MAIN = "import runpy\n\nrunpy.run_module('sdk', run_name='__main__', alter_sys=True)\n"  # sdk/__main__.py confines
 
 
 @dataclass(frozen=True)
@@ -190,14 +200,14 @@ class ExportMender:
 
 
 # The Update Module ---------------------------------------------------------------------------------
-def module_archive() -> bytes:
-    """A zip of the device's `sdk` package and a `__main__` that runs sdk.store.mender: the store, trial and
-    signing code the module drives travel inside the module, so it works before any release exists."""
+def module_archive(main: str = MODULE_MAIN) -> bytes:
+    """A zip of the device's `sdk` package and a `__main__` that runs sdk.store.mender (or `main`): the store, trial
+    and signing code the module drives travel inside the module, so it works before any release exists."""
     from tools.release.bundle import runtime_files
 
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(zipfile.ZipInfo("__main__.py", (2020, 1, 1, 0, 0, 0)), MODULE_MAIN)
+        archive.writestr(zipfile.ZipInfo("__main__.py", (2020, 1, 1, 0, 0, 0)), main)
         for name, path in sorted(runtime_files().items()):
             info = zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
@@ -205,15 +215,38 @@ def module_archive() -> bytes:
     return buffer.getvalue()
 
 
+def _interpreter(python: str) -> str:
+    if not python.startswith("/") or any(c.isspace() for c in python):
+        raise ConfigError(f"--python {python!r}: the interpreter must be an absolute path without spaces (it is the #! line)", hint="e.g. /usr/bin/python3")
+    return python
+
+
+def write_root_tool(folder: Path, *, python: str = "/usr/bin/python3") -> tuple[Path, str]:
+    """`folder/perception-sdk-root`: root's own copy of the SDK's device code, a Python zip application run with
+    `-I`; (its path, its sha256, to compare with the copy installed on the device)."""
+    import hashlib
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    tool = folder / ROOT_TOOL
+    header = f"#!{_interpreter(python)} -I\n# Root's copy of the perception SDK's device code, written by `sdk export --root-tool`.\n"
+    header += f"# Install it as root: install -o root -g root -m 0755 {ROOT_TOOL} {ROOT_TOOL_DIR}/{ROOT_TOOL}. A Python zip application follows.\n"
+    data = header.encode() + module_archive(ROOT_TOOL_MAIN)
+    partial = folder / f".{tool.name}.partial"
+    partial.write_bytes(data)
+    partial.chmod(0o755)
+    os.replace(partial, tool)
+    return tool, hashlib.sha256(data).hexdigest()
+
+
 def write_module(folder: Path, *, python: str = "/usr/bin/python3", root: str = "/var/lib/perception", target: str = "mender") -> tuple[Path, Path]:
     """`folder/perception-release`: an executable Python zip application (a `#!` line, then the zip) holding
     the SDK's device code; `folder/perception-release.conf`: where the release store is."""
-    if not python.startswith("/") or any(c.isspace() for c in python):
-        raise ConfigError(f"--python {python!r}: the module's interpreter must be an absolute path without spaces (it is its #! line)")
+    python = _interpreter(python)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     module, config = folder / PAYLOAD_TYPE, folder / f"{PAYLOAD_TYPE}.conf"
-    header = f"#!{python}\n# Mender Update Module {PAYLOAD_TYPE} (protocol v3), written by `sdk export --mender-module`.\n"
+    header = f"#!{python} -I\n# Mender Update Module {PAYLOAD_TYPE} (protocol v3), written by `sdk export --mender-module`.\n"
     header += f"# Install it as {MODULE_DIR}/{PAYLOAD_TYPE}, and {config.name} as {CONFIG_FILE}. A Python zip application follows.\n"
     partial = folder / f".{module.name}.partial"
     partial.write_bytes(header.encode() + module_archive())

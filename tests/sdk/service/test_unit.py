@@ -166,7 +166,7 @@ def test_the_deploy_renders_one_unit_per_pipeline_outside_the_services_folder(de
     assert sorted(p.name for p in units.glob("perception-*.service")) == ["perception-tiny.service"]
     assert not list((store.root / "service").glob("*.service"))  # nothing systemd reads stays where the service writes
     assert stat.S_IMODE(units.stat().st_mode) == 0o755 and stat.S_IMODE(Path(result["unit"]).stat().st_mode) == 0o644
-    assert result["user"] == "perception" and "install" in result["install"] and "sudo env PYTHONPATH=" in result["install"]
+    assert result["user"] == "perception" and result["install"].startswith(f"sudo /usr/local/sbin/perception-sdk-root service --root {store.root.resolve()} install")
     text = Path(result["unit"]).read_text()
     assert text.startswith(f"# perception-sdk store: {store.root.resolve()}\n[Unit]")
     assert f'"serve" "--root" "{store.root.resolve()}" "--pipeline" "tiny"' in text and "User=perception" in text
@@ -199,9 +199,9 @@ def test_the_root_step_creates_the_user_shares_the_folder_and_replaces_this_stor
     (systemd / "perception-other-root.service").write_text("# perception-sdk store: /elsewhere\n[Unit]\n")  # another store's
     os.symlink(tmp_path / "elsewhere.service", systemd / "perception-linked-elsewhere.service")
     assert stale_units(root, "perception-tiny.service", systemd) == [systemd / "perception-old.service", systemd / "perception-parking.service"]
-    name, text = checked_unit(store)
-    commands = [" ".join(c) for c in plan(store, folder, name, text, systemd)]
     group = Path(store.root).stat().st_gid
+    name, text, _ = checked_unit(store, group=grp.getgrgid(group).gr_name if group else None)
+    commands = [" ".join(c) for c in plan(store, folder, name, text, systemd)]
     assert ("Group=" not in text) if group == 0 else (f"Group={grp.getgrgid(group).gr_name}" in text)  # never root's group
     try:
         pwd.getpwnam("perception")
@@ -212,7 +212,7 @@ def test_the_root_step_creates_the_user_shares_the_folder_and_replaces_this_stor
             assert "--user-group" in useradd and "--gid" not in useradd and useradd.endswith(" perception")
         else:
             assert f"--gid {grp.getgrgid(group).gr_name}" in useradd and useradd.endswith(" perception")
-    assert f"chmod -R g+rwX {folder}" in commands
+    assert f"share-folder {folder} {grp.getgrgid(group).gr_name if group else '-'}" in commands  # through descriptors, never chmod -R
     assert "systemctl disable --now perception-parking.service" in commands and "systemctl disable --now perception-old.service" in commands
     assert not [c for c in commands if "other-root" in c or "linked-elsewhere" in c]
     assert commands[-4:] == [
@@ -235,27 +235,48 @@ def test_the_root_step_writes_roots_own_unit_in_place_of_whatever_was_there(tmp_
 
 
 @pytest.mark.parametrize(
-    ("change", "refused"),
+    ("change", "planted"),
     [
-        ("append", "differs from the unit the SDK renders"),
-        ("root", "service.root_reason; refused"),
-        ("plant", "are not the committed pipeline's"),
-        ("writable", "only its owner may write"),
+        ("append", "ExecStartPre=+/bin/sh"),
+        ("root", "User=root"),
+        ("group", "Group=shadow"),
+        ("python", "/tmp/the-logins-python"),
+        ("writable", None),
     ],
 )
-def test_the_root_step_refuses_an_edited_or_planted_unit(deployed_service, tmp_path, change, refused):
+def test_the_root_step_installs_its_own_rendering_whatever_the_deploy_rendered(deployed_service, tmp_path, change, planted):
+    """The unit the deploy login rendered is a preview: root renders the committed release's unit with its own code and
+    settings (User=, Group=, interpreter) and installs that; an edited preview changes nothing and is reported."""
     store = copy_store(deployed_service, tmp_path / "store")
     unit = Path(service(store.root, "unit")["unit"])
+    before = service(store.root, "install", "--dry-run")
+    assert "note" not in before and before["text"] == unit.read_text()
+    text = unit.read_text()
     if change == "append":
-        unit.write_text(unit.read_text() + "ExecStartPre=+/bin/sh -c 'chmod u+s /bin/sh'\n")
+        unit.write_text(text + "ExecStartPre=+/bin/sh -c 'chmod u+s /bin/sh'\n")
     elif change == "root":
-        unit.write_text(unit.read_text().replace("User=perception", "User=root"))
-    elif change == "plant":
-        (unit.parent / "perception-zz.service").write_text(unit.read_text().replace("User=perception", "User=root"))
+        unit.write_text(text.replace("User=perception", "User=root"))
+    elif change == "group":
+        unit.write_text(re.sub(r"^Group=.*$", "Group=shadow", text, flags=re.M) if "Group=" in text else text.replace("User=perception", "User=perception\nGroup=shadow"))
+    elif change == "python":
+        unit.write_text(re.sub(r'^ExecStart="[^"]+"', 'ExecStart="/tmp/the-logins-python"', text, flags=re.M))
     else:
         unit.chmod(0o666)
+    assert unit.read_text() != text or change == "writable"
+    after = service(store.root, "install", "--dry-run")
+    assert after["text"] == before["text"] and (planted is None or planted not in after["text"])
+    if change != "writable":
+        assert "differs from root's rendering" in after["note"] and "root's is installed" in after["note"]
+
+
+def test_a_pipeline_that_asks_for_root_needs_roots_own_yes(deployed_service, tmp_path):
+    """service.user root is the deploy's wish; root's step grants it only with --allow-root."""
+    store = copy_store(deployed_service, tmp_path / "store", ("service:\n", "service:\n  user: root\n  root_reason: the camera driver needs it here\n"))
     done = service(store.root, "install", "--dry-run", check=False)
-    assert done["returncode"] == 1 and refused in done["stderr"] and "Traceback" not in done["stderr"], done["stderr"]
+    assert done["returncode"] == 1 and "asks to run its service as root" in done["stderr"] and "--allow-root" in done["stderr"], done["stderr"]
+    assert "Traceback" not in done["stderr"]
+    allowed = service(store.root, "install", "--dry-run", "--allow-root")
+    assert "User=root" in allowed["text"]
 
 
 def test_the_service_user_cannot_write_the_unit_or_plant_another(deployed_service, tmp_path):
