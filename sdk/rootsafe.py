@@ -24,7 +24,6 @@ import os
 import stat
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from sdk.errors import TargetError
 
@@ -136,7 +135,9 @@ def runs_as(root: str | os.PathLike) -> tuple[int, int] | None:
     if st.st_uid == 0 and why_not_root_owned(root) is None:
         return None
     if st.st_uid == 0:
-        raise RootPathError(f"{root}: root's store in a folder other users may change ({why_not_root_owned(root)})", hint="move the store into a folder only root may change")
+        why = why_not_root_owned(root)
+        hint = "move the store into a folder only root may change"
+        raise RootPathError(f"{root}: root's store in a folder other users may change ({why})", hint=hint)
     return st.st_uid, st.st_gid
 
 
@@ -189,7 +190,8 @@ def open_folder(parent_fd: int, name: str) -> int:
         fd = os.open(name, FLAGS | os.O_DIRECTORY, dir_fd=parent_fd)
     except OSError as exc:
         if exc.errno in (40, 20):  # ELOOP: a link; ENOTDIR: not a folder
-            raise RootPathError(f"{name} is a link or not a folder: refused (root follows no one else's links)", hint="remove it; the step makes it") from None
+            why = f"{name} is a link or not a folder: refused (root follows no one else's links)"
+            raise RootPathError(why, hint="remove it; the step makes it") from None
         raise
     return fd
 

@@ -168,7 +168,8 @@ def install(store, dry_run: bool, systemd_dir: Path = SYSTEMD_DIR, *, allow_root
         if dry_run:
             return {"unit": name, "text": text, "commands": shown, "ran": False, **noted}
         if os.geteuid() != 0:
-            raise TargetError("installing the service needs root (user, permissions, systemctl)", hint=f"run it with sudo; --dry-run shows: {shown[0]}")
+            hint = f"run it with sudo; --dry-run shows: {shown[0]}"
+            raise TargetError("installing the service needs root (user, permissions, systemctl)", hint=hint)
         shared = None
         for command, shown_text in zip(commands, shown, strict=True):
             if command[0] == WRITE:

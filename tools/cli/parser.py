@@ -180,8 +180,12 @@ def _add_target_commands(commands) -> None:
     export.add_argument("--sign-key", type=Path, metavar="KEY", help="sign the artifact with this ECDSA P-256 or RSA key (mender-artifact -k)")
     export.add_argument("--mender-module", type=Path, metavar="DIR", help="write the Update Module DIR/perception-release and its .conf")
     export.add_argument("--root", help="--mender-module: the device's release store (default: the target's remote_root)")
-    export.add_argument("--python", help="--mender-module, --root-tool: the device's Python, an absolute path (default: the target's, or /usr/bin/python3)")
-    export.add_argument("--root-tool", type=Path, metavar="DIR", help="write root's own copy of the SDK, DIR/perception-sdk-root, for root's steps on a device")
+    export.add_argument(
+        "--python", help="--mender-module, --root-tool: the device's Python, an absolute path (default: the target's, or /usr/bin/python3)"
+    )
+    export.add_argument(
+        "--root-tool", type=Path, metavar="DIR", help="write root's own copy of the SDK, DIR/perception-sdk-root, for root's steps on a device"
+    )
 
 
 def _add_device_commands(commands) -> None:

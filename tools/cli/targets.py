@@ -156,7 +156,8 @@ def export_command(args: argparse.Namespace, console: Console) -> int:
         python = module_settings(args.target, None, args.python)["python"]
         tool, digest = write_root_tool(args.root_tool, python=python)
         console.print(f"root's copy of the SDK {tool} (runs {python} -I), sha256 {digest}", highlight=False, soft_wrap=True)
-        console.print(f"install it on the device as root: install -o root -g root -m 0755 {tool.name} {ROOT_TOOL_DIR}/{tool.name}", highlight=False, soft_wrap=True)
+        step = f"install -o root -g root -m 0755 {tool.name} {ROOT_TOOL_DIR}/{tool.name}"
+        console.print(f"install it on the device as root: {step}", highlight=False, soft_wrap=True)
     return 0
 
 

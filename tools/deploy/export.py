@@ -51,7 +51,9 @@ TEGRA_COMPUTE_CAPABILITY = {"jetson-thor": "11.0"}  # every other Jetson/DRIVE p
 PROVIDED_BY_JETPACK = ("numpy", "cv2")  # JetPack's own numpy and GStreamer-enabled OpenCV: never shadowed by wheels
 # Both run as root: `python3 -I` (no PYTHONPATH, no user site, not the working folder), root's own sdk from the zip,
 # and nothing imported from a folder another user controls (sdk/rootsafe.py).
-MODULE_MAIN = "import sys\n\nfrom sdk.rootsafe import confine_imports\n\nconfine_imports()\nfrom sdk.store.mender import main\n\nsys.exit(main(sys.argv[1:]))\n"
+MODULE_MAIN = (
+    "import sys\n\nfrom sdk.rootsafe import confine_imports\n\nconfine_imports()\nfrom sdk.store.mender import main\n\nsys.exit(main(sys.argv[1:]))\n"
+)
 ROOT_TOOL = "perception-sdk-root"
 ROOT_TOOL_DIR = "/usr/local/sbin"
 ROOT_TOOL_MAIN = "import runpy\n\nrunpy.run_module('sdk', run_name='__main__', alter_sys=True)\n"  # sdk/__main__.py confines
@@ -217,7 +219,8 @@ def module_archive(main: str = MODULE_MAIN) -> bytes:
 
 def _interpreter(python: str) -> str:
     if not python.startswith("/") or any(c.isspace() for c in python):
-        raise ConfigError(f"--python {python!r}: the interpreter must be an absolute path without spaces (it is the #! line)", hint="e.g. /usr/bin/python3")
+        why = f"--python {python!r}: the interpreter must be an absolute path without spaces (it is the #! line)"
+        raise ConfigError(why, hint="e.g. /usr/bin/python3")
     return python
 
 

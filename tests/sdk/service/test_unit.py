@@ -166,7 +166,8 @@ def test_the_deploy_renders_one_unit_per_pipeline_outside_the_services_folder(de
     assert sorted(p.name for p in units.glob("perception-*.service")) == ["perception-tiny.service"]
     assert not list((store.root / "service").glob("*.service"))  # nothing systemd reads stays where the service writes
     assert stat.S_IMODE(units.stat().st_mode) == 0o755 and stat.S_IMODE(Path(result["unit"]).stat().st_mode) == 0o644
-    assert result["user"] == "perception" and result["install"].startswith(f"sudo /usr/local/sbin/perception-sdk-root service --root {store.root.resolve()} install")
+    assert result["user"] == "perception"
+    assert result["install"].startswith(f"sudo /usr/local/sbin/perception-sdk-root service --root {store.root.resolve()} install")
     text = Path(result["unit"]).read_text()
     assert text.startswith(f"# perception-sdk store: {store.root.resolve()}\n[Unit]")
     assert f'"serve" "--root" "{store.root.resolve()}" "--pipeline" "tiny"' in text and "User=perception" in text
@@ -257,7 +258,8 @@ def test_the_root_step_installs_its_own_rendering_whatever_the_deploy_rendered(d
     elif change == "root":
         unit.write_text(text.replace("User=perception", "User=root"))
     elif change == "group":
-        unit.write_text(re.sub(r"^Group=.*$", "Group=shadow", text, flags=re.M) if "Group=" in text else text.replace("User=perception", "User=perception\nGroup=shadow"))
+        edited = re.sub(r"^Group=.*$", "Group=shadow", text, flags=re.M)
+        unit.write_text(edited if "Group=" in text else text.replace("User=perception", "User=perception\nGroup=shadow"))
     elif change == "python":
         unit.write_text(re.sub(r'^ExecStart="[^"]+"', 'ExecStart="/tmp/the-logins-python"', text, flags=re.M))
     else:
@@ -271,7 +273,8 @@ def test_the_root_step_installs_its_own_rendering_whatever_the_deploy_rendered(d
 
 def test_a_pipeline_that_asks_for_root_needs_roots_own_yes(deployed_service, tmp_path):
     """service.user root is the deploy's wish; root's step grants it only with --allow-root."""
-    store = copy_store(deployed_service, tmp_path / "store", ("service:\n", "service:\n  user: root\n  root_reason: the camera driver needs it here\n"))
+    wish = ("service:\n", "service:\n  user: root\n  root_reason: the camera driver needs it here\n")
+    store = copy_store(deployed_service, tmp_path / "store", wish)
     done = service(store.root, "install", "--dry-run", check=False)
     assert done["returncode"] == 1 and "asks to run its service as root" in done["stderr"] and "--allow-root" in done["stderr"], done["stderr"]
     assert "Traceback" not in done["stderr"]
