@@ -149,6 +149,26 @@ def _share(store_fd: int, text: str) -> dict:
     return share_folder(store_fd, SERVICE_DIR, owner=owner, gid=gid, allowed_owners=allowed).describe()
 
 
+def root_copy_against_release(store) -> dict | None:
+    """Root's copy of the SDK (the zip this step runs from) against the committed release's `sdk/` files, by sha256:
+    the unit's supervisor is root's copy, the runtime the release's own. None when not run from root's copy."""
+    import hashlib
+    import zipfile
+
+    from sdk.release import ReleaseManifest
+    from sdk.service.units import root_tool_path
+
+    tool = root_tool_path()
+    committed = store.committed()
+    if tool is None or committed is None:
+        return None
+    listed = {name: entry.sha256 for name, entry in ReleaseManifest.load(store.release_dir(committed)).files.items() if name.startswith("sdk/")}
+    with zipfile.ZipFile(tool) as archive:
+        ours = {name: hashlib.sha256(archive.read(name)).hexdigest() for name in archive.namelist() if name.startswith("sdk/")}
+    differ = sorted(name for name in listed.keys() | ours.keys() if listed.get(name) != ours.get(name))
+    return {"tool": tool, "same_as_release": not differ, "files_differing": len(differ), **({"e.g.": differ[0]} if differ else {})}
+
+
 def install(store, dry_run: bool, systemd_dir: Path = SYSTEMD_DIR, *, allow_root: bool = False) -> dict:
     store_fd = open_store(store.root)
     try:
@@ -164,7 +184,12 @@ def install(store, dry_run: bool, systemd_dir: Path = SYSTEMD_DIR, *, allow_root
         folder = Path(os.path.abspath(store.root)) / SERVICE_DIR
         commands = plan(store, folder, name, text, systemd_dir)
         shown = [shlex.join(c) for c in commands]
+        copy = root_copy_against_release(store)
+        if copy is not None and not copy["same_as_release"]:
+            skew = f"root's copy of the SDK differs from the committed release's in {copy['files_differing']} file(s): install the host's again"
+            note = f"{note}; {skew}" if note else skew
         noted = {"note": note} if note else {}
+        noted["root_copy"] = copy
         if dry_run:
             return {"unit": name, "text": text, "commands": shown, "ran": False, **noted}
         if os.geteuid() != 0:

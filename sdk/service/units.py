@@ -100,6 +100,13 @@ def write_unit(store, user: str | None) -> dict:
         user_exists = False
     root = shlex.quote(str(store.root.resolve()))
     install = f"sudo {ROOT_TOOL} service --root {root} install"
+    from sdk.rootsafe import root_owned
+
+    if not root_owned(ROOT_TOOL):
+        install += (
+            f" (with root's copy of the SDK installed first: `sdk export --root-tool DIR` on the host, then on the device "
+            f"as root: install -o root -g root -m 0755 perception-sdk-root {ROOT_TOOL})"
+        )
     return {"unit": str(path), "user": runs_as, "user_exists": user_exists, "removed_units": removed, "install": install}
 
 

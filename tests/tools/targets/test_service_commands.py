@@ -169,7 +169,8 @@ def test_the_deploy_says_the_root_step_for_a_vehicle_and_never_asks_a_laptop_for
     unit = ssh_target.root / "units" / "perception-tiny.service"
     note = " ".join(done.stdout.split())  # one note, wrapped or not
     assert f"to run this pipeline as a systemd service on the vehicle: the unit {unit} runs as user perception (not created yet)" in note
-    assert "once, as root on the device: sudo env PYTHONPATH=" in note and f"-m sdk service --root {ssh_target.root} install" in note
+    assert f"once, as root on the device: sudo /usr/local/sbin/perception-sdk-root service --root {ssh_target.root} install" in note
+    assert "sdk export --root-tool DIR" in note and "sudo env PYTHONPATH" not in note  # never the login's copy as root
     assert "User=perception" in unit.read_text()
 
 
