@@ -12,7 +12,7 @@ USAGE = """usage: python -m sdk COMMAND ...
   serve --release DIR --status-dir DIR                                    run a release as a service
   supervise --release DIR --status-dir DIR                                serve under a supervisor (no systemd)
   selftest --release DIR [--tests BUNDLE]                                 hardware checks of a release on this device (+ gpu tests)
-  service --root DIR (start|stop|status|logs|unit)                        the service of the current release
+  service --root DIR (start|stop|status|logs|unit|install)                the service of the current release
   engine build --plan FILE --model FILE --out DIR [...]                   build a TensorRT engine here
 """
 

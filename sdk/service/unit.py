@@ -11,7 +11,7 @@ CAP_SYS_NICE (real-time priority asked) and CAP_IPC_LOCK (locked memory asked), 
 It starts the committed release of ITS pipeline only (`serve --pipeline NAME`): when the store's
 committed release belongs to another pipeline, the unit exits with EXIT_OTHER_PIPELINE and systemd does
 not restart it (decision 0110). Installing the unit and creating the user is a one-time root step:
-`sudo python3 -m sdk service --root ROOT install` (sdk/service/install.py, decision 0112).
+`sudo perception-sdk-root service --root ROOT install` (sdk/service/install.py, decisions 0112 and 0961).
 """
 
 from __future__ import annotations
