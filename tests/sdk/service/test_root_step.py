@@ -142,6 +142,12 @@ def test_the_root_step_on_a_fresh_store_makes_the_shared_folder_and_installs_roo
         calls = [line for line in log.read_text().splitlines() if line != "--version"]  # the version: what the unit may use
         assert calls == ["daemon-reload", "enable perception-tiny.service", "restart perception-tiny.service"]
         assert "perception:" in (etc / "passwd").read_text()  # made in the copy, never in the machine's /etc
+        if shutil.which("systemd-analyze"):
+            from tests.sdk.service.test_unit import exposure
+
+            installed = tmp_path / "perception-tiny.service"
+            installed.write_text(unit)
+            assert exposure(installed) <= 0.7  # root's rendering is as locked down as the deploy's
         assert not (tmp_path / "m").exists()
 
 
