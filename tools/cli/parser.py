@@ -222,7 +222,8 @@ def _add_device_commands(commands) -> None:
     ):
         command = commands.add_parser(name, help=text)
         command.add_argument("--target", "-t", required=True, help="a target name (`sdk targets list`)")
-    commands.choices["status"].add_argument("--json", action="store_true", help="print the store's whole answer as JSON")
+    for name in ("status", "rollback", "start", "stop"):
+        commands.choices[name].add_argument("--json", action="store_true", help="print the target's whole answer as JSON")
     commands.choices["logs"].add_argument("--lines", type=positive, default=100, help="the last N lines (default 100)")
 
 
