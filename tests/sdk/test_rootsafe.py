@@ -52,15 +52,17 @@ def test_root_owned_all_the_way_up_and_every_way_it_is_not(login):
 
 
 def test_root_refuses_an_sdk_another_user_controls_and_drops_their_paths(login, tmp_path):
-    """`python -m sdk` as root with the deploy login's agent copy on PYTHONPATH (the old documented root step): refused
-    before any command runs; root's own sdk runs, and a login folder on sys.path is dropped before anything imports."""
+    """`python -m sdk service install` as root with the deploy login's agent copy on PYTHONPATH (the old documented root
+    step): refused before the step runs; root's own sdk runs, and a login folder on sys.path is dropped before anything
+    imports from it."""
     with open_folder() as base:
         agent = base / "agent"
         agent.mkdir()
         shutil.copytree(REPO / "sdk", agent / "sdk", ignore=shutil.ignore_patterns("__pycache__"))
         chown_tree(agent, login)
         env = {**os.environ, "PYTHONPATH": str(agent), "PYTHONDONTWRITEBYTECODE": "1"}
-        done = subprocess.run([sys.executable, "-m", "sdk", "probe"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        step = [sys.executable, "-m", "sdk", "service", "--root", str(tmp_path), "install", "--dry-run"]
+        done = subprocess.run(step, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert done.returncode == 1, done.stdout
         assert done.stderr.startswith(f"error: refusing to run as root from {agent / 'sdk'}") and "belongs to uid" in done.stderr
         assert "hint: run root's steps with root's own copy of the SDK" in done.stderr and "Traceback" not in done.stderr
