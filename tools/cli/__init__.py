@@ -105,8 +105,20 @@ def run(argv: list[str]) -> int:
         errors.print(f"[bold]hint:[/] {escape(exc.hint)}", highlight=False, soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
-        errors.print("error: interrupted")
+        errors.print("error: interrupted", highlight=False, soft_wrap=True)
+        errors.print(f"hint: {interrupted_hint(args)}", highlight=False, soft_wrap=True)
         return 130
+
+
+def interrupted_hint(args) -> str:
+    """What an interrupted command left on its target, and how to see it."""
+    target = getattr(args, "target", None)
+    if args.command in ("deploy", "validate", "rollback", "start", "stop", "selftest") and target:
+        return (
+            f"nothing half-done runs on {target}: a trial the device had begun is rolled back by the device itself (its own "
+            f"deadline, or the next start or deploy), and the committed release stays what starts; see it with: sdk status --target {target}"
+        )
+    return "nothing was left half-written: outputs are published whole or not at all; run the command again"
 
 
 def main() -> None:
