@@ -123,7 +123,7 @@ def predict_command(args: argparse.Namespace, console: Console) -> int:
         from sdk.engine.platforms import known_tensorrt
 
         known_tensorrt(args.tensorrt)
-    report = predict_pipeline(args.pipeline, args.platform, args.precision, args.dla, args.tensorrt, args.power_mode)
+    report = predict_pipeline(args.pipeline, args.platform, args.precision, args.dla, args.tensorrt, args.power_mode, args.batch)
     if args.json:
         write_json(report, args.json)
     total = report["total"]
@@ -132,7 +132,10 @@ def predict_command(args: argparse.Namespace, console: Console) -> int:
         f"{report['backend']} {report['precision']}: {total['predicted_ms']:.3f} ms predicted"
         + (f" ({total['transitions_ms']:.3f} ms in GPU<->DLA transitions)" if total["transitions_ms"] else ""),
         highlight=False,
+        markup=False,
     )
+    if report.get("power"):
+        console.print(report["power"]["text"], highlight=False, markup=False)
     for number, item in enumerate(report["bottlenecks"][:5], 1):
         text = f"{number}. {short_name(item['name'], 70)} ({item['op']}) {item['ms']:.3f} ms, {item['share']:.0%}, {item['bound']}-bound"
         console.print(text, highlight=False, markup=False)

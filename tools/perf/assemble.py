@@ -102,11 +102,10 @@ def _base(pipeline, target: str, raw: dict, precision: str, section: dict, predi
 
 
 def _mode(facts: dict, platform: str) -> str | None:
-    from tools.perf.platforms import platform_facts, resolve_platform
+    """The device's reported nvpmodel mode as the platform facts name it (None: not one of them, the boot mode)."""
+    from tools.perf.platforms import resolve_mode
 
-    mode = facts.get("power_mode")
-    modes = platform_facts()["platforms"][resolve_platform(platform)]["power_modes"]["modes"]
-    return mode if mode in modes else None
+    return resolve_mode(platform, facts.get("power_mode"))
 
 
 def _host_section(peaks, speed=None) -> dict:
@@ -172,7 +171,7 @@ def stage_shares(pipeline, target: str) -> dict | None:
     return None
 
 
-def prediction_report(pipeline, model, prediction, host=None, machine=None, placement=None) -> dict:
+def prediction_report(pipeline, model, prediction, host=None, machine=None, placement=None, power=None) -> dict:
     """`sdk predict`'s JSON: each predicted layer group and the whole model."""
     layers = [
         {"name": " + ".join(p.members), "op": p.op, "op_class": p.op_class, "engine": p.engine, "precision": p.precision, "flops": p.flops,
@@ -189,11 +188,12 @@ def prediction_report(pipeline, model, prediction, host=None, machine=None, plac
     return {
         "format": PROFILE_FORMAT,
         "kind": "prediction",
-        "pipeline": pipeline.spec.name,
+        "pipeline": pipeline.spec.name if pipeline is not None else Path(model.path).name,
         "platform": prediction.platform,
         "backend": prediction.backend,
         "precision": prediction.precision,
         "power_mode": machine.power_mode if machine else None,
+        "power": power,
         "peaks": host.as_dict() if host else None,
         "sources": machine.source_titles() if machine else None,
         "total": {"predicted_ms": round(prediction.total_ms, 4), "layers_ms": round(sum(p.ms for p in prediction.layers), 4),

@@ -180,13 +180,14 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
     return Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=gaps)
 
 
-def predict_device(model: ModelLayers, machine, precision: str, placement=None, sparse: bool = False) -> Prediction:
-    """TensorRT on a module's GPU, or on its DLA where `placement` (tools/dla's report) puts a layer, with the
-    reformat and copy of every tensor crossing between the GPU and a DLA subgraph."""
+def predict_device(model: ModelLayers, machine, precision: str, placement=None, sparse: bool = False, dla_core: int = 0) -> Prediction:
+    """TensorRT on a module's GPU, or on its DLA core `dla_core` (at that core's clock in the power mode) where
+    `placement` (tools/dla's report) puts a layer, with the reformat and copy of every tensor crossing between the GPU
+    and a DLA subgraph."""
     from tools.perf.engines import DLA_SUBGRAPH_MS, DeviceEngine
 
     gpu = DeviceEngine(machine.gpu, precision, sparse)
-    dla = DeviceEngine(machine.dla, precision, sparse) if machine.dla is not None else None
+    dla = DeviceEngine(machine.dla.on_core(dla_core), precision, sparse) if machine.dla is not None else None
     on_dla = {v.name: v.subgraph for v in placement.layers if v.device == "DLA"} if placement is not None and dla is not None else {}
     layers = []
     for group in fusion_groups(model, "tensorrt"):
