@@ -176,7 +176,8 @@ def prediction_report(pipeline, model, prediction, host=None, machine=None, plac
     layers = [
         {"name": " + ".join(p.members), "op": p.op, "op_class": p.op_class, "engine": p.engine, "precision": p.precision, "flops": p.flops,
          "bytes": p.bytes, "intensity": round(p.flops / p.bytes, 3) if p.bytes else 0.0, "predicted_ms": round(p.ms, 4),
-         "compute_ms": round(p.compute_ms, 4), "memory_ms": round(p.memory_ms, 4), "launch_ms": round(p.launch_ms, 4), "bound": p.bound}
+         "compute_ms": round(p.compute_ms, 4), "memory_ms": round(p.memory_ms, 4), "launch_ms": round(p.launch_ms, 4), "bound": p.bound,
+         "fusion": p.fusion or (f"fused into {p.head}: one kernel" if len(p.members) > 1 else "")}
         for p in prediction.layers
     ]  # fmt: skip
     rows = [{**row, "fused": list(p.members), "channels": None, "measured_ms": None} for row, p in zip(layers, prediction.layers, strict=True)]

@@ -48,11 +48,15 @@ def bare_layers(path: Path, batch: int | None) -> ModelLayers:
                 dim.dim_value = batch or 1
                 changed = True
             elif i == 0 and batch is not None and dim.dim_value != batch:
-                raise ConfigError(f"{path}: input {value.name!r} has a fixed batch of {dim.dim_value} ({shown}); --batch {batch} needs an open one",
-                                  hint=f"leave out --batch (it predicts batch {dim.dim_value}), or export the model with a dynamic batch")  # fmt: skip
+                raise ConfigError(
+                    f"{path}: input {value.name!r} has a fixed batch of {dim.dim_value} ({shown}); --batch {batch} needs an open one",
+                    hint=f"leave out --batch (it predicts batch {dim.dim_value}), or export the model with a dynamic batch",
+                )
             elif not fixed:
-                raise ConfigError(f"{path}: input {value.name!r} has an open dimension {i} ({shown}); a prediction needs static shapes",
-                                  hint="predict a pipeline whose model.prepare.inputs fixes it, or export the model with a fixed input size")  # fmt: skip
+                raise ConfigError(
+                    f"{path}: input {value.name!r} has an open dimension {i} ({shown}); a prediction needs static shapes",
+                    hint="predict a pipeline whose model.prepare.inputs fixes it, or export the model with a fixed input size",
+                )
     if not changed:
         return layers_of(model, str(path), _run_shapes(model))
     for output in model.graph.output:

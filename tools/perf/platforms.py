@@ -2,7 +2,8 @@
 
 A platform is a module (jetson-agx-orin-64gb, ...) or a family name that means its largest module (jetson-agx-orin ->
 64GB, as target files name platforms); a power mode (named as NVIDIA's nvpmodel file names it; without one, the mode
-the module boots in) scales the module's peaks by its clock and active TPCs unless the mode names a published figure. Each engine (the GPU, the DLA cores together) gets its dense peaks per precision.
+the module boots in) scales the module's peaks by its clock and active TPCs unless the mode names a published figure.
+Each engine (the GPU, the DLA cores together) gets its dense peaks per precision.
 """
 
 from __future__ import annotations

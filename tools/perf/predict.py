@@ -47,6 +47,7 @@ class LayerPrediction:
     bound: str  # compute, memory, launch
     shares: tuple[float, ...] = ()  # each member's part of `ms` (its standalone cost's share), for matching other groupings
     reorder_ms: float = 0.0  # ONNX Runtime's NCHWc reorders this group pays (included in `ms`)
+    fusion: str = ""  # how TensorRT runs the group: "" (its own kernels), or why it has none (in place, folded, a view)
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,10 @@ def fusion_groups(model: ModelLayers, backend: str) -> tuple[Group, ...]:
         head = _fuses_into(layer, [producer[t] for t in layer.inputs if t in producer], consumers, owner, members, by_name, backend)
         owner[layer.name] = head or layer.name
         members.setdefault(head or layer.name, []).append(layer.name)
+    if backend == "tensorrt":
+        from tools.perf.trt_fusion import generic_activations
+
+        members = generic_activations(model, members)
     return tuple(Group(head, tuple(names)) for head, names in members.items())
 
 
@@ -133,8 +138,11 @@ def _count(shape: tuple[int, ...]) -> int:
     return total if shape else 0
 
 
-def _predict_group(group: Group, model: ModelLayers, engine, precision: str) -> LayerPrediction:
+def _predict_group(group: Group, model: ModelLayers, engine, precision: str, free: str = "") -> LayerPrediction:
     main, flops, moved = group_facts(group, model, precision)
+    if free:  # no kernel of its own (TensorRT: a concatenation written in place, a reshape, a folded Q/DQ)
+        return LayerPrediction(group.head, group.members, main.op, main.op_class, engine.name, precision, flops, 0, 0.0, 0.0, 0.0, 0.0,
+                               "none", (0.0,) * len(group.members), fusion=free)  # fmt: skip
     cost = engine.cost(main, flops, moved)
     by_name = model.by_name()
     alone = [engine.cost(by_name[m], by_name[m].flops, group_facts(Group(m, (m,)), model, precision)[2]).ms for m in group.members]
@@ -189,10 +197,14 @@ def predict_device(model: ModelLayers, machine, precision: str, placement=None, 
     gpu = DeviceEngine(machine.gpu, precision, sparse)
     dla = DeviceEngine(machine.dla.on_core(dla_core), precision, sparse) if machine.dla is not None else None
     on_dla = {v.name: v.subgraph for v in placement.layers if v.device == "DLA"} if placement is not None and dla is not None else {}
+    from tools.perf.trt_fusion import free_layers
+
+    free = free_layers(model)
     layers = []
     for group in fusion_groups(model, "tensorrt"):
         engine = dla if group.head in on_dla else gpu
-        layers.append(_predict_group(group, model, engine, engine.precision))
+        why = free.get(group.head, "") if len(group.members) == 1 and engine is gpu else ""
+        layers.append(_predict_group(group, model, engine, engine.precision, why))
     prediction = Prediction(machine.platform, "tensorrt", precision, layers)
     if on_dla:
         prediction.transitions = transitions(model, on_dla, precision, machine.gpu.memory_gbs)
