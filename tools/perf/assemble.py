@@ -146,8 +146,8 @@ def _sparse_names(model, prediction) -> set[str]:
 
     if prediction is None or prediction.backend != "tensorrt":
         return set()
-    engines = {m: p.engine for p in prediction.layers for m in p.members}
-    return {layer.name for layer in model.layers if sparse_candidate(layer, engines.get(layer.name, "gpu"))}
+    engines = {m: (p.engine, p.precision) for p in prediction.layers for m in p.members}
+    return {layer.name for layer in model.layers if sparse_candidate(layer, *engines.get(layer.name, ("gpu", prediction.precision)))}
 
 
 def stage_shares(pipeline, target: str) -> dict | None:

@@ -19,6 +19,7 @@ from tools.perf.layers import PRECISION_BYTES, Layer, ModelLayers
 HEADS = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "PRelu", "Elu"}
 THREADED = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}  # ONNX Runtime splits these over its threads
+QDQ = {"QuantizeLinear", "DequantizeLinear"}
 FREE_MOVEMENT = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
 
 
@@ -111,8 +112,8 @@ def _fuses_into(layer: Layer, sources: list[Layer], consumers: dict, owner: dict
             affine = layer.op in ("Mul", "Add", "Sub", "Div") and len(layer.inputs) == 1  # a constant scale or shift folds in
             if layer.op in ACTIVATIONS | {"BatchNormalization", "Add"} or affine:
                 return head.name  # batch norm, bias, scale, the residual sum, then one activation
-        if backend == "tensorrt" and layer.op_class == "elementwise" and head.op_class == "elementwise":
-            return head.name
+        if backend == "tensorrt" and layer.op_class == "elementwise" and head.op_class == "elementwise" and not {layer.op, head.op} & QDQ:
+            return head.name  # pointwise fusion (Q/DQ are folded into their quantized layers instead)
     return None
 
 
