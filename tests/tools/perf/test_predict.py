@@ -128,7 +128,7 @@ def test_the_host_engine_roofline():
     assert wide.bound == "compute" and wide.compute_ms == pytest.approx(1e9 / (95 * channel_efficiency(512, engine.half) * 1e6), rel=1e-6)
     depthwise = engine.cost(_layer("conv_depthwise"), 100_000, 4_000_000)  # within the cache probe's size
     assert depthwise.bound == "memory" and depthwise.memory_ms == pytest.approx(4e6 / 40e6)
-    between = (4 << 20) * 8 ** 0.5  # geometric middle of the cache probe's size (4 MiB) and the LLC probe's (32 MiB)
+    between = (4 << 20) * 8**0.5  # geometric middle of the cache probe's size (4 MiB) and the LLC probe's (32 MiB)
     assert engine.bandwidth_gbs(int(between)) == pytest.approx((40.0 * 20.0) ** 0.5, rel=1e-6)
     tiny = engine.cost(_layer("elementwise", None, 64), 64, 512)
     assert tiny.bound == "launch"
