@@ -60,7 +60,9 @@ class Source(Frozen):
         scheme, sep, rest = uri.partition("://")
         if scheme == "synthetic" and sep and rest.partition("?")[0] not in SYNTHETIC_KINDS:
             kinds = ", ".join(f"synthetic://{kind}" for kind in SYNTHETIC_KINDS)
-            raise ValueError(f"unknown synthetic kind {rest.partition('?')[0]!r} in {uri!r}; allowed: {kinds} (e.g. synthetic://boxes?width=640&height=480)")
+            raise ValueError(
+                f"unknown synthetic kind {rest.partition('?')[0]!r} in {uri!r}; allowed: {kinds} (e.g. synthetic://boxes?width=640&height=480)"
+            )
         if not sep or scheme not in SOURCE_SCHEMES or not rest:
             allowed = ", ".join(f"{s}://..." for s in SOURCE_SCHEMES)
             raise ValueError(f"unknown source URI {uri!r}; allowed: {allowed}")

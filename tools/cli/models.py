@@ -136,6 +136,11 @@ def predict_command(args: argparse.Namespace, console: Console) -> int:
     )
     if report.get("power"):
         console.print(report["power"]["text"], highlight=False, markup=False)
+    if report.get("fusions"):
+        f = report["fusions"]
+        console.print(f"TensorRT fusions: {f['into_convolutions']} activation/pointwise layers in their convolutions' kernels, "
+                      f"{f['concat_in_place']} concatenations in place, {f['views']} reshapes as views, {f['qdq_folded']} Q/DQ folded "
+                      "(each layer's `fusion` in --json)", highlight=False, markup=False)  # fmt: skip
     for number, item in enumerate(report["bottlenecks"][:5], 1):
         text = f"{number}. {short_name(item['name'], 70)} ({item['op']}) {item['ms']:.3f} ms, {item['share']:.0%}, {item['bound']}-bound"
         console.print(text, highlight=False, markup=False)

@@ -202,5 +202,23 @@ def prediction_report(pipeline, model, prediction, host=None, machine=None, plac
         "layers": layers,
         "transitions": [t.__dict__ for t in prediction.transitions],
         "bottlenecks": bottlenecks(rows, prediction.precision, 5, fallbacks, _sparse_names(model, prediction), key="predicted_ms"),
+        "fusions": fusion_counts(model, prediction),
         "notes": prediction.notes,
     }  # fmt: skip
+
+
+def fusion_counts(model, prediction) -> dict[str, int]:
+    """How many layers each of TensorRT's fusions took (the per-layer `fusion` says which): activations and pointwise
+    layers run in a convolution's kernel, concatenations written in place, shuffles that are views, folded Q/DQ."""
+    if prediction.backend != "tensorrt":
+        return {}
+    by_name = model.by_name()
+    heads = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}
+    counts = {"into_convolutions": 0, "concat_in_place": 0, "views": 0, "qdq_folded": 0}
+    for p in prediction.layers:
+        if by_name[p.head].op_class in heads:
+            counts["into_convolutions"] += sum(1 for m in p.members[1:] if by_name[m].op_class == "elementwise")
+        key = {"in place": "concat_in_place", "a view": "views", "folded": "qdq_folded"}.get(p.fusion.split(":")[0])
+        if key:
+            counts[key] += 1
+    return counts

@@ -184,7 +184,8 @@ class DeviceEngine:
 
 # DLA structured sparsity (TensorRT Developer Guide, "Customizing DLA Memory Pools and Structured Sparsity", DLA on Orin):
 # INT8 convolutions only (not FP16, not fully connected), more than 64 input channels, quantized weights of at most
-# 256K, and K (output channels) with K % 64 in {0, 1, 2, 4, 8, 16, 32}.
+# 256K, and K (output channels) with K % 64 in {0, 1, 2, 4, 8, 16, 32}. The C > 64 rule is also in NVIDIA's DLA FAQ
+# (Deep-Learning-Accelerator-SW, "What's the difference between Dense TOPs and Sparse TOPS?").
 DLA_SPARSE_MIN_CHANNELS = 64  # input channels must exceed this
 DLA_SPARSE_MAX_WEIGHTS = 256 * 1024  # INT8 weights (bytes = elements)
 DLA_SPARSE_K_REMAINDERS = {0, 1, 2, 4, 8, 16, 32}  # K % 64

@@ -207,11 +207,25 @@ def predict_device(model: ModelLayers, machine, precision: str, placement=None, 
         why = free.get(group.head, "") if len(group.members) == 1 and engine is gpu else ""
         layers.append(_predict_group(group, model, engine, engine.precision, why))
     prediction = Prediction(machine.platform, "tensorrt", precision, layers)
+    prediction.notes.extend(unconfirmed_notes(machine, layers))
     if on_dla:
         prediction.transitions = transitions(model, on_dla, precision, machine.gpu.memory_gbs)
         prediction.run_overhead_ms = DLA_SUBGRAPH_MS * len(set(on_dla.values()))
         prediction.notes.append(f"{len(set(on_dla.values()))} DLA subgraph(s), {len(prediction.transitions)} GPU<->DLA transition(s)")
     return prediction
+
+
+def unconfirmed_notes(machine, layers: list[LayerPrediction]) -> list[str]:
+    """The ratios behind this prediction that no NVIDIA figure confirms (platform_facts.yaml, precision.unconfirmed)."""
+    from tools.perf.platforms import platform_facts
+
+    unconfirmed = platform_facts()["precision"].get("unconfirmed", {})
+    notes = []
+    if any(p.engine == "dla" and p.precision == "fp16" for p in layers):
+        notes.append(f"unconfirmed: {unconfirmed['dla_fp16']}")
+    if machine.architecture == "blackwell" and any(p.engine == "gpu" and p.precision == "int8" for p in layers):
+        notes.append(f"unconfirmed: {unconfirmed['blackwell_int8']}")
+    return notes
 
 
 def transitions(model: ModelLayers, on_dla: dict[str, int], precision: str, memory_gbs: float) -> list[Transition]:

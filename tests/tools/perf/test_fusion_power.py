@@ -144,8 +144,25 @@ def test_predict_a_bare_onnx_file_names_the_boot_mode(sdk, tmp_path):
     assert report["power"]["compared_ms"] < report["total"]["predicted_ms"]
     (conv,) = [row for row in report["layers"] if row["op"] == "Conv"]
     assert conv["name"] == "c1 + act_sigmoid + act_mul" and conv["fusion"].startswith("fused into c1")
+    assert report["fusions"]["into_convolutions"] == 2  # the Sigmoid and the Mul
     assert path.read_bytes() == before  # the file given is never written over
     given = sdk("predict", str(path), "--platform", "jetson-agx-orin", "--power-mode", "MAXN")
     assert "predicted at MAXN (--power-mode); the module boots in MODE_30W; MODE_30W:" in given.stdout
     refused = sdk("predict", str(path), "--platform", "jetson-agx-orin", "--power-mode", "TURBO")
     assert refused.returncode == 1 and "no power mode 'TURBO'" in refused.stderr and "MODE_30W (2)" in refused.stderr
+
+
+def test_a_prediction_on_an_unconfirmed_ratio_says_so():
+    model = _conv_silu_concat()
+    thor = predict_device(model, machine("jetson-thor"), "int8")
+    assert any(n.startswith("unconfirmed: Thor's INT8") for n in thor.notes)
+    assert not any("unconfirmed" in n for n in predict_device(model, machine("jetson-thor"), "fp16").notes)
+    assert not any("unconfirmed" in n for n in predict_device(model, machine("jetson-agx-orin"), "int8").notes)
+
+
+def test_a_device_reported_mode_matches_the_table():
+    from tools.perf.assemble import _mode
+
+    assert _mode({"power_mode": "MODE_30W"}, "jetson-agx-orin") == "MODE_30W"  # as `nvpmodel -q` prints it
+    assert _mode({"power_mode": "MAXN_SUPER"}, "jetson-orin-nx-16gb") == "MAXN_SUPER"
+    assert _mode({"power_mode": "CUSTOM_9W"}, "jetson-agx-orin") is None and _mode({}, "jetson-agx-orin") is None
