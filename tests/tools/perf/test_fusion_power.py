@@ -148,6 +148,10 @@ def test_predict_a_bare_onnx_file_names_the_boot_mode(sdk, tmp_path):
     assert path.read_bytes() == before  # the file given is never written over
     given = sdk("predict", str(path), "--platform", "jetson-agx-orin", "--power-mode", "MAXN")
     assert "predicted at MAXN (--power-mode); the module boots in MODE_30W; MODE_30W:" in given.stdout
+    missing = sdk("predict", str(tmp_path / "bear.onnx"), "--platform", "jetson-agx-orin")
+    assert missing.returncode == 1 and "bear.onnx: no such ONNX file" in missing.stderr and "did you mean" in missing.stderr
+    no_dla = sdk("predict", str(path), "--platform", "host", "--dla")
+    assert no_dla.returncode == 1 and "--dla needs a platform with DLA cores" in no_dla.stderr
     refused = sdk("predict", str(path), "--platform", "jetson-agx-orin", "--power-mode", "TURBO")
     assert refused.returncode == 1 and "no power mode 'TURBO'" in refused.stderr and "MODE_30W (2)" in refused.stderr
 
