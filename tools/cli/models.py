@@ -139,8 +139,9 @@ def predict_command(args: argparse.Namespace, console: Console) -> int:
     if report.get("fusions"):
         f = report["fusions"]
         console.print(f"TensorRT fusions: {f['into_convolutions']} activation/pointwise layers in their convolutions' kernels, "
-                      f"{f['concat_in_place']} concatenations in place, {f['views']} reshapes as views, {f['qdq_folded']} Q/DQ folded "
-                      "(each layer's `fusion` in --json)", highlight=False, markup=False)  # fmt: skip
+                      f"{f['concat_in_place']} concatenations in place, {f['views']} reshapes as views, {f['qdq_folded']} Q/DQ folded; "
+                      f"{total['without_trt_fusions_ms']:.3f} ms without them (each layer's `fusion` in --json)",
+                      highlight=False, markup=False)  # fmt: skip
     for number, item in enumerate(report["bottlenecks"][:5], 1):
         text = f"{number}. {short_name(item['name'], 70)} ({item['op']}) {item['ms']:.3f} ms, {item['share']:.0%}, {item['bound']}-bound"
         console.print(text, highlight=False, markup=False)

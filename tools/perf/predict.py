@@ -77,7 +77,7 @@ class Prediction:
         return {member: p for p in self.layers for member in p.members}
 
 
-def fusion_groups(model: ModelLayers, backend: str) -> tuple[Group, ...]:
+def fusion_groups(model: ModelLayers, backend: str, documented: bool = True) -> tuple[Group, ...]:
     """Conv/GEMM + (batch norms, constant scales and shifts, the residual sum, then one activation) as one; a Sigmoid
     and the Mul of its input (Swish) as one on either backend; on TensorRT also chains of elementwise layers. A layer
     joins its producer's group only as that producer's one consumer (what a fusion needs), the Swish's Mul excepted."""
@@ -93,7 +93,7 @@ def fusion_groups(model: ModelLayers, backend: str) -> tuple[Group, ...]:
         head = _fuses_into(layer, [producer[t] for t in layer.inputs if t in producer], consumers, owner, members, by_name, backend)
         owner[layer.name] = head or layer.name
         members.setdefault(head or layer.name, []).append(layer.name)
-    if backend == "tensorrt":
+    if backend == "tensorrt" and documented:  # `documented=False`: without TensorRT's generic-activation fusion (to compare)
         from tools.perf.trt_fusion import generic_activations
 
         members = generic_activations(model, members)
@@ -189,10 +189,12 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
     return Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=gaps)
 
 
-def predict_device(model: ModelLayers, machine, precision: str, placement=None, sparse: bool = False, dla_core: int = 0) -> Prediction:
+def predict_device(model: ModelLayers, machine, precision: str, placement=None, sparse: bool = False, dla_core: int = 0,
+                   documented: bool = True) -> Prediction:  # fmt: skip
     """TensorRT on a module's GPU, or on its DLA core `dla_core` (at that core's clock in the power mode) where
     `placement` (tools/dla's report) puts a layer, with the reformat and copy of every tensor crossing between the GPU
-    and a DLA subgraph."""
+    and a DLA subgraph. `documented=False` leaves out TensorRT's fusions beyond a convolution's own epilogue and a
+    pointwise chain (tools/perf/trt_fusion.py): what they are worth is the difference."""
     from tools.perf.engines import DLA_SUBGRAPH_MS, DeviceEngine
 
     gpu = DeviceEngine(machine.gpu, precision, sparse)
@@ -200,9 +202,9 @@ def predict_device(model: ModelLayers, machine, precision: str, placement=None, 
     on_dla = {v.name: v.subgraph for v in placement.layers if v.device == "DLA"} if placement is not None and dla is not None else {}
     from tools.perf.trt_fusion import free_layers
 
-    free = free_layers(model)
+    free = free_layers(model) if documented else {}
     layers = []
-    for group in fusion_groups(model, "tensorrt"):
+    for group in fusion_groups(model, "tensorrt", documented):
         engine = dla if group.head in on_dla else gpu
         why = free.get(group.head, "") if len(group.members) == 1 and engine is gpu else ""
         layers.append(_predict_group(group, model, engine, engine.precision, why))

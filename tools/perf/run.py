@@ -157,7 +157,12 @@ def predict_pipeline(source: Path, platform: str, precision: str | None, dla: bo
     prediction, target, placement = device_prediction(model, pipeline, platform, chosen, dla, tensorrt, power_mode)
     core = pipeline.spec.model.dla.core if dla and pipeline is not None and pipeline.spec.model.dla is not None else 0
     power = power_comparison(model, target, chosen, placement, core, power_mode is not None)
-    return prediction_report(pipeline, model, prediction, machine=target, placement=placement, power=power)
+    report = prediction_report(pipeline, model, prediction, machine=target, placement=placement, power=power)
+    from tools.perf.predict import predict_device
+
+    without = predict_device(model, target, chosen, placement, dla_core=core, documented=False).total_ms
+    report["total"]["without_trt_fusions_ms"] = round(without, 4)  # what TensorRT's documented fusions are worth here
+    return report
 
 
 __all__ = ["OPTIMIZED_FILE", "RAW_FILE", "Profile", "ProfileResult", "predict_pipeline"]

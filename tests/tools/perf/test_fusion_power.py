@@ -60,6 +60,8 @@ def test_conv_silu_is_one_kernel_and_concat_is_free():
     assert {p.head for p in prediction.layers if p.ms > 0} == {"c1", "c2", "c3", "view"}  # the activations have no kernel
     # The Reshape reads the Concat's output, which the third convolution also reads: not a view TensorRT can omit.
     assert by_head["view"].ms > 0
+    without = {p.head: p for p in predict_device(model, machine("jetson-agx-orin", "MAXN"), "fp16", documented=False).layers}
+    assert without["c1"].members == ("c1",) and without["cat"].ms > 0 and without["act1_sigmoid"].ms > 0
     # ONNX Runtime keeps its own rules: the Sigmoid x Mul is a node of its own, the Concat a copy.
     host = {g.head: g.members for g in fusion_groups(model, "onnxruntime")}
     assert host["c1"] == ("c1",) and "cat" in host
@@ -145,6 +147,7 @@ def test_predict_a_bare_onnx_file_names_the_boot_mode(sdk, tmp_path):
     (conv,) = [row for row in report["layers"] if row["op"] == "Conv"]
     assert conv["name"] == "c1 + act_sigmoid + act_mul" and conv["fusion"].startswith("fused into c1")
     assert report["fusions"]["into_convolutions"] == 2  # the Sigmoid and the Mul
+    assert report["total"]["without_trt_fusions_ms"] > report["total"]["predicted_ms"]  # the SiLU as a kernel of its own
     assert path.read_bytes() == before  # the file given is never written over
     given = sdk("predict", str(path), "--platform", "jetson-agx-orin", "--power-mode", "MAXN")
     assert "predicted at MAXN (--power-mode); the module boots in MODE_30W; MODE_30W:" in given.stdout
