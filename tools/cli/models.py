@@ -116,7 +116,7 @@ def profile_command(args: argparse.Namespace, console: Console) -> int:
 
 
 def predict_command(args: argparse.Namespace, console: Console) -> int:
-    from tools.perf.report import short_name, write_json
+    from tools.perf.report import render_predicted_layers, short_name, write_json
     from tools.perf.run import predict_pipeline
 
     if args.tensorrt:
@@ -140,8 +140,10 @@ def predict_command(args: argparse.Namespace, console: Console) -> int:
         f = report["fusions"]
         console.print(f"TensorRT fusions: {f['into_convolutions']} activation/pointwise layers in their convolutions' kernels, "
                       f"{f['concat_in_place']} concatenations in place, {f['views']} reshapes as views, {f['qdq_folded']} Q/DQ folded; "
-                      f"{total['without_trt_fusions_ms']:.3f} ms without them (each layer's `fusion` in --json)",
+                      f"{total['without_trt_fusions_ms']:.3f} ms without them (--layers shows each layer)",
                       highlight=False, markup=False)  # fmt: skip
+    if args.layers:
+        render_predicted_layers(console, report)
     for number, item in enumerate(report["bottlenecks"][:5], 1):
         text = f"{number}. {short_name(item['name'], 70)} ({item['op']}) {item['ms']:.3f} ms, {item['share']:.0%}, {item['bound']}-bound"
         console.print(text, highlight=False, markup=False)

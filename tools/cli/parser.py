@@ -156,6 +156,7 @@ def _add_model_commands(commands) -> None:
     predict.add_argument("--power-mode", metavar="MODE",
                          help="the module's nvpmodel mode, by name (MODE_30W) or id (default: the mode it boots in; docs/platforms.md)")  # fmt: skip
     predict.add_argument("--batch", type=whole, metavar="N", help="with a bare ONNX file: its batch dimension (default 1; 1 to 4096)")
+    predict.add_argument("--layers", action="store_true", help="print every predicted layer: what it holds, its time, and how it runs")
     predict.add_argument("--tensorrt", metavar="VERSION", help="with --dla: the TensorRT whose DLA rules apply (default 10.3)")
     predict.add_argument("--json", type=Path, metavar="OUT", help="also write the prediction as JSON")
 

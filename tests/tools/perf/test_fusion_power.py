@@ -149,7 +149,8 @@ def test_predict_a_bare_onnx_file_names_the_boot_mode(sdk, tmp_path):
     assert report["fusions"]["into_convolutions"] == 2  # the Sigmoid and the Mul
     assert report["total"]["without_trt_fusions_ms"] > report["total"]["predicted_ms"]  # the SiLU as a kernel of its own
     assert path.read_bytes() == before  # the file given is never written over
-    given = sdk("predict", str(path), "--platform", "jetson-agx-orin", "--power-mode", "MAXN")
+    given = sdk("predict", str(path), "--platform", "jetson-agx-orin", "--power-mode", "MAXN", "--layers")
+    assert "every predicted layer" in given.stdout and "fused into c1" in given.stdout
     assert "predicted at MAXN (--power-mode); the module boots in MODE_30W; MODE_30W:" in given.stdout
     missing = sdk("predict", str(tmp_path / "bear.onnx"), "--platform", "jetson-agx-orin")
     assert missing.returncode == 1 and "bear.onnx: no such ONNX file" in missing.stderr and "did you mean" in missing.stderr
