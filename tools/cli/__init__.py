@@ -44,6 +44,9 @@ def _check_pipeline_path(path: Path | None) -> None:
         hint = f"name one of its files, e.g. {path / files[0]}" if files else "give a pipeline file (YAML), e.g. pipelines/pedestrian.yaml"
         raise ConfigError(f"{path} is a folder, not a pipeline file", hint=hint)
     folder = path.parent
+    if path.suffix.lower() == ".onnx":  # `sdk predict MODEL.onnx`
+        close = difflib.get_close_matches(path.name, sorted(p.name for p in folder.glob("*.onnx")), n=1) if folder.is_dir() else []
+        raise ConfigError(f"{path}: no such ONNX file", hint=f"did you mean {folder / close[0]}?" if close else "check the path")
     close = difflib.get_close_matches(path.name, sorted(p.name for p in folder.glob("*.yaml")), n=1) if folder.is_dir() else []
     hint = f"did you mean {folder / close[0]}?" if close else "check the path; pipelines/pedestrian.yaml is the example"
     raise ConfigError(f"{path}: no such pipeline file", hint=hint)
