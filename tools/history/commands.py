@@ -166,9 +166,19 @@ def history_table(found: list[dict]) -> Table:
             _ms(r["e2e_p99_ms"]),
             "-" if r["miss_ratio"] is None else f"{r['miss_ratio']:.2%}",
             "-" if r["recall"] is None else f"{r['recall']:.3f}",
-            r["report_dir"] or "-",
+            _shown_path(r["report_dir"]),
         )
     return table
+
+
+def _shown_path(path: str | None) -> str:
+    """A report folder as a person types it: relative to the working folder where it lies below it."""
+    if not path:
+        return "-"
+    try:
+        return str(Path(path).relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path
 
 
 def index(args: argparse.Namespace, console: Console) -> int:

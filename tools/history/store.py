@@ -88,7 +88,20 @@ def history_path() -> Path | None:
         if value.strip().lower() in OFF:
             return None
         return Path(value).expanduser().resolve()
-    return (REPORTS / HISTORY_FILE).resolve()
+    return project_history(Path.cwd())
+
+
+def project_history(here: Path) -> Path:
+    """One history per project, wherever in it a command runs: the nearest `reports/history.sqlite` from `here`
+    upward; else the project's top (the nearest folder holding `.git`); else `here`."""
+    here = Path(here).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / REPORTS / HISTORY_FILE
+        if candidate.is_file():
+            return candidate
+        if (folder / ".git").exists():
+            return candidate
+    return here / REPORTS / HISTORY_FILE
 
 
 def timeout_s() -> float:
