@@ -153,3 +153,13 @@ def test_one_history_per_project_wherever_a_command_runs_in_it(tmp_path, monkeyp
     monkeypatch.delenv("SDK_HISTORY", raising=False)
     monkeypatch.chdir(project / "pipelines" / "cameras")
     assert history_path() == nested / "history.sqlite"
+
+
+def test_the_history_page_counts_runs_in_whole_numbers_and_writes_numbers_as_people_do():
+    from tools.history.trends import _cell
+    from tools.validation.svg_chart import Axis
+
+    assert Axis([0, 1], False, whole=True).ticks()[0] == [0, 1]  # two runs: ticks 0 and 1, never 0.5
+    assert all(float(t).is_integer() for t in Axis([0, 13], False, whole=True).ticks()[0])
+    assert Axis([0, 1], False).ticks()[0] != [0, 1]  # a measured axis keeps its fine steps
+    assert _cell(10670.25) == "10,670" and _cell(17.04) == "17.04" and "e+" not in _cell(1.5e7)
