@@ -145,7 +145,8 @@ def predict_command(args: argparse.Namespace, console: Console) -> int:
     if args.layers:
         render_predicted_layers(console, report)
     for number, item in enumerate(report["bottlenecks"][:5], 1):
-        text = f"{number}. {short_name(item['name'], 70)} ({item['op']}) {item['ms']:.3f} ms, {item['share']:.0%}, {item['bound']}-bound"
+        name = short_name(item["name"], 70, [layer["name"] for layer in report["layers"]])
+        text = f"{number}. {name} ({item['op']}) {item['ms']:.3f} ms, {item['share']:.0%}, {item['bound']}-bound"
         console.print(text, highlight=False, markup=False)
     for note in report["notes"]:
         console.print(f"note: {note}", highlight=False, markup=False)
