@@ -47,10 +47,23 @@ class TrialOutcome:
     reason: str
     frames: int
     current: str | None
+    committed: str | None = None
+    rollback_pending: bool = False  # the device could not roll back yet: `current` still names the trial
 
     @classmethod
     def parse(cls, answer: dict) -> TrialOutcome:
-        return cls(bool(answer.get("healthy")), str(answer.get("reason") or "no reason given"), int(answer.get("frames") or 0), answer.get("current"))
+        reason, frames = str(answer.get("reason") or "no reason given"), int(answer.get("frames") or 0)
+        return cls(bool(answer.get("healthy")), reason, frames, answer.get("current"), answer.get("committed"), bool(answer.get("rollback_pending")))
+
+    def still_on_trial(self, release: str) -> bool:
+        """The device could not roll back yet (another process held its store's mutex): `current` still names `release`."""
+        return self.rollback_pending or (self.current == release and self.committed not in (None, release))
+
+    def rolled_back_text(self, release: str) -> str:
+        """What became of the device after a failed trial of `release`, as it is (never the trial named as rolled back to)."""
+        if self.still_on_trial(release):
+            return f"the trial of {release} ended unfinished; the device rolls back to {self.committed or 'no release'} at its next start or deploy"
+        return f"the device rolled back to {self.current or 'no release'}"
 
 
 MUTATING_OPS = ("commit", "rollback", "prune")  # they carry the lease's fencing token
