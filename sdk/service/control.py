@@ -78,21 +78,20 @@ def status(folder: Path) -> dict:
 
 
 def _from_heartbeat(supervisor: dict | None, runtime: dict | None) -> tuple[str, str] | None:
-    """The state from the runtime's heartbeat, which reaches the supervisor without a disk, where status.json is not this
-    runtime's fresh file (a full disk refused it); None where the file says it, or there is no fresh heartbeat."""
+    """The state from the runtime's heartbeat, which reaches the supervisor without a disk, where status.json could not
+    be written (a full disk) or is not this runtime's; None where the file speaks for it, or the heartbeat is old too."""
     supervisor = supervisor or {}
     beat = supervisor.get("heartbeat") if supervisor.get("live") and supervisor.get("state") == "running" else None
     if not beat:
         return None
     interval = supervisor.get("status_interval_s") or 1.0
-    if not isinstance(beat.get("age_s"), (int, float)) or beat["age_s"] > STALE_AFTER_INTERVALS * max(interval, 1.0):
-        return None  # the heartbeat stopped too: what the files say stands
-    if runtime and runtime.get("pid") == beat.get("pid") and not runtime.get("stale"):
-        return None
+    if not isinstance(beat.get("age_s"), (int, float)) or beat["age_s"] > STALE_AFTER_INTERVALS * interval:
+        return None  # no fresh heartbeat either (a frozen runtime): what the files say stands
     said = str(beat.get("status") or "")
-    why = said.partition(f"{STATUS_FILE} not written: ")[2] or supervisor.get("state_write_error")
-    if not why:
-        why = f"{STATUS_FILE} is {runtime.get('age_s')} s old" if runtime else f"no {STATUS_FILE} yet"
+    unwritten = said.partition(f"{STATUS_FILE} not written: ")[2]
+    if runtime and runtime.get("pid") == beat.get("pid") and not unwritten:
+        return None  # the file is this runtime's and was written: its age says the rest
+    why = unwritten or supervisor.get("state_write_error") or f"none of runtime pid {beat.get('pid')} yet"
     return ("degraded" if said.startswith("DEGRADED") else "running"), f"status file could not be written: {why}; the runtime's heartbeat: {said}"
 
 

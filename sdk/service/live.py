@@ -2,7 +2,7 @@
 
 supervisor.json and status.json are what `sdk status` reads, but a full disk refuses them: the runtime runs
 while its files still say `starting` (or nothing). So the supervisor also answers on an abstract Unix socket
-named by its PID (no file, nothing to clean up): one connection, one JSON line with its state as it is in
+named by its PID (no file, nothing to clean up), from its main loop: one connection, one JSON line with its state as it is in
 memory, and the runtime's last heartbeat (the STATUS= line of the notification protocol, which reaches the
 supervisor without a disk). A socket name can be taken by anyone, so the answer counts only when the kernel
 says (SO_PEERCRED) that the process at the other end is the supervisor the caller verified by its lock.
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import socket
 import struct
-import threading
 
 ANSWER_TIMEOUT_S = 1.0
 MAX_ANSWER = 1 << 20
@@ -24,24 +23,29 @@ def address(pid: int) -> str:
 
 
 class LiveState:
-    """Answers every connection with `describe()` as one JSON line, from a thread of its own that outlives any error."""
+    """Answers each connection with `describe()` as one JSON line, when its owner calls `answer()` (its main loop, which
+    selects on `fileno()`). No thread: a thread of the supervisor could outlive its main thread for a moment as it
+    dies, and the runtime's parent-death signal follows the thread that started it."""
 
     def __init__(self, pid: int, describe) -> None:
         self.describe = describe
         self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._socket.bind(address(pid))
-        self._socket.listen(4)
-        self._thread = threading.Thread(target=self._serve, name="live-state", daemon=True)
-        self._thread.start()
+        self._socket.listen(8)
+        self._socket.setblocking(False)
 
-    def _serve(self) -> None:
+    def fileno(self) -> int:
+        return self._socket.fileno()
+
+    def answer(self) -> None:
+        """Every connection waiting now; never raises, never waits for a caller that does not read."""
         while True:
             try:
                 conn, _ = self._socket.accept()
             except OSError:
-                return  # closed
+                return  # none waiting (or closed)
             try:
-                conn.settimeout(ANSWER_TIMEOUT_S)
+                conn.settimeout(ANSWER_TIMEOUT_S / 4)
                 conn.sendall((json.dumps(self.describe()) + "\n").encode())
             except Exception:  # noqa: S110, BLE001 - a caller that went away, a state that cannot be said: the next one is answered
                 pass
@@ -49,10 +53,6 @@ class LiveState:
                 conn.close()
 
     def close(self) -> None:
-        try:
-            self._socket.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self._socket.close()
 
 

@@ -90,6 +90,7 @@ class Supervisor(FollowsTheStore):
         self.state_write_error: str | None = None
         self.source: dict | None = None  # what the service does with its source (sdk/service/plan.py)
         self.heartbeat: tuple[str, float, int] | None = None  # the runtime's last STATUS= line, when, and its pid
+        self.live: LiveState | None = None  # answers `sdk status` and `sdk start` from the main loop (sdk/service/live.py)
         self._stopping = False
         self._switching = False  # the child was stopped to give way to another release (SIGHUP)
         self.stop_reason = "stopped"
@@ -178,7 +179,7 @@ class Supervisor(FollowsTheStore):
             who = holder(self.status_dir / SERVICE_LOCK, "supervisor") or {}
             sys.stderr.write(f"already running: pid {who.get('pid')} holds {self.status_dir / SERVICE_LOCK}\n")
             return EXIT_ALREADY_RUNNING
-        live = LiveState(os.getpid(), self.describe)  # its state without a file: a full disk refuses supervisor.json
+        self.live = LiveState(os.getpid(), self.describe)  # its state without a file: a full disk refuses supervisor.json
         try:
             (self.status_dir / PID_FILE).unlink(missing_ok=True)  # from an earlier version: a PID, not an identity
             self.log = RotatingLog(self.status_dir / LOG_FILE, int(DEFAULT_LOG_MB * 2**20), DEFAULT_LOG_KEEP)
@@ -197,7 +198,7 @@ class Supervisor(FollowsTheStore):
                 self._write()
                 self.note(f"supervisor ends: {self.state} ({self.last_reason})")
         finally:
-            live.close()
+            self.live.close()
             lock.release()
 
     def _load(self) -> None:
@@ -278,7 +279,8 @@ class Supervisor(FollowsTheStore):
                 delay = min(self.service.restart_backoff_s * 2 ** (len(self.restarts) - 1), MAX_BACKOFF_S)
                 deadline = time.monotonic() + delay
                 while not self._stopping and time.monotonic() < deadline:
-                    time.sleep(0.05)
+                    if select.select([self.live], [], [], 0.05)[0]:
+                        self.live.answer()
                 if self._stopping:
                     self.state = "stopped"
                     return 0
@@ -379,7 +381,9 @@ class Supervisor(FollowsTheStore):
                 self.child.kill()  # did not stop within the bound
                 self.child.wait()
                 return -9, f"killed: no exit within stop_timeout_s {self.service.stop_timeout_s:g}"
-            readable, _, _ = select.select([listener, *output], [], [], 0.1)
+            readable, _, _ = select.select([listener, *output, *([self.live] if self.live else [])], [], [], 0.1)
+            if self.live is not None and self.live in readable:
+                self.live.answer()
             if output and output[0] in readable:
                 self._drain(output)
             if listener in readable:
