@@ -91,6 +91,18 @@ def hold_lock_arguments(owner: str, lease: float) -> list[str]:  # the local tar
     return ["hold-lock", owner, "--lease", f"{lease:g}", "--wait", f"{lease + 2:g}"]
 
 
+def lock_hint(message: str) -> str:
+    """What to do when the deploy lock could not be taken: wait only where another deploy holds it."""
+    text = message.lower()
+    if "read-only" in text:
+        return "the target's store is read-only (a read-only mount?): make its remote_root writable, then deploy again"
+    if "no space left" in text or "disk full" in text:
+        return "the target's disk is full: free space under its remote_root, then deploy again"
+    if "permission denied" in text:
+        return "the login cannot write the target's store: check the owner of its remote_root"
+    return "wait for the other deploy to finish"
+
+
 def _locked(process, owner: str, timeout: float, where: str) -> int:
     """The token from the holder's first line, or the holder's own error."""
     try:
@@ -100,7 +112,8 @@ def _locked(process, owner: str, timeout: float, where: str) -> int:
     answer = parse_event(line)
     if answer.get("locked") != owner or not isinstance(answer.get("token"), int):
         stderr = process.close()
-        raise ReleaseError(f"{where}: {error_line(stderr) or 'cannot take the deploy lock'}", hint="wait for the other deploy to finish")
+        message = error_line(stderr) or "cannot take the deploy lock"
+        raise ReleaseError(f"{where}: {message}", hint=lock_hint(message))
     return answer["token"]
 
 

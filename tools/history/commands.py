@@ -92,11 +92,14 @@ def _path(given: Path | None) -> Path:
 @contextmanager
 def _database_errors(path_of) -> Iterator[None]:
     """An SQLite error while reading or indexing is the user's to act on: one error line naming the file."""
-    from tools.history.store import HistoryError
+    from tools.history.store import HistoryError, problem
 
     try:
         yield
     except sqlite3.Error as exc:
+        said = problem(exc, path_of())
+        if said is not None:
+            raise HistoryError(said, hint="free space on its disk, or set SDK_HISTORY (or --history) to a file in a writable folder") from None
         raise HistoryError(f"the history {path_of()} failed: {exc}", hint="retry; a damaged file: move it aside, sdk history index DIR") from None
 
 
@@ -188,6 +191,9 @@ def index(args: argparse.Namespace, console: Console) -> int:
     done = index_folders(args.folder)
     for folder, why in done.failed.items():
         sys.stderr.write(f"warning: {folder} not indexed: {why}\n")
+    if done.unfinished:
+        example = done.unfinished[0]
+        sys.stderr.write(f"note: {len(done.unfinished)} report folder(s) skipped: their run stopped before its report (e.g. {example})\n")
     console.print(f"indexed {len(done.added)} report folder(s) from {args.folder} into {_path(args.index_history)}", highlight=False)
     return 0
 

@@ -112,10 +112,12 @@ class Optimize:
             update={k: v for k, v in (("min_recall", self.settings.min_recall), ("min_precision", self.settings.min_precision)) if v is not None}
         )
         from tools.deploy.flow import default_report_dir
+        from tools.validation.report_dirs import mark_finished, mark_unfinished
 
         label = self.settings.target or self.settings.platform
         report_dir = (self.settings.report_dir or default_report_dir(pipeline, label, "optimize")).resolve()
         report_dir.mkdir(parents=True, exist_ok=True)
+        mark_unfinished(report_dir, "optimize")
         context = _Context(pipeline, artifacts, platform, gate, self.settings, self.progress)
         report = context.run()
         chosen = report.pop("_chosen", None)
@@ -131,6 +133,7 @@ class Optimize:
 
         write_json(report, report_dir / REPORT_FILE)
         write_html(report, report_dir)
+        mark_finished(report_dir)
         from tools.history.hook import finished
 
         finished(report_dir, "optimize")  # into the history; never fails the run
