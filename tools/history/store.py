@@ -11,6 +11,7 @@ in one transaction, and a file written by a newer SDK is read but never written.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 from collections.abc import Iterable
 from datetime import datetime, timezone
@@ -108,11 +109,21 @@ def read_only_here(path: Path) -> bool:
     return not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK))
 
 
+ALMOST_FULL = 1 << 20  # SQLite says "disk I/O error" where its shared-memory file cannot grow: with less free, a full disk
+
+
+def _free(path: Path) -> int:
+    try:
+        return shutil.disk_usage(Path(path).parent).free
+    except OSError:
+        return ALMOST_FULL
+
+
 def problem(exc: BaseException, path: Path) -> str | None:
     """What an SQLite error means for the history at `path`, in words a person acts on; None for anything else."""
     text = str(exc)
-    if isinstance(exc, sqlite3.OperationalError) and "full" in text:
-        return f"disk full: the history {path} cannot grow ({text}); free space on its disk"
+    if isinstance(exc, sqlite3.OperationalError) and ("full" in text or ("I/O error" in text and _free(path) < ALMOST_FULL)):
+        return f"disk full: the history {path} cannot grow ({text}; {_free(path)} bytes free); free space on its disk"
     if isinstance(exc, sqlite3.OperationalError) and read_only_here(path) and ("readonly" in text or "unable to open" in text):
         return f"the history {path} is read-only here (its folder {path.parent} cannot be written): runs are not recorded in it"
     return None
