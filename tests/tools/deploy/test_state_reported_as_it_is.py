@@ -1,7 +1,12 @@
-"""A full store that also holds the service's folder, after a power cut during a trial: supervisor.json and status.json
-cannot be written, yet the service runs. `sdk start` returns as soon as the runtime is READY and says it runs, `sdk
-status` says running (and why its files are old), a second start says "already running" with that state, and no
-try leaves a temporary file behind. The supervisor's state reaches them without a disk (sdk/service/live.py)."""
+"""What the device is in, reported as it is.
+
+- A full store that also holds the service's folder, after a power cut during a trial: supervisor.json and status.json
+  cannot be written, yet the service runs. `sdk start` returns as soon as the runtime is READY and says it runs, `sdk
+  status` says running (and why its files are old), a second start says "already running" with that state, and no try
+  leaves a temporary file behind. The supervisor's state reaches them without a disk (sdk/service/live.py).
+- A trial killed by its deadline while another process holds the store's mutex is reported as not rolled back yet.
+- A read-only store is said to be read-only, not busy with another deploy.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ import json
 import subprocess
 import sys
 import time
+
+import pytest
 
 from sdk.store.objects import ReleaseStore
 from tests.sdk.service.service_helpers import processes, reap, wait_for
@@ -90,3 +97,18 @@ def test_a_trial_ended_by_its_deadline_under_a_held_mutex_is_reported_as_it_is(t
                 process.wait()
         reap(str(root))
     assert store.committed() == ids["B"]
+
+
+def test_a_read_only_store_says_it_is_read_only_not_that_another_deploy_holds_it(mounts, state_dir):
+    from sdk.errors import ReleaseError
+    from tools.connect.sessions import open_session
+    from tools.targets import resolve_target
+
+    root = state_dir / "targets" / "local"
+    ReleaseStore(root).ensure()  # a store that was deployed to, then mounted read-only
+    mounts.run("--bind", str(root), point=root)
+    mounts.run("-o", "remount,bind,ro", point=root)
+    with open_session(resolve_target("local")) as session, pytest.raises(ReleaseError) as caught:
+        session.lock("a deploy")
+    assert "Read-only file system" in caught.value.message, caught.value.message
+    assert "read-only" in caught.value.hint and "wait for the other deploy" not in caught.value.hint, caught.value.hint
