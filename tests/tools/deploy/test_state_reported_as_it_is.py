@@ -22,24 +22,25 @@ from tests.sdk.service.service_helpers import processes, reap, wait_for
 from tests.tools.deploy import test_recovery_faults as recovery
 from tests.tools.deploy.test_recovery_faults import copy_template, fill, hold_deploy_lock, hold_mutex, no_traceback, power_cut_during_trial
 
-template, mounts = recovery.template, recovery.mounts  # the recovery tests' fixtures: their template store, their mounts
+template, mounts, target = recovery.template, recovery.mounts, recovery.target  # the recovery tests' fixtures (target: local, SSH)
 
 START_WAIT_S = 120  # `sdk start`'s own wait for READY: a start that does not see READY takes all of it
 
 
-def test_a_full_store_with_the_service_folder_on_it_starts_promptly_and_says_running(template, mounts, state_dir, sdk):
+def test_a_full_store_with_the_service_folder_on_it_starts_promptly_and_says_running(template, mounts, target, sdk):
+    name, root = target
     source, ids = template
-    root = state_dir / "targets" / "local"
-    root.mkdir(parents=True)
+    root.mkdir(parents=True, exist_ok=True)
     mounts.run("-t", "tmpfs", "-o", "size=32m", "tmpfs", point=root)
     subprocess.run(["cp", "-a", f"{source}/.", str(root)], check=True)
     store = ReleaseStore(root)
+    assert sdk("status", "--target", name, "--json").returncode == 0  # over SSH: the device agent the deploys left
     power_cut_during_trial(store, ids["C"])
     (root / "service").mkdir(exist_ok=True)
     fill(root)  # the store and the service folder: every write fails with ENOSPC from now on
     try:
         started = time.monotonic()
-        done = sdk("start", "--target", "local")
+        done = sdk("start", "--target", name)
         took = time.monotonic() - started
         no_traceback(done)
         assert done.returncode == 0, done.stderr
@@ -49,17 +50,17 @@ def test_a_full_store_with_the_service_folder_on_it_starts_promptly_and_says_run
         assert answer["state"] in ("running", "degraded"), answer
         assert not (root / "service" / "supervisor.json").exists()  # nothing could be written: the state came another way
 
-        status = sdk("status", "--target", "local", "--json")
+        status = sdk("status", "--target", name, "--json")
         assert status.returncode == 0, status.stderr
         service = json.loads(status.stdout)["service"]
         assert service["state"] in ("running", "degraded") and "disk full" in service["reason"], service
 
-        again = sdk("start", "--target", "local")
+        again = sdk("start", "--target", name)
         assert again.returncode == 0, again.stderr
         second = json.loads(again.stdout)
         assert not second["started"] and second["note"] == "already running" and second["state"] in ("running", "degraded"), second
     finally:
-        sdk("stop", "--target", "local")
+        sdk("stop", "--target", name)
         reap(str(root))
     assert not list(root.glob(".tmp-*")), sorted(p.name for p in root.glob(".tmp-*"))  # no empty temporary per try
     assert store.trial() is not None  # nothing could be written: the dead trial is still recorded, and it never ran
