@@ -179,7 +179,10 @@ class Supervisor(FollowsTheStore):
             who = holder(self.status_dir / SERVICE_LOCK, "supervisor") or {}
             sys.stderr.write(f"already running: pid {who.get('pid')} holds {self.status_dir / SERVICE_LOCK}\n")
             return EXIT_ALREADY_RUNNING
-        self.live = LiveState(os.getpid(), self.describe)  # its state without a file: a full disk refuses supervisor.json
+        try:
+            self.live = LiveState(os.getpid(), self.describe)  # its state without a file: a full disk refuses supervisor.json
+        except OSError:
+            self.live = None  # its name taken by another process: `sdk status` reads the files, as before
         try:
             (self.status_dir / PID_FILE).unlink(missing_ok=True)  # from an earlier version: a PID, not an identity
             self.log = RotatingLog(self.status_dir / LOG_FILE, int(DEFAULT_LOG_MB * 2**20), DEFAULT_LOG_KEEP)
@@ -198,7 +201,8 @@ class Supervisor(FollowsTheStore):
                 self._write()
                 self.note(f"supervisor ends: {self.state} ({self.last_reason})")
         finally:
-            self.live.close()
+            if self.live is not None:
+                self.live.close()
             lock.release()
 
     def _load(self) -> None:
@@ -279,7 +283,9 @@ class Supervisor(FollowsTheStore):
                 delay = min(self.service.restart_backoff_s * 2 ** (len(self.restarts) - 1), MAX_BACKOFF_S)
                 deadline = time.monotonic() + delay
                 while not self._stopping and time.monotonic() < deadline:
-                    if select.select([self.live], [], [], 0.05)[0]:
+                    if self.live is None:
+                        time.sleep(0.05)
+                    elif select.select([self.live], [], [], 0.05)[0]:
                         self.live.answer()
                 if self._stopping:
                     self.state = "stopped"
