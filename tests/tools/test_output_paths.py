@@ -183,3 +183,9 @@ def test_negative_limit_and_runs_have_hints_of_their_own(sdk, tmp_path, monkeypa
     assert "--limit 0 all" in sdk("history", "--limit", "-1").stderr
     one_error(sdk("compare", "a", "b", "--runs", "-3"), "--runs -3")
     assert "--runs 5" in sdk("compare", "a", "b", "--runs", "-3").stderr
+
+
+def test_deploy_report_dir_in_proc_or_on_a_read_only_disk_is_refused_before_anything_is_sent(tiny, sdk, read_only, tmp_path):
+    for folder, words in (("/proc/deploy", ["/proc"]), (str(read_only / "deploy"), ["read-only file system"])):
+        one_error(sdk("deploy", "--target", "local", str(tiny), "--report-dir", folder), "--report-dir", *words)
+    assert not (tmp_path / "state" / "targets" / "local" / "releases").exists()  # nothing reached the target

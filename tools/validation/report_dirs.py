@@ -53,6 +53,9 @@ def _entries(folder: Path) -> list[Path]:
 def check_report_dir(folder: Path, force: bool) -> Path:
     """Refuse (ConfigError) a named report folder that already holds files, unless `force`; nothing is
     changed here. Returns the folder, resolved."""
+    from tools.output_paths import check_output_folder
+
+    check_output_folder(folder, "--report-dir")  # a file, /proc, a read-only disk: refused before anything runs
     folder = Path(folder).resolve()
     entries = _entries(folder)
     if not entries:
