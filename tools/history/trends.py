@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from sdk.runtime.verdict import format_number
-from sdk.sinks.files import write_whole
+from tools.output_paths import write_output
 from tools.validation.plots import strip_ids, use_log
 from tools.validation.svg_chart import CYCLE, Axis, Chart
 
@@ -116,5 +116,5 @@ def write_page(runs: list[dict], path: Path, title: str) -> Path:
     )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_whole(path, html)
+    write_output(path, html, "--html")
     return path

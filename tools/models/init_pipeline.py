@@ -96,6 +96,29 @@ def _relative_source(source: str, folder: Path) -> str:
     return source
 
 
+def _check_source(uri: str, given: str | None, folder: Path) -> None:
+    """--source as `sdk check` judges it: a scheme the runtime reads, its parameters in range, and a recorded source
+    (file://, images://) that exists, relative to the pipeline file's folder. Refused before anything is written."""
+    from pydantic import ValidationError
+
+    from sdk.spec.source import Source
+
+    if given is None:
+        return
+    try:
+        Source(uri=uri)
+    except ValidationError as exc:
+        why = str(exc.errors()[0].get("msg", exc)).removeprefix("Value error, ")
+        raise ConfigError(f"--source {given}: {why}", hint="e.g. --source file://clip.mp4 (beside the pipeline file) or v4l2:///dev/video0") from None
+    scheme, _, rest = uri.partition("://")
+    path = folder / rest.partition("?")[0]
+    if scheme in ("file", "images") and not path.exists():
+        raise ConfigError(
+            f"--source {given}: {path} does not exist (a recorded source is read relative to the pipeline file's folder, {folder})",
+            hint="copy the clip beside the pipeline file, or give its path",
+        )
+
+
 def _source_facts(uri: str, folder: Path) -> tuple[float, tuple[int, int] | None]:
     """The frame rate a clip's header or a URI's `fps=` states (DEFAULT_FPS where neither does), and the frame size
     where the clip, the first image or the URI's `width=`/`height=` tell it."""
@@ -275,6 +298,9 @@ def init_pipeline(model: Path, *, source: str | None = None, output: Path | None
     output = Path(output) if output is not None else model.with_suffix(".yaml")
     if output.exists():
         raise ConfigError(f"{output} exists; sdk init never overwrites a file", hint="remove it or give another --output")
+    from tools.output_paths import check_output_file
+
+    check_output_file(output, "--output", [(model, "the model"), *((Path(c), "a cascade model") for c in cascade)])  # before any work
     folder = output.resolve().parent
     model_rel = _inside(model, folder, output)
     recognised = recognise(model)
@@ -298,17 +324,20 @@ def init_pipeline(model: Path, *, source: str | None = None, output: Path | None
         )
     name = "".join(c if c.isalnum() or c in "._-" else "-" for c in output.stem).lstrip("._-")[:64] or "pipeline"
     uri = _relative_source(source or DEFAULT_SOURCE, folder)
+    _check_source(uri, source, folder)
     fps, frame = _source_facts(uri, folder)
     _size_a_text_detector(recognised, frame)
     text, fill = render(recognised, model_rel, uri, name, fps, steps)
-    partial = output.with_name(output.name + ".partial")
-    partial.write_text(text)
+    partial = output.with_name(f".{output.name}.partial")
     try:
+        partial.write_text(text)
         os.link(partial, output)  # fails if the file appeared meanwhile: never overwrite
     except FileExistsError:
         raise ConfigError(f"{output} exists; sdk init never overwrites a file", hint="remove it or give another --output") from None
+    except OSError as exc:  # the disk filled since the check
+        raise ConfigError(f"--output {output}: cannot be written ({exc.strerror or exc})", hint="free space or give another --output") from None
     finally:
-        partial.unlink()
+        partial.unlink(missing_ok=True)
     return InitResult(output, recognised, fill)
 
 

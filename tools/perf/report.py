@@ -8,18 +8,16 @@ import json
 from html import escape
 from pathlib import Path
 
-from sdk.sinks.files import write_whole
+from tools.output_paths import write_output
 
 PROFILE_FORMAT = 1
 REPORT_FILE = "report.json"
 HTML_FILE = "report.html"
 
 
-def write_json(report: dict, path: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_whole(path, json.dumps(report, indent=1) + "\n")
-    return path
+def write_json(report: dict, path: Path, option: str = "report") -> Path:
+    """The report as JSON at `path`, whole or not at all; a failure is one error line naming `option` and the path."""
+    return write_output(Path(path), json.dumps(report, indent=1) + "\n", option)
 
 
 def _svg(figure) -> str:
@@ -124,7 +122,7 @@ def write_html(report: dict, folder: Path) -> Path:
         f"<h2>Roofline</h2>{roofline_svg(report)}{predicted_svg(report)}<ul>{notes}</ul><h2>Layers</h2>{layers}</body></html>"
     )
     path = Path(folder) / HTML_FILE
-    write_whole(path, page)
+    write_output(path, page, "the report folder")
     return path
 
 
