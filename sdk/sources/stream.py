@@ -2,7 +2,10 @@
 
 Recorded sources are pulled: with `rate_fps` each frame is due at `t0 + index / rate` and
 carries that due time as its capture time, so a slow stage shows up as latency of the
-frames behind it (no coordinated omission), never as silently fewer frames. Live cameras
+frames behind it (no coordinated omission), never as silently fewer frames. With `pace: recorded`
+(recordings whose frames carry stamps: mcap://, rosbag2://) a frame is due at `t0 + (stamp - first stamp)`
+instead (never before the frame before it: a stamp that goes backwards is due at once, and counted by the
+reader). Every frame of such a recording carries its recorded stamp and frame id. Live cameras
 push: a capture thread stamps each frame on arrival and keeps only the newest; every frame
 overwritten before the pipeline took it is counted as dropped.
 """
@@ -147,39 +150,86 @@ class FrameStream:
             rewound = True
 
     def _recorded(self) -> Iterator[Frame]:
-        rate = self.replay.rate_fps
-        period_ns = int(round(1e9 / rate)) if rate else 0
-        t0: int | None = None
+        schedule = _Schedule(self.replay, self.reader)
         index = 0
         while self.max_frames is None or self.counters.delivered < self.max_frames:
+            loops = self.counters.loops
             image = self._next_image()
             if image is None:
                 self.source_ended = True
                 return
+            if self.counters.loops != loops:
+                schedule.rewound()
             now = self._clock()
-            if not rate:
+            due = schedule.due(index, now)
+            if due is None:
                 t_capture = now
             else:
-                if t0 is None:
-                    t0 = now
-                due = t0 + index * period_ns
                 if self.replay.late_frames == "drop":
                     # Newest wins: a frame whose successor is already due is stale.
-                    while now >= due + period_ns:
+                    while (following := schedule.next_due(index)) is not None and now >= following:
                         self.counters.dropped += 1
                         index += 1
-                        due += period_ns
                         image = self._next_image()
                         if image is None:
                             self.source_ended = True
                             return
+                        due = schedule.due(index, now)
                         now = self._clock()
                 if now < due:
                     self._sleep((due - now) / 1e9)
                 t_capture = due
             self.counters.delivered += 1
-            yield Frame(index=index, t_capture_ns=t_capture, image=image)
+            stamp, frame_id = getattr(self.reader, "stamp_ns", None), getattr(self.reader, "frame_id", None)
+            yield Frame(index=index, t_capture_ns=t_capture, image=image, stamp_ns=stamp, frame_id=frame_id)
             index += 1
+
+
+class _Schedule:
+    """When a recorded frame is due (monotonic ns), or None where the replay is as fast as the pipeline goes.
+
+    rate: frame i is due at t0 + i periods. recorded: at t0 + (its stamp - the first frame's stamp), never before
+    the frame before it (a stamp that goes backwards is due at once)."""
+
+    def __init__(self, replay: Replay, reader: FrameReader) -> None:
+        self.reader = reader
+        self.recorded = replay.pace == "recorded"
+        rate = replay.rate_fps
+        self.period_ns = int(round(1e9 / rate)) if rate else 0
+        self.t0: int | None = None
+        self.first_stamp: int | None = None
+        self.last_due: int | None = None
+        self.last_interval = 0  # the newest interval between two frames' stamps (a looped recording's seam)
+        self.last_stamp: int | None = None
+
+    def rewound(self) -> None:
+        """A looped recording starts again: its first frame is due one interval after the last one."""
+        if self.recorded and self.last_due is not None:
+            self.t0, self.first_stamp, self.last_stamp = self.last_due + self.last_interval, None, None
+
+    def due(self, index: int, now: int) -> int | None:
+        if not self.recorded and not self.period_ns:
+            return None
+        if self.t0 is None:
+            self.t0 = now
+        if not self.recorded:
+            return self.t0 + index * self.period_ns
+        stamp = self.reader.stamp_ns
+        if self.first_stamp is None:
+            self.first_stamp = stamp
+        due = self.t0 + (stamp - self.first_stamp)
+        if self.last_stamp is not None and stamp > self.last_stamp:
+            self.last_interval = stamp - self.last_stamp
+        self.last_stamp = stamp
+        self.last_due = due if self.last_due is None else max(due, self.last_due)
+        return self.last_due
+
+    def next_due(self, index: int) -> int | None:
+        """When the frame after frame `index` is due (None: not known, or no more frames)."""
+        if not self.recorded:
+            return self.t0 + (index + 1) * self.period_ns
+        stamp = self.reader.next_stamp_ns
+        return None if stamp is None else max(self.t0 + (stamp - self.first_stamp), self.last_due)
 
 
 class _LiveCapture:
