@@ -88,10 +88,11 @@ def summed_counters(counters: list[StreamCounters]) -> StreamCounters:
     """The cameras' counters added up (a status' and the report's aggregate)."""
     total = StreamCounters()
     for c in counters:
-        for key in ("delivered", "dropped", "corrupt", "lost", "loops", "disconnects", "reconnect_attempts"):
+        for key in ("delivered", "dropped", "corrupt", "lost", "out_of_order", "loops", "disconnects", "reconnect_attempts"):
             setattr(total, key, getattr(total, key) + getattr(c, key))
         total.corrupt_last = c.corrupt_last or total.corrupt_last
         total.lost_last = c.lost_last or total.lost_last
+        total.out_of_order_last = c.out_of_order_last or total.out_of_order_last
     return total
 
 

@@ -1,4 +1,4 @@
-"""Where detections go: JSONL, an annotated video, or nowhere."""
+"""Where detections go: JSONL, an annotated video, masks, an MCAP file for Foxglove, or nowhere."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from sdk.postprocess.detections import Detections
 from sdk.spec.paths import confined_path
 from sdk.spec.schema import JsonlSink as JsonlSpec
 from sdk.spec.schema import MaskSink as MaskSpec
+from sdk.spec.schema import McapSink as McapSpec
 from sdk.spec.schema import NullSink as NullSpec
 from sdk.spec.schema import VideoSink as VideoSpec
 from sdk.spec.sinks import camera_path
@@ -197,6 +198,11 @@ def create_sinks(
                 continue
             path = confined_path(output_dir, spec.path, where=where)
             sinks.append(VideoSink(path, fourcc=spec.fourcc, fps=spec.fps or fps, rotate=spec.rotate, retention=retention))
+        elif isinstance(spec, McapSpec):
+            from sdk.sinks.mcap_sink import McapSink
+
+            path = confined_path(output_dir, spec.path, where=where)
+            sinks.append(McapSink(path, topic=spec.topic, images=spec.images, image_topic=spec.image_topic, cameras=list(cameras or [])))
         elif isinstance(spec, NullSpec):
             sinks.append(NullSink())
     intervals = [s.sync_interval_s for s in sinks if getattr(s, "sync_interval_s", None)]  # JSONL sinks: never per camera

@@ -33,8 +33,8 @@ class McapTopic(RecordedTopic):
     def __init__(self, uri) -> None:
         super().__init__(uri)
         self._file = None
-        self._mcap = need("mcap.reader", "mcap", "source mcap://", SourceError)
-        self._ros2 = need("mcap_ros2.decoder", "mcap-ros2-support", "source mcap://", SourceError)
+        self._mcap = need("mcap.reader", "mcap", "source mcap://")
+        self._ros2 = need("mcap_ros2.decoder", "mcap-ros2-support", "source mcap://")
 
     def _factories(self) -> list:
         factories = [self._ros2.DecoderFactory()]
@@ -98,6 +98,7 @@ class McapTopic(RecordedTopic):
             raise self._missing_topic(topics)
         self._file = handle
         self._nominal = _rate(summary, self.topic) if summary is not None else None
+        self.frame_count = _count(summary, self.topic) if summary is not None else None
         if summary is not None:
             reader = self._mcap.SeekingReader(handle, decoder_factories=self._factories())
             return self._messages_of(reader, log_time_order=True)
@@ -135,6 +136,12 @@ class McapTopic(RecordedTopic):
 
 def _is_image(schema) -> bool:
     return schema is not None and schema.name in IMAGE_TYPES
+
+
+def _count(summary, topic: str) -> int | None:
+    if summary.statistics is None:
+        return None
+    return sum(n for cid, n in summary.statistics.channel_message_counts.items() if summary.channels[cid].topic == topic)
 
 
 def _rate(summary, topic: str) -> float | None:

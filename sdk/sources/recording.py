@@ -65,6 +65,7 @@ class RecordedTopic(FrameReader):
         self._origin: int | None = None  # the pass' first stamp: holes are told in seconds from it
         self._damage: str | None = None
         self._decoder = ImageDecoder()
+        self.frame_count: int | None = None  # the topic's messages as the recording's index counts them (None: not known)
 
     @abstractmethod
     def image_topics(self) -> dict[str, str]:

@@ -17,8 +17,8 @@ class Rosbag2Topic(RecordedTopic):
 
     def __init__(self, uri) -> None:
         super().__init__(uri)
-        self._rosbag2 = need("rosbags.rosbag2", "rosbags", "source rosbag2://", SourceError)
-        self._typesys = need("rosbags.typesys", "rosbags", "source rosbag2://", SourceError)
+        self._rosbag2 = need("rosbags.rosbag2", "rosbags", "source rosbag2://")
+        self._typesys = need("rosbags.typesys", "rosbags", "source rosbag2://")
         self._reader = None
         self._nominal: float | None = None
 
@@ -50,7 +50,7 @@ class Rosbag2Topic(RecordedTopic):
             raise self._missing_topic(topics)
         self._reader = reader
         connections = [c for c in reader.connections if c.topic == self.topic]
-        count = sum(c.msgcount for c in connections)
+        count = self.frame_count = sum(c.msgcount for c in connections)
         span = reader.duration / 1e9 if reader.duration else 0
         self._nominal = (count - 1) / span if count > 1 and span > 0 and 0.1 <= (count - 1) / span <= 1000 else None
         return self._messages_of(reader, connections)

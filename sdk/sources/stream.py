@@ -34,6 +34,8 @@ class StreamCounters:
     corrupt: int = 0  # frames that could not be decoded, skipped
     lost: int = 0  # frames a recording promised that never arrived: holes in its timestamps, a count it did not reach
     loops: int = 0
+    out_of_order: int = 0  # frames of a stamped recording (mcap://, rosbag2://) stamped before the frame before them
+    out_of_order_last: str | None = None
     disconnects: int = 0  # a live camera vanished and was reopened (or is being)
     reconnect_attempts: int = 0
     corrupt_last: str | None = None  # the reader's (the decoder's) message for the newest corrupt frame
@@ -141,6 +143,9 @@ class FrameStream:
                 lost = getattr(self.reader, "lost_frames", 0)
                 if lost != self.counters.lost:  # a hole the reader found (sdk/sources/frame_gaps.py)
                     self.counters.lost, self.counters.lost_last = lost, self.reader.lost_last
+                backwards = getattr(self.reader, "out_of_order", 0)
+                if backwards != self.counters.out_of_order:  # a stamp that went back (sdk/sources/recording.py)
+                    self.counters.out_of_order, self.counters.out_of_order_last = backwards, self.reader.out_of_order_last
             if image is not None:
                 return image
             if not self.replay.loop or rewound:

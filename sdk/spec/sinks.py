@@ -89,7 +89,22 @@ class MaskSink(Frozen):
     keep: Int(1, 1_000_000, "the newest masks kept; older ones are deleted (a service runs for days)") = 10_000
 
 
-Sink = Annotated[Union[JsonlSink, VideoSink, NullSink, MaskSink], Field(discriminator="kind")]  # noqa: UP007
+TOPIC = r"^/[A-Za-z0-9_/]{1,127}$"
+
+
+class McapSink(Frozen):
+    """Each frame's detections as foxglove.ImageAnnotations in an MCAP file (sdk/sinks/mcap_sink.py), for Foxglove."""
+
+    kind: Literal["mcap"]
+    path: str = "detections.mcap"
+    topic: Annotated[str, Field(pattern=TOPIC, description="the annotations' topic; several cameras: TOPIC/NAME each")] = "/detections"
+    images: Flag = False  # also each frame as a JPEG foxglove.CompressedImage on image_topic, so the file opens alone
+    image_topic: Annotated[str, Field(pattern=TOPIC, description="the images' topic (images: true); several cameras: TOPIC/NAME each")] = (
+        "/camera/image/compressed"
+    )
+
+
+Sink = Annotated[Union[JsonlSink, VideoSink, NullSink, MaskSink, McapSink], Field(discriminator="kind")]  # noqa: UP007
 
 PATH_RULE = "a relative path inside the run's folder, no part of it hidden (starting with '.')"
 
@@ -151,6 +166,8 @@ def check_outputs(sinks: tuple, cameras: list[str]) -> None:
                         path=at,
                     )
             claims.append((index, name, sink.kind))
+        if isinstance(sink, McapSink) and posixpath.splitext(normal)[1].lower() != ".mcap":
+            raise bounds_error(f"{shown(sink.path)} for an mcap sink; allowed: a .mcap file", hint="e.g. path: detections.mcap", path=at)
         if isinstance(sink, VideoSink):
             suffix = posixpath.splitext(normal)[1]
             containers = VIDEO_CODECS[sink.fourcc]
@@ -191,6 +208,7 @@ __all__ = [
     "VIDEO_CODECS",
     "JsonlSink",
     "MaskSink",
+    "McapSink",
     "NullSink",
     "Rotate",
     "Sink",

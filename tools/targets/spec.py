@@ -40,7 +40,8 @@ class Timeouts(Frozen):
     keepalive_s: Real("seconds between SSH keepalives", gt=0, le=300) = 5.0
 
 
-RUNTIME_MODULE = Literal["numpy", "cv2", "yaml", "pydantic", "onnxruntime", "scipy"]  # sdk.probe.RUNTIME_MODULES, PIPELINE_MODULES
+# sdk.probe.RUNTIME_MODULES, PIPELINE_MODULES
+RUNTIME_MODULE = Literal["numpy", "cv2", "yaml", "pydantic", "onnxruntime", "scipy", "mcap", "mcap_ros2", "rosbags", "foxglove"]
 
 
 class MenderSettings(Frozen):
