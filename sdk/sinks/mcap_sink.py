@@ -30,8 +30,15 @@ JPEG_QUALITY = 85
 class McapSink:
     name = "mcap"
 
-    def __init__(self, path: Path, *, topic: str = "/detections", images: bool = False, image_topic: str = "/camera/image/compressed",
-                 cameras: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        topic: str = "/detections",
+        images: bool = False,
+        image_topic: str = "/camera/image/compressed",
+        cameras: list[str] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.topic, self.images, self.image_topic = topic, images, image_topic
         self.cameras = cameras or []
@@ -80,8 +87,12 @@ class McapSink:
             text = f"{d.label} {d.score:.2f}" + (f" #{d.track_id}" if d.track_id is not None else "")
             texts.append(
                 m.TextAnnotation(
-                    timestamp=timestamp, position=m.Point2(x=x1, y=y1), text=text, font_size=14.0,
-                    text_color=m.Color(r=1.0, g=1.0, b=1.0, a=1.0), background_color=m.Color(r=r, g=g, b=b, a=0.8),
+                    timestamp=timestamp,
+                    position=m.Point2(x=x1, y=y1),
+                    text=text,
+                    font_size=14.0,
+                    text_color=m.Color(r=1.0, g=1.0, b=1.0, a=1.0),
+                    background_color=m.Color(r=r, g=g, b=b, a=0.8),
                 )
             )
         metadata = [m.KeyValuePair(key="frame", value=str(frame.index))]
@@ -115,7 +126,9 @@ class McapSink:
         m = self._messages
         message = m.CompressedImage(
             timestamp=m.Timestamp(sec=stamp // 1_000_000_000, nsec=stamp % 1_000_000_000),
-            frame_id=frame.frame_id or frame.camera or "camera", data=data.tobytes(), format="jpeg",
+            frame_id=frame.frame_id or frame.camera or "camera",
+            data=data.tobytes(),
+            format="jpeg",
         )
         self._image_channels[frame.camera if self.cameras else None].log(message, log_time=stamp)
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import heapq
 from pathlib import Path
 
 import cv2
@@ -58,16 +59,24 @@ def payload(image: np.ndarray, encoding: str) -> tuple[dict, str]:
     return fields, "sensor_msgs/msg/Image"
 
 
-def write_mcap(path: Path, images, stamp_list, topic: str = "/camera/image_raw", encoding: str = "bgr8", frame_id: str = "camera_front",
-               extra_topics: dict | None = None, chunk_size: int = 1 << 20) -> Path:
+def write_mcap(
+    path: Path,
+    images,
+    stamp_list,
+    topic: str = "/camera/image_raw",
+    encoding: str = "bgr8",
+    frame_id: str = "camera_front",
+    extra_topics: dict | None = None,
+    chunk_size: int = 1 << 20,
+) -> Path:
     """An MCAP file of ROS 2 messages: `images` on `topic` with header stamps `stamp_list` (logged at the stamps too);
     `extra_topics` {topic: (images, stamps, encoding)} interleaved in log-time order."""
     from mcap_ros2.writer import Writer
 
     streams = [(topic, images, stamp_list, encoding)] + [(t, *v) for t, v in (extra_topics or {}).items()]
-    items = sorted(
-        ((s, t, img, enc) for t, imgs, sts, enc in streams for img, s in zip(imgs, sts, strict=True)), key=lambda item: item[0]
-    )
+    # Merged by stamp, each topic in its own order (a stamp that goes back stays where it was recorded).
+    each = [[(s, t, img, enc) for img, s in zip(imgs, sts, strict=True)] for t, imgs, sts, enc in streams]
+    items = list(heapq.merge(*each, key=lambda item: item[0]))
     with open(path, "wb") as handle:
         writer = Writer(handle, chunk_size=chunk_size)
         schemas = {
