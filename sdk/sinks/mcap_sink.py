@@ -56,7 +56,8 @@ class McapSink:
         from foxglove.channels import CompressedImageChannel, ImageAnnotationsChannel
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        context = foxglove.Context()  # this sink's own: nothing else logged in the process lands in its file
+        # This sink's own context (nothing else logged in the process lands in its file), kept: its channels live with it.
+        context = self._context = foxglove.Context()
         try:
             self._writer = foxglove.open_mcap(str(self._partial), allow_overwrite=True, context=context)
         except Exception as exc:  # noqa: BLE001 - foxglove's FoxgloveError and OSError alike

@@ -106,7 +106,7 @@ class McapTopic(RecordedTopic):
         return self._messages_of(reader, log_time_order=False)
 
     def _messages_of(self, reader, log_time_order: bool) -> Iterator[Message]:
-        from mcap.exceptions import DecoderNotFoundError
+        from mcap.exceptions import DecoderNotFoundError, EndOfFile
 
         messages = reader.iter_decoded_messages(topics=[self.topic], log_time_order=log_time_order)
         while True:
@@ -119,7 +119,9 @@ class McapTopic(RecordedTopic):
                     f"{self.name}: cannot decode the topic's messages ({exc})",
                     hint="ROS 2 (cdr) messages need mcap-ros2-support; Foxglove protobuf images need mcap-protobuf-support",
                 ) from None
-            except Exception as exc:  # noqa: BLE001 - a truncated or corrupt file: what came before it was delivered
+            except EndOfFile:
+                raise Damaged("the file ends part-way through a record (truncated)") from None
+            except Exception as exc:  # noqa: BLE001 - a corrupt file: what came before it was delivered
                 raise Damaged(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from None
             stamp, frame_id = _stamp(schema.name, decoded)
             yield Message(stamp, frame_id, schema.name, decoded)
