@@ -43,7 +43,8 @@ def test_a_topic_not_in_the_recording_is_one_error_listing_its_image_topics(yolo
     done = sdk("init", "yolox_nano.onnx", "--source", "mcap://drive.mcap?topic=/front")
     assert done.returncode == 1 and "Traceback" not in done.stderr and not (yolox / "yolox_nano.yaml").exists()
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and errors[0].endswith("topic '/front' is not in the recording; its image topics: /camera/image_raw (sensor_msgs/msg/Image)")
+    assert len(errors) == 1
+    assert errors[0].endswith("topic '/front' is not in the recording; its image topics: /camera/image_raw (sensor_msgs/msg/Image)")
     write_rosbag2(yolox / "bag", frames(3, 320, 240), stamps(3))
     assert sdk("init", "yolox_nano.onnx", "--source", "rosbag2://bag?topic=/camera/image_raw").returncode == 0
     path = yolox / "yolox_nano.yaml"
