@@ -155,7 +155,11 @@ MEANINGS = {
     ),
     "postprocess.classes": ("class names, in the model's order (without the background class); `segment` with one channel: [background, foreground]"),
     "sinks": "where each frame's detections go; paths are inside the report folder. Default: one `jsonl` sink",
-    "sinks[].kind": "`jsonl`, `video`, `mask` (a `segment` decoder's masks as PNGs) or `null` (YAML's `kind: null` is accepted too)",
+    "sinks[].kind": (
+        "`jsonl`, `video`, `mask` (a `segment` decoder's masks as PNGs), `mcap` (foxglove.ImageAnnotations for Foxglove, on each "
+        "frame's recorded stamp; guides/recordings.md) or `null` (YAML's `kind: null` is accepted too)"
+    ),
+    "sinks[].images": "also each frame as a JPEG foxglove.CompressedImage on `image_topic`, so the file opens alone (about 30 ms a 1080p frame)",
     "sinks[].path": (
         "file name (`mask`: folder name) inside the report folder; not hidden, not one of the run's own files "
         "(`report.json`, `junit.xml`, ...), and no two outputs on one path (checked at load)"
