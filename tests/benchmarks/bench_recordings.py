@@ -85,7 +85,8 @@ def main() -> None:
         for _ in range(args.rounds):  # alternating: this machine is shared
             mcap.append(read_fps("mcap://drive.mcap?topic=/camera/image_raw", base))
             mp4.append(read_fps("file://drive.mp4", base))
-        print(f"1080p read: mcap:// JPEG {statistics.median(mcap):.1f} fps, file:// MP4 (mp4v) {statistics.median(mp4):.1f} fps (median of {args.rounds})")
+        rounds = f"median of {args.rounds}"
+        print(f"1080p read: mcap:// JPEG {statistics.median(mcap):.1f} fps, file:// MP4 (mp4v) {statistics.median(mp4):.1f} fps ({rounds})")
         costs = {"jsonl": [], "mcap": [], "mcap images": []}
         for _ in range(args.rounds):
             costs["jsonl"].append(sink_us(JsonlSink(base / "d.jsonl"), args.frames, images[0]))
