@@ -52,7 +52,7 @@ class McapSink:
 
     def open(self) -> None:
         foxglove = need("foxglove", "foxglove-sdk", "the mcap sink")
-        self._messages = _messages(foxglove)
+        self._messages = message_classes(foxglove)
         from foxglove.channels import CompressedImageChannel, ImageAnnotationsChannel
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -74,42 +74,14 @@ class McapSink:
     def stamp_of(self, frame: Frame) -> int:
         return frame.stamp_ns if frame.stamp_ns is not None else frame.t_capture_ns + self._epoch_offset
 
-    def message(self, frame: Frame, detections: Detections, stamp: int):
-        m = self._messages
-        timestamp = m.Timestamp(sec=stamp // 1_000_000_000, nsec=stamp % 1_000_000_000)
-        points, texts = [], []
-        for d in detections:
-            x1, y1, x2, y2 = (float(v) for v in d.box)
-            r, g, b = PALETTE[self._classes.setdefault(d.label, len(self._classes)) % len(PALETTE)]
-            colour = m.Color(r=r, g=g, b=b, a=1.0)
-            corners = [m.Point2(x=x1, y=y1), m.Point2(x=x2, y=y1), m.Point2(x=x2, y=y2), m.Point2(x=x1, y=y2)]
-            loop = m.PointsAnnotationType.LineLoop
-            points.append(m.PointsAnnotation(timestamp=timestamp, type=loop, points=corners, outline_color=colour, thickness=2.0))
-            text = f"{d.label} {d.score:.2f}" + (f" #{d.track_id}" if d.track_id is not None else "")
-            texts.append(
-                m.TextAnnotation(
-                    timestamp=timestamp,
-                    position=m.Point2(x=x1, y=y1),
-                    text=text,
-                    font_size=14.0,
-                    text_color=m.Color(r=1.0, g=1.0, b=1.0, a=1.0),
-                    background_color=m.Color(r=r, g=g, b=b, a=0.8),
-                )
-            )
-        metadata = [m.KeyValuePair(key="frame", value=str(frame.index))]
-        if frame.frame_id is not None:
-            metadata.append(m.KeyValuePair(key="frame_id", value=frame.frame_id))
-        if frame.camera is not None:
-            metadata.append(m.KeyValuePair(key="camera", value=frame.camera))
-        return m.ImageAnnotations(points=points, texts=texts, metadata=metadata)
-
     def write(self, frame: Frame, detections: Detections) -> None:
         if self._writer is None:
             self.stats.lost("the file is not open")
             return
         stamp = self.stamp_of(frame)
         try:
-            self._channels[frame.camera if self.cameras else None].log(self.message(frame, detections, stamp), log_time=stamp)
+            message = annotations(self._messages, frame, detections, stamp, self._classes)
+            self._channels[frame.camera if self.cameras else None].log(message, log_time=stamp)
             if self.images:
                 self._log_image(frame, stamp)
         except Exception as exc:  # noqa: BLE001 - a write error (a full disk) is this frame's, counted; the next frame tries again
@@ -151,7 +123,38 @@ class McapSink:
         return describe_output(self.path, self.stats, None)
 
 
-def _messages(foxglove):
+def annotations(m, frame: Frame, detections: Detections, stamp: int, classes: dict[str, int]):
+    """A frame's detections as foxglove.ImageAnnotations (`m`: the message classes; `classes`: label -> colour index,
+    filled as labels appear): a closed line per box in source pixels, a text per box, the frame's numbers as metadata."""
+    timestamp = m.Timestamp(sec=stamp // 1_000_000_000, nsec=stamp % 1_000_000_000)
+    points, texts = [], []
+    for d in detections:
+        x1, y1, x2, y2 = (float(v) for v in d.box)
+        r, g, b = PALETTE[classes.setdefault(d.label, len(classes)) % len(PALETTE)]
+        colour = m.Color(r=r, g=g, b=b, a=1.0)
+        corners = [m.Point2(x=x1, y=y1), m.Point2(x=x2, y=y1), m.Point2(x=x2, y=y2), m.Point2(x=x1, y=y2)]
+        loop = m.PointsAnnotationType.LineLoop
+        points.append(m.PointsAnnotation(timestamp=timestamp, type=loop, points=corners, outline_color=colour, thickness=2.0))
+        text = f"{d.label} {d.score:.2f}" + (f" #{d.track_id}" if d.track_id is not None else "")
+        texts.append(
+            m.TextAnnotation(
+                timestamp=timestamp,
+                position=m.Point2(x=x1, y=y1),
+                text=text,
+                font_size=14.0,
+                text_color=m.Color(r=1.0, g=1.0, b=1.0, a=1.0),
+                background_color=m.Color(r=r, g=g, b=b, a=0.8),
+            )
+        )
+    metadata = [m.KeyValuePair(key="frame", value=str(frame.index))]
+    if frame.frame_id is not None:
+        metadata.append(m.KeyValuePair(key="frame_id", value=frame.frame_id))
+    if frame.camera is not None:
+        metadata.append(m.KeyValuePair(key="camera", value=frame.camera))
+    return m.ImageAnnotations(points=points, texts=texts, metadata=metadata)
+
+
+def message_classes(foxglove):
     """The message classes: `foxglove.messages` (foxglove-sdk 0.30 and later) or the older `foxglove.schemas`."""
     try:
         from foxglove import messages

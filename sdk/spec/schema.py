@@ -23,7 +23,7 @@ from sdk.spec.model_inputs import ModelInputs
 from sdk.spec.plugin import PythonDecoder
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
 from sdk.spec.service import DegradedMode, Health, Retention, Service
-from sdk.spec.sinks import JsonlSink, MaskSink, McapSink, NullSink, Rotate, Sink, VideoSink, check_outputs
+from sdk.spec.sinks import FoxgloveSink, JsonlSink, MaskSink, McapSink, NullSink, Rotate, Sink, VideoSink, check_outputs
 from sdk.spec.source import SOURCE_SCHEMES, Reconnect, Replay, Source, synthetic_size
 from sdk.spec.ssd import GeneratedAnchors, SsdAnchorOptions, SsdDecoder, check_anchors_on_input
 from sdk.spec.track import Track
@@ -360,6 +360,7 @@ __all__ = [
     "JsonlSink",
     "LatencyLimits",
     "MaskSink",
+    "FoxgloveSink",
     "McapSink",
     "Model",
     "NmsInsideDecoder",

@@ -104,7 +104,19 @@ class McapSink(Frozen):
     )
 
 
-Sink = Annotated[Union[JsonlSink, VideoSink, NullSink, MaskSink, McapSink], Field(discriminator="kind")]  # noqa: UP007
+class FoxgloveSink(Frozen):
+    """The live view: a Foxglove WebSocket server of detections and the camera (sdk/sinks/live_view.py)."""
+
+    kind: Literal["foxglove"]
+    host: Annotated[str, Field(pattern=r"^[0-9A-Za-z.:-]{1,253}$", description="the address the server binds (127.0.0.1: this machine only)")] = (
+        "127.0.0.1"
+    )
+    port: Int(0, 65_535, "the WebSocket port Foxglove connects to (0: any free port, told in the log)") = 8765
+    image_fps: Real("camera images a second sent to clients, downscaled (0: none, detections only)", ge=0, le=60) = 5.0
+    image_width: Int(32, 4096, "width of the images sent, pixels (never wider than the frame)") = 640
+
+
+Sink = Annotated[Union[JsonlSink, VideoSink, NullSink, MaskSink, McapSink, FoxgloveSink], Field(discriminator="kind")]  # noqa: UP007
 
 PATH_RULE = "a relative path inside the run's folder, no part of it hidden (starting with '.')"
 
@@ -134,7 +146,7 @@ def check_outputs(sinks: tuple, cameras: list[str]) -> None:
     codec in a container it does not go in, or share a path; `cameras`: the names of several cameras, else []."""
     claims: list[tuple[int, str, str]] = []  # (sink index, normal path, kind)
     for index, sink in enumerate(sinks):
-        if isinstance(sink, NullSink):
+        if isinstance(sink, (NullSink, FoxgloveSink)):  # no file
             continue
         at = ("sinks", index, "path")
         problem = path_problem(sink.path)
@@ -206,6 +218,7 @@ __all__ = [
     "REPORT_DETECTIONS",
     "RUN_FILES",
     "VIDEO_CODECS",
+    "FoxgloveSink",
     "JsonlSink",
     "MaskSink",
     "McapSink",

@@ -157,7 +157,7 @@ MEANINGS = {
     "sinks": "where each frame's detections go; paths are inside the report folder. Default: one `jsonl` sink",
     "sinks[].kind": (
         "`jsonl`, `video`, `mask` (a `segment` decoder's masks as PNGs), `mcap` (foxglove.ImageAnnotations for Foxglove, on each "
-        "frame's recorded stamp; guides/recordings.md) or `null` (YAML's `kind: null` is accepted too)"
+        "frame's recorded stamp), `foxglove` (a live Foxglove WebSocket view; guides/recordings.md) or `null` (YAML's `kind: null` is accepted too)"
     ),
     "sinks[].images": "also each frame as a JPEG foxglove.CompressedImage on `image_topic`, so the file opens alone (about 30 ms a 1080p frame)",
     "sinks[].path": (
