@@ -100,6 +100,18 @@ class RecordedTopic(FrameReader):
                     hint="convert the topic to a read encoding (e.g. image_transport republish to compressed JPEG), or pick another topic",
                 )
 
+    def first_stamp_ns(self) -> int | None:
+        """The first frame's stamp, read before the stream opens (None where it cannot be read: open() will say why).
+        Cameras of one recording replayed at the recorded pace count their due times from the earliest of theirs."""
+        try:
+            messages = self._open_messages()
+            first = next(messages, None)
+        except Exception:  # noqa: BLE001 - a missing topic, a damaged file: the stream's own open reports it
+            return None
+        finally:
+            self._close_messages()
+        return first.stamp_ns if first is not None else None
+
     def _peek(self) -> Message | None:
         """The next message without taking it (None at the end or at the damage)."""
         if self._ahead is None and not self._ended and self._messages is not None:

@@ -71,6 +71,7 @@ class FrameStream:
         self.name = getattr(reader, "name", None) or type(reader).__name__
         self.source_ended = False  # the reader ran out (a recording's end, a camera gone for good), not stop() or the frame limit
         self.wait_for_camera = False  # a service waits for a camera absent at start; a measuring run (a health check) fails at once
+        self.origin: SharedOrigin | None = None  # `pace: recorded` cameras of one run: the stamp and the time they count from
 
     def __enter__(self) -> FrameStream:
         missing = False
@@ -155,7 +156,7 @@ class FrameStream:
             rewound = True
 
     def _recorded(self) -> Iterator[Frame]:
-        schedule = _Schedule(self.replay, self.reader)
+        schedule = _Schedule(self.replay, self.reader, self.origin)
         index = 0
         while self.max_frames is None or self.counters.delivered < self.max_frames:
             loops = self.counters.loops
@@ -190,14 +191,32 @@ class FrameStream:
             index += 1
 
 
+class SharedOrigin:
+    """The stamp and the monotonic time every camera of a run at the recorded pace counts from: the earliest first
+    stamp of them all, due when the first camera's first frame arrives, so frames of several topics keep their
+    recorded order across the cameras."""
+
+    def __init__(self, stamp_ns: int) -> None:
+        self.stamp_ns = stamp_ns
+        self._t0: int | None = None
+        self._lock = threading.Lock()
+
+    def t0(self, now: int) -> int:
+        with self._lock:
+            if self._t0 is None:
+                self._t0 = now
+            return self._t0
+
+
 class _Schedule:
     """When a recorded frame is due (monotonic ns), or None where the replay is as fast as the pipeline goes.
 
     rate: frame i is due at t0 + i periods. recorded: at t0 + (its stamp - the first frame's stamp), never before
     the frame before it (a stamp that goes backwards is due at once)."""
 
-    def __init__(self, replay: Replay, reader: FrameReader) -> None:
+    def __init__(self, replay: Replay, reader: FrameReader, origin: SharedOrigin | None = None) -> None:
         self.reader = reader
+        self.origin = origin
         self.recorded = replay.pace == "recorded"
         rate = replay.rate_fps
         self.period_ns = int(round(1e9 / rate)) if rate else 0
@@ -211,17 +230,18 @@ class _Schedule:
         """A looped recording starts again: its first frame is due one interval after the last one."""
         if self.recorded and self.last_due is not None:
             self.t0, self.first_stamp, self.last_stamp = self.last_due + self.last_interval, None, None
+            self.origin = None  # each camera loops on its own
 
     def due(self, index: int, now: int) -> int | None:
         if not self.recorded and not self.period_ns:
             return None
         if self.t0 is None:
-            self.t0 = now
+            self.t0 = self.origin.t0(now) if self.recorded and self.origin is not None else now
         if not self.recorded:
             return self.t0 + index * self.period_ns
         stamp = self.reader.stamp_ns
         if self.first_stamp is None:
-            self.first_stamp = stamp
+            self.first_stamp = self.origin.stamp_ns if self.origin is not None and self.origin.stamp_ns <= stamp else stamp
         due = self.t0 + (stamp - self.first_stamp)
         if self.last_stamp is not None and stamp > self.last_stamp:
             self.last_interval = stamp - self.last_stamp

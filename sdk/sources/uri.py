@@ -50,8 +50,8 @@ def parse_source_uri(uri: str, base: Path | None = None) -> SourceUri:
     topics = [value for key, value in pairs if key == "topic"]
     if len(topics) > 1:
         raise SourceError(
-            f"source URI {uri!r}: {len(topics)} topic= parameters; one source reads one camera topic",
-            hint="several cameras of one recording are `sources: {front: {uri: mcap://drive.mcap?topic=/front/image}, rear: ...}`",
+            f"source URI {uri!r}: {len(topics)} topic= parameters; one reader reads one camera topic",
+            hint="in a pipeline file, `source:` with several topic= is one camera per topic (or write `sources:`, a URI each)",
         )
     if scheme in ("file", "images", *RECORDING_SCHEMES):
         if base is None:

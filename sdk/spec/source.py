@@ -72,7 +72,7 @@ class Source(Frozen):
                 raise ValueError(
                     f"{uri!r} names {len(topics)} topic(s); allowed: exactly one topic=, "
                     f"e.g. {scheme}://{rest.partition('?')[0]}?topic=/camera/image_raw "
-                    "(several cameras of one recording: one `sources:` entry each)"
+                    "(`source:` takes several topic=, a camera each; under `sources:` a camera has one)"
                 )  # refuses a frame size out of range
         if scheme != "gst":
             pixel_format = dict(parse_qsl(rest.partition("?")[2], keep_blank_values=True)).get("format")

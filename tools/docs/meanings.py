@@ -22,8 +22,8 @@ MEANINGS = {
     "source.uri": (
         "`file://clip.avi`, `images://folder`, `v4l2:///dev/video0?width=&height=&fps=`, `csi://0?width=&height=&fps=` (Jetson Argus), "
         "`mcap://drive.mcap?topic=/camera/image_raw` and `rosbag2://bag_folder?topic=...` (a camera topic of an MCAP file or a "
-        "ROS 2 bag: sensor_msgs Image rgb8/bgr8/mono8 or CompressedImage JPEG/PNG, each frame with its recorded stamp; one topic per "
-        "camera; guides/recordings.md), "
+        "ROS 2 bag: sensor_msgs Image rgb8/bgr8/mono8 or CompressedImage JPEG/PNG, each frame with its recorded stamp; several `topic=` "
+        "are a camera each, named after the topic; guides/recordings.md), "
         "`gst://<pipeline ending in appsink>`, `synthetic://boxes?width=&height=&frames=` (or `noise`) "
         "(`&live=1&fps=&unplug_at=&unplug_ms=` emulates a camera with a pulled cable); paths relative to the pipeline file; "
         "`format=nv12` on `file://` (replayed as NV12) and `csi://` hands NV12 frames to the pipeline, as a `gst://` pipeline "

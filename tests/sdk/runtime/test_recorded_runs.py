@@ -165,3 +165,31 @@ def test_two_camera_topics_of_one_recording_run_as_two_cameras_with_their_stamps
         summary = make_reader(handle).get_summary()
     images = {c.topic: n for c_id, n in summary.statistics.channel_message_counts.items() for c in [summary.channels[c_id]] if "image" in c.topic}
     assert images == {"/camera/image/compressed/front": 6, "/camera/image/compressed/rear": 6}
+
+
+def test_several_topics_in_one_uri_are_cameras_named_after_them_in_recorded_order(tmp_path):
+    from tests.conftest import tiny_yolo
+    from tests.sdk.sources.bags import frames
+    from tools.models.prepare import PrepareModel
+
+    folder = tmp_path / "p"
+    folder.mkdir()
+    tiny_yolo(folder / "tiny.onnx")
+    front, rear = stamps(5, period_ms=40), stamps(5, period_ms=40, t0=T0_NS + 20_000_000)  # rear 20 ms after front
+    write_mcap(folder / "drive.mcap", frames(5), front, topic="/front/image", extra_topics={"/rear/image/compressed": (frames(5), rear, "jpeg")})
+    text = TINY.format(images="false").replace(
+        '''sources:
+  front: {uri: "mcap://drive.mcap?topic=/front/image", replay: {pace: recorded}}
+  rear: {uri: "mcap://drive.mcap?topic=/rear/image/compressed", replay: {pace: recorded}}''',
+        '''source: {uri: "mcap://drive.mcap?topic=/front/image&topic=/rear/image/compressed", replay: {pace: recorded}}''',
+    )
+    (folder / "tiny.yaml").write_text(text)
+    pipeline = load_pipeline(folder / "tiny.yaml")
+    assert list(pipeline.spec.cameras) == ["front_image", "rear_image_compressed"]
+    assert pipeline.spec.cameras["rear_image_compressed"].uri == "mcap://drive.mcap?topic=/rear/image/compressed"
+    PipelineRunner(pipeline, PrepareModel(pipeline, tmp_path / "cache")(), tmp_path / "out").run()
+    lines = [json.loads(line) for line in (tmp_path / "out" / "detections.jsonl").read_text().splitlines()]
+    first = min(line["t_capture_ns"] for line in lines)
+    # One origin for both cameras: each frame is due at its stamp's distance from the earliest stamp of the recording.
+    assert sorted((line["t_capture_ns"] - first, line["stamp_ns"] - T0_NS) for line in lines) == sorted((s - T0_NS, s - T0_NS) for s in front + rear)
+    assert {line["camera"] for line in lines} == {"front_image", "rear_image_compressed"}

@@ -165,7 +165,7 @@ def test_a_truncated_mcap_delivers_the_frames_before_the_damage_and_reports_it(t
 def test_uri_mistakes_are_one_error_each(tmp_path):
     with pytest.raises(SourceError, match="no topic= given"):
         open_reader("mcap://drive.mcap", tmp_path)
-    with pytest.raises(SourceError, match="2 topic= parameters; one source reads one camera topic"):
+    with pytest.raises(SourceError, match="2 topic= parameters; one reader reads one camera topic"):
         parse_source_uri("mcap://drive.mcap?topic=/a&topic=/b", tmp_path)
     with pytest.raises(SourceError, match=r"is not a file"):
         open_reader(f"mcap://missing.mcap?topic={TOPIC}", tmp_path).open()
