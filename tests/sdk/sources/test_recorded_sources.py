@@ -199,3 +199,27 @@ def test_the_sdk_imports_and_loads_such_pipelines_without_the_recording_packages
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+def test_foxglove_images_in_an_mcap_read_back_with_their_timestamps(tmp_path):
+    pytest.importorskip("mcap_protobuf", reason="Foxglove's protobuf images need mcap-protobuf-support")
+    import foxglove
+    from foxglove.channels import CompressedImageChannel, RawImageChannel
+
+    from sdk.sinks.mcap_sink import message_classes
+
+    m = message_classes(foxglove)
+    images, times = frames(4), stamps(4, period_ms=25)
+    context = foxglove.Context()
+    writer = foxglove.open_mcap(str(tmp_path / "fox.mcap"), context=context)
+    raw, jpeg = RawImageChannel("/raw", context=context), CompressedImageChannel("/jpeg", context=context)
+    for image, stamp in zip(images, times, strict=True):
+        ts = m.Timestamp(sec=stamp // 1_000_000_000, nsec=stamp % 1_000_000_000)
+        rgb = np.ascontiguousarray(image[:, :, ::-1])
+        raw.log(m.RawImage(timestamp=ts, frame_id="fox", width=64, height=48, encoding="rgb8", step=192, data=rgb.tobytes()), log_time=stamp)
+        jpeg.log(m.CompressedImage(timestamp=ts, frame_id="fox", data=payload(image, "jpeg")[0]["data"], format="jpeg"), log_time=stamp)
+    writer.close()
+    for topic, encoding in (("/raw", "bgr8"), ("/jpeg", "jpeg")):
+        out, _ = replay(f"mcap://fox.mcap?topic={topic}", tmp_path)
+        assert [o[1] for o in out] == times and {o[2] for o in out} == {"fox"}
+        assert all(np.array_equal(o[4], expected(image, encoding)) for o, image in zip(out, images, strict=True))
