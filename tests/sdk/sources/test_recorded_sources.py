@@ -223,3 +223,16 @@ def test_foxglove_images_in_an_mcap_read_back_with_their_timestamps(tmp_path):
         out, _ = replay(f"mcap://fox.mcap?topic={topic}", tmp_path)
         assert [o[1] for o in out] == times and {o[2] for o in out} == {"fox"}
         assert all(np.array_equal(o[4], expected(image, encoding)) for o, image in zip(out, images, strict=True))
+
+
+def test_the_service_status_says_when_a_recordings_stamps_went_back():
+    from types import SimpleNamespace
+
+    from sdk.service.serve import live_status
+    from sdk.sources import StreamCounters
+
+    runner = SimpleNamespace(counters=StreamCounters(), stream=None, sinks=None)
+    assert "out_of_order_stamps" not in live_status(runner)  # a video's status as it always was
+    runner.counters = StreamCounters(out_of_order=2, out_of_order_last="frame 7 of /cam is stamped 3.000 ms before the frame before it")
+    status = live_status(runner)
+    assert (status["out_of_order_stamps"], status["out_of_order_last"]) == (2, runner.counters.out_of_order_last)
