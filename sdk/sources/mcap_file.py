@@ -106,25 +106,41 @@ class McapTopic(RecordedTopic):
         return self._messages_of(reader, log_time_order=False)
 
     def _messages_of(self, reader, log_time_order: bool) -> Iterator[Message]:
-        from mcap.exceptions import DecoderNotFoundError, EndOfFile
+        """The topic's messages, each decoded here (not by the reader's iterator): a message that does not decode is one
+        corrupt frame and the next is read; a record that cannot be read ends the stream as damage."""
+        from mcap.exceptions import EndOfFile
 
-        messages = reader.iter_decoded_messages(topics=[self.topic], log_time_order=log_time_order)
+        messages = reader.iter_messages(topics=[self.topic], log_time_order=log_time_order)
+        decoders: dict[int, object] = {}
         while True:
             try:
-                schema, _, record, decoded = next(messages)
+                schema, channel, record = next(messages)
             except StopIteration:
                 return
-            except DecoderNotFoundError as exc:
-                raise SourceError(
-                    f"{self.name}: cannot decode the topic's messages ({exc})",
-                    hint="ROS 2 (cdr) messages need mcap-ros2-support; Foxglove protobuf images need mcap-protobuf-support",
-                ) from None
             except EndOfFile:
                 raise Damaged("the file ends part-way through a record (truncated)") from None
             except Exception as exc:  # noqa: BLE001 - a corrupt file: what came before it was delivered
                 raise Damaged(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from None
-            stamp, frame_id = _stamp(schema.name, decoded)
+            if channel.id not in decoders:
+                decoders[channel.id] = self._decoder_for(channel, schema)
+            try:
+                decoded = decoders[channel.id](record.data)
+                stamp, frame_id = _stamp(schema.name, decoded)
+            except Exception as exc:  # noqa: BLE001 - this message's bytes: one corrupt frame
+                problem = f"a {schema.name} message of {len(record.data)} bytes does not decode ({type(exc).__name__}: {exc})"
+                yield Message(None, "", schema.name, None, problem=problem)
+                continue
             yield Message(stamp, frame_id, schema.name, decoded)
+
+    def _decoder_for(self, channel, schema):
+        for factory in self._factories():
+            decoder = factory.decoder_for(channel.message_encoding, schema)
+            if decoder is not None:
+                return decoder
+        raise SourceError(
+            f"{self.name}: cannot decode the topic's {channel.message_encoding} messages of {schema.name} ({schema.encoding} schema)",
+            hint="ROS 2 (cdr) messages need mcap-ros2-support; Foxglove protobuf images need mcap-protobuf-support",
+        )
 
     def _close_messages(self) -> None:
         if self._file is not None:

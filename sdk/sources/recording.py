@@ -26,10 +26,11 @@ from sdk.sources.uri import SourceUri
 
 @dataclass
 class Message:
-    stamp_ns: int  # the header stamp (sensor_msgs) or timestamp (foxglove), nanoseconds
+    stamp_ns: int | None  # the header stamp (sensor_msgs) or timestamp (foxglove), nanoseconds; None: not decoded
     frame_id: str
     msgtype: str
     message: object
+    problem: str | None = None  # why the message could not be decoded: one corrupt frame, the stream goes on
 
 
 class Damaged(Exception):
@@ -91,7 +92,7 @@ class RecordedTopic(FrameReader):
         self._ahead, self._ended, self._delivered, self._previous, self._origin, self._damage = None, False, 0, None, None, None
         self._gaps.start_pass(None, None)
         first = self._peek()
-        if first is not None:
+        if first is not None and first.problem is None:
             problem = unsupported(first.msgtype, first.message)
             if problem is not None:
                 self.close()
@@ -110,7 +111,7 @@ class RecordedTopic(FrameReader):
             return None
         finally:
             self._close_messages()
-        return first.stamp_ns if first is not None else None
+        return first.stamp_ns if first is not None else None  # None also for a first message that does not decode
 
     def _peek(self) -> Message | None:
         """The next message without taking it (None at the end or at the damage)."""
@@ -140,6 +141,9 @@ class RecordedTopic(FrameReader):
             self._gaps.end()
             return None
         self._delivered += 1
+        if message.problem is not None:
+            self._gaps.frame(None)  # it arrived, corrupt: no hole
+            raise CorruptFrame(f"{self.name}: frame {self._delivered - 1}: {message.problem}")
         stamp = message.stamp_ns
         if self._previous is not None and stamp < self._previous:
             self.out_of_order += 1

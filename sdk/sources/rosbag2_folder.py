@@ -68,8 +68,10 @@ class Rosbag2Topic(RecordedTopic):
             msgtype = _ros2_name(connection.msgtype)
             try:
                 message = typestore.deserialize_cdr(raw, connection.msgtype)
-            except Exception as exc:  # noqa: BLE001 - a message that does not decode is one corrupt frame's worth of damage
-                raise Damaged(f"a {msgtype} message does not decode: {exc}") from None
+            except Exception as exc:  # noqa: BLE001 - a message that does not decode is one corrupt frame; the next may
+                problem = f"a {msgtype} message of {len(raw)} bytes does not decode ({type(exc).__name__}: {exc})"
+                yield Message(None, "", msgtype, None, problem=problem)
+                continue
             header = message.header
             yield Message(int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec), str(header.frame_id), msgtype, message)
 

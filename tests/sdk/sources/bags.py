@@ -68,9 +68,11 @@ def write_mcap(
     frame_id: str = "camera_front",
     extra_topics: dict | None = None,
     chunk_size: int = 1 << 20,
+    garbage_at: tuple[int, ...] = (),
 ) -> Path:
     """An MCAP file of ROS 2 messages: `images` on `topic` with header stamps `stamp_list` (logged at the stamps too);
-    `extra_topics` {topic: (images, stamps, encoding)} interleaved in log-time order."""
+    `extra_topics` {topic: (images, stamps, encoding)} interleaved in log-time order; the messages of `topic` numbered
+    in `garbage_at` (not the first) are bytes that do not decode."""
     from mcap_ros2.writer import Writer
 
     streams = [(topic, images, stamp_list, encoding)] + [(t, *v) for t, v in (extra_topics or {}).items()]
@@ -83,9 +85,14 @@ def write_mcap(
             "sensor_msgs/msg/Image": writer.register_msgdef("sensor_msgs/msg/Image", IMAGE_DEF),
             "sensor_msgs/msg/CompressedImage": writer.register_msgdef("sensor_msgs/msg/CompressedImage", COMPRESSED_DEF),
         }
-        log_time = 0
+        log_time, index = 0, -1
         for stamp, t, image, enc in items:
             log_time = max(log_time + 1, stamp)  # logged on arrival: in order, even where a header stamp goes back
+            index += t == topic
+            if t == topic and index in garbage_at:
+                channel = writer._channel_ids[t]  # registered by the topic's first message
+                writer._writer.add_message(channel_id=channel, log_time=log_time, publish_time=log_time, sequence=0, data=b"\x00\x01junk")
+                continue
             fields, msgtype = payload(image, enc)
             header = {"stamp": {"sec": stamp // 1_000_000_000, "nanosec": stamp % 1_000_000_000}, "frame_id": frame_id}
             writer.write_message(t, schemas[msgtype], {"header": header, **fields}, log_time=log_time, publish_time=log_time)
@@ -93,8 +100,11 @@ def write_mcap(
     return path
 
 
-def write_rosbag2(folder: Path, images, stamp_list, topic: str = "/camera/image_raw", encoding: str = "bgr8", frame_id: str = "camera_front") -> Path:
-    """A rosbag2 folder (SQLite3 storage) of `images` on `topic`, stamped `stamp_list`."""
+def write_rosbag2(
+    folder: Path, images, stamp_list, topic: str = "/camera/image_raw", encoding: str = "bgr8", frame_id: str = "camera_front", garbage_at=()
+) -> Path:
+    """A rosbag2 folder (SQLite3 storage) of `images` on `topic`, stamped `stamp_list`; the messages numbered in
+    `garbage_at` are bytes that do not decode."""
     from rosbags.rosbag2 import StoragePlugin, Writer
     from rosbags.typesys import Stores, get_typestore
 
@@ -105,8 +115,11 @@ def write_rosbag2(folder: Path, images, stamp_list, topic: str = "/camera/image_
         connection = writer.add_connection(topic, msgtype, typestore=store)
         cls = store.types[msgtype]
         log_time = 0
-        for image, stamp in zip(images, stamp_list, strict=True):
+        for index, (image, stamp) in enumerate(zip(images, stamp_list, strict=True)):
             log_time = max(log_time + 1, stamp)
+            if index in garbage_at:
+                writer.write(connection, log_time, b"\x00\x01junk")
+                continue
             fields, _ = payload(image, encoding)
             header = Header(stamp=Time(sec=stamp // 1_000_000_000, nanosec=stamp % 1_000_000_000), frame_id=frame_id)
             fields["data"] = np.frombuffer(fields["data"], np.uint8)

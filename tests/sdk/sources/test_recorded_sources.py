@@ -236,3 +236,21 @@ def test_the_service_status_says_when_a_recordings_stamps_went_back():
     runner.counters = StreamCounters(out_of_order=2, out_of_order_last="frame 7 of /cam is stamped 3.000 ms before the frame before it")
     status = live_status(runner)
     assert (status["out_of_order_stamps"], status["out_of_order_last"]) == (2, runner.counters.out_of_order_last)
+
+
+@pytest.mark.parametrize("container", ["mcap", "rosbag2"])
+def test_a_message_that_does_not_decode_is_one_corrupt_frame_and_the_next_is_read(tmp_path, container):
+    images, times = frames(6), stamps(6)
+    if container == "mcap":
+        write_mcap(tmp_path / "drive.mcap", images, times, garbage_at=(2,))
+        uri = f"mcap://drive.mcap?topic={TOPIC}"
+    else:
+        write_rosbag2(tmp_path / "bag", images, times, garbage_at=(2,))
+        uri = f"rosbag2://bag?topic={TOPIC}"
+    out, counters = replay(uri, tmp_path)
+    assert [o[1] for o in out] == [t for i, t in enumerate(times) if i != 2]
+    assert all(np.array_equal(o[4], image) for o, image in zip(out, [im for i, im in enumerate(images) if i != 2], strict=True))
+    assert (counters.corrupt, counters.lost) == (1, 0)
+    where = f"mcap://{tmp_path / 'drive.mcap'}" if container == "mcap" else f"rosbag2://{tmp_path / 'bag'}"
+    assert counters.corrupt_last.startswith(f"{where}?topic={TOPIC}: frame 2: ")
+    assert "sensor_msgs/msg/Image message of 6 bytes does not decode" in counters.corrupt_last
