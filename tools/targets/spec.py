@@ -58,7 +58,7 @@ class MenderSettings(Frozen):
         list[RUNTIME_MODULE] | None,
         Field(
             description="runtime modules the device lacks, shipped as wheels (default: all but numpy and cv2 on Jetson/DRIVE, all elsewhere; "
-            "scipy only with a pipeline that tracks)"
+            "scipy only with a pipeline that tracks; mcap, mcap_ros2, rosbags, foxglove only with one that reads or writes recordings)"
         ),
     ] = None
 
