@@ -91,15 +91,18 @@ class RecordedTopic(FrameReader):
         self._messages = self._open_messages()
         self._ahead, self._ended, self._delivered, self._previous, self._origin, self._damage = None, False, 0, None, None, None
         self._gaps.start_pass(None, None)
-        first = self._peek()
-        if first is not None and first.problem is None:
-            problem = unsupported(first.msgtype, first.message)
-            if problem is not None:
-                self.close()
-                raise SourceError(
-                    f"{self.name}: {problem}",
-                    hint="convert the topic to a read encoding (e.g. image_transport republish to compressed JPEG), or pick another topic",
-                )
+        try:
+            first = self._peek()
+            problem = unsupported(first.msgtype, first.message) if first is not None and first.problem is None else None
+        except BaseException:
+            self.close()  # no file left open behind an error (a topic no decoder reads)
+            raise
+        if problem is not None:
+            self.close()
+            raise SourceError(
+                f"{self.name}: {problem}",
+                hint="convert the topic to a read encoding (e.g. image_transport republish to compressed JPEG), or pick another topic",
+            )
 
     def first_stamp_ns(self) -> int | None:
         """The first frame's stamp, read before the stream opens (None where it cannot be read: open() will say why).
