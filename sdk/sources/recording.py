@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +32,7 @@ class Message:
     msgtype: str
     message: object
     problem: str | None = None  # why the message could not be decoded: one corrupt frame, the stream goes on
+    pending: Future | None = None  # a compressed image's decode, started ahead (sdk/sources/decode_ahead.py)
 
 
 class Damaged(Exception):
@@ -87,8 +89,10 @@ class RecordedTopic(FrameReader):
         )
 
     def open(self) -> None:
-        self._close_messages()
-        self._messages = self._open_messages()
+        from sdk.sources.decode_ahead import DecodeAhead
+
+        self.close()
+        self._messages = DecodeAhead(self._open_messages(), Damaged)
         self._ahead, self._ended, self._delivered, self._previous, self._origin, self._damage = None, False, 0, None, None, None
         self._gaps.start_pass(None, None)
         try:
@@ -169,7 +173,7 @@ class RecordedTopic(FrameReader):
         problem = unsupported(message.msgtype, message.message)
         if problem is not None:
             raise CorruptFrame(f"{self.name}: frame {self._delivered - 1}: {problem}")
-        return self._decoder.decode(message.msgtype, message.message, f"{self.name}: frame {self._delivered - 1}")
+        return self._decoder.decode(message.msgtype, message.message, f"{self.name}: frame {self._delivered - 1}", message.pending)
 
     def skip(self) -> bool:
         try:
@@ -181,6 +185,8 @@ class RecordedTopic(FrameReader):
         self.open()
 
     def close(self) -> None:
+        if self._messages is not None and hasattr(self._messages, "close"):
+            self._messages.close()  # the decodes ahead, cancelled or finished, before the file goes
         self._close_messages()
         self._messages, self._ahead = None, None
 

@@ -48,10 +48,15 @@ class ImageDecoder:
     def __init__(self) -> None:
         self._buffer: np.ndarray | None = None
 
-    def decode(self, msgtype: str, message, where: str) -> np.ndarray:
+    def decode(self, msgtype: str, message, where: str, pending=None) -> np.ndarray:
         import cv2
 
         if msgtype in COMPRESSED_TYPES:
+            if pending is not None:  # decoded ahead (sdk/sources/decode_ahead.py)
+                image, problem = pending.result()
+                if problem is not None:
+                    raise CorruptFrame(f"{where}: {problem}")
+                return image
             data = bytes(message.data)
             problem = truncated(data)
             if problem is not None:
