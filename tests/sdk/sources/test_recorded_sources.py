@@ -150,10 +150,11 @@ def test_an_encoding_the_sdk_does_not_read_is_refused_by_name(tmp_path):
     assert caught.value.message.endswith(f"?topic={TOPIC}: sensor_msgs/msg/Image encoding 'yuv422'; allowed: bgr8, rgb8, mono8")
 
 
-def test_a_truncated_mcap_delivers_the_frames_before_the_damage_and_reports_it(tmp_path):
+@pytest.mark.parametrize("encoding", ["bgr8", "png"])  # PNG: decoded ahead on threads, still every frame before the damage
+def test_a_truncated_mcap_delivers_the_frames_before_the_damage_and_reports_it(tmp_path, encoding):
     times = stamps(10)
     noise = [np.random.default_rng(i).integers(0, 256, (48, 64, 3), np.uint8) for i in range(10)]  # incompressible: the frames fill the file
-    path = write_mcap(tmp_path / "drive.mcap", noise, times, chunk_size=1)  # a chunk per message
+    path = write_mcap(tmp_path / "drive.mcap", noise, times, chunk_size=1, encoding=encoding)  # a chunk per message
     data = path.read_bytes()
     path.write_bytes(data[: int(len(data) * 0.6)])
     out, counters = replay(f"mcap://drive.mcap?topic={TOPIC}", tmp_path)
