@@ -15,8 +15,6 @@ from sdk.optional import need
 from sdk.sources.recording import Damaged, Message, RecordedTopic
 from sdk.sources.ros_image import IMAGE_TYPES
 
-INSTALL = "mcap mcap-ros2-support"
-
 
 def _stamp(msgtype: str, message) -> tuple[int, str]:
     """(stamp in ns, frame id) of a camera message: the ROS header's, or a Foxglove message's own."""
