@@ -48,6 +48,7 @@ class McapSink:
         self._channels: dict[str | None, object] = {}
         self._image_channels: dict[str | None, object] = {}
         self._epoch_offset = 0
+        self._last_index: int | None = None
         self._classes: dict[str, int] = {}
 
     def open(self) -> None:
@@ -87,6 +88,7 @@ class McapSink:
         except Exception as exc:  # noqa: BLE001 - a write error (a full disk) is this frame's, counted; the next frame tries again
             self.stats.lost(f"{type(exc).__name__}: {exc}")
             return
+        self._last_index = frame.index
         self.stats.ok()
 
     def _log_image(self, frame: Frame, stamp: int) -> None:
@@ -117,7 +119,7 @@ class McapSink:
         except Exception as exc:  # noqa: BLE001
             self.stats.last_error = f"cannot finish {self.path.name}: {exc}"
             raise SdkError(f"mcap sink: cannot finish {self.path}: {exc}") from None
-        self.stats.synced_frame = self.stats.written - 1 if self.stats.written else None
+        self.stats.synced_frame = self._last_index  # the file is whole and in place: every frame written is on the disk
 
     def describe(self) -> dict:
         return describe_output(self.path, self.stats, None)
