@@ -88,6 +88,8 @@ def test_every_benchmark_runs_its_smoke_mode(tmp_path):
             failures.append(f"{path.name} --smoke: did not finish within {TIMEOUT_S} s\n{output}")
         elif code != 0:
             failures.append(f"{path.name} --smoke: exit {code} after {seconds:.0f} s\n{output}")
+    timings = ", ".join(f"{path.stem.removeprefix('bench_')} {seconds:.0f} s" for path, _, _, seconds in results)
+    print(f"smoke runs: {timings}")
     assert not failures, "\n\n".join(failures)
     if skipped:
         warnings.warn("benchmarks not run for lack of a system tool (apt-get install it): " + "; ".join(skipped), stacklevel=1)
