@@ -19,7 +19,9 @@ import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_ASSETS = REPO.parent / "shared" / "assets"
+# The real assets the tests use, shipped in the repository with their provenance (PROVENANCE.md beside each): a clone has all it needs.
+ASSETS = REPO / "pipelines" / "assets"
+TEST_ASSETS = REPO / "tests" / "integration" / "assets"
 EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
 
 
@@ -244,11 +246,11 @@ def shared_folder(tmp_path_factory, name: str, build: Callable[[Path], None]) ->
 
 
 def asset(name: str) -> Path:
-    """The real asset from ../shared/assets (as CI has it), else the example's own copy."""
-    for folder in (SHARED_ASSETS, REPO / "pipelines" / "assets"):
+    """A real asset shipped in the repository (the example's, pipelines/assets, or the tests', tests/integration/assets)."""
+    for folder in (ASSETS, TEST_ASSETS):
         if (folder / name).is_file():
             return folder / name
-    pytest.skip(f"asset {name} not found")
+    raise FileNotFoundError(f"asset {name} is in neither {ASSETS} nor {TEST_ASSETS}: the checkout is incomplete")
 
 
 @pytest.fixture(scope="session")

@@ -38,9 +38,8 @@ RESIZES = [
 
 
 def video() -> Path:
-    """The shared asset (as CI has it), else the example's own copy."""
-    shared = REPO.parent / "shared" / "assets" / "vtest.avi"
-    return shared if shared.is_file() else REPO / "pipelines" / "assets" / "vtest.avi"
+    """The example's own copy of the real recording (pipelines/assets)."""
+    return REPO / "pipelines" / "assets" / "vtest.avi"
 
 
 def frames(indices: list[int]) -> list[np.ndarray]:

@@ -5,7 +5,7 @@ frames, the magnitude baseline always beside it, and the whole command's wall ti
     python tests/benchmarks/bench_optimize.py [--smoke] [--yolox] [--out FILE.json]
 
 Models: the example's SSDLite (pipelines/pedestrian.yaml) and, with --yolox, Megvii's YOLOX-Nano
-(../shared/assets/yolox_nano.onnx) in the pipeline `sdk init` writes for it on the example's clip, with a
+(tests/integration/assets/yolox_nano.onnx) in the pipeline `sdk init` writes for it on the example's clip, with a
 `calibration:` section added (the same frames and hold-out as the example's). Each pipeline is copied into a
 temporary folder first, so nothing is written beside the project's files.
 `--smoke`: the example alone, one plan, few frames and rounds: the code path, not the numbers.
@@ -23,7 +23,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-SHARED = REPO.parent / "shared" / "assets"
+SHARED = REPO / "tests" / "integration" / "assets"  # YOLOX-Nano, shipped with its provenance
 CALIBRATION = "\ncalibration: {frames: 300, holdout_frames: 50, method: percentile}\n"
 
 
@@ -47,7 +47,7 @@ def yolox(folder: Path) -> Path:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="the example alone, one small plan: the code path, not the numbers")
-    parser.add_argument("--yolox", action="store_true", help="also YOLOX-Nano from ../shared/assets")
+    parser.add_argument("--yolox", action="store_true", help="also YOLOX-Nano (tests/integration/assets)")
     parser.add_argument("--out", type=Path, help="write the rows as JSON")
     args = parser.parse_args()
     from tools.optimize.run import Optimize, Settings
@@ -59,7 +59,8 @@ def main() -> int:
         if args.yolox and not args.smoke:
             models["yolox-nano"] = yolox(folder)
         for name, pipeline in models.items():
-            small = {"savings": (0.1,), "calibration_frames": 8, "holdout_frames": 12, "rounds": 2} if args.smoke else {}
+            small = {"savings": (0.1,), "calibration_frames": 8, "holdout_frames": 12, "rounds": 2, "runs": 2, "fskd": False, "sparsity": False}
+            small = small if args.smoke else {}
             started = time.perf_counter()
             Optimize(pipeline, Settings(target="local", report_dir=folder / f"report-{len(walls)}", **small))()
             walls[name] = round(time.perf_counter() - started, 1)

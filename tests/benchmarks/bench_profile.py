@@ -4,7 +4,7 @@ time `sdk predict` takes for the example.
 
     python tests/benchmarks/bench_profile.py [--frames 50] [--smoke]
 
-Models: the example's SSDLite (pipelines/pedestrian.yaml), YOLOX-Nano (../shared/assets), and PaddleOCR's detector,
+Models: the example's SSDLite (pipelines/pedestrian.yaml), YOLOX-Nano (tests/integration/assets), and PaddleOCR's detector,
 recogniser and direction classifier from rapidocr-onnxruntime (tests/reference-packages.txt) at fixed input shapes.
 Each gets a pipeline file in a temporary folder (its model copied beside it). The host's peaks are measured once, at
 the first profile, as a user's first `sdk profile` measures them; each profile scales them by the machine's speed
@@ -27,7 +27,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
-SHARED = REPO.parent / "shared" / "assets"
+SHARED = REPO / "tests" / "integration" / "assets"  # YOLOX-Nano, shipped with its provenance
 
 MODEL_PIPELINE = """\
 version: 1

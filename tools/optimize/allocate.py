@@ -85,16 +85,18 @@ class Step:
 
 
 def allocate(spaces: dict[int, int], errors: dict[int, Callable[[int], float]], predict: Callable[[dict[int, int]], float],
-             limit: int = 400) -> tuple[float, list[Step]]:  # fmt: skip
+             limit: int = 400, saving: float | None = None) -> tuple[float, list[Step]]:  # fmt: skip
     """The greedy steps from the full model. `spaces`: space -> its aligned counts, largest first (counts_for);
-    `errors[space](count)`: the error of keeping `count`; `predict(counts)`: the model's predicted ms."""
+    `errors[space](count)`: the error of keeping `count`; `predict(counts)`: the model's predicted ms. `saving`: stop
+    once the predicted time is at most (1 - saving) of the full model's (each step saves time, so the steps after it
+    would change no plan of that saving or less); None: until `limit` or nothing more saves time."""
     counts: dict[int, int] = {}
     position = dict.fromkeys(spaces, 0)
     base = predict({})
     current, total = base, 0.0
     cached: dict[int, tuple[int, float, float]] = {}  # space -> (its next position, time saved, error added)
     steps: list[Step] = []
-    while len(steps) < limit:
+    while len(steps) < limit and (saving is None or current > base * (1 - saving)):
         best, best_value = None, -1.0
         for space, options in sorted(spaces.items()):
             if position[space] >= len(options):

@@ -234,7 +234,8 @@ class _Context:
         task.done()
         task = self.progress.task("allocating channels by predicted time saved per unit of error", total=None)
         errors = {sid: (lambda count, sid=sid: pruner.error(sid, count)) for sid in options}
-        base, steps = allocate(options, errors, lambda counts: predict(resized(layers, channels, counts)))
+        largest = max(settings.savings, default=None)  # the steps after it would change no plan
+        base, steps = allocate(options, errors, lambda counts: predict(resized(layers, channels, counts)), saving=largest)
         task.done()
         plans: dict[float, dict[int, int]] = {}
         for saving in settings.savings:

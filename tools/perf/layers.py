@@ -80,7 +80,13 @@ class ModelLayers:
     outputs: tuple[str, ...]
 
     def by_name(self) -> dict[str, Layer]:
-        return {layer.name: layer for layer in self.layers}
+        """name -> layer, made once per model (the performance model asks for it per layer group, hundreds of
+        thousands of times in one `sdk optimize`); callers read it, never change it."""
+        found = self.__dict__.get("_by_name")
+        if found is None:
+            found = {layer.name: layer for layer in self.layers}
+            object.__setattr__(self, "_by_name", found)  # a cache beside the frozen fields, not one of them
+        return found
 
     @property
     def flops(self) -> int:

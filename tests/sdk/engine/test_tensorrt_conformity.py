@@ -98,7 +98,11 @@ def fetch(requirements: tuple[str, ...], python: str | None = None, platform: st
         capture_output=True, text=True, timeout=600,
     )
     if done.returncode != 0:
-        pytest.skip(f"cannot download {' '.join(requirements)} from PyPI: {done.stderr.strip().splitlines()[-1:]}")
+        last = (done.stderr.strip().splitlines() or ["pip download failed"])[-1]
+        pytest.skip(
+            f"needs TensorRT's binding wheels, downloaded once from PyPI and kept in {cache} ($SDK_WHEEL_CACHE): cannot download "
+            f"{' '.join(requirements)} ({last}); run once with PyPI reachable, or put the wheels in {folder}"
+        )
     return sorted(folder.glob("*.whl"))
 
 

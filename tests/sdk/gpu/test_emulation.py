@@ -146,7 +146,7 @@ class SlowHostBackend(HostBackend):
 
 def test_the_infer_time_is_the_engines_events_not_the_hosts_round_trips():
     """The engine's time is read between the events recorded right before and after its enqueue: the host's work
-    between the preprocessing and the engine (here 60 ms of it) is not counted as inference."""
+    between the preprocessing and the engine (here 600 ms of it) is not counted as inference."""
     backend = SlowHostBackend(yolo_rows(8))
     session = CudaSession(DeviceChoice("cuda", "test", emulated=True), backend, None)
     plan = YoloDecodePlan.build(spec(), backend.outputs["output0"].shape, 16)
@@ -155,9 +155,10 @@ def test_the_infer_time_is_the_engines_events_not_the_hosts_round_trips():
         session.times.mark("preprocess_start")
         session.times.mark("preprocess_end")
         session.times.add("preprocess")
-        time.sleep(0.06)  # the host between the stages (a round trip, other threads)
+        time.sleep(0.6)  # the host between the stages (a round trip, other threads)
         session.infer_step()
         stage(geometry())
     event_ms = session.report()["event_ms"]
-    assert event_ms["infer"]["frames"] == 2 and 2 <= event_ms["infer"]["max_ms"] < 30, event_ms
+    # The engine's 2 ms, and what a busy machine adds to a 2 ms sleep (tens of ms at load 8), far below the host's 600.
+    assert event_ms["infer"]["frames"] == 2 and 2 <= event_ms["infer"]["max_ms"] < 200, event_ms
     assert session.report()["infer_enqueue_ms"]["frames"] == 2  # the host's own time to enqueue the engine, kept apart

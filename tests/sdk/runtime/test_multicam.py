@@ -163,8 +163,8 @@ def test_late_stalled_and_unplugged_cameras_never_hold_the_others(tmp_path):
     sources = {
         "steady": f"{live}&fps=30&frames=1000",
         "short": "synthetic://boxes?width=64&height=48&frames=5",  # a recording that ends at once
-        "stalling": f"{live}&fps=2&frames=1000",  # a frame every 500 ms
-        "unplugged": f"{live}&fps=30&frames=1000&unplug_at=5&unplug_ms=700",  # the cable out for 0.7 s
+        "stalling": f"{live}&fps=1&frames=1000",  # a frame every 1000 ms
+        "unplugged": f"{live}&fps=30&frames=1000&unplug_at=5&unplug_ms=1200",  # the cable out for 1.2 s
     }
     block = "\n".join(
         f'  {name}: {{uri: "{uri}", replay: {{frames: {45 if name == "steady" else 5 if name == "short" else 1000}}}, '
@@ -197,7 +197,9 @@ def test_late_stalled_and_unplugged_cameras_never_hold_the_others(tmp_path):
     assert cameras["short"]["frames"] == 5 and cameras["short"]["skipped_slots"] == 0  # ended: no gap is counted after its end
     assert cameras["stalling"]["skipped_slots"] > 0 and cameras["stalling"]["frames"] < 10
     assert cameras["unplugged"]["disconnects"] == 1 and cameras["unplugged"]["skipped_slots"] > 0
-    assert cameras["steady"]["end_to_end"]["max_ms"] < 500  # never waited for the stalled (500 ms) or unplugged (700 ms) camera
+    # Never waited for the stalled (1000 ms) or unplugged (1200 ms) camera: the steady camera's worst frame took 70 to
+    # 195 ms at load 11 (three runs), 600 is 3 times that and half a stall.
+    assert cameras["steady"]["end_to_end"]["max_ms"] < 600
     assert [c["name"] for c in report["checks"]][-1] == "cameras.steady.end_to_end.p50_ms"
     lines = [json.loads(line) for line in (tmp_path / "out" / "detections.jsonl").read_text().splitlines()]
     assert {line["camera"] for line in lines} == set(sources)

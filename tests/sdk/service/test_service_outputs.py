@@ -153,12 +153,16 @@ def test_after_kill_9_the_video_plays_up_to_its_last_finished_segment(deployed, 
     output = status_dir / "output"
     segments = sorted(output.glob("annotated.*.avi"))
     assert len(segments) >= 2 and (output / ".annotated.current.avi").exists()  # the killed run's current segment
-    for segment in segments:
+    for segment in segments:  # each finished segment plays whole: every frame its header counts decodes
         capture = cv2.VideoCapture(str(segment))
         count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
-        ok, image = capture.read()
+        shapes = []
+        while (read := capture.read())[0]:
+            shapes.append(read[1].shape)
         capture.release()
-        assert ok and image.shape == (48, 64, 3) and count >= 10, segment.name  # a second at 30 fps, give or take
+        # A segment is a second of wall time: about 30 frames on a quiet machine, as few as 1 on a busy one (the
+        # frames a second holds are not this test's subject, the files' being whole is).
+        assert count >= 1 and shapes == [(48, 64, 3)] * count, (segment.name, count, len(shapes))
     done = subprocess.run([*command, "--frames", "3"], cwd=release, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "annotated.avi: the segment an earlier run did not finish" in done.stderr  # salvaged, or deleted and counted: said

@@ -82,8 +82,8 @@ def test_serve_notifies_ready_feeds_the_watchdog_and_stops_cleanly_on_sigterm(de
         assert status["state"] == "NOMINAL" and status["pid"] == child.pid and status["release"] == release.name
         child.send_signal(signal.SIGTERM)
         stop_started = time.monotonic()
-        assert child.wait(timeout=5) == 0, child.stderr.read()
-        assert time.monotonic() - stop_started < 5
+        assert child.wait(timeout=60) == 0, child.stderr.read()
+        assert time.monotonic() - stop_started < 15  # 2.2 s at load 13; a runtime deaf to SIGTERM never stops
     finally:
         child.kill()
         listener.close()

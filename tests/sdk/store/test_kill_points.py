@@ -28,6 +28,7 @@ from sdk.release import ReleaseManifest
 from sdk.store.faults import POINTS, STATIC, TEMPLATES
 from sdk.store.objects import ReleaseStore
 from sdk.store.verify import verify_release
+from tests.sdk.store.forks import DeviceForks
 
 REPO = Path(__file__).resolve().parents[3]
 DRIVER = Path(__file__).with_name("fault_driver.py")
@@ -183,7 +184,7 @@ def _dead_trial_with_damaged_links(store: ReleaseStore, release: str) -> None:
     (store.root / "previous").unlink()
 
 
-def _kill(root: Path, ids: dict, point: str, k: int, scenario: str, release: str) -> None:
+def _kill(forks: DeviceForks, root: Path, ids: dict, point: str, k: int, scenario: str, release: str) -> None:
     env = {**os.environ, "SDK_FAULT": f"{point}:{k}" if k else point, "PYTHONPATH": str(REPO)}
     if scenario == "hold-lock":
         store = ReleaseStore(root)
@@ -208,32 +209,41 @@ def _kill(root: Path, ids: dict, point: str, k: int, scenario: str, release: str
         if scenario == "dead-trial":
             _dead_trial_with_damaged_links(ReleaseStore(root), ids[release])
             scenario = "recover"
-        driver = [sys.executable, "-B", str(DRIVER), str(root), scenario, ids.get(release, "-")]
-        code = subprocess.run(driver, cwd=REPO, env=env, timeout=120).returncode
+        driver = [str(DRIVER), str(root), scenario, ids.get(release, "-")]  # `python -B fault_driver.py ...`, forked
+        code = forks.run(driver, module=None, cwd=REPO, env=env, output=root.parent / "driver").returncode
     assert code == -signal.SIGKILL, f"the process was not killed at {point} (exit {code}): that point is not on this path"
 
 
-def _start_as_the_unit_does(root: Path) -> dict:
-    """The systemd unit's start command (`serve --root`), run for two frames: what a vehicle starts after the power returns."""
+def _start_as_the_unit_does(forks: DeviceForks, root: Path) -> dict:
+    """The systemd unit's start command (`python -m sdk serve --root`, forked), run for two frames: what a vehicle starts
+    after the power returns."""
     status_dir = root / "service"
-    command = [sys.executable, "-B", "-m", "sdk", "serve", "--root", str(root), "--status-dir", str(status_dir), "--frames", "2"]
-    done = subprocess.run(command, cwd=root, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+    command = ["sdk", "serve", "--root", str(root), "--status-dir", str(status_dir), "--frames", "2"]
+    done = forks.run(command, module="sdk", cwd=root, env={**os.environ, "PYTHONPATH": str(REPO)}, output=root.parent / "serve")
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     return json.loads((status_dir / "status.json").read_text())
 
 
+@pytest.fixture(scope="module")
+def forks():
+    """The device processes of this file's cases, forked from one that imported the device's modules (tests/sdk/store/forks.py)."""
+    forker = DeviceForks(REPO, {**os.environ, "PYTHONPATH": str(REPO)})
+    yield forker
+    forker.close()
+
+
 @pytest.mark.parametrize(("steps", "expected"), CASES, ids=[_case_id(steps) for steps, _ in CASES])
-def test_kill_9_at_each_point_then_the_unit_starts_the_last_committed_release_verified(template, tmp_path, steps, expected):
+def test_kill_9_at_each_point_then_the_unit_starts_the_last_committed_release_verified(template, forks, tmp_path, steps, expected):
     source, ids = template
     root = tmp_path / "target"
     subprocess.run(["cp", "-a", str(source), str(root)], check=True)  # -a keeps the store's hard links
     for point, k, scenario, release in steps:
-        _kill(root, ids, point, k, scenario, release)
+        _kill(forks, root, ids, point, k, scenario, release)
         deadline = time.monotonic() + 10
         while _health_processes(root) and time.monotonic() < deadline:
             time.sleep(0.1)  # PR_SET_PDEATHSIG: the health run dies with the trial process
         assert not _health_processes(root), "a health-check process outlived its trial"
-    status = _start_as_the_unit_does(root)
+    status = _start_as_the_unit_does(forks, root)
     assert status["release"] == ids[expected] and status["frames"] == 2
     store = ReleaseStore(root)
     verify_release(store.release_dir(ids[expected]))  # what ran is what passed, byte for byte

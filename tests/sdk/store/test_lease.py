@@ -106,7 +106,9 @@ def test_a_dead_holders_lock_is_free_and_its_trial_is_rolled_back_at_the_next_en
     holder.wait()
     started = time.monotonic()
     host_b, token_b = hold(root, "host-b", 60)  # the kernel freed the lock with the process
-    assert time.monotonic() - started < 10 and token_b == token + 1
+    # Freed at once: host-b's holder took it as soon as its Python started (a few seconds under load), where a lock
+    # still held would have made it wait out the 60 s lease.
+    assert time.monotonic() - started < 30 and token_b == token + 1
     with store.locked():
         assert store.recover() == second  # its deployer is gone: rolled back before anything else
     assert store.current() == store.committed() == first

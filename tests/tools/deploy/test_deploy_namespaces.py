@@ -76,7 +76,7 @@ def test_a_fleet_of_four_hosts_with_one_off_the_network(env):
             assert outcomes[name].error is None and outcomes[name].verdict, outcomes[name]
         assert list(json.loads((env / "fleet" / "fleet.json").read_text())["errors"]) == ["orin-03"]
         assert result.exit_code == 1
-        assert time.monotonic() - started < 120
+        assert time.monotonic() - started < 300  # a hang guard: the fleet took 45 s at load 14
         releases = {current(env / f"root{k}").release_id for k in (0, 1, 3)}
         assert len(releases) == 1  # the same release everywhere it could go
         assert not (env / "root2" / "current").exists()

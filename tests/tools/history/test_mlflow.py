@@ -99,5 +99,7 @@ def test_a_server_that_is_down_never_fails_a_run(tiny_pipeline, state_dir, tmp_p
     assert done.returncode == 0 and json.loads((tmp_path / "d" / "report.json").read_text())["verdict"] == "PASS"
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
     assert warnings == [f"warning: this run was not logged to MLflow at {down}: the server does not answer (Connection refused)"]
-    assert time.monotonic() - started < 60
+    # The run's own time: 32 s at load 13; a client retrying a refused connection with MLflow's default retries would
+    # take minutes more.
+    assert time.monotonic() - started < 180
     assert json.loads(sdk("history", "--json").stdout)["matching"] == 1  # recorded in the history all the same

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SHARED_ASSETS
+from tests.conftest import TEST_ASSETS
 
 PADDLE = {"det": ("ch_PP-OCRv4_det_infer.onnx", (1, 3, 320, 320)), "rec": ("ch_PP-OCRv4_rec_infer.onnx", (1, 3, 48, 320)),
           "cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", (1, 3, 48, 192))}  # fmt: skip
@@ -31,8 +31,7 @@ def fixed_shape(source: Path, shape: tuple[int, ...], out: Path) -> Path:
 def real_models(prepared_example, tmp_path_factory) -> dict[str, Path]:
     folder = tmp_path_factory.mktemp("real-models")
     found = {"ssdlite": prepared_example.model_path}
-    if (SHARED_ASSETS / "yolox_nano.onnx").is_file():
-        found["yolox"] = SHARED_ASSETS / "yolox_nano.onnx"
+    found["yolox"] = TEST_ASSETS / "yolox_nano.onnx"  # shipped with its provenance (tests/integration/assets/PROVENANCE.md)
     try:
         import rapidocr_onnxruntime
     except ImportError:

@@ -86,7 +86,11 @@ def _build_device(folder: Path, qemu: str) -> None:
         path.mkdir(parents=True)
     done = subprocess.run(["apt-get", "download", "-q", *(f"{name}:arm64" for name in ARM64_DEBS)], cwd=debs, capture_output=True, text=True)
     if done.returncode != 0:
-        pytest.skip(f"cannot download Debian's arm64 packages ({(done.stderr.strip().splitlines() or ['apt-get failed'])[-1]})")
+        last = (done.stderr.strip().splitlines() or ["apt-get failed"])[-1]
+        pytest.skip(
+            f"needs Debian's arm64 packages, downloaded once with apt-get and kept in {_cache_root()} ($SDK_TEST_CACHE): "
+            f"cannot download them ({last}); run once with the network"
+        )
     for deb in sorted(debs.glob("*.deb")):
         subprocess.run(["dpkg-deb", "-x", str(deb), str(root)], check=True)
     platforms = [option for platform in AARCH64_PLATFORMS for option in ("--platform", platform)]
@@ -99,7 +103,11 @@ def _build_device(folder: Path, qemu: str) -> None:
         env={**os.environ, "PIP_NO_INPUT": "1"},
     )
     if done.returncode != 0:
-        pytest.skip(f"cannot download the device's aarch64 wheels from PyPI ({(done.stderr.strip().splitlines() or ['pip failed'])[-1]})")
+        last = (done.stderr.strip().splitlines() or ["pip download failed"])[-1]
+        pytest.skip(
+            f"needs the device's aarch64 wheels, downloaded once from PyPI and kept in {_cache_root()} ($SDK_TEST_CACHE): "
+            f"cannot download them ({last}); run once with PyPI reachable"
+        )
     site = root / SYSTEM_SITE
     site.mkdir(parents=True)
     for wheel in sorted(wheels.glob("*.whl")):
