@@ -40,7 +40,7 @@ def test_a_full_store_with_the_service_folder_on_it_starts_promptly_and_says_run
     fill(root)  # the store and the service folder: every write fails with ENOSPC from now on
     try:
         started = time.monotonic()
-        done = sdk("start", "--target", name)
+        done = sdk("start", "--json", "--target", name)
         took = time.monotonic() - started
         no_traceback(done)
         assert done.returncode == 0, done.stderr
@@ -55,12 +55,12 @@ def test_a_full_store_with_the_service_folder_on_it_starts_promptly_and_says_run
         service = json.loads(status.stdout)["service"]
         assert service["state"] in ("running", "degraded") and "disk full" in service["reason"], service
 
-        again = sdk("start", "--target", name)
+        again = sdk("start", "--json", "--target", name)
         assert again.returncode == 0, again.stderr
         second = json.loads(again.stdout)
         assert not second["started"] and second["note"] == "already running" and second["state"] in ("running", "degraded"), second
     finally:
-        sdk("stop", "--target", name)
+        sdk("stop", "--json", "--target", name)
         reap(str(root))
     assert not list(root.glob(".tmp-*")), sorted(p.name for p in root.glob(".tmp-*"))  # no empty temporary per try
     assert store.trial() is not None  # nothing could be written: the dead trial is still recorded, and it never ran
