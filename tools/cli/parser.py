@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.optimize.command import add_parsers as add_optimize
 
     add_optimize(commands)  # optimize
+    from tools.evaluate.command import add_parsers as add_evaluate
+
+    add_evaluate(commands)  # evaluate
     _describe(parser)
     return parser
 

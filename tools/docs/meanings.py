@@ -164,7 +164,10 @@ MEANINGS = {
     "budgets.environment.clocks_locked": "CPU, GPU and EMC clocks at min = max = hardware maximum (what `jetson_clocks` does)",
     "budgets.environment.cpu_governor": "cpufreq governor every online CPU must use (e.g. `performance`)",
     "budgets.environment.on_unmet": "`fail`: an unmet or unreadable requirement fails (or is INCONCLUSIVE); `warn`: a WARN line only",
-    "budgets.accuracy": "the run's detections against the host's FP32 reference on the same frames",
+    "budgets.accuracy": (
+        "the run's detections against the host's FP32 reference on the same frames; `map50_95` and `map50`: minimums on labelled "
+        "images, judged by `sdk evaluate` on the 95 % bootstrap bound (guides/evaluate.md)"
+    ),
     "budgets.determinism": "two runs on the same replay; without tolerances: bit-identical outputs",
     "calibration": "INT8 calibration (needed by `model.precision: int8`)",
     "calibration.source": "a `file://` or `images://` recording to calibrate on; `null`: the pipeline's source",
@@ -177,6 +180,12 @@ MEANINGS = {
     "service.cpu_affinity": "CPUs the runtime is pinned to, where permitted",
     "service.lock_memory": "`mlockall` the runtime's memory, where permitted",
     "health": "the health check of a release on trial, run by the device before the release is committed",
+    "evaluation": "how `sdk evaluate` scores the model on labelled images: its own score floor and NMS, and the class map (guides/evaluate.md)",
+    "evaluation.nms": "`per_class` (COCO's evaluations) or `class_agnostic`: which boxes the evaluation's NMS compares",
+    "evaluation.classes": (
+        "model class name -> label category name, for classes whose names differ from the labels'; `null` leaves a class out. "
+        "Unlisted classes go to the category of the same name"
+    ),
 }
 
 TARGET_MEANINGS = {
