@@ -42,10 +42,15 @@ def measurement(check: dict) -> str:
     unit = check_unit(check["name"])
     text = f"measured {_with_unit(check['measured'], unit)}, limit {_with_unit(check['limit'], unit)}"
     if not check["name"].startswith("environment."):
-        text += f", over {check['frames']} frame(s)"
+        text += f", over {check['frames']} {counted(check['name'])}(s)"
     if check.get("detail"):
         text += f" ({check['detail']})"
     return text
+
+
+def counted(name: str) -> str:
+    """What a check counts: labelled images (the budgets on labels, `sdk evaluate`) or frames."""
+    return "image" if name.startswith("accuracy.map") else "frame"
 
 
 def outcome(check: dict) -> Outcome:
@@ -62,9 +67,9 @@ def outcome(check: dict) -> Outcome:
         if name.startswith("environment."):
             needed = "the measurement does not count"
         elif check.get("frames_needed"):
-            needed = f"{format_number(check['frames_needed'])} frames needed for a 95% bound"
+            needed = f"{format_number(check['frames_needed'])} {counted(name)}s needed for a 95% bound"
         else:
-            needed = "more frames needed for a 95% bound"
+            needed = f"more {counted(name)}s needed for a 95% bound"
         return Outcome("failure", "Inconclusive", f"{name}: INCONCLUSIVE: {what}; {needed}")
     if status == WARN:
         kind = "Unverified" if check.get("unverified") else "Unmet"

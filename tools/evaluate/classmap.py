@@ -38,9 +38,8 @@ class ClassMap:
         }
 
 
-def map_classes(classes: tuple[str, ...], categories: dict[int, str], user_map: dict[str, str | None], where: str) -> ClassMap:
-    """`classes`: the model's, in its order; `categories`: id -> name of the labels; `user_map`: evaluation.classes.
-    `where` names the pipeline file in errors."""
+def check_keys(classes: tuple[str, ...], user_map: dict[str, str | None], where: str) -> None:
+    """Every key of evaluation.classes is a class of the model (checked without labels too)."""
     for name in user_map:
         if name not in classes:
             close = difflib.get_close_matches(name, classes, n=1)
@@ -48,6 +47,12 @@ def map_classes(classes: tuple[str, ...], categories: dict[int, str], user_map: 
                 f"{where}: evaluation.classes: {name!r} is not a class of the model; allowed: the names in postprocess.classes",
                 hint=f"did you mean {close[0]!r}?" if close else "the keys are the model's class names, the values the labels' categories",
             )
+
+
+def map_classes(classes: tuple[str, ...], categories: dict[int, str], user_map: dict[str, str | None], where: str) -> ClassMap:
+    """`classes`: the model's, in its order; `categories`: id -> name of the labels; `user_map`: evaluation.classes.
+    `where` names the pipeline file in errors."""
+    check_keys(classes, user_map, where)
     by_name = {name: cid for cid, name in categories.items()}
     by_key = {_key(name): cid for cid, name in categories.items()}
     mapping: dict[int, int] = {}
@@ -76,4 +81,4 @@ def map_classes(classes: tuple[str, ...], categories: dict[int, str], user_map: 
     return ClassMap(mapping, tuple(left_out), unscored)
 
 
-__all__ = ["ALIASES", "ClassMap", "map_classes"]
+__all__ = ["ALIASES", "ClassMap", "check_keys", "map_classes"]
