@@ -36,6 +36,10 @@ MEANINGS = {
     "preprocess.resize": "the network input size and how the frame (or crop) is fitted into it",
     "preprocess.resize.mode": "`stretch`: both axes scaled independently; `letterbox`: aspect kept, the rest padded with `pad_value`",
     "preprocess.resize.align": "letterbox: `center` (padding on both sides; Ultralytics) or `top_left` (padding right and below; YOLOX)",
+    "preprocess.resize.content": (
+        "letterbox: the resized image's size w·r x h·r rounded to the nearest pixel (`round`; Ultralytics) or down "
+        "(`floor`; YOLOX's int(w·r)) (guides/evaluate.md)"
+    ),
     "preprocess.resize.coordinates": "sampling grid, as ONNX Resize's `coordinate_transformation_mode` (TF's legacy bilinear is `asymmetric`)",
     "preprocess.color": "channel order of the tensor (frames are BGR as decoded)",
     "preprocess.layout": "tensor layout",
