@@ -17,7 +17,7 @@ from sdk.artifacts import ModelArtifacts
 from sdk.sources.base import CorruptFrame
 from sdk.spec.loader import PipelineFile
 from tools.evaluate.classmap import ClassMap
-from tools.evaluate.labels import LabelSet
+from tools.evaluate.labelset import LabelSet
 from tools.progress import Progress, SilentProgress
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from sdk.errors import ConfigError
-from tools.evaluate.labels import LabelledImage, LabelSet, check_box, image_files
+from tools.evaluate.labelset import LabelledImage, LabelSet, check_box, image_files
 
 HINT = "an Ultralytics dataset YAML: path, val (images/val), names; labels/val/NAME.txt rows `class cx cy w h` (normalised)"
 
