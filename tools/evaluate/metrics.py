@@ -23,6 +23,15 @@ from tools.history.stats import DRAWS, SEED, block_indices
 CONFIDENCE = 0.95
 STAT_NAMES = ("map50_95", "map50", "map75", "map_small", "map_medium", "map_large", "ar1", "ar10", "ar100", "ar_small", "ar_medium", "ar_large")
 DRAW_CHUNK = 200  # draws accumulated at once (memory: chunk x 10 IoU thresholds x a category's detections)
+# The bootstrap's work is draws x detections x 10 IoU thresholds: past this many detection-draws a large set gets
+# fewer draws (at least MIN_DRAWS; its interval is narrow anyway), so 5,000 images cost seconds, not minutes.
+DETECTION_DRAWS = 40_000_000
+MIN_DRAWS = 200
+
+
+def affordable_draws(draws: int, detections: int) -> int:
+    """`draws`, or fewer for a large set (never below MIN_DRAWS, never more than asked)."""
+    return min(draws, max(MIN_DRAWS, DETECTION_DRAWS // max(detections, 1)))
 
 
 @dataclass
@@ -88,6 +97,7 @@ def evaluate(ground_truth: dict, detections: list[dict], category_ids: list[int]
             }
         )
     curves = _curves(evaluation)
+    draws = affordable_draws(draws, len(detections)) if draws else 0
     figures = bootstrap(evaluation, draws) if draws else None
     intervals, lower = {}, {}
     for index, name in enumerate(("map50_95", "map50")):
@@ -195,4 +205,4 @@ def bootstrap(evaluation, draws: int = DRAWS, seed: int = SEED) -> np.ndarray:
     return np.concatenate(figures)
 
 
-__all__ = ["CONFIDENCE", "STAT_NAMES", "Metrics", "accumulate", "bootstrap", "coco_eval", "evaluate", "image_matches"]
+__all__ = ["CONFIDENCE", "STAT_NAMES", "Metrics", "accumulate", "affordable_draws", "bootstrap", "coco_eval", "evaluate", "image_matches"]

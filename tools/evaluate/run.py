@@ -67,7 +67,7 @@ def evaluate(request: Request, progress: Progress | None = None) -> dict:
     scored = [image for image in labels.images if image.path.name not in failed]
     if not scored:
         raise ConfigError(f"{labels.source}: none of the {len(labels.images)} images decodes", hint="check the image files")
-    task = progress.task(f"scoring with pycocotools, {request.draws} bootstrap draws over images", total=None)
+    task = progress.task("scoring with pycocotools, bootstrap over images", total=None)
     metrics = score(labels.ground_truth(), run.detections, sorted(set(mapping.to_category.values())), [i.id for i in scored], request.draws)
     task.done()
     checks = label_checks(pipeline.spec.budgets.accuracy, metrics.stats, metrics.lower_bounds, metrics.intervals, metrics.images)
@@ -105,7 +105,7 @@ def evaluate(request: Request, progress: Progress | None = None) -> dict:
             "not_decoded": [{"file": name, "why": why} for name, why in run.not_decoded],
         },
         "class_map": mapping.as_dict(tuple(pipeline.class_names()), labels.categories),
-        "evaluation": pipeline.spec.evaluation.model_dump() | {"bootstrap_draws": request.draws, "bootstrap": "images resampled with replacement"},
+        "evaluation": pipeline.spec.evaluation.model_dump() | {"bootstrap_draws": metrics.draws, "bootstrap": "images resampled with replacement"},
         "evaluator": _evaluator(),
         "backend": run.backend,
         "postprocess": run.postprocess,

@@ -144,3 +144,21 @@ def test_bad_input_is_one_error_line_and_a_hint_before_anything_runs(sdk, tmp_pa
     ]
     done = sdk("evaluate", str(EXAMPLE), "--labels", str(LABELS), "--target", "orin-01")
     assert done.returncode == 1 and done.stderr.startswith("error: --target orin-01: not supported by sdk evaluate yet; allowed: local")
+
+
+def test_sdk_check_refuses_a_class_the_labels_have_no_category_for(sdk, tmp_path):
+    data = json.loads(LABELS.read_text())
+    first = data["images"][0]
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / first["file_name"]).symlink_to(LABELS.parent / "images" / first["file_name"])
+    labels = tmp_path / "no-toothbrush.json"
+    labels.write_text(json.dumps({"images": [first], "annotations": [], "categories": [c for c in data["categories"] if c["name"] != "toothbrush"]}))
+    done = sdk("check", str(EXAMPLE), "--labels", str(labels))
+    assert done.returncode == 1
+    problem = [line for line in done.stdout.splitlines() if "labels:" in line]
+    assert problem == [f"  problem  labels: {EXAMPLE}: model class 'toothbrush' has no category in the labels"], done.stdout
+    assert "evaluation: {classes: {CLASS: CATEGORY}}, or CLASS: null to leave it out" in done.stdout
+    done = sdk("check", str(EXAMPLE), "--labels", str(LABELS))
+    assert (
+        done.returncode == 0 and "  ok       labels: 29 images, 337 labels and 6 crowd regions (coco); every class maps to a category" in done.stdout
+    )
