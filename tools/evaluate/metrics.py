@@ -24,8 +24,8 @@ CONFIDENCE = 0.95
 STAT_NAMES = ("map50_95", "map50", "map75", "map_small", "map_medium", "map_large", "ar1", "ar10", "ar100", "ar_small", "ar_medium", "ar_large")
 DRAW_CHUNK = 200  # draws accumulated at once (memory: chunk x 10 IoU thresholds x a category's detections)
 # The bootstrap's work is draws x detections x 10 IoU thresholds: past this many detection-draws a large set gets
-# fewer draws (at least MIN_DRAWS; its interval is narrow anyway), so 5,000 images cost seconds, not minutes.
-DETECTION_DRAWS = 40_000_000
+# fewer draws (at least MIN_DRAWS; its interval is narrow anyway).
+DETECTION_DRAWS = 10_000_000
 MIN_DRAWS = 200
 
 
