@@ -162,3 +162,25 @@ def test_sdk_check_refuses_a_class_the_labels_have_no_category_for(sdk, tmp_path
     assert (
         done.returncode == 0 and "  ok       labels: 29 images, 337 labels and 6 crowd regions (coco); every class maps to a category" in done.stdout
     )
+
+
+def test_an_image_that_does_not_decode_is_left_out_with_its_labels_and_named(tmp_path):
+    data = json.loads(LABELS.read_text())
+    kept, broken = data["images"][:2]
+    (tmp_path / "images").mkdir()
+    (tmp_path / "images" / kept["file_name"]).symlink_to(LABELS.parent / "images" / kept["file_name"])
+    whole = (LABELS.parent / "images" / broken["file_name"]).read_bytes()
+    (tmp_path / "images" / broken["file_name"]).write_bytes(whole[: len(whole) // 2])  # cut short, as a failed copy leaves it
+    data["images"] = [kept, broken]
+    data["annotations"] = [a for a in data["annotations"] if a["image_id"] in (kept["id"], broken["id"])]
+    labels = tmp_path / "two.json"
+    labels.write_text(json.dumps(data))
+    result = evaluate(Request(EXAMPLE, labels, draws=0))
+    assert result["labels"]["images"] == 2 and result["labels"]["images_scored"] == 1
+    assert result["labels"]["not_decoded"] == [
+        {"file": broken["file_name"], "why": f"{broken['file_name']}: truncated JPEG (no end-of-image marker after its last scan)"}
+    ]
+    assert f"1 image(s) did not decode and were left out with their labels: {broken['file_name']}" in result["notes"]
+    alone = tmp_path / "one.json"
+    alone.write_text(json.dumps(data | {"images": [kept], "annotations": [a for a in data["annotations"] if a["image_id"] == kept["id"]]}))
+    assert evaluate(Request(EXAMPLE, alone, draws=0))["map50_95"] == result["map50_95"]  # scored as if it were not listed
