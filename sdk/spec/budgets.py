@@ -67,6 +67,10 @@ class AccuracyBudget(AccuracyAcceptance):
     map50_95: Ratio("COCO mAP@[.5:.95] on the labels, at least") | None = None
     map50: Ratio("COCO AP at IoU 0.5 on the labels, at least") | None = None
 
+    def reference_thresholds(self) -> AccuracyAcceptance:
+        """The thresholds against the FP32 reference alone (what a camera without its own inherits)."""
+        return AccuracyAcceptance(**{name: getattr(self, name) for name in AccuracyAcceptance.model_fields})
+
     def label_minimums(self) -> list[tuple[str, float]]:
         """(figure, minimum) of the budgets judged on labels."""
         return [(name, value) for name, value in (("map50_95", self.map50_95), ("map50", self.map50)) if value is not None]
