@@ -46,4 +46,14 @@ def label_checks(budgets: AccuracyBudget | None, stats: dict, lower_bounds: dict
     return checks
 
 
-__all__ = ["images_needed", "label_checks"]
+UNLABELLED = "a budget on labels: this run's frames have none, so it is not judged here (sdk evaluate judges it on labelled images)"
+
+
+def unlabelled_checks(budgets: AccuracyBudget | None) -> list[BudgetCheck]:
+    """A run without labels (a deploy, `sdk validate`): each budget on labels INCONCLUSIVE, saying where it is judged."""
+    if budgets is None:
+        return []
+    return [BudgetCheck(f"accuracy.{name}", limit, None, INCONCLUSIVE, 0, None, UNLABELLED) for name, limit in budgets.label_minimums()]
+
+
+__all__ = ["UNLABELLED", "images_needed", "label_checks", "unlabelled_checks"]

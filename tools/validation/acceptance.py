@@ -16,9 +16,10 @@ from pathlib import Path
 from sdk.artifacts import ModelArtifacts
 from sdk.runtime.junit import write_junit
 from sdk.runtime.report import REPORT_FILE, write_report
-from sdk.runtime.verdict import INCONCLUSIVE, BudgetCheck, combine, describe_verdict
+from sdk.runtime.verdict import BudgetCheck, combine, describe_verdict
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Determinism
+from tools.evaluate.judge import unlabelled_checks
 from tools.progress import Progress, SilentProgress
 from tools.validation.detections_file import read_detections
 from tools.validation.determinism import compare_runs
@@ -83,9 +84,7 @@ def accept(
             ]
         suffix = "; trivial comparison: same runtime and precision on both sides" if compared["trivial"] else ""
         added += [replace(c, detail=c.detail + suffix, duration_s=duration) for c in result.checks()]
-        unlabelled = "a budget on labels: this run's frames have none, so it is not judged here (sdk evaluate judges it on labelled images)"
-        for name, limit in budgets.accuracy.label_minimums():
-            added.append(BudgetCheck(f"accuracy.{name}", limit, None, INCONCLUSIVE, 0, None, unlabelled))
+        added += unlabelled_checks(budgets.accuracy)
     if repeats:
         tolerance = budgets.determinism or Determinism()
         report["determinism_runs"] = []

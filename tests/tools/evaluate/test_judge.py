@@ -11,7 +11,7 @@ import pytest
 from sdk.runtime.verdict import combine, describe_verdict
 from sdk.spec.budgets import AccuracyBudget
 from tools.evaluate import report as files
-from tools.evaluate.judge import images_needed, label_checks
+from tools.evaluate.judge import UNLABELLED, images_needed, label_checks, unlabelled_checks
 
 STATS = {"map50_95": 0.30, "map50": 0.45}
 INTERVALS = {"map50_95": [0.24, 0.36], "map50": [0.38, 0.53]}
@@ -42,6 +42,19 @@ def test_a_minimum_between_bound_and_figure_is_inconclusive_with_the_images_it_w
 def test_no_budget_on_labels_judges_nothing():
     assert label_checks(None, STATS, LOWER, INTERVALS, 29) == []
     assert label_checks(AccuracyBudget(), STATS, LOWER, INTERVALS, 29) == []
+
+
+def test_a_run_without_labels_lists_its_budgets_on_labels_as_inconclusive_and_judges_fp32_agreement_alone():
+    budgets = AccuracyBudget(min_recall=0.9, map50_95=0.25)
+    checks = unlabelled_checks(budgets)
+    assert [(c.name, c.limit, c.measured, c.status, c.detail) for c in checks] == [("accuracy.map50_95", 0.25, None, "INCONCLUSIVE", UNLABELLED)]
+    assert budgets.reference_thresholds().model_dump() == {
+        "min_recall": 0.9,
+        "min_precision": 0.95,
+        "min_mean_iou": 0.9,
+        "max_mean_score_drift": 0.05,
+    }
+    assert unlabelled_checks(None) == [] and unlabelled_checks(AccuracyBudget()) == []
 
 
 @pytest.fixture()
