@@ -11,7 +11,7 @@
     python tests/benchmarks/bench_evaluate.py [--images 5000] [--rounds 3] [--smoke]
 
 faster-coco-eval is a reference package (pip install --no-deps -r tests/reference-packages.txt); without it that
-column says so. `--smoke`: 50 images, one round, 100 draws, the example with 100 draws.
+column says so. `--smoke`: 20 images, one round, 100 draws, the example with 100 draws.
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
-    images, rounds, draws = (50, 1, 100) if args.smoke else (args.images, args.rounds, 2000)
+    images, rounds, draws = (20, 1, 100) if args.smoke else (args.images, args.rounds, 2000)
     truth, found = generated(images)
     ids, categories = [i["id"] for i in truth["images"]], list(range(1, 81))
     print(f"{images} generated images, {len(truth['annotations'])} labels, {len(found)} detections")
