@@ -24,9 +24,10 @@ def main(argv: list[str]) -> int:
 
     command = argv[0] if argv else "sdk"
     try:
-        from sdk.rootsafe import confine_imports
+        if root_step(argv):
+            from sdk.rootsafe import confine_imports
 
-        confine_imports()  # as root: root's own sdk, and nothing imported from a folder another user controls
+            confine_imports()  # as root: root's own sdk, and nothing imported from a folder another user controls
         return dispatch(argv)
     except SdkError as exc:
         sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
@@ -38,6 +39,12 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
         return 130
+
+
+def root_step(argv: list[str]) -> bool:
+    """The steps made to run as root (the service's install, the trust policy's): `python -m sdk service --root R
+    install`, `python -m sdk store --root R trust FILE`. Root's own copy of the SDK confines every command."""
+    return len(argv) >= 4 and argv[1] == "--root" and (argv[0], argv[3]) in (("service", "install"), ("store", "trust"))
 
 
 def dispatch(argv: list[str]) -> int:

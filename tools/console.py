@@ -182,3 +182,35 @@ def render_status(console: Console, target: str, status: dict) -> None:
         why = f": {service['reason']}" if service.get("reason") else ""
         error = f"; last error: {service['last_error']}" if service.get("last_error") else ""
         console.print(f"  service: {service.get('state')}{' (' + pids + ')' if pids else ''}{why}{error}")
+
+
+def _service_line(service: dict) -> str:
+    pids = ", ".join(f"{k} pid {service[k + '_pid']}" for k in ("supervisor", "runtime") if service.get(k + "_pid"))
+    why = f": {service['reason']}" if service.get("reason") else ""
+    return f"{service.get('state')}{' (' + pids + ')' if pids else ''}{why}"
+
+
+def render_service_result(console: Console, target: str, command: str, result: dict) -> None:
+    """`sdk rollback | start | stop` in a few lines (`--json` prints the whole answer)."""
+    if command == "rollback":
+        committed = result.get("committed") or "none"
+        console.print(f"{target}: went back one release: {committed} is committed and current", highlight=False)
+        console.print(f"  previous now: {result.get('previous') or 'none'}; releases kept: {len(result.get('releases') or [])}", highlight=False)
+        unit = result.get("service_unit") or {}
+        if unit.get("unit"):
+            console.print(f"  the service's unit follows it: {unit['unit']} (sdk start --target {target} runs it)", highlight=False)
+        return
+    if command == "start":
+        if result.get("started"):
+            console.print(f"{target}: service started: release {result.get('release')}; {_service_line(result)}", highlight=False)
+        else:
+            console.print(f"{target}: {result.get('note') or 'not started'}: {_service_line(result)}", highlight=False)
+        return
+    if result.get("stopped"):
+        orphan_pid = result.get("orphan_runtime_stopped")
+        orphan = f"; a runtime left by its supervisor (pid {orphan_pid}) stopped too" if orphan_pid else ""
+        console.print(f"{target}: service stopped{orphan}", highlight=False)
+    else:
+        console.print(f"{target}: nothing stopped: {result.get('note') or 'not running'} (service {result.get('state')})", highlight=False)
+    if result.get("last_error"):
+        console.print(f"  last error: {result['last_error']}", highlight=False)

@@ -14,7 +14,7 @@ class Task(Protocol):
 
 
 class Progress(Protocol):
-    def task(self, description: str, total: float | None = None) -> Task: ...
+    def task(self, description: str, total: float | None = None, *, announce: bool = False) -> Task: ...
 
 
 class _SilentTask:
@@ -31,7 +31,7 @@ class _SilentTask:
 class SilentProgress:
     """For library callers and tests: progress is tracked nowhere."""
 
-    def task(self, description: str, total: float | None = None) -> Task:
+    def task(self, description: str, total: float | None = None, *, announce: bool = False) -> Task:
         return _SilentTask()
 
 
@@ -101,8 +101,11 @@ class RichProgress:
         if self._live and self._started:
             self._progress.stop()
 
-    def task(self, description: str, total: float | None = None) -> Task:
+    def task(self, description: str, total: float | None = None, *, announce: bool = False) -> Task:
+        """`announce`: piped, the step is also said when it begins (a wait of unknown length, never silent)."""
         if not self._live:
+            if announce:
+                self._console.print(f"{description} ...", markup=False, highlight=False, soft_wrap=True)
             return _PlainTask(self._console, description, total)
         with self._lock:  # a fleet's targets add steps from several threads
             task = _LiveTask(self._progress, self._progress.add_task(description, total=total))

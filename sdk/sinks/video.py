@@ -215,7 +215,7 @@ def fit(image: np.ndarray, canvas: np.ndarray) -> None:
 
 
 def annotate(image: np.ndarray, index: int, detections: Detections) -> None:
-    """Boxes, labels, scores (and track ids, masks, classes) drawn on `image` in place, and the frame number."""
+    """Boxes, labels, scores (and track ids, keypoints, masks, classes) drawn on `image` in place, and the frame number."""
     import cv2
 
     draw = getattr(detections, "draw", None)
@@ -230,4 +230,8 @@ def annotate(image: np.ndarray, index: int, detections: Detections) -> None:
         top = max(0, y1 - th - 4)
         cv2.rectangle(image, (x1, top), (x1 + tw + 2, top + th + 4), colour, cv2.FILLED)
         cv2.putText(image, text, (x1 + 1, top + th + 1), cv2.FONT_HERSHEY_SIMPLEX, 0.4, (0, 0, 0), 1, cv2.LINE_AA)
+        for x, y in d.keypoints:  # a face's landmarks, a text box's corners: a dot each, ringed so it shows on any colour
+            centre = (int(round(x)), int(round(y)))
+            cv2.circle(image, centre, 3, colour, cv2.FILLED, cv2.LINE_AA)
+            cv2.circle(image, centre, 4, (0, 0, 0), 1, cv2.LINE_AA)
     cv2.putText(image, f"frame {index}", (8, 20), cv2.FONT_HERSHEY_SIMPLEX, 0.55, (255, 255, 255), 1, cv2.LINE_AA)

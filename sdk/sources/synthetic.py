@@ -9,8 +9,9 @@ import numpy as np
 from sdk.errors import SourceError
 from sdk.sources.base import CorruptFrame, FrameReader
 from sdk.sources.uri import SourceUri
+from sdk.spec.source import SYNTHETIC_KINDS
 
-PATTERNS = ("boxes", "noise")
+PATTERNS = SYNTHETIC_KINDS
 
 
 class SyntheticReader(FrameReader):
@@ -24,7 +25,7 @@ class SyntheticReader(FrameReader):
 
     def __init__(self, uri: SourceUri) -> None:
         if uri.target not in PATTERNS:
-            raise SourceError(f"synthetic://{uri.target}: unknown pattern; allowed: {', '.join(PATTERNS)}")
+            raise SourceError(f"synthetic://{uri.target}: unknown kind; allowed: {', '.join(f'synthetic://{k}' for k in PATTERNS)}")
         self.pattern = uri.target
         self.width = uri.int_param("width", 640)
         self.height = uri.int_param("height", 480)

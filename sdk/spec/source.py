@@ -25,6 +25,7 @@ SOURCE_SCHEMES = ("file", "images", "v4l2", "csi", "gst", "synthetic")
 PIXEL_FORMATS = ("bgr", "nv12")  # `format=` of a source URI (sdk/sources/opencv_capture.py)
 # synthetic:// takes its frame size from the URI: known at load, so its memory and crops are checked then.
 SYNTHETIC_SIZE = {"width": 640, "height": 480}
+SYNTHETIC_KINDS = ("boxes", "noise")  # synthetic://KIND (sdk/sources/synthetic.py draws them)
 ReplayFrames = Int(
     1, MAX_REPLAY_FRAMES, "frames to play, then the run ends; each keeps a run record", over=replay_frames_cost, over_hint=REPLAY_FRAMES_HINT
 )
@@ -57,6 +58,11 @@ class Source(Frozen):
     @classmethod
     def _known_scheme(cls, uri: str) -> str:
         scheme, sep, rest = uri.partition("://")
+        if scheme == "synthetic" and sep and rest.partition("?")[0] not in SYNTHETIC_KINDS:
+            kinds = ", ".join(f"synthetic://{kind}" for kind in SYNTHETIC_KINDS)
+            raise ValueError(
+                f"unknown synthetic kind {rest.partition('?')[0]!r} in {uri!r}; allowed: {kinds} (e.g. synthetic://boxes?width=640&height=480)"
+            )
         if not sep or scheme not in SOURCE_SCHEMES or not rest:
             allowed = ", ".join(f"{s}://..." for s in SOURCE_SCHEMES)
             raise ValueError(f"unknown source URI {uri!r}; allowed: {allowed}")

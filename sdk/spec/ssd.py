@@ -149,9 +149,10 @@ def check_anchors_on_input(decoder, resize, *, whose: str = "") -> None:
         if value != side:
             axis = key.rsplit("_", 1)[1]
             raise bounds_error(
-                f"{value} differs from {whose}preprocess.resize.{axis} {side}; allowed: {side} (the anchors are laid on the network input "
-                f"{whose or 'the '}preprocessing makes)",
-                hint=f"the {'step ' if whose else ''}model's input size is both: set {whose}preprocess.resize and the anchor options to it",
+                f"{value} differs from {whose}preprocess.resize.{axis} {side}; allowed: the model's input {axis}, the same in both (the "
+                f"anchors are laid on the network input {whose or 'the '}preprocessing makes)",
+                hint=f"set {whose}preprocess.resize and the anchor options both to the {'step ' if whose else ''}model's input size (its "
+                "input tensor's height and width): either one may be the wrong one",
                 path=(*ANCHORS_AT, key),
             )
 

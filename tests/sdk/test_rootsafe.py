@@ -52,15 +52,17 @@ def test_root_owned_all_the_way_up_and_every_way_it_is_not(login):
 
 
 def test_root_refuses_an_sdk_another_user_controls_and_drops_their_paths(login, tmp_path):
-    """`python -m sdk` as root with the deploy login's agent copy on PYTHONPATH (the old documented root step): refused
-    before any command runs; root's own sdk runs, and a login folder on sys.path is dropped before anything imports."""
+    """`python -m sdk service install` as root with the deploy login's agent copy on PYTHONPATH (the old documented root
+    step): refused before the step runs; root's own sdk runs, and a login folder on sys.path is dropped before anything
+    imports from it."""
     with open_folder() as base:
         agent = base / "agent"
         agent.mkdir()
         shutil.copytree(REPO / "sdk", agent / "sdk", ignore=shutil.ignore_patterns("__pycache__"))
         chown_tree(agent, login)
         env = {**os.environ, "PYTHONPATH": str(agent), "PYTHONDONTWRITEBYTECODE": "1"}
-        done = subprocess.run([sys.executable, "-m", "sdk", "probe"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        step = [sys.executable, "-m", "sdk", "service", "--root", str(tmp_path), "install", "--dry-run"]
+        done = subprocess.run(step, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert done.returncode == 1, done.stdout
         assert done.stderr.startswith(f"error: refusing to run as root from {agent / 'sdk'}") and "belongs to uid" in done.stderr
         assert "hint: run root's steps with root's own copy of the SDK" in done.stderr and "Traceback" not in done.stderr
@@ -136,3 +138,32 @@ def test_a_link_where_the_shared_folder_belongs_is_refused_and_a_missing_one_is_
         made = os.lstat(store / "service")
         assert done.created and stat.S_ISDIR(made.st_mode) and (made.st_uid, made.st_gid) == (login.pw_uid, login.pw_gid)
         assert stat.S_IMODE(made.st_mode) == 0o2770
+
+
+def test_root_hands_a_store_it_does_not_own_to_its_owner(login, tmp_path):
+    """`runs_as`: nothing to hand over in root's own store; the owner's ids for the login's store; a store of root's in
+    a folder the login may change is refused. `as_user` runs the work in a child that is the owner, not root."""
+    from sdk.rootsafe import as_user, runs_as
+
+    with open_folder() as base:
+        own = base / "roots-store"
+        own.mkdir(mode=0o755)
+        assert runs_as(own) is None
+        theirs = base / "logins-store"
+        theirs.mkdir()
+        os.chown(theirs, login.pw_uid, login.pw_gid)
+        assert runs_as(theirs) == (login.pw_uid, login.pw_gid)
+        inside = theirs / "roots-store-in-theirs"
+        inside.mkdir()
+        with pytest.raises(RootPathError, match="root's store in a folder other users may change"):
+            runs_as(inside)
+        answer = theirs / "euid"
+        os.chown(theirs, login.pw_uid, login.pw_gid)
+
+        def work() -> None:
+            answer.write_text(f"{os.geteuid()} {os.getegid()} {os.getgroups()}")
+
+        assert as_user(runs_as(theirs), work) == 0
+        assert answer.read_text() == f"{login.pw_uid} {login.pw_gid} []"
+        assert as_user((login.pw_uid, login.pw_gid), lambda: (_ for _ in ()).throw(OSError("no"))) == 1  # a failure is an exit code
+        assert os.geteuid() == 0  # the caller is still root

@@ -45,6 +45,9 @@ def _check_pipeline_path(path: Path | None) -> None:
         hint = f"name one of its files, e.g. {path / files[0]}" if files else "give a pipeline file (YAML), e.g. pipelines/pedestrian.yaml"
         raise ConfigError(f"{path} is a folder, not a pipeline file", hint=hint)
     folder = path.parent
+    if path.suffix.lower() == ".onnx":  # `sdk predict MODEL.onnx`
+        close = difflib.get_close_matches(path.name, sorted(p.name for p in folder.glob("*.onnx")), n=1) if folder.is_dir() else []
+        raise ConfigError(f"{path}: no such ONNX file", hint=f"did you mean {folder / close[0]}?" if close else "check the path")
     close = difflib.get_close_matches(path.name, sorted(p.name for p in folder.glob("*.yaml")), n=1) if folder.is_dir() else []
     hint = f"did you mean {folder / close[0]}?" if close else "check the path; pipelines/pedestrian.yaml is the example"
     raise ConfigError(f"{path}: no such pipeline file", hint=hint)
@@ -107,8 +110,20 @@ def run(argv: list[str]) -> int:
         errors.print(f"[bold]hint:[/] {escape(exc.hint)}", highlight=False, soft_wrap=True)
         return exc.exit_code
     except KeyboardInterrupt:
-        errors.print("error: interrupted")
+        errors.print("error: interrupted", highlight=False, soft_wrap=True)
+        errors.print(f"hint: {interrupted_hint(args)}", highlight=False, soft_wrap=True)
         return 130
+
+
+def interrupted_hint(args) -> str:
+    """What an interrupted command left on its target, and how to see it."""
+    target = getattr(args, "target", None)
+    if args.command in ("deploy", "validate", "rollback", "start", "stop", "selftest") and target:
+        return (
+            f"nothing half-done runs on {target}: a trial the device had begun is rolled back by the device itself (its own "
+            f"deadline, or the next start or deploy), and the committed release stays what starts; see it with: sdk status --target {target}"
+        )
+    return "nothing was left half-written: outputs are published whole or not at all; run the command again"
 
 
 def main() -> None:

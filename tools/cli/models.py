@@ -116,14 +116,14 @@ def profile_command(args: argparse.Namespace, console: Console) -> int:
 
 
 def predict_command(args: argparse.Namespace, console: Console) -> int:
-    from tools.perf.report import short_name, write_json
+    from tools.perf.report import render_predicted_layers, short_name, write_json
     from tools.perf.run import predict_pipeline
 
     if args.tensorrt:
         from sdk.engine.platforms import known_tensorrt
 
         known_tensorrt(args.tensorrt)
-    report = predict_pipeline(args.pipeline, args.platform, args.precision, args.dla, args.tensorrt, args.power_mode)
+    report = predict_pipeline(args.pipeline, args.platform, args.precision, args.dla, args.tensorrt, args.power_mode, args.batch)
     if args.json:
         write_json(report, args.json)
     total = report["total"]
@@ -132,7 +132,18 @@ def predict_command(args: argparse.Namespace, console: Console) -> int:
         f"{report['backend']} {report['precision']}: {total['predicted_ms']:.3f} ms predicted"
         + (f" ({total['transitions_ms']:.3f} ms in GPU<->DLA transitions)" if total["transitions_ms"] else ""),
         highlight=False,
+        markup=False,
     )
+    if report.get("power"):
+        console.print(report["power"]["text"], highlight=False, markup=False)
+    if report.get("fusions"):
+        f = report["fusions"]
+        console.print(f"TensorRT fusions: {f['into_convolutions']} activation/pointwise layers in their convolutions' kernels, "
+                      f"{f['concat_in_place']} concatenations in place, {f['views']} reshapes as views, {f['qdq_folded']} Q/DQ folded; "
+                      f"{total['without_trt_fusions_ms']:.3f} ms without them (--layers shows each layer)",
+                      highlight=False, markup=False)  # fmt: skip
+    if args.layers:
+        render_predicted_layers(console, report)
     for number, item in enumerate(report["bottlenecks"][:5], 1):
         text = f"{number}. {short_name(item['name'], 70)} ({item['op']}) {item['ms']:.3f} ms, {item['share']:.0%}, {item['bound']}-bound"
         console.print(text, highlight=False, markup=False)

@@ -150,13 +150,18 @@ def _add_model_commands(commands) -> None:
         "--report-dir", type=Path, help="folder for report.json and report.html (default: reports/<pipeline>/<time>-<target>-profile/)"
     )
     predict = commands.add_parser("predict", help="predict each layer's and the whole model's time on a platform (no device needed)")
-    predict.add_argument("pipeline", type=Path, help="pipeline file (YAML) whose prepared model to predict")
+    predict.add_argument("pipeline", type=Path, metavar="SOURCE",
+                         help="a pipeline file (YAML) whose prepared model to predict, or a bare ONNX model file (MODEL.onnx)")  # fmt: skip
     predict.add_argument(
         "--platform", required=True, help="host (this machine, measured once), or a module: jetson-agx-orin-64gb, jetson-orin-nano-8gb, ..."
     )
-    predict.add_argument("--precision", choices=("fp32", "fp16", "int8"), help="TensorRT's precision (default: the pipeline's, FP16 for fp32)")
+    predict.add_argument("--precision", choices=("fp32", "fp16", "int8"),
+                         help="TensorRT's precision (default: the pipeline's, FP16 for fp32 and for a bare ONNX file)")  # fmt: skip
     predict.add_argument("--dla", action="store_true", help="run on a DLA core where the DLA placement prediction puts each layer")
-    predict.add_argument("--power-mode", metavar="MODE", help="the module's nvpmodel mode (default: its default mode; see docs/platforms.md)")
+    predict.add_argument("--power-mode", metavar="MODE",
+                         help="the module's nvpmodel mode, by name (MODE_30W) or id (default: the mode it boots in; docs/platforms.md)")  # fmt: skip
+    predict.add_argument("--batch", type=whole, metavar="N", help="with a bare ONNX file: its batch dimension (default 1; 1 to 4096)")
+    predict.add_argument("--layers", action="store_true", help="print every predicted layer: what it holds, its time, and how it runs")
     predict.add_argument("--tensorrt", metavar="VERSION", help="with --dla: the TensorRT whose DLA rules apply (default 10.3)")
     predict.add_argument("--json", type=Path, metavar="OUT", help="also write the prediction as JSON")
 
@@ -227,7 +232,8 @@ def _add_device_commands(commands) -> None:
     ):
         command = commands.add_parser(name, help=text)
         command.add_argument("--target", "-t", required=True, help="a target name (`sdk targets list`)")
-    commands.choices["status"].add_argument("--json", action="store_true", help="print the store's whole answer as JSON")
+    for name in ("status", "rollback", "start", "stop"):
+        commands.choices[name].add_argument("--json", action="store_true", help="print the target's whole answer as JSON")
     commands.choices["logs"].add_argument("--lines", type=positive, default=100, help="the last N lines (default 100)")
 
 

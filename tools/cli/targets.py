@@ -209,12 +209,16 @@ def store_command(args: argparse.Namespace, console: Console) -> int:
     from tools.targets.remote import store_command
 
     result = store_command(resolve_target(args.target), args.command)
-    if args.command == "status" and not args.json:
+    if args.json:
+        console.print_json(json.dumps(result))
+    elif args.command == "status":
         from tools.console import render_status
 
         render_status(console, args.target, result)
     else:
-        console.print_json(json.dumps(result))
+        from tools.console import render_service_result
+
+        render_service_result(console, args.target, args.command, result)
     return 0
 
 
@@ -234,7 +238,12 @@ def service_command(args: argparse.Namespace, console: Console) -> int:
             sys.stderr.write(f"{args.target}: {result['plan']}\n")
         for note in result.get("notes") or ():  # damage found, a repair that waits, a fallback taken
             sys.stderr.write(f"{args.target}: note: {note}\n")
-        console.print_json(json.dumps(result))
+        if args.json:
+            console.print_json(json.dumps(result))
+        else:
+            from tools.console import render_service_result
+
+            render_service_result(console, args.target, args.command, result)
     return 0
 
 

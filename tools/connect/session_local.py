@@ -48,6 +48,11 @@ class LocalSession:
     def ensure_agent(self, runtime_files: dict[str, Path]) -> None:
         """Nothing to install: the local store runs in this process."""
 
+    @property
+    def lock_wait_s(self) -> float:
+        """How long `lock` waits for another holder (its lease ends by then, or the target is busy)."""
+        return LOCK_LEASE_LOCAL_S + 60
+
     def lock(self, owner: str) -> None:
         """The device's own lock holder as a child process (the same code a vehicle runs over SSH)."""
         from tools.connect.local_process import LocalProcess
@@ -55,7 +60,7 @@ class LocalSession:
         self.store.ensure()
         argv = [sys.executable, "-B", "-m", "sdk", "store", "--root", str(self.store.root), *hold_lock_arguments(owner, LOCK_LEASE_LOCAL_S)]
         process = LocalProcess(argv)
-        self.token = _locked(process, owner, LOCK_LEASE_LOCAL_S + 60, self.name)
+        self.token = _locked(process, owner, self.lock_wait_s, self.name)
         process.heartbeat(every=LOCK_LEASE_LOCAL_S / 4)
         self._lock = process
 

@@ -131,6 +131,11 @@ class SshSession:
         except (ValueError, IndexError):
             raise TargetError(f"{self.connection.where}: service {op} answered {result.stdout[:200]!r}") from None
 
+    @property
+    def lock_wait_s(self) -> float:
+        """How long `lock` waits for another holder: one lease of the target's keepalive, and a margin."""
+        return max(5.0, 3 * self.target.spec.timeouts.keepalive_s) + 2
+
     def lock(self, owner: str) -> None:
         """The session's agent holds the lock while this host's heartbeats reach it (decision 0810): a host that
         dies or loses its link frees the target within one lease (rolling back its unfinished trial first),
@@ -140,7 +145,7 @@ class SshSession:
         if self._client is None:
             raise TargetError("internal: the agent is not installed")
         self._agent_ready()
-        self.token, self._lock = self._client.lock(owner, lease, wait=lease + 2)
+        self.token, self._lock = self._client.lock(owner, lease, wait=self.lock_wait_s)
 
     def unlock(self, owner: str) -> None:
         if self._lock is not None:

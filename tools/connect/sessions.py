@@ -30,7 +30,7 @@ def open_session(target):
     return SshSession(target, connect(target))
 
 
-__all__ = ["LocalSession", "RunOutcome", "SshSession", "open_session"]
+__all__ = ["LocalSession", "RunOutcome", "SshSession", "open_session", "paused_service", "take_lease"]
 
 
 @contextmanager
@@ -50,7 +50,7 @@ def paused_service(session, progress=None, owner: str | None = None):
 
     owner = owner or f"{socket.gethostname()}:{os.getpid()}"
     session.ensure_agent(runtime_files())
-    session.lock(owner)
+    take_lease(session, owner, progress)
     try:
         was_running = session.service_op("status")["running"]
         if was_running:
@@ -68,3 +68,25 @@ def paused_service(session, progress=None, owner: str | None = None):
                     task.done()
     finally:
         session.unlock(owner)
+
+
+def take_lease(session, owner: str, progress=None) -> None:
+    """The deploy lease (`session.lock`); a wait for another holder is said while it lasts: who holds it, and for how
+    long at most this waits."""
+    from sdk.errors import SdkError
+
+    holder = None
+    if progress is not None:
+        try:
+            holder = (session.status() or {}).get("lease")
+        except SdkError:  # the lock itself says what is wrong
+            holder = None
+    task = None
+    if holder and holder.get("owner") != owner:
+        what = f"waiting for the deploy lease on {session.name}: held by {holder.get('owner')} (token {holder.get('token')})"
+        task = progress.task(f"{what}, for at most {session.lock_wait_s:.0f} s", announce=True)
+    try:
+        session.lock(owner)
+    finally:
+        if task is not None:
+            task.done()

@@ -56,7 +56,9 @@ MODULE_MAIN = (
 )
 ROOT_TOOL = "perception-sdk-root"
 ROOT_TOOL_DIR = "/usr/local/sbin"
-ROOT_TOOL_MAIN = "import runpy\n\nrunpy.run_module('sdk', run_name='__main__', alter_sys=True)\n"  # sdk/__main__.py confines
+ROOT_TOOL_MAIN = (
+    "import runpy\n\nfrom sdk.rootsafe import confine_imports\n\nconfine_imports()\nrunpy.run_module('sdk', run_name='__main__', alter_sys=True)\n"
+)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from sdk.runtime.report import REPORT_FILE, write_report
 from sdk.runtime.timeline import TIMELINE_FILE
 from sdk.spec.loader import PipelineFile, load_pipeline
 from sdk.store.trial import HealthPolicy
-from tools.connect.sessions import open_session, paused_service
+from tools.connect.sessions import open_session, paused_service, take_lease
 from tools.deploy.fleet import FleetResult, deploy_fleet
 from tools.deploy.signing import binding_for, signer_for
 from tools.engines.for_deploy import engine_for_device, wants_engine
@@ -231,7 +231,7 @@ def install_release(
     owner = deploy_owner()
     held = session.token is not None  # the caller holds the lease already (paused_service): through the measured run
     if not held:
-        session.lock(owner)  # over SSH the agent holds it: one device start-up for the whole deploy (decision 0810)
+        take_lease(session, owner, progress)  # over SSH the agent holds it: one device start-up for the whole deploy (decision 0810)
     try:
         bundle, facts = bundle_for_device(session, base, progress, int8, engine)
         manifest = manifest_for(bundle)

@@ -13,7 +13,10 @@ minutes of wall time, it:
    and plainly (the defect CUDA refuses: evidence for the emulation's rule);
 5. times the kernels and the frame's copy with CUDA events;
 6. runs compute-sanitizer's memcheck and racecheck over every kernel.
-It writes DIR/gpu_check.json and DIR/gpu_check.md (the dated row for docs/hardware.md; `--record` adds it there).
+It writes DIR/gpu_check.json and DIR/gpu_check.md (the dated row for docs/hardware.md; `--record` adds it there),
+after every step (verdict INCOMPLETE and the steps still pending until the last one): a step that hangs past the
+call's limit leaves the earlier steps' results. compute-sanitizer refusing the GPU ("Device not supported") is a SKIP
+with its line, not a FAIL.
 Without a GPU it says so in one line and exits 0. `--emulate` runs the same steps on the emulated device (the
 C++ host reference as the kernels), which is how the check itself is tested without a GPU; an emulated result is
 never recorded in docs/hardware.md. Missing Python packages (pydantic, onnx-graphsurgeon) come from wheels carried
@@ -186,6 +189,7 @@ def run_steps(out: Path, frames: int, emulate: bool, deadline: float) -> dict:
         results[name]["seconds"] = round(time.monotonic() - started, 1)
         sys.stdout.write(f"gpu_check: {name}: {results[name]['status']}: {results[name]['detail']}\n")
         sys.stdout.flush()
+        write_result(out, partial(facts, frames, results))  # a later step that hangs past the call's limit leaves these
 
     step("build", 30, steps.build, build_dir, facts["arch"])
     library = build_dir / "libpp_reference.so"
@@ -207,6 +211,22 @@ def run_steps(out: Path, frames: int, emulate: bool, deadline: float) -> dict:
             step(tool, 30, steps.sanitizer, tool, build_dir, max(30.0, min(150.0, deadline - time.monotonic() - 20)))
     verdict = "FAIL" if any(r["status"] == steps.FAIL for r in results.values()) else "PASS"
     return {"format": 1, "date": datetime.date.today().isoformat(), "verdict": verdict, "device": facts, "frames": frames, "steps": results}
+
+
+def partial(facts: dict, frames: int, results: dict) -> dict:
+    """The result so far: verdict INCOMPLETE, the steps that have finished, the ones not yet run named."""
+    pending = [name for name in STEPS if name not in results]
+    return {"format": 1, "date": datetime.date.today().isoformat(), "verdict": "INCOMPLETE", "device": facts, "frames": frames,
+            "steps": dict(results), "pending": pending}  # fmt: skip
+
+
+def write_result(out: Path, result: dict) -> None:
+    """gpu_check.json and gpu_check.md, each replaced whole (a reader never sees half a file)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in (("gpu_check.json", json.dumps(result, indent=2) + "\n"), ("gpu_check.md", markdown(result))):
+        partial_path = out / f".{name}.partial"
+        partial_path.write_text(text)
+        partial_path.replace(out / name)
 
 
 def markdown(result: dict) -> str:
@@ -287,9 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     result = run_steps(args.out, args.frames, args.emulate, started + BUDGET_S)
     result["seconds"] = round(time.monotonic() - started, 1)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "gpu_check.json").write_text(json.dumps(result, indent=2) + "\n")
-    (args.out / "gpu_check.md").write_text(markdown(result))
+    write_result(args.out, result)
     sys.stdout.write(f"gpu_check: {result['verdict']} in {result['seconds']} s; {args.out / 'gpu_check.json'}, {args.out / 'gpu_check.md'}\n")
     return 0 if result["verdict"] == "PASS" else 3
 

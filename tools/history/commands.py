@@ -250,12 +250,15 @@ def render(console: Console, result: dict) -> None:
         return f"{s['spec']} ({what}, {len(runs)} run(s){', on ' + runs[0]['target'] if runs and runs[0]['target'] else ''})"
 
     console.print(f"A: {side(result['a'])}\nB: {side(result['b'])}", highlight=False, soft_wrap=True)
+    for what in result.get("different") or ():
+        console.print(f"[bold yellow]warning[/]: A and B are different work ({what}): the figures compare different things", soft_wrap=True)
     table = Table(title=f"B against A at {result['confidence']:g} confidence (simultaneous), minimum difference {result['min_difference']:.0%}")
     for column in ("figure", "A", "B", "B - A", "interval", "verdict"):
         table.add_column(column, justify="left" if column in ("figure", "verdict", "interval") else "right")
     for f in result["figures"]:
         number = "{:.4g}".format
-        interval = f"[{number(f['interval'][0])}, {number(f['interval'][1])}]" if f["interval"] else "-"
+        interval = f"[{number(f['interval'][0])}, {number(f['interval'][1])}]" if f["interval"] else ""
+        interval = interval or ("too few runs" if f.get("too_few_runs") else "-")
         relative = f" ({f['relative']:+.1%})" if f["relative"] is not None else ""
         table.add_row(
             f["name"],
@@ -263,7 +266,7 @@ def render(console: Console, result: dict) -> None:
             "-" if f["b"] is None else number(f["b"]),
             ("-" if f["difference"] is None else number(f["difference"])) + relative,
             interval,
-            f"[{VERDICT_STYLE[f['verdict']]}]{f['verdict']}[/]",
+            "[yellow]too few runs[/]" if f.get("too_few_runs") else f"[{VERDICT_STYLE[f['verdict']]}]{f['verdict']}[/]",
         )
     console.print(table)
     for note in result["notes"]:

@@ -23,6 +23,8 @@ DEFAULT_MIN_DIFFERENCE = 0.0
 QUANTILES = (("p50_ms", 0.5), ("p99_ms", 0.99))
 ACCURACY_HIGHER_IS_BETTER = {"recall": True, "precision": True, "mean_iou": True, "mean_score_drift": False}
 VERDICTS = ("better", "worse", "same")
+TOO_WIDE = math.log(2)  # an interval that lets B be half or twice A tells nothing: "too few runs to tell" instead of numbers
+MORE_RUNS = 5  # what a side needs to tell a run-to-run spread from a change (`sdk validate --repeat 5`)
 
 
 @dataclass
@@ -135,7 +137,12 @@ def compare(
         result = judge(name, figures_a[name], figures_b[name], lower_is_better=lower_is_better, alpha=alpha, margin=margin)
         spread = spreads.get(name)
         if spread is not None and result.interval is not None and base and result.b:
-            result = widen(result, spread.log_half_width(alpha, len(a.runs), len(b.runs)))
+            log_half = spread.log_half_width(alpha, len(a.runs), len(b.runs))
+            if log_half > TOO_WIDE:  # the runs cannot tell a change from how whole runs differ: no unbounded numbers
+                result = Difference(result.name, result.a, result.b, result.difference, None, "same", result.lower_is_better, result.margin)
+                rows.append({**as_row(result, spread, name in tested), "too_few_runs": True})
+                continue
+            result = widen(result, log_half)
         rows.append(as_row(result, spread, name in tested))
     return {
         "a": a.describe(),
@@ -150,8 +157,35 @@ def compare(
         "deadline_ms": deadline,
         "figures": rows,
         "summary": {verdict: [r["name"] for r in rows if r["verdict"] == verdict] for verdict in ("worse", "better")},
-        "notes": notes(a, b, names, tested, spreads),
+        "too_few_runs": [r["name"] for r in rows if r.get("too_few_runs")],
+        "different": different(a, b),
+        "notes": notes(a, b, names, tested, spreads) + too_few_note(a, b, rows),
     }
+
+
+def different(a: Side, b: Side) -> list[str]:
+    """What A and B do not share (pipeline name, pipeline file, model): figures of different work, said loudly."""
+    found = []
+    for key, what in (("pipeline", "pipeline"), ("pipeline_sha256", "pipeline file"), ("model_sha256", "model")):
+        values = []
+        for side in (a, b):
+            seen = {(r.report.get(key) if key == "pipeline" else (r.report.get("hashes") or {}).get(key)) for r in side.runs}
+            values.append(seen)
+        if all(values) and None not in values[0] | values[1] and values[0].isdisjoint(values[1]):
+            short = [", ".join(sorted(str(v)[:12] for v in side)) for side in values]
+            found.append(f"{what}: A {short[0]}, B {short[1]}")
+    return found
+
+
+def too_few_note(a: Side, b: Side, rows: list[dict]) -> list[str]:
+    few = [r["name"] for r in rows if r.get("too_few_runs")]
+    if not few:
+        return []
+    return [
+        f"too few runs to tell ({len(a.runs)} run(s) of A, {len(b.runs)} of B) for {len(few)} figure(s): how whole runs differ on this "
+        f"device class would allow anything from half to twice A; measure each side again, e.g. `sdk validate PIPELINE --target T "
+        f"--repeat {MORE_RUNS}` (every repeat is a run of its own in the history)"
+    ]
 
 
 def widen(result: Difference, log_half: float) -> Difference:
@@ -205,4 +239,4 @@ def _round(value):
     return round(float(value), 6)
 
 
-__all__ = ["VERDICTS", "Side", "compare"]
+__all__ = ["VERDICTS", "Side", "compare", "different"]

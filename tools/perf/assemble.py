@@ -102,11 +102,10 @@ def _base(pipeline, target: str, raw: dict, precision: str, section: dict, predi
 
 
 def _mode(facts: dict, platform: str) -> str | None:
-    from tools.perf.platforms import platform_facts, resolve_platform
+    """The device's reported nvpmodel mode as the platform facts name it (None: not one of them, the boot mode)."""
+    from tools.perf.platforms import resolve_mode
 
-    mode = facts.get("power_mode")
-    modes = platform_facts()["platforms"][resolve_platform(platform)]["power_modes"]["modes"]
-    return mode if mode in modes else None
+    return resolve_mode(platform, facts.get("power_mode"))
 
 
 def _host_section(peaks, speed=None) -> dict:
@@ -147,8 +146,8 @@ def _sparse_names(model, prediction) -> set[str]:
 
     if prediction is None or prediction.backend != "tensorrt":
         return set()
-    engines = {m: p.engine for p in prediction.layers for m in p.members}
-    return {layer.name for layer in model.layers if sparse_candidate(layer, engines.get(layer.name, "gpu"))}
+    engines = {m: (p.engine, p.precision) for p in prediction.layers for m in p.members}
+    return {layer.name for layer in model.layers if sparse_candidate(layer, *engines.get(layer.name, ("gpu", prediction.precision)))}
 
 
 def stage_shares(pipeline, target: str) -> dict | None:
@@ -172,12 +171,13 @@ def stage_shares(pipeline, target: str) -> dict | None:
     return None
 
 
-def prediction_report(pipeline, model, prediction, host=None, machine=None, placement=None) -> dict:
+def prediction_report(pipeline, model, prediction, host=None, machine=None, placement=None, power=None) -> dict:
     """`sdk predict`'s JSON: each predicted layer group and the whole model."""
     layers = [
         {"name": " + ".join(p.members), "op": p.op, "op_class": p.op_class, "engine": p.engine, "precision": p.precision, "flops": p.flops,
          "bytes": p.bytes, "intensity": round(p.flops / p.bytes, 3) if p.bytes else 0.0, "predicted_ms": round(p.ms, 4),
-         "compute_ms": round(p.compute_ms, 4), "memory_ms": round(p.memory_ms, 4), "launch_ms": round(p.launch_ms, 4), "bound": p.bound}
+         "compute_ms": round(p.compute_ms, 4), "memory_ms": round(p.memory_ms, 4), "launch_ms": round(p.launch_ms, 4), "bound": p.bound,
+         "fusion": p.fusion or (f"fused into {p.head}: one kernel" if len(p.members) > 1 else "")}
         for p in prediction.layers
     ]  # fmt: skip
     rows = [{**row, "fused": list(p.members), "channels": None, "measured_ms": None} for row, p in zip(layers, prediction.layers, strict=True)]
@@ -189,11 +189,12 @@ def prediction_report(pipeline, model, prediction, host=None, machine=None, plac
     return {
         "format": PROFILE_FORMAT,
         "kind": "prediction",
-        "pipeline": pipeline.spec.name,
+        "pipeline": pipeline.spec.name if pipeline is not None else Path(model.path).name,
         "platform": prediction.platform,
         "backend": prediction.backend,
         "precision": prediction.precision,
         "power_mode": machine.power_mode if machine else None,
+        "power": power,
         "peaks": host.as_dict() if host else None,
         "sources": machine.source_titles() if machine else None,
         "total": {"predicted_ms": round(prediction.total_ms, 4), "layers_ms": round(sum(p.ms for p in prediction.layers), 4),
@@ -201,5 +202,23 @@ def prediction_report(pipeline, model, prediction, host=None, machine=None, plac
         "layers": layers,
         "transitions": [t.__dict__ for t in prediction.transitions],
         "bottlenecks": bottlenecks(rows, prediction.precision, 5, fallbacks, _sparse_names(model, prediction), key="predicted_ms"),
+        "fusions": fusion_counts(model, prediction),
         "notes": prediction.notes,
     }  # fmt: skip
+
+
+def fusion_counts(model, prediction) -> dict[str, int]:
+    """How many layers each of TensorRT's fusions took (the per-layer `fusion` says which): activations and pointwise
+    layers run in a convolution's kernel, concatenations written in place, shuffles that are views, folded Q/DQ."""
+    if prediction.backend != "tensorrt":
+        return {}
+    by_name = model.by_name()
+    heads = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}
+    counts = {"into_convolutions": 0, "concat_in_place": 0, "views": 0, "qdq_folded": 0}
+    for p in prediction.layers:
+        if by_name[p.head].op_class in heads:
+            counts["into_convolutions"] += sum(1 for m in p.members[1:] if by_name[m].op_class == "elementwise")
+        key = {"in place": "concat_in_place", "a view": "views", "folded": "qdq_folded"}.get(p.fusion.split(":")[0])
+        if key:
+            counts[key] += 1
+    return counts

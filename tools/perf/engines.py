@@ -168,7 +168,7 @@ class DeviceEngine:
         cls = main.op_class
         if cls not in efficiency:
             return self.peaks.dense_tops["int8" if "int8" in self.peaks.dense_tops else self.precision] * 1e3 * vector
-        rate = self.tensor_gflops(sparse_ok=sparse_candidate(main, self.name)) * efficiency[cls]
+        rate = self.tensor_gflops(sparse_ok=sparse_candidate(main, self.name, self.precision)) * efficiency[cls]
         if cls != "conv_depthwise" and main.channels:
             align = CHANNEL_ALIGN[self.precision]
             for c in main.channels:
@@ -182,13 +182,38 @@ class DeviceEngine:
         return Cost(flops / (self.rate_gflops(main) * 1e6) if flops else 0.0, moved / (bandwidth * 1e6), launch)
 
 
-def sparse_candidate(layer: Layer, engine: str) -> bool:
+# DLA structured sparsity (TensorRT Developer Guide, "Customizing DLA Memory Pools and Structured Sparsity", DLA on Orin):
+# INT8 convolutions only (not FP16, not fully connected), more than 64 input channels, quantized weights of at most
+# 256K, and K (output channels) with K % 64 in {0, 1, 2, 4, 8, 16, 32}. The C > 64 rule is also in NVIDIA's DLA FAQ
+# (Deep-Learning-Accelerator-SW, "What's the difference between Dense TOPs and Sparse TOPS?").
+DLA_SPARSE_MIN_CHANNELS = 64  # input channels must exceed this
+DLA_SPARSE_MAX_WEIGHTS = 256 * 1024  # INT8 weights (bytes = elements)
+DLA_SPARSE_K_REMAINDERS = {0, 1, 2, 4, 8, 16, 32}  # K % 64
+
+
+def sparse_candidate(layer: Layer, engine: str, precision: str = "int8") -> bool:
     """2:4 sparsity can speed this layer up: a dense convolution or GEMM whose weights TensorRT can prune 2:4. On the
-    DLA: INT8 convolutions with more than 64 input channels; on the GPU: wide layers (about 256 channels and up),
-    where TensorRT's sparse kernels win (DESIGN "2:4 sparsity" and the sources it names)."""
+    DLA: INT8 2-D convolutions meeting every documented rule (dla_sparse_reason); on the GPU: wide layers (about 256
+    channels and up), where TensorRT's sparse kernels win (DESIGN "2:4 sparsity" and the sources it names)."""
+    if engine == "dla":
+        return dla_sparse_reason(layer, precision) is None
     if layer.op_class not in ("conv", "conv_pointwise", "gemm") or not layer.channels or layer.groups != 1:
         return False
     c_in, c_out = layer.channels
-    if engine == "dla":
-        return c_in > 64
     return min(c_in, c_out) >= 256
+
+
+def dla_sparse_reason(layer: Layer, precision: str) -> str | None:
+    """Why the DLA runs this layer dense (None: structured sparsity applies), from the documented rules above."""
+    if precision != "int8":
+        return f"DLA structured sparsity is INT8 only, not {precision.upper()}"
+    if layer.op != "Conv" or layer.op_class not in ("conv", "conv_pointwise") or layer.groups != 1 or len(layer.kernel) != 2:
+        return "DLA structured sparsity applies to dense 2-D convolutions only"
+    c_in, c_out = layer.channels or (0, 0)
+    if c_in <= DLA_SPARSE_MIN_CHANNELS:
+        return f"{c_in} input channels: DLA structured sparsity needs more than {DLA_SPARSE_MIN_CHANNELS}"
+    if layer.weight_elements > DLA_SPARSE_MAX_WEIGHTS:
+        return f"{layer.weight_elements} INT8 weights: DLA structured sparsity takes at most {DLA_SPARSE_MAX_WEIGHTS}"
+    if c_out % 64 not in DLA_SPARSE_K_REMAINDERS:
+        return f"{c_out} output channels: DLA structured sparsity needs K % 64 in {sorted(DLA_SPARSE_K_REMAINDERS)}"
+    return None

@@ -19,6 +19,7 @@ from tools.perf.layers import PRECISION_BYTES, Layer, ModelLayers
 HEADS = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "PRelu", "Elu"}
 THREADED = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}  # ONNX Runtime splits these over its threads
+QDQ = {"QuantizeLinear", "DequantizeLinear"}
 FREE_MOVEMENT = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
 
 
@@ -47,6 +48,7 @@ class LayerPrediction:
     bound: str  # compute, memory, launch
     shares: tuple[float, ...] = ()  # each member's part of `ms` (its standalone cost's share), for matching other groupings
     reorder_ms: float = 0.0  # ONNX Runtime's NCHWc reorders this group pays (included in `ms`)
+    fusion: str = ""  # how TensorRT runs the group: "" (its own kernels), or why it has none (in place, folded, a view)
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ class Prediction:
         return {member: p for p in self.layers for member in p.members}
 
 
-def fusion_groups(model: ModelLayers, backend: str) -> tuple[Group, ...]:
+def fusion_groups(model: ModelLayers, backend: str, documented: bool = True) -> tuple[Group, ...]:
     """Conv/GEMM + (batch norms, constant scales and shifts, the residual sum, then one activation) as one; a Sigmoid
     and the Mul of its input (Swish) as one on either backend; on TensorRT also chains of elementwise layers. A layer
     joins its producer's group only as that producer's one consumer (what a fusion needs), the Swish's Mul excepted."""
@@ -91,6 +93,10 @@ def fusion_groups(model: ModelLayers, backend: str) -> tuple[Group, ...]:
         head = _fuses_into(layer, [producer[t] for t in layer.inputs if t in producer], consumers, owner, members, by_name, backend)
         owner[layer.name] = head or layer.name
         members.setdefault(head or layer.name, []).append(layer.name)
+    if backend == "tensorrt" and documented:  # `documented=False`: without TensorRT's generic-activation fusion (to compare)
+        from tools.perf.trt_fusion import generic_activations
+
+        members = generic_activations(model, members)
     return tuple(Group(head, tuple(names)) for head, names in members.items())
 
 
@@ -106,8 +112,8 @@ def _fuses_into(layer: Layer, sources: list[Layer], consumers: dict, owner: dict
             affine = layer.op in ("Mul", "Add", "Sub", "Div") and len(layer.inputs) == 1  # a constant scale or shift folds in
             if layer.op in ACTIVATIONS | {"BatchNormalization", "Add"} or affine:
                 return head.name  # batch norm, bias, scale, the residual sum, then one activation
-        if backend == "tensorrt" and layer.op_class == "elementwise" and head.op_class == "elementwise":
-            return head.name
+        if backend == "tensorrt" and layer.op_class == "elementwise" and head.op_class == "elementwise" and not {layer.op, head.op} & QDQ:
+            return head.name  # pointwise fusion (Q/DQ are folded into their quantized layers instead)
     return None
 
 
@@ -133,8 +139,11 @@ def _count(shape: tuple[int, ...]) -> int:
     return total if shape else 0
 
 
-def _predict_group(group: Group, model: ModelLayers, engine, precision: str) -> LayerPrediction:
+def _predict_group(group: Group, model: ModelLayers, engine, precision: str, free: str = "") -> LayerPrediction:
     main, flops, moved = group_facts(group, model, precision)
+    if free:  # no kernel of its own (TensorRT: a concatenation written in place, a reshape, a folded Q/DQ)
+        return LayerPrediction(group.head, group.members, main.op, main.op_class, engine.name, precision, flops, 0, 0.0, 0.0, 0.0, 0.0,
+                               "none", (0.0,) * len(group.members), fusion=free)  # fmt: skip
     cost = engine.cost(main, flops, moved)
     by_name = model.by_name()
     alone = [engine.cost(by_name[m], by_name[m].flops, group_facts(Group(m, (m,)), model, precision)[2]).ms for m in group.members]
@@ -180,24 +189,45 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
     return Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=gaps)
 
 
-def predict_device(model: ModelLayers, machine, precision: str, placement=None, sparse: bool = False) -> Prediction:
-    """TensorRT on a module's GPU, or on its DLA where `placement` (tools/dla's report) puts a layer, with the
-    reformat and copy of every tensor crossing between the GPU and a DLA subgraph."""
+def predict_device(model: ModelLayers, machine, precision: str, placement=None, sparse: bool = False, dla_core: int = 0,
+                   documented: bool = True) -> Prediction:  # fmt: skip
+    """TensorRT on a module's GPU, or on its DLA core `dla_core` (at that core's clock in the power mode) where
+    `placement` (tools/dla's report) puts a layer, with the reformat and copy of every tensor crossing between the GPU
+    and a DLA subgraph. `documented=False` leaves out TensorRT's fusions beyond a convolution's own epilogue and a
+    pointwise chain (tools/perf/trt_fusion.py): what they are worth is the difference."""
     from tools.perf.engines import DLA_SUBGRAPH_MS, DeviceEngine
 
     gpu = DeviceEngine(machine.gpu, precision, sparse)
-    dla = DeviceEngine(machine.dla, precision, sparse) if machine.dla is not None else None
+    dla = DeviceEngine(machine.dla.on_core(dla_core), precision, sparse) if machine.dla is not None else None
     on_dla = {v.name: v.subgraph for v in placement.layers if v.device == "DLA"} if placement is not None and dla is not None else {}
+    from tools.perf.trt_fusion import free_layers
+
+    free = free_layers(model) if documented else {}
     layers = []
-    for group in fusion_groups(model, "tensorrt"):
+    for group in fusion_groups(model, "tensorrt", documented):
         engine = dla if group.head in on_dla else gpu
-        layers.append(_predict_group(group, model, engine, engine.precision))
+        why = free.get(group.head, "") if len(group.members) == 1 and engine is gpu else ""
+        layers.append(_predict_group(group, model, engine, engine.precision, why))
     prediction = Prediction(machine.platform, "tensorrt", precision, layers)
+    prediction.notes.extend(unconfirmed_notes(machine, layers))
     if on_dla:
         prediction.transitions = transitions(model, on_dla, precision, machine.gpu.memory_gbs)
         prediction.run_overhead_ms = DLA_SUBGRAPH_MS * len(set(on_dla.values()))
         prediction.notes.append(f"{len(set(on_dla.values()))} DLA subgraph(s), {len(prediction.transitions)} GPU<->DLA transition(s)")
     return prediction
+
+
+def unconfirmed_notes(machine, layers: list[LayerPrediction]) -> list[str]:
+    """The ratios behind this prediction that no NVIDIA figure confirms (platform_facts.yaml, precision.unconfirmed)."""
+    from tools.perf.platforms import platform_facts
+
+    unconfirmed = platform_facts()["precision"].get("unconfirmed", {})
+    notes = []
+    if any(p.engine == "dla" and p.precision == "fp16" for p in layers):
+        notes.append(f"unconfirmed: {unconfirmed['dla_fp16']}")
+    if machine.architecture == "blackwell" and any(p.engine == "gpu" and p.precision == "int8" for p in layers):
+        notes.append(f"unconfirmed: {unconfirmed['blackwell_int8']}")
+    return notes
 
 
 def transitions(model: ModelLayers, on_dla: dict[str, int], precision: str, memory_gbs: float) -> list[Transition]:

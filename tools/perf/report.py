@@ -136,6 +136,20 @@ def short_name(name: str, width: int = 48) -> str:
     return text if len(text) <= width else "..." + text[-(width - 3) :]
 
 
+def render_predicted_layers(console, report: dict) -> None:
+    """`sdk predict --layers`: every predicted layer in the model's order, with the layers it holds (as a fused layer
+    is named in trtexec's profile) and how it runs (one kernel, in place, a view, folded)."""
+    from rich.table import Table
+
+    table = Table(title=f"{report['pipeline']} on {report['platform']}: every predicted layer")
+    for column in ("layer (fused)", "op", "engine", "predicted ms", "bound", "how it runs"):
+        table.add_column(column, justify="right" if column == "predicted ms" else "left")
+    for row in report["layers"]:
+        how = (row.get("fusion") or "").split(":")[0]  # the JSON's `fusion` has the reason after the colon
+        table.add_row(row["name"], row["op"], row["engine"], f"{row['predicted_ms']:.4f}", row["bound"], how)
+    console.print(table)
+
+
 def render(console, report: dict, top: int = 10) -> None:
     """The terminal: the slowest layers measured and predicted side by side, the totals, the bottlenecks."""
     from rich.table import Table

@@ -123,21 +123,46 @@ class Profile:
         session.fetch_run(RUN_NAME, raw_dir)
 
 
-def predict_pipeline(pipeline_path: Path, platform: str, precision: str | None, dla: bool, tensorrt: str | None = None,
-                     power_mode: str | None = None) -> dict:  # fmt: skip
-    """`sdk predict`: the whole model's and each layer's predicted time, no device needed."""
+def predict_pipeline(source: Path, platform: str, precision: str | None, dla: bool, tensorrt: str | None = None,
+                     power_mode: str | None = None, batch: int | None = None) -> dict:  # fmt: skip
+    """`sdk predict`: the whole model's and each layer's predicted time, no device needed. `source` is a pipeline
+    (its prepared model) or a bare ONNX file (its batch dimension set to `batch`, 1 unless given)."""
     from tools.perf.assemble import prediction_report
+    from tools.perf.bare_model import bare_layers, is_onnx
 
-    pipeline, artifacts = prepared(pipeline_path, SilentProgress())
-    model = load_layers(artifacts.model_path)
+    if is_onnx(source):
+        pipeline, model = None, bare_layers(Path(source), batch)
+    else:
+        if batch is not None:
+            raise ConfigError(f"--batch {batch}: {source} is a pipeline, whose batch is its own (batch.size in the pipeline)",
+                              hint="give the ONNX file itself to predict another batch: sdk predict MODEL.onnx --batch N")  # fmt: skip
+        pipeline, artifacts = prepared(source, SilentProgress())
+        model = load_layers(artifacts.model_path)
     if platform == "host":
         if dla:
             raise ConfigError("--dla needs a platform with DLA cores, not host", hint="e.g. --platform jetson-agx-orin --dla")
+        if pipeline is None:
+            from tools.perf.host_peaks import host_peaks
+            from tools.perf.predict import predict_host
+            from tools.state import cache_dir
+
+            peaks = host_peaks(None, False, cache_dir())
+            return prediction_report(None, model, predict_host(model, peaks), host=peaks)
         prediction, peaks = host_prediction(model, pipeline)
         return prediction_report(pipeline, model, prediction, host=peaks)
-    chosen = precision or {"int8": "int8", "fp16": "fp16"}.get(pipeline.spec.model.precision, "fp16")
+    from tools.perf.targets import power_comparison
+
+    wanted = pipeline.spec.model.precision if pipeline is not None else "fp16"
+    chosen = precision or {"int8": "int8", "fp16": "fp16"}.get(wanted, "fp16")
     prediction, target, placement = device_prediction(model, pipeline, platform, chosen, dla, tensorrt, power_mode)
-    return prediction_report(pipeline, model, prediction, machine=target, placement=placement)
+    core = pipeline.spec.model.dla.core if dla and pipeline is not None and pipeline.spec.model.dla is not None else 0
+    power = power_comparison(model, target, chosen, placement, core, power_mode is not None)
+    report = prediction_report(pipeline, model, prediction, machine=target, placement=placement, power=power)
+    from tools.perf.predict import predict_device
+
+    without = predict_device(model, target, chosen, placement, dla_core=core, documented=False).total_ms
+    report["total"]["without_trt_fusions_ms"] = round(without, 4)  # what TensorRT's documented fusions are worth here
+    return report
 
 
 __all__ = ["OPTIMIZED_FILE", "RAW_FILE", "Profile", "ProfileResult", "predict_pipeline"]

@@ -52,4 +52,27 @@ def device_prediction(model, pipeline, platform: str, precision: str, dla: bool,
         if not availability.available:
             raise ConfigError(f"--dla: {availability.reason}", hint="predict for the GPU (leave out --dla), or a platform with DLA cores")
         placement = analyse(load_graph(Path(model.path)), model.path, target.platform, version, availability, precision)
-    return predict_device(model, target, precision, placement), target, placement
+    core = pipeline.spec.model.dla.core if dla and pipeline is not None and pipeline.spec.model.dla is not None else 0
+    return predict_device(model, target, precision, placement, dla_core=core), target, placement
+
+
+def power_comparison(model, target, precision: str, placement, dla_core: int, given: bool) -> dict:
+    """Which power mode a prediction is at and what another mode gives: the mode the module boots in against its
+    fastest (MAXN), or a mode given by hand against the boot mode. -> the report's `power` (with its one-line text)."""
+    from tools.perf.platforms import fastest_mode, machine
+    from tools.perf.predict import predict_device
+
+    other = target.boot_mode if target.power_mode != target.boot_mode else fastest_mode(target.platform)
+    other_ms = None
+    if other != target.power_mode:
+        other_ms = predict_device(model, machine(target.platform, other), precision, placement, dla_core=dla_core).total_ms
+    if target.at_boot_mode:
+        text = f"predicted at {target.power_mode}, the mode this module boots in"
+        text += f" ({target.boot_note})" if target.boot_note else ""
+    else:
+        text = f"predicted at {target.power_mode}{' (--power-mode)' if given else ''}; the module boots in {target.boot_mode}"
+    if other_ms is not None:
+        text += f"; {other}: {other_ms:.3f} ms"
+    return {"power_mode": target.power_mode, "boot_mode": target.boot_mode, "at_boot_mode": target.at_boot_mode,
+            "boot_confirmed": not target.boot_note, "compared_mode": other if other_ms is not None else None,
+            "compared_ms": round(other_ms, 4) if other_ms is not None else None, "text": text}  # fmt: skip

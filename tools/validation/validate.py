@@ -107,4 +107,6 @@ class Validate:
         if self.report_dir is None:
             update_latest(report_dir)
         finished(report_dir, "validate")  # into the history (and MLflow, where asked); never fails the validation
+        for folder in repeats:  # each repeat is a run of its own: `sdk compare` and the regression gate use it as a replicate
+            finished(folder, "validate")
         return ValidationResult(report, report_dir, staged, pipeline)

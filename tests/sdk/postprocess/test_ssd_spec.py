@@ -73,7 +73,7 @@ BAD = {
         "input_size_width:",
         "generate.input_size_width",
         "192 differs from preprocess.resize.width 128",
-        "allowed: 128",
+        "allowed: the model's input width, the same in both",
     ),
     "input_size_height-not-the-input": (
         "input_size_height: 128",
@@ -81,7 +81,7 @@ BAD = {
         "input_size_height:",
         "generate.input_size_height",
         "256 differs from preprocess.resize.height 128",
-        "allowed: 128",
+        "allowed: the model's input height, the same in both",
     ),
     "anchor_offset_x-above-1": (
         "anchor_offset_x: 0.5",

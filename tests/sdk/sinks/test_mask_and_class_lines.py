@@ -55,3 +55,18 @@ def test_classify_lines_carry_the_top_classes(tmp_path):
     (line,) = [json.loads(line) for line in (tmp_path / "detections.jsonl").read_text().splitlines()]
     assert line["detections"] == [] and [c["label"] for c in line["classes"]] == ["b", "c"]
     assert abs(line["classes"][0]["score"] - float(np.exp(2) / (1 + np.exp(1) + np.exp(2)))) < 1e-4
+
+
+def test_the_video_sink_draws_a_detections_keypoints():
+    """Keypoints (a face's landmarks, a text box's corners) are drawn in annotated.mp4, where they were decoded."""
+    from sdk.postprocess.detections import Detection
+    from sdk.sinks.video import annotate
+
+    image = np.full((48, 64, 3), 255, np.uint8)
+    face = Detection("face", 0, 0.9, (10.0, 10.0, 40.0, 40.0), keypoints=((20.0, 22.0), (30.0, 22.0)))
+    annotate(image, 0, [face])
+    for x, y in ((20, 22), (30, 22)):
+        assert (image[y, x] != 255).any(), (x, y)  # a dot where the keypoint is
+    plain = np.full((48, 64, 3), 255, np.uint8)
+    annotate(plain, 0, [Detection("face", 0, 0.9, (10.0, 10.0, 40.0, 40.0))])
+    assert (plain[22, 20] == 255).all() and (plain[22, 30] == 255).all()  # nothing drawn where no keypoint was decoded

@@ -230,3 +230,15 @@ def test_file_reader_reuses_its_buffer(video_path):
 def test_bad_synthetic_parameters(uri):
     with pytest.raises(SourceError):
         open_reader(uri)
+
+
+def test_an_unknown_synthetic_kind_is_refused_at_load_naming_the_kinds():
+    from sdk.spec.source import Source
+
+    for uri in ("synthetic://plasma?width=64", "synthetic://"):
+        with pytest.raises(ValueError, match=r"allowed: synthetic://boxes, synthetic://noise") as refused:
+            Source(uri=uri)
+        assert repr(uri) in str(refused.value)
+    assert Source(uri="synthetic://noise?width=8&height=8").uri.startswith("synthetic://noise")
+    with pytest.raises(SourceError, match="allowed: synthetic://boxes, synthetic://noise"):
+        open_reader("synthetic://plasma")

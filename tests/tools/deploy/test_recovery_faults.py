@@ -184,7 +184,7 @@ def test_a_full_or_read_only_store_after_a_power_cut_still_starts_the_committed_
     name, root = target
     store, ids = damaged_store(kind, template, root, mounts, tmp_path / "service-rw", lambda: sdk("status", "--target", name, "--json"))
     try:
-        done = sdk("start", "--target", name)
+        done = sdk("start", "--json", "--target", name)
         no_traceback(done)
         assert done.returncode == 0, done.stderr
         answer = json.loads(done.stdout)
@@ -193,7 +193,7 @@ def test_a_full_or_read_only_store_after_a_power_cut_still_starts_the_committed_
         assert serve_process_release(str(root)) == {ids["B"]}
         wait_for(lambda: runtime_release(root) == ids["B"], 30, "the committed release's status")
     finally:
-        sdk("stop", "--target", name)
+        sdk("stop", "--json", "--target", name)
         reap(str(root))
     assert store.trial() is not None  # nothing could be written: the dead trial is still recorded, and it never ran
 
@@ -221,11 +221,11 @@ def test_once_the_disk_has_room_again_the_next_start_repairs_the_store(template,
     store, ids = damaged_store("full", template, root, mounts, tmp_path / "service-rw")
     (root / "filler").unlink()
     try:
-        done = sdk("start", "--target", "local")
+        done = sdk("start", "--json", "--target", "local")
         assert done.returncode == 0, done.stderr
         assert not any("recovery waits" in note for note in json.loads(done.stdout).get("notes", []))
     finally:
-        sdk("stop", "--target", "local")
+        sdk("stop", "--json", "--target", "local")
         reap(str(root))
     assert store.trial() is None and store.current() == ids["B"]
     assert "the device restarted during the trial" in store.status()["last_trial"]["reason"]
@@ -243,10 +243,12 @@ def test_a_directory_in_place_of_current_is_set_aside_by_rollback(template, targ
     store, ids = copy_template(template, root)
     current_made_a_directory(store)
     assert any("`current` is a directory" in d for d in store.status()["damaged"])
-    done = sdk("rollback", "--target", name)
+    done = sdk("rollback", "--target", name)  # as a person runs it: a few lines, not the store's JSON
     no_traceback(done)
     assert done.returncode == 0, done.stderr
     assert store.committed() == ids["A"] and store.current() == ids["A"] and store.status()["damaged"] == []
+    lines = done.stdout.splitlines()
+    assert lines[0] == f"{name}: went back one release: {ids['A']} is committed and current" and len(lines) <= 10, done.stdout
 
 
 def test_a_directory_in_place_of_current_does_not_stop_start(template, target, sdk):
@@ -254,13 +256,13 @@ def test_a_directory_in_place_of_current_does_not_stop_start(template, target, s
     store, ids = copy_template(template, root)
     current_made_a_directory(store)
     try:
-        done = sdk("start", "--target", name)
+        done = sdk("start", "--json", "--target", name)
         no_traceback(done)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["release"] == ids["B"]
         wait_for(lambda: runtime_release(root) == ids["B"], 30, "the committed release's status")
     finally:
-        sdk("stop", "--target", name)
+        sdk("stop", "--json", "--target", name)
         reap(str(root))
     assert store.current() == ids["B"]
 
@@ -286,11 +288,11 @@ def test_a_damaged_state_file_is_reported_rebuilt_from_the_links_and_the_committ
     status = store.status()
     assert status["committed"] == ids["B"] and any("state.json is damaged" in d for d in status["damaged"])
     try:
-        done = sdk("start", "--target", name)
+        done = sdk("start", "--json", "--target", name)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["release"] == ids["B"]
     finally:
-        sdk("stop", "--target", name)
+        sdk("stop", "--json", "--target", name)
         reap(str(root))
     assert json.loads((root / STATE_FILE).read_text()) == {"committed": ids["B"], "history": [ids["A"], ids["B"]]}
     assert store.status()["damaged"] == []
@@ -317,7 +319,7 @@ def test_an_edited_committed_release_does_not_start_the_previous_one_does(templa
     store, ids = copy_template(template, root)
     why = edit_committed(store, how)
     try:
-        done = sdk("start", "--target", name)
+        done = sdk("start", "--json", "--target", name)
         no_traceback(done)
         assert done.returncode == 0, done.stderr
         answer = json.loads(done.stdout)
@@ -326,7 +328,7 @@ def test_an_edited_committed_release_does_not_start_the_previous_one_does(templa
         wait_for(lambda: runtime_release(root) == ids["A"], 30, "the previous release's status")
         assert serve_process_release(str(root)) == {ids["A"]}
     finally:
-        sdk("stop", "--target", name)
+        sdk("stop", "--json", "--target", name)
         reap(str(root))
 
 
@@ -336,7 +338,7 @@ def test_with_if_damaged_refuse_an_edited_committed_release_starts_nothing(templ
     state = json.loads((root / STATE_FILE).read_text())
     (root / STATE_FILE).write_text(json.dumps({**state, "if_damaged": "refuse"}))  # what a commit of `service.if_damaged: refuse` records
     why = edit_committed(store, "changed")
-    done = sdk("start", "--target", name)
+    done = sdk("start", "--json", "--target", name)
     no_traceback(done)
     assert done.returncode == 1
     lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
@@ -358,9 +360,9 @@ def test_after_rollback_the_running_service_runs_the_committed_release_within_10
     name, root = target
     store, ids = copy_template(template, root)
     try:
-        assert sdk("start", "--target", name).returncode == 0
+        assert sdk("start", "--json", "--target", name).returncode == 0
         wait_for(lambda: runtime_release(root) == ids["B"], 30, "B running")
-        done = sdk("rollback", "--target", name)
+        done = sdk("rollback", "--json", "--target", name)
         assert done.returncode == 0, done.stderr
         rolled = time.monotonic()
         wait_for(lambda: serve_process_release(str(root)) == {ids["A"]} and runtime_release(root) == ids["A"], 10, "A running after the rollback")
@@ -372,7 +374,7 @@ def test_after_rollback_the_running_service_runs_the_committed_release_within_10
         log = (root / "service" / "service.log").read_text()
         assert f"switching from {ids['B']} to {ids['A']}" in log
     finally:
-        sdk("stop", "--target", name)
+        sdk("stop", "--json", "--target", name)
         reap(str(root))
 
 
@@ -386,7 +388,7 @@ def test_sighup_reloads_sigusr1_and_sigusr2_are_ignored_and_every_end_is_recorde
     root = state_dir / "targets" / "local"
     store, ids = copy_template(template, root)
     try:
-        assert sdk("start", "--target", "local").returncode == 0
+        assert sdk("start", "--json", "--target", "local").returncode == 0
         supervisor = supervisor_of(root)
         log = root / "service" / "service.log"
         for signum in (signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP):
@@ -410,13 +412,13 @@ def test_a_supervisor_that_died_without_a_word_is_said_by_the_next_one(template,
     root = state_dir / "targets" / "local"
     copy_template(template, root)
     try:
-        assert sdk("start", "--target", "local").returncode == 0
+        assert sdk("start", "--json", "--target", "local").returncode == 0
         old = supervisor_of(root)
         os.kill(old, signal.SIGKILL)
         wait_for(lambda: not processes(str(root), "serve"), 20, "the runtime to end with its supervisor")
-        assert sdk("start", "--target", "local").returncode == 0
+        assert sdk("start", "--json", "--target", "local").returncode == 0
     finally:
-        sdk("stop", "--target", "local")
+        sdk("stop", "--json", "--target", "local")
         reap(str(root))
     assert f"the previous supervisor (pid {old}) ended without a word" in (root / "service" / "service.log").read_text()
 
@@ -457,12 +459,12 @@ def test_a_stuck_mutex_holder_delays_neither_the_health_deadline_nor_start(templ
         assert not answer["healthy"] and f"pid {holder.pid}" in answer["reason"] and "did not finish within 3 s" in answer["reason"]
         lock.stdin.close()
         lock.wait(timeout=30)
-        done = sdk("start", "--target", "local")  # the mutex is still held: the start goes on, the repair waits and is said
+        done = sdk("start", "--json", "--target", "local")  # the mutex is still held: the start goes on, the repair waits and is said
         assert done.returncode == 0, done.stderr
         answer = json.loads(done.stdout)
         assert answer["release"] == ids["B"] and any(f"pid {holder.pid}" in note for note in answer["notes"])
     finally:
-        sdk("stop", "--target", "local")
+        sdk("stop", "--json", "--target", "local")
         for process in (holder, lock):
             if process is not None:
                 process.kill()
@@ -477,7 +479,7 @@ def test_start_during_a_deploy_is_refused_naming_the_deploy(template, target, sd
     lock = hold_deploy_lock(root, "deployer-on-host-x")
     try:
         json.loads(lock.stdout.readline())
-        done = sdk("start", "--target", name)
+        done = sdk("start", "--json", "--target", name)
         no_traceback(done)
         assert done.returncode == 1 and "a deploy holds the target (deployer-on-host-x since" in done.stderr
         assert not processes(str(root), "supervise") and not processes(str(root), "serve")

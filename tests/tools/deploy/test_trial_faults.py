@@ -143,10 +143,10 @@ def test_kill_9_of_the_deploy_during_the_trial_leaves_the_previous_release_which
     assert wait_until(lambda: ReleaseStore(root).trial() is None, 30)
     assert current_of(root) == committed_of(root) == committed
     assert wait_until(lambda: not processes_under(root), 15), processes_under(root)
-    started = sdk("start", "--target", target)
+    started = sdk("start", "--json", "--target", target)
     try:
         assert started.returncode == 0, started.stderr
         status = json.loads((root / "service" / "status.json").read_text())
         assert status["release"] == committed
     finally:
-        sdk("stop", "--target", target)
+        sdk("stop", "--json", "--target", target)

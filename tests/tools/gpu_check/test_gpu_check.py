@@ -120,3 +120,43 @@ def test_the_engines_driver_names_are_declared_and_real():
     assert {"cuLaunchHostFunc", "cuStreamIsCapturing", "cuMemHostAlloc"} <= called <= set(gpu_check_engine.DRIVER_NAMES)
     assert [name for name in gpu_check_engine.DRIVER_NAMES if not hasattr(driver, name)] == []
     assert hasattr(driver.CUstreamCaptureStatus, "CU_STREAM_CAPTURE_STATUS_NONE")
+
+
+def test_the_results_are_written_after_every_step_so_a_hang_leaves_them(tmp_path, monkeypatch):
+    """A step that never returns (here: interrupted, as the call's limit would kill it) leaves the steps before it."""
+    from tools.gpu_check import runtime, steps
+
+    class Device:
+        def close(self) -> None:
+            pass
+
+    def hangs(*_args):
+        raise KeyboardInterrupt  # what a kill at the call's limit leaves: the process gone mid-step
+
+    monkeypatch.setattr(steps, "build", lambda *_a: {"status": steps.PASS, "detail": "built"})
+    monkeypatch.setattr(runtime, "open_device", lambda *_a: Device())
+    monkeypatch.setattr(steps, "frames", lambda n: [])
+    monkeypatch.setattr(steps, "kernels", hangs)
+    with pytest.raises(KeyboardInterrupt):
+        gpu_check.run_steps(tmp_path, 2, True, gpu_check.time.monotonic() + gpu_check.BUDGET_S)
+    result = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert result["verdict"] == "INCOMPLETE" and result["steps"]["build"]["status"] == "PASS"
+    assert result["pending"] == ["kernels", "runtime", "runtime_graph", "graph_events", "timing", "memcheck", "racecheck"]
+    assert "INCOMPLETE" in (tmp_path / "gpu_check.md").read_text() and not list(tmp_path.glob(".*.partial"))
+
+
+def test_a_sanitizer_that_refuses_the_device_is_a_skip_with_its_reason(tmp_path, monkeypatch):
+    """compute-sanitizer on a GPU it does not support (as on some lent machines) prints its refusal and exits non-zero."""
+    from tools.gpu_check import steps
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    program = folder / "compute-sanitizer"
+    program.write_text("#!/bin/sh\necho '========= Error: Device not supported. Please refer to the supported devices.'\nexit 1\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
+    result = steps.sanitizer("memcheck", tmp_path, timeout=30)
+    assert result["status"] == steps.SKIP and "does not support this device" in result["detail"]
+    assert "Error: Device not supported" in result["detail"]
+    program.write_text("#!/bin/sh\necho '========= ERROR SUMMARY: 3 errors'\nexit 9\n")  # a real finding stays a FAIL
+    assert steps.sanitizer("memcheck", tmp_path, timeout=30)["status"] == steps.FAIL

@@ -120,3 +120,51 @@ def test_student_t_quantiles():
     for degrees in (1, 2, 3, 7, 27, 300):
         for p in (0.975, 0.9975):
             assert t_quantile(p, degrees) == pytest.approx(scipy.t.ppf(p, degrees), rel=1e-4)
+
+
+def test_one_run_a_side_against_a_spread_of_few_runs_says_too_few_runs_instead_of_unbounded_numbers():
+    """Two runs of a release in the history (one degree of freedom) cannot bound one run against one run: an 8.7x
+    slowdown gets no interval in the trillions and no `same`: it is "too few runs", with what to run."""
+    import json
+
+    from rich.console import Console
+
+    from tools.history.commands import render
+
+    rng = np.random.default_rng(12)
+    history = [synthetic_run(rng, offset_sd=0.08) for _ in range(2)]
+    values: dict[str, list[float]] = {}
+    for run in history:
+        for name, figure in run_figures(run, None, rng, 10).items():
+            values.setdefault(name, []).append(figure.value)
+    spreads = {name: pooled([v]) for name, v in values.items()}
+    assert spreads["stages.infer.p50_ms"].degrees == 1
+    result = compare(Side("a", [synthetic_run(rng)]), Side("b", [synthetic_run(rng, slow="infer", factor=8.7)]), spreads=spreads)
+    infer = next(f for f in result["figures"] if f["name"] == "stages.infer.p50_ms")
+    assert infer["too_few_runs"] is True and infer["interval"] is None and "stages.infer.p50_ms" in result["too_few_runs"]
+    assert any("too few runs to tell (1 run(s) of A, 1 of B)" in note and "--repeat 5" in note for note in result["notes"])
+    numbers = [abs(v) for f in result["figures"] for v in (f["a"], f["b"], f["difference"], *(f["interval"] or ())) if v is not None]
+    assert max(numbers) < 1e6, max(numbers)
+    console = Console(record=True, width=200)
+    render(console, json.loads(json.dumps(result)))
+    text = console.export_text()
+    assert "too few runs" in text and "e+" not in text
+
+
+def test_different_pipelines_or_models_are_said_loudly():
+    from rich.console import Console
+
+    from tools.history.commands import render
+
+    rng = np.random.default_rng(13)
+    a, b = synthetic_run(rng), synthetic_run(rng)
+    a.report["hashes"] = {"model_sha256": "a" * 64}
+    b.report["hashes"] = {"model_sha256": "b" * 64}
+    b.report["pipeline"] = "another"
+    result = compare(Side("a", [a]), Side("b", [b]))
+    assert result["different"] == ["pipeline: A synthetic, B another", "model: A aaaaaaaaaaaa, B bbbbbbbbbbbb"]
+    console = Console(record=True, width=200)
+    render(console, result)
+    assert "warning: A and B are different work (pipeline: A synthetic, B another)" in console.export_text()
+    same = compare(Side("a", [synthetic_run(rng)]), Side("b", [synthetic_run(rng)]))
+    assert same["different"] == []

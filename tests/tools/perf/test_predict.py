@@ -40,7 +40,7 @@ def test_every_platform_fact_has_a_source():
 
 
 def test_the_published_figures_come_out_of_the_table():
-    agx = machine("jetson-agx-orin")  # the family name means the 64GB module, as target files name it
+    agx = machine("jetson-agx-orin", "MAXN")  # the family name means the 64GB module, as target files name it
     assert agx.platform == "jetson-agx-orin-64gb" and agx.power_mode == "MAXN"
     assert agx.gpu.sparse_tops["int8"] + 2 * agx.dla.sparse_tops["int8"] == pytest.approx(276)  # 171 + 105 (DLA-SW table)
     assert agx.gpu.dense_tops["int8"] == pytest.approx(85.5) and agx.gpu.memory_gbs == 204.8
@@ -73,7 +73,7 @@ def test_predict_every_platform_without_a_device(platform, example_layers):
     target = machine(platform)
     for precision in ("fp32", "fp16", "int8"):
         prediction = predict_device(example_layers, target, precision)
-        assert prediction.total_ms > 0 and all(p.engine == "gpu" and p.ms > 0 for p in prediction.layers)
+        assert prediction.total_ms > 0 and all(p.engine == "gpu" and (p.ms > 0) != bool(p.fusion) for p in prediction.layers)
     assert predict_device(example_layers, target, "int8").total_ms < predict_device(example_layers, target, "fp32").total_ms
 
 
@@ -128,7 +128,7 @@ def test_the_host_engine_roofline():
     assert wide.bound == "compute" and wide.compute_ms == pytest.approx(1e9 / (95 * channel_efficiency(512, engine.half) * 1e6), rel=1e-6)
     depthwise = engine.cost(_layer("conv_depthwise"), 100_000, 4_000_000)  # within the cache probe's size
     assert depthwise.bound == "memory" and depthwise.memory_ms == pytest.approx(4e6 / 40e6)
-    between = (4 << 20) * 8 ** 0.5  # geometric middle of the cache probe's size (4 MiB) and the LLC probe's (32 MiB)
+    between = (4 << 20) * 8**0.5  # geometric middle of the cache probe's size (4 MiB) and the LLC probe's (32 MiB)
     assert engine.bandwidth_gbs(int(between)) == pytest.approx((40.0 * 20.0) ** 0.5, rel=1e-6)
     tiny = engine.cost(_layer("elementwise", None, 64), 64, 512)
     assert tiny.bound == "launch"
@@ -169,7 +169,8 @@ def test_bottleneck_rules_name_their_sources():
     assert top[0]["name"] == "conv" and top[0]["share"] == pytest.approx(2 / 3, abs=1e-4)
     assert all(a["source"] in SOURCES.values() for a in top[0]["advice"])
     assert sparse_candidate(_layer("conv", (256, 256), groups=1), "gpu") and not sparse_candidate(_layer("conv", (64, 64)), "gpu")
-    assert sparse_candidate(_layer("conv", (128, 64)), "dla") and not sparse_candidate(_layer("conv_depthwise", (128, 128)), "dla")
+    assert sparse_candidate(_layer("conv", (128, 64)), "dla", "int8") and not sparse_candidate(_layer("conv_depthwise", (128, 128)), "dla")
+    assert not sparse_candidate(_layer("conv", (128, 64)), "dla", "fp16")  # DLA structured sparsity is INT8 only
 
 
 def test_rank_agreement_measures():

@@ -16,7 +16,7 @@ SERVICE = "\nservice: {watchdog_s: 2.0, status_interval_s: 0.2, stop_timeout_s: 
 
 
 def run_service_cycle(sdk, target: str) -> None:
-    started = sdk("start", "--target", target)
+    started = sdk("start", "--json", "--target", target)
     assert started.returncode == 0, started.stderr
     state = json.loads(started.stdout)
     assert state["running"] and state["supervisor"]["state"] == "running"
@@ -25,13 +25,18 @@ def run_service_cycle(sdk, target: str) -> None:
     readable = sdk("status", "--target", target).stdout.splitlines()  # without --json: a few lines a person reads
     assert readable[0] == f"{target}: release {status['current']} is current (committed); previous {status['previous'] or 'none'}", readable
     assert any(line.startswith("  service: running (supervisor pid ") for line in readable) and not readable[0].startswith("{"), readable
-    stopped = sdk("stop", "--target", target)
+    twice = sdk("start", "--target", target).stdout.splitlines()  # as a person runs it: one line
+    assert len(twice) == 1 and twice[0].startswith(f"{target}: already running: running (supervisor pid "), twice
+    stopped = sdk("stop", "--target", target)  # as a person runs it: a few lines, not the store's JSON
     assert stopped.returncode == 0, stopped.stderr
-    assert json.loads(stopped.stdout)["runtime"]["state"] == "STOPPED"
+    assert stopped.stdout.splitlines()[0] == f"{target}: service stopped" and len(stopped.stdout.splitlines()) <= 10, stopped.stdout
+    assert json.loads(sdk("status", "--target", target, "--json").stdout)["service"]["runtime"]["state"] == "STOPPED"
     logs = sdk("logs", "--target", target, "--lines", "20")
     assert logs.returncode == 0
-    again = sdk("stop", "--target", target)
+    again = sdk("stop", "--json", "--target", target)
     assert json.loads(again.stdout)["note"] == "not running"
+    said = sdk("stop", "--target", target).stdout.splitlines()
+    assert said == [f"{target}: nothing stopped: not running (service stopped)"], said  # an ended service: said first, not hidden
 
 
 def long_running(tiny_pipeline) -> Path:
@@ -42,7 +47,7 @@ def long_running(tiny_pipeline) -> Path:
 
 @pytest.mark.slow
 def test_service_commands_on_the_local_target(tiny_pipeline, tmp_path, state_dir, sdk):
-    refused = sdk("start", "--target", "local")
+    refused = sdk("start", "--json", "--target", "local")
     assert refused.returncode == 1 and "no release has passed its health check" in refused.stderr
     path = long_running(tiny_pipeline)
     Deploy(path, "local", frames=3, report_dir=tmp_path / "r")()
@@ -55,7 +60,7 @@ def test_service_commands_on_the_local_target(tiny_pipeline, tmp_path, state_dir
 def test_a_deploy_pauses_the_running_service_and_restarts_it_on_the_new_release(tiny_pipeline, tmp_path, state_dir, sdk):
     path = long_running(tiny_pipeline)
     first = Deploy(path, "local", frames=3, report_dir=tmp_path / "r1")()
-    assert sdk("start", "--target", "local").returncode == 0
+    assert sdk("start", "--json", "--target", "local").returncode == 0
     before = json.loads(sdk("status", "--target", "local", "--json").stdout)["service"]
     path.write_text(path.read_text() + "# a new release\n")
     second = Deploy(path, "local", frames=3, report_dir=tmp_path / "r2")()
@@ -63,7 +68,7 @@ def test_a_deploy_pauses_the_running_service_and_restarts_it_on_the_new_release(
     after = json.loads(sdk("status", "--target", "local", "--json").stdout)["service"]
     assert after["running"] and after["supervisor_pid"] != before["supervisor_pid"]
     assert after["supervisor"]["release"].endswith(second.staged.release_id)
-    assert sdk("stop", "--target", "local").returncode == 0
+    assert sdk("stop", "--json", "--target", "local").returncode == 0
 
 
 @pytest.mark.slow
@@ -78,7 +83,7 @@ def test_start_on_a_replay_says_what_it_will_do_and_that_it_ends_with_the_clip(t
     pipeline, _ = tiny_pipeline(frames=60, rate="30")
     pipeline.path.write_text(pipeline.path.read_text() + SERVICE)
     Deploy(pipeline.path, "local", frames=3, report_dir=tmp_path / "r")()
-    started = sdk("start", "--target", "local")
+    started = sdk("start", "--json", "--target", "local")
     assert started.returncode == 0, started.stderr
     clip = "synthetic://boxes?width=64&height=48&frames=60"
     said = f"replaying {clip} once (60 frames at 30 fps, about 2 s): the service stops by itself when the clip ends"
@@ -126,7 +131,7 @@ def test_kill_9_of_the_runtime_and_the_supervisor_over_ssh_then_start_gives_exac
         return value
 
     try:
-        started = sdk("start", "--target", ssh_target.name)
+        started = sdk("start", "--json", "--target", ssh_target.name)
         assert started.returncode == 0, started.stderr
         first = json.loads(started.stdout)
         runtime, supervisor = first["runtime_pid"], first["supervisor_pid"]
@@ -136,12 +141,12 @@ def test_kill_9_of_the_runtime_and_the_supervisor_over_ssh_then_start_gives_exac
         wait(lambda: status().get("pid") not in (None, runtime) and (jsonl().get("written") or 0) >= 10, "the restarted runtime's frames")
         os.kill(supervisor, signal.SIGKILL)
         wait(lambda: not processes(mark, "serve") and not processes(mark, "supervise"), "the runtime to end with its supervisor")
-        again = sdk("start", "--target", ssh_target.name)
+        again = sdk("start", "--json", "--target", ssh_target.name)
         assert again.returncode == 0, again.stderr
         result = json.loads(again.stdout)
         assert result["started"] and processes(mark, "supervise") == [result["supervisor_pid"]]
         assert processes(mark, "serve") == [result["runtime_pid"]] and result["runtime_pid"] not in (runtime, supervisor)
-        assert sdk("stop", "--target", ssh_target.name).returncode == 0
+        assert sdk("stop", "--json", "--target", ssh_target.name).returncode == 0
     finally:
         reap(mark)
     runs = published_runs(folder / "output")

@@ -40,9 +40,15 @@ def relaxed_example(folder: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_validate_the_current_release_twice_under_stress(tmp_path, state_dir, deployed_relaxed):
+def test_validate_the_current_release_twice_under_stress(tmp_path, state_dir, deployed_relaxed, monkeypatch):
+    import sqlite3
+
     pipeline = deployed_relaxed(tmp_path / "p", state_dir)  # deployed once per run (conftest.py), copied here
+    monkeypatch.setenv("SDK_HISTORY", str(tmp_path / "history.sqlite"))
     result = Validate(pipeline, "local", frames=25, repeat=2, stress="cpu=1", report_dir=tmp_path / "v")()
+    with sqlite3.connect(tmp_path / "history.sqlite") as connection:  # each repeat is a run of its own: a replicate for compare
+        rows = connection.execute("SELECT kind, report_dir FROM runs ORDER BY id").fetchall()
+    assert rows == [("validate", str((tmp_path / "v").resolve())), ("validate", str((tmp_path / "v" / "repeat-2").resolve()))], rows
     report = result.report
     names = [c["name"] for c in report["checks"]]
     assert names == declared_checks(result.pipeline.spec.budgets, 2)
