@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from sdk.runtime.verdict import FAIL, INCONCLUSIVE, PASS, SHORT_UNITS, WARN, check_unit, format_number
+from sdk.runtime.verdict import FAIL, INCONCLUSIVE, PASS, SHORT_UNITS, WARN, check_unit, counted, format_number
 from sdk.sinks.files import partial_path, publish
 
 JUNIT_FILE = "junit.xml"
@@ -46,11 +46,6 @@ def measurement(check: dict) -> str:
     if check.get("detail"):
         text += f" ({check['detail']})"
     return text
-
-
-def counted(name: str) -> str:
-    """What a check counts: labelled images (the budgets on labels, `sdk evaluate`) or frames."""
-    return "image" if name.startswith("accuracy.map") else "frame"
 
 
 def outcome(check: dict) -> Outcome:

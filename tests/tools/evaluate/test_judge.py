@@ -37,6 +37,7 @@ def test_a_minimum_between_bound_and_figure_is_inconclusive_with_the_images_it_w
     assert check.status == "INCONCLUSIVE"
     assert check.frames_needed == images_needed(0.30, 0.25, 0.28, 29) == 182  # 29 x (0.05 / 0.02)^2, rounded up
     assert "95% lower bound 0.2500 is not" in check.detail
+    assert combine([check])[2] == [f"accuracy.map50_95: 29 image(s) measured, 182 needed for a 95% bound ({check.detail})"]
 
 
 def test_no_budget_on_labels_judges_nothing():
@@ -55,6 +56,7 @@ def test_a_run_without_labels_lists_its_budgets_on_labels_as_inconclusive_and_ju
         "max_mean_score_drift": 0.05,
     }
     assert unlabelled_checks(None) == [] and unlabelled_checks(AccuracyBudget()) == []
+    assert combine(checks)[2] == [f"accuracy.map50_95: {UNLABELLED}"]
 
 
 @pytest.fixture()
