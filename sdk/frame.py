@@ -20,3 +20,7 @@ class Frame:
     image: np.ndarray | Nv12Image
     # The camera's name in a pipeline with `sources:` (its frame numbers are its own); None with `source:`.
     camera: str | None = None
+    # A recording's own stamp of the frame (the message header's, ns since its epoch) and its frame id (mcap://,
+    # rosbag2://); None where the source has none (a video's frames carry no stamp of their own).
+    stamp_ns: int | None = None
+    frame_id: str | None = None

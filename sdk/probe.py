@@ -32,6 +32,11 @@ RUNTIME_MODULES = {
 # only to run a pipeline that uses them (tools/release/wheels.py, pipeline_modules).
 PIPELINE_MODULES = {
     "scipy": "scipy>=1.10",  # the `track:` stage (sdk/track): linear_sum_assignment
+    # Recorded drives (decision 1020): mcap:// sources and the mcap sink read and write MCAP; ROS 2 messages in it
+    "mcap": "mcap>=1.1",
+    "mcap_ros2": "mcap-ros2-support>=0.5",
+    "rosbags": "rosbags>=0.10",  # rosbag2:// sources (SQLite3 or MCAP storage), no ROS installation needed
+    "foxglove": "foxglove-sdk>=0.30",  # the mcap sink's foxglove.ImageAnnotations (its schemas, its MCAP writer)
 }
 
 # The distributions that may provide each module, in the order asked (pip's names; a vendor's own build of
@@ -44,6 +49,10 @@ DISTRIBUTIONS = {
     "onnxruntime": ("onnxruntime", "onnxruntime-gpu"),
     "cuda.bindings": ("cuda-bindings", "cuda-python"),
     "scipy": ("scipy",),
+    "mcap": ("mcap",),
+    "mcap_ros2": ("mcap-ros2-support",),
+    "rosbags": ("rosbags",),
+    "foxglove": ("foxglove-sdk",),
 }
 
 # Compute capability by Tegra SoC (from /proc/device-tree/compatible).

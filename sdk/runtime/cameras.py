@@ -27,7 +27,21 @@ def open_cameras(pipeline: PipelineFile, limit: int | None, *, wait_for_camera: 
         if pipeline.spec.multi_camera:
             stream.name = name  # what the status calls the camera
         cameras.append(CameraSlot(name, index, stream))
+    share_origin([c.stream for c in cameras if c.stream.replay.pace == "recorded"])
     return cameras
+
+
+def share_origin(streams: list[FrameStream]) -> None:
+    """Cameras at the recorded pace count from one origin (sdk.sources.stream.SharedOrigin): the earliest first stamp
+    of them all, so their frames keep the recorded order across cameras."""
+    from sdk.sources.stream import SharedOrigin
+
+    firsts = [getattr(s.reader, "first_stamp_ns", lambda: None)() for s in streams] if len(streams) > 1 else []
+    known = [f for f in firsts if f is not None]
+    if known:
+        origin = SharedOrigin(min(known))
+        for stream in streams:
+            stream.origin = origin
 
 
 def create_feed(pipeline: PipelineFile, cameras: list[CameraSlot]):
@@ -88,10 +102,11 @@ def summed_counters(counters: list[StreamCounters]) -> StreamCounters:
     """The cameras' counters added up (a status' and the report's aggregate)."""
     total = StreamCounters()
     for c in counters:
-        for key in ("delivered", "dropped", "corrupt", "lost", "loops", "disconnects", "reconnect_attempts"):
+        for key in ("delivered", "dropped", "corrupt", "lost", "out_of_order", "loops", "disconnects", "reconnect_attempts"):
             setattr(total, key, getattr(total, key) + getattr(c, key))
         total.corrupt_last = c.corrupt_last or total.corrupt_last
         total.lost_last = c.lost_last or total.lost_last
+        total.out_of_order_last = c.out_of_order_last or total.out_of_order_last
     return total
 
 

@@ -125,7 +125,7 @@ class CameraGatherer:
         mailbox = self._mail[camera.index]
         try:
             for frame in camera.stream:
-                copy = Frame(frame.index, frame.t_capture_ns, frame.image.copy(), camera=camera.name)
+                copy = replace(frame, image=frame.image.copy(), camera=camera.name)
                 with self._cond:
                     while len(mailbox) >= MAILBOX and not self._stopping:
                         self._cond.wait()

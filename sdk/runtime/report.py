@@ -93,6 +93,7 @@ def build_report(
         "dropped": dropped,
         "corrupt_frames": result.counters.corrupt,
         "lost_frames": result.counters.lost,
+        "out_of_order_stamps": result.counters.out_of_order,
         "disconnects": result.counters.disconnects,
         "stage_errors": result.stage_errors,
         "last_error": result.last_error,
@@ -180,6 +181,12 @@ def source_and_output_notes(spec, result: RunResult) -> list[str]:
                 f"{uri}: {camera.counters.lost} frame(s) the recording promised never arrived (lost_frames; "
                 f"not corrupt: the demuxer passed over them); the newest: {camera.counters.lost_last}"
             )
+        if camera.counters.out_of_order:
+            uri = spec.cameras[name].uri.partition("?")[0]
+            notes.append(
+                f"{uri}: {camera.counters.out_of_order} frame(s) stamped before the frame before them (out_of_order_stamps; "
+                f"delivered in the recording's order); the newest: {camera.counters.out_of_order_last}"
+            )
     for output in result.outputs:
         if output.get("not_written"):
             notes.append(f"{output['output']}: {output['not_written']} frame(s) not written ({output.get('last_error')})")
@@ -221,6 +228,7 @@ def camera_sections(spec, result: RunResult, warmup: int) -> dict:
             "skipped_slots": camera.skipped_slots,
             "corrupt_frames": camera.counters.corrupt,
             "lost_frames": camera.counters.lost,
+            "out_of_order_stamps": camera.counters.out_of_order,
             "disconnects": camera.counters.disconnects,
             "misses": misses.misses if misses is not None else None,
             "deadline": _deadline(misses),

@@ -21,6 +21,7 @@ from pathlib import Path
 from sdk.errors import TargetError
 from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, read_json, status_age
 from sdk.service.instance import RUNTIME_LOCK, SERVICE_LOCK, holder, legacy_supervisor, stop_holder
+from sdk.service.live import ask
 from sdk.store.objects import ReleaseStore
 
 SERVICE_DIR = "service"
@@ -50,6 +51,8 @@ def status(folder: Path) -> dict:
     service_holder = supervisor_holder(folder)
     runtime_holder = holder(folder / RUNTIME_LOCK, "runtime")
     supervisor = read_json(folder / SUPERVISOR_FILE)
+    live = ask(service_holder["pid"]) if service_holder and service_holder.get("verified") else None
+    supervisor = live or supervisor  # asked of the supervisor itself (sdk/service/live.py): a full disk refuses its file
     runtime = read_json(folder / STATUS_FILE)
     running = service_holder is not None
     result: dict = {
@@ -69,9 +72,27 @@ def status(folder: Path) -> dict:
         supervisor["age_s"] = status_age(supervisor)
     if runtime_holder is not None and not running:
         result["orphan_runtime_pid"] = runtime_holder["pid"]  # outlived its supervisor; `stop` ends it, `start` too
-    result["state"], result["reason"] = _summary(running, supervisor, runtime)
+    result["state"], result["reason"] = _from_heartbeat(supervisor, runtime) or _summary(running, supervisor, runtime)
     result["last_error"] = (runtime or {}).get("last_error") or (supervisor or {}).get("last_error")
     return result
+
+
+def _from_heartbeat(supervisor: dict | None, runtime: dict | None) -> tuple[str, str] | None:
+    """The state from the runtime's heartbeat, which reaches the supervisor without a disk, where status.json could not
+    be written (a full disk) or is not this runtime's; None where the file speaks for it, or the heartbeat is old too."""
+    supervisor = supervisor or {}
+    beat = supervisor.get("heartbeat") if supervisor.get("live") and supervisor.get("state") == "running" else None
+    if not beat:
+        return None
+    interval = supervisor.get("status_interval_s") or 1.0
+    if not isinstance(beat.get("age_s"), (int, float)) or beat["age_s"] > STALE_AFTER_INTERVALS * interval:
+        return None  # no fresh heartbeat either (a frozen runtime): what the files say stands
+    said = str(beat.get("status") or "")
+    unwritten = said.partition(f"{STATUS_FILE} not written: ")[2]
+    if runtime and runtime.get("pid") == beat.get("pid") and not unwritten:
+        return None  # the file is this runtime's and was written: its age says the rest
+    why = unwritten or supervisor.get("state_write_error") or f"none of runtime pid {beat.get('pid')} yet"
+    return ("degraded" if said.startswith("DEGRADED") else "running"), f"status file could not be written: {why}; the runtime's heartbeat: {said}"
 
 
 def _summary(running: bool, supervisor: dict | None, runtime: dict | None) -> tuple[str, str | None]:
@@ -123,7 +144,7 @@ def start(store: ReleaseStore, folder: Path, wait_s: float, frames: int | None =
         code = child.poll()
         if code == EXIT_ALREADY_RUNNING:  # the other start won the lock
             return {**status(folder), "started": False, "note": "already running"}
-        supervisor = read_json(folder / SUPERVISOR_FILE) or {}
+        supervisor = ask(child.pid, 0.5) or read_json(folder / SUPERVISOR_FILE) or {}  # itself first: a full disk refuses the file
         if supervisor.get("pid") == child.pid:  # this start's supervisor, not a file left by an earlier one
             if supervisor.get("state") in ("running", "stopped"):
                 plan = (supervisor.get("source") or {}).get("plan")

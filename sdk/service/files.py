@@ -28,6 +28,18 @@ def write_json_atomic(path: Path, value: dict) -> None:
         raise
 
 
+def write_error_text(exc: BaseException) -> str:
+    """Why a file could not be written, in the words a user acts on: a full disk is "disk full"."""
+    import errno
+
+    number = getattr(exc, "errno", None)
+    if number in (errno.ENOSPC, errno.EDQUOT):
+        return "disk full"
+    if number == errno.EROFS:
+        return "read-only file system"
+    return getattr(exc, "strerror", None) or f"{type(exc).__name__}: {exc}"
+
+
 def read_json(path: Path) -> dict | None:
     try:
         return json.loads(path.read_text())

@@ -277,6 +277,8 @@ def live_status(runner: PipelineRunner) -> dict:
     if counters is not None:
         live.update(dropped=counters.dropped, corrupt_frames=counters.corrupt, lost_frames=counters.lost, disconnects=counters.disconnects)
         live.update(reconnect_attempts=counters.reconnect_attempts, corrupt_last=counters.corrupt_last, lost_last=counters.lost_last)
+        if counters.out_of_order:  # a stamped recording (mcap://, rosbag2://) whose stamps went back
+            live.update(out_of_order_stamps=counters.out_of_order, out_of_order_last=counters.out_of_order_last)
     stream = runner.stream
     source = stream.condition() if stream is not None else None
     if source is not None:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from sdk.runtime.health import DEGRADED, NOMINAL, STARTING, STOPPED, HealthMonitor
-from sdk.service.files import STATUS_FILE, clock_stamp, write_json_atomic
+from sdk.service.files import STATUS_FILE, clock_stamp, write_error_text, write_json_atomic
 from sdk.service.notify import Notifier
 from sdk.service.realtime import GcOutOfTheLoop
 
@@ -86,7 +86,7 @@ class StatusReporter:
         except Exception as exc:  # a full disk, a vanished folder: the loop goes on and says so later
             self.write_failures += 1
             if self.write_error is None:
-                self.write_error = f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}"
+                self.write_error = write_error_text(exc)
                 self.write_error_since = time.time()
                 sys.stderr.write(f"warning: cannot write {STATUS_FILE}: {self.write_error}; the service goes on\n")
             return False
@@ -98,7 +98,8 @@ class StatusReporter:
 
     def beat(self, status: dict | None = None) -> dict:
         status = status if status is not None else self.snapshot()
-        self.notifier.status(f"{status['state']}: {status['frames']} frames, {status['misses']} misses")
+        unwritten = f"; {STATUS_FILE} not written: {self.write_error}" if self.write_error else ""  # said where no disk is needed
+        self.notifier.status(f"{status['state']}: {status['frames']} frames, {status['misses']} misses{unwritten}")
         if self._udp is not None:
             try:
                 self._udp[0].sendto(json.dumps(status).encode()[:60_000], self._udp[1])

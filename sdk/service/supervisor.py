@@ -33,9 +33,10 @@ import traceback
 from collections import deque
 from pathlib import Path
 
-from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, clock_stamp, read_json, write_json_atomic
+from sdk.service.files import LOG_FILE, PID_FILE, STATUS_FILE, SUPERVISOR_FILE, clock_stamp, read_json, write_error_text, write_json_atomic
 from sdk.service.follow import FollowsTheStore
 from sdk.service.instance import RUNTIME_LOCK, SERVICE_LOCK, HeldLock, holder, start_ticks, stop_holder
+from sdk.service.live import LiveState
 from sdk.service.logfile import RotatingLog
 from sdk.service.unit import EXIT_RELEASE_CHANGED, MAX_BACKOFF_S
 
@@ -88,6 +89,8 @@ class Supervisor(FollowsTheStore):
         self.state_write_failures = 0
         self.state_write_error: str | None = None
         self.source: dict | None = None  # what the service does with its source (sdk/service/plan.py)
+        self.heartbeat: tuple[str, float, int] | None = None  # the runtime's last STATUS= line, when, and its pid
+        self.live: LiveState | None = None  # answers `sdk status` and `sdk start` from the main loop (sdk/service/live.py)
         self._stopping = False
         self._switching = False  # the child was stopped to give way to another release (SIGHUP)
         self.stop_reason = "stopped"
@@ -102,8 +105,8 @@ class Supervisor(FollowsTheStore):
         if self.log is not None:
             self.log.line(text)
 
-    def _write(self) -> bool:
-        state = {
+    def _record(self) -> dict:
+        return {
             "state": self.state,
             "pid": os.getpid(),
             "start": start_ticks(os.getpid()),
@@ -119,12 +122,24 @@ class Supervisor(FollowsTheStore):
             "state_write_failures": self.state_write_failures,
             **clock_stamp(),
         }
+
+    def describe(self) -> dict:
+        """The state in memory (sdk/service/live.py): what supervisor.json says when it can be written, why it
+        cannot, and the runtime's last heartbeat (its STATUS= line) with its age."""
+        beat = None
+        if self.heartbeat is not None:
+            beat = {"status": self.heartbeat[0], "age_s": round(time.monotonic() - self.heartbeat[1], 3), "pid": self.heartbeat[2]}
+        interval = self.service.status_interval_s if self.service is not None else None
+        return {**self._record(), "live": True, "state_write_error": self.state_write_error, "heartbeat": beat, "status_interval_s": interval}
+
+    def _write(self) -> bool:
+        state = self._record()
         try:
             write_json_atomic(self.status_dir / SUPERVISOR_FILE, state)
         except OSError as exc:  # a full disk must not end the service: counted, said, tried again
             self.state_write_failures += 1
             if self.state_write_error is None:
-                self.state_write_error = f"{exc.strerror or exc}"
+                self.state_write_error = write_error_text(exc)
                 self.note(f"cannot write {SUPERVISOR_FILE} ({self.state_write_error}); the service goes on and tries again")
             return False
         if self.state_write_error is not None:
@@ -165,6 +180,10 @@ class Supervisor(FollowsTheStore):
             sys.stderr.write(f"already running: pid {who.get('pid')} holds {self.status_dir / SERVICE_LOCK}\n")
             return EXIT_ALREADY_RUNNING
         try:
+            self.live = LiveState(os.getpid(), self.describe)  # its state without a file: a full disk refuses supervisor.json
+        except OSError:
+            self.live = None  # its name taken by another process: `sdk status` reads the files, as before
+        try:
             (self.status_dir / PID_FILE).unlink(missing_ok=True)  # from an earlier version: a PID, not an identity
             self.log = RotatingLog(self.status_dir / LOG_FILE, int(DEFAULT_LOG_MB * 2**20), DEFAULT_LOG_KEEP)
             self.log.adopt_stdio()
@@ -182,6 +201,8 @@ class Supervisor(FollowsTheStore):
                 self._write()
                 self.note(f"supervisor ends: {self.state} ({self.last_reason})")
         finally:
+            if self.live is not None:
+                self.live.close()
             lock.release()
 
     def _load(self) -> None:
@@ -262,7 +283,10 @@ class Supervisor(FollowsTheStore):
                 delay = min(self.service.restart_backoff_s * 2 ** (len(self.restarts) - 1), MAX_BACKOFF_S)
                 deadline = time.monotonic() + delay
                 while not self._stopping and time.monotonic() < deadline:
-                    time.sleep(0.05)
+                    if self.live is None:
+                        time.sleep(0.05)
+                    elif select.select([self.live], [], [], 0.05)[0]:
+                        self.live.answer()
                 if self._stopping:
                     self.state = "stopped"
                     return 0
@@ -363,7 +387,9 @@ class Supervisor(FollowsTheStore):
                 self.child.kill()  # did not stop within the bound
                 self.child.wait()
                 return -9, f"killed: no exit within stop_timeout_s {self.service.stop_timeout_s:g}"
-            readable, _, _ = select.select([listener, *output], [], [], 0.1)
+            readable, _, _ = select.select([listener, *output, *([self.live] if self.live else [])], [], [], 0.1)
+            if self.live is not None and self.live in readable:
+                self.live.answer()
             if output and output[0] in readable:
                 self._drain(output)
             if listener in readable:
@@ -373,6 +399,9 @@ class Supervisor(FollowsTheStore):
                     self.state = "running"
                     self._write()
                     last_state_write = time.monotonic()
+                said = [line.removeprefix("STATUS=") for line in message if line.startswith("STATUS=")]
+                if said:
+                    self.heartbeat = (said[-1], time.monotonic(), self.child.pid)
                 if "WATCHDOG=1" in message or "READY=1" in message:
                     last_ping = time.monotonic()
                 if "STOPPING=1" in message and stop_sent_at is None:

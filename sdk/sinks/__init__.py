@@ -1,4 +1,4 @@
-"""Where detections go: JSONL, an annotated video, or nowhere."""
+"""Where detections go: JSONL, an annotated video, masks, an MCAP file for Foxglove, a live Foxglove view, or nowhere."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from pathlib import Path
 from sdk.frame import Frame
 from sdk.postprocess.detections import Detections
 from sdk.spec.paths import confined_path
+from sdk.spec.schema import FoxgloveSink as FoxgloveSpec
 from sdk.spec.schema import JsonlSink as JsonlSpec
 from sdk.spec.schema import MaskSink as MaskSpec
+from sdk.spec.schema import McapSink as McapSpec
 from sdk.spec.schema import NullSink as NullSpec
 from sdk.spec.schema import VideoSink as VideoSpec
 from sdk.spec.sinks import camera_path
@@ -197,6 +199,16 @@ def create_sinks(
                 continue
             path = confined_path(output_dir, spec.path, where=where)
             sinks.append(VideoSink(path, fourcc=spec.fourcc, fps=spec.fps or fps, rotate=spec.rotate, retention=retention))
+        elif isinstance(spec, McapSpec):
+            from sdk.sinks.mcap_sink import McapSink
+
+            path = confined_path(output_dir, spec.path, where=where)
+            sinks.append(McapSink(path, topic=spec.topic, images=spec.images, image_topic=spec.image_topic, cameras=list(cameras or [])))
+        elif isinstance(spec, FoxgloveSpec):
+            from sdk.sinks.live_view import LiveView
+
+            cameras_named = list(cameras or [])
+            sinks.append(LiveView(host=spec.host, port=spec.port, image_fps=spec.image_fps, image_width=spec.image_width, cameras=cameras_named))
         elif isinstance(spec, NullSpec):
             sinks.append(NullSink())
     intervals = [s.sync_interval_s for s in sinks if getattr(s, "sync_interval_s", None)]  # JSONL sinks: never per camera

@@ -37,8 +37,12 @@ def publish(partial: Path, final: Path) -> None:
 def write_whole(final: Path, data: bytes | str) -> Path:
     """`data` at `final`, whole or not at all: written beside it under a hidden name, then published."""
     partial = partial_path(final)
-    partial.write_bytes(data.encode() if isinstance(data, str) else data)
-    publish(partial, final)
+    try:
+        partial.write_bytes(data.encode() if isinstance(data, str) else data)
+        publish(partial, final)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a full disk, a folder in the way: nothing of the try is left behind
+        raise
     return final
 
 

@@ -1,5 +1,6 @@
-"""detections.jsonl: one line per frame (frame, t_capture_ns, detections with label, score, box, keypoints where decoded,
-and track_id, track_age, track_state where the pipeline tracks).
+"""detections.jsonl: one line per frame (frame, t_capture_ns, stamp_ns and frame_id where the recording stamps its
+frames, detections with label, score, box, keypoints where decoded, and track_id, track_age, track_state where the
+pipeline tracks).
 
 Every line goes to the kernel as one write() when its frame is done: a kill -9 of the runtime loses
 no line it wrote (the page cache outlives the process). `sync()` (the sink group's sync thread,
@@ -142,6 +143,10 @@ class JsonlSink:
         line |= {
             "frame": frame.index,
             "t_capture_ns": frame.t_capture_ns,
+        }
+        if frame.stamp_ns is not None:  # a recording's own stamp of the frame (mcap://, rosbag2://) and its frame id
+            line |= {"stamp_ns": frame.stamp_ns, "frame_id": frame.frame_id}
+        line |= {
             "detections": [_record(d, r) for d in detections],
         }
         fields = getattr(detections, "jsonl_fields", None)

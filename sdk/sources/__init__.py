@@ -37,6 +37,14 @@ def open_reader(uri: str, base: Path | None = None) -> FrameReader:
         from sdk.sources.images import ImageFolder
 
         return ImageFolder(parsed)
+    if parsed.scheme == "mcap":
+        from sdk.sources.mcap_file import McapTopic
+
+        return McapTopic(parsed)
+    if parsed.scheme == "rosbag2":
+        from sdk.sources.rosbag2_folder import Rosbag2Topic
+
+        return Rosbag2Topic(parsed)
     if parsed.scheme == "synthetic":
         from sdk.sources.synthetic import SyntheticReader
 

@@ -2,7 +2,10 @@
 
 Recorded sources are pulled: with `rate_fps` each frame is due at `t0 + index / rate` and
 carries that due time as its capture time, so a slow stage shows up as latency of the
-frames behind it (no coordinated omission), never as silently fewer frames. Live cameras
+frames behind it (no coordinated omission), never as silently fewer frames. With `pace: recorded`
+(recordings whose frames carry stamps: mcap://, rosbag2://) a frame is due at `t0 + (stamp - first stamp)`
+instead (never before the frame before it: a stamp that goes backwards is due at once, and counted by the
+reader). Every frame of such a recording carries its recorded stamp and frame id. Live cameras
 push: a capture thread stamps each frame on arrival and keeps only the newest; every frame
 overwritten before the pipeline took it is counted as dropped.
 """
@@ -31,6 +34,8 @@ class StreamCounters:
     corrupt: int = 0  # frames that could not be decoded, skipped
     lost: int = 0  # frames a recording promised that never arrived: holes in its timestamps, a count it did not reach
     loops: int = 0
+    out_of_order: int = 0  # frames of a stamped recording (mcap://, rosbag2://) stamped before the frame before them
+    out_of_order_last: str | None = None
     disconnects: int = 0  # a live camera vanished and was reopened (or is being)
     reconnect_attempts: int = 0
     corrupt_last: str | None = None  # the reader's (the decoder's) message for the newest corrupt frame
@@ -66,6 +71,7 @@ class FrameStream:
         self.name = getattr(reader, "name", None) or type(reader).__name__
         self.source_ended = False  # the reader ran out (a recording's end, a camera gone for good), not stop() or the frame limit
         self.wait_for_camera = False  # a service waits for a camera absent at start; a measuring run (a health check) fails at once
+        self.origin: SharedOrigin | None = None  # `pace: recorded` cameras of one run: the stamp and the time they count from
 
     def __enter__(self) -> FrameStream:
         missing = False
@@ -138,6 +144,9 @@ class FrameStream:
                 lost = getattr(self.reader, "lost_frames", 0)
                 if lost != self.counters.lost:  # a hole the reader found (sdk/sources/frame_gaps.py)
                     self.counters.lost, self.counters.lost_last = lost, self.reader.lost_last
+                backwards = getattr(self.reader, "out_of_order", 0)
+                if backwards != self.counters.out_of_order:  # a stamp that went back (sdk/sources/recording.py)
+                    self.counters.out_of_order, self.counters.out_of_order_last = backwards, self.reader.out_of_order_last
             if image is not None:
                 return image
             if not self.replay.loop or rewound:
@@ -147,39 +156,105 @@ class FrameStream:
             rewound = True
 
     def _recorded(self) -> Iterator[Frame]:
-        rate = self.replay.rate_fps
-        period_ns = int(round(1e9 / rate)) if rate else 0
-        t0: int | None = None
+        schedule = _Schedule(self.replay, self.reader, self.origin)
         index = 0
         while self.max_frames is None or self.counters.delivered < self.max_frames:
+            loops = self.counters.loops
             image = self._next_image()
             if image is None:
                 self.source_ended = True
                 return
+            if self.counters.loops != loops:
+                schedule.rewound()
             now = self._clock()
-            if not rate:
+            due = schedule.due(index, now)
+            if due is None:
                 t_capture = now
             else:
-                if t0 is None:
-                    t0 = now
-                due = t0 + index * period_ns
                 if self.replay.late_frames == "drop":
                     # Newest wins: a frame whose successor is already due is stale.
-                    while now >= due + period_ns:
+                    while (following := schedule.next_due(index)) is not None and now >= following:
                         self.counters.dropped += 1
                         index += 1
-                        due += period_ns
                         image = self._next_image()
                         if image is None:
                             self.source_ended = True
                             return
+                        due = schedule.due(index, now)
                         now = self._clock()
                 if now < due:
                     self._sleep((due - now) / 1e9)
                 t_capture = due
             self.counters.delivered += 1
-            yield Frame(index=index, t_capture_ns=t_capture, image=image)
+            stamp, frame_id = getattr(self.reader, "stamp_ns", None), getattr(self.reader, "frame_id", None)
+            yield Frame(index=index, t_capture_ns=t_capture, image=image, stamp_ns=stamp, frame_id=frame_id)
             index += 1
+
+
+class SharedOrigin:
+    """The stamp and the monotonic time every camera of a run at the recorded pace counts from: the earliest first
+    stamp of them all, due when the first camera's first frame arrives, so frames of several topics keep their
+    recorded order across the cameras."""
+
+    def __init__(self, stamp_ns: int) -> None:
+        self.stamp_ns = stamp_ns
+        self._t0: int | None = None
+        self._lock = threading.Lock()
+
+    def t0(self, now: int) -> int:
+        with self._lock:
+            if self._t0 is None:
+                self._t0 = now
+            return self._t0
+
+
+class _Schedule:
+    """When a recorded frame is due (monotonic ns), or None where the replay is as fast as the pipeline goes.
+
+    rate: frame i is due at t0 + i periods. recorded: at t0 + (its stamp - the first frame's stamp), never before
+    the frame before it (a stamp that goes backwards is due at once)."""
+
+    def __init__(self, replay: Replay, reader: FrameReader, origin: SharedOrigin | None = None) -> None:
+        self.reader = reader
+        self.origin = origin
+        self.recorded = replay.pace == "recorded"
+        rate = replay.rate_fps
+        self.period_ns = int(round(1e9 / rate)) if rate else 0
+        self.t0: int | None = None
+        self.first_stamp: int | None = None
+        self.last_due: int | None = None
+        self.last_interval = 0  # the newest interval between two frames' stamps (a looped recording's seam)
+        self.last_stamp: int | None = None
+
+    def rewound(self) -> None:
+        """A looped recording starts again: its first frame is due one interval after the last one."""
+        if self.recorded and self.last_due is not None:
+            self.t0, self.first_stamp, self.last_stamp = self.last_due + self.last_interval, None, None
+            self.origin = None  # each camera loops on its own
+
+    def due(self, index: int, now: int) -> int | None:
+        if not self.recorded and not self.period_ns:
+            return None
+        if self.t0 is None:
+            self.t0 = self.origin.t0(now) if self.recorded and self.origin is not None else now
+        if not self.recorded:
+            return self.t0 + index * self.period_ns
+        stamp = self.reader.stamp_ns
+        if self.first_stamp is None:
+            self.first_stamp = self.origin.stamp_ns if self.origin is not None and self.origin.stamp_ns <= stamp else stamp
+        due = self.t0 + (stamp - self.first_stamp)
+        if self.last_stamp is not None and stamp > self.last_stamp:
+            self.last_interval = stamp - self.last_stamp
+        self.last_stamp = stamp
+        self.last_due = due if self.last_due is None else max(due, self.last_due)
+        return self.last_due
+
+    def next_due(self, index: int) -> int | None:
+        """When the frame after frame `index` is due (None: not known, or no more frames)."""
+        if not self.recorded:
+            return self.t0 + (index + 1) * self.period_ns
+        stamp = self.reader.next_stamp_ns
+        return None if stamp is None else max(self.t0 + (stamp - self.first_stamp), self.last_due)
 
 
 class _LiveCapture:

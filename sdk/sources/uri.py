@@ -10,6 +10,7 @@ from sdk.errors import SourceError
 from sdk.spec.paths import confined_path
 
 LIVE_SCHEMES = ("v4l2", "csi", "gst")
+RECORDING_SCHEMES = ("mcap", "rosbag2")  # recordings of camera topics, with their stamps (sdk/sources/recording.py)
 
 
 @dataclass(frozen=True)
@@ -44,8 +45,15 @@ def parse_source_uri(uri: str, base: Path | None = None) -> SourceUri:
         # A GStreamer pipeline is passed through whole: `?` and `=` belong to it.
         return SourceUri(scheme, rest)
     target, _, query = rest.partition("?")
-    params = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=False))
-    if scheme in ("file", "images"):
+    pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=False)
+    params = dict(pairs)
+    topics = [value for key, value in pairs if key == "topic"]
+    if len(topics) > 1:
+        raise SourceError(
+            f"source URI {uri!r}: {len(topics)} topic= parameters; one reader reads one camera topic",
+            hint="in a pipeline file, `source:` with several topic= is one camera per topic (or write `sources:`, a URI each)",
+        )
+    if scheme in ("file", "images", *RECORDING_SCHEMES):
         if base is None:
             raise SourceError(f"source URI {uri!r}: a relative path needs the pipeline's folder")
         target = str(confined_path(base, target, where=f"source.uri {uri!r}"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from typing import Annotated, Literal
+from urllib.parse import parse_qsl, urlencode
 
 from pydantic import Field
 
@@ -40,7 +41,28 @@ class Batch(Frozen):
     wait_ms: Real("longest wait for the other cameras' frames after a batch's first frame, ms", ge=0, le=10_000) = 20.0
 
 
+def topic_cameras(source: dict) -> dict[str, dict] | None:
+    """A `source:` block whose recording URI (mcap://, rosbag2://) names several `topic=`, as `sources:` (camera name ->
+    the block with one topic each), named after the topics (`/front/image` -> `front_image`); None for any other."""
+    uri = source.get("uri")
+    if not isinstance(uri, str) or uri.partition("://")[0] not in ("mcap", "rosbag2"):
+        return None
+    head, _, query = uri.partition("?")
+    pairs = parse_qsl(query, keep_blank_values=True)
+    topics = [value for key, value in pairs if key == "topic"]
+    if len(topics) < 2:
+        return None
+    others = [(key, value) for key, value in pairs if key != "topic"]
+    cameras: dict[str, dict] = {}
+    for topic in topics:
+        name = (re.sub(r"[^A-Za-z0-9_-]+", "_", topic).strip("_-") or "camera")[:60]
+        while name in cameras:
+            name = f"{name}_{len(cameras)}"
+        cameras[name] = {**source, "uri": f"{head}?{urlencode([*others, ('topic', topic)], safe='/')}"}
+    return cameras
+
+
 Cameras = Annotated[dict[str, CameraSource], Field(min_length=1, max_length=MAX_CAMERAS)]
 CameraCount = Int(1, MAX_CAMERAS, "cameras")
 
-__all__ = ["CAMERA_NAME", "CAMERA_NAME_RULE", "MAX_CAMERAS", "Batch", "CameraBudget", "CameraCount", "CameraSource", "Cameras"]
+__all__ = ["topic_cameras", "CAMERA_NAME", "CAMERA_NAME_RULE", "MAX_CAMERAS", "Batch", "CameraBudget", "CameraCount", "CameraSource", "Cameras"]

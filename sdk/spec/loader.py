@@ -46,12 +46,13 @@ class PipelineFile:
         return self.resolve(self.spec.model.reference, "model.reference") if self.spec.model.reference else None
 
     def source_file(self, camera: str | None = None) -> Path | None:
-        """The file or folder a replay source reads (the first camera's unless named), or None for live sources."""
+        """The file or folder a replay source reads (the first camera's unless named; a video, an image folder, an MCAP
+        file, a rosbag2 folder), or None for live sources."""
         cameras = self.spec.cameras
         name = camera if camera is not None else next(iter(cameras))
         scheme, _, rest = cameras[name].uri.partition("://")
-        if scheme in ("file", "images"):
-            return self.resolve(rest.partition("?")[0], self.source_key(name))  # the file, without ?format=nv12 and such
+        if scheme in ("file", "images", "mcap", "rosbag2"):
+            return self.resolve(rest.partition("?")[0], self.source_key(name))  # the file, without ?format=nv12, ?topic= and such
         return None
 
     def source_key(self, camera: str) -> str:

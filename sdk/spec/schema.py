@@ -16,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from sdk.spec.bounds import MAX_HELD_FRAMES_BYTES, MAX_TENSOR_SIDE, Flag, Frozen, Int, Real, bounds_error, shown, size_text
 from sdk.spec.budgets import AccuracyAcceptance, AccuracyBudget, Budgets, Determinism, EnvironmentRequirements, LatencyLimits, PositiveMs
 from sdk.spec.calibration import AccuracyGate, Calibration
-from sdk.spec.cameras import CAMERA_NAME, CAMERA_NAME_RULE, MAX_CAMERAS, Batch, CameraSource
+from sdk.spec.cameras import CAMERA_NAME, CAMERA_NAME_RULE, MAX_CAMERAS, Batch, CameraSource, topic_cameras
 from sdk.spec.cascade import Cascade
 from sdk.spec.decoders import LABELLED, ClassifyDecoder, DbDecoder, NmsInsideDecoder, SegmentDecoder, YoloDecoder
 from sdk.spec.evaluation import Evaluation
@@ -24,7 +24,7 @@ from sdk.spec.model_inputs import ModelInputs
 from sdk.spec.plugin import PythonDecoder
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
 from sdk.spec.service import DegradedMode, Health, Retention, Service
-from sdk.spec.sinks import JsonlSink, MaskSink, NullSink, Rotate, Sink, VideoSink, check_outputs
+from sdk.spec.sinks import FoxgloveSink, JsonlSink, MaskSink, McapSink, NullSink, Rotate, Sink, VideoSink, check_outputs
 from sdk.spec.source import SOURCE_SCHEMES, Reconnect, Replay, Source, synthetic_size
 from sdk.spec.ssd import GeneratedAnchors, SsdAnchorOptions, SsdDecoder, check_anchors_on_input
 from sdk.spec.track import Track
@@ -162,6 +162,17 @@ class Pipeline(Frozen):
         if isinstance(data, dict) and isinstance(data.get("sinks"), list):
             sinks = [dict(s, kind="null") if isinstance(s, dict) and "kind" in s and s["kind"] is None else s for s in data["sinks"]]
             data = {**data, "sinks": sinks}
+        return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _topics_are_cameras(cls, data: object) -> object:
+        # `source: {uri: mcap://drive.mcap?topic=/front&topic=/rear}`: one camera per topic of the recording, named after
+        # the topic (sdk.spec.cameras.topic_cameras), each with the block's replay and reconnect (decision 1020).
+        if isinstance(data, dict) and isinstance(data.get("source"), dict) and "sources" not in data:
+            cameras = topic_cameras(data["source"])
+            if cameras is not None:
+                data = {**{k: v for k, v in data.items() if k != "source"}, "sources": cameras}
         return data
 
     @model_validator(mode="after")
@@ -364,6 +375,8 @@ __all__ = [
     "JsonlSink",
     "LatencyLimits",
     "MaskSink",
+    "FoxgloveSink",
+    "McapSink",
     "Model",
     "NmsInsideDecoder",
     "Normalize",

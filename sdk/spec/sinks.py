@@ -89,7 +89,34 @@ class MaskSink(Frozen):
     keep: Int(1, 1_000_000, "the newest masks kept; older ones are deleted (a service runs for days)") = 10_000
 
 
-Sink = Annotated[Union[JsonlSink, VideoSink, NullSink, MaskSink], Field(discriminator="kind")]  # noqa: UP007
+TOPIC = r"^/[A-Za-z0-9_/]{1,127}$"
+
+
+class McapSink(Frozen):
+    """Each frame's detections as foxglove.ImageAnnotations in an MCAP file (sdk/sinks/mcap_sink.py), for Foxglove."""
+
+    kind: Literal["mcap"]
+    path: str = "detections.mcap"
+    topic: Annotated[str, Field(pattern=TOPIC, description="the annotations' topic; several cameras: TOPIC/NAME each")] = "/detections"
+    images: Flag = False  # also each frame as a JPEG foxglove.CompressedImage on image_topic, so the file opens alone
+    image_topic: Annotated[str, Field(pattern=TOPIC, description="the images' topic (images: true); several cameras: TOPIC/NAME each")] = (
+        "/camera/image/compressed"
+    )
+
+
+class FoxgloveSink(Frozen):
+    """The live view: a Foxglove WebSocket server of detections and the camera (sdk/sinks/live_view.py)."""
+
+    kind: Literal["foxglove"]
+    host: Annotated[str, Field(pattern=r"^[0-9A-Za-z.:-]{1,253}$", description="the address the server binds (127.0.0.1: this machine only)")] = (
+        "127.0.0.1"
+    )
+    port: Int(0, 65_535, "the WebSocket port Foxglove connects to (0: any free port, told in the log)") = 8765
+    image_fps: Real("camera images a second sent to clients, downscaled (0: none, detections only)", ge=0, le=60) = 5.0
+    image_width: Int(32, 4096, "width of the images sent, pixels (never wider than the frame)") = 640
+
+
+Sink = Annotated[Union[JsonlSink, VideoSink, NullSink, MaskSink, McapSink, FoxgloveSink], Field(discriminator="kind")]  # noqa: UP007
 
 PATH_RULE = "a relative path inside the run's folder, no part of it hidden (starting with '.')"
 
@@ -119,7 +146,7 @@ def check_outputs(sinks: tuple, cameras: list[str]) -> None:
     codec in a container it does not go in, or share a path; `cameras`: the names of several cameras, else []."""
     claims: list[tuple[int, str, str]] = []  # (sink index, normal path, kind)
     for index, sink in enumerate(sinks):
-        if isinstance(sink, NullSink):
+        if isinstance(sink, (NullSink, FoxgloveSink)):  # no file
             continue
         at = ("sinks", index, "path")
         problem = path_problem(sink.path)
@@ -151,6 +178,8 @@ def check_outputs(sinks: tuple, cameras: list[str]) -> None:
                         path=at,
                     )
             claims.append((index, name, sink.kind))
+        if isinstance(sink, McapSink) and posixpath.splitext(normal)[1].lower() != ".mcap":
+            raise bounds_error(f"{shown(sink.path)} for an mcap sink; allowed: a .mcap file", hint="e.g. path: detections.mcap", path=at)
         if isinstance(sink, VideoSink):
             suffix = posixpath.splitext(normal)[1]
             containers = VIDEO_CODECS[sink.fourcc]
@@ -189,8 +218,10 @@ __all__ = [
     "REPORT_DETECTIONS",
     "RUN_FILES",
     "VIDEO_CODECS",
+    "FoxgloveSink",
     "JsonlSink",
     "MaskSink",
+    "McapSink",
     "NullSink",
     "Rotate",
     "Sink",

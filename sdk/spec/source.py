@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal
 from urllib.parse import parse_qsl
 
-from pydantic import field_validator
+from pydantic import field_validator, model_validator
 
 from sdk.spec.bounds import (
     MAX_REPLAY_FRAMES,
@@ -21,7 +21,8 @@ from sdk.spec.bounds import (
     shown,
 )
 
-SOURCE_SCHEMES = ("file", "images", "v4l2", "csi", "gst", "synthetic")
+SOURCE_SCHEMES = ("file", "images", "mcap", "rosbag2", "v4l2", "csi", "gst", "synthetic")
+STAMPED_SCHEMES = ("mcap", "rosbag2")  # recordings whose frames carry their own stamps (`replay.pace: recorded`)
 PIXEL_FORMATS = ("bgr", "nv12")  # `format=` of a source URI (sdk/sources/opencv_capture.py)
 # synthetic:// takes its frame size from the URI: known at load, so its memory and crops are checked then.
 SYNTHETIC_SIZE = {"width": 640, "height": 480}
@@ -40,6 +41,9 @@ class Replay(Frozen):
     # keep: process every frame, lateness shows as latency (acceptance runs).
     # drop: the newest frame wins when the pipeline is behind; every skipped frame is counted.
     late_frames: Literal["keep", "drop"] = "keep"
+    # rate: every frame one period of rate_fps after the one before (or as fast as the pipeline goes where rate_fps
+    # is null). recorded: every frame when its recorded stamp says, counted from the first (mcap://, rosbag2://).
+    pace: Literal["rate", "recorded"] = "rate"
 
 
 class Reconnect(Frozen):
@@ -67,7 +71,15 @@ class Source(Frozen):
             allowed = ", ".join(f"{s}://..." for s in SOURCE_SCHEMES)
             raise ValueError(f"unknown source URI {uri!r}; allowed: {allowed}")
         if scheme == "synthetic":
-            synthetic_size(uri)  # refuses a frame size out of range
+            synthetic_size(uri)
+        if scheme in STAMPED_SCHEMES:
+            topics = [v for k, v in parse_qsl(rest.partition("?")[2], keep_blank_values=True) if k == "topic"]
+            if len(topics) != 1 or not topics[0]:
+                raise ValueError(
+                    f"{uri!r} names {len(topics)} topic(s); allowed: exactly one topic=, "
+                    f"e.g. {scheme}://{rest.partition('?')[0]}?topic=/camera/image_raw "
+                    "(`source:` takes several topic=, a camera each; under `sources:` a camera has one)"
+                )  # refuses a frame size out of range
         if scheme != "gst":
             pixel_format = dict(parse_qsl(rest.partition("?")[2], keep_blank_values=True)).get("format")
             if pixel_format is not None and pixel_format not in PIXEL_FORMATS:
@@ -77,6 +89,21 @@ class Source(Frozen):
                     f"format=nv12 in {uri!r}: NV12 frames come from file:// (replayed as NV12) and csi:// (Argus); gst:// takes it from its caps"
                 )
         return uri
+
+    @model_validator(mode="after")
+    def _recorded_pace(self) -> Source:
+        if self.replay.pace != "recorded":
+            return self
+        scheme = self.uri.partition("://")[0]
+        if scheme not in STAMPED_SCHEMES:
+            raise ValueError(
+                f"replay.pace recorded with a {scheme}:// source; allowed: pace recorded with {' or '.join(f'{s}://' for s in STAMPED_SCHEMES)} "
+                "(their frames carry recorded stamps); other recordings are paced by replay.rate_fps"
+            )
+        if self.replay.rate_fps is not None:
+            rate = self.replay.rate_fps
+            raise ValueError(f"replay.pace recorded and replay.rate_fps {rate:g}; allowed: one of them (the recorded pace has no rate)")
+        return self
 
 
 def synthetic_size(uri: str) -> tuple[int, int]:
@@ -95,4 +122,4 @@ def synthetic_size(uri: str) -> tuple[int, int]:
     return size[0], size[1]
 
 
-__all__ = ["SOURCE_SCHEMES", "Reconnect", "Replay", "Source", "synthetic_size"]
+__all__ = ["SOURCE_SCHEMES", "STAMPED_SCHEMES", "Reconnect", "Replay", "Source", "synthetic_size"]

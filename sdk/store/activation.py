@@ -359,10 +359,14 @@ class Activation:
 
     def _write_json(self, name: str, value: object) -> None:
         temporary = self.root / f"{TMP_PREFIX}{name}-{os.getpid()}"
-        with open_new(temporary) as handle:  # a name planted here is removed, never written through
-            json.dump(value, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
+        try:
+            with open_new(temporary) as handle:  # a name planted here is removed, never written through
+                json.dump(value, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+        except OSError:
+            temporary.unlink(missing_ok=True)  # a full disk keeps nothing of the try (no empty .tmp- file per start)
+            raise
         point("record.temporary-written")
         os.replace(temporary, self.root / name)
         fsync_dir(self.root)

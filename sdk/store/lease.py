@@ -62,12 +62,16 @@ def process_start(pid: int) -> str | None:
 
 def _write_atomic(path: Path, value: object, *, durable: bool) -> None:
     temporary = path.with_name(f".tmp-{path.name}-{os.getpid()}")
-    with open_new(temporary) as handle:
-        json.dump(value, handle)
-        if durable:
-            handle.flush()
-            os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    try:
+        with open_new(temporary) as handle:  # a name planted here is removed, never written through
+            json.dump(value, handle)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(temporary, path)
+    except OSError:
+        temporary.unlink(missing_ok=True)  # a full disk keeps nothing of the try
+        raise
     if durable:
         fd = os.open(path.parent, os.O_RDONLY)
         try:

@@ -201,7 +201,9 @@ def run_trial(
         health = {**health, "healthy": False, "reason": f"{why}; {exc.message}: the trial is rolled back by the next start or deploy"}
     status = store.status()
     store.clear_run(run_dir.name)
-    return {"release": release_id, **health, "current": status["current"], "committed": status["committed"]}
+    pending = not health["healthy"] and status["trial"] is not None and status["trial"].get("release") == release_id
+    # pending: the rollback could not be done now (a process holds the store's mutex): `current` still names the trial
+    return {"release": release_id, **health, "current": status["current"], "committed": status["committed"], "rollback_pending": pending}
 
 
 def end_lease(store: ReleaseStore, holder, why: str) -> str | None:

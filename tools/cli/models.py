@@ -123,9 +123,13 @@ def predict_command(args: argparse.Namespace, console: Console) -> int:
         from sdk.engine.platforms import known_tensorrt
 
         known_tensorrt(args.tensorrt)
+    if args.json:  # before the prediction: never over the pipeline file or its model, never into a folder that refuses it
+        from tools.output_paths import check_output_file, pipeline_reads
+
+        check_output_file(args.json, "--json", pipeline_reads(args.pipeline))
     report = predict_pipeline(args.pipeline, args.platform, args.precision, args.dla, args.tensorrt, args.power_mode, args.batch)
     if args.json:
-        write_json(report, args.json)
+        write_json(report, args.json, "--json")
     total = report["total"]
     console.print(
         f"{report['pipeline']} on {report['platform']}{' (' + report['power_mode'] + ')' if report.get('power_mode') else ''}, "
@@ -145,7 +149,8 @@ def predict_command(args: argparse.Namespace, console: Console) -> int:
     if args.layers:
         render_predicted_layers(console, report)
     for number, item in enumerate(report["bottlenecks"][:5], 1):
-        text = f"{number}. {short_name(item['name'], 70)} ({item['op']}) {item['ms']:.3f} ms, {item['share']:.0%}, {item['bound']}-bound"
+        name = short_name(item["name"], 70, [layer["name"] for layer in report["layers"]])
+        text = f"{number}. {name} ({item['op']}) {item['ms']:.3f} ms, {item['share']:.0%}, {item['bound']}-bound"
         console.print(text, highlight=False, markup=False)
     for note in report["notes"]:
         console.print(f"note: {note}", highlight=False, markup=False)
@@ -170,6 +175,11 @@ def dla_report_command(args: argparse.Namespace, console: Console) -> int:
         facts = TargetFacts(args.platform, typed)
     else:
         facts = target_facts(args.target, str(typed) if typed is not None else None)
+    if args.json:
+        from tools.output_paths import check_output_file, pipeline_reads
+
+        reads = pipeline_reads(args.source) if args.source.suffix in (".yaml", ".yml") else [(args.source, "the model")]
+        check_output_file(args.json, "--json", reads)
     analysis = DlaAnalysis(args.source, facts, args.precision)
     with console.status("analysing"):
         report = analysis()

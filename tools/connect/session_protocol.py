@@ -47,10 +47,23 @@ class TrialOutcome:
     reason: str
     frames: int
     current: str | None
+    committed: str | None = None
+    rollback_pending: bool = False  # the device could not roll back yet: `current` still names the trial
 
     @classmethod
     def parse(cls, answer: dict) -> TrialOutcome:
-        return cls(bool(answer.get("healthy")), str(answer.get("reason") or "no reason given"), int(answer.get("frames") or 0), answer.get("current"))
+        reason, frames = str(answer.get("reason") or "no reason given"), int(answer.get("frames") or 0)
+        return cls(bool(answer.get("healthy")), reason, frames, answer.get("current"), answer.get("committed"), bool(answer.get("rollback_pending")))
+
+    def still_on_trial(self, release: str) -> bool:
+        """The device could not roll back yet (another process held its store's mutex): `current` still names `release`."""
+        return self.rollback_pending or (self.current == release and self.committed not in (None, release))
+
+    def rolled_back_text(self, release: str) -> str:
+        """What became of the device after a failed trial of `release`, as it is (never the trial named as rolled back to)."""
+        if self.still_on_trial(release):
+            return f"the trial of {release} ended unfinished; the device rolls back to {self.committed or 'no release'} at its next start or deploy"
+        return f"the device rolled back to {self.current or 'no release'}"
 
 
 MUTATING_OPS = ("commit", "rollback", "prune")  # they carry the lease's fencing token
@@ -78,6 +91,18 @@ def hold_lock_arguments(owner: str, lease: float) -> list[str]:  # the local tar
     return ["hold-lock", owner, "--lease", f"{lease:g}", "--wait", f"{lease + 2:g}"]
 
 
+def lock_hint(message: str) -> str:
+    """What to do when the deploy lock could not be taken: wait only where another deploy holds it."""
+    text = message.lower()
+    if "read-only" in text:
+        return "the target's store is read-only (a read-only mount?): make its remote_root writable, then deploy again"
+    if "no space left" in text or "disk full" in text:
+        return "the target's disk is full: free space under its remote_root, then deploy again"
+    if "permission denied" in text:
+        return "the login cannot write the target's store: check the owner of its remote_root"
+    return "wait for the other deploy to finish"
+
+
 def _locked(process, owner: str, timeout: float, where: str) -> int:
     """The token from the holder's first line, or the holder's own error."""
     try:
@@ -87,7 +112,8 @@ def _locked(process, owner: str, timeout: float, where: str) -> int:
     answer = parse_event(line)
     if answer.get("locked") != owner or not isinstance(answer.get("token"), int):
         stderr = process.close()
-        raise ReleaseError(f"{where}: {error_line(stderr) or 'cannot take the deploy lock'}", hint="wait for the other deploy to finish")
+        message = error_line(stderr) or "cannot take the deploy lock"
+        raise ReleaseError(f"{where}: {message}", hint=lock_hint(message))
     return answer["token"]
 
 

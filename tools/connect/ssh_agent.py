@@ -12,6 +12,7 @@ from pathlib import Path
 from sdk.errors import ReleaseError, TargetError
 from sdk.store.objects import disk_full
 from tools.connect.remote_process import RemoteProcess
+from tools.connect.session_protocol import lock_hint
 from tools.progress import Task
 
 BLOCK = 1 << 20
@@ -111,7 +112,8 @@ class AgentClient:
         answer = self.answer({"lock": owner, "lease": lease, "wait": wait}, self.connection.spec.timeouts.command_s + wait)
         token = (answer.get("ok") or {}).get("token")
         if answer.get("ok", {}).get("locked") != owner or not isinstance(token, int):
-            raise ReleaseError(f"{self.name}: {answer.get('error') or 'cannot take the deploy lock'}", hint="wait for the other deploy to finish")
+            message = answer.get("error") or "cannot take the deploy lock"
+            raise ReleaseError(f"{self.name}: {message}", hint=lock_hint(message))
         return token, Heartbeats(self, self.process, every=lease / 4)
 
     def unlock(self) -> None:

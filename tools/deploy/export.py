@@ -95,7 +95,7 @@ def assumed_facts(target: RemoteTarget) -> dict:
     - python_abi: `mender.python_abi`, else cp310 (JetPack 6) / cp312 (Thor), or this host's for `linux-generic`;
     - missing_modules: `mender.missing_modules`, else every runtime module but numpy and cv2 on
       Jetson/DRIVE (JetPack's own), every runtime module elsewhere: those travel as offline wheels
-      (scipy, a pipeline module, only with a pipeline that tracks);
+      (the pipeline modules, scipy, mcap, ..., only with a pipeline that uses them);
     - compute_capability: 8.7 (Orin) / 11.0 (Thor) on Jetson/DRIVE, none elsewhere (the CUDA kernels it selects);
     - tensorrt: none. The TensorRT engine is built on the device by a deploy, never by an export: an
       exported release runs ONNX Runtime (`model.backend: auto`), and `backend: tensorrt` is refused.

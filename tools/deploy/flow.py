@@ -244,18 +244,7 @@ def install_release(
             finally:
                 task.done()
             if not outcome.healthy:
-                hint = "the last committed release is current again; fix the cause and deploy again"
-                if outcome.frames < policy.min_frames and "health.min_frames" in outcome.reason:  # the source ran out
-                    hint = (
-                        f"a single image or a short recording ends before the health check's {policy.min_frames} frames: "
-                        "set source.replay.loop: true (or more replay.frames), or lower health.min_frames; "
-                        "the last committed release is current again"
-                    )
-                raise ReleaseError(
-                    f"release {staged.release_id} failed its health check on {session.name}: {outcome.reason}; "
-                    f"the device rolled back to {outcome.current or 'no release'}",
-                    hint=hint,
-                )
+                raise trial_failed(staged.release_id, session.name, outcome, policy)
             session.store_op("commit", *(["--if-damaged", if_damaged] if if_damaged else []))
             session.store_op("prune")
             # The service's systemd unit follows the release it runs (linking it into systemd is the user's root step).
@@ -264,6 +253,21 @@ def install_release(
         if not held:
             session.unlock(owner)
     return staged
+
+
+def trial_failed(release: str, where: str, outcome, policy: HealthPolicy) -> ReleaseError:
+    """A failed trial, said as the device is: rolled back, or (the store's mutex held by another process) rolled back by
+    its next start or deploy, with `current` naming the trial until then."""
+    now = "the last committed release is current again"
+    if outcome.still_on_trial(release):
+        now = f"until then `current` names the trial; sdk status --target {where} shows when the device is back on {outcome.committed}"
+    hint = f"{now}; fix the cause and deploy again"
+    if outcome.frames < policy.min_frames and "health.min_frames" in outcome.reason:  # the source ran out
+        hint = (
+            f"a single image or a short recording ends before the health check's {policy.min_frames} frames: "
+            f"set source.replay.loop: true (or more replay.frames), or lower health.min_frames; {now}"
+        )
+    return ReleaseError(f"release {release} failed its health check on {where}: {outcome.reason}; {outcome.rolled_back_text(release)}", hint=hint)
 
 
 def measure(

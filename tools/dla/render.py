@@ -47,6 +47,6 @@ def render_dla_report(console: Console, report: DlaReport, every_layer: bool = F
 
 
 def write_dla_json(report: DlaReport, path: Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report.as_dict(), indent=2) + "\n")
+    from tools.output_paths import write_output
+
+    write_output(Path(path), json.dumps(report.as_dict(), indent=2) + "\n", "--json")

@@ -14,12 +14,16 @@ MEANINGS = {
     "sources.<name>.replay": "how this camera's recording is played back (its own rate), as `source.replay`",
     "sources.<name>.replay.loop": "start the recording again at its end",
     "sources.<name>.replay.late_frames": "as `source.replay.late_frames`",
+    "sources.<name>.replay.pace": "as `source.replay.pace`",
     "sources.<name>.reconnect": "this camera's reopening backoff, as `source.reconnect`",
     "sources.<name>.crop": "this camera's crop in its source pixels; `null`: `preprocess.crop`",
     "batch.size": "`cameras`: one inference call takes a frame of each camera (the model is prepared with that batch); `1`: one frame at a time",
     "budgets.cameras": "per camera (by the names of `sources`): its own `end_to_end` limits and `deadline_ms`, checked on its frames",
     "source.uri": (
         "`file://clip.avi`, `images://folder`, `v4l2:///dev/video0?width=&height=&fps=`, `csi://0?width=&height=&fps=` (Jetson Argus), "
+        "`mcap://drive.mcap?topic=/camera/image_raw` and `rosbag2://bag_folder?topic=...` (a camera topic of an MCAP file or a "
+        "ROS 2 bag: sensor_msgs Image rgb8/bgr8/mono8 or CompressedImage JPEG/PNG, each frame with its recorded stamp; several `topic=` "
+        "are a camera each, named after the topic; guides/recordings.md), "
         "`gst://<pipeline ending in appsink>`, `synthetic://boxes?width=&height=&frames=` (or `noise`) "
         "(`&live=1&fps=&unplug_at=&unplug_ms=` emulates a camera with a pulled cable); paths relative to the pipeline file; "
         "`format=nv12` on `file://` (replayed as NV12) and `csi://` hands NV12 frames to the pipeline, as a `gst://` pipeline "
@@ -30,6 +34,11 @@ MEANINGS = {
     "source.replay.late_frames": (
         "`keep`: process every frame, lateness shows as latency (acceptance runs); "
         "`drop`: skip a frame whose successor is already due, counted in `dropped`"
+    ),
+    "source.replay.pace": (
+        "`rate`: one frame every 1/`rate_fps` s (as fast as the pipeline goes where `rate_fps` is null); "
+        "`recorded`: each frame when its recorded stamp says, counted from the first (`mcap://`, `rosbag2://`; stamps that go "
+        "backwards are delivered at once and counted)"
     ),
     "source.reconnect": "live cameras: reopen a camera that disappears, with a doubling backoff; `null`: the stream ends with the camera",
     "preprocess": "the network input tensor from a frame: crop, resize, colour order, normalisation, layout, type",
@@ -150,7 +159,11 @@ MEANINGS = {
     ),
     "postprocess.classes": ("class names, in the model's order (without the background class); `segment` with one channel: [background, foreground]"),
     "sinks": "where each frame's detections go; paths are inside the report folder. Default: one `jsonl` sink",
-    "sinks[].kind": "`jsonl`, `video`, `mask` (a `segment` decoder's masks as PNGs) or `null` (YAML's `kind: null` is accepted too)",
+    "sinks[].kind": (
+        "`jsonl`, `video`, `mask` (a `segment` decoder's masks as PNGs), `mcap` (foxglove.ImageAnnotations for Foxglove, on each "
+        "frame's recorded stamp), `foxglove` (a live Foxglove WebSocket view; guides/recordings.md) or `null` (YAML's `kind: null` is accepted too)"
+    ),
+    "sinks[].images": "also each frame as a JPEG foxglove.CompressedImage on `image_topic`, so the file opens alone (about 30 ms a 1080p frame)",
     "sinks[].path": (
         "file name (`mask`: folder name) inside the report folder; not hidden, not one of the run's own files "
         "(`report.json`, `junit.xml`, ...), and no two outputs on one path (checked at load)"

@@ -92,11 +92,14 @@ def _path(given: Path | None) -> Path:
 @contextmanager
 def _database_errors(path_of) -> Iterator[None]:
     """An SQLite error while reading or indexing is the user's to act on: one error line naming the file."""
-    from tools.history.store import HistoryError
+    from tools.history.store import HistoryError, problem
 
     try:
         yield
     except sqlite3.Error as exc:
+        said = problem(exc, path_of())
+        if said is not None:
+            raise HistoryError(said, hint="free space on its disk, or set SDK_HISTORY (or --history) to a file in a writable folder") from None
         raise HistoryError(f"the history {path_of()} failed: {exc}", hint="retry; a damaged file: move it aside, sdk history index DIR") from None
 
 
@@ -112,8 +115,14 @@ def _history(args: argparse.Namespace, console: Console) -> int:
     from tools.history.store import open_for_reading
 
     if args.limit < 0:
-        raise ConfigError(f"--limit {args.limit}: give 0 (all) or a positive number")
+        raise ConfigError(f"--limit {args.limit}: give 0 (all) or a positive number", hint="--limit 20 shows the newest 20 runs; --limit 0 all")
     path = _path(args.history)
+    page = None
+    if args.html is not None:  # checked before the query: never over the history itself, never into a folder that refuses it
+        from tools.output_paths import check_output_file
+
+        page = path.with_suffix(".html") if args.html == Path() else args.html
+        check_output_file(page, "--html", [(path, "the history database"), (Path(f"{path}-wal"), "the history's log")])
     filters = Filters(args.pipeline_name, target_names(args.target), args.release, parse_since(args.since), args.kind, limit=args.limit or None)
     with closing(open_for_reading(path)) as connection:
         clause, values = where(filters)
@@ -126,10 +135,9 @@ def _history(args: argparse.Namespace, console: Console) -> int:
         console.print(history_table(found))
         shown = f"the newest {len(found)} of {total}" if len(found) < total else f"{total}"
         sys.stderr.write(f"{shown} run(s) from {path}" + (" (--limit 0 shows all)" if len(found) < total else "") + "\n")
-    if args.html is not None:
+    if page is not None:
         from tools.history.trends import write_page
 
-        page = path.with_suffix(".html") if args.html == Path() else args.html
         what = ", ".join(
             f"{k} {v}" for k, v in (("pipeline", args.pipeline_name), ("target", args.target), ("release", args.release), ("since", args.since)) if v
         )
@@ -166,9 +174,19 @@ def history_table(found: list[dict]) -> Table:
             _ms(r["e2e_p99_ms"]),
             "-" if r["miss_ratio"] is None else f"{r['miss_ratio']:.2%}",
             "-" if r["recall"] is None else f"{r['recall']:.3f}",
-            r["report_dir"] or "-",
+            _shown_path(r["report_dir"]),
         )
     return table
+
+
+def _shown_path(path: str | None) -> str:
+    """A report folder as a person types it: relative to the working folder where it lies below it."""
+    if not path:
+        return "-"
+    try:
+        return str(Path(path).relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return path
 
 
 def index(args: argparse.Namespace, console: Console) -> int:
@@ -183,6 +201,9 @@ def index(args: argparse.Namespace, console: Console) -> int:
     done = index_folders(args.folder)
     for folder, why in done.failed.items():
         sys.stderr.write(f"warning: {folder} not indexed: {why}\n")
+    if done.unfinished:
+        example = done.unfinished[0]
+        sys.stderr.write(f"note: {len(done.unfinished)} report folder(s) skipped: their run stopped before its report (e.g. {example})\n")
     console.print(f"indexed {len(done.added)} report folder(s) from {args.folder} into {_path(args.index_history)}", highlight=False)
     return 0
 
@@ -199,7 +220,7 @@ def _compare(args: argparse.Namespace, console: Console) -> int:
     from tools.history.store import HistoryError, open_for_reading
 
     if args.runs < 1:
-        raise ConfigError(f"--runs {args.runs}: give 1 or more")
+        raise ConfigError(f"--runs {args.runs}: give 1 or more", hint="--runs 5 compares the newest 5 runs of each release (the default)")
     spec_a, spec_b = (args.a, args.b) if args.b is not None else (LAST_COMMITTED, args.a)
     filters = Filters(pipeline=args.pipeline_name, targets=target_names(args.target))
     path = _path(args.history)

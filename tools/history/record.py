@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from tools.history.store import NewerSchema, history_path, insert_run, open_for_writing, timeout_s
+from tools.history.store import HISTORY_FILE, NewerSchema, history_path, insert_run, open_for_writing, problem, timeout_s
 
 KINDS = ("deploy", "validate", "selftest", "profile", "optimize")
 REPORT_FILE = "report.json"
@@ -27,6 +27,7 @@ SELFTEST_FILE = "selftest.json"
 DEVICE_FILE = "device.json"
 FLEET_FILE = "fleet.json"
 _KIND_IN_NAME = re.compile(r"-(" + "|".join(KINDS) + r")(-\d+)?$")
+_RUN_FOLDER = re.compile(r"^\d{8}T\d{6}Z-")  # a run's own report folder (tools/validation/report_dirs.py)
 _REPEAT = re.compile(r"^repeat-\d+$")  # a validation's determinism repeats belong to their run
 STAGE_KEYS = ("p50_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms")
 
@@ -44,11 +45,15 @@ class Recorded:
 class Indexed:
     added: list[int] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)  # folder -> why
+    unfinished: list[str] = field(default_factory=list)  # report folders of runs stopped before their report (skipped)
 
 
 def explain(exc: BaseException) -> str:
     """Why the history could not take a run, in words a person can act on."""
     text = str(exc)
+    said = problem(exc, history_path() or Path(HISTORY_FILE))
+    if said is not None:
+        return f"{said}; set SDK_HISTORY to a file on a writable disk, or index the report folders later with `sdk history index`"
     if isinstance(exc, NewerSchema):
         return f"{text}; upgrade the SDK, or set SDK_HISTORY to another file"
     if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
@@ -192,6 +197,7 @@ def index_folders(root: Path) -> Indexed:
         raise HistoryError("recording is off (SDK_HISTORY=off): there is no history to index into", hint="unset SDK_HISTORY, or set it to a file")
     done = Indexed()
     folders = list(report_folders(Path(root)))
+    done.unfinished = [str(f) for f in unfinished_folders(Path(root))]
     with closing(open_for_writing(path)) as connection:
         for folder in folders:
             try:
@@ -205,6 +211,19 @@ def report_folders(root: Path):
     for top, dirs, files in os.walk(root, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not _REPEAT.match(d) and not d.startswith("."))
         if REPORT_FILE in files or SELFTEST_FILE in files:
+            yield Path(top)
+
+
+def unfinished_folders(root: Path):
+    """Report folders a run left without its report: marked UNFINISHED (a profile or optimize stopped or killed), or
+    named as a run's own folder (`<UTC time>-<target>-<command>`) with no report in it."""
+    from tools.validation.report_dirs import UNFINISHED_FILE
+
+    for top, dirs, files in os.walk(root, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not _REPEAT.match(d))
+        if REPORT_FILE in files or SELFTEST_FILE in files:
+            continue
+        if UNFINISHED_FILE in files or (_RUN_FOLDER.match(Path(top).name) and _KIND_IN_NAME.search(Path(top).name)):
             yield Path(top)
 
 

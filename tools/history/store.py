@@ -11,6 +11,7 @@ in one transaction, and a file written by a newer SDK is read but never written.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 from collections.abc import Iterable
 from datetime import datetime, timezone
@@ -88,7 +89,20 @@ def history_path() -> Path | None:
         if value.strip().lower() in OFF:
             return None
         return Path(value).expanduser().resolve()
-    return (REPORTS / HISTORY_FILE).resolve()
+    return project_history(Path.cwd())
+
+
+def project_history(here: Path) -> Path:
+    """One history per project, wherever in it a command runs: the nearest `reports/history.sqlite` from `here`
+    upward; else the project's top (the nearest folder holding `.git`); else `here`."""
+    here = Path(here).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / REPORTS / HISTORY_FILE
+        if candidate.is_file():
+            return candidate
+        if (folder / ".git").exists():
+            return candidate
+    return here / REPORTS / HISTORY_FILE
 
 
 def timeout_s() -> float:
@@ -102,14 +116,58 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+def read_only_here(path: Path) -> bool:
+    """The history's folder (or file) cannot be written by this process: a read-only mount, or no write permission."""
+    path = Path(path)
+    return not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK))
+
+
+ALMOST_FULL = 1 << 20  # SQLite says "disk I/O error" where its shared-memory file cannot grow: with less free, a full disk
+
+
+def _free(path: Path) -> int:
+    try:
+        return shutil.disk_usage(Path(path).parent).free
+    except OSError:
+        return ALMOST_FULL
+
+
+def problem(exc: BaseException, path: Path) -> str | None:
+    """What an SQLite error means for the history at `path`, in words a person acts on; None for anything else."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and ("full" in text or ("I/O error" in text and _free(path) < ALMOST_FULL)):
+        return f"disk full: the history {path} cannot grow ({text}; {_free(path)} bytes free); free space on its disk"
+    if isinstance(exc, sqlite3.OperationalError) and read_only_here(path) and ("readonly" in text or "unable to open" in text):
+        return f"the history {path} is read-only here (its folder {path.parent} cannot be written): runs are not recorded in it"
+    return None
+
+
+def _open_read_only(path: Path, timeout: float) -> sqlite3.Connection:
+    """A history in a folder this process cannot write: opened read-only (mode=ro reads a WAL it finds); where SQLite
+    cannot keep its shared-memory file beside it, as an immutable file (nothing can change it from here either)."""
+    from urllib.parse import quote
+
+    uri = f"file:{quote(str(path))}"
+    try:
+        connection = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
+        connection.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return connection
+    except sqlite3.OperationalError:
+        pass
+    return sqlite3.connect(f"{uri}?immutable=1", uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
+
+
 def connect(path: Path, timeout: float | None = None, create: bool = True) -> sqlite3.Connection:
-    """A connection in autocommit mode (transactions are explicit), WAL journal, foreign keys on, bounded waits."""
+    """A connection in autocommit mode (transactions are explicit), WAL journal, foreign keys on, bounded waits. For
+    reading (`create` False) in a folder this process cannot write: read-only (`_open_read_only`)."""
     timeout = timeout_s() if timeout is None else timeout
     path = Path(path)
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
     elif not path.is_file():
         raise HistoryError(f"no history at {path}", hint="runs are recorded there as they finish; sdk history index DIR indexes earlier ones")
+    elif read_only_here(path):
+        return _open_read_only(path, timeout)
     connection = sqlite3.connect(str(path), timeout=timeout, isolation_level=None, check_same_thread=False)
     try:
         connection.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
@@ -172,7 +230,17 @@ def open_for_reading(path: Path) -> sqlite3.Connection:
         connection = connect(path, create=False)
         version = schema_version(connection)
     except sqlite3.DatabaseError as exc:
+        said = problem(exc, path)
+        if said is not None:
+            hint = "free space, or copy the file to a writable folder and name it with --history"
+            raise HistoryError(f"cannot read the history: {said}", hint=hint) from None
         raise HistoryError(f"cannot read the history {path}: {exc}", hint=f"move it aside and rebuild it: sdk history index {path.parent}") from None
+    if version < SCHEMA_VERSION and read_only_here(path):
+        connection.close()
+        raise HistoryError(
+            f"the history {path} is of an older SDK and read-only here: it cannot be brought up to date",
+            hint="copy it to a writable folder and name the copy with --history",
+        )
     if version < SCHEMA_VERSION:
         try:
             migrate(connection)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from sdk.sinks.files import write_whole
+from sdk.runtime.verdict import format_number
+from tools.output_paths import write_output
 from tools.validation.plots import strip_ids, use_log
 from tools.validation.svg_chart import CYCLE, Axis, Chart
 
@@ -66,7 +67,7 @@ def draw(runs: list[dict]) -> dict[str, str]:
     order = _release_order(runs)
     values = [r[k] for r in runs for k in ("e2e_p50_ms", "e2e_p99_ms") if r[k] is not None]
     chart = Chart(8.2, 3.6)
-    chart.axes(Axis([0, max(len(runs) - 1, 1)], False), Axis(values or [0.0, 1.0], use_log(values)))
+    chart.axes(Axis([0, max(len(runs) - 1, 1)], False, whole=True), Axis(values or [0.0, 1.0], use_log(values)))  # runs are counted
     for key, name in (("e2e_p50_ms", "p50"), ("e2e_p99_ms", "p99")):
         picked = [(i, r[key]) for i, r in enumerate(runs) if r[key] is not None]
         if picked:
@@ -92,7 +93,7 @@ def _cell(value) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return escape(format_number(value))  # 10,670, never 1.067e+04
     return escape(str(value))
 
 
@@ -115,5 +116,5 @@ def write_page(runs: list[dict], path: Path, title: str) -> Path:
     )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_whole(path, html)
+    write_output(path, html, "--html")
     return path

@@ -103,7 +103,13 @@ def _frames(result: CheckResult, pipeline, frames: int | None) -> int | None:
     for name, camera in pipeline.spec.cameras.items():
         source = camera.uri.split("://", 1)[0]
         given = frames or camera.replay.frames
-        has = None if camera.replay.loop else _source_frames(pipeline, name, camera.uri)
+        try:
+            has = _source_frames(pipeline, name, camera.uri)
+        except SdkError as exc:  # a recording's topic or encoding the run would refuse
+            result.add(PROBLEM, "source", exc.message, exc.hint)
+            counts.append(None)
+            continue
+        has = None if camera.replay.loop else has
         if given and has is not None and has < given:
             result.add(WARN, "source", f"{camera.uri} holds {has} frames, fewer than the {given} asked for: the run ends after {has}")
         count = min(c for c in (given, has) if c is not None) if (given or has is not None) else None
@@ -124,6 +130,8 @@ def _source_frames(pipeline, camera: str, uri: str) -> int | None:
     path = pipeline.source_file(camera)
     if path is None:
         return None
+    if scheme in ("mcap", "rosbag2"):
+        return _recorded_frames(pipeline, camera, uri)
     if scheme == "images":
         return sum(1 for p in path.iterdir() if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff"))
     import cv2
@@ -132,6 +140,22 @@ def _source_frames(pipeline, camera: str, uri: str) -> int | None:
     count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) if capture.isOpened() else 0
     capture.release()
     return count or None
+
+
+def _recorded_frames(pipeline, camera: str, uri: str) -> int | None:
+    """The frames of a recording's camera topic, as its index counts them; the topic and its first message checked
+    as a run opens them (a topic not in the recording lists the image topics that are; an encoding not read is named)."""
+    from sdk.sources import open_reader
+
+    reader = open_reader(uri, pipeline.folder)
+    try:
+        reader.open()
+    except SdkError as exc:
+        raise SdkError(f"{pipeline.path}: {pipeline.source_key(camera)}: {exc.message}", hint=exc.hint) from None
+    try:
+        return reader.frame_count
+    finally:
+        reader.close()
 
 
 def _needed(key: str) -> int:

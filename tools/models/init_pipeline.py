@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sdk.errors import ConfigError
 from sdk.runtime.statistics import frames_needed
+from sdk.sources.uri import RECORDING_SCHEMES
 from sdk.spec.placeholders import PREFIX
 from tools.models.families import Recognised, recognise
 from tools.models.init_cascade import recogniser_alone, step, step_name
@@ -82,8 +83,9 @@ def _inside(model: Path, folder: Path, output: Path) -> str:
 
 def _relative_source(source: str, folder: Path) -> str:
     scheme, sep, rest = source.partition("://")
-    if not sep or scheme not in ("file", "images"):
+    if not sep or scheme not in ("file", "images", *RECORDING_SCHEMES):
         return source
+    rest, question, query = rest.partition("?")  # mcap://drive.mcap?topic=...: the path, then its parameters
     path = Path(rest)
     if path.is_absolute() or (Path.cwd() / path).exists():
         full = (path if path.is_absolute() else Path.cwd() / path).resolve()
@@ -92,8 +94,31 @@ def _relative_source(source: str, folder: Path) -> str:
                 f"--source {source}: {full} is outside {folder.resolve()}, the folder of the pipeline file",
                 hint="a pipeline's files live in its folder (they travel with the release): copy the clip there",
             )
-        return f"{scheme}://{full.relative_to(folder.resolve()).as_posix()}"
+        return f"{scheme}://{full.relative_to(folder.resolve()).as_posix()}{question}{query}"
     return source
+
+
+def _check_source(uri: str, given: str | None, folder: Path) -> None:
+    """--source as `sdk check` judges it: a scheme the runtime reads, its parameters in range, and a recorded source
+    (file://, images://) that exists, relative to the pipeline file's folder. Refused before anything is written."""
+    from pydantic import ValidationError
+
+    from sdk.spec.source import Source
+
+    if given is None:
+        return
+    try:
+        Source(uri=uri)
+    except ValidationError as exc:
+        why = str(exc.errors()[0].get("msg", exc)).removeprefix("Value error, ")
+        raise ConfigError(f"--source {given}: {why}", hint="e.g. --source file://clip.mp4 (beside the pipeline file) or v4l2:///dev/video0") from None
+    scheme, _, rest = uri.partition("://")
+    path = folder / rest.partition("?")[0]
+    if scheme in ("file", "images") and not path.exists():
+        raise ConfigError(
+            f"--source {given}: {path} does not exist (a recorded source is read relative to the pipeline file's folder, {folder})",
+            hint="copy the clip beside the pipeline file, or give its path",
+        )
 
 
 def _source_facts(uri: str, folder: Path) -> tuple[float, tuple[int, int] | None]:
@@ -116,6 +141,8 @@ def _source_facts(uri: str, folder: Path) -> tuple[float, tuple[int, int] | None
             width, height = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH)), int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
             size = (width, height) if width > 0 and height > 0 else size
         capture.release()
+    elif scheme in RECORDING_SCHEMES:
+        stated, size = _recording_facts(uri, folder)
     elif scheme == "images" and path.is_dir():
         import cv2
 
@@ -127,6 +154,20 @@ def _source_facts(uri: str, folder: Path) -> tuple[float, tuple[int, int] | None
     except ValueError:
         fps = 0.0
     return (round(fps, 2) if 1.0 <= fps <= 1000.0 else DEFAULT_FPS), (size if size and min(size) > 0 else None)
+
+
+def _recording_facts(uri: str, folder: Path) -> tuple[float | None, tuple[int, int] | None]:
+    """A recording's camera topic: its frame rate (from the recording's index) and its first frame's size. The topic
+    and its encoding are checked as a run checks them: a topic not in the recording lists those that are."""
+    from sdk.errors import SdkError
+    from sdk.sources import open_reader
+
+    try:
+        with open_reader(uri, folder) as reader:
+            image = reader.read()
+            return reader.nominal_fps, (image.shape[1], image.shape[0]) if image is not None else None
+    except SdkError as exc:
+        raise ConfigError(f"--source {uri}: {exc.message}", hint=exc.hint) from None
 
 
 def _size_a_text_detector(r: Recognised, frame: tuple[int, int] | None) -> None:
@@ -157,6 +198,8 @@ def render(
     if r.notes:
         lines += [f"# Note: {note}" for note in r.notes]
     lines += ["version: 1", f"name: {name}", "", "source:", f"  uri: {_scalar(source)}"]
+    if source.partition("://")[0] in RECORDING_SCHEMES:
+        lines.append("  replay: {pace: recorded}  # each frame when its recorded stamp says (null rate_fps and pace rate: as fast as it goes)")
     if source == DEFAULT_SOURCE:
         lines.append("  # generated frames, so that the file runs anywhere: give a camera or a clip (file://clip.mp4, v4l2:///dev/video0)")
     resize = _preprocess_lines(r, lines, fill)
@@ -277,6 +320,9 @@ def init_pipeline(model: Path, *, source: str | None = None, output: Path | None
     output = Path(output) if output is not None else model.with_suffix(".yaml")
     if output.exists():
         raise ConfigError(f"{output} exists; sdk init never overwrites a file", hint="remove it or give another --output")
+    from tools.output_paths import check_output_file
+
+    check_output_file(output, "--output", [(model, "the model"), *((Path(c), "a cascade model") for c in cascade)])  # before any work
     folder = output.resolve().parent
     model_rel = _inside(model, folder, output)
     recognised = recognise(model)
@@ -300,17 +346,20 @@ def init_pipeline(model: Path, *, source: str | None = None, output: Path | None
         )
     name = "".join(c if c.isalnum() or c in "._-" else "-" for c in output.stem).lstrip("._-")[:64] or "pipeline"
     uri = _relative_source(source or DEFAULT_SOURCE, folder)
+    _check_source(uri, source, folder)
     fps, frame = _source_facts(uri, folder)
     _size_a_text_detector(recognised, frame)
     text, fill = render(recognised, model_rel, uri, name, fps, steps)
-    partial = output.with_name(output.name + ".partial")
-    partial.write_text(text)
+    partial = output.with_name(f".{output.name}.partial")
     try:
+        partial.write_text(text)
         os.link(partial, output)  # fails if the file appeared meanwhile: never overwrite
     except FileExistsError:
         raise ConfigError(f"{output} exists; sdk init never overwrites a file", hint="remove it or give another --output") from None
+    except OSError as exc:  # the disk filled since the check
+        raise ConfigError(f"--output {output}: cannot be written ({exc.strerror or exc})", hint="free space or give another --output") from None
     finally:
-        partial.unlink()
+        partial.unlink(missing_ok=True)
     return InitResult(output, recognised, fill)
 
 

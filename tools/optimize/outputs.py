@@ -1,4 +1,4 @@
-"""What `sdk optimize` leaves behind: NAME.optimized.onnx beside the model, PIPELINE.optimized.yaml beside the pipeline.
+"""What `sdk optimize` leaves behind: NAME.optimized-HASH.onnx beside the model, PIPELINE.optimized.yaml beside the pipeline.
 
 The optimized model is the prepared graph with the chosen changes, plus the constants the pipeline's decoding reads
 from the model (SSD anchors), so the pipeline file preparing it finds everything where the original had it; its
@@ -9,7 +9,9 @@ deploy and validation judges the run against the original's FP32 detections), an
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 
 import yaml
@@ -19,6 +21,7 @@ from sdk.sinks.files import write_whole
 from sdk.spec.loader import PipelineFile
 
 SUFFIX = ".optimized"
+OPTIMIZED_MODEL = re.compile(r".+\.optimized-[0-9a-f]{12}\.onnx$")  # what write_outputs names a model (never a user's file)
 RECORD_KEY = "sdk.optimize"  # the model's metadata entry that says what `sdk optimize` changed
 
 
@@ -52,6 +55,27 @@ def changes(report: dict, chosen) -> dict:
     }
 
 
+def optimized_model_path(pipeline: PipelineFile, sha256: str) -> Path:
+    """NAME.optimized-<the first 12 hex digits of its sha256>.onnx beside the model: each optimized model has a name of
+    its own, so the pipeline file that names it is the one switch (a kill between the two writes leaves the pipeline
+    naming the model it named before, which is still there)."""
+    source = pipeline.model_path
+    return source.with_name(f"{source.stem}{SUFFIX}-{sha256[:12]}.onnx")
+
+
+def optimized_pipeline_path(pipeline: PipelineFile) -> Path:
+    return pipeline.path.with_name(pipeline.path.stem + SUFFIX + pipeline.path.suffix)
+
+
+def _named_model(pipeline_path: Path) -> Path | None:
+    """The model an earlier optimized pipeline file names (model.path, relative to its folder), or None."""
+    try:
+        document = yaml.safe_load(pipeline_path.read_text())
+        return (pipeline_path.parent / document["model"]["path"]).resolve()
+    except (OSError, ValueError, TypeError, KeyError, yaml.YAMLError):
+        return None
+
+
 def write_outputs(pipeline: PipelineFile, artifacts: ModelArtifacts, chosen, report: dict) -> dict:
     from onnx import numpy_helper
 
@@ -69,9 +93,11 @@ def write_outputs(pipeline: PipelineFile, artifacts: ModelArtifacts, chosen, rep
     record = changes(report, chosen)
     entry = next((p for p in model.metadata_props if p.key == RECORD_KEY), None) or model.metadata_props.add()
     entry.key, entry.value = RECORD_KEY, json.dumps(record, sort_keys=True)
-    source = pipeline.model_path
-    model_path = source.with_name(source.stem + SUFFIX + ".onnx")
-    write_whole(model_path, model_bytes(model))
+    data = model_bytes(model)
+    model_path = optimized_model_path(pipeline, hashlib.sha256(data).hexdigest())
+    pipeline_path = optimized_pipeline_path(pipeline)
+    before = _named_model(pipeline_path)  # the model the previous optimized pipeline names, if any
+    write_whole(model_path, data)  # a name of its own (its content's hash): the pipeline file still names the old one
     document = yaml.safe_load(pipeline.path.read_text())
     original = document["model"]["path"]
     document["name"] = f"{document.get('name', pipeline.spec.name)}-optimized"
@@ -82,8 +108,9 @@ def write_outputs(pipeline: PipelineFile, artifacts: ModelArtifacts, chosen, rep
         gate = report.get("gate") or {}
         budgets["accuracy"] = {k: gate[k] for k in ("min_recall", "min_precision", "max_mean_score_drift") if k in gate}
         document["budgets"] = budgets
-    pipeline_path = pipeline.path.with_name(pipeline.path.stem + SUFFIX + pipeline.path.suffix)
     header = (f"# Written by `sdk optimize` from {pipeline.path.name}: the model is {chosen.name} ({chosen.method}).\n"
               f"# Accuracy is judged against the original model (model.reference), never the optimized one.\n")  # fmt: skip
-    write_whole(pipeline_path, header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    write_whole(pipeline_path, header + yaml.safe_dump(document, sort_keys=False, allow_unicode=True))  # the switch, in one rename
+    if before is not None and before != model_path and OPTIMIZED_MODEL.match(before.name) and before.parent == model_path.parent:
+        before.unlink(missing_ok=True)  # named by nothing now
     return {"model": str(model_path), "pipeline": str(pipeline_path), "changes": {**record, "measured": chosen.measured}}

@@ -6,14 +6,14 @@ import html
 import json
 from pathlib import Path
 
-from sdk.sinks.files import write_whole
+from tools.output_paths import write_output
 
 COLOURS = {"magnitude": "#c0392b", "reconstruct": "#2471a3", "reconstruct+fskd": "#1e8449", "reconstruct+fskd+2:4": "#7d3c98",
            "reconstruct+2:4": "#7d3c98"}  # fmt: skip
 
 
 def write_json(report: dict, path: Path) -> None:
-    write_whole(path, json.dumps(report, indent=1, sort_keys=True) + "\n")
+    write_output(path, json.dumps(report, indent=1, sort_keys=True) + "\n", "the report folder")
 
 
 def front_svg(report: dict, width: int = 640, height: int = 360) -> str:
@@ -116,5 +116,5 @@ def write_html(report: dict, folder: Path) -> Path:
 {changed}<h2>Never pruned</h2><ul>{blocked}</ul></body></html>
 """
     path = folder / "report.html"
-    write_whole(path, page)
+    write_output(path, page, "the report folder")
     return path

@@ -78,11 +78,27 @@ class Optimize:
         (target,) = targets
         return "host" if isinstance(target, LocalTarget) else _resolved(target.spec.platform)
 
+    def _check_outputs(self) -> None:
+        """Before any work: the report folder, and the folders of the optimized model and pipeline file, take files."""
+        from tools.output_paths import check_output_file, check_output_folder, pipeline_reads
+
+        reads = pipeline_reads(self.pipeline_path)
+        if self.settings.report_dir is not None:
+            check_output_folder(self.settings.report_dir, "--report-dir", reads)
+        if self.settings.write:
+            model = next((path for path, what in reads if "model.path" in what), None)
+            if model is not None:
+                check_output_file(model.with_name(f"{model.stem}.optimized.onnx"), "the optimized model", reads)
+            check_output_file(
+                self.pipeline_path.with_name(f"{self.pipeline_path.stem}.optimized{self.pipeline_path.suffix}"), "the optimized pipeline", reads
+            )
+
     def __call__(self) -> OptimizeResult:
         from tools.perf.run import prepared
 
         started = time.time()
         platform = self._platform()
+        self._check_outputs()
         pipeline, artifacts = prepared(self.pipeline_path, self.progress)
         spec = pipeline.spec
         if spec.calibration is None:
@@ -96,10 +112,12 @@ class Optimize:
             update={k: v for k, v in (("min_recall", self.settings.min_recall), ("min_precision", self.settings.min_precision)) if v is not None}
         )
         from tools.deploy.flow import default_report_dir
+        from tools.validation.report_dirs import mark_finished, mark_unfinished
 
         label = self.settings.target or self.settings.platform
         report_dir = (self.settings.report_dir or default_report_dir(pipeline, label, "optimize")).resolve()
         report_dir.mkdir(parents=True, exist_ok=True)
+        mark_unfinished(report_dir, "optimize")
         context = _Context(pipeline, artifacts, platform, gate, self.settings, self.progress)
         report = context.run()
         chosen = report.pop("_chosen", None)
@@ -115,6 +133,7 @@ class Optimize:
 
         write_json(report, report_dir / REPORT_FILE)
         write_html(report, report_dir)
+        mark_finished(report_dir)
         from tools.history.hook import finished
 
         finished(report_dir, "optimize")  # into the history; never fails the run

@@ -8,18 +8,16 @@ import json
 from html import escape
 from pathlib import Path
 
-from sdk.sinks.files import write_whole
+from tools.output_paths import write_output
 
 PROFILE_FORMAT = 1
 REPORT_FILE = "report.json"
 HTML_FILE = "report.html"
 
 
-def write_json(report: dict, path: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_whole(path, json.dumps(report, indent=1) + "\n")
-    return path
+def write_json(report: dict, path: Path, option: str = "report") -> Path:
+    """The report as JSON at `path`, whole or not at all; a failure is one error line naming `option` and the path."""
+    return write_output(Path(path), json.dumps(report, indent=1) + "\n", option)
 
 
 def _svg(figure) -> str:
@@ -124,16 +122,26 @@ def write_html(report: dict, folder: Path) -> Path:
         f"<h2>Roofline</h2>{roofline_svg(report)}{predicted_svg(report)}<ul>{notes}</ul><h2>Layers</h2>{layers}</body></html>"
     )
     path = Path(folder) / HTML_FILE
-    write_whole(path, page)
+    write_output(path, page, "the report folder")
     return path
 
 
-def short_name(name: str, width: int = 48) -> str:
-    """A measured layer's name for a table: its first layer's last path parts, and how many more it fused."""
-    parts = name.split(" + ")
-    first = "/".join(parts[0].split("/")[-2:])
-    text = first + (f" +{len(parts) - 1}" if len(parts) > 1 else "")
-    return text if len(text) <= width else "..." + text[-(width - 3) :]
+def short_name(name: str, width: int = 48, among: list[str] | None = None) -> str:
+    """A layer's name for a table: the shortest end of its first layer's path (two parts at least) that no other layer
+    of `among` ends with, and how many more it fused. Never cut where the names differ: a long one keeps its
+    distinguishing part and its last (`model.22/.../Conv`)."""
+    parts = name.split(" + ")[0].split("/")
+    others = [o.split(" + ")[0].split("/") for o in (among or []) if o != name]
+    keep = min(2, len(parts))
+    while keep < len(parts) and any(o[-keep:] == parts[-keep:] for o in others):
+        keep += 1
+    fused = name.count(" + ")
+    tail = f" +{fused}" if fused else ""
+    text = "/".join(parts[-keep:]) + tail
+    if len(text) <= width or keep < 2:
+        return text
+    squeezed = f"{parts[-keep]}/.../{parts[-1]}{tail}"
+    return squeezed if len(squeezed) <= width else "..." + text[-(width - 3) :]
 
 
 def render_predicted_layers(console, report: dict) -> None:
@@ -157,9 +165,12 @@ def render(console, report: dict, top: int = 10) -> None:
     table = Table(title=f"{report['pipeline']} on {report['target']}: {report['runtime']}, {report['precision']}, {report['frames']} frames")
     for column in ("layer", "op", "measured ms", "p90", "predicted ms", "ratio", "share", "bound"):
         table.add_column(column, no_wrap=True)
+    names = [r["name"] for r in report["layers"]]
+    if not console.is_terminal:
+        console.width = max(console.width, 400)  # piped: whole rows, never cut at 80 columns
     for r in sorted(report["layers"], key=lambda r: -r["measured_ms"])[:top]:
-        table.add_row(short_name(r["name"]), r["op"], f"{r['measured_ms']:.3f}", f"{r['measured_p90_ms']:.3f}", _num(r.get("predicted_ms")),
-                      _num(r.get("ratio"), 2), f"{r['share']:.1%}", r.get("bound") or "")  # fmt: skip
+        table.add_row(short_name(r["name"], among=names), r["op"], f"{r['measured_ms']:.3f}", f"{r['measured_p90_ms']:.3f}",
+                      _num(r.get("predicted_ms")), _num(r.get("ratio"), 2), f"{r['share']:.1%}", r.get("bound") or "")  # fmt: skip
     console.print(table)
     total = report["total"]
     line = f"model: measured {total['measured_ms']:.2f} ms"
@@ -172,9 +183,8 @@ def render(console, report: dict, top: int = 10) -> None:
     console.print(f"whole runs: median {total['run_median_ms']:.2f} ms, p90 {total['run_p90_ms']:.2f} ms; profiling overhead "
                   f"{_num(total.get('profiling_overhead_ms'), 3)} ms a frame", highlight=False)  # fmt: skip
     for number, item in enumerate(report["bottlenecks"][:3], 1):
-        console.print(
-            f"{number}. {short_name(item['name'], 70)} ({item['op']}, {item['share']:.0%}, {item['bound'] or 'unknown'}-bound)", highlight=False
-        )
+        name = short_name(item["name"], 70, names)
+        console.print(f"{number}. {name} ({item['op']}, {item['share']:.0%}, {item['bound'] or 'unknown'}-bound)", highlight=False)
         for advice in item["advice"]:
             console.print(f"   - {advice['text']}", highlight=False, markup=False)
     for note in report.get("notes", []):

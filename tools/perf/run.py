@@ -71,9 +71,20 @@ class Profile:
         if len(targets) != 1:
             raise ConfigError(f"--target {self.target_name!r} names {len(targets)} targets", hint="profile one target at a time")
         (target,) = targets
+        from tools.output_paths import check_output_file, check_output_folder, pipeline_reads
+        from tools.validation.report_dirs import mark_finished, mark_unfinished
+
+        reads = pipeline_reads(self.pipeline_path)  # every output checked before the profile: never after minutes of work
+        if self.json_path is not None:
+            check_output_file(self.json_path, "--json", reads)
+        if self.report_dir is not None:
+            check_output_folder(self.report_dir, "--report-dir", reads)
         pipeline, artifacts = prepared(self.pipeline_path, self.progress)
         report_dir = (self.report_dir or default_report_dir(pipeline, self.target_name, "profile")).resolve()
+        if self.report_dir is None:
+            check_output_folder(report_dir, "the report folder", reads)
         report_dir.mkdir(parents=True, exist_ok=True)
+        mark_unfinished(report_dir, "profile")
         raw_dir = report_dir / "raw"
         started = time.time()
         with open_session(target) as session:
@@ -92,7 +103,8 @@ class Profile:
         write_json(report, report_dir / REPORT_FILE)
         write_html(report, report_dir)
         if self.json_path is not None:
-            write_json(report, self.json_path)
+            write_json(report, self.json_path, "--json")
+        mark_finished(report_dir)
         from tools.history.hook import finished
 
         finished(report_dir, "profile")  # into the history (and MLflow, where asked); never fails the profile

@@ -51,6 +51,7 @@ def render_top_layers(console, result, target) -> None:
         console.print(f"  (the layers taking the time could not be predicted: {exc})", highlight=False, markup=False)
         return
     console.print(f"latency budget failed; the layers taking the most time ({where}):", highlight=False)
+    names = [name for name, _ in layers]
     for number, (name, ms) in enumerate(layers, 1):
-        console.print(f"  {number}. {short_name(name, 70)}: {ms:.3f} ms", highlight=False, markup=False)
+        console.print(f"  {number}. {short_name(name, 70, names)}: {ms:.3f} ms", highlight=False, markup=False)
     console.print(f"  measure every layer: sdk profile {result.pipeline.path} --target {result.report.get('target')}", highlight=False, markup=False)

@@ -175,10 +175,13 @@ class SimServer:
         while time.monotonic() < deadline:
             try:
                 socket.create_connection((self.address, self.port), timeout=0.5).close()
-                return self
             except OSError:
                 time.sleep(0.05)
-        raise TargetError(f"sshd did not listen on {self.address}:{self.port}: {self.log.read_text()[-500:]}")
+                continue
+            if self.pid is not None:  # sshd listens a moment before its pid file is written: wait for both
+                return self
+            time.sleep(0.05)
+        raise TargetError(f"sshd did not listen on {self.address}:{self.port} with its pid in {self.pid_file}: {self.log.read_text()[-500:]}")
 
     @property
     def pid(self) -> int | None:

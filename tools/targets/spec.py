@@ -40,7 +40,8 @@ class Timeouts(Frozen):
     keepalive_s: Real("seconds between SSH keepalives", gt=0, le=300) = 5.0
 
 
-RUNTIME_MODULE = Literal["numpy", "cv2", "yaml", "pydantic", "onnxruntime", "scipy"]  # sdk.probe.RUNTIME_MODULES, PIPELINE_MODULES
+# sdk.probe.RUNTIME_MODULES, PIPELINE_MODULES
+RUNTIME_MODULE = Literal["numpy", "cv2", "yaml", "pydantic", "onnxruntime", "scipy", "mcap", "mcap_ros2", "rosbags", "foxglove"]
 
 
 class MenderSettings(Frozen):
@@ -57,7 +58,7 @@ class MenderSettings(Frozen):
         list[RUNTIME_MODULE] | None,
         Field(
             description="runtime modules the device lacks, shipped as wheels (default: all but numpy and cv2 on Jetson/DRIVE, all elsewhere; "
-            "scipy only with a pipeline that tracks)"
+            "scipy only with a pipeline that tracks; mcap, mcap_ros2, rosbags, foxglove only with one that reads or writes recordings)"
         ),
     ] = None
 

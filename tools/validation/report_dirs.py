@@ -53,6 +53,9 @@ def _entries(folder: Path) -> list[Path]:
 def check_report_dir(folder: Path, force: bool) -> Path:
     """Refuse (ConfigError) a named report folder that already holds files, unless `force`; nothing is
     changed here. Returns the folder, resolved."""
+    from tools.output_paths import check_output_folder
+
+    check_output_folder(folder, "--report-dir")  # a file, /proc, a read-only disk: refused before anything runs
     folder = Path(folder).resolve()
     entries = _entries(folder)
     if not entries:
@@ -85,6 +88,22 @@ def empty_report_dir(folder: Path) -> None:
             shutil.rmtree(entry)
         else:
             entry.unlink()
+
+
+UNFINISHED_FILE = "UNFINISHED"  # in a report folder while its run goes on; a run killed before its report leaves it
+
+
+def mark_unfinished(folder: Path, command: str) -> None:
+    """Say in `folder`, from the start of a long run, that its report is not written yet: a run that is killed leaves
+    a folder that says what it is (and `sdk history index` counts it), never an unexplained one."""
+    (Path(folder) / UNFINISHED_FILE).write_text(
+        f"This {command} did not finish: it was stopped or failed before its report was written.\n"
+        "What is here is what it left (raw measurements); nothing reads it. Remove the folder when done with it.\n"
+    )
+
+
+def mark_finished(folder: Path) -> None:
+    (Path(folder) / UNFINISHED_FILE).unlink(missing_ok=True)
 
 
 def update_latest(folder: Path) -> Path:

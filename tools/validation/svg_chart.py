@@ -37,7 +37,8 @@ def colour(name: str) -> str:
 class Axis:
     """One axis: its range (padded like matplotlib's 5 % margins), scale and ticks."""
 
-    def __init__(self, values: list[float], log: bool, *, pad: float = 0.05) -> None:
+    def __init__(self, values: list[float], log: bool, *, pad: float = 0.05, whole: bool = False) -> None:
+        self.whole = whole  # a count (runs, frames): ticks at whole numbers only
         finite = [float(v) for v in values if v is not None and math.isfinite(v) and (v > 0 or not log)]
         if not finite:
             finite = [1.0, 10.0] if log else [0.0, 1.0]
@@ -61,6 +62,7 @@ class Axis:
         """(labelled ticks, small unlabelled ticks) inside the range."""
         if not self.log:
             step = _nice((self.high - self.low) / 6)
+            step = max(1.0, round(step)) if self.whole else step
             first = math.ceil(self.low / step)
             major = [round(k * step, 12) for k in range(first, int(math.floor(self.high / step)) + 1)]
             return major, []

@@ -120,7 +120,7 @@ def test_the_supervisor_outlives_a_full_disk_at_its_state_write_and_logs_it(smal
     state = wait_for(lambda: (s := read_json(folder / "supervisor.json")).get("restarts") == 1 and s.get("state") == "running" and s, 20, "state")
     assert state["state_write_failures"] > 0
     log = (folder / "service.log").read_text()
-    assert "cannot write supervisor.json (No space left on device)" in log and "supervisor.json written again after" in log
+    assert "cannot write supervisor.json (disk full)" in log and "supervisor.json written again after" in log
     assert "ended: killed by SIGKILL" in log
     service(store.root, "stop")
     frames = [line["frame"] for line in jsonl_lines(folder / "output")]

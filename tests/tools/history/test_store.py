@@ -132,3 +132,34 @@ def test_concurrent_writers_from_a_fleet_of_processes_all_land(tmp_path, history
         per_run = connection.execute("SELECT COUNT(*) FROM checks WHERE run_id = 1").fetchone()[0]
         assert checks == 80 * per_run and stages == 80 * 6  # every run whole: its checks and stages with it
         assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_one_history_per_project_wherever_a_command_runs_in_it(tmp_path, monkeypatch):
+    """Without SDK_HISTORY: the nearest reports/history.sqlite upward, else the project's top (its .git), else here."""
+    from tools.history.store import history_path, project_history
+
+    project = tmp_path / "project"
+    (project / ".git").mkdir(parents=True)
+    (project / "pipelines" / "cameras").mkdir(parents=True)
+    assert project_history(project / "pipelines" / "cameras") == project / "reports" / "history.sqlite"
+    assert project_history(project) == project / "reports" / "history.sqlite"
+    nested = project / "pipelines" / "reports"
+    nested.mkdir()
+    (nested / "history.sqlite").write_bytes(b"")  # a history that already exists nearer wins: nothing is split again
+    assert project_history(project / "pipelines" / "cameras") == nested / "history.sqlite"
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    assert project_history(loose) == loose / "reports" / "history.sqlite"
+    monkeypatch.delenv("SDK_HISTORY", raising=False)
+    monkeypatch.chdir(project / "pipelines" / "cameras")
+    assert history_path() == nested / "history.sqlite"
+
+
+def test_the_history_page_counts_runs_in_whole_numbers_and_writes_numbers_as_people_do():
+    from tools.history.trends import _cell
+    from tools.validation.svg_chart import Axis
+
+    assert Axis([0, 1], False, whole=True).ticks()[0] == [0, 1]  # two runs: ticks 0 and 1, never 0.5
+    assert all(float(t).is_integer() for t in Axis([0, 13], False, whole=True).ticks()[0])
+    assert Axis([0, 1], False).ticks()[0] != [0, 1]  # a measured axis keeps its fine steps
+    assert _cell(10670.25) == "10,670" and _cell(17.04) == "17.04" and "e+" not in _cell(1.5e7)

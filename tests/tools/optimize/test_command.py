@@ -29,7 +29,7 @@ def example(tmp_path, monkeypatch) -> Path:
 SMALL = dict(savings=(0.1,), calibration_frames=8, holdout_frames=12, rounds=2, runs=2, sparsity=True)
 
 
-def test_optimize_writes_the_front_an_optimized_model_and_a_pipeline_that_uses_it(example, tmp_path):
+def test_optimize_writes_the_front_an_optimized_model_and_a_pipeline_that_uses_it(example, tmp_path, monkeypatch):
     # Chosen by the prediction for a module, so the choice does not depend on this machine's clock.
     result = Optimize(example, Settings(platform="jetson-orin-nano-8gb", report_dir=tmp_path / "report", **SMALL))()
     report = json.loads((tmp_path / "report" / "report.json").read_text())
@@ -74,6 +74,25 @@ def test_optimize_writes_the_front_an_optimized_model_and_a_pipeline_that_uses_i
     from tools.optimize.outputs import write_outputs
 
     chosen_candidate = Candidate(chosen["name"], chosen["method"], 0.1, onnx.load(outputs["model"]))
+    # Killed between the two writes: the pipeline file still names the model it named, which is still there, whole.
+    import tools.optimize.outputs as outputs_module
+
+    real_write = outputs_module.write_whole
+
+    def killed_before_the_pipeline(path, data):
+        if Path(path).suffix == ".yaml":
+            raise KeyboardInterrupt
+        return real_write(path, data)
+
+    changed = onnx.load(outputs["model"])
+    changed.doc_string = "another candidate"
+    before = Path(outputs["model"]).read_bytes()
+    with monkeypatch.context() as patch:
+        patch.setattr(outputs_module, "write_whole", killed_before_the_pipeline)
+        with pytest.raises(KeyboardInterrupt):
+            write_outputs(load_pipeline(example), artifacts, Candidate(chosen["name"], chosen["method"], 0.1, changed), report)
+    named = load_pipeline(outputs["pipeline"]).model_path
+    assert named == Path(outputs["model"]) and named.read_bytes() == before
     written = write_outputs(load_pipeline(example), artifacts, chosen_candidate, report)
     accuracy = load_pipeline(written["pipeline"]).spec.budgets.accuracy
     assert (accuracy.min_recall, accuracy.min_precision) == (report["gate"]["min_recall"], report["gate"]["min_precision"])
@@ -99,8 +118,10 @@ def test_the_same_inputs_give_a_bit_identical_optimized_model(example, tmp_path)
     models = []
     for run in range(2):
         Optimize(example, Settings(report_dir=tmp_path / f"report-{run}", **settings))()
-        models.append(example.with_name("assets").joinpath("ssdlite_pedestrian.optimized.onnx").read_bytes())
+        outputs = json.loads((tmp_path / f"report-{run}" / "report.json").read_text())["outputs"]
+        models.append(Path(outputs["model"]).read_bytes())
     assert models[0] == models[1]
+    assert len(list(example.with_name("assets").glob("*.optimized-*.onnx"))) == 1  # the same content, the same name: one file
 
 
 def test_the_gate_refuses_a_candidate_that_breaks_it_and_it_is_never_chosen(example):
@@ -133,7 +154,7 @@ def test_a_model_with_nothing_to_prune_is_left_as_it_is_and_says_so(example, tmp
     assert result.exit_code == EXIT_INCONCLUSIVE
     assert result.report["verdict"] == "INCONCLUSIVE" and result.report["candidates"] == []
     assert "nothing to prune" in result.report["notes"][0] and result.report["blocked"]
-    assert not list(example.parent.rglob("*.optimized.*"))
+    assert not list(example.parent.rglob("*.optimized*"))
 
 
 def test_target_and_platform_are_one_or_the_other(example):

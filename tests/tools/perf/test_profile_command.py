@@ -48,6 +48,7 @@ def test_the_json_follows_its_schema(profiled):
     report = json.loads((profiled / "out.json").read_text())
     jsonschema.validate(report, json.loads(SCHEMA.read_text()))
     assert report == json.loads((profiled / "report" / "report.json").read_text())
+    assert not (profiled / "report" / "UNFINISHED").exists()  # said while it ran, gone with the report
     assert report["frames"] == 3 and report["backend"] == "onnxruntime" and report["prediction"]["platform"] == "host"
 
 

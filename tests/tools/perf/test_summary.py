@@ -47,3 +47,19 @@ def test_otherwise_the_prediction_for_the_target(tmp_path):
     assert "predicted for this machine" in text and "3. " in text and "4. " not in text
     vehicle = SimpleNamespace(spec=SimpleNamespace(platform="jetson-orin-nano"))
     assert "predicted for Jetson Orin Nano 8GB" in _shown({**FAIL, "target": "nano"}, vehicle)
+
+
+def test_layer_names_in_tables_tell_the_layers_apart():
+    """Ultralytics names every convolution `.../conv/Conv`: a table shows the shortest end of each path that no other
+    layer shares, and a long one keeps its distinguishing part rather than being cut where names differ."""
+    from tools.perf.report import short_name
+
+    names = ["/model.0/conv/Conv", "/model.1/conv/Conv", "/model.22/cv2.0/cv2.0.0/conv/Conv"]
+    names.append("/model.22/cv3.0/cv3.0.0/conv/Conv + /act/Mul")
+    shown = [short_name(n, 48, names) for n in names]
+    assert shown == ["model.0/conv/Conv", "model.1/conv/Conv", "cv2.0.0/conv/Conv", "cv3.0.0/conv/Conv +1"], shown
+    assert len(set(shown)) == len(names)
+    assert short_name("/backbone/stage1/block0/conv/Conv") == "conv/Conv"  # alone, two parts are enough
+    deep = [f"/a/a/a/very_long_distinguishing_block_name_{n}/x/y/z/conv/Conv" for n in ("one", "two")]
+    narrow = [short_name(n, 48, deep) for n in deep]
+    assert narrow[0] != narrow[1] and all(len(t) <= 48 for t in narrow), narrow

@@ -32,6 +32,7 @@ from pathlib import Path
 import pytest
 
 from sdk.errors import ReleaseError
+from sdk.probe import PIPELINE_MODULES
 from sdk.release import ReleaseManifest
 from sdk.spec.loader import load_pipeline
 from tools.connect.sessions import open_session
@@ -193,7 +194,8 @@ def test_a_release_installs_on_a_jetpack_shaped_device_and_keeps_its_numpy_and_o
 
     facts = good.device
     assert facts["arch"] == "aarch64" and facts["module_versions"]["numpy"] == "1.26.4" and facts["module_versions"]["cv2"] == "4.9.0.80"
-    assert set(facts["missing_modules"]) == {"pydantic", "onnxruntime", "cuda.bindings", "scipy"}  # scipy: only a tracking pipeline ships it
+    # scipy, mcap, ...: only a pipeline that tracks or reads or writes recordings ships them
+    assert set(facts["missing_modules"]) == {"pydantic", "onnxruntime", "cuda.bindings", *PIPELINE_MODULES}
     shipped = sorted(name.removeprefix("wheels/") for name in ReleaseManifest.load(ssh_target.root / "current").files if name.startswith("wheels/"))
     assert any(w.startswith("onnxruntime-") and "aarch64" in w for w in shipped) and any(w.startswith("pydantic-") for w in shipped), shipped
     assert not any(w.startswith(("numpy-", "opencv", "PyYAML-", "pyyaml-")) for w in shipped), shipped  # the device's own, kept

@@ -19,7 +19,7 @@ from packaging.requirements import Requirement
 
 import sdk
 from sdk.errors import ReleaseError
-from sdk.probe import RUNTIME_MODULES
+from sdk.probe import PIPELINE_MODULES, RUNTIME_MODULES
 from tools.release.wheels import plan_wheels, wheel_distribution
 
 REPO = Path(__file__).resolve().parents[3]
@@ -109,4 +109,5 @@ def test_the_probe_reports_the_version_of_the_copy_that_is_imported(tmp_path):
     facts = json.loads(done.stdout)
     expected = {"numpy": "1.21.5", "cv2": "4.8.0", "yaml": "5.4.1", "pydantic": "1.8.2", "onnxruntime": None, "cuda.bindings": None}
     assert facts["module_versions"] == expected
-    assert facts["missing_modules"] == ["onnxruntime", "cuda.bindings", "scipy"]  # scipy: a pipeline module (track:), probed too
+    # scipy, mcap, ...: pipeline modules (track:, recorded drives), probed too
+    assert facts["missing_modules"] == ["onnxruntime", "cuda.bindings", *PIPELINE_MODULES]
