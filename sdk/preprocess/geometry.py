@@ -8,6 +8,7 @@ right (TF's legacy bilinear resize is `asymmetric`; OpenCV and PyTorch use `half
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,8 +53,9 @@ class ResizeGeometry:
             content_w, content_h, pad_x, pad_y = ow, oh, 0, 0
         else:
             scale = min(ow / cw, oh / ch)
-            content_w = max(1, min(ow, int(round(cw * scale))))
-            content_h = max(1, min(oh, int(round(ch * scale))))
+            size = math.floor if resize.content == "floor" else round
+            content_w = max(1, min(ow, int(size(cw * scale))))
+            content_h = max(1, min(oh, int(size(ch * scale))))
             pad_x, pad_y = ((ow - content_w) // 2, (oh - content_h) // 2) if resize.align == "center" else (0, 0)
         return cls(source_width, source_height, cx, cy, cw, ch, ow, oh, pad_x, pad_y, content_w, content_h, resize.coordinates)
 

@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from sdk.runtime.verdict import FAIL, INCONCLUSIVE, PASS, SHORT_UNITS, WARN, check_unit, format_number
+from sdk.runtime.verdict import FAIL, INCONCLUSIVE, PASS, SHORT_UNITS, WARN, check_unit, counted, format_number
 from sdk.sinks.files import partial_path, publish
 
 JUNIT_FILE = "junit.xml"
@@ -42,7 +42,7 @@ def measurement(check: dict) -> str:
     unit = check_unit(check["name"])
     text = f"measured {_with_unit(check['measured'], unit)}, limit {_with_unit(check['limit'], unit)}"
     if not check["name"].startswith("environment."):
-        text += f", over {check['frames']} frame(s)"
+        text += f", over {check['frames']} {counted(check['name'])}(s)"
     if check.get("detail"):
         text += f" ({check['detail']})"
     return text
@@ -62,9 +62,9 @@ def outcome(check: dict) -> Outcome:
         if name.startswith("environment."):
             needed = "the measurement does not count"
         elif check.get("frames_needed"):
-            needed = f"{format_number(check['frames_needed'])} frames needed for a 95% bound"
+            needed = f"{format_number(check['frames_needed'])} {counted(name)}s needed for a 95% bound"
         else:
-            needed = "more frames needed for a 95% bound"
+            needed = f"more {counted(name)}s needed for a 95% bound"
         return Outcome("failure", "Inconclusive", f"{name}: INCONCLUSIVE: {what}; {needed}")
     if status == WARN:
         kind = "Unverified" if check.get("unverified") else "Unmet"

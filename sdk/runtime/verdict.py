@@ -39,6 +39,7 @@ __all__ = [
     "SHORT_UNITS",
     "check_unit",
     "combine",
+    "counted",
     "describe_verdict",
     "evaluate",
     "format_number",
@@ -201,12 +202,19 @@ def combine(checks: list[BudgetCheck]) -> tuple[str, list[BudgetCheck], list[str
     statuses = {c.status for c in checks}
     verdict = FAIL if FAIL in statuses else INCONCLUSIVE if INCONCLUSIVE in statuses else PASS
     for c in checks:
-        if c.status == INCONCLUSIVE:
+        if c.status == INCONCLUSIVE and c.name.startswith("accuracy.map") and not c.frames:
+            notes.append(f"{c.name}: {c.detail}")  # a budget on labels in a run without labels
+        elif c.status == INCONCLUSIVE:
             needed = f"{c.frames_needed} needed" if c.frames_needed else "more needed"
-            notes.append(f"{c.name}: {c.frames} frame(s) measured, {needed} for a {int(CONFIDENCE * 100)}% bound ({c.detail})")
+            notes.append(f"{c.name}: {c.frames} {counted(c.name)}(s) measured, {needed} for a {int(CONFIDENCE * 100)}% bound ({c.detail})")
         elif c.status == WARN:
             notes.append(f"{c.name}: {'unverified' if c.unverified else 'warning'}: {c.detail}")
     return verdict, checks, notes
+
+
+def counted(name: str) -> str:
+    """What a check counts: labelled images (the budgets on labels, `sdk evaluate`) or frames."""
+    return "image" if name.startswith("accuracy.map") else "frame"
 
 
 def describe_verdict(verdict: str, checks: list[dict]) -> str:

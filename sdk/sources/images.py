@@ -29,6 +29,23 @@ def truncated(data: bytes) -> str | None:
     return None
 
 
+def read_image(path: Path) -> np.ndarray:
+    """One still image as BGR pixels, or CorruptFrame saying why not (unreadable, cut short, not an image)."""
+    import cv2
+
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CorruptFrame(f"cannot read {path.name}: {exc.strerror}") from None
+    problem = truncated(data)
+    if problem is not None:  # OpenCV would decode it, the missing part grey: a damaged frame, not a frame
+        raise CorruptFrame(f"{path.name}: {problem}")
+    image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    if image is None:
+        raise CorruptFrame(f"cannot decode {path.name}")
+    return image
+
+
 class ImageFolder(FrameReader):
     def __init__(self, uri: SourceUri) -> None:
         self.folder = Path(uri.target)
@@ -44,23 +61,11 @@ class ImageFolder(FrameReader):
         self._position = 0
 
     def read(self) -> np.ndarray | None:
-        import cv2
-
         if self._position >= len(self._files):
             return None
         path = self._files[self._position]
         self._position += 1
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise CorruptFrame(f"cannot read {path.name}: {exc.strerror}") from None
-        problem = truncated(data)
-        if problem is not None:  # OpenCV would decode it, the missing part grey: a damaged frame, not a frame
-            raise CorruptFrame(f"{path.name}: {problem}")
-        image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
-        if image is None:
-            raise CorruptFrame(f"cannot decode {path.name}")
-        return image
+        return read_image(path)
 
     def skip(self) -> bool:
         if self._position >= len(self._files):

@@ -60,6 +60,22 @@ class AccuracyAcceptance(Frozen):
     max_mean_score_drift: Ratio("mean |score - reference score| of matched detections, at most") = 0.05
 
 
+class AccuracyBudget(AccuracyAcceptance):
+    """`budgets.accuracy`: the FP32-reference thresholds, and minimums on labelled images (judged by `sdk evaluate`
+    on the 95 % bootstrap bound over images)."""
+
+    map50_95: Ratio("COCO mAP@[.5:.95] on the labels, at least") | None = None
+    map50: Ratio("COCO AP at IoU 0.5 on the labels, at least") | None = None
+
+    def reference_thresholds(self) -> AccuracyAcceptance:
+        """The thresholds against the FP32 reference alone (what a camera without its own inherits)."""
+        return AccuracyAcceptance(**{name: getattr(self, name) for name in AccuracyAcceptance.model_fields})
+
+    def label_minimums(self) -> list[tuple[str, float]]:
+        """(figure, minimum) of the budgets judged on labels."""
+        return [(name, value) for name, value in (("map50_95", self.map50_95), ("map50", self.map50)) if value is not None]
+
+
 class Determinism(Frozen):
     """Two runs on the same replay: identical outputs, or within these tolerances per matched detection."""
 
@@ -88,7 +104,7 @@ class Budgets(Frozen):
     max_jitter_ms: Ms("end to end p99.9 - p50, at most") | None = None
     max_drift_ms: Ms("median of the last third - median of the first third, at most") | None = None
     environment: EnvironmentRequirements | None = None
-    accuracy: AccuracyAcceptance | None = None
+    accuracy: AccuracyBudget | None = None
     determinism: Determinism | None = None
     cameras: dict[str, CameraBudget] = {}  # per camera, by the names of `sources` (checked against them at load)
 
@@ -106,4 +122,15 @@ class Budgets(Frozen):
         return self
 
 
-__all__ = ["AccuracyAcceptance", "Budgets", "CameraBudget", "Determinism", "EnvironmentRequirements", "LatencyLimits", "Ms", "PositiveMs", "Ratio"]
+__all__ = [
+    "AccuracyAcceptance",
+    "AccuracyBudget",
+    "Budgets",
+    "CameraBudget",
+    "Determinism",
+    "EnvironmentRequirements",
+    "LatencyLimits",
+    "Ms",
+    "PositiveMs",
+    "Ratio",
+]

@@ -20,6 +20,9 @@ class Resize(Frozen):
     # Where a letterboxed image lands: centred (Ultralytics), or in the top-left corner with the padding right and
     # below (YOLOX's own preprocessing).
     align: Literal["center", "top_left"] = "center"
+    # The letterboxed image's size, w * r by h * r (r = the scale that fits): rounded to the nearest pixel (Ultralytics'
+    # LetterBox) or down (`floor`: YOLOX's preproc, int(w * r)); a pixel of difference shifts every sample.
+    content: Literal["round", "floor"] = "round"
 
 
 class Crop(Frozen):

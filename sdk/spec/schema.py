@@ -14,11 +14,12 @@ from typing import Annotated, Literal, Union
 from pydantic import Field, field_validator, model_validator
 
 from sdk.spec.bounds import MAX_HELD_FRAMES_BYTES, MAX_TENSOR_SIDE, Flag, Frozen, Int, Real, bounds_error, shown, size_text
-from sdk.spec.budgets import AccuracyAcceptance, Budgets, Determinism, EnvironmentRequirements, LatencyLimits, PositiveMs
+from sdk.spec.budgets import AccuracyAcceptance, AccuracyBudget, Budgets, Determinism, EnvironmentRequirements, LatencyLimits, PositiveMs
 from sdk.spec.calibration import AccuracyGate, Calibration
 from sdk.spec.cameras import CAMERA_NAME, CAMERA_NAME_RULE, MAX_CAMERAS, Batch, CameraSource, topic_cameras
 from sdk.spec.cascade import Cascade
 from sdk.spec.decoders import LABELLED, ClassifyDecoder, DbDecoder, NmsInsideDecoder, SegmentDecoder, YoloDecoder
+from sdk.spec.evaluation import Evaluation
 from sdk.spec.model_inputs import ModelInputs
 from sdk.spec.plugin import PythonDecoder
 from sdk.spec.preprocess import CROP_HINT, Crop, Normalize, Preprocess, Resize, crop_outside
@@ -145,6 +146,7 @@ class Pipeline(Frozen):
     calibration: Calibration | None = None
     service: Service = Service()
     health: Health = Health()
+    evaluation: Evaluation = Evaluation()  # how `sdk evaluate` scores the model on labelled images (sdk.spec.evaluation)
 
     @field_validator("version", mode="before")
     @classmethod
@@ -355,6 +357,7 @@ __all__ = [
     "SOURCE_SCHEMES",
     "STAGE_NAMES",
     "AccuracyAcceptance",
+    "AccuracyBudget",
     "AccuracyGate",
     "Batch",
     "Budgets",
@@ -366,6 +369,7 @@ __all__ = [
     "Determinism",
     "DlaPlacement",
     "EnvironmentRequirements",
+    "Evaluation",
     "Frozen",
     "GeneratedAnchors",
     "JsonlSink",

@@ -29,6 +29,7 @@ from tools.cli.models import (
 )
 from tools.cli.parser import build_parser
 from tools.cli.targets import deploy_command, export_command, selftest_command, service_command, store_command, targets_command, validate_command
+from tools.evaluate.command import evaluate_command
 
 
 def _check_pipeline_path(path: Path | None) -> None:
@@ -70,6 +71,7 @@ HANDLERS = {
     "history": history_command,
     "compare": compare_command,
     "optimize": optimize_command,
+    "evaluate": evaluate_command,
     "validate": validate_command,
     "selftest": selftest_command,
     "init": init_command,

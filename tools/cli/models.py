@@ -34,7 +34,7 @@ def check_command(args: argparse.Namespace, console: Console) -> int:
     from tools.models.check import PROBLEM, check_pipeline
 
     with Console(stderr=True).status("checking (the model is prepared as a deploy prepares it)"):
-        result = check_pipeline(args.pipeline, args.target, args.frames)
+        result = check_pipeline(args.pipeline, args.target, args.frames, args.labels, args.images)
     render_findings(console, result, f"{result.target} ({result.where})")
     problems = [f for f in result.findings if f.status == PROBLEM]
     if not problems:

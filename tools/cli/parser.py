@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tools.optimize.command import add_parsers as add_optimize
 
     add_optimize(commands)  # optimize
+    from tools.evaluate.command import add_parsers as add_evaluate
+
+    add_evaluate(commands)  # evaluate
     _describe(parser)
     return parser
 
@@ -115,6 +118,8 @@ def _add_model_commands(commands) -> None:
     check.add_argument("pipeline", type=Path, help="pipeline file (YAML)")
     check.add_argument("--target", "-t", help="also what this host can see of the target without connecting (key file, host-key pin)")
     check.add_argument("--frames", type=whole, help="the frames the run will have (--frames of the deploy): are they enough for the budgets?")
+    check.add_argument("--labels", type=Path, metavar="LABELS", help="labels `sdk evaluate` will score on: does every model class find a category?")
+    check.add_argument("--images", type=Path, metavar="DIR", help="with --labels (COCO JSON): the image folder")
     prepare = commands.add_parser("prepare", help="prepare the model (graph cut, static shapes, constants)")
     prepare.add_argument("pipeline", type=Path, help="pipeline file (YAML) whose model to prepare")
     calibrate = commands.add_parser("calibrate", help="INT8: ranges, Q/DQ model and TensorRT calibration caches from one run")

@@ -45,6 +45,10 @@ MEANINGS = {
     "preprocess.resize": "the network input size and how the frame (or crop) is fitted into it",
     "preprocess.resize.mode": "`stretch`: both axes scaled independently; `letterbox`: aspect kept, the rest padded with `pad_value`",
     "preprocess.resize.align": "letterbox: `center` (padding on both sides; Ultralytics) or `top_left` (padding right and below; YOLOX)",
+    "preprocess.resize.content": (
+        "letterbox: the resized image's size w·r x h·r rounded to the nearest pixel (`round`; Ultralytics) or down "
+        "(`floor`; YOLOX's int(w·r)) (guides/evaluate.md)"
+    ),
     "preprocess.resize.coordinates": "sampling grid, as ONNX Resize's `coordinate_transformation_mode` (TF's legacy bilinear is `asymmetric`)",
     "preprocess.color": "channel order of the tensor (frames are BGR as decoded)",
     "preprocess.layout": "tensor layout",
@@ -177,7 +181,10 @@ MEANINGS = {
     "budgets.environment.clocks_locked": "CPU, GPU and EMC clocks at min = max = hardware maximum (what `jetson_clocks` does)",
     "budgets.environment.cpu_governor": "cpufreq governor every online CPU must use (e.g. `performance`)",
     "budgets.environment.on_unmet": "`fail`: an unmet or unreadable requirement fails (or is INCONCLUSIVE); `warn`: a WARN line only",
-    "budgets.accuracy": "the run's detections against the host's FP32 reference on the same frames",
+    "budgets.accuracy": (
+        "the run's detections against the host's FP32 reference on the same frames; `map50_95` and `map50`: minimums on labelled "
+        "images, judged by `sdk evaluate` on the 95 % bootstrap bound (guides/evaluate.md)"
+    ),
     "budgets.determinism": "two runs on the same replay; without tolerances: bit-identical outputs",
     "calibration": "INT8 calibration (needed by `model.precision: int8`)",
     "calibration.source": "a `file://` or `images://` recording to calibrate on; `null`: the pipeline's source",
@@ -190,6 +197,12 @@ MEANINGS = {
     "service.cpu_affinity": "CPUs the runtime is pinned to, where permitted",
     "service.lock_memory": "`mlockall` the runtime's memory, where permitted",
     "health": "the health check of a release on trial, run by the device before the release is committed",
+    "evaluation": "how `sdk evaluate` scores the model on labelled images: its own score floor and NMS, and the class map (guides/evaluate.md)",
+    "evaluation.nms": "`per_class` (COCO's evaluations) or `class_agnostic`: which boxes the evaluation's NMS compares",
+    "evaluation.classes": (
+        "model class name -> label category name, for classes whose names differ from the labels'; `null` leaves a class out. "
+        "Unlisted classes go to the category of the same name"
+    ),
 }
 
 TARGET_MEANINGS = {

@@ -20,7 +20,9 @@ PROBLEM = "problem"  # the run cannot succeed or cannot be judged as the file st
 QUANTILES = {"p50_ms": 0.5, "p99_ms": 0.99, "p999_ms": 0.999, "p9999_ms": 0.9999}
 
 
-def check_pipeline(path: Path, target: str | None = None, frames: int | None = None) -> CheckResult:
+def check_pipeline(
+    path: Path, target: str | None = None, frames: int | None = None, labels: Path | None = None, images: Path | None = None
+) -> CheckResult:
     from sdk.spec import load_pipeline
 
     result = CheckResult(str(path), f"target {target}" if target else "no target given")
@@ -33,6 +35,7 @@ def check_pipeline(path: Path, target: str | None = None, frames: int | None = N
     sinks = ", ".join(f"{s.kind} {getattr(s, 'path', None) or ''}".strip() for s in spec.sinks)
     result.add(OK, "pipeline file", f"valid: schema, ranges and paths; sinks {sinks}")
     _model_and_decoder(result, pipeline)
+    _labels(result, pipeline, labels, images)
     available = _frames(result, pipeline, frames)
     _budgets(result, spec.budgets, available, len(spec.cameras))
     if target is not None:
@@ -73,6 +76,25 @@ def _model_and_decoder(result: CheckResult, pipeline) -> None:
                     result.add(OK, "cascade", ", ".join(f"{s.name}: {s.decoder.kind} on {s.model.path}" for s in pipeline.spec.cascade))
     except SdkError as exc:
         result.add(PROBLEM, "model and decoder", exc.message, exc.hint)
+
+
+def _labels(result: CheckResult, pipeline, labels: Path | None, images: Path | None) -> None:
+    """The evaluation's class map: its keys name the model's classes; with --labels, every class finds a category."""
+    from tools.evaluate.classmap import check_keys
+    from tools.evaluate.run import checked_inputs
+
+    try:
+        if labels is None:
+            check_keys(tuple(pipeline.class_names()), dict(pipeline.spec.evaluation.classes), str(pipeline.path))
+            return
+        found, mapping = checked_inputs(pipeline, labels, images)
+    except SdkError as exc:
+        result.add(PROBLEM, "labels", exc.message, exc.hint)
+        return
+    unscored = f"; {len(mapping.unscored)} categories without a class are not scored" if mapping.unscored else ""
+    crowd = sum(1 for a in found.annotations if a["iscrowd"])
+    labelled = f"{len(found.images)} images, {len(found.annotations) - crowd} labels" + (f" and {crowd} crowd regions" if crowd else "")
+    result.add(OK, "labels", f"{labelled} ({found.format}); every class maps to a category{unscored}")
 
 
 def _frames(result: CheckResult, pipeline, frames: int | None) -> int | None:

@@ -144,7 +144,8 @@ def yolox(base: Recognised, out: Tensor, classes: int, metadata: dict) -> Recogn
         base.notes.append("the model carries no class names: rename class_0 ... in postprocess.classes (they label detections.jsonl)")
     base.notes.append("YOLOX exports with decode_in_inference off (raw grid offsets); a head decoded in the graph is layout v5")
     base.notes.append("YOLOX's preprocessing since 0.2: BGR 0..255, no mean or std (exports of older releases took RGB / 255, ImageNet mean/std)")
-    base.preprocess.update({"resize_mode": "letterbox", "pad_value": 114, "align": "top_left", "color": "bgr", "normalize": {"scale": 1.0}})
+    base.preprocess.update({"resize_mode": "letterbox", "pad_value": 114, "align": "top_left", "content": "floor"})  # int(w * r), as its preproc
+    base.preprocess.update({"color": "bgr", "normalize": {"scale": 1.0}})
     base.thresholds = {"score_threshold": 0.3, "iou_threshold": 0.45, "nms": "class_agnostic", "source": "YOLOX's ONNX demo"}
     return base
 

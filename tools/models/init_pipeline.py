@@ -223,6 +223,8 @@ def _preprocess_lines(r: Recognised, lines: list[str], fill: list[tuple[str, str
         resize["pad_value"] = pre.get("pad_value", 114)
         if pre.get("align", "center") != "center":
             resize["align"] = pre["align"]
+        if pre.get("content", "round") != "round":
+            resize["content"] = pre["content"]
     dtype = r.image.dtype if r.image.dtype in ("float32", "float16", "uint8") else "float32"
     lines += ["", "preprocess:", f"  # the model's input {r.image.name!r} {list(r.image.shape)} {r.image.dtype}"]
     section: dict = {"resize": resize, "color": pre.get("color", "rgb")}

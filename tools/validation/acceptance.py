@@ -19,6 +19,7 @@ from sdk.runtime.report import REPORT_FILE, write_report
 from sdk.runtime.verdict import BudgetCheck, combine, describe_verdict
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Determinism
+from tools.evaluate.judge import unlabelled_checks
 from tools.progress import Progress, SilentProgress
 from tools.validation.detections_file import read_detections
 from tools.validation.determinism import compare_runs
@@ -67,13 +68,14 @@ def accept(
         task = progress.task(f"FP32 reference on the host: {frames} frames", total=None)
         reference = run_reference(pipeline, artifacts, frames, report_dir / REFERENCE_FILE)
         task.done()
-        result = compare_with_reference(reference, report_dir / "detections.jsonl", budgets.accuracy)
+        thresholds = budgets.accuracy.reference_thresholds()  # the budgets on labels are judged below, not here
+        result = compare_with_reference(reference, report_dir / "detections.jsonl", thresholds)
         duration = round(time.monotonic() - started, 3)
         compared = comparison(report, pipeline.spec.model.precision)
-        report["accuracy"] = result.as_dict() | {"thresholds": budgets.accuracy.model_dump(), "compared": compared, "duration_s": duration}
+        report["accuracy"] = result.as_dict() | {"thresholds": thresholds.model_dump(), "compared": compared, "duration_s": duration}
         if pipeline.spec.multi_camera:  # judged per camera too: one camera's misses are not averaged away by the others
             own = {name: budgets.cameras[name].accuracy if name in budgets.cameras else None for name in pipeline.spec.cameras}
-            each = compare_per_camera(reference, report_dir / "detections.jsonl", {name: limits or budgets.accuracy for name, limits in own.items()})
+            each = compare_per_camera(reference, report_dir / "detections.jsonl", {name: limits or thresholds for name, limits in own.items()})
             report["accuracy"]["cameras"] = {name: r.as_dict() | {"thresholds": r.thresholds.model_dump()} for name, r in each.items()}
             added += [
                 replace(c, name=c.name.replace("accuracy.", f"cameras.{name}.accuracy.", 1), duration_s=duration)
@@ -82,6 +84,7 @@ def accept(
             ]
         suffix = "; trivial comparison: same runtime and precision on both sides" if compared["trivial"] else ""
         added += [replace(c, detail=c.detail + suffix, duration_s=duration) for c in result.checks()]
+        added += unlabelled_checks(budgets.accuracy)
     if repeats:
         tolerance = budgets.determinism or Determinism()
         report["determinism_runs"] = []

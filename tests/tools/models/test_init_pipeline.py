@@ -381,6 +381,7 @@ def test_the_real_yolox_nano_is_written_as_yoloxs_demo_runs_it_and_detects_what_
         "coordinates": "half_pixel",
         "pad_value": 114,
         "align": "top_left",
+        "content": "floor",  # YOLOX's int(w r) x int(h r)
     }
     assert spec.preprocess.color == "bgr" and spec.preprocess.normalize.is_identity
     assert spec.postprocess.decoder.grid_strides() == (8, 16, 32) and spec.postprocess.classes[:3] == ("person", "bicycle", "car")

@@ -1,0 +1,31 @@
+"""The `evaluation` section: how `sdk evaluate` scores the model against labelled images.
+
+An evaluation keeps every candidate down to a low score floor (the precision-recall curve needs the low scores) and
+runs its own non-maximum suppression, so its settings are not the deployment's `postprocess` thresholds. The class
+map says which label category each of the model's classes is scored against: by default a class goes to the category
+of the same name (case, spaces and underscores aside; `motorbike`, `aeroplane`, `sofa` and `tvmonitor` find COCO's
+`motorcycle`, `airplane`, `couch` and `tv`); `classes` names the others, and `null` leaves a class out.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from sdk.spec.bounds import Frozen, Int, Real
+
+CATEGORY_NAME = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class Evaluation(Frozen):
+    # YOLOX's own COCO evaluation keeps candidates from 0.01 and runs per-class NMS at IoU 0.65; Ultralytics' from 0.001.
+    score_threshold: Real("evaluation: candidates scoring below are dropped (a low floor: 0.001 to 0.01)", ge=0, le=1) = 0.001
+    iou_threshold: Real("evaluation: non-maximum suppression overlap above which the lower score goes", gt=0, le=1) = 0.65
+    max_detections: Int(1, 1000, "evaluation: detections kept per image, highest scores first (COCO scores 100)") = 100
+    nms: Literal["per_class", "class_agnostic"] = "per_class"
+    # Model class name -> label category name; null: the class is left out of the scores (it has no category).
+    classes: Annotated[dict[CATEGORY_NAME, CATEGORY_NAME | None], Field(max_length=10_000)] = {}
+
+
+__all__ = ["Evaluation"]

@@ -1,0 +1,95 @@
+"""The model's detections on labelled images, through the stages a deploy runs.
+
+The images are decoded as the `images://` source decodes them (`sdk.sources.images.read_image`), preprocessed,
+inferred and decoded by the runtime's own stage factories (`create_backend`, `create_preprocessing`,
+`create_decoding`): the same geometry, resize, colour, normalisation and decoder as a deploy. Only the decoder's
+thresholds are the evaluation's (`evaluation:` in the pipeline file: a low score floor, its own NMS, at most 100 a
+image), never the deployment's. The labels never enter the stages: each image's detections are kept under the image's
+id, beside its labels. On `--target local` the backend is ONNX Runtime on this CPU with the prepared model.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+
+from sdk.artifacts import ModelArtifacts
+from sdk.sources.base import CorruptFrame
+from sdk.spec.loader import PipelineFile
+from tools.evaluate.classmap import ClassMap
+from tools.evaluate.labelset import LabelSet
+from tools.progress import Progress, SilentProgress
+
+
+@dataclass
+class DetectionRun:
+    detections: list[dict] = field(default_factory=list)  # COCO results: image_id, category_id, bbox [x, y, w, h], score
+    not_decoded: list[tuple[str, str]] = field(default_factory=list)  # (file name, why)
+    size_mismatch: list[str] = field(default_factory=list)  # images whose pixels are not the size the labels say
+    backend: str = ""
+    postprocess: str = ""
+
+
+def evaluation_pipeline(pipeline: PipelineFile) -> PipelineFile:
+    """The pipeline with the evaluation's detection settings in place of the deployment's thresholds."""
+    spec = pipeline.spec
+    settings = spec.evaluation
+    postprocess = spec.postprocess.model_copy(
+        update={
+            "score_threshold": settings.score_threshold,
+            "iou_threshold": settings.iou_threshold,
+            "max_detections": settings.max_detections,
+            "nms": settings.nms,
+        }
+    )
+    preprocess = spec.preprocess.model_copy(update={"device": "cpu", "cuda_graph": False})  # the local target: this CPU
+    return PipelineFile(spec.model_copy(update={"postprocess": postprocess, "preprocess": preprocess, "track": None, "cascade": ()}), pipeline.path)
+
+
+def detect(pipeline: PipelineFile, artifacts: ModelArtifacts, labels: LabelSet, classes: ClassMap, progress: Progress | None = None) -> DetectionRun:
+    from sdk.backends import create_backend
+    from sdk.postprocess.stage import create_decoding
+    from sdk.preprocess.stage import create_preprocessing
+    from sdk.runtime.cameras import batch_slots
+    from sdk.runtime.constants import split_inputs
+    from sdk.sources.images import read_image
+
+    progress = progress or SilentProgress()
+    run = DetectionRun()
+    evaluated = evaluation_pipeline(pipeline)
+    spec = evaluated.spec
+    model_path = artifacts.model_for(spec.model.precision)
+    with ExitStack() as stack:
+        backend = stack.enter_context(create_backend("onnxruntime", model_path, threads=spec.model.threads, batch=1, spinning=False))
+        image_input, input_buffer = split_inputs(backend, dict(spec.model.inputs), model_path)
+        batch = batch_slots(evaluated, input_buffer, model_path)
+        preprocess = stack.enter_context(create_preprocessing(evaluated, backend, image_input, batch))
+        decode = stack.enter_context(create_decoding(evaluated, backend.outputs, artifacts.load_tensors(), batch, preprocess.session))
+        preprocessor, decoder = preprocess.by_camera[0], decode.by_slot[0]
+        run.backend, run.postprocess = backend.describe(), decode.describe()
+        task = progress.task(f"detecting on {len(labels.images)} labelled images", total=len(labels.images))
+        for image in labels.images:
+            try:
+                pixels = read_image(image.path)
+            except CorruptFrame as exc:
+                run.not_decoded.append((image.path.name, str(exc)))
+                task.advance()
+                continue
+            if (pixels.shape[1], pixels.shape[0]) != (image.width, image.height):
+                run.size_mismatch.append(image.path.name)
+            geometry = preprocessor(pixels)
+            backend.infer()
+            for found in decoder(geometry):
+                category = classes.to_category.get(found.class_id)
+                if category is None:
+                    continue
+                x1, y1, x2, y2 = (float(v) for v in found.box)
+                run.detections.append(
+                    {"image_id": image.id, "category_id": category, "bbox": [x1, y1, x2 - x1, y2 - y1], "score": float(found.score)}
+                )
+            task.advance()
+        task.done()
+    return run
+
+
+__all__ = ["DetectionRun", "detect", "evaluation_pipeline"]

@@ -1,0 +1,57 @@
+"""One form for every label format: the images (id, file, size) in the labels' order and COCO's ground-truth
+dictionary, boxes in pixels `[x, y, w, h]`, crowd regions kept (`iscrowd: 1`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sdk.errors import ConfigError
+from sdk.sources.images import IMAGE_SUFFIXES
+
+EDGE_SLACK_PX = 1.0  # labels are rounded: a box may run this far past the image's edge
+
+
+@dataclass(frozen=True)
+class LabelledImage:
+    id: int
+    path: Path
+    width: int
+    height: int
+
+
+@dataclass
+class LabelSet:
+    source: Path  # the labels file (COCO JSON or the dataset YAML)
+    format: str  # "coco" or "yolo"
+    images: list[LabelledImage]
+    categories: dict[int, str]  # category id -> name
+    annotations: list[dict] = field(default_factory=list)  # COCO's: id, image_id, category_id, bbox, area, iscrowd
+
+    def ground_truth(self) -> dict:
+        """COCO's ground-truth dictionary (pycocotools' `COCO.dataset`)."""
+        return {
+            "images": [{"id": i.id, "width": i.width, "height": i.height, "file_name": i.path.name} for i in self.images],
+            "categories": [{"id": cid, "name": name} for cid, name in self.categories.items()],
+            "annotations": self.annotations,
+        }
+
+
+def check_box(x: float, y: float, w: float, h: float, image: LabelledImage, where: str) -> None:
+    """A box with a positive size, inside its image (within the labels' rounding)."""
+    if w <= 0 or h <= 0:
+        raise ConfigError(
+            f"{where}: box [{x:g}, {y:g}, {w:g}, {h:g}] has width or height {min(w, h):g}; allowed: above 0", hint="fix or drop the label"
+        )
+    if x < -EDGE_SLACK_PX or y < -EDGE_SLACK_PX or x + w > image.width + EDGE_SLACK_PX or y + h > image.height + EDGE_SLACK_PX:
+        raise ConfigError(
+            f"{where}: box [{x:g}, {y:g}, {w:g}, {h:g}] leaves the {image.width}x{image.height} image; allowed: inside it",
+            hint="labels are in the image's own pixels: check the image or the label's coordinates",
+        )
+
+
+def image_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+
+
+__all__ = ["EDGE_SLACK_PX", "LabelSet", "LabelledImage", "check_box", "image_files"]

@@ -1,0 +1,123 @@
+"""`sdk evaluate`: the pipeline's model on labelled images, scored by COCO's evaluator, judged on the label budgets.
+
+In order, nothing run before everything is checked: the pipeline file; the labels (COCO JSON or a YOLO dataset); the
+class map (every model class finds a category, or is left out by name); the model, prepared as a deploy prepares it.
+Then the images run through the deploy's stages (tools/evaluate/detect.py), pycocotools scores the detections
+(tools/evaluate/metrics.py) and the budgets on labels are judged (tools/evaluate/judge.py).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from sdk.errors import ConfigError
+from sdk.runtime.verdict import combine, describe_verdict
+from sdk.spec.loader import PipelineFile
+from tools.evaluate.classmap import ClassMap, map_classes
+from tools.evaluate.labels import LabelSet, load_labels
+from tools.history.stats import DRAWS
+from tools.progress import Progress, SilentProgress
+
+TARGETS = ("local",)
+
+
+@dataclass(frozen=True)
+class Request:
+    pipeline: Path
+    labels: Path
+    images: Path | None = None
+    target: str = "local"
+    draws: int = DRAWS
+
+
+def checked_inputs(pipeline: PipelineFile, labels_path: Path, images: Path | None) -> tuple[LabelSet, ClassMap]:
+    """The labels and the class map, or the first problem as an error (before any model runs)."""
+    labels = load_labels(labels_path, images)
+    classes = pipeline.class_names()
+    mapping = map_classes(tuple(classes), labels.categories, dict(pipeline.spec.evaluation.classes), str(pipeline.path))
+    if not mapping.to_category:
+        raise ConfigError(f"{pipeline.path}: no class of the model maps to a category of {labels.source}", hint="map them: evaluation.classes")
+    return labels, mapping
+
+
+def evaluate(request: Request, progress: Progress | None = None) -> dict:
+    """The evaluation as report.json holds it (see tools/evaluate/report.py for the files)."""
+    from sdk.spec import load_pipeline
+    from tools.evaluate.detect import detect
+    from tools.evaluate.judge import label_checks
+    from tools.evaluate.metrics import evaluate as score
+    from tools.models.prepare import PrepareModel
+    from tools.state import cache_dir
+
+    progress = progress or SilentProgress()
+    if request.target not in TARGETS:
+        raise ConfigError(
+            f"--target {request.target}: not supported by sdk evaluate yet; allowed: local", hint="evaluate on this machine's CPU: --target local"
+        )
+    started = time.monotonic()
+    pipeline = load_pipeline(request.pipeline)
+    labels, mapping = checked_inputs(pipeline, request.labels, request.images)
+    task = progress.task("preparing the model", total=None)
+    artifacts = PrepareModel(pipeline, cache_dir())()
+    task.done()
+    run = detect(pipeline, artifacts, labels, mapping, progress)
+    failed = {name for name, _ in run.not_decoded}
+    scored = [image for image in labels.images if image.path.name not in failed]
+    if not scored:
+        raise ConfigError(f"{labels.source}: none of the {len(labels.images)} images decodes", hint="check the image files")
+    task = progress.task("scoring with pycocotools, bootstrap over images", total=None)
+    metrics = score(labels.ground_truth(), run.detections, sorted(set(mapping.to_category.values())), [i.id for i in scored], request.draws)
+    task.done()
+    checks = label_checks(pipeline.spec.budgets.accuracy, metrics.stats, metrics.lower_bounds, metrics.intervals, metrics.images)
+    verdict, checks, notes = combine(checks)
+    if not checks:
+        notes = ["no budget on labels (budgets.accuracy.map50_95, map50): nothing was judged"]
+    if run.not_decoded:
+        notes.append(f"{len(run.not_decoded)} image(s) did not decode and were left out with their labels: {', '.join(sorted(failed))}")
+    if run.size_mismatch:
+        notes.append(f"{len(run.size_mismatch)} image(s) are not the size their labels give, e.g. {run.size_mismatch[0]}")
+    crowd = sum(1 for a in labels.annotations if a["iscrowd"])
+    check_dicts = [c.as_dict() for c in checks]
+    return {
+        "kind": "evaluation",
+        "pipeline": pipeline.spec.name,
+        "target": request.target,
+        "map50_95": metrics.stats["map50_95"],
+        "map50": metrics.stats["map50"],
+        "intervals": metrics.intervals,
+        "lower_bounds": metrics.lower_bounds,
+        "metrics": metrics.stats,
+        "per_class": metrics.per_class,
+        "curves": metrics.curves,
+        "verdict": verdict,
+        "verdict_detail": describe_verdict(verdict, check_dicts),
+        "checks": check_dicts,
+        "notes": notes,
+        "labels": {
+            "path": str(labels.source),
+            "format": labels.format,
+            "images": len(labels.images),
+            "images_scored": metrics.images,
+            "labels": len(labels.annotations) - crowd,
+            "crowd_regions": crowd,
+            "not_decoded": [{"file": name, "why": why} for name, why in run.not_decoded],
+        },
+        "class_map": mapping.as_dict(tuple(pipeline.class_names()), labels.categories),
+        "evaluation": pipeline.spec.evaluation.model_dump() | {"bootstrap_draws": metrics.draws, "bootstrap": "images resampled with replacement"},
+        "evaluator": _evaluator(),
+        "backend": run.backend,
+        "postprocess": run.postprocess,
+        "detections": len(run.detections),
+        "wall_s": round(time.monotonic() - started, 3),
+    }
+
+
+def _evaluator() -> str:
+    from importlib.metadata import version
+
+    return f"pycocotools {version('pycocotools')} COCOeval (bbox)"
+
+
+__all__ = ["TARGETS", "Request", "checked_inputs", "evaluate"]
