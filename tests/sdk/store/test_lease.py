@@ -168,3 +168,43 @@ def test_a_damaged_token_file_never_lets_the_fencing_token_go_back(tmp_path, dam
     third = acquire(tmp_path, "third")
     assert third.token == second.token + 1
     third.end()
+
+
+@pytest.mark.parametrize("after", ["ended", "taken over"])
+def test_a_passed_trial_is_not_committed_once_its_lease_is_gone_though_it_is_still_its_own(tmp_path, after):
+    """The fence alone: the trial on the target is this deploy's own (its token, passed), so only the lease check
+    stands between a deploy that lost its lease and a commit. Refused, nothing changed; the trial is rolled back by
+    the next recovery, not committed."""
+    from sdk.store.lease import acquire
+
+    root = tmp_path / "target"
+    store = ReleaseStore(root)
+    first, second = (staged(root, tmp_path / "src", label) for label in ("first", "second"))
+    with store.locked():
+        store.begin_trial(first, token=None, owner="t", deadline_s=60)
+        store.mark_passed(token=None, health={}, commit_within_s=60)
+        store.commit(token=None)
+    holder = acquire(root, "host-a", lease_s=600)
+    token = holder.token
+    with store.locked():
+        store.begin_trial(second, token=token, owner="host-a", deadline_s=600)
+        store.mark_passed(token=token, health={"healthy": True}, commit_within_s=600)
+    holder.end()  # the lease is over (its deploy stopped heartbeating, or ended it), the trial record left as it was
+    now = "nobody holds the target now"
+    other = None
+    if after == "taken over":
+        other = acquire(root, "host-b", lease_s=600)
+        now = f"host-b (token {other.token}) holds it now"
+    try:
+        before = {name: (root / name).read_bytes() for name in ("state.json", "trial.json")}
+        with pytest.raises(FencingError) as refused, store.locked():
+            store.commit(token=token)
+        assert refused.value.message == f"this deploy's lease on the target (token {token}) has expired and {now}; nothing was changed"
+        assert {name: (root / name).read_bytes() for name in before} == before
+        assert store.committed() == first and store.trial()["release"] == second and store.trial()["token"] == token
+        with store.locked():
+            assert store.recover() == second  # its deployer's lease ended: rolled back, never committed
+        assert store.committed() == store.current() == first
+    finally:
+        if other is not None:
+            other.end()
