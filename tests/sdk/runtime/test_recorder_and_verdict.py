@@ -145,3 +145,16 @@ def test_the_recorder_is_resident_from_the_start_and_does_not_grow_while_recordi
     before, allocated, after = json.loads(done.stdout)
     assert allocated - before > 14
     assert after - allocated < 2
+
+
+def test_one_failed_check_fails_the_run_whatever_else_is_inconclusive_or_passes():
+    """FAIL outranks INCONCLUSIVE outranks PASS: 100 frames cannot bound a p99 (inconclusive), but their maximum is over
+    its budget (a failure), and the dropped frames are within theirs (a pass): the run fails."""
+    budgets = Budgets(end_to_end={"p99_ms": 30, "max_ms": 100}, max_dropped=5)
+    values = np.full(100, 20.0)
+    values[50] = 150.0
+    verdict, checks, notes = evaluate(budgets, latencies(values), dropped=0)
+    assert [c.status for c in checks] == [INCONCLUSIVE, FAIL, PASS]
+    assert verdict == FAIL
+    verdict, checks, _ = evaluate(Budgets(end_to_end={"p99_ms": 30}, max_dropped=5), latencies(np.full(100, 20.0)), dropped=0)
+    assert [c.status for c in checks] == [INCONCLUSIVE, PASS] and verdict == INCONCLUSIVE

@@ -208,3 +208,32 @@ def test_a_passed_trial_is_not_committed_once_its_lease_is_gone_though_it_is_sti
     finally:
         if other is not None:
             other.end()
+
+
+def test_a_lease_not_renewed_within_its_lease_s_is_over_for_the_fence_and_the_next_deploy(tmp_path):
+    """The lease's own clock: renewed within `lease_s`, the holder is fenced in; renewed longer ago than that (a host
+    gone silent whose process still lives), its token no longer changes anything and the next deploy takes over with
+    a higher one. The renewal time is set, not waited for: 10 s either side of a 30 s lease."""
+    from sdk.store.lease import LEASE_FILE, acquire, check_token, read_lease
+
+    root = tmp_path / "target"
+    holder = acquire(root, "host-a", lease_s=30)
+    try:
+        record = json.loads((root / LEASE_FILE).read_text())
+        (root / LEASE_FILE).write_text(json.dumps({**record, "renewed": time.monotonic() - 20}))
+        check_token(root, holder.token)  # renewed 20 s ago: live
+        assert read_lease(root).live()
+        (root / LEASE_FILE).write_text(json.dumps({**record, "renewed": time.monotonic() - 40}))
+        assert not read_lease(root).live()
+        with pytest.raises(FencingError) as refused:
+            check_token(root, holder.token)
+        expired = f"this deploy's lease on the target (token {holder.token}) has expired and nobody holds the target now; nothing was changed"
+        assert refused.value.message == expired
+    finally:
+        holder.end()
+    other = acquire(root, "host-b", lease_s=30)
+    try:
+        assert other.token == holder.token + 1
+        check_token(root, other.token)
+    finally:
+        other.end()

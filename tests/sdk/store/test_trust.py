@@ -346,3 +346,46 @@ def test_a_key_roots_policy_both_lists_and_revokes_is_not_trusted_and_vouches_fo
     good = release(store, "good")
     commit(store, good, sign_manifest(good, key, FOR_DEVICE, version=100))  # the key root trusts still works
     assert store.committed() == good.release_id
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_a_root_policy_or_its_folder_owned_by_another_user_accepts_nothing(root_policy, what):
+    """Writable by root alone is not enough: a policy (or its folder) another user owns is that user's to change."""
+    store, key, folder = root_policy
+    path = folder / "policy.json" if what == "file" else folder
+    os.chown(path, 65534, 65534)
+    manifest = release(store, "any")
+    with pytest.raises(ReleaseError) as refused:
+        store.assemble(manifest, sign_manifest(manifest, key, FOR_DEVICE, version=100))
+    assert refused.value.message == f"the device's trust policy is not safe: {path} is not owned by root; nothing is accepted"
+
+
+def test_a_root_policy_key_past_its_expiry_signs_nothing_and_one_expiring_today_still_does(root_policy):
+    """`expires` is the last day a key is trusted (UTC); an expiry that cannot be read is no promise: not trusted."""
+    import datetime
+
+    store, key, folder = root_policy
+    original = json.loads((folder / "policy.json").read_text())
+    for _ in range(2):  # a run that straddles midnight (UTC) has seen two days: it is run again, on the new one
+        today = datetime.datetime.now(datetime.timezone.utc).date()
+        keys = {name: Ed25519PrivateKey.generate() for name in ("expired", "today", "unreadable")}
+        expiry = {"expired": str(today - datetime.timedelta(days=1)), "today": str(today), "unreadable": "next spring"}
+        policy = {**original, "keys": original["keys"] + [{"name": n, "public_key": pem(k), "expires": expiry[n]} for n, k in keys.items()]}
+        with store.locked():
+            administer(store, {"action": "install-policy", "policy": policy})
+        for name in ("expired", "unreadable"):
+            manifest = release(store, f"{name}-{today}")
+            with pytest.raises(ReleaseError) as refused:
+                store.assemble(manifest, sign_manifest(manifest, keys[name], FOR_DEVICE, version=100))
+            assert f"is signed by key {fingerprint(keys[name])}, but this device accepts only " in refused.value.message
+            assert fingerprint(keys[name]) not in refused.value.message.split("accepts only ")[1]
+        manifest = release(store, f"today-{today}")
+        try:
+            commit(store, manifest, sign_manifest(manifest, keys["today"], FOR_DEVICE, version=100))
+        except ReleaseError:
+            if datetime.datetime.now(datetime.timezone.utc).date() != today:
+                continue
+            raise
+        assert store.committed() == manifest.release_id
+        return
+    pytest.fail("the date changed during both runs")
