@@ -237,3 +237,22 @@ def test_a_lease_not_renewed_within_its_lease_s_is_over_for_the_fence_and_the_ne
         check_token(root, other.token)
     finally:
         other.end()
+
+
+def test_a_lost_token_file_continues_from_the_last_holders_record(tmp_path):
+    """The token file gone (restored from an old backup, or deleted) but the last holder's lease record kept: the
+    next token is above the record's, never a token already handed out."""
+    from sdk.store.lease import TOKEN_FILE, acquire
+
+    for owner in ("first", "second", "third"):
+        acquire(tmp_path, owner).end()
+    (tmp_path / TOKEN_FILE).unlink()
+    fourth = acquire(tmp_path, "fourth")
+    try:
+        assert fourth.token == 4
+    finally:
+        fourth.end()
+    (tmp_path / TOKEN_FILE).write_text("2")  # an older value than the record's
+    fifth = acquire(tmp_path, "fifth")
+    assert fifth.token == 5
+    fifth.end()
