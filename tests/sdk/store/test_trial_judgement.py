@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from sdk.errors import ReleaseError
 from sdk.store.objects import ReleaseStore
 from sdk.store.trial import HealthPolicy
 from tests.conftest import PIPELINE, tiny_yolo
 
 
-def staged(base: Path, label: str, uri: str, files: dict[str, bytes] | None = None) -> str:
+def staged(base: Path, label: str, uri: str, files: dict[str, bytes] | None = None, decoder: str | None = None) -> str:
     from sdk.spec import load_pipeline
     from tools.connect.sessions import LocalSession
     from tools.models.prepare import PrepareModel
@@ -26,8 +27,12 @@ def staged(base: Path, label: str, uri: str, files: dict[str, bytes] | None = No
     folder.mkdir()
     tiny_yolo(folder / "tiny.onnx")
     for name, data in (files or {}).items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
-    (folder / "tiny.yaml").write_text(PIPELINE.format(uri=uri, rate="null", max_ms=5000) + f"# release {label}\n")
+    text = PIPELINE.format(uri=uri, rate="null", max_ms=5000)
+    if decoder is not None:
+        text = text.replace("decoder: {kind: yolo, output: output0, layout: v5}", decoder)
+    (folder / "tiny.yaml").write_text(text + f"# release {label}\n")
     pipeline = load_pipeline(folder / "tiny.yaml")
     prepare = PrepareModel(pipeline, base / "cache")
     bundle = collect_bundle(pipeline, prepare(), prepare.key)
@@ -79,3 +84,61 @@ def test_a_runtime_that_exits_with_its_own_error_fails_with_that_error(tmp_path)
     assert "broken.avi" in failed.reason and not failed.reason.startswith(("only ", "the runtime wrote no report", "the runtime exited"))
     store = ReleaseStore(tmp_path / "target")
     assert store.committed() == store.current() == good
+
+
+def test_a_release_edited_before_its_trial_never_runs(tmp_path):
+    """A staged release changed in place (same length: only the hash tells) is refused before its health run starts:
+    nothing switched, nothing ran."""
+    good = staged(tmp_path, "good", "synthetic://boxes?width=64&height=48&frames=5")
+    assert trial(tmp_path, good, min_frames=2).healthy
+    edited = staged(tmp_path, "edited", "synthetic://boxes?width=64&height=48&frames=5")
+    store = ReleaseStore(tmp_path / "target")
+    path = store.release_dir(edited) / "pipeline" / "tiny.yaml"
+    data = path.read_bytes()
+    path.chmod(0o644)
+    path.write_bytes(data.replace(b"release edited", b"RELEASE edited"))
+    from tools.connect.sessions import LocalSession
+    from tools.targets import LocalTarget
+
+    session = LocalSession(LocalTarget("local", tmp_path / "target"))
+    session.lock("test")
+    try:
+        with pytest.raises(ReleaseError) as refused:
+            session.trial(edited, "test", HealthPolicy(min_frames=2, timeout_s=120), lambda event: None)
+    finally:
+        session.unlock("test")
+    assert f"release {edited}: pipeline/tiny.yaml does not match its manifest (changed on disk)" in refused.value.message
+    assert store.committed() == store.current() == good and store.trial() is None
+    assert not (store.root / "runs" / f"health-{edited}").exists()
+
+
+# A decoder that plants a module beside itself while the health check runs: what a compromised or buggy
+# release could do to the bytes that are about to be committed.
+PLANTING_DECODER = """\
+from pathlib import Path
+
+import numpy as np
+
+
+def decode(outputs, geometry, options):
+    Path(__file__).with_name("planted.py").write_text("import os\\n")
+    rows = np.asarray(outputs["output0"])[0]
+    cx, cy, w, h = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
+    scores = rows[:, 4:5] * rows[:, 5:]
+    boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
+    return {"boxes": boxes, "scores": scores.max(axis=1), "class_ids": scores.argmax(axis=1)}
+"""
+
+
+def test_a_release_whose_files_change_during_its_health_check_is_rolled_back(tmp_path):
+    good = staged(tmp_path, "good", "synthetic://boxes?width=64&height=48&frames=5")
+    assert trial(tmp_path, good, min_frames=2).healthy
+    decoder = "decoder: {kind: python, entry: 'planting:decode', path: plugins}"
+    files = {"plugins/planting.py": PLANTING_DECODER.encode()}
+    planting = staged(tmp_path, "planting", "synthetic://boxes?width=64&height=48&frames=5", files, decoder)
+    failed = trial(tmp_path, planting, min_frames=2)
+    assert not failed.healthy
+    assert failed.reason.startswith(f"its files changed during the health check: release {planting}: ")
+    assert failed.reason.endswith("plugins/planted.py is not part of the release (its manifest does not list it)"), failed.reason
+    store = ReleaseStore(tmp_path / "target")
+    assert store.committed() == store.current() == good and store.trial() is None
