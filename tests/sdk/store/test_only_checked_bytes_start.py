@@ -205,3 +205,19 @@ def test_a_pointer_leading_outside_the_store_is_no_release_of_it_and_is_put_back
     for name in ("current", "committed"):
         assert os.readlink(store.root / name) == f"releases/{b}"
     assert store.current() == b and store.status()["damaged"] == []
+
+
+# -- The runtime's own check: a trial's release runs only while its trial may still finish --------------------------
+def test_the_release_of_a_trial_that_can_no_longer_finish_may_not_run(two_committed, tmp_path):
+    store, a, b = two_committed
+    c = staged(store.root, tmp_path / "src", "C")
+    with store.locked():
+        store.begin_trial(c, token=None, owner="mender", deadline_s=600)  # a Mender trial: live until its deadline
+    allowed_to_run(store.release_dir(c))
+    trial = json.loads((store.root / "trial.json").read_text())
+    (store.root / "trial.json").write_text(json.dumps({**trial, "boot": "an-earlier-boot"}))  # a power cut during it
+    with pytest.raises(ReleaseError) as raised:
+        allowed_to_run(store.release_dir(c))
+    assert raised.value.message == (
+        f"release {c} is neither committed nor on a live trial in the store at {store.root.resolve()}: it never passed its health check here"
+    )
