@@ -145,3 +145,32 @@ def test_the_recorder_is_resident_from_the_start_and_does_not_grow_while_recordi
     before, allocated, after = json.loads(done.stdout)
     assert allocated - before > 14
     assert after - allocated < 2
+
+
+def test_one_failed_check_fails_the_run_whatever_else_is_inconclusive_or_passes():
+    """FAIL outranks INCONCLUSIVE outranks PASS: 100 frames cannot bound a p99 (inconclusive), but their maximum is over
+    its budget (a failure), and the dropped frames are within theirs (a pass): the run fails."""
+    budgets = Budgets(end_to_end={"p99_ms": 30, "max_ms": 100}, max_dropped=5)
+    values = np.full(100, 20.0)
+    values[50] = 150.0
+    verdict, checks, notes = evaluate(budgets, latencies(values), dropped=0)
+    assert [c.status for c in checks] == [INCONCLUSIVE, FAIL, PASS]
+    assert verdict == FAIL
+    verdict, checks, _ = evaluate(Budgets(end_to_end={"p99_ms": 30}, max_dropped=5), latencies(np.full(100, 20.0)), dropped=0)
+    assert [c.status for c in checks] == [INCONCLUSIVE, PASS] and verdict == INCONCLUSIVE
+
+
+def test_a_miss_ratio_just_over_its_budget_fails_and_one_at_it_does_not():
+    """The measured ratio over `max_miss_ratio` fails at any sample size; at the budget it cannot fail (inconclusive:
+    its upper bound is over), and far below it with enough frames it passes."""
+    from sdk.runtime.statistics import deadline_misses
+
+    budgets = Budgets(deadline_ms=33.3, max_miss_ratio=0.01)
+    frames = np.arange(1000)
+    for late, status in ((11, FAIL), (10, INCONCLUSIVE), (1, PASS)):
+        e2e = np.full(1000, 10.0)
+        e2e[np.arange(late) * 50] = 50.0  # `late` frames spread out: no streak
+        verdict, checks, _ = evaluate(budgets, latencies(e2e), 0, deadline_misses(frames, e2e, 33.3))
+        assert (verdict, checks[0].status, checks[0].measured) == (status, status, late / 1000), late
+        if status == FAIL:
+            assert checks[0].detail == f"{late} of 1000 frames missed"

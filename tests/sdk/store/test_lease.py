@@ -170,3 +170,91 @@ def test_a_damaged_token_file_never_lets_the_fencing_token_go_back(tmp_path, dam
     third = acquire(tmp_path, "third")
     assert third.token == second.token + 1
     third.end()
+
+
+@pytest.mark.parametrize("after", ["ended", "taken over"])
+def test_a_passed_trial_is_not_committed_once_its_lease_is_gone_though_it_is_still_its_own(tmp_path, after):
+    """The fence alone: the trial on the target is this deploy's own (its token, passed), so only the lease check
+    stands between a deploy that lost its lease and a commit. Refused, nothing changed; the trial is rolled back by
+    the next recovery, not committed."""
+    from sdk.store.lease import acquire
+
+    root = tmp_path / "target"
+    store = ReleaseStore(root)
+    first, second = (staged(root, tmp_path / "src", label) for label in ("first", "second"))
+    with store.locked():
+        store.begin_trial(first, token=None, owner="t", deadline_s=60)
+        store.mark_passed(token=None, health={}, commit_within_s=60)
+        store.commit(token=None)
+    holder = acquire(root, "host-a", lease_s=600)
+    token = holder.token
+    with store.locked():
+        store.begin_trial(second, token=token, owner="host-a", deadline_s=600)
+        store.mark_passed(token=token, health={"healthy": True}, commit_within_s=600)
+    holder.end()  # the lease is over (its deploy stopped heartbeating, or ended it), the trial record left as it was
+    now = "nobody holds the target now"
+    other = None
+    if after == "taken over":
+        other = acquire(root, "host-b", lease_s=600)
+        now = f"host-b (token {other.token}) holds it now"
+    try:
+        before = {name: (root / name).read_bytes() for name in ("state.json", "trial.json")}
+        with pytest.raises(FencingError) as refused, store.locked():
+            store.commit(token=token)
+        assert refused.value.message == f"this deploy's lease on the target (token {token}) has expired and {now}; nothing was changed"
+        assert {name: (root / name).read_bytes() for name in before} == before
+        assert store.committed() == first and store.trial()["release"] == second and store.trial()["token"] == token
+        with store.locked():
+            assert store.recover() == second  # its deployer's lease ended: rolled back, never committed
+        assert store.committed() == store.current() == first
+    finally:
+        if other is not None:
+            other.end()
+
+
+def test_a_lease_not_renewed_within_its_lease_s_is_over_for_the_fence_and_the_next_deploy(tmp_path):
+    """The lease's own clock: renewed within `lease_s`, the holder is fenced in; renewed longer ago than that (a host
+    gone silent whose process still lives), its token no longer changes anything and the next deploy takes over with
+    a higher one. The renewal time is set, not waited for: 10 s either side of a 30 s lease."""
+    from sdk.store.lease import LEASE_FILE, acquire, check_token, read_lease
+
+    root = tmp_path / "target"
+    holder = acquire(root, "host-a", lease_s=30)
+    try:
+        record = json.loads((root / LEASE_FILE).read_text())
+        (root / LEASE_FILE).write_text(json.dumps({**record, "renewed": time.monotonic() - 20}))
+        check_token(root, holder.token)  # renewed 20 s ago: live
+        assert read_lease(root).live()
+        (root / LEASE_FILE).write_text(json.dumps({**record, "renewed": time.monotonic() - 40}))
+        assert not read_lease(root).live()
+        with pytest.raises(FencingError) as refused:
+            check_token(root, holder.token)
+        expired = f"this deploy's lease on the target (token {holder.token}) has expired and nobody holds the target now; nothing was changed"
+        assert refused.value.message == expired
+    finally:
+        holder.end()
+    other = acquire(root, "host-b", lease_s=30)
+    try:
+        assert other.token == holder.token + 1
+        check_token(root, other.token)
+    finally:
+        other.end()
+
+
+def test_a_lost_token_file_continues_from_the_last_holders_record(tmp_path):
+    """The token file gone (restored from an old backup, or deleted) but the last holder's lease record kept: the
+    next token is above the record's, never a token already handed out."""
+    from sdk.store.lease import TOKEN_FILE, acquire
+
+    for owner in ("first", "second", "third"):
+        acquire(tmp_path, owner).end()
+    (tmp_path / TOKEN_FILE).unlink()
+    fourth = acquire(tmp_path, "fourth")
+    try:
+        assert fourth.token == 4
+    finally:
+        fourth.end()
+    (tmp_path / TOKEN_FILE).write_text("2")  # an older value than the record's
+    fifth = acquire(tmp_path, "fifth")
+    assert fifth.token == 5
+    fifth.end()

@@ -55,3 +55,20 @@ def test_a_tokenless_trial_of_any_other_owner_is_still_judged_by_a_lease(tmp_pat
     store, first, second = committed_and_trial(tmp_path, "host:1234")
     assert store.recover() == second and store.current() == first
     assert "lease ended" in store.status()["last_trial"]["reason"]
+
+
+def test_a_second_trial_is_refused_while_one_may_still_finish(tmp_path):
+    """One trial at a time: while a release is on a live trial, another begins no trial of its own; the first keeps
+    its record and `current`."""
+    import pytest
+
+    from sdk.errors import ReleaseError
+    from tests.sdk.store.test_lease import staged
+
+    store, first, second = committed_and_trial(tmp_path, MENDER_OWNER)
+    third = staged(store.root, tmp_path / "src", "third")
+    before = (store.root / "trial.json").read_bytes()
+    with store.locked(), pytest.raises(ReleaseError) as refused:
+        store.begin_trial(third, token=None, owner=MENDER_OWNER, deadline_s=60)
+    assert refused.value.message == f"another release ({second}) is on trial on the target"
+    assert (store.root / "trial.json").read_bytes() == before and store.current() == second and store.committed() == first

@@ -149,3 +149,16 @@ def test_store_assemble_and_trial_on_the_device_check_the_signature_with_or_with
         assert not (tmp_path / "m.json").exists() and not (tmp_path / "m.json.sig").exists()  # consumed either way
     assert "does not verify with key" in done.stderr
     assert (root / "releases" / new.release_id / "manifest.json.sig").is_file()
+
+
+def test_a_public_key_of_another_algorithm_of_the_same_length_is_not_taken_for_an_ed25519_key():
+    """An X25519 key's PEM is as long as an Ed25519 key's, only its algorithm differs: it is refused by name, at
+    `sdk targets trust-key`'s store step as when a policy is read."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+
+    from sdk.store.signing import parse_public_key_pem
+
+    pem = X25519PrivateKey.generate().public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    with pytest.raises(ReleaseError) as refused:
+        parse_public_key_pem(pem.decode(), "keys/x25519.pub")
+    assert refused.value.message == "keys/x25519.pub: not an Ed25519 public key (only Ed25519 keys sign releases)"

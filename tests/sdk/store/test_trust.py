@@ -272,3 +272,120 @@ def test_roots_floor_raised_by_a_root_commit_holds_when_the_stores_floor_is_lowe
     (store.root / STATE_FILE).write_text(json.dumps({**state, "floors": {}}))  # the store's floor lowered by its writer
     with pytest.raises(ReleaseError, match="older than version 200"):
         store.assemble(older, sign_manifest(older, key, FOR_DEVICE, version=100))
+
+
+def test_the_floor_refuses_the_version_just_below_it_and_accepts_the_same_version_again(trusted):
+    """The boundary itself: after version N is committed, N - 1 is a downgrade at install and trial; N again (another
+    release of the same version) is not, and is committed."""
+    store, key = trusted
+    first = release(store, "first")
+    commit(store, first, sign_manifest(first, key, FOR_DEVICE, version=200))
+    below = release(store, "below")
+    signed_below = sign_manifest(below, key, FOR_DEVICE, version=199)
+    downgrade = f"release {below.release_id} is version 199 of pipeline 'p', older than version 200 this device has committed: a downgrade is refused"
+    with pytest.raises(ReleaseError) as raised:
+        store.assemble(below, signed_below)
+    assert raised.value.message == downgrade
+    folder = store.releases / below.release_id  # assembled behind the check's back: the trial refuses it too
+    folder.mkdir()
+    (folder / "manifest.json").write_text(below.to_json())
+    (folder / "manifest.json.sig").write_text(signed_below)
+    with pytest.raises(ReleaseError) as raised:
+        store.verify_signature(below.release_id, stage="trial")
+    assert raised.value.message == downgrade
+    same = release(store, "same")
+    commit(store, same, sign_manifest(same, key, FOR_DEVICE, version=200))
+    assert store.committed() == same.release_id and store.state()["floors"] == {"p": 200}
+    assert resolve_startable(store, repair=False).release == same.release_id
+
+
+def test_a_committed_release_just_below_the_floor_does_not_start_unless_rolled_back_to(trusted):
+    """At a start: the committed release of version N - 1 under a floor of N (the floor raised behind it) is refused;
+    the release committed before it (the device's own fallback) starts, and says why."""
+    store, key = trusted
+    first, second = release(store, "first"), release(store, "second")
+    commit(store, first, sign_manifest(first, key, FOR_DEVICE, version=100))
+    commit(store, second, sign_manifest(second, key, FOR_DEVICE, version=199))
+    state = json.loads((store.root / STATE_FILE).read_text())
+    (store.root / STATE_FILE).write_text(json.dumps({**state, "floors": {"p": 200}}))
+    chosen = resolve_startable(store, repair=False)
+    assert chosen.release == first.release_id
+    assert "is version 199 of pipeline 'p', older than version 200 this device has committed" in " ".join(chosen.notes)
+    (store.root / STATE_FILE).write_text(json.dumps({**state, "floors": {"p": 199}}))
+    assert resolve_startable(store, repair=False).release == second.release_id  # at the floor: it starts
+
+
+def test_a_key_roots_policy_both_lists_and_revokes_is_not_trusted_and_vouches_for_nothing(root_policy):
+    """Root's revocation wins over root's own key list: releases signed by that key are refused, and a rotation it
+    signed into the login-writable statements file adds no key (else a revoked key could bring in a fresh one)."""
+    from sdk.store.trust import STATEMENTS_FILE, load_policy
+
+    store, key, folder = root_policy
+    old, fresh = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    policy = json.loads((folder / "policy.json").read_text())
+    policy["keys"].append({"name": "fleet-2025", "public_key": pem(old)})
+    policy["revoked"] = [fingerprint(old)]
+    with store.locked():
+        administer(store, {"action": "install-policy", "policy": policy})
+    assert load_policy(store.root).describe()["keys"] == {fingerprint(key): "fleet-2026"}
+    # What a stolen deploy login (which holds the revoked key's private half) writes: a rotation signed by it.
+    rotation = statement("add", fingerprint(fresh), old, public_key=pem(fresh), name="planted")
+    (store.root / "trust").mkdir(exist_ok=True)
+    (store.root / "trust" / STATEMENTS_FILE).write_text(json.dumps([rotation]))
+    assert load_policy(store.root).describe()["keys"] == {fingerprint(key): "fleet-2026"}
+    by_fresh, by_old = release(store, "by-fresh"), release(store, "by-old")
+    with pytest.raises(ReleaseError) as raised:
+        store.assemble(by_fresh, sign_manifest(by_fresh, fresh, FOR_DEVICE, version=100))
+    assert raised.value.message == (
+        f"release {by_fresh.release_id} is signed by key {fingerprint(fresh)}, but this device accepts only fleet-2026 {fingerprint(key)}"
+    )
+    with pytest.raises(ReleaseError, match=re.escape(f"is signed by key {fingerprint(old)}, which this device revoked")):
+        store.assemble(by_old, sign_manifest(by_old, old, FOR_DEVICE, version=100))
+    with store.locked(), pytest.raises(ReleaseError, match="not signed by a key this device trusts"):
+        administer(store, {"action": "add", "public_key": pem(fresh), "statement": rotation})
+    good = release(store, "good")
+    commit(store, good, sign_manifest(good, key, FOR_DEVICE, version=100))  # the key root trusts still works
+    assert store.committed() == good.release_id
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+def test_a_root_policy_or_its_folder_owned_by_another_user_accepts_nothing(root_policy, what):
+    """Writable by root alone is not enough: a policy (or its folder) another user owns is that user's to change."""
+    store, key, folder = root_policy
+    path = folder / "policy.json" if what == "file" else folder
+    os.chown(path, 65534, 65534)
+    manifest = release(store, "any")
+    with pytest.raises(ReleaseError) as refused:
+        store.assemble(manifest, sign_manifest(manifest, key, FOR_DEVICE, version=100))
+    assert refused.value.message == f"the device's trust policy is not safe: {path} is not owned by root; nothing is accepted"
+
+
+def test_a_root_policy_key_past_its_expiry_signs_nothing_and_one_expiring_today_still_does(root_policy):
+    """`expires` is the last day a key is trusted (UTC); an expiry that cannot be read is no promise: not trusted."""
+    import datetime
+
+    store, key, folder = root_policy
+    original = json.loads((folder / "policy.json").read_text())
+    for _ in range(2):  # a run that straddles midnight (UTC) has seen two days: it is run again, on the new one
+        today = datetime.datetime.now(datetime.timezone.utc).date()
+        keys = {name: Ed25519PrivateKey.generate() for name in ("expired", "today", "unreadable")}
+        expiry = {"expired": str(today - datetime.timedelta(days=1)), "today": str(today), "unreadable": "next spring"}
+        policy = {**original, "keys": original["keys"] + [{"name": n, "public_key": pem(k), "expires": expiry[n]} for n, k in keys.items()]}
+        with store.locked():
+            administer(store, {"action": "install-policy", "policy": policy})
+        for name in ("expired", "unreadable"):
+            manifest = release(store, f"{name}-{today}")
+            with pytest.raises(ReleaseError) as refused:
+                store.assemble(manifest, sign_manifest(manifest, keys[name], FOR_DEVICE, version=100))
+            assert f"is signed by key {fingerprint(keys[name])}, but this device accepts only " in refused.value.message
+            assert fingerprint(keys[name]) not in refused.value.message.split("accepts only ")[1]
+        manifest = release(store, f"today-{today}")
+        try:
+            commit(store, manifest, sign_manifest(manifest, keys["today"], FOR_DEVICE, version=100))
+        except ReleaseError:
+            if datetime.datetime.now(datetime.timezone.utc).date() != today:
+                continue
+            raise
+        assert store.committed() == manifest.release_id
+        return
+    pytest.fail("the date changed during both runs")

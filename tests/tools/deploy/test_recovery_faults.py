@@ -307,6 +307,17 @@ def edit_committed(store: ReleaseStore, how: str) -> str:
         with path.open("a") as handle:
             handle.write("# edited on the device\n")
         return "pipeline/tiny.yaml does not match its manifest"
+    if how == "same-length":  # one byte changed in place: only the file's hash can tell
+        path = folder / "pipeline" / "tiny.yaml"
+        data = path.read_bytes()
+        path.chmod(0o644)
+        with path.open("r+b") as handle:
+            handle.write(data.replace(b"name:", b"NAME:", 1))
+        assert len(path.read_bytes()) == len(data) and path.read_bytes() != data
+        return f"release {store.committed()}: pipeline/tiny.yaml does not match its manifest (changed on disk)"
+    if how == "planted-file":  # a module beside the release's own, in a folder its manifest lists
+        (folder / "sdk" / "sitecustomize.py").write_text("import os\n")
+        return f"release {store.committed()}: sdk/sitecustomize.py is not part of the release (its manifest does not list it)"
     planted = folder / "sdk" / "__pycache__"
     planted.mkdir(exist_ok=True)
     (planted / "__init__.cpython-311.pyc").write_bytes(b"not what was checked")
@@ -332,18 +343,24 @@ def test_an_edited_committed_release_does_not_start_the_previous_one_does(templa
         reap(str(root))
 
 
-def test_with_if_damaged_refuse_an_edited_committed_release_starts_nothing(template, target, sdk):
+@pytest.mark.parametrize("how", ["changed", "same-length", "planted-file"])
+def test_with_if_damaged_refuse_an_edited_committed_release_starts_nothing(template, target, sdk, how):
     name, root = target
     store, ids = copy_template(template, root)
     state = json.loads((root / STATE_FILE).read_text())
     (root / STATE_FILE).write_text(json.dumps({**state, "if_damaged": "refuse"}))  # what a commit of `service.if_damaged: refuse` records
-    why = edit_committed(store, "changed")
-    done = sdk("start", "--json", "--target", name)
-    no_traceback(done)
-    assert done.returncode == 1
-    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1 and "nothing verified can start" in lines[0] and why in lines[0]
-    assert not processes(str(root), "supervise") and not processes(str(root), "serve")
+    why = edit_committed(store, how)
+    try:
+        done = sdk("start", "--json", "--target", name)
+        no_traceback(done)
+        assert done.returncode == 1
+        lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        assert len(lines) == 1 and "nothing verified can start" in lines[0] and why in lines[0]
+        assert not processes(str(root), "supervise") and not processes(str(root), "serve")
+    finally:  # were anything started after all, it does not outlive the test
+        if processes(str(root), "supervise") or processes(str(root), "serve"):
+            sdk("stop", "--json", "--target", name)
+            reap(str(root))
 
 
 def test_the_runtime_refuses_a_release_that_never_passed_its_health_check(template, tmp_path):

@@ -4,6 +4,7 @@ the GPU with the rule's reason. The layer under test sits between two convolutio
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto
 
@@ -352,3 +353,25 @@ def test_resize_attributes_map_onto_tensorrts_settings_as_the_parser_sets_them(b
     b = builder()
     b.add("Resize", "", b.const(np.array([1, 1, 2, 2], np.float32)), **{"mode": "nearest", **attributes})
     assert graph_from_model(b.model()).nodes[0].facts["resize_combination"] == combination
+
+
+def test_a_fact_that_cannot_be_known_keeps_its_layer_off_the_dla(builder, analysis):
+    """A rule's fact the graph cannot show (here a Reshape's output shape, lost to shape inference) fails the rule:
+    TensorRT would not place what cannot be shown to fit. The same layer with its shape known runs on DLA."""
+    b = builder()
+    b.conv()
+    b.add("Reshape", b.const(np.array([1, 8, 256, 1])))
+    reshaped = b.last
+    b.add("Reshape", b.const(np.array([1, 8, 16, 16])))
+    b.conv()
+    known = b.model()
+    report = analysis(known)
+    assert all(v.device == "DLA" for v in report.layers), [(v.name, v.reason) for v in report.layers]
+    unknown = onnx.ModelProto()
+    unknown.CopyFrom(known)
+    kept = [v for v in unknown.graph.value_info if v.name != reshaped]
+    assert len(kept) == len(unknown.graph.value_info) - 1
+    del unknown.graph.value_info[:]
+    unknown.graph.value_info.extend(kept)
+    layer = next(v for v in analysis(unknown).layers if v.name.startswith("reshape_") and v.name.endswith(reshaped.removeprefix("t")))
+    assert layer.device == "GPU" and "out_rank = None" in layer.reason, layer.reason
