@@ -25,7 +25,7 @@ from pathlib import Path
 
 from sdk.durable import fsync_dir
 from sdk.errors import ReleaseError
-from sdk.release import MANIFEST, RELEASE_ID, ReleaseManifest
+from sdk.release import MANIFEST, RELEASE_ID
 from sdk.store.faults import point
 from sdk.store.lease import boot_id, check_token, read_lease
 
@@ -239,9 +239,9 @@ class Activation:
         release = trial["release"]
         if trial.get("state") != "passed":
             raise ReleaseError(f"release {release} has not passed its health check; it is not committed")
-        from sdk.store.verify import cache_for, verify_release
+        from sdk.store.verify import verify_release
 
-        verify_release(self._require_assembled(release), cache_for(self.root))  # the bytes that passed, unchanged since
+        verify_release(self._require_assembled(release))  # the bytes that passed, unchanged since
         state = self.state()
         history = [r for r in state["history"] if r != release] + [release]
         floors = self._floors_after(release, state)
@@ -344,12 +344,17 @@ class Activation:
                 hint="deploy the pipeline you want to run instead",
             )
         back = history[index - 1]
-        folder = self.release_dir(back)
+        from sdk.store.verify import verify_release
+
         try:
-            ReleaseManifest.load(folder).verify(folder)
+            verify_release(self.release_dir(back))
         except ReleaseError as exc:
             detail = exc.message.removeprefix(f"release {back}: ")
             raise ReleaseError(f"cannot go back to release {back}: {detail}; nothing was changed", hint="deploy that pipeline again") from None
+        try:
+            self.verify_signature(back, stage="rollback")  # the key, the binding, and root's floor (the store's is the login's)
+        except ReleaseError as exc:
+            raise ReleaseError(f"cannot go back to release {back}: {exc.message}; nothing was changed", hint=exc.hint) from None
         point("rollback.verified")
         state = state_record(state, committed=back, history=history[:index], rolled_back=back)  # chosen on purpose: may be below the floor
         self._write_json(STATE_FILE, state)

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from sdk.errors import ReleaseError
 from sdk.release import SIGNATURE
+from sdk.store.floors import FLOORS_FILE, check_floor
 from sdk.store.signing import ALGORITHM, key_fingerprint, parse_public_key_pem, verify
 
 TRUST_ROOT = Path("/etc/perception/trust")
@@ -46,7 +47,7 @@ STATEMENTS_FILE = "statements.json"
 IDENTITY_FILE = "identity.json"
 DOMAIN_RELEASE = b"perception-sdk release statement v2\0"
 DOMAIN_TRUST = b"perception-sdk trust statement v1\0"
-STAGES = ("install", "trial", "start", "fallback")  # fallback: a start of an earlier committed release (service.if_damaged)
+STAGES = ("install", "trial", "start", "fallback", "rollback")  # fallback: a start of an earlier committed release (service.if_damaged)
 
 
 def trust_root() -> Path:
@@ -119,9 +120,6 @@ def _root_policy() -> dict | None:
     return data
 
 
-FLOORS_FILE = "floors.json"
-
-
 def _root_floors() -> dict[str, int] | None:
     path = trust_root() / FLOORS_FILE
     if not path.exists() or _secure(path):
@@ -135,18 +133,20 @@ def advance_root_floor(pipeline: str, version: int) -> bool:
     stolen deploy login can lower the store's floor but never this one. False where there is no root policy or
     this process is not root."""
     folder = trust_root()
-    if os.geteuid() != 0 or not (folder / POLICY_FILE).is_file():
+    if os.geteuid() != 0 or not (folder / POLICY_FILE).is_file() or _secure(folder / POLICY_FILE):
         return False
     floors = _root_floors() or {}
     if floors.get(pipeline, 0) >= version:
         return True
     floors[pipeline] = version
     partial = folder / f".{FLOORS_FILE}.{os.getpid()}"
-    with partial.open("w") as handle:
+    partial.unlink(missing_ok=True)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w") as handle:
         json.dump(floors, handle, sort_keys=True)
         handle.flush()
+        os.fchmod(handle.fileno(), 0o644)
         os.fsync(handle.fileno())
-    os.chmod(partial, 0o644)
     os.replace(partial, folder / FLOORS_FILE)
     return True
 
@@ -199,9 +199,12 @@ def load_policy(root: Path) -> Policy:
 
 
 def _read_json(path: Path):
+    """A small JSON file, read without following a link or blocking on a special file; None when it is not one."""
+    from sdk.store.verify import NotRegular, read_regular
+
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return json.loads(read_regular(path, limit=4 << 20))
+    except (OSError, ValueError, NotRegular, ReleaseError):
         return None
 
 
@@ -283,7 +286,7 @@ def check_release(root: Path, manifest, signature_text: str | None, *, stage: st
     if "version" not in document:  # an earlier SDK's signature: no version, no binding
         if not verify(policy.keys[key], signed_message(manifest), signature):
             raise ReleaseError(f"release {release}: its signature does not verify with key {key}: changed after it was signed", hint=hint)
-        if stage not in ("start", "fallback"):
+        if stage not in ("start", "fallback", "rollback"):
             raise ReleaseError(
                 f"release {release} is signed without a version or a device binding (an earlier SDK's signature); refused",
                 hint="deploy it again with this SDK: it signs the version, the pipeline and the device",
@@ -304,15 +307,7 @@ def check_release(root: Path, manifest, signature_text: str | None, *, stage: st
         raise ReleaseError(f"release {release} is signed for device type {device_type!r}; this device is {policy.device_type!r}; refused", hint=hint)
     if policy.target is not None and targets is not None and policy.target not in targets:
         raise ReleaseError(f"release {release} is signed for {', '.join(targets)}, not for this device ({policy.target}); refused", hint=hint)
-    state = _read_json(Path(root) / "state.json") or {}
-    floor = max(int((state.get("floors") or {}).get(named, 0)), policy.floors.get(named, 0))
-    rolled_back = stage == "start" and state.get("rolled_back") == release
-    if version < floor and not rolled_back and stage != "fallback":  # fallback: an earlier committed release, the device's own choice
-        raise ReleaseError(
-            f"release {release} is version {version} of pipeline {named!r}, older than version {floor} this device has committed: "
-            "a downgrade is refused",
-            hint="deploy a newer release; to go back on purpose, use `sdk rollback` on the device's own previous release",
-        )
+    check_floor(_read_json(Path(root) / "state.json") or {}, policy.floors, release, version, named, stage)
     return Statement(key, version, named, device_type, targets)
 
 
@@ -339,5 +334,5 @@ def statement_of(folder: Path) -> dict | None:
 
 __all__ = [
     *("Policy", "Statement", "check_release", "check_release_folder", "check_signature"),
-    *("load_policy", "release_message", "statement_of", "trust_root"),
+    *("advance_root_floor", "load_policy", "release_message", "statement_of", "trust_root"),
 ]

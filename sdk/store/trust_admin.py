@@ -9,7 +9,9 @@ A request is one JSON object, its `action` one of:
   "at", "signature"}` signed by a key trusted now (a rotation: both keys are trusted afterwards);
 - `revoke`: `statement` `{"kind": "revoke", "key", "by", "at", "signature"}` signed by another trusted key; the
   revoked key's releases are refused from the next start on;
-- `install-policy` (root only): root's policy `policy` written as /etc/perception/trust/policy.json, root's, 0644.
+- `install-policy` (root only): root's policy `policy` written as /etc/perception/trust/policy.json, root's, 0644;
+- `raise-floors` (root only): root's version floor raised to the committed release's signed version (sdk/store/trust.py:
+  `raise_root_floors`), so that the deploy login, which writes state.json, cannot lower the floor that holds.
 
 Statements are appended to `<root>/trust/statements.json` only once they verify against the policy as it stands.
 """
@@ -22,10 +24,22 @@ import re
 from pathlib import Path
 
 from sdk.errors import ReleaseError
+from sdk.store.floors import summary
 from sdk.store.signing import key_fingerprint, parse_public_key_pem, public_key_pem
-from sdk.store.trust import IDENTITY_FILE, POLICY_FILE, STATEMENTS_FILE, STORE_TRUST, _apply, load_policy, trust_root
+from sdk.store.trust import (
+    IDENTITY_FILE,
+    POLICY_FILE,
+    STATEMENTS_FILE,
+    STORE_TRUST,
+    _apply,
+    _read_json,
+    advance_root_floor,
+    load_policy,
+    statement_of,
+    trust_root,
+)
 
-ACTIONS = ("status", "add", "revoke", "install-policy")
+ACTIONS = ("status", "add", "revoke", "install-policy", "raise-floors")
 
 
 def _write(path: Path, text: str, mode: int = 0o644) -> None:
@@ -70,6 +84,8 @@ def administer(store, request: dict) -> dict:
         raise ReleaseError(f"unknown trust action {action!r}; allowed: {', '.join(ACTIONS)}")
     if action == "install-policy":
         return install_policy(request.get("policy"))
+    if action == "raise-floors":
+        return raise_root_floors(store)
     policy = load_policy(store.root)
     rooted = policy.source == str(trust_root() / POLICY_FILE)
     if action == "status":
@@ -133,4 +149,36 @@ def install_policy(policy: object) -> dict:
     return {"installed": str(folder / POLICY_FILE)}
 
 
-__all__ = ["ACTIONS", "administer", "install_policy"]
+def floor_status(root: Path) -> dict:
+    """Which version floor holds for each pipeline, and whose it is (`sdk status`; sdk/store/floors.py)."""
+    try:
+        policy = load_policy(root)
+    except ReleaseError as exc:
+        return {"held_by": "unreadable", "note": exc.message, "pipelines": {}}
+    state = _read_json(Path(root) / "state.json") or {}
+    return summary(state, policy.floors, policy.source == str(trust_root() / POLICY_FILE))
+
+
+def raise_root_floors(store) -> dict:
+    """The root step that keeps the floor out of the deploy login's reach on an SSH device: root's floor for the
+    committed release's pipeline raised to its signed version, once its bytes and its signature verify under root's
+    policy. Whatever the login wrote, root's floor only rises to a version a trusted key signed for this device."""
+    from sdk.store.verify import verify_release
+
+    if os.geteuid() != 0:
+        raise ReleaseError("raising root's version floor needs root", hint="run it with sudo: it is a root step")
+    if load_policy(store.root).source != str(trust_root() / POLICY_FILE):
+        raise ReleaseError(f"there is no root policy ({trust_root() / POLICY_FILE}): no floor of root's to raise", hint="install root's policy first")
+    committed = store.state()["committed"]
+    raised = None
+    if committed is not None:
+        verify_release(store.release_dir(committed))
+        store.verify_signature(committed, stage="start")
+        statement = statement_of(store.release_dir(committed)) or {}
+        version, pipeline = statement.get("version"), statement.get("pipeline")
+        if isinstance(version, int) and isinstance(pipeline, str) and advance_root_floor(pipeline, version):
+            raised = {"pipeline": pipeline, "version": version}
+    return {"raised": raised, "floors": floor_status(store.root)}
+
+
+__all__ = ["ACTIONS", "administer", "floor_status", "install_policy", "raise_root_floors"]
