@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sdk.errors import ReleaseError
+from sdk.store.offline_env import verify_env
 from sdk.store.verify import verify_release
 
 REPAIR_WAIT_S = 5.0  # a start waits this long for the store's mutex before it goes on without the repair
@@ -83,6 +84,9 @@ def resolve_startable(store, *, repair: bool = True) -> Startable:
     for release in candidates:
         try:
             verify_release(store.release_dir(release))
+            unverified = verify_env(store.env_dir(release))  # its offline environment, against the record of its build
+            if unverified:
+                notes.append(unverified)
             # The device's trust policy: key, binding, version floor (a fallback never goes below it: sdk/store/floors.py).
             store.verify_signature(release, stage="start" if release == committed else "fallback")
         except ReleaseError as exc:
@@ -120,6 +124,7 @@ def allowed_to_run(folder: Path) -> None:
     if root is None:
         return
     store = ReleaseStore(root)
+    verify_env(store.env_dir(folder.name))
     release = folder.name
     state = store.state()
     if release == state["committed"] or release in state["history"]:

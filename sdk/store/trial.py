@@ -32,6 +32,7 @@ from sdk.errors import ReleaseError
 from sdk.store.faults import point
 from sdk.store.lease import FencingError, check_token
 from sdk.store.objects import ReleaseStore, StoreBusy
+from sdk.store.offline_env import verify_env
 from sdk.store.verify import verify_release
 
 COMMIT_WINDOW_S = 120.0  # after a pass, the host commits within this, or the trial is rolled back
@@ -142,6 +143,7 @@ def run_trial(
     with store.locked():
         store.verify_signature(release_id)  # a device that trusts a key checks again the release it is about to run
         verify_release(store.release_dir(release_id))  # every byte, and nothing else, before it runs
+        verify_env(store.env_dir(release_id))  # and its offline environment, against the record of its build
         store.begin_trial(release_id, token=token, owner=owner, deadline_s=policy.timeout_s + commit_within_s)
     run_dir = store.run_dir(f"health-{release_id}")
     store.clear_run(run_dir.name)

@@ -84,6 +84,18 @@ def _digest(fd: int, size: int) -> str | None:
     return None if os.read(fd, 1) else digest.hexdigest()
 
 
+def digest_of(path: Path) -> tuple[str, int]:
+    """(sha256, length) of the regular file at `path`, read from one descriptor (NotRegular for anything else)."""
+    fd, st = open_regular(path)
+    try:
+        digest = _digest(fd, st.st_size)
+    finally:
+        os.close(fd)
+    if digest is None:
+        raise ReleaseError(f"{path}: changed while it was read")
+    return digest, st.st_size
+
+
 def check_file(path: Path, size: int, sha256: str) -> str | None:
     """Why the file at `path` is not the listed one (missing, a link or special file, another length or hash), or None."""
     try:
@@ -156,4 +168,4 @@ def _only_listed(folder: Path, release: str, expected: set[str], folders: set[Pa
                 raise ReleaseError(f"release {release}: {relative} is not part of the release (its manifest does not list it)")
 
 
-__all__ = ["NotRegular", "check_file", "load_manifest", "open_regular", "read_regular", "verify_release"]
+__all__ = ["NotRegular", "check_file", "digest_of", "load_manifest", "open_regular", "read_regular", "verify_release"]

@@ -24,12 +24,12 @@ REPO = Path(__file__).resolve().parents[3]
 PIPELINE = b"version: 1\nname: p\nthreshold: 0.3\n"
 
 
-def committed_store(root: Path, label: str = "one", pipeline: bytes = PIPELINE) -> tuple[ReleaseStore, str]:
+def committed_store(root: Path, label: str = "one", pipeline: bytes = PIPELINE, extra: dict | None = None) -> tuple[ReleaseStore, str]:
     """A store whose one committed release holds a pipeline file and a model (the health run is tested elsewhere)."""
     store = ReleaseStore(root)
     store.ensure()
     files = {}
-    for name, data in {"pipeline/p.yaml": pipeline, "artifacts/model.onnx": label.encode() * 64}.items():
+    for name, data in {"pipeline/p.yaml": pipeline, "artifacts/model.onnx": label.encode() * 64, **(extra or {})}.items():
         sha = hashlib.sha256(data).hexdigest()
         source = root.parent / f"{label}-{sha[:8]}"
         source.write_bytes(data)
@@ -183,3 +183,45 @@ def test_a_byte_flipped_under_the_file_system_is_found_at_the_next_start(ext4_st
     assert b"threshold: 0.1" in pipeline.read_bytes()
     with pytest.raises(ReleaseError, match=r"pipeline/p.yaml does not match its manifest \(changed on disk\)"):
         resolve_startable(store, repair=False)
+
+
+def a_wheel() -> bytes:
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wheel:
+        wheel.writestr("shipped.py", "WHERE = 'release wheel'\n")
+        wheel.writestr("shipped-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: shipped\nVersion: 1.0\n")
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("change", ["edited", "planted", "removed", "relinked"])
+def test_the_releases_offline_environment_is_checked_against_the_record_of_its_build(tmp_path, change):
+    store, release = committed_store(tmp_path / "root", extra={"wheels/shipped-1.0-py3-none-any.whl": a_wheel()})
+    python = store.build_env(release)
+    assert python is not None and resolve_startable(store, repair=False).notes == ()
+    site = next(store.env_dir(release).glob("lib/python*/site-packages"))
+    if change == "edited":
+        (site / "shipped.py").write_text("WHERE = 'edited'\n")
+        why = "shipped.py does not match its record"
+    elif change == "planted":
+        (site / "zz-planted.pth").write_text("import os\n")  # a .pth runs at every interpreter start
+        why = "zz-planted.pth is not part of it"
+    elif change == "removed":
+        (site / "shipped.py").unlink()
+        why = "shipped.py is missing"
+    else:
+        python.unlink()
+        python.symlink_to("/bin/sh")
+        why = "bin/python does not match its record"
+    with pytest.raises(ReleaseError, match=f"the release's environment .*{why}"):
+        resolve_startable(store, repair=False)
+
+
+def test_an_environment_an_earlier_sdk_built_starts_with_a_note(tmp_path):
+    store, release = committed_store(tmp_path / "root", extra={"wheels/shipped-1.0-py3-none-any.whl": a_wheel()})
+    store.build_env(release)
+    (store.env_dir(release) / ".complete").write_text("shipped-1.0-py3-none-any.whl\n")  # what an earlier SDK wrote
+    chosen = resolve_startable(store, repair=False)
+    assert chosen.release == release and any("built by an earlier SDK" in note for note in chosen.notes)
