@@ -113,12 +113,14 @@ def pipeline_name_of(text: str) -> str | None:
 
 
 NAME_MAX, PATH_MAX = 255, 1024  # bytes of one part of a release file's name, and of the whole name
+RESERVED_PREFIX = ".tmp-"  # the store's temporaries in a release folder (sdk/store/activation.py: TMP_PREFIX)
 
 
 def name_problem(name: str) -> str | None:
     """Why a release file's name is refused, or None. Names are checked once, here, in their plain form: relative,
     `/`-separated, no empty, `.` or `..` part (so `./manifest.json` is not a second name for `manifest.json`), no
-    NUL or control character, within the length limits, and never the manifest or its signature."""
+    NUL or control character, within the length limits, and never the manifest or its signature, a file under either,
+    or a top-level name the store uses for its own temporaries."""
     import posixpath
 
     if not isinstance(name, str) or not name:
@@ -131,8 +133,11 @@ def name_problem(name: str) -> str | None:
         return "leaves the release folder"
     if posixpath.normpath(name) != name or "." in name.split("/") or "\\" in name:
         return f"is not in its plain form ({posixpath.normpath(name)!r})"
-    if name in (MANIFEST, SIGNATURE):
-        return "is the release's own manifest or its signature"
+    top = name.split("/")[0]
+    if top in (MANIFEST, SIGNATURE):
+        return "is the release's own manifest or its signature" if top == name else "puts a file under the release's manifest or its signature"
+    if top.startswith(RESERVED_PREFIX):
+        return f"starts with {RESERVED_PREFIX!r}, kept for the store's own temporary files (the manifest's and the signature's, written there)"
     return None
 
 

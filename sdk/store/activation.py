@@ -25,7 +25,7 @@ from pathlib import Path
 
 from sdk.durable import fsync_dir
 from sdk.errors import ReleaseError
-from sdk.release import MANIFEST, RELEASE_ID
+from sdk.release import MANIFEST, RELEASE_ID, RESERVED_PREFIX
 from sdk.store.faults import point
 from sdk.store.lease import boot_id, check_token, read_lease
 
@@ -39,7 +39,7 @@ ANY_TOKEN = object()
 MENDER_OWNER = "mender"
 UNLEASED_OWNERS = (MENDER_OWNER,)
 TRASH = ".trash"  # releases being pruned: out of reach first, deleted afterwards
-TMP_PREFIX = ".tmp-"
+TMP_PREFIX = RESERVED_PREFIX  # the same prefix a release file may not start with (sdk/release.py)
 UPLOAD_PREFIX = ".upload-"  # kept across crashes: an interrupted upload resumes from its length
 IF_DAMAGED = ("previous", "refuse")  # when the committed release fails its check at a start (sdk/store/startable.py)
 
