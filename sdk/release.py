@@ -112,6 +112,41 @@ def pipeline_name_of(text: str) -> str | None:
     return found.group(1) if found else None
 
 
+def pipeline_health_of(text: str) -> dict:
+    """The `health:` block of a pipeline file's text ({"min_frames"?, "timeout_s"?}: what it states, defaults left out).
+    PyYAML where the device has it; else read without a YAML parser (the device's bare Python: the Mender module),
+    block or flow style. ValueError when the block cannot be read for sure."""
+    try:
+        import yaml
+    except ImportError:
+        yaml = None
+    if yaml is not None:
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"not YAML ({exc})") from None
+        health = (data.get("health") if isinstance(data, dict) else None) or {}
+        if not isinstance(health, dict):
+            raise ValueError("health: is not a mapping")
+        return {k: health[k] for k in ("min_frames", "timeout_s") if k in health}
+    found = re.search(r"^health:[ \t]*(\{[^}\n]*\})?[ \t]*(?:#.*)?$((?:\n(?:[ \t]+.*|[ \t]*(?:#.*)?))*)", text, re.MULTILINE)
+    if found is None:
+        if re.search(r"^health\b", text, re.MULTILINE):
+            raise ValueError("a health: line that cannot be read without a YAML parser")
+        return {}
+    body = found.group(1)[1:-1].replace(",", "\n") if found.group(1) else found.group(2)
+    health = {}
+    for line in body.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key not in ("min_frames", "timeout_s"):
+            continue
+        health[key] = int(value) if key == "min_frames" else float(value)
+    return health
+
+
 NAME_MAX, PATH_MAX = 255, 1024  # bytes of one part of a release file's name, and of the whole name
 RESERVED_PREFIX = ".tmp-"  # the store's temporaries in a release folder (sdk/store/activation.py: TMP_PREFIX)
 
