@@ -71,6 +71,11 @@ class Policy:
     target: str | None = None
     floors: dict[str, int] = field(default_factory=dict)  # root's floors (the store's are in state.json)
     source: str = "none"
+    sequence: int = 0  # the highest sequence number of the trust statements applied here (a new one must be above it)
+
+    @property
+    def rooted(self) -> bool:
+        return self.source == str(trust_root() / POLICY_FILE)
 
     def describe(self) -> dict:
         return {
@@ -81,6 +86,7 @@ class Policy:
             "device_type": self.device_type,
             "target": self.target,
             "floors": self.floors,
+            "sequence": self.sequence,
         }
 
 
@@ -208,6 +214,27 @@ def _read_json(path: Path):
         return None
 
 
+def statement_problem(policy: Policy, body: dict) -> str | None:
+    """Why a trust statement does not apply on this device (decision 0952), or None. A statement names the device
+    (`device_type`, `target`: one made for another vehicle applies nowhere else) and a `sequence` number above the last
+    one applied here (a replayed statement is refused). An earlier SDK's statement (neither) still reads where it was
+    recorded, except an `add` under root's policy: there, a key is added only by a statement bound to this device."""
+    sequence = body.get("sequence")
+    if sequence is None and not any(k in body for k in ("device_type", "target")):
+        if body.get("kind") == "add" and policy.rooted:
+            return "it names no device and no sequence number (an earlier SDK's statement): under root's policy a key is added only for this device"
+        return None
+    if not isinstance(sequence, int) or isinstance(sequence, bool) or sequence <= policy.sequence:
+        return f"its sequence number {sequence!r} is not above {policy.sequence}, the last one this device applied (a replayed statement)"
+    for name in ("device_type", "target"):
+        theirs, mine = body.get(name), getattr(policy, name)
+        if not isinstance(theirs, str):
+            return f"it names no {name}"
+        if mine is not None and theirs != mine:
+            return f"it is made for {name} {theirs!r}; this device is {mine!r}"
+    return None
+
+
 def _apply(policy: Policy, statement: object) -> None:
     """One rotation or revocation, if a key trusted now signed it; anything else is ignored (it proves nothing)."""
     if not isinstance(statement, dict):
@@ -220,8 +247,10 @@ def _apply(policy: Policy, statement: object) -> None:
         signature = base64.b64decode(str(statement.get("signature")), validate=True)
     except (binascii.Error, ValueError):
         return
-    if not verify(policy.keys[by], DOMAIN_TRUST + canonical(body), signature):
+    if not verify(policy.keys[by], DOMAIN_TRUST + canonical(body), signature) or statement_problem(policy, body):
         return
+    if isinstance(body.get("sequence"), int):
+        policy.sequence = body["sequence"]
     if body.get("kind") == "add":
         try:
             public = parse_public_key_pem(str(body.get("public_key")), "a rotated key")
@@ -334,5 +363,5 @@ def statement_of(folder: Path) -> dict | None:
 
 __all__ = [
     *("Policy", "Statement", "check_release", "check_release_folder", "check_signature"),
-    *("advance_root_floor", "load_policy", "release_message", "statement_of", "trust_root"),
+    *("advance_root_floor", "load_policy", "release_message", "statement_of", "statement_problem", "trust_root"),
 ]

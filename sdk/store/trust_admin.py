@@ -6,14 +6,16 @@ A request is one JSON object, its `action` one of:
 - `add`: trust `public_key`. The first key of a store without root's policy is trusted as given (trust on first
   use: whoever holds the deploy login), with the device's identity (`device_type`, `target`), and from then on
   signatures are required. Any later key needs `statement`: `{"kind": "add", "key", "public_key", "name", "by",
-  "at", "signature"}` signed by a key trusted now (a rotation: both keys are trusted afterwards);
-- `revoke`: `statement` `{"kind": "revoke", "key", "by", "at", "signature"}` signed by another trusted key; the
-  revoked key's releases are refused from the next start on;
+  "at", "device_type", "target", "sequence", "signature"}` signed by a key trusted now (a rotation: both keys are
+  trusted afterwards);
+- `revoke`: `statement` `{"kind": "revoke", "key", "by", "at", "device_type", "target", "sequence", "signature"}`
+  signed by another trusted key; the revoked key's releases are refused from the next start on;
 - `install-policy` (root only): root's policy `policy` written as /etc/perception/trust/policy.json, root's, 0644;
 - `raise-floors` (root only): root's version floor raised to the committed release's signed version (sdk/store/trust.py:
   `raise_root_floors`), so that the deploy login, which writes state.json, cannot lower the floor that holds.
 
-Statements are appended to `<root>/trust/statements.json` only once they verify against the policy as it stands.
+Statements are appended to `<root>/trust/statements.json` only once they verify against the policy as it stands, name
+this device, and carry a sequence number above the last one applied here (`status` says it: `sequence`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from sdk.store.trust import (
     advance_root_floor,
     load_policy,
     statement_of,
+    statement_problem,
     trust_root,
 )
 
@@ -67,6 +70,15 @@ def _statements(store) -> list:
 def _append_statement(store, statement: dict, check) -> None:
     """Append `statement` once it does what `check(policy_after)` expects against the policy as it stands."""
     before = load_policy(store.root)
+    body = {k: v for k, v in statement.items() if k != "signature"}
+    if "sequence" not in body:
+        raise ReleaseError(
+            "the statement names no device and no sequence number (an earlier SDK made it): this device takes only statements bound to it",
+            hint="make it again with this SDK: sdk targets trust-key binds it to the target and numbers it",
+        )
+    problem = statement_problem(before, body)
+    if problem:
+        raise ReleaseError(f"the statement does not apply to this device: {problem}", hint="make it again for this target: sdk targets trust-key")
     after = load_policy(store.root)
     _apply(after, statement)
     if not check(before, after):

@@ -4,6 +4,7 @@ policy that the deploy login cannot change."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -62,12 +63,18 @@ def commit(store: ReleaseStore, manifest: ReleaseManifest, signature: str | None
         store.commit(token=None)
 
 
+SEQUENCE = itertools.count(1)  # a statement's sequence number: above the last one any store here applied
+
+
 def statement(kind: str, key: str, signer: Ed25519PrivateKey, **extra) -> dict:
+    """Bound to DEVICE, with the next sequence number, unless `extra` says otherwise."""
     import base64
 
     from sdk.store.trust import DOMAIN_TRUST, canonical
 
-    body = {"kind": kind, "key": key, "by": fingerprint(signer), "at": "2026-11-27T00:00:00Z", **extra}
+    bound = {**DEVICE, "sequence": next(SEQUENCE)}
+    body = {"kind": kind, "key": key, "by": fingerprint(signer), "at": "2026-11-27T00:00:00Z", **bound, **extra}
+    body = {k: v for k, v in body.items() if v is not None}  # extra's None: a field left out (an earlier SDK's statement)
     return {**body, "signature": base64.b64encode(signer.sign(DOMAIN_TRUST + canonical(body))).decode()}
 
 
