@@ -39,8 +39,8 @@ def check_floor(state: dict, root_floors: dict[str, int], release: str, version:
             hint="deploy a newer release; only root lowers root's floor (the floors of its policy and its floors.json)",
         )
     raise ReleaseError(
-        f"release {release} is version {version} of pipeline {pipeline!r}, older than version {floor} this device has committed "
-        f"({whose}): a downgrade is refused",
+        f"release {release} is version {version} of pipeline {pipeline!r}, older than version {floor} this device has committed: "
+        f"a downgrade is refused ({whose})",
         hint="deploy a newer release; to go back on purpose, use `sdk rollback` on the device's own previous release",
     )
 

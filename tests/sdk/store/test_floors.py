@@ -152,7 +152,7 @@ def test_with_roots_policy_a_lowered_store_floor_lets_no_older_release_in(login)
         assert after[-2]["raised"] == {"pipeline": "p", "version": 200}
         attack = after[-1]
         assert attack["status_floors"]["pipelines"]["p"] == {"floor": 200, "store": 200, "root": 200, "held_by": "root"}
-        assert "older than version 200 this device has committed (root's floor" in attack["install"]
+        assert "older than version 200 this device has committed: a downgrade is refused (root's floor" in attack["install"]
         assert "below root's floor (the device's trust policy), version 200" in attack["rollback"]
         assert "not even by `sdk rollback`" in attack["start"]
     finally:
