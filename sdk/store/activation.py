@@ -28,6 +28,7 @@ from sdk.errors import ReleaseError
 from sdk.release import MANIFEST, RELEASE_ID, RESERVED_PREFIX
 from sdk.store.faults import point
 from sdk.store.lease import boot_id, check_token, read_lease
+from sdk.store.verify import NotRegular, read_text
 
 STATE_FILE = "state.json"
 TRIAL_FILE = "trial.json"
@@ -130,7 +131,7 @@ class Activation:
         """{"committed", "history"} from state.json; when that file is damaged, rebuilt from the `committed` and
         `previous` links (derived from it, so never ahead of it) with "damaged" saying what was wrong."""
         try:
-            text = (self.root / STATE_FILE).read_text()
+            text = read_text(self.root / STATE_FILE)  # never through a link, never blocking on a FIFO
         except FileNotFoundError:
             text = None
         except OSError as exc:
@@ -375,8 +376,8 @@ class Activation:
 
     def _read_json(self, name: str):
         try:
-            return json.loads((self.root / name).read_text())
-        except (FileNotFoundError, ValueError):
+            return json.loads(read_text(self.root / name))
+        except (FileNotFoundError, NotRegular, ValueError):  # a link or a FIFO in its place: damage
             return None
 
     def _set_aside(self, name: str) -> None:

@@ -39,6 +39,7 @@ from sdk.errors import ReleaseError
 from sdk.release import SIGNATURE
 from sdk.store.floors import FLOORS_FILE, check_floor
 from sdk.store.signing import ALGORITHM, key_fingerprint, parse_public_key_pem, verify
+from sdk.store.verify import NotRegular, read_regular, read_text
 
 TRUST_ROOT = Path("/etc/perception/trust")
 POLICY_FILE = "policy.json"
@@ -190,7 +191,7 @@ def load_policy(root: Path) -> Policy:
         files = sorted((folder / "keys").glob("*.pub")) + ([folder / "verify_key.pub"] if (folder / "verify_key.pub").exists() else [])
         for path in files:
             try:
-                public = parse_public_key_pem(path.read_text(), str(path))
+                public = parse_public_key_pem(read_text(path), str(path))
             except OSError:
                 continue
             policy.keys[key_fingerprint(public)], policy.names[key_fingerprint(public)] = public, path.stem
@@ -206,8 +207,6 @@ def load_policy(root: Path) -> Policy:
 
 def _read_json(path: Path):
     """A small JSON file, read without following a link or blocking on a special file; None when it is not one."""
-    from sdk.store.verify import NotRegular, read_regular
-
     try:
         return json.loads(read_regular(path, limit=4 << 20))
     except (OSError, ValueError, NotRegular, ReleaseError):
@@ -350,9 +349,11 @@ def check_signature(root: Path, manifest, signature_text: str | None, *, stage: 
 def check_release_folder(root: Path, folder: Path, manifest, *, stage: str = "start", pipeline: str | None = None) -> str | None:
     """`check_signature` for an assembled release, from the signature file kept beside its manifest."""
     try:
-        text = (Path(folder) / SIGNATURE).read_text()
+        text = read_text(Path(folder) / SIGNATURE)
     except FileNotFoundError:
         text = None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReleaseError(f"{Path(folder) / SIGNATURE}: cannot be read as a signature ({getattr(exc, 'strerror', None) or exc})") from None
     return check_signature(root, manifest, text, stage=stage, pipeline=pipeline)
 
 

@@ -35,8 +35,12 @@ CHUNK = 1 << 20
 OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
-class NotRegular(Exception):
-    """The path is a link, a FIFO, a device or a folder: never read."""
+class NotRegular(OSError):
+    """The path is a link, a FIFO, a device or a folder: never read (an OSError, so callers that take an unreadable
+    file as damage take this one the same way)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(errno.EINVAL, "not a regular file (a link or a special file)", path)
 
 
 def open_regular(path: Path) -> tuple[int, os.stat_result]:
@@ -69,6 +73,11 @@ def read_regular(path: Path, limit: int = 16 << 20) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_text(path: Path, limit: int = 16 << 20) -> str:
+    """`read_regular` as text: what the store reads of its own small records (state, trial, signature, keys)."""
+    return read_regular(path, limit).decode()
 
 
 def _digest(fd: int, size: int) -> str | None:
@@ -168,4 +177,4 @@ def _only_listed(folder: Path, release: str, expected: set[str], folders: set[Pa
                 raise ReleaseError(f"release {release}: {relative} is not part of the release (its manifest does not list it)")
 
 
-__all__ = ["NotRegular", "check_file", "digest_of", "load_manifest", "open_regular", "read_regular", "verify_release"]
+__all__ = ["NotRegular", "check_file", "digest_of", "load_manifest", "open_regular", "read_regular", "read_text", "verify_release"]

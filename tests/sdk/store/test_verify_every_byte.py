@@ -113,6 +113,25 @@ def test_a_fifo_in_the_release_is_refused_without_blocking(tmp_path, where):
     assert done.returncode != 0 and "not a regular file" in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("where", ["state.json", "trial.json", "releases/{release}/manifest.json.sig"])
+def test_a_fifo_among_the_stores_records_never_blocks_a_start(tmp_path, where):
+    """Every record a start reads is read as a regular file or not at all: a start is bounded in time."""
+    store, release = committed_store(tmp_path / "root")
+    path = store.root / where.format(release=release)
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); from sdk.errors import SdkError; from sdk.store.objects import ReleaseStore; "
+        "from sdk.store.startable import resolve_startable\ntry: print(resolve_startable(ReleaseStore(sys.argv[2]), repair=False).release)\n"
+        "except SdkError as exc: print('refused:', exc.message)"
+    )
+    try:
+        done = subprocess.run([sys.executable, "-c", script, str(REPO), str(store.root)], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"a FIFO as {where} blocked the start")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr  # an answer, never a hang or a traceback
+
+
 def test_a_link_in_the_release_is_refused_and_not_read(tmp_path):
     store, release = committed_store(tmp_path / "root")
     folder = store.release_dir(release)
