@@ -165,3 +165,19 @@ def test_the_raise_floors_step_needs_root_and_roots_policy(trusted):
         administer(store, {"action": "raise-floors"})
     state = json.loads((store.root / STATE_FILE).read_text())
     assert "floors" not in state or state["floors"] == {}
+
+
+def test_the_status_summary_says_whose_floor_holds(trusted):
+    import io
+
+    from rich.console import Console
+
+    from tools.console import render_status
+
+    store, key = trusted
+    first = release(store, "first")
+    commit(store, first, sign_manifest(first, key, FOR_DEVICE, version=100))
+    out = io.StringIO()
+    render_status(Console(file=out, width=400), "orin-01", store.status())
+    line = next(line for line in out.getvalue().splitlines() if "version floor" in line)
+    assert "p v100 (the deploy login's); no root policy on this device: the version floor is the deploy login's" in line
