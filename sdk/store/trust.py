@@ -14,14 +14,16 @@ Where the policy lives (decision 0310):
   write the store (the deploy login) can change this level: use root's policy against a stolen deploy login.
 
 A key is added after the first only by a statement signed by a currently trusted key (a rotation), and removed
-by a revocation signed by one; both are kept in `<root>/trust/statements.json` and replayed, checked, at every
-load. On top of root's policy they can add keys the root keys vouched for; they cannot lift root's revocations.
+by a revocation signed by one; each names the device and a sequence number (`statement_problem`); both are kept in
+`<root>/trust/statements.json` and replayed, checked, at every load. On top of root's policy they can add keys the
+root keys vouched for; they cannot lift root's revocations.
 
 What a release's signature (`manifest.json.sig`, written by the host, sdk/store/signing.py) states and is checked for:
 the manifest (every file's hash), an always-increasing `version` per pipeline, the `pipeline`'s name, the
 `device_type` and the `targets` it is for. A release older than the newest version committed for its pipeline
-(the floor: state.json, and root's policy) is refused at install and trial; at a start, unless `sdk rollback`
-chose it. Standard library only: this runs on the device's bare Python.
+(the floor: the store's in state.json, root's in its policy and floors.json) is refused at install, trial, start and
+fallback; `sdk rollback` may go below the store's floor, never below root's (sdk/store/floors.py). Standard library
+only: this runs on the device's bare Python.
 """
 
 from __future__ import annotations
