@@ -112,13 +112,50 @@ def pipeline_name_of(text: str) -> str | None:
     return found.group(1) if found else None
 
 
+def pipeline_health_of(text: str) -> dict:
+    """The `health:` block of a pipeline file's text ({"min_frames"?, "timeout_s"?}: what it states, defaults left out).
+    PyYAML where the device has it; else read without a YAML parser (the device's bare Python: the Mender module),
+    block or flow style. ValueError when the block cannot be read for sure."""
+    try:
+        import yaml
+    except ImportError:
+        yaml = None
+    if yaml is not None:
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ValueError(f"not YAML ({exc})") from None
+        health = (data.get("health") if isinstance(data, dict) else None) or {}
+        if not isinstance(health, dict):
+            raise ValueError("health: is not a mapping")
+        return {k: health[k] for k in ("min_frames", "timeout_s") if k in health}
+    found = re.search(r"^health:[ \t]*(\{[^}\n]*\})?[ \t]*(?:#.*)?$((?:\n(?:[ \t]+.*|[ \t]*(?:#.*)?))*)", text, re.MULTILINE)
+    if found is None:
+        if re.search(r"^health\b", text, re.MULTILINE):
+            raise ValueError("a health: line that cannot be read without a YAML parser")
+        return {}
+    body = found.group(1)[1:-1].replace(",", "\n") if found.group(1) else found.group(2)
+    health = {}
+    for line in body.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key not in ("min_frames", "timeout_s"):
+            continue
+        health[key] = int(value) if key == "min_frames" else float(value)
+    return health
+
+
 NAME_MAX, PATH_MAX = 255, 1024  # bytes of one part of a release file's name, and of the whole name
+RESERVED_PREFIX = ".tmp-"  # the store's temporaries in a release folder (sdk/store/activation.py: TMP_PREFIX)
 
 
 def name_problem(name: str) -> str | None:
     """Why a release file's name is refused, or None. Names are checked once, here, in their plain form: relative,
     `/`-separated, no empty, `.` or `..` part (so `./manifest.json` is not a second name for `manifest.json`), no
-    NUL or control character, within the length limits, and never the manifest or its signature."""
+    NUL or control character, within the length limits, and never the manifest or its signature, a file under either,
+    or a top-level name the store uses for its own temporaries."""
     import posixpath
 
     if not isinstance(name, str) or not name:
@@ -131,8 +168,11 @@ def name_problem(name: str) -> str | None:
         return "leaves the release folder"
     if posixpath.normpath(name) != name or "." in name.split("/") or "\\" in name:
         return f"is not in its plain form ({posixpath.normpath(name)!r})"
-    if name in (MANIFEST, SIGNATURE):
-        return "is the release's own manifest or its signature"
+    top = name.split("/")[0]
+    if top in (MANIFEST, SIGNATURE):
+        return "is the release's own manifest or its signature" if top == name else "puts a file under the release's manifest or its signature"
+    if top.startswith(RESERVED_PREFIX):
+        return f"starts with {RESERVED_PREFIX!r}, kept for the store's own temporary files (the manifest's and the signature's, written there)"
     return None
 
 

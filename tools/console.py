@@ -174,6 +174,11 @@ def render_status(console: Console, target: str, status: dict) -> None:
     console.print(f"  releases kept: {len(kept)}; history (oldest first): {', '.join(status.get('history') or []) or 'none'}")
     lease = status.get("lease")
     console.print(f"  deploy lease: held by {lease['owner']} (token {lease['token']})" if lease else "  deploy lease: free")
+    floors = status.get("floors")
+    if floors:
+        whose = {"root": "root's", "store": "the deploy login's"}
+        held = ", ".join(f"{name} v{row['floor']} ({whose.get(row['held_by'], '?')})" for name, row in floors["pipelines"].items())
+        console.print(f"  version floor: {held or 'none yet'}; {floors['note']}")
     for damage in status.get("damaged") or ():
         console.print(f"  [yellow]damaged[/]: {damage}")
     service = status.get("service")

@@ -25,9 +25,10 @@ from pathlib import Path
 
 from sdk.durable import fsync_dir, open_new
 from sdk.errors import ReleaseError
-from sdk.release import MANIFEST, RELEASE_ID, ReleaseManifest
+from sdk.release import MANIFEST, RELEASE_ID, RESERVED_PREFIX
 from sdk.store.faults import point
 from sdk.store.lease import boot_id, check_token, read_lease
+from sdk.store.verify import NotRegular, read_text
 
 STATE_FILE = "state.json"
 TRIAL_FILE = "trial.json"
@@ -39,7 +40,7 @@ ANY_TOKEN = object()
 MENDER_OWNER = "mender"
 UNLEASED_OWNERS = (MENDER_OWNER,)
 TRASH = ".trash"  # releases being pruned: out of reach first, deleted afterwards
-TMP_PREFIX = ".tmp-"
+TMP_PREFIX = RESERVED_PREFIX  # the same prefix a release file may not start with (sdk/release.py)
 UPLOAD_PREFIX = ".upload-"  # kept across crashes: an interrupted upload resumes from its length
 IF_DAMAGED = ("previous", "refuse")  # when the committed release fails its check at a start (sdk/store/startable.py)
 
@@ -130,7 +131,7 @@ class Activation:
         """{"committed", "history"} from state.json; when that file is damaged, rebuilt from the `committed` and
         `previous` links (derived from it, so never ahead of it) with "damaged" saying what was wrong."""
         try:
-            text = (self.root / STATE_FILE).read_text()
+            text = read_text(self.root / STATE_FILE)  # never through a link, never blocking on a FIFO
         except FileNotFoundError:
             text = None
         except OSError as exc:
@@ -239,9 +240,9 @@ class Activation:
         release = trial["release"]
         if trial.get("state") != "passed":
             raise ReleaseError(f"release {release} has not passed its health check; it is not committed")
-        from sdk.store.verify import cache_for, verify_release
+        from sdk.store.verify import verify_release
 
-        verify_release(self._require_assembled(release), cache_for(self.root))  # the bytes that passed, unchanged since
+        verify_release(self._require_assembled(release))  # the bytes that passed, unchanged since
         state = self.state()
         history = [r for r in state["history"] if r != release] + [release]
         floors = self._floors_after(release, state)
@@ -344,12 +345,17 @@ class Activation:
                 hint="deploy the pipeline you want to run instead",
             )
         back = history[index - 1]
-        folder = self.release_dir(back)
+        from sdk.store.verify import verify_release
+
         try:
-            ReleaseManifest.load(folder).verify(folder)
+            verify_release(self.release_dir(back))
         except ReleaseError as exc:
             detail = exc.message.removeprefix(f"release {back}: ")
             raise ReleaseError(f"cannot go back to release {back}: {detail}; nothing was changed", hint="deploy that pipeline again") from None
+        try:
+            self.verify_signature(back, stage="rollback")  # the key, the binding, and root's floor (the store's is the login's)
+        except ReleaseError as exc:
+            raise ReleaseError(f"cannot go back to release {back}: {exc.message}; nothing was changed", hint=exc.hint) from None
         point("rollback.verified")
         state = state_record(state, committed=back, history=history[:index], rolled_back=back)  # chosen on purpose: may be below the floor
         self._write_json(STATE_FILE, state)
@@ -374,8 +380,8 @@ class Activation:
 
     def _read_json(self, name: str):
         try:
-            return json.loads((self.root / name).read_text())
-        except (FileNotFoundError, ValueError):
+            return json.loads(read_text(self.root / name))
+        except (FileNotFoundError, NotRegular, ValueError):  # a link or a FIFO in its place: damage
             return None
 
     def _set_aside(self, name: str) -> None:

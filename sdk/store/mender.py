@@ -96,6 +96,36 @@ class Payload:
             raise ReleaseError(f"the artifact's meta-data has no valid {META_KEY!r} block ({exc}): it was not made by `sdk export`") from None
 
 
+def signed_health(store, release: str, payload: Payload):
+    """The health check a Mender trial runs: the one the release's own pipeline file states (`health:`, covered by the
+    SDK's signature through the manifest), never less. The artifact's meta-data (outside that signature) must agree: as
+    many frames or more (a target file may raise the minimum), the same deadline; otherwise the artifact is refused."""
+    from sdk.errors import ReleaseError
+    from sdk.release import pipeline_health_of
+    from sdk.store.trial import HealthPolicy
+    from sdk.store.verify import check_file, load_manifest, read_regular
+
+    folder = store.release_dir(release)
+    manifest = load_manifest(folder)
+    entry = manifest.files[manifest.pipeline]
+    problem = check_file(folder / manifest.pipeline, entry.size, entry.sha256)
+    if problem:
+        raise ReleaseError(f"release {release}: {manifest.pipeline} {problem}")
+    try:
+        stated = pipeline_health_of(read_regular(folder / manifest.pipeline).decode())
+        signed = HealthPolicy(**{"min_frames": HealthPolicy.min_frames, "timeout_s": HealthPolicy.timeout_s, **stated})
+    except (ValueError, TypeError, UnicodeDecodeError) as exc:
+        raise ReleaseError(f"release {release}: the health: block of {manifest.pipeline} cannot be read ({exc})") from None
+    if payload.min_frames < signed.min_frames or payload.timeout_s != float(signed.timeout_s):
+        raise ReleaseError(
+            f"the artifact's meta-data asks for a health check of {payload.min_frames} frames within {payload.timeout_s:g} s; "
+            f"the release's signed pipeline states {signed.min_frames} frames within {float(signed.timeout_s):g} s: refused "
+            "(the SDK's signature does not cover the meta-data)",
+            hint="export the artifact again with `sdk export`",
+        )
+    return HealthPolicy(min_frames=payload.min_frames, timeout_s=float(signed.timeout_s))
+
+
 def _say(line: str) -> None:
     sys.stderr.write(f"perception-release: {line}\n")
     sys.stderr.flush()
@@ -234,7 +264,7 @@ class Module:
             raise
 
     def install(self) -> int:
-        from sdk.store.trial import HealthPolicy, run_trial
+        from sdk.store.trial import run_trial
 
         manifest, signature = self._manifest()
         release = manifest.release_id
@@ -248,7 +278,7 @@ class Module:
                     _say(f"release {release} is already the committed release; nothing to try")
                     return 0
                 python = self._build_env(release)  # the release's offline environment, when it ships wheels
-            policy = HealthPolicy(min_frames=self.payload.min_frames, timeout_s=self.payload.timeout_s)
+            policy = signed_health(self.store, release, self.payload)  # the release's own health: block; the meta-data must agree
             outcome = run_trial_quietly(
                 run_trial, self.store, release, target=self.config.target, policy=policy, commit_within_s=self.config.commit_window_s
             )

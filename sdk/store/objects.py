@@ -33,6 +33,7 @@ from sdk.store.lease import acquire as acquire_lease
 from sdk.store.prune import Pruning
 from sdk.store.status import StoreStatus
 from sdk.store.trust import check_signature
+from sdk.store.verify import read_text
 
 RUN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 MUTEX_FILE = ".lock"  # the store's mutex: held for one step (a switch, a commit, an install), never for a deploy
@@ -209,9 +210,11 @@ class ReleaseStore(Activation, Pruning, StoreStatus):
 
     def _read_signature(self, folder: Path) -> str | None:
         try:
-            return (folder / SIGNATURE).read_text()
+            return read_text(folder / SIGNATURE)
         except FileNotFoundError:
             return None
+        except (OSError, UnicodeDecodeError) as exc:  # a link or a FIFO in its place: never followed, never waited on
+            raise ReleaseError(f"{folder / SIGNATURE}: cannot be read as a signature ({getattr(exc, 'strerror', None) or exc})") from None
 
     def _write_signature(self, folder: Path, signature: str) -> None:
         """The manifest's signature beside it (kept for `trial` to check again), written then renamed."""
@@ -237,7 +240,7 @@ class ReleaseStore(Activation, Pruning, StoreStatus):
         entry = manifest.files.get(manifest.pipeline)
         for path in ([folder / manifest.pipeline] if folder is not None else []) + ([self.object_path(entry.sha256)] if entry else []):
             try:
-                return pipeline_name_of(path.read_text())
+                return pipeline_name_of(read_text(path))
             except (OSError, UnicodeDecodeError):
                 continue
         return None

@@ -9,8 +9,10 @@ CREATED_BY names that Python, for the message of a module still missing (sdk.err
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import stat
 import sys
 from pathlib import Path
 
@@ -19,6 +21,66 @@ from sdk.errors import ReleaseError
 from sdk.store.activation import TMP_PREFIX
 
 CREATED_BY = ".created-by"  # in the environment: the Python it was made from, and whether that was a virtual environment
+RECORD = ".complete"  # written last: the wheels, and every file (sha256, length) and link of the environment
+
+
+def _listing(folder: Path) -> dict:
+    """{"files": {name: [sha256, length]}, "links": {name: target}} of everything under `folder` but its record;
+    read as a release is read (sdk/store/verify.py): no link followed, no special file opened."""
+    from sdk.store.verify import NotRegular, digest_of
+
+    files, links = {}, {}
+    for top, dirs, names in os.walk(folder):
+        for name in sorted(dirs + names):
+            path = Path(top) / name
+            relative = path.relative_to(folder).as_posix()
+            if relative == RECORD:
+                continue
+            mode = path.lstat().st_mode
+            if stat.S_ISLNK(mode):
+                links[relative] = os.readlink(path)
+            elif stat.S_ISREG(mode):
+                try:
+                    files[relative] = list(digest_of(path))
+                except NotRegular:
+                    files[relative] = None
+            elif not stat.S_ISDIR(mode):
+                files[relative] = None  # a special file: never part of an environment this builds
+    return {"files": files, "links": links}
+
+
+def verify_env(env_dir: Path) -> str | None:
+    """Check the release's environment against the record written when it was built (decision 0950): every file with
+    its length and sha256, every link with its target, nothing else. ReleaseError naming the first difference; a note
+    (str) for an environment an earlier SDK built (no record: it is checked again once a deploy rebuilds it); None."""
+    from sdk.store.verify import NotRegular, read_regular
+
+    try:
+        text = read_regular(Path(env_dir) / RECORD)
+    except FileNotFoundError:
+        return None  # no environment: the release ships no wheels, or it was never built
+    except (OSError, NotRegular) as exc:
+        raise ReleaseError(f"{env_dir}: the environment's record cannot be read ({exc})", hint="deploy the pipeline again: it rebuilds it") from None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        record = None  # an earlier SDK's: the names of the wheels, one a line
+    if not isinstance(record, dict) or not isinstance(record.get("files"), dict):
+        return f"{env_dir} was built by an earlier SDK (no record of its files): not verified"
+    found = _listing(Path(env_dir))
+    for kind in ("files", "links"):
+        expected, actual = record.get(kind) or {}, found[kind]
+        for name in sorted(set(expected) | set(actual)):
+            if name not in actual:
+                problem = "is missing"
+            elif name not in expected:
+                problem = "is not part of it (its record does not list it)"
+            elif expected[name] != actual[name]:
+                problem = "does not match its record (changed on disk, or a link that leads elsewhere)"
+            else:
+                continue
+            raise ReleaseError(f"the release's environment {env_dir}: {name} {problem}", hint="deploy the pipeline again: it rebuilds it")
+    return None
 
 
 def _unpack_wheel(wheel: Path, site: Path) -> None:
@@ -49,7 +111,7 @@ def existing_env(release_dir: Path, env_dir: Path) -> tuple[bool, Path | None]:
     if not any((release_dir / "wheels").glob("*.whl")):
         return True, None
     final = env_dir
-    return (True, final / "bin" / "python") if (final / ".complete").is_file() else (False, None)
+    return (True, final / "bin" / "python") if (final / RECORD).is_file() else (False, None)
 
 
 def build_env(release_dir: Path, env_dir: Path) -> Path | None:
@@ -66,7 +128,7 @@ def build_env(release_dir: Path, env_dir: Path) -> Path | None:
         return None
     final = env_dir
     python = final / "bin" / "python"
-    if (final / ".complete").is_file():
+    if (final / RECORD).is_file():
         return python
     final.parent.mkdir(exist_ok=True)
     staging = final.parent / f"{TMP_PREFIX}{final.name}-{os.getpid()}"
@@ -77,7 +139,8 @@ def build_env(release_dir: Path, env_dir: Path) -> Path | None:
     for wheel in wheels:
         _unpack_wheel(wheel, site)
     _see_the_device_python(site)
-    (staging / ".complete").write_text("\n".join(w.name for w in wheels) + "\n")
+    record = {"wheels": [w.name for w in wheels], **_listing(staging)}
+    (staging / RECORD).write_text(json.dumps(record, sort_keys=True) + "\n")  # last: the environment is complete
     shutil.rmtree(final, ignore_errors=True)
     os.replace(staging, final)
     fsync_dir(final.parent)

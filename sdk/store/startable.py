@@ -13,8 +13,10 @@ Every entry point that starts or runs a release goes through here (`sdk start` a
 3. **Verify the bytes and the signature.** The release folder is checked against its manifest (sdk/store/verify.py), and
    its signature against the device's trust policy (sdk/store/trust.py: the key, the binding, the version floor). When the committed
    release fails, the policy recorded at its commit (the pipeline's `service.if_damaged`) decides: `previous`
-   (the default) starts the newest earlier committed release that verifies, and says so; `refuse` starts
-   nothing. When nothing verified can start: one ReleaseError saying why, and nothing runs.
+   (the default) starts the newest earlier committed release that verifies and is not below the version floor,
+   and says so (an older release runs only when someone chose it: `sdk rollback`); `refuse` starts nothing.
+   When nothing verified can start: one ReleaseError saying why, and nothing runs. Every byte is hashed at
+   every start: nothing cached, nothing written (decision 0950).
 
 `allowed_to_run` is the runtime's own start-up check of a release folder inside a store: its bytes verified,
 and the release committed (or committed before), or the release of a trial that may still finish.
@@ -27,7 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sdk.errors import ReleaseError
-from sdk.store.verify import VerifyCache, cache_for, verify_release
+from sdk.store.offline_env import verify_env
+from sdk.store.verify import verify_release
 
 REPAIR_WAIT_S = 5.0  # a start waits this long for the store's mutex before it goes on without the repair
 CANNOT_WRITE = (errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EIO)
@@ -60,7 +63,7 @@ def try_recover(store) -> str | None:
     return None
 
 
-def resolve_startable(store, *, repair: bool = True, cache: VerifyCache | None = None) -> Startable:
+def resolve_startable(store, *, repair: bool = True) -> Startable:
     """The release to start (see the module's docstring), or ReleaseError when nothing verified can start."""
     notes: list[str] = []
     if repair:
@@ -73,7 +76,6 @@ def resolve_startable(store, *, repair: bool = True, cache: VerifyCache | None =
     if committed is None:
         why = f" ({state['damaged']})" if "damaged" in state else ""
         raise ReleaseError(f"{store.root}: no release has passed its health check here (none is committed){why}", hint="deploy one first")
-    cache = cache if cache is not None else cache_for(store.root)
     candidates = [committed]
     policy = state.get("if_damaged") or "previous"
     if policy == "previous":
@@ -81,8 +83,11 @@ def resolve_startable(store, *, repair: bool = True, cache: VerifyCache | None =
     failed = []
     for release in candidates:
         try:
-            verify_release(store.release_dir(release), cache)
-            # The device's trust policy: key, binding, version floor (an earlier committed release falls back below it).
+            verify_release(store.release_dir(release))
+            unverified = verify_env(store.env_dir(release))  # its offline environment, against the record of its build
+            if unverified:
+                notes.append(unverified)
+            # The device's trust policy: key, binding, version floor (a fallback never goes below it: sdk/store/floors.py).
             store.verify_signature(release, stage="start" if release == committed else "fallback")
         except ReleaseError as exc:
             failed.append(exc.message)
@@ -91,6 +96,9 @@ def resolve_startable(store, *, repair: bool = True, cache: VerifyCache | None =
             notes.append(f"the committed release {committed} failed its check ({failed[0]}); started {release}, committed before it")
         return Startable(release, store.release_dir(release), committed, tuple(notes))
     tried = "; ".join(failed)
+    if any("a fallback never goes below it" in f for f in failed):
+        hint = f"deploy release {committed}'s pipeline again; to run an older release on purpose, use `sdk rollback`"
+        raise ReleaseError(f"nothing verified can start: {tried}", hint=hint)
     if policy == "refuse":
         raise ReleaseError(f"nothing verified can start: {tried} (if_damaged: refuse)", hint=f"deploy release {committed}'s pipeline again")
     raise ReleaseError(f"nothing verified can start: {tried}", hint=f"deploy release {committed}'s pipeline again")
@@ -112,10 +120,11 @@ def allowed_to_run(folder: Path) -> None:
 
     folder = Path(folder).resolve()
     root = store_root_of(folder)
-    verify_release(folder, cache_for(root), strict=root is not None)
+    verify_release(folder, strict=root is not None)
     if root is None:
         return
     store = ReleaseStore(root)
+    verify_env(store.env_dir(folder.name))
     release = folder.name
     state = store.state()
     if release == state["committed"] or release in state["history"]:

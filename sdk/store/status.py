@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from sdk.store.activation import LAST_TRIAL_FILE, TMP_PREFIX, TRIAL_FILE, previous_of
 from sdk.store.lease import read_lease
+from sdk.store.trust_admin import floor_status
 
 
 class StoreStatus:
@@ -25,6 +26,7 @@ class StoreStatus:
             "releases": releases,
             "lease": {"owner": lease.owner, "token": lease.token} if lease is not None and lease.live() else None,
             "damaged": self.damage(state),
+            "floors": floor_status(self.root),  # which version floor holds, and whose it is (root's or the deploy login's)
         }
 
     def damage(self, state: dict | None = None) -> list[str]:

@@ -34,7 +34,8 @@ from sdk.rootsafe import runs_as
 from sdk.store.faults import point
 from sdk.store.lease import FencingError, check_token
 from sdk.store.objects import ReleaseStore, StoreBusy
-from sdk.store.verify import cache_for, verify_release
+from sdk.store.offline_env import verify_env
+from sdk.store.verify import verify_release
 
 COMMIT_WINDOW_S = 120.0  # after a pass, the host commits within this, or the trial is rolled back
 POLL_S = 0.2
@@ -143,7 +144,8 @@ def run_trial(
     signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a lost SSH session must not cut the trial short
     with store.locked():
         store.verify_signature(release_id)  # a device that trusts a key checks again the release it is about to run
-        verify_release(store.release_dir(release_id), cache_for(store.root))  # every byte, and nothing else, before it runs
+        verify_release(store.release_dir(release_id))  # every byte, and nothing else, before it runs
+        verify_env(store.env_dir(release_id))  # and its offline environment, against the record of its build
         store.begin_trial(release_id, token=token, owner=owner, deadline_s=policy.timeout_s + commit_within_s)
     run_dir = store.run_dir(f"health-{release_id}")
     store.clear_run(run_dir.name)
@@ -183,7 +185,7 @@ def run_trial(
         with store.locked(wait_s=RECORD_WAIT_S):
             if healthy:
                 try:
-                    verify_release(store.release_dir(release_id), cache_for(store.root))  # unchanged while it ran
+                    verify_release(store.release_dir(release_id))  # unchanged while it ran
                 except ReleaseError as exc:
                     healthy, reason = False, f"its files changed during the health check: {exc.message}"
                     health = {**health, "healthy": False, "reason": reason}

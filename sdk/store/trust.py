@@ -14,14 +14,16 @@ Where the policy lives (decision 0310):
   write the store (the deploy login) can change this level: use root's policy against a stolen deploy login.
 
 A key is added after the first only by a statement signed by a currently trusted key (a rotation), and removed
-by a revocation signed by one; both are kept in `<root>/trust/statements.json` and replayed, checked, at every
-load. On top of root's policy they can add keys the root keys vouched for; they cannot lift root's revocations.
+by a revocation signed by one; each names the device and a sequence number (`statement_problem`); both are kept in
+`<root>/trust/statements.json` and replayed, checked, at every load. On top of root's policy they can add keys the
+root keys vouched for; they cannot lift root's revocations.
 
 What a release's signature (`manifest.json.sig`, written by the host, sdk/store/signing.py) states and is checked for:
 the manifest (every file's hash), an always-increasing `version` per pipeline, the `pipeline`'s name, the
 `device_type` and the `targets` it is for. A release older than the newest version committed for its pipeline
-(the floor: state.json, and root's policy) is refused at install and trial; at a start, unless `sdk rollback`
-chose it. Standard library only: this runs on the device's bare Python.
+(the floor: the store's in state.json, root's in its policy and floors.json) is refused at install, trial, start and
+fallback; `sdk rollback` may go below the store's floor, never below root's (sdk/store/floors.py). Standard library
+only: this runs on the device's bare Python.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ from pathlib import Path
 
 from sdk.errors import ReleaseError
 from sdk.release import SIGNATURE
+from sdk.store.floors import FLOORS_FILE, check_floor
 from sdk.store.signing import ALGORITHM, key_fingerprint, parse_public_key_pem, verify
+from sdk.store.verify import NotRegular, read_regular, read_text
 
 TRUST_ROOT = Path("/etc/perception/trust")
 POLICY_FILE = "policy.json"
@@ -46,7 +50,7 @@ STATEMENTS_FILE = "statements.json"
 IDENTITY_FILE = "identity.json"
 DOMAIN_RELEASE = b"perception-sdk release statement v2\0"
 DOMAIN_TRUST = b"perception-sdk trust statement v1\0"
-STAGES = ("install", "trial", "start", "fallback")  # fallback: a start of an earlier committed release (service.if_damaged)
+STAGES = ("install", "trial", "start", "fallback", "rollback")  # fallback: a start of an earlier committed release (service.if_damaged)
 
 
 def trust_root() -> Path:
@@ -70,6 +74,11 @@ class Policy:
     target: str | None = None
     floors: dict[str, int] = field(default_factory=dict)  # root's floors (the store's are in state.json)
     source: str = "none"
+    sequence: int = 0  # the highest sequence number of the trust statements applied here (a new one must be above it)
+
+    @property
+    def rooted(self) -> bool:
+        return self.source == str(trust_root() / POLICY_FILE)
 
     def describe(self) -> dict:
         return {
@@ -80,6 +89,7 @@ class Policy:
             "device_type": self.device_type,
             "target": self.target,
             "floors": self.floors,
+            "sequence": self.sequence,
         }
 
 
@@ -119,9 +129,6 @@ def _root_policy() -> dict | None:
     return data
 
 
-FLOORS_FILE = "floors.json"
-
-
 def _root_floors() -> dict[str, int] | None:
     path = trust_root() / FLOORS_FILE
     if not path.exists() or _secure(path):
@@ -135,18 +142,20 @@ def advance_root_floor(pipeline: str, version: int) -> bool:
     stolen deploy login can lower the store's floor but never this one. False where there is no root policy or
     this process is not root."""
     folder = trust_root()
-    if os.geteuid() != 0 or not (folder / POLICY_FILE).is_file():
+    if os.geteuid() != 0 or not (folder / POLICY_FILE).is_file() or _secure(folder / POLICY_FILE):
         return False
     floors = _root_floors() or {}
     if floors.get(pipeline, 0) >= version:
         return True
     floors[pipeline] = version
     partial = folder / f".{FLOORS_FILE}.{os.getpid()}"
-    with partial.open("w") as handle:
+    partial.unlink(missing_ok=True)
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w") as handle:
         json.dump(floors, handle, sort_keys=True)
         handle.flush()
+        os.fchmod(handle.fileno(), 0o644)
         os.fsync(handle.fileno())
-    os.chmod(partial, 0o644)
     os.replace(partial, folder / FLOORS_FILE)
     return True
 
@@ -184,7 +193,7 @@ def load_policy(root: Path) -> Policy:
         files = sorted((folder / "keys").glob("*.pub")) + ([folder / "verify_key.pub"] if (folder / "verify_key.pub").exists() else [])
         for path in files:
             try:
-                public = parse_public_key_pem(path.read_text(), str(path))
+                public = parse_public_key_pem(read_text(path), str(path))
             except OSError:
                 continue
             policy.keys[key_fingerprint(public)], policy.names[key_fingerprint(public)] = public, path.stem
@@ -199,10 +208,32 @@ def load_policy(root: Path) -> Policy:
 
 
 def _read_json(path: Path):
+    """A small JSON file, read without following a link or blocking on a special file; None when it is not one."""
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
+        return json.loads(read_regular(path, limit=4 << 20))
+    except (OSError, ValueError, NotRegular, ReleaseError):
         return None
+
+
+def statement_problem(policy: Policy, body: dict) -> str | None:
+    """Why a trust statement does not apply on this device (decision 0952), or None. A statement names the device
+    (`device_type`, `target`: one made for another vehicle applies nowhere else) and a `sequence` number above the last
+    one applied here (a replayed statement is refused). An earlier SDK's statement (neither) still reads where it was
+    recorded, except an `add` under root's policy: there, a key is added only by a statement bound to this device."""
+    sequence = body.get("sequence")
+    if sequence is None and not any(k in body for k in ("device_type", "target")):
+        if body.get("kind") == "add" and policy.rooted:
+            return "it names no device and no sequence number (an earlier SDK's statement): under root's policy a key is added only for this device"
+        return None
+    if not isinstance(sequence, int) or isinstance(sequence, bool) or sequence <= policy.sequence:
+        return f"its sequence number {sequence!r} is not above {policy.sequence}, the last one this device applied (a replayed statement)"
+    for name in ("device_type", "target"):
+        theirs, mine = body.get(name), getattr(policy, name)
+        if not isinstance(theirs, str):
+            return f"it names no {name}"
+        if mine is not None and theirs != mine:
+            return f"it is made for {name} {theirs!r}; this device is {mine!r}"
+    return None
 
 
 def _apply(policy: Policy, statement: object) -> None:
@@ -217,8 +248,10 @@ def _apply(policy: Policy, statement: object) -> None:
         signature = base64.b64decode(str(statement.get("signature")), validate=True)
     except (binascii.Error, ValueError):
         return
-    if not verify(policy.keys[by], DOMAIN_TRUST + canonical(body), signature):
+    if not verify(policy.keys[by], DOMAIN_TRUST + canonical(body), signature) or statement_problem(policy, body):
         return
+    if isinstance(body.get("sequence"), int):
+        policy.sequence = body["sequence"]
     if body.get("kind") == "add":
         try:
             public = parse_public_key_pem(str(body.get("public_key")), "a rotated key")
@@ -283,7 +316,7 @@ def check_release(root: Path, manifest, signature_text: str | None, *, stage: st
     if "version" not in document:  # an earlier SDK's signature: no version, no binding
         if not verify(policy.keys[key], signed_message(manifest), signature):
             raise ReleaseError(f"release {release}: its signature does not verify with key {key}: changed after it was signed", hint=hint)
-        if stage not in ("start", "fallback"):
+        if stage not in ("start", "fallback", "rollback"):
             raise ReleaseError(
                 f"release {release} is signed without a version or a device binding (an earlier SDK's signature); refused",
                 hint="deploy it again with this SDK: it signs the version, the pipeline and the device",
@@ -304,15 +337,7 @@ def check_release(root: Path, manifest, signature_text: str | None, *, stage: st
         raise ReleaseError(f"release {release} is signed for device type {device_type!r}; this device is {policy.device_type!r}; refused", hint=hint)
     if policy.target is not None and targets is not None and policy.target not in targets:
         raise ReleaseError(f"release {release} is signed for {', '.join(targets)}, not for this device ({policy.target}); refused", hint=hint)
-    state = _read_json(Path(root) / "state.json") or {}
-    floor = max(int((state.get("floors") or {}).get(named, 0)), policy.floors.get(named, 0))
-    rolled_back = stage == "start" and state.get("rolled_back") == release
-    if version < floor and not rolled_back and stage != "fallback":  # fallback: an earlier committed release, the device's own choice
-        raise ReleaseError(
-            f"release {release} is version {version} of pipeline {named!r}, older than version {floor} this device has committed: "
-            "a downgrade is refused",
-            hint="deploy a newer release; to go back on purpose, use `sdk rollback` on the device's own previous release",
-        )
+    check_floor(_read_json(Path(root) / "state.json") or {}, policy.floors, release, version, named, stage)
     return Statement(key, version, named, device_type, targets)
 
 
@@ -326,9 +351,11 @@ def check_signature(root: Path, manifest, signature_text: str | None, *, stage: 
 def check_release_folder(root: Path, folder: Path, manifest, *, stage: str = "start", pipeline: str | None = None) -> str | None:
     """`check_signature` for an assembled release, from the signature file kept beside its manifest."""
     try:
-        text = (Path(folder) / SIGNATURE).read_text()
+        text = read_text(Path(folder) / SIGNATURE)
     except FileNotFoundError:
         text = None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReleaseError(f"{Path(folder) / SIGNATURE}: cannot be read as a signature ({getattr(exc, 'strerror', None) or exc})") from None
     return check_signature(root, manifest, text, stage=stage, pipeline=pipeline)
 
 
@@ -339,5 +366,5 @@ def statement_of(folder: Path) -> dict | None:
 
 __all__ = [
     *("Policy", "Statement", "check_release", "check_release_folder", "check_signature"),
-    *("load_policy", "release_message", "statement_of", "trust_root"),
+    *("advance_root_floor", "load_policy", "release_message", "statement_of", "statement_problem", "trust_root"),
 ]

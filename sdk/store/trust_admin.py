@@ -6,12 +6,16 @@ A request is one JSON object, its `action` one of:
 - `add`: trust `public_key`. The first key of a store without root's policy is trusted as given (trust on first
   use: whoever holds the deploy login), with the device's identity (`device_type`, `target`), and from then on
   signatures are required. Any later key needs `statement`: `{"kind": "add", "key", "public_key", "name", "by",
-  "at", "signature"}` signed by a key trusted now (a rotation: both keys are trusted afterwards);
-- `revoke`: `statement` `{"kind": "revoke", "key", "by", "at", "signature"}` signed by another trusted key; the
-  revoked key's releases are refused from the next start on;
-- `install-policy` (root only): root's policy `policy` written as /etc/perception/trust/policy.json, root's, 0644.
+  "at", "device_type", "target", "sequence", "signature"}` signed by a key trusted now (a rotation: both keys are
+  trusted afterwards);
+- `revoke`: `statement` `{"kind": "revoke", "key", "by", "at", "device_type", "target", "sequence", "signature"}`
+  signed by another trusted key; the revoked key's releases are refused from the next start on;
+- `install-policy` (root only): root's policy `policy` written as /etc/perception/trust/policy.json, root's, 0644;
+- `raise-floors` (root only): root's version floor raised to the committed release's signed version (sdk/store/trust.py:
+  `raise_root_floors`), so that the deploy login, which writes state.json, cannot lower the floor that holds.
 
-Statements are appended to `<root>/trust/statements.json` only once they verify against the policy as it stands.
+Statements are appended to `<root>/trust/statements.json` only once they verify against the policy as it stands, name
+this device, and carry a sequence number above the last one applied here (`status` says it: `sequence`).
 """
 
 from __future__ import annotations
@@ -23,10 +27,23 @@ from pathlib import Path
 
 from sdk.durable import open_new
 from sdk.errors import ReleaseError
+from sdk.store.floors import summary
 from sdk.store.signing import key_fingerprint, parse_public_key_pem, public_key_pem
-from sdk.store.trust import IDENTITY_FILE, POLICY_FILE, STATEMENTS_FILE, STORE_TRUST, _apply, load_policy, trust_root
+from sdk.store.trust import (
+    IDENTITY_FILE,
+    POLICY_FILE,
+    STATEMENTS_FILE,
+    STORE_TRUST,
+    _apply,
+    _read_json,
+    advance_root_floor,
+    load_policy,
+    statement_of,
+    statement_problem,
+    trust_root,
+)
 
-ACTIONS = ("status", "add", "revoke", "install-policy")
+ACTIONS = ("status", "add", "revoke", "install-policy", "raise-floors")
 
 
 def _write(path: Path, text: str, mode: int = 0o644) -> None:
@@ -54,6 +71,15 @@ def _statements(store) -> list:
 def _append_statement(store, statement: dict, check) -> None:
     """Append `statement` once it does what `check(policy_after)` expects against the policy as it stands."""
     before = load_policy(store.root)
+    body = {k: v for k, v in statement.items() if k != "signature"}
+    if "sequence" not in body:
+        raise ReleaseError(
+            "the statement names no device and no sequence number (an earlier SDK made it): this device takes only statements bound to it",
+            hint="make it again with this SDK: sdk targets trust-key binds it to the target and numbers it",
+        )
+    problem = statement_problem(before, body)
+    if problem:
+        raise ReleaseError(f"the statement does not apply to this device: {problem}", hint="make it again for this target: sdk targets trust-key")
     after = load_policy(store.root)
     _apply(after, statement)
     if not check(before, after):
@@ -71,6 +97,8 @@ def administer(store, request: dict) -> dict:
         raise ReleaseError(f"unknown trust action {action!r}; allowed: {', '.join(ACTIONS)}")
     if action == "install-policy":
         return install_policy(request.get("policy"))
+    if action == "raise-floors":
+        return raise_root_floors(store)
     policy = load_policy(store.root)
     rooted = policy.source == str(trust_root() / POLICY_FILE)
     if action == "status":
@@ -134,4 +162,36 @@ def install_policy(policy: object) -> dict:
     return {"installed": str(folder / POLICY_FILE)}
 
 
-__all__ = ["ACTIONS", "administer", "install_policy"]
+def floor_status(root: Path) -> dict:
+    """Which version floor holds for each pipeline, and whose it is (`sdk status`; sdk/store/floors.py)."""
+    try:
+        policy = load_policy(root)
+    except ReleaseError as exc:
+        return {"held_by": "unreadable", "note": exc.message, "pipelines": {}}
+    state = _read_json(Path(root) / "state.json") or {}
+    return summary(state, policy.floors, policy.source == str(trust_root() / POLICY_FILE))
+
+
+def raise_root_floors(store) -> dict:
+    """The root step that keeps the floor out of the deploy login's reach on an SSH device: root's floor for the
+    committed release's pipeline raised to its signed version, once its bytes and its signature verify under root's
+    policy. Whatever the login wrote, root's floor only rises to a version a trusted key signed for this device."""
+    from sdk.store.verify import verify_release
+
+    if os.geteuid() != 0:
+        raise ReleaseError("raising root's version floor needs root", hint="run it with sudo: it is a root step")
+    if load_policy(store.root).source != str(trust_root() / POLICY_FILE):
+        raise ReleaseError(f"there is no root policy ({trust_root() / POLICY_FILE}): no floor of root's to raise", hint="install root's policy first")
+    committed = store.state()["committed"]
+    raised = None
+    if committed is not None:
+        verify_release(store.release_dir(committed))
+        store.verify_signature(committed, stage="start")
+        statement = statement_of(store.release_dir(committed)) or {}
+        version, pipeline = statement.get("version"), statement.get("pipeline")
+        if isinstance(version, int) and isinstance(pipeline, str) and advance_root_floor(pipeline, version):
+            raised = {"pipeline": pipeline, "version": version}
+    return {"raised": raised, "floors": floor_status(store.root)}
+
+
+__all__ = ["ACTIONS", "administer", "floor_status", "install_policy", "raise_root_floors"]

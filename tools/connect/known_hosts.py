@@ -5,7 +5,9 @@ takes it as "not this host", and ends in a traceback on a `@revoked` line. This 
 does: host patterns separated by commas, with `*` and `?` wildcards, `[host]:port`, hashed names (`|1|salt|hash`),
 and negations that exclude a host even when another pattern includes it; `@revoked` keys are refused for the hosts
 they name; `@cert-authority` lines are not used (the SDK pins keys, not certificate authorities). A line it cannot
-read is one error naming the file and the line.
+read is one error naming the file and the line when it is about this host (or names no host); a line about another
+host that cannot be read is skipped, as OpenSSH skips it, and named in `Pins.skipped`: one bad line of a shared file
+never fails every target.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from sdk.errors import TargetError
 class Pins:
     keys: dict = field(default_factory=dict)  # key type -> paramiko key
     revoked: list = field(default_factory=list)  # paramiko keys
+    skipped: list = field(default_factory=list)  # "<file> line N: why": unreadable lines about other hosts
 
 
 def _pattern_matches(pattern: str, name: str) -> bool:
@@ -68,13 +71,20 @@ def read_pins(path: Path, name: str, where: str) -> Pins:
         if line.startswith("@"):
             marker, _, line = line.partition(" ")
             line = line.strip()
-            if marker not in ("@revoked", "@cert-authority"):
-                raise TargetError(f"{where}: {path} line {number}: unknown marker {marker!r}; known: @revoked, @cert-authority")
         fields = line.split()
-        if len(fields) < 3:
-            raise TargetError(f"{where}: {path} line {number}: not a known_hosts line (hosts, key type, key)")
+        about_this_host = bool(fields) and hosts_match(fields[0], name)
+        problem = None
+        if marker not in (None, "@revoked", "@cert-authority"):
+            problem = f"unknown marker {marker!r}; known: @revoked, @cert-authority"
+        elif len(fields) < 3:
+            problem = "not a known_hosts line (hosts, key type, key)"
+        if problem is not None:
+            if about_this_host or not fields:  # this target's pin is in doubt: never guess
+                raise TargetError(f"{where}: {path} line {number}: {problem}")
+            pins.skipped.append(f"{path} line {number}: {problem} (about another host: skipped, as OpenSSH skips it)")
+            continue
         patterns, key_type, data = fields[:3]
-        if marker == "@cert-authority" or not hosts_match(patterns, name):
+        if marker == "@cert-authority" or not about_this_host:
             continue
         try:
             key = paramiko.PKey.from_type_string(key_type, base64.b64decode(data, validate=True))

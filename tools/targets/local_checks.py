@@ -77,7 +77,8 @@ def _known_hosts(target: RemoteTarget) -> Finding:
         return (BLOCKED, "host key pin", exc.message, known_hosts_hint(target))
     if not pins.keys:
         return (BLOCKED, "host key pin", f"{path} holds no key for {name}", known_hosts_hint(target))
-    return (OK, "host key pin", f"{len(pins.keys)} key(s) for {name} in {path.name}", None)
+    skipped = f"; skipped: {'; '.join(pins.skipped)}" if pins.skipped else ""
+    return (OK, "host key pin", f"{len(pins.keys)} key(s) for {name} in {path.name}{skipped}", None)
 
 
 __all__ = ["key_file_hint", "known_hosts_hint", "local_findings"]

@@ -3,7 +3,8 @@
 The first key a store trusts is taken as given, with the device's identity (the target file's device type and name);
 from then on a new key needs a statement signed by a key the device already trusts (`--signed-by`, by default the
 target file's `sign_key`), and `--revoke FINGERPRINT` removes one the same way. The deploy login alone can never
-replace the device's trust.
+replace the device's trust. A statement names the target (its device type and name) and the next sequence number
+the device expects: it applies to this vehicle only, once.
 """
 
 from __future__ import annotations
@@ -47,14 +48,15 @@ def trust_key(target, key: Path | None, signed_by: Path | None = None, revoke: s
     with open_session(target) as session:
         session.ensure_agent(runtime_files())
         now = session.trust({"action": "status"})
-        if revoke is not None:
-            return session.trust({"action": "revoke", "statement": statement("revoke", revoke, _signer(target, signed_by))})
-        pem, fingerprint = verify_key_pem(key)  # any format here; the device stores (and checks) PEM
         identity = {"device_type": binding_for(target, "").device_type, "target": target.name}
+        bound = {**identity, "sequence": int(now.get("sequence") or 0) + 1}  # for this vehicle only, and never again
+        if revoke is not None:
+            return session.trust({"action": "revoke", "statement": statement("revoke", revoke, _signer(target, signed_by), **bound)})
+        pem, fingerprint = verify_key_pem(key)  # any format here; the device stores (and checks) PEM
         request = {"action": "add", "public_key": pem, "name": Path(key).stem, **identity}
         if now["keys"] or now["source"].endswith("policy.json"):
             name = Path(key).stem
-            request["statement"] = statement("add", fingerprint, _signer(target, signed_by), public_key=pem, name=name)
+            request["statement"] = statement("add", fingerprint, _signer(target, signed_by), public_key=pem, name=name, **bound)
         return session.trust(request)
 
 

@@ -4,6 +4,7 @@ policy that the deploy login cannot change."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -62,12 +63,18 @@ def commit(store: ReleaseStore, manifest: ReleaseManifest, signature: str | None
         store.commit(token=None)
 
 
+SEQUENCE = itertools.count(1)  # a statement's sequence number: above the last one any store here applied
+
+
 def statement(kind: str, key: str, signer: Ed25519PrivateKey, **extra) -> dict:
+    """Bound to DEVICE, with the next sequence number, unless `extra` says otherwise."""
     import base64
 
     from sdk.store.trust import DOMAIN_TRUST, canonical
 
-    body = {"kind": kind, "key": key, "by": fingerprint(signer), "at": "2026-11-27T00:00:00Z", **extra}
+    bound = {**DEVICE, "sequence": next(SEQUENCE)}
+    body = {"kind": kind, "key": key, "by": fingerprint(signer), "at": "2026-11-27T00:00:00Z", **bound, **extra}
+    body = {k: v for k, v in body.items() if v is not None}  # extra's None: a field left out (an earlier SDK's statement)
     return {**body, "signature": base64.b64encode(signer.sign(DOMAIN_TRUST + canonical(body))).decode()}
 
 
@@ -148,7 +155,7 @@ def test_a_new_key_needs_the_trusted_keys_signature(trusted):
     assert store.committed() == signed_by_new.release_id
 
 
-def test_a_revoked_keys_committed_release_is_refused_at_the_next_start_and_the_previous_one_starts(trusted):
+def test_a_revoked_keys_committed_release_is_refused_at_the_next_start_and_only_a_rollback_goes_below_the_floor(trusted):
     store, key = trusted
     second_key = Ed25519PrivateKey.generate()
     with store.locked():
@@ -162,8 +169,12 @@ def test_a_revoked_keys_committed_release_is_refused_at_the_next_start_and_the_p
         with pytest.raises(ReleaseError, match="not signed by a key this device trusts"):  # a key cannot revoke itself
             administer(store, {"action": "revoke", "statement": statement("revoke", fingerprint(key), key)})
         administer(store, {"action": "revoke", "statement": statement("revoke", fingerprint(key), second_key)})
-    chosen = resolve_startable(store)
-    assert chosen.release == first.release_id and "which this device revoked" in " ".join(chosen.notes)
+    with pytest.raises(ReleaseError, match="which this device revoked; .*version 100 .*a fallback never goes below it") as refused:
+        resolve_startable(store)  # the previous release is older than the floor: the device never chooses a downgrade itself
+    assert "sdk rollback" in refused.value.hint
+    with store.locked():
+        assert store.rollback() == first.release_id  # chosen on purpose: below the store's floor, allowed
+    assert resolve_startable(store).release == first.release_id
     with pytest.raises(ReleaseError, match="was revoked on this device"), store.locked():
         administer(store, {"action": "add", "public_key": pem(key), "statement": statement("add", fingerprint(key), second_key, public_key=pem(key))})
 

@@ -73,3 +73,18 @@ def test_over_ssh_a_revoked_key_or_an_excluding_line_refuses_the_connection(ssh_
     with pytest.raises(TargetError, match=expected):
         probe(resolve_target("sim"))
     subprocess.run(["true"], check=True)
+
+
+def test_a_bad_line_about_another_host_does_not_fail_this_target(tmp_path):
+    """A shared known_hosts file: one unreadable line about another vehicle is skipped (and named), as OpenSSH skips it;
+    a bad line about this target is still one error naming the line."""
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
+    path = tmp_path / "known_hosts"
+    path.write_text(f"orin-02 ssh-ed25519\n@trusted orin-03 {key}\norin-01 {key}\n")
+    pins = read_pins(path, "orin-01", "t.yaml")
+    assert list(pins.keys) == ["ssh-ed25519"]
+    assert [s.split(": ", 1)[0] for s in pins.skipped] == [f"{path} line 1", f"{path} line 2"]
+    for bad, why in ((f"orin-01 {key.split()[0]}", "not a known_hosts line"), (f"@trusted orin-* {key}", "unknown marker '@trusted'")):
+        path.write_text(f"{bad}\norin-01 {key}\n")
+        with pytest.raises(TargetError, match=f"t.yaml: {path} line 1: {why}"):
+            read_pins(path, "orin-01", "t.yaml")
