@@ -17,7 +17,8 @@ file descriptors, never through a link:
    g+rwX, setgid folders); links, special files, hard links and other users' files are left alone and listed;
 4. disables and removes this store's units of pipelines no longer committed here (and links to units in the store,
    which earlier SDKs made), writes the text as root's own /etc/systemd/system/<unit> (0644), reloads systemd,
-   enables the unit and (re)starts it.
+   enables the unit and (re)starts it;
+5. where root's trust policy is installed, raises root's version floor to the committed release's signed version.
 
 `--dry-run` prints the steps without doing them. Standard library only beyond the pipeline's schema.
 """
@@ -169,6 +170,22 @@ def root_copy_against_release(store) -> dict | None:
     return {"tool": tool, "same_as_release": not differ, "files_differing": len(differ), **({"e.g.": differ[0]} if differ else {})}
 
 
+def _root_floor(store) -> dict:
+    """Where root's policy is installed, the step also raises root's version floor to the committed release's signed
+    version (sdk/store/trust_admin.py `raise_root_floors`): after it, the deploy login cannot bring an older release
+    back, whatever it writes in the store."""
+    from sdk.errors import ReleaseError
+    from sdk.store.trust import POLICY_FILE, trust_root
+    from sdk.store.trust_admin import raise_root_floors
+
+    if not (trust_root() / POLICY_FILE).is_file():
+        return {"root_floor": "no root policy on this device: the version floor is the deploy login's (docs/security.md)"}
+    try:
+        return {"root_floor": raise_root_floors(store)["raised"]}
+    except ReleaseError as exc:
+        raise TargetError(f"the unit is installed, but root's version floor was not raised: {exc.message}", hint=exc.hint) from None
+
+
 def install(store, dry_run: bool, systemd_dir: Path = SYSTEMD_DIR, *, allow_root: bool = False) -> dict:
     store_fd = open_store(store.root)
     try:
@@ -207,7 +224,7 @@ def install(store, dry_run: bool, systemd_dir: Path = SYSTEMD_DIR, *, allow_root
             if done.returncode != 0:
                 hint = "fix the cause and run install again (every step may be repeated)"
                 raise TargetError(f"{shown_text} failed: {done.stderr.strip()[-300:]}", hint=hint)
-        return {"unit": name, "installed": str(systemd_dir / name), "commands": shown, "ran": True, "shared": shared, **noted}
+        return {"unit": name, "installed": str(systemd_dir / name), "commands": shown, "ran": True, "shared": shared, **noted, **_root_floor(store)}
     finally:
         os.close(store_fd)
 

@@ -139,6 +139,7 @@ def test_the_root_step_on_a_fresh_store_makes_the_shared_folder_and_installs_roo
         assert done.returncode == 0, done.stderr
         result = json.loads(done.stdout)
         assert result["ran"] and "differs from root's rendering" in result["note"] and result["shared"]["created"]
+        assert result["root_floor"].startswith("no root policy on this device")  # the copy of /etc has none: said, not silent
         assert result["root_copy"]["same_as_release"] is True and result["root_copy"]["tool"] == str(root_tool)  # checked by sha256
         folder = os.lstat(root / "service")
         assert (folder.st_uid, folder.st_gid, stat.S_IMODE(folder.st_mode)) == (login.pw_uid, login.pw_gid, 0o2770)
