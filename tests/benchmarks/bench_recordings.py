@@ -69,7 +69,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--frames", type=int, default=120)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="4 frames, one round: only that the script runs")
     args = parser.parse_args()
+    if args.smoke:
+        args.frames, args.rounds = 4, 1
     from sdk.sinks.jsonl import JsonlSink
     from sdk.sinks.mcap_sink import McapSink
 

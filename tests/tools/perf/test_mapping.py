@@ -52,7 +52,7 @@ def test_rows_hold_the_measurement_and_the_static_analysis(mapped):
     times = {n["name"]: n["times_ms"] for n in raw["nodes"]}
     rows = layer_rows(model, groups, times, None)
     assert len(rows) == len(groups)
-    assert sum(r["share"] for r in rows) == pytest.approx(1.0, abs=1e-3)
+    assert sum(r["share"] for r in rows) == pytest.approx(1.0, abs=len(rows) * 5e-5 + 1e-9)  # each share rounded to 4 places
     conv = next(r for r in rows if r["op"] == "Conv" and r["flops"] > 0)
     assert conv["bytes"]["total"] == conv["bytes"]["weights"] + conv["bytes"]["activations_in"] + conv["bytes"]["activations_out"]
     assert conv["intensity"] == pytest.approx(conv["flops"] / conv["bytes"]["total"], rel=1e-3)
