@@ -35,7 +35,9 @@ def add_parsers(commands) -> None:
 def evaluate_command(args: argparse.Namespace, console: Console) -> int:
     from tools.console import RichProgress
     from tools.evaluate import report as files
-    from tools.evaluate.run import Request, evaluate
+    from tools.evaluate.paired import write_matches
+    from tools.evaluate.run import Request, evaluate_run
+    from tools.history.hook import finished
     from tools.validation.report_dirs import check_report_dir, empty_report_dir, new_run_folder, update_latest
 
     folder = check_report_dir(args.report_dir, args.force) if args.report_dir is not None else None
@@ -44,11 +46,12 @@ def evaluate_command(args: argparse.Namespace, console: Console) -> int:
 
         raise ConfigError(f"--json {args.json}: that is an input of this command", hint="name a new file for the result")
     with RichProgress(console) as progress:
-        result = evaluate(Request(args.pipeline, args.labels, args.images, args.target), progress)
+        result, matches = evaluate_run(Request(args.pipeline, args.labels, args.images, args.target), progress)
     if folder is None:
         folder = new_run_folder(result["pipeline"], args.target, "evaluate")
     elif args.force:
         empty_report_dir(folder)
+    write_matches(matches, folder)
     files.write(result, folder)
     if args.report_dir is None:
         update_latest(folder)
@@ -56,6 +59,7 @@ def evaluate_command(args: argparse.Namespace, console: Console) -> int:
         files.write_json(result, args.json)
     for line in files.summary(result):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
+    finished(folder, "evaluate")  # into the run history (never fails the run)
     sys.stderr.write(f"report: {folder}\n")
     return EXIT_CODES[result["verdict"]]
 

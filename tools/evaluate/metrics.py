@@ -43,6 +43,7 @@ class Metrics:
     curves: dict[str, list[float]]  # recall thresholds; mean precision at IoU 0.5 and over 0.5:0.95 (area all, 100 a image)
     images: int
     draws: int
+    matches: list[dict] | None = None  # COCOeval's per-image matches (image_matches): what a paired comparison resamples
 
 
 def _quiet(call, *args):
@@ -108,7 +109,7 @@ def evaluate(ground_truth: dict, detections: list[dict], category_ids: list[int]
         low, high = np.quantile(values, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
         intervals[name] = [round(float(low), 6), round(float(high), 6)]
         lower[name] = round(float(np.quantile(values, 1 - CONFIDENCE)), 6)
-    return Metrics(stats, per_class, intervals, lower, curves, len(image_ids), draws)
+    return Metrics(stats, per_class, intervals, lower, curves, len(image_ids), draws, image_matches(evaluation))
 
 
 def _count(values) -> dict[int, int]:

@@ -17,6 +17,7 @@ from sdk.runtime.verdict import combine, describe_verdict
 from sdk.spec.loader import PipelineFile
 from tools.evaluate.classmap import ClassMap, map_classes
 from tools.evaluate.labels import LabelSet, load_labels
+from tools.evaluate.paired import MATCHES_FILE, LabelMatches, from_evaluation
 from tools.history.stats import DRAWS
 from tools.progress import Progress, SilentProgress
 
@@ -44,6 +45,11 @@ def checked_inputs(pipeline: PipelineFile, labels_path: Path, images: Path | Non
 
 def evaluate(request: Request, progress: Progress | None = None) -> dict:
     """The evaluation as report.json holds it (see tools/evaluate/report.py for the files)."""
+    return evaluate_run(request, progress)[0]
+
+
+def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[dict, LabelMatches]:
+    """The evaluation and its per-image matches (label_matches.npz: what a paired comparison resamples)."""
     from sdk.spec import load_pipeline
     from tools.evaluate.detect import detect
     from tools.evaluate.judge import label_checks
@@ -79,6 +85,7 @@ def evaluate(request: Request, progress: Progress | None = None) -> dict:
     if run.size_mismatch:
         notes.append(f"{len(run.size_mismatch)} image(s) are not the size their labels give, e.g. {run.size_mismatch[0]}")
     crowd = sum(1 for a in labels.annotations if a["iscrowd"])
+    matches = from_evaluation(metrics.matches, [i.id for i in scored], sorted(set(mapping.to_category.values())), labels.ground_truth())
     check_dicts = [c.as_dict() for c in checks]
     return {
         "kind": "evaluation",
@@ -103,7 +110,9 @@ def evaluate(request: Request, progress: Progress | None = None) -> dict:
             "labels": len(labels.annotations) - crowd,
             "crowd_regions": crowd,
             "not_decoded": [{"file": name, "why": why} for name, why in run.not_decoded],
+            "sha256": matches.labels_sha256,
         },
+        "matches_file": MATCHES_FILE,
         "class_map": mapping.as_dict(tuple(pipeline.class_names()), labels.categories),
         "evaluation": pipeline.spec.evaluation.model_dump() | {"bootstrap_draws": metrics.draws, "bootstrap": "images resampled with replacement"},
         "evaluator": _evaluator(),
@@ -111,7 +120,7 @@ def evaluate(request: Request, progress: Progress | None = None) -> dict:
         "postprocess": run.postprocess,
         "detections": len(run.detections),
         "wall_s": round(time.monotonic() - started, 3),
-    }
+    }, matches
 
 
 def _evaluator() -> str:
@@ -120,4 +129,4 @@ def _evaluator() -> str:
     return f"pycocotools {version('pycocotools')} COCOeval (bbox)"
 
 
-__all__ = ["TARGETS", "Request", "checked_inputs", "evaluate"]
+__all__ = ["TARGETS", "Request", "checked_inputs", "evaluate", "evaluate_run"]
