@@ -3,6 +3,10 @@ figures back, and the paired bootstrap's difference is B - A with an interval na
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+
 import numpy as np
 import pytest
 
@@ -109,3 +113,34 @@ def test_a_damaged_matches_file_is_one_error_naming_it(tmp_path):
     bad.write_bytes(b"not a zip")
     with pytest.raises(ConfigError, match="label_matches.npz: not an evaluation's per-image matches"):
         read_matches(bad)
+
+
+def _folder(root, name: str, matches) -> str:
+    folder = root / name
+    folder.mkdir()
+    report = {"kind": "evaluation", "pipeline": "p", "target": "local", "verdict": "PASS", "checks": [], "notes": []}
+    (folder / "report.json").write_text(json.dumps(report))
+    write_matches(matches, folder)
+    return str(folder)
+
+
+def _compare(*args: str) -> tuple[int, str]:
+    from tools.cli import run
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run(["compare", *args])
+    return code, out.getvalue()
+
+
+def test_sdk_compare_of_two_evaluations_says_the_worse_map_and_fails_on_it(pair, tmp_path):
+    _, (_, a), (_, b) = pair
+    first, second = _folder(tmp_path, "a", a), _folder(tmp_path, "b", b)
+    code, out = _compare(first, second, "--json", "--fail-on-worse")
+    result = json.loads(out)
+    rows = {f["name"]: f for f in result["figures"]}
+    assert code == 3 and "accuracy.map50_95" in result["summary"]["worse"]
+    assert rows["accuracy.map50_95"]["tested"] and rows["accuracy.map50_95"]["interval"][1] < 0
+    assert any("paired bootstrap over the same 16 labelled images" in n for n in result["notes"])
+    code, out = _compare(first, first, "--json", "--fail-on-worse")
+    assert code == 0 and {f["name"]: f["verdict"] for f in json.loads(out)["figures"]}["accuracy.map50_95"] == "same"
