@@ -4,7 +4,8 @@ An evaluation keeps every candidate down to a low score floor (the precision-rec
 runs its own non-maximum suppression, so its settings are not the deployment's `postprocess` thresholds. The class
 map says which label category each of the model's classes is scored against: by default a class goes to the category
 of the same name (case, spaces and underscores aside; `motorbike`, `aeroplane`, `sofa` and `tvmonitor` find COCO's
-`motorcycle`, `airplane`, `couch` and `tv`); `classes` names the others, and `null` leaves a class out.
+`motorcycle`, `airplane`, `couch` and `tv`); `classes` names the others, and `null` leaves a class out. With `labels`,
+a deploy's or validation's own frames are scored against them on the host.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ class Evaluation(Frozen):
     nms: Literal["per_class", "class_agnostic"] = "per_class"
     # Model class name -> label category name; null: the class is left out of the scores (it has no category).
     classes: Annotated[dict[CATEGORY_NAME, CATEGORY_NAME | None], Field(max_length=10_000)] = {}
+    # The labels of the frames a deploy or `sdk validate` runs (COCO detection JSON or an Ultralytics dataset YAML,
+    # relative to this file's folder; read on the host only): the run's own detections are scored against them and the
+    # budgets on labels judged. `images`: a COCO JSON's image folder (default: images/ beside it, else its folder).
+    labels: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    images: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
 
 
 __all__ = ["Evaluation"]

@@ -25,6 +25,7 @@ from tools.connect.sessions import open_session, paused_service, take_lease
 from tools.deploy.fleet import FleetResult, deploy_fleet
 from tools.deploy.signing import binding_for, signer_for
 from tools.engines.for_deploy import engine_for_device, wants_engine
+from tools.evaluate.labelled_run import checked_labels
 from tools.history.hook import finished
 from tools.int8.for_deploy import Int8Choice, Int8ForDeploy, trt_cache_file
 from tools.models.prepare import PrepareModel
@@ -97,6 +98,7 @@ class Deploy:
         """One target: its result (errors raise). Several (`a,b` or a group): a FleetResult naming each failure."""
         targets = resolve_targets(self.target_name)
         pipeline = load_pipeline(self.pipeline_path)
+        checked_labels(pipeline)  # evaluation.labels: the labels and the class map, before anything is sent
         prepare = PrepareModel(pipeline, cache_dir())
         task = self.progress.task("preparing model" + (" (cached)" if prepare.cached else ""), total=None)
         artifacts = prepare()

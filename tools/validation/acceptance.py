@@ -1,7 +1,7 @@
 """The host's part of an acceptance run: checks only the host can make, merged into the device's verdict.
 
 The device judges latency, deadline, drops and its own environment. The host adds what needs the
-workstation: accuracy against the FP32 reference, and determinism across repeated runs. Their
+workstation: accuracy against the FP32 reference and against labels (`evaluation.labels`), and determinism across repeated runs. Their
 checks join report.json's (verdict recombined: FAIL beats INCONCLUSIVE beats PASS), junit.xml
 is rewritten with one case per check, and report.html with its plots is drawn.
 """
@@ -20,6 +20,7 @@ from sdk.runtime.verdict import BudgetCheck, combine, describe_verdict
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Determinism
 from tools.evaluate.judge import unlabelled_checks
+from tools.evaluate.labelled_run import score_run
 from tools.progress import Progress, SilentProgress
 from tools.validation.detections_file import read_detections
 from tools.validation.determinism import compare_runs
@@ -47,6 +48,25 @@ def comparison(report: dict, precision: str) -> dict:
         trivial = False
         summary = f"the host's FP32 model on ONNX Runtime against the device's {backend} ({precision}): what the engine and precision cost"
     return {"reference": REFERENCE_SIDE, "run": ran, "precision": precision, "trivial": trivial, "summary": summary}
+
+
+def _on_labels(report_dir: Path, pipeline: PipelineFile, report: dict, progress: Progress) -> list[BudgetCheck]:
+    """With `evaluation.labels`: the run's own detections scored against them (report.json's `labels_evaluation`, the
+    per-image matches in label_matches.npz); without, each budget on labels INCONCLUSIVE, saying where it is judged."""
+    started = time.monotonic()
+    task = progress.task("scoring the run's detections against the labels", total=None)
+    scored = score_run(pipeline, report_dir)
+    task.done()
+    if scored is None:
+        return unlabelled_checks(pipeline.spec.budgets.accuracy)
+    if scored.matches is not None:
+        from tools.evaluate.paired import write_matches
+
+        write_matches(scored.matches, report_dir)
+    duration = round(time.monotonic() - started, 3)
+    report["labels_evaluation"] = scored.section | {"duration_s": duration}
+    report["notes"] = report["notes"] + scored.section["notes"]
+    return [replace(c, duration_s=duration) for c in scored.checks]
 
 
 def accept(
@@ -84,7 +104,7 @@ def accept(
             ]
         suffix = "; trivial comparison: same runtime and precision on both sides" if compared["trivial"] else ""
         added += [replace(c, detail=c.detail + suffix, duration_s=duration) for c in result.checks()]
-        added += unlabelled_checks(budgets.accuracy)
+    added += _on_labels(report_dir, pipeline, report, progress)
     if repeats:
         tolerance = budgets.determinism or Determinism()
         report["determinism_runs"] = []

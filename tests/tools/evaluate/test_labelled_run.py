@@ -1,0 +1,121 @@
+"""An acceptance run judged on labels (`evaluation.labels`): each labelled image finds the run's own detections by the
+file name detections.jsonl gives its frame, pycocotools scores them, and the budgets on labels are judged; a source that
+cannot name its frames' files, or labels the class map cannot cover, are refused before anything runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import cv2
+import numpy as np
+import pytest
+import yaml
+
+from sdk.errors import ConfigError
+from sdk.frame import Frame
+from sdk.sinks.jsonl import JsonlSink
+from sdk.sources import FrameStream, open_reader
+from sdk.spec import load_pipeline
+from sdk.spec.schema import Replay
+from tests.conftest import REPO
+from tools.evaluate.labelled_run import checked_labels, score_run
+from tools.evaluate.paired import read_matches, write_matches
+
+EXAMPLE = REPO / "pipelines" / "yolox_nano.yaml"
+COCO = REPO / "pipelines" / "assets" / "coco_cc_by"
+IMAGES = 3
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory):
+    """The example's pipeline on three of its labelled images, with `evaluation.labels`."""
+    folder = tmp_path_factory.mktemp("labelled")
+    (folder / "images").mkdir()
+    data = json.loads((COCO / "instances.json").read_text())
+    kept = data["images"][:IMAGES]
+    ids = {i["id"] for i in kept}
+    for image in kept:
+        shutil.copy(COCO / "images" / image["file_name"], folder / "images" / image["file_name"])
+    data = {**data, "images": kept, "annotations": [a for a in data["annotations"] if a["image_id"] in ids]}
+    (folder / "instances.json").write_text(json.dumps(data))
+    spec = yaml.safe_load(EXAMPLE.read_text())
+    spec["source"]["uri"] = "images://images"
+    shutil.copy(REPO / "pipelines" / "assets" / "yolox_nano.onnx", folder / "yolox_nano.onnx")  # paths stay in the pipeline's folder
+    spec["model"]["path"] = "yolox_nano.onnx"
+    spec["evaluation"]["labels"] = "instances.json"
+    (folder / "pipeline.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return folder, data
+
+
+def _lines(data: dict, frames: list[tuple[str, bool]]) -> str:
+    """detections.jsonl of frames (file, whether its detections are the labels themselves, else none)."""
+    names = {c["id"]: c["name"] for c in data["categories"]}
+    by_file = {i["file_name"]: i["id"] for i in data["images"]}
+    lines = []
+    for index, (file, perfect) in enumerate(frames):
+        found = [
+            {"label": names[a["category_id"]], "score": 0.9, "box": [x, y, x + w, y + h]}
+            for a in data["annotations"]
+            for x, y, w, h in [a["bbox"]]
+            if perfect and a["image_id"] == by_file[file] and not a["iscrowd"]
+        ]
+        lines.append(json.dumps({"frame": index, "t_capture_ns": index, "file": file, "detections": found}))
+    return "\n".join(lines) + "\n"
+
+
+def test_each_labelled_image_is_scored_on_its_first_frame_and_the_budgets_judged(labelled, tmp_path):
+    folder, data = labelled
+    files = [i["file_name"] for i in data["images"]]
+    # A looped replay: the first two images twice (the second time with nothing found), the third never.
+    (tmp_path / "detections.jsonl").write_text(_lines(data, [(files[0], True), (files[1], True), (files[0], False), (files[1], False)]))
+    scored = score_run(load_pipeline(folder / "pipeline.yaml"), tmp_path)
+    section = scored.section
+    assert section["map50_95"] == pytest.approx(1.0) and section["labels"]["images_scored"] == 2
+    assert section["not_run"] == [files[2]] and files[2] in section["notes"][0]
+    assert [(c.name, c.status, c.frames) for c in scored.checks] == [("accuracy.map50_95", "PASS", 2), ("accuracy.map50", "PASS", 2)]
+    assert "the run's own detections at the deployment's thresholds" in scored.checks[0].detail
+    assert read_matches(write_matches(scored.matches, tmp_path)).figures() == pytest.approx([1.0, 1.0])
+
+
+def test_a_run_that_found_nothing_fails_its_budgets_on_labels(labelled, tmp_path):
+    folder, data = labelled
+    (tmp_path / "detections.jsonl").write_text(_lines(data, [(i["file_name"], False) for i in data["images"]]))
+    scored = score_run(load_pipeline(folder / "pipeline.yaml"), tmp_path)
+    assert scored.section["map50_95"] == 0.0 and {c.status for c in scored.checks} == {"FAIL"}
+
+
+def test_a_run_none_of_whose_frames_is_labelled_leaves_the_budgets_inconclusive(labelled, tmp_path):
+    folder, _ = labelled
+    (tmp_path / "detections.jsonl").write_text(json.dumps({"frame": 0, "t_capture_ns": 0, "file": "other.jpg", "detections": []}) + "\n")
+    scored = score_run(load_pipeline(folder / "pipeline.yaml"), tmp_path)
+    assert scored.matches is None and {c.status for c in scored.checks} == {"INCONCLUSIVE"}
+    assert "none of the 3 labelled images was among the run's frames" in scored.checks[0].detail
+
+
+def test_labels_a_source_cannot_name_or_the_class_map_cannot_cover_are_refused_before_anything_runs(labelled):
+    folder, _ = labelled
+    spec = yaml.safe_load((folder / "pipeline.yaml").read_text())
+    spec["source"]["uri"] = "synthetic://boxes?width=64&height=48"
+    (folder / "synthetic.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match=r"evaluation.labels needs one images:// source .* synthetic://"):
+        checked_labels(load_pipeline(folder / "synthetic.yaml"))
+    spec = yaml.safe_load((folder / "pipeline.yaml").read_text())
+    spec["evaluation"]["classes"] = {"person": "pedestrian"}
+    (folder / "unmapped.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match=r"^evaluation.labels: .*pedestrian"):
+        checked_labels(load_pipeline(folder / "unmapped.yaml"))
+
+
+def test_a_folder_of_images_names_each_frames_file_in_detections_jsonl_past_a_corrupt_one(tmp_path):
+    encoded = cv2.imencode(".jpg", np.full((48, 64, 3), 90, np.uint8))[1].tobytes()
+    for name in ("a", "b", "d"):
+        (tmp_path / f"{name}.jpg").write_bytes(encoded)
+    (tmp_path / "c.jpg").write_bytes(encoded[: len(encoded) // 2])  # cut short: skipped, so frame 2 is d.jpg
+    stream = FrameStream(open_reader(f"images://{tmp_path.name}", tmp_path.parent), Replay())
+    with stream:
+        frames = [(frame.index, frame.file) for frame in stream]
+    assert frames == [(0, "a.jpg"), (1, "b.jpg"), (2, "d.jpg")]
+    sink = JsonlSink(tmp_path / "detections.jsonl")
+    line = json.loads(sink.line(Frame(index=2, t_capture_ns=0, image=np.zeros((2, 2, 3), np.uint8), file="d.jpg"), []))
+    assert line["file"] == "d.jpg"
