@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sdk.artifacts import ModelArtifacts
 from sdk.sources.base import CorruptFrame
@@ -46,7 +47,11 @@ def evaluation_pipeline(pipeline: PipelineFile) -> PipelineFile:
     return PipelineFile(spec.model_copy(update={"postprocess": postprocess, "preprocess": preprocess, "track": None, "cascade": ()}), pipeline.path)
 
 
-def detect(pipeline: PipelineFile, artifacts: ModelArtifacts, labels: LabelSet, classes: ClassMap, progress: Progress | None = None) -> DetectionRun:
+def detect(
+    pipeline: PipelineFile, artifacts: ModelArtifacts, labels: LabelSet, classes: ClassMap, progress: Progress | None = None, model: Path | None = None
+) -> DetectionRun:
+    """The detections on every labelled image; `model`: another ONNX model of the same graph's inputs and outputs (an INT8
+    Q/DQ model, an optimized candidate) in place of the pipeline's own."""
     from sdk.backends import create_backend
     from sdk.postprocess.stage import create_decoding
     from sdk.preprocess.stage import create_preprocessing
@@ -58,7 +63,7 @@ def detect(pipeline: PipelineFile, artifacts: ModelArtifacts, labels: LabelSet, 
     run = DetectionRun()
     evaluated = evaluation_pipeline(pipeline)
     spec = evaluated.spec
-    model_path = artifacts.model_for(spec.model.precision)
+    model_path = model if model is not None else artifacts.model_for(spec.model.precision)
     with ExitStack() as stack:
         backend = stack.enter_context(create_backend("onnxruntime", model_path, threads=spec.model.threads, batch=1, spinning=False))
         image_input, input_buffer = split_inputs(backend, dict(spec.model.inputs), model_path)

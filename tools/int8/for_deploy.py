@@ -5,7 +5,9 @@ the calibration is cached by its content key (prepared model, media, preprocessi
 method), so a second deploy reuses it; the gate's verdict is cached beside it with the gate it
 was judged by. A failing gate runs the sensitivity fallback (`calibration.fallback: fp16`): the
 worst layers stay out of INT8 until it passes. What still fails stops the deploy with the numbers,
-and no target is touched. `sdk calibrate` runs the same step.
+and no target is touched. `sdk calibrate` runs the same step. With `evaluation.labels` the chosen Q/DQ model is also
+judged against FP32 on the labels (the drop of mAP@[.5:.95] with its interval: tools/evaluate/gate.py), and refused
+when it loses more than `calibration.accuracy.max_map_drop`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from sdk.errors import ModelError
 from sdk.sinks.files import partial_path, publish, write_whole
 from sdk.spec.loader import PipelineFile
 from tools.int8.accuracy import plot_accuracy
+from tools.evaluate.gate import LabelGate, add_to_report
 from tools.int8.calibrate import Calibrate, CalibrationArtifacts, check_accuracy, write_qdq
 from tools.models.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
@@ -73,12 +76,14 @@ class Int8ForDeploy:
         if self.pipeline.spec.batch_size > 1:  # calibrated and judged one frame per call; the ranges are the batched model's too
             pipeline = one_frame_per_call(self.pipeline)
             model = PrepareModel(pipeline, self.cache_root)()
+        gate = LabelGate.of(pipeline, model, spec.accuracy.max_map_drop)  # evaluation.labels: checked before calibrating
         artifacts = Calibrate(pipeline, model, self.cache_root, self.progress)()
         judged = {
             "gate": spec.accuracy.model_dump(),
             "fallback": spec.fallback,
             "fallback_max_layers": spec.fallback_max_layers,
             "search": FALLBACK_SEARCH,
+            "labels": gate.key() if gate is not None else None,
         }
         key = hashlib.sha256(json.dumps(judged, sort_keys=True).encode()).hexdigest()[:12]
         recorded = artifacts.folder / f"judged-{key}" / ACCURACY_FILE
@@ -86,6 +91,8 @@ class Int8ForDeploy:
         cached = json.loads(recorded.read_text()) if recorded.is_file() else None
         if cached is None:
             cached = self._judge(pipeline, model, artifacts, recorded.parent)
+            if gate is not None:  # the chosen Q/DQ model against FP32 on the labels, beside the agreement checks
+                cached["report"] = add_to_report(cached["report"], gate.judge(Path(cached["qdq_model"]), self.progress, "INT8"))
             _write_json(recorded, cached)
         if not cached["report"]["passed"]:
             kept = cached.get("fp16_layers") or []
