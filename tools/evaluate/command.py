@@ -51,8 +51,8 @@ def evaluate_command(args: argparse.Namespace, console: Console) -> int:
         folder = new_run_folder(result["pipeline"], args.target, "evaluate")
     elif args.force:
         empty_report_dir(folder)
-    write_matches(matches, folder)
     files.write(result, folder)
+    write_matches(matches, folder)
     if args.report_dir is None:
         update_latest(folder)
     if args.json is not None:

@@ -48,7 +48,12 @@ def evaluation_pipeline(pipeline: PipelineFile) -> PipelineFile:
 
 
 def detect(
-    pipeline: PipelineFile, artifacts: ModelArtifacts, labels: LabelSet, classes: ClassMap, progress: Progress | None = None, model: Path | None = None
+    pipeline: PipelineFile,
+    artifacts: ModelArtifacts,
+    labels: LabelSet,
+    classes: ClassMap,
+    progress: Progress | None = None,
+    model: Path | None = None,
 ) -> DetectionRun:
     """The detections on every labelled image; `model`: another ONNX model of the same graph's inputs and outputs (an INT8
     Q/DQ model, an optimized candidate) in place of the pipeline's own."""

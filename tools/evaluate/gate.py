@@ -82,7 +82,9 @@ class LabelGate:
         upper = -figure.lower_bound(CONFIDENCE)  # the one-sided 95 % upper bound of the drop
         images = len(self._reference.image_ids)
         interval = [round(-figure.interval[1], 6), round(-figure.interval[0], 6)]
-        shown = f"FP32 {figure.a:.4f}, {name} {figure.b:.4f}; drop {drop:.4f}, 90% interval {interval[0]:.4f} to {interval[1]:.4f} over {images} images"
+        shown = (
+            f"FP32 {figure.a:.4f}, {name} {figure.b:.4f}; drop {drop:.4f}, 90% interval {interval[0]:.4f} to {interval[1]:.4f} over {images} images"
+        )
         if drop > self.limit:
             status, needed = "FAIL", None
         elif upper <= self.limit:

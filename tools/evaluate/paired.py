@@ -69,6 +69,7 @@ def write_matches(found: LabelMatches, folder: Path) -> Path:
         tp.append((entry["tp"].astype(np.int64) * weights).sum(axis=0) if n else np.zeros(0, np.int64))
         fp.append((entry["fp"].astype(np.int64) * weights).sum(axis=0) if n else np.zeros(0, np.int64))
     path = Path(folder) / MATCHES_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".partial.npz")
     np.savez_compressed(
         temporary,

@@ -22,8 +22,8 @@ from sdk.artifacts import ModelArtifacts
 from sdk.errors import ModelError
 from sdk.sinks.files import partial_path, publish, write_whole
 from sdk.spec.loader import PipelineFile
-from tools.int8.accuracy import plot_accuracy
 from tools.evaluate.gate import LabelGate, add_to_report
+from tools.int8.accuracy import plot_accuracy
 from tools.int8.calibrate import Calibrate, CalibrationArtifacts, check_accuracy, write_qdq
 from tools.models.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress

@@ -8,7 +8,8 @@
    the sequential refit against the original), and the same with FSKD's 1x1 corrections folded in; 2:4 sparsity
    (sparsity.py) on the eligible layers of the best reconstruction, where the target can use it.
 5. Every candidate goes through the accuracy gate (tools/int8/accuracy.py) against the original FP32 model on the held-out
-   frames (with `evaluation.labels`, also its mAP against the original's on them: tools/evaluate/gate.py), and is measured on ONNX Runtime's CPU backend beside the original in alternating rounds (measure.py).
+   frames (with `evaluation.labels`, also its mAP against the original's on them: tools/evaluate/gate.py), and is
+   measured on ONNX Runtime's CPU backend beside the original in alternating rounds (measure.py).
 6. The front, the fastest candidate that passes the gate (and the budget), NAME.optimized.onnx and a pipeline file
    that uses it; report.json and report.html; the run goes into the history.
 """

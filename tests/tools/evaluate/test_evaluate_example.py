@@ -131,6 +131,18 @@ def test_the_command_prints_the_figures_and_writes_report_json_junit_and_the_pag
     assert cases == ["accuracy.map50_95", "accuracy.map50"]
     page = (command.folder / "report" / "report.html").read_text()
     assert "<svg" in page and "precision-recall" in page and "teddy bear" in page
+    # Kept image by image for sdk compare (COCOeval's figures from the matches alone), and in the run history.
+    from tools.evaluate.paired import read_matches
+    from tools.history.query import Filters, runs
+    from tools.history.store import history_path, open_for_reading
+
+    matches = read_matches(command.folder / "report" / report["matches_file"])
+    assert matches.figures() == pytest.approx([example["map50_95"], example["map50"]], abs=1e-6)
+    assert matches.labels_sha256 == example["labels"]["sha256"] and len(matches.image_ids) == 29
+    with contextlib.closing(open_for_reading(history_path())) as connection:
+        found = runs(connection, Filters(kind="evaluate"))
+    recorded = [(r["kind"], r["verdict"]) for r in found if r["report_dir"] == str(command.folder / "report")]
+    assert recorded == [("evaluate", "PASS")]
 
 
 def test_bad_input_is_one_error_line_and_a_hint_before_anything_runs(sdk, tmp_path):

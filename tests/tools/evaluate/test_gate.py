@@ -33,7 +33,8 @@ def gate(tmp_path_factory):
     for image in kept:
         shutil.copy(COCO / "images" / image["file_name"], folder / "images" / image["file_name"])
     ids = {i["id"] for i in kept}
-    (folder / "instances.json").write_text(json.dumps({**data, "images": kept, "annotations": [a for a in data["annotations"] if a["image_id"] in ids]}))
+    labels = [a for a in data["annotations"] if a["image_id"] in ids]
+    (folder / "instances.json").write_text(json.dumps({**data, "images": kept, "annotations": labels}))
     shutil.copy(REPO / "pipelines" / "assets" / "yolox_nano.onnx", folder / "yolox_nano.onnx")
     spec = yaml.safe_load(EXAMPLE.read_text())
     spec["source"]["uri"] = "images://images"
