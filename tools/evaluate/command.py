@@ -1,5 +1,5 @@
-"""The command line of `sdk evaluate PIPELINE --labels LABELS [--images DIR] [--target local] [--json FILE]
-[--report-dir DIR] [--force]` (registered by tools/cli/parser.py). Results on stdout, progress on stderr; the exit
+"""The command line of `sdk evaluate PIPELINE --labels LABELS [--images DIR] [--target local] [--shards N] [--ray [ADDRESS]]
+[--json FILE] [--report-dir DIR] [--force]` (registered by tools/cli/parser.py). Results on stdout, progress on stderr; the exit
 code is the verdict's (0 PASS, 3 FAIL, 4 INCONCLUSIVE, which includes "no budget on labels"), 1 for an error."""
 
 from __future__ import annotations
@@ -23,6 +23,14 @@ def add_parsers(commands) -> None:
     )
     evaluate.add_argument("--images", type=Path, metavar="DIR", help="COCO: the image folder (default: images/ beside the JSON, else its folder)")
     evaluate.add_argument("--target", "-t", default="local", help="where the model runs: local (this CPU, ONNX Runtime; the default)")
+    evaluate.add_argument("--shards", type=int, default=1, metavar="N", help="detect on N parts of the labelled images at once (same figures)")
+    evaluate.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="run the shards as Ray tasks: on a Ray started here (no ADDRESS) or a cluster's (optional extra `ray`)",
+    )
     evaluate.add_argument("--json", type=Path, metavar="FILE", help="also write the whole result (report.json's content) to FILE")
     evaluate.add_argument(
         "--report-dir",
@@ -46,7 +54,9 @@ def evaluate_command(args: argparse.Namespace, console: Console) -> int:
 
         raise ConfigError(f"--json {args.json}: that is an input of this command", hint="name a new file for the result")
     with RichProgress(console) as progress:
-        result, matches = evaluate_run(Request(args.pipeline, args.labels, args.images, args.target), progress)
+        result, matches = evaluate_run(
+            Request(args.pipeline, args.labels, args.images, args.target, shards=args.shards, ray=args.ray), progress
+        )
     if folder is None:
         folder = new_run_folder(result["pipeline"], args.target, "evaluate")
     elif args.force:

@@ -31,6 +31,8 @@ class Request:
     images: Path | None = None
     target: str = "local"
     draws: int = DRAWS
+    shards: int = 1  # parts of the labelled set detected at once (tools/evaluate/shards.py)
+    ray: str | None = None  # run the shards as Ray tasks: "local" (a Ray on this machine) or a cluster's address
 
 
 def checked_inputs(pipeline: PipelineFile, labels_path: Path, images: Path | None) -> tuple[LabelSet, ClassMap]:
@@ -51,9 +53,9 @@ def evaluate(request: Request, progress: Progress | None = None) -> dict:
 def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[dict, LabelMatches]:
     """The evaluation and its per-image matches (label_matches.npz: what a paired comparison resamples)."""
     from sdk.spec import load_pipeline
-    from tools.evaluate.detect import detect
     from tools.evaluate.judge import label_checks
     from tools.evaluate.metrics import evaluate as score
+    from tools.evaluate.shards import detect_shards, require_ray
     from tools.models.prepare import PrepareModel
     from tools.state import cache_dir
 
@@ -62,13 +64,17 @@ def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[di
         raise ConfigError(
             f"--target {request.target}: not supported by sdk evaluate yet; allowed: local", hint="evaluate on this machine's CPU: --target local"
         )
+    if request.shards < 1:
+        raise ConfigError(f"--shards {request.shards}: allowed: 1 or more", hint="split the labelled images over this many workers")
+    if request.ray is not None:
+        require_ray()  # before anything runs: one error line with the install command
     started = time.monotonic()
     pipeline = load_pipeline(request.pipeline)
     labels, mapping = checked_inputs(pipeline, request.labels, request.images)
     task = progress.task("preparing the model", total=None)
     artifacts = PrepareModel(pipeline, cache_dir())()
     task.done()
-    run = detect(pipeline, artifacts, labels, mapping, progress)
+    run = detect_shards(pipeline, artifacts, labels, mapping, request.shards, request.ray, progress)
     failed = {name for name, _ in run.not_decoded}
     scored = [image for image in labels.images if image.path.name not in failed]
     if not scored:

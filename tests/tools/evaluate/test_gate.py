@@ -4,55 +4,27 @@ agreement checks, an INCONCLUSIVE says how many images would settle it."""
 
 from __future__ import annotations
 
-import json
-import shutil
-
 import numpy as np
 import onnx
 import pytest
-import yaml
 from onnx import numpy_helper
 
-from sdk.spec import load_pipeline
-from tests.conftest import REPO
 from tools.evaluate.gate import LabelGate, _images_needed, add_to_report
-from tools.models.prepare import PrepareModel
-
-EXAMPLE = REPO / "pipelines" / "yolox_nano.yaml"
-COCO = REPO / "pipelines" / "assets" / "coco_cc_by"
-IMAGES = 3
 
 
 @pytest.fixture(scope="module")
-def gate(tmp_path_factory):
-    """The example's pipeline with `evaluation.labels` on three of its images, prepared, and its gate (1 point)."""
-    folder = tmp_path_factory.mktemp("gate")
-    (folder / "images").mkdir()
-    data = json.loads((COCO / "instances.json").read_text())
-    kept = data["images"][:IMAGES]
-    for image in kept:
-        shutil.copy(COCO / "images" / image["file_name"], folder / "images" / image["file_name"])
-    ids = {i["id"] for i in kept}
-    labels = [a for a in data["annotations"] if a["image_id"] in ids]
-    (folder / "instances.json").write_text(json.dumps({**data, "images": kept, "annotations": labels}))
-    shutil.copy(REPO / "pipelines" / "assets" / "yolox_nano.onnx", folder / "yolox_nano.onnx")
-    spec = yaml.safe_load(EXAMPLE.read_text())
-    spec["source"]["uri"] = "images://images"
-    spec["model"]["path"] = "yolox_nano.onnx"
-    spec["evaluation"]["labels"] = "instances.json"
-    (folder / "pipeline.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    pipeline = load_pipeline(folder / "pipeline.yaml")
-    artifacts = PrepareModel(pipeline, folder / "cache")()
-    found = LabelGate.of(pipeline, artifacts, 0.01)
+def gate(labelled_example):
+    """The gate (1 point) of the example's pipeline on three of its images."""
+    found = LabelGate.of(labelled_example.pipeline, labelled_example.artifacts, 0.01)
     found.draws = 400
-    return found, folder
+    return found, labelled_example.folder
 
 
 def test_the_original_model_as_its_own_candidate_loses_nothing_and_passes(gate):
     found, _ = gate
     judged = found.judge(found.artifacts.model_path)
     assert judged["drop"] == 0.0 and judged["drop_interval"] == [0.0, 0.0] and judged["status"] == "PASS" and judged["failure"] is None
-    assert judged["map50_95_fp32"] == judged["map50_95"] > 0.1 and judged["images"] == IMAGES
+    assert judged["map50_95_fp32"] == judged["map50_95"] > 0.1 and judged["images"] == 3
 
 
 def test_a_damaged_candidate_fails_on_labels_and_is_refused_beside_the_agreement_checks(gate):

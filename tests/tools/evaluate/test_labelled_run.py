@@ -5,7 +5,6 @@ cannot name its frames' files, or labels the class map cannot cover, are refused
 from __future__ import annotations
 
 import json
-import shutil
 
 import cv2
 import numpy as np
@@ -18,34 +17,13 @@ from sdk.sinks.jsonl import JsonlSink
 from sdk.sources import FrameStream, open_reader
 from sdk.spec import load_pipeline
 from sdk.spec.schema import Replay
-from tests.conftest import REPO
 from tools.evaluate.labelled_run import checked_labels, score_run
 from tools.evaluate.paired import read_matches, write_matches
 
-EXAMPLE = REPO / "pipelines" / "yolox_nano.yaml"
-COCO = REPO / "pipelines" / "assets" / "coco_cc_by"
-IMAGES = 3
-
 
 @pytest.fixture(scope="module")
-def labelled(tmp_path_factory):
-    """The example's pipeline on three of its labelled images, with `evaluation.labels`."""
-    folder = tmp_path_factory.mktemp("labelled")
-    (folder / "images").mkdir()
-    data = json.loads((COCO / "instances.json").read_text())
-    kept = data["images"][:IMAGES]
-    ids = {i["id"] for i in kept}
-    for image in kept:
-        shutil.copy(COCO / "images" / image["file_name"], folder / "images" / image["file_name"])
-    data = {**data, "images": kept, "annotations": [a for a in data["annotations"] if a["image_id"] in ids]}
-    (folder / "instances.json").write_text(json.dumps(data))
-    spec = yaml.safe_load(EXAMPLE.read_text())
-    spec["source"]["uri"] = "images://images"
-    shutil.copy(REPO / "pipelines" / "assets" / "yolox_nano.onnx", folder / "yolox_nano.onnx")  # paths stay in the pipeline's folder
-    spec["model"]["path"] = "yolox_nano.onnx"
-    spec["evaluation"]["labels"] = "instances.json"
-    (folder / "pipeline.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    return folder, data
+def labelled(labelled_example):
+    return labelled_example.folder, labelled_example.data
 
 
 def _lines(data: dict, frames: list[tuple[str, bool]]) -> str:
