@@ -60,8 +60,8 @@ def checked_labels(pipeline: PipelineFile) -> tuple[LabelSet, ClassMap] | None:
         raise ConfigError(f"evaluation.labels: {exc.message}", hint=exc.hint) from None
 
 
-def first_frames(path: Path) -> dict[str, list[dict]]:
-    """File name -> the detections of its first frame, from detections.jsonl."""
+def first_frames(path: Path) -> dict[str, list[tuple[str, float, list[float]]]]:
+    """File name -> the detections (label, score, box) of its first frame, from detections.jsonl."""
     found: dict[str, list[dict]] = {}
     try:
         lines = Path(path).read_text().splitlines()
@@ -71,13 +71,13 @@ def first_frames(path: Path) -> dict[str, list[dict]]:
         try:
             record = json.loads(line)
             if "file" in record and record["file"] not in found:
-                found[record["file"]] = record["detections"]
-        except (ValueError, TypeError) as exc:
+                found[record["file"]] = [(str(d["label"]), float(d["score"]), [float(v) for v in d["box"]]) for d in record["detections"]]
+        except (ValueError, TypeError, KeyError) as exc:
             raise SdkError(f"{path}:{number}: not a detections line ({exc})", hint="the file was cut or edited; run the validation again") from None
     return found
 
 
-def coco_detections(frames: dict[str, list[dict]], labels: LabelSet, mapping: ClassMap, class_names) -> tuple[list[dict], list, list[str]]:
+def coco_detections(frames: dict[str, list[tuple]], labels: LabelSet, mapping: ClassMap, class_names) -> tuple[list[dict], list, list[str]]:
     """COCO results of the labelled images among the frames, those images, and the labelled images not among them."""
     class_ids = {name: index for index, name in enumerate(class_names)}
     detections, scored, missing = [], [], []
@@ -87,12 +87,12 @@ def coco_detections(frames: dict[str, list[dict]], labels: LabelSet, mapping: Cl
             missing.append(image.path.name)
             continue
         scored.append(image)
-        for d in found:
-            category = mapping.to_category.get(class_ids.get(d["label"], -1))
+        for label, score, box in found:
+            category = mapping.to_category.get(class_ids.get(label, -1))
             if category is None:
                 continue
-            x1, y1, x2, y2 = (float(v) for v in d["box"])
-            detections.append({"image_id": image.id, "category_id": category, "bbox": [x1, y1, x2 - x1, y2 - y1], "score": float(d["score"])})
+            x1, y1, x2, y2 = box
+            detections.append({"image_id": image.id, "category_id": category, "bbox": [x1, y1, x2 - x1, y2 - y1], "score": score})
     return detections, scored, missing
 
 

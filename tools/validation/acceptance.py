@@ -20,7 +20,7 @@ from sdk.runtime.verdict import BudgetCheck, combine, describe_verdict
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Determinism
 from tools.evaluate.judge import unlabelled_checks
-from tools.evaluate.labelled_run import score_run
+from tools.evaluate.labelled_run import labels_of, score_run
 from tools.progress import Progress, SilentProgress
 from tools.validation.detections_file import read_detections
 from tools.validation.determinism import compare_runs
@@ -53,12 +53,12 @@ def comparison(report: dict, precision: str) -> dict:
 def _on_labels(report_dir: Path, pipeline: PipelineFile, report: dict, progress: Progress) -> list[BudgetCheck]:
     """With `evaluation.labels`: the run's own detections scored against them (report.json's `labels_evaluation`, the
     per-image matches in label_matches.npz); without, each budget on labels INCONCLUSIVE, saying where it is judged."""
+    if labels_of(pipeline) is None:
+        return unlabelled_checks(pipeline.spec.budgets.accuracy)
     started = time.monotonic()
     task = progress.task("scoring the run's detections against the labels", total=None)
     scored = score_run(pipeline, report_dir)
     task.done()
-    if scored is None:
-        return unlabelled_checks(pipeline.spec.budgets.accuracy)
     if scored.matches is not None:
         from tools.evaluate.paired import write_matches
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from sdk.errors import ConfigError
+from sdk.errors import ConfigError, SdkError
 from sdk.frame import Frame
 from sdk.sinks.jsonl import JsonlSink
 from sdk.sources import FrameStream, open_reader
@@ -97,3 +97,11 @@ def test_a_folder_of_images_names_each_frames_file_in_detections_jsonl_past_a_co
     sink = JsonlSink(tmp_path / "detections.jsonl")
     line = json.loads(sink.line(Frame(index=2, t_capture_ns=0, image=np.zeros((2, 2, 3), np.uint8), file="d.jpg"), []))
     assert line["file"] == "d.jpg"
+
+
+def test_a_cut_detections_line_is_one_error_naming_the_file_and_line(labelled, tmp_path):
+    folder, data = labelled
+    line = json.dumps({"frame": 0, "t_capture_ns": 0, "file": data["images"][0]["file_name"], "detections": [{"label": "person", "score": 0.5}]})
+    (tmp_path / "detections.jsonl").write_text(line + "\n")
+    with pytest.raises(SdkError, match=r"detections.jsonl:1: not a detections line \('box'\)"):
+        score_run(load_pipeline(folder / "pipeline.yaml"), tmp_path)
