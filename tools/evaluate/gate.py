@@ -39,14 +39,12 @@ class LabelGate:
     @classmethod
     def of(cls, pipeline: PipelineFile, artifacts: ModelArtifacts, limit: float) -> LabelGate | None:
         """The gate where the pipeline names `evaluation.labels` (checked here, before anything runs), else None."""
-        from tools.evaluate.labelled_run import labels_of
-        from tools.evaluate.run import checked_inputs
+        from tools.evaluate.labelled_run import pipeline_labels
 
-        found = labels_of(pipeline)
+        found = pipeline_labels(pipeline)
         if found is None:
             return None
-        labels, mapping = checked_inputs(pipeline, *found)
-        return cls(pipeline, artifacts, labels, mapping, limit)
+        return cls(pipeline, artifacts, *found, limit)
 
     def key(self) -> str:
         """What the gate's verdict rests on besides the models: the labels, the class map, the settings and the limit."""

@@ -40,12 +40,34 @@ def labels_of(pipeline: PipelineFile) -> tuple[Path, Path | None] | None:
     return pipeline.resolve(settings.labels, "evaluation.labels"), images
 
 
-def checked_labels(pipeline: PipelineFile) -> tuple[LabelSet, ClassMap] | None:
-    """The labels and the class map of a labelled pipeline, checked before anything is sent (None: no labels)."""
+def pipeline_labels(pipeline: PipelineFile) -> tuple[LabelSet, ClassMap] | None:
+    """The labels `evaluation.labels` names and the class map, checked; errors name the pipeline file and its key."""
     from tools.evaluate.run import checked_inputs
 
     found = labels_of(pipeline)
     if found is None:
+        return None
+    labels, images = found
+    where = f"{pipeline.path}: evaluation"
+    if not labels.is_file():
+        raise ConfigError(
+            f"{where}.labels: {labels}: no such file", hint="a COCO detection JSON or an Ultralytics dataset YAML, relative to the pipeline file"
+        )
+    if images is not None and labels.suffix.lower() in (".yaml", ".yml"):
+        raise ConfigError(
+            f"{where}.images: a YOLO dataset names its own images (`path` and `val` in {labels.name})", hint="leave out evaluation.images"
+        )
+    if images is not None and not images.is_dir():
+        raise ConfigError(f"{where}.images: {images}: no such folder", hint="the folder the COCO JSON's file names are relative to")
+    try:
+        return checked_inputs(pipeline, labels, images)
+    except ConfigError as exc:
+        raise ConfigError(f"evaluation.labels: {exc.message}", hint=exc.hint) from None
+
+
+def checked_labels(pipeline: PipelineFile) -> tuple[LabelSet, ClassMap] | None:
+    """The labels and the class map of a labelled pipeline, checked before anything is sent (None: no labels)."""
+    if labels_of(pipeline) is None:
         return None
     uri = next(iter(pipeline.spec.cameras.values())).uri
     if pipeline.spec.multi_camera or not uri.startswith("images://"):
@@ -54,10 +76,7 @@ def checked_labels(pipeline: PipelineFile) -> tuple[LabelSet, ClassMap] | None:
             f"{pipeline.path}: evaluation.labels needs one images:// source (its frames are found by file name); {where} is not one",
             hint="replay the labelled images (source.uri: images://FOLDER), or score other sources with sdk evaluate",
         )
-    try:
-        return checked_inputs(pipeline, *found)
-    except ConfigError as exc:
-        raise ConfigError(f"evaluation.labels: {exc.message}", hint=exc.hint) from None
+    return pipeline_labels(pipeline)
 
 
 def first_frames(path: Path) -> dict[str, list[tuple[str, float, list[float]]]]:
@@ -148,4 +167,4 @@ def _on_frames(check: BudgetCheck) -> BudgetCheck:
     return replace(check, detail=f"{check.detail}; the run's own detections at the deployment's thresholds")
 
 
-__all__ = ["Scored", "checked_labels", "coco_detections", "first_frames", "labels_of", "score_run"]
+__all__ = ["Scored", "checked_labels", "coco_detections", "first_frames", "labels_of", "pipeline_labels", "score_run"]

@@ -105,3 +105,16 @@ def test_a_cut_detections_line_is_one_error_naming_the_file_and_line(labelled, t
     (tmp_path / "detections.jsonl").write_text(line + "\n")
     with pytest.raises(SdkError, match=r"detections.jsonl:1: not a detections line \('box'\)"):
         score_run(load_pipeline(folder / "pipeline.yaml"), tmp_path)
+
+
+def test_missing_labels_are_one_error_naming_the_pipeline_file_and_its_key(labelled):
+    folder, _ = labelled
+    spec = yaml.safe_load((folder / "pipeline.yaml").read_text())
+    spec["evaluation"]["labels"] = "gone.json"
+    (folder / "gone.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match=r"gone.yaml: evaluation.labels: .*gone.json: no such file"):
+        checked_labels(load_pipeline(folder / "gone.yaml"))
+    spec["evaluation"] |= {"labels": "instances.json", "images": "nowhere"}
+    (folder / "nowhere.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match=r"nowhere.yaml: evaluation.images: .*nowhere: no such folder"):
+        checked_labels(load_pipeline(folder / "nowhere.yaml"))
