@@ -55,9 +55,10 @@ def test_the_examples_map_matches_yoloxs_own_evaluation_run_independently(exampl
 
 
 def test_the_example_reports_every_figure_its_intervals_and_passes_its_budgets(example):
-    assert example["labels"] | {"path": None} == {
-        "path": None, "format": "coco", "images": 29, "images_scored": 29, "labels": 337, "crowd_regions": 6, "not_decoded": [],
+    assert example["labels"] | {"path": None, "sha256": None} == {
+        "path": None, "format": "coco", "images": 29, "images_scored": 29, "labels": 337, "crowd_regions": 6, "not_decoded": [], "sha256": None,
     }  # fmt: skip
+    assert len(example["labels"]["sha256"]) == 64  # the ground truth scored, for pairing two evaluations (sdk compare)
     assert set(example["metrics"]) == {
         "map50_95",
         "map50",
