@@ -120,7 +120,8 @@ def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[di
         },
         "matches_file": MATCHES_FILE,
         "class_map": mapping.as_dict(tuple(pipeline.class_names()), labels.categories),
-        "evaluation": pipeline.spec.evaluation.model_dump() | {"bootstrap_draws": metrics.draws, "bootstrap": "images resampled with replacement"},
+        "evaluation": pipeline.spec.evaluation.model_dump(exclude={"labels", "images"})  # --labels is this run's, not the acceptance's
+        | {"bootstrap_draws": metrics.draws, "bootstrap": "images resampled with replacement"},
         "evaluator": _evaluator(),
         "backend": run.backend,
         "postprocess": run.postprocess,
