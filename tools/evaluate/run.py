@@ -64,7 +64,7 @@ def evaluate(request: Request, progress: Progress | None = None) -> dict:
     task.done()
     run = detect(pipeline, artifacts, labels, mapping, progress)
     failed = {name for name, _ in run.not_decoded}
-    scored = [image for image in labels.images if image.path.name not in failed]
+    scored = [image for image in labels.images if image.name not in failed]
     if not scored:
         raise ConfigError(f"{labels.source}: none of the {len(labels.images)} images decodes", hint="check the image files")
     task = progress.task("scoring with pycocotools, bootstrap over images", total=None)
@@ -74,11 +74,11 @@ def evaluate(request: Request, progress: Progress | None = None) -> dict:
     verdict, checks, notes = combine(checks)
     if not checks:
         notes = ["no budget on labels (budgets.accuracy.map50_95, map50): nothing was judged"]
+    notes += labels.notes
     if run.not_decoded:
         notes.append(f"{len(run.not_decoded)} image(s) did not decode and were left out with their labels: {', '.join(sorted(failed))}")
     if run.size_mismatch:
         notes.append(f"{len(run.size_mismatch)} image(s) are not the size their labels give, e.g. {run.size_mismatch[0]}")
-    crowd = sum(1 for a in labels.annotations if a["iscrowd"])
     check_dicts = [c.as_dict() for c in checks]
     return {
         "kind": "evaluation",
@@ -100,8 +100,8 @@ def evaluate(request: Request, progress: Progress | None = None) -> dict:
             "format": labels.format,
             "images": len(labels.images),
             "images_scored": metrics.images,
-            "labels": len(labels.annotations) - crowd,
-            "crowd_regions": crowd,
+            "labels": labels.labels,
+            "crowd_regions": labels.regions,
             "not_decoded": [{"file": name, "why": why} for name, why in run.not_decoded],
         },
         "class_map": mapping.as_dict(tuple(pipeline.class_names()), labels.categories),
