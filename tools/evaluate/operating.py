@@ -123,27 +123,30 @@ def operating_point(evaluation, names: dict[int, str], precision: float, score: 
     chunks = [ones, *draw_weights(images, draws)] if draws else [ones]
     at_precision: list[list[np.ndarray]] = [[] for _ in matches]
     false: list[list[np.ndarray]] = [[] for _ in matches]
-    hits: list[list[np.ndarray]] = [[] for _ in matches]
-    in_bins: list[list[np.ndarray]] = [[] for _ in groups]
     found_now = found.score >= score
+    # Labels per image (rows) and class or bin (columns), all and found: a draw's counts are its weights times these.
+    columns = [found.category == k for k in range(len(matches))] + [mask for _, _, mask in groups]
+    every, hit = np.zeros((images, len(columns))), np.zeros((images, len(columns)))
+    for c, mask in enumerate(columns):
+        every[:, c] = np.bincount(found.image[mask], minlength=images)
+        hit[:, c] = np.bincount(found.image[mask & found_now], minlength=images)
+    counted, hits = [], []
     for weights in chunks:
-        per_label = weights[:, found.image].astype(np.float64)  # [D, labels]
         for k, category in enumerate(matches):
             at_precision[k].append(recall_at_precision(category, weights, precision)[0])
             false[k].append(false_positives(category, weights, score))
-            mine = found.category == k
-            hits[k].append(np.stack([per_label[:, mine] @ found_now[mine], per_label[:, mine].sum(axis=1)]))
-        for b, (_, _, mask) in enumerate(groups):
-            in_bins[b].append(np.stack([per_label[:, mask] @ found_now[mask], per_label[:, mask].sum(axis=1)]))
+        counted.append(weights @ every)
+        hits.append(weights @ hit)
+    hits, counted = np.concatenate(hits), np.concatenate(counted)
+    ratios = _ratio(hits, counted)  # [draws + 1, columns]: recall per class, then per bin (row 0: every image once)
+    classes = len(matches)
+    recall = _ratio(hits[:, :classes].sum(axis=1), counted[:, :classes].sum(axis=1))
     drawn = np.concatenate([c.sum(axis=1) for c in chunks])  # images per draw
     fp_all = np.sum([np.concatenate(f) for f in false], axis=0)
-    hit_all = np.sum([np.concatenate(h, axis=1) for h in hits], axis=0)
     per_class = []
     for k, category in enumerate(matches):
         value = np.concatenate(at_precision[k])
         fp = np.concatenate(false[k])
-        hit = np.concatenate(hits[k], axis=1)
-        recall = _ratio(hit[0], hit[1])
         index = recall_at_precision(category, ones, precision)[1][0]
         per_class.append(
             {
@@ -152,17 +155,15 @@ def operating_point(evaluation, names: dict[int, str], precision: float, score: 
                 "recall_at_precision": _round(value[0]),
                 "recall_at_precision_interval": _interval(value[1:]),
                 "score_at_precision": None if index < 0 else round(float(category["score"][index]), 6),
-                "recall": _round(recall[0]),
-                "recall_interval": _interval(recall[1:]),
+                "recall": _round(ratios[0, k]),
+                "recall_interval": _interval(ratios[1:, k]),
                 "fp_per_image": _round(fp[0] / images),
                 "fp_per_image_interval": _interval(fp[1:] / drawn[1:]),
             }
         )
-    recall = _ratio(hit_all[0], hit_all[1])
     figures = []
-    for (attribute, name, mask), counted in zip(groups, in_bins, strict=True):
-        both = np.concatenate(counted, axis=1)
-        ratio = _ratio(both[0], both[1])
+    for b, (attribute, name, mask) in enumerate(groups):
+        ratio = ratios[:, classes + b]
         figures.append({"attribute": attribute, "bin": name, "labels": int(mask.sum()), "recall": _round(ratio[0]), "interval": _interval(ratio[1:])})
     return {
         "iou": 0.5,
