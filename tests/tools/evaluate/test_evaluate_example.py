@@ -128,6 +128,14 @@ def test_bad_input_is_one_error_line_and_a_hint_before_anything_runs(sdk, tmp_pa
         f"error: {bad}: not valid JSON: Expecting value at line 1, column 32",
         "hint: a COCO detection file is one JSON object",
     ]
+    (tmp_path / "seq" / "gt").mkdir(parents=True)
+    (tmp_path / "seq" / "gt" / "gt.txt").write_text("1,1,10,5,20,30,1,1,1\n")
+    done = sdk("evaluate", str(EXAMPLE), "--labels", str(tmp_path / "seq" / "gt" / "gt.txt"))  # MOTChallenge labels without their frames
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"error: --images {tmp_path / 'seq' / 'img1'}: no such video or folder",
+        "hint: give the sequence's video (or its frame folder) with --images",
+    ]
     done = sdk("evaluate", str(EXAMPLE), "--labels", str(LABELS), "--target", "orin-01")
     assert done.returncode == 1 and done.stderr.startswith("error: --target orin-01: not supported by sdk evaluate yet; allowed: local")
 

@@ -13,6 +13,7 @@ import pytest
 
 from sdk.spec import load_pipeline
 from tests.conftest import REPO
+from tools.evaluate.report import write
 from tools.evaluate.run import Request, evaluate
 
 EXAMPLE = REPO / "pipelines" / "yolox_nano.yaml"
@@ -110,4 +111,8 @@ def test_motchallenge_labels_beside_a_video_give_the_map_of_the_same_frames_as_c
     assert from_video["labels"]["crowd_regions"] == 1 and from_video["labels"]["not_decoded"] == []
     assert from_video["map50_95"] > 0.1
     _same([from_frames, from_video])
-    assert from_video["worst_images"][0]["image"].startswith("seq.avi#")
+    worst = from_video["worst_images"][0]
+    assert worst["image"].startswith("seq.avi#") and worst["frame"] is not None
+    write(from_video, tmp_path / "report")  # the worst frames drawn from the video, read again through the source
+    drawn = cv2.imread(str(tmp_path / "report" / worst["drawing"]))
+    assert drawn.shape == (height, width, 3) and from_video["worst_images"][0]["drawing"] == worst["drawing"]
