@@ -11,6 +11,7 @@ from pathlib import Path
 from sdk.errors import ConfigError
 from sdk.sources.images import IMAGE_SUFFIXES
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 EDGE_SLACK_PX = 1.0  # labels are rounded: a box may run this far past the image's edge
 
 
@@ -70,9 +71,16 @@ def check_box(x: float, y: float, w: float, h: float, image: LabelledImage, wher
 
 
 def image_size(file: Path, labels: Path) -> tuple[int, int]:
-    """(width, height) of an image the labels do not give the size of (YOLO, KITTI), or an error naming it."""
+    """(width, height) of an image the labels do not give the size of (YOLO, KITTI), or an error naming it. A PNG's
+    size is read from its header (KITTI's 7,481 images in well under a second); other images are decoded."""
     import cv2
 
+    with open(file, "rb") as handle:
+        head = handle.read(24)
+    if head[:8] == PNG_SIGNATURE and head[12:16] == b"IHDR":
+        width, height = int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+        if width > 0 and height > 0:
+            return width, height
     image = cv2.imread(str(file), cv2.IMREAD_UNCHANGED)
     if image is None:
         raise ConfigError(f"{labels}: image {file} does not decode", hint="remove it from the set or replace the file")
