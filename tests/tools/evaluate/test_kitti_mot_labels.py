@@ -86,6 +86,8 @@ def test_kitti_dontcare_ignores_detections_of_any_class_inside_it(tmp_path):
         ("Car 0 0 0 10 10 60 50", "000000.txt:1: 8 fields; allowed: 15 (16 with a score)"),
         (f"Car 0 0 0 60 10 10 50 {TAIL}", "000000.txt:1: box [60, 10, -50, 40] has width or height -50; allowed: above 0"),
         (f"Car 0 0 0 10 10 260 50 {TAIL}", "000000.txt:1: box [10, 10, 250, 40] leaves the 200x100 image; allowed: inside it"),
+        (f"Car 0 x 0 10 10 60 50 {TAIL}", "000000.txt:1: truncated '0', occluded 'x', box '10 10 60 50' are not numbers"),
+        (f"3Car 0 0 0 10 10 60 50 {TAIL}", "000000.txt:1: type '3Car'; allowed: a name such as Car, Van, Truck or DontCare"),
     ],
 )
 def test_a_bad_kitti_row_is_one_error_naming_file_line_and_value(tmp_path, row, message):
@@ -148,6 +150,7 @@ def test_mot_rows_become_frames_of_the_video_with_ignore_regions_clipping_and_vi
         ("1,1,10,5,20,30,1,1", "gt.txt:1: 8 fields; allowed: 9 (MOT16-20) or 10 (MOT15)"),
         ("0,1,10,5,20,30,1,1,1", "gt.txt:1: frame 0; allowed: 1 or more (MOTChallenge counts frames from 1)"),
         ("1,1,10,5,0,30,1,1,1", "gt.txt:1: box width 0, height 30; allowed: above 0"),
+        ("1,1,10,5,20,30,1,1,1.5", "gt.txt:1: visibility 1.5; allowed: 0 to 1"),
     ],
 )
 def test_a_bad_mot_row_is_one_error_naming_file_line_and_value(tmp_path, row, message):
@@ -155,3 +158,18 @@ def test_a_bad_mot_row_is_one_error_naming_file_line_and_value(tmp_path, row, me
     with pytest.raises(ConfigError) as caught:
         load_labels(gt, video)
     assert caught.value.message == f"{gt.parent}/{message}" and caught.value.hint
+
+
+def test_mot_frames_from_the_sequences_frame_folder_by_default_sized_by_seqinfo(tmp_path):
+    gt, _ = _mot(tmp_path, ["2,1,10,5,20,30,1,-1,-1,-1"])  # MOT15's row: class and visibility -1, a pedestrian
+    (tmp_path / "seq" / "frames").mkdir()
+    for n in (1, 2):
+        cv2.imwrite(str(tmp_path / "seq" / "frames" / f"{n:06d}.jpg"), np.zeros((48, 64, 3), np.uint8))
+    (tmp_path / "seq" / "seqinfo.ini").write_text("[Sequence]\nimDir=frames\nimWidth=64\nimHeight=48\n")
+    labels = load_labels(gt)
+    assert [(i.id, i.name, i.frame, i.width) for i in labels.images] == [(1, "000001.jpg", None, 64), (2, "000002.jpg", None, 64)]
+    assert [(a["image_id"], a["category_id"], a["iscrowd"], "visibility" in a) for a in labels.annotations] == [(2, 1, 0, False)]
+    (tmp_path / "seq" / "frames" / "000001.jpg").unlink()
+    with pytest.raises(ConfigError) as caught:
+        load_labels(gt)
+    assert caught.value.message == f"{tmp_path / 'seq' / 'frames'}: frame 1 is missing (1 of 2)"
