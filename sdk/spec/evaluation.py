@@ -4,7 +4,9 @@ An evaluation keeps every candidate down to a low score floor (the precision-rec
 runs its own non-maximum suppression, so its settings are not the deployment's `postprocess` thresholds. The class
 map says which label category each of the model's classes is scored against: by default a class goes to the category
 of the same name (case, spaces and underscores aside; `motorbike`, `aeroplane`, `sofa` and `tvmonitor` find COCO's
-`motorcycle`, `airplane`, `couch` and `tv`); `classes` names the others, and `null` leaves a class out.
+`motorcycle`, `airplane`, `couch` and `tv`); `classes` names the others, and `null` leaves a class out. Beside COCO's figures the evaluation
+reports each class's recall at a fixed precision (`recall_at_precision`), the recall and false positives per image at
+an operating score (`operating_score`, by default the deployment's own threshold), and draws the worst images.
 """
 
 from __future__ import annotations
@@ -24,6 +26,18 @@ class Evaluation(Frozen):
     iou_threshold: Real("evaluation: non-maximum suppression overlap above which the lower score goes", gt=0, le=1) = 0.65
     max_detections: Int(1, 1000, "evaluation: detections kept per image, highest scores first (COCO scores 100)") = 100
     nms: Literal["per_class", "class_agnostic"] = "per_class"
+    # The figures beside COCO's: per class the recall reached at this precision; the recall and the false positives per
+    # image at the operating score (null: the deployment's postprocess.score_threshold); the images drawn in the report.
+    recall_at_precision: Real("evaluation: the precision at which each class's recall is reported", gt=0, le=1) = 0.9
+    operating_score: (
+        Real(
+            "evaluation: the score from which a detection counts for recall and false positives per image; null: postprocess.score_threshold",
+            ge=0,
+            le=1,
+        )
+        | None
+    ) = None
+    worst_images: Int(0, 100, "evaluation: images with the most missed and false boxes drawn in the report (0: none)") = 8
     # Model class name -> label category name; null: the class is left out of the scores (it has no category).
     classes: Annotated[dict[CATEGORY_NAME, CATEGORY_NAME | None], Field(max_length=10_000)] = {}
 

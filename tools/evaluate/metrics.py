@@ -43,6 +43,7 @@ class Metrics:
     curves: dict[str, list[float]]  # recall thresholds; mean precision at IoU 0.5 and over 0.5:0.95 (area all, 100 a image)
     images: int
     draws: int
+    evaluation: object = None  # pycocotools' COCOeval, evaluated and accumulated (the operating point, the worst images)
 
 
 def _quiet(call, *args):
@@ -108,7 +109,7 @@ def evaluate(ground_truth: dict, detections: list[dict], category_ids: list[int]
         low, high = np.quantile(values, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
         intervals[name] = [round(float(low), 6), round(float(high), 6)]
         lower[name] = round(float(np.quantile(values, 1 - CONFIDENCE)), 6)
-    return Metrics(stats, per_class, intervals, lower, curves, len(image_ids), draws)
+    return Metrics(stats, per_class, intervals, lower, curves, len(image_ids), draws, evaluation)
 
 
 def _count(values) -> dict[int, int]:
@@ -128,12 +129,15 @@ def _curves(evaluation) -> dict[str, list[float]]:
         "recall": [round(float(r), 4) for r in evaluation.params.recThrs],
         "precision50": [round(float(v), 6) for v in kept[0].mean(axis=1)],
         "precision50_95": [round(float(v), 6) for v in kept.mean(axis=(0, 2))],
+        "per_class50": {  # category id -> interpolated precision at IoU 0.5 (the classes with labels)
+            str(cid): [round(float(v), 4) for v in precision[0, :, k]] for k, cid in enumerate(evaluation.params.catIds) if valid[k]
+        },
     }
 
 
 def image_matches(evaluation) -> list[dict]:
     """Per category (area all, at most maxDets[-1] a image): its detections best first (COCO's mergesort order), the image
-    each came from, whether each is a true or false positive at each IoU threshold, and the labels per image."""
+    each came from, its score, whether each is a true or false positive at each IoU threshold, and the labels per image."""
     params = evaluation._paramsEval
     images = len(params.imgIds)
     areas = len(params.areaRng)
@@ -146,7 +150,8 @@ def image_matches(evaluation) -> list[dict]:
         for i, e in entries:
             labels[i] = int(np.count_nonzero(np.asarray(e["gtIgnore"]) == 0))
         if not entries:
-            out.append({"labels": labels, "image": np.zeros(0, np.int64), "tp": np.zeros((len(params.iouThrs), 0), bool), "fp": None})
+            empty = np.zeros((len(params.iouThrs), 0), bool)
+            out.append({"labels": labels, "image": np.zeros(0, np.int64), "score": np.zeros(0), "tp": empty, "fp": empty})
             continue
         scores = np.concatenate([np.asarray(e["dtScores"][:max_det]) for _, e in entries])
         order = np.argsort(-scores, kind="mergesort")
@@ -155,7 +160,7 @@ def image_matches(evaluation) -> list[dict]:
         ignored = np.concatenate([e["dtIgnore"][:, :max_det] for _, e in entries], axis=1)[:, order]
         tp = np.logical_and(matched, np.logical_not(ignored))
         fp = np.logical_and(np.logical_not(matched), np.logical_not(ignored))
-        out.append({"labels": labels, "image": image, "tp": tp, "fp": fp})
+        out.append({"labels": labels, "image": image, "score": scores[order], "tp": tp, "fp": fp})
     return out
 
 
@@ -190,19 +195,33 @@ def accumulate(matches: list[dict], weights: np.ndarray, recall_thresholds: np.n
         return np.nanmean(ap, axis=1)
 
 
-def bootstrap(evaluation, draws: int = DRAWS, seed: int = SEED) -> np.ndarray:
-    """[draws, 2] replicates of mAP@[.5:.95] and AP50 over images resampled with replacement (fixed seed)."""
-    matches = image_matches(evaluation)
-    images = len(evaluation._paramsEval.imgIds)
+def draw_weights(images: int, draws: int, seed: int = SEED):
+    """Chunks of [chunk, images]: how often each image is drawn in each bootstrap draw (with replacement, fixed seed).
+    Every figure's interval of one evaluation is taken over the same draws."""
     rng = np.random.default_rng(seed)
-    thresholds = np.asarray(evaluation.params.recThrs)
-    figures = []
     for start in range(0, draws, DRAW_CHUNK):
         chunk = min(DRAW_CHUNK, draws - start)
         drawn = block_indices(rng, images, 1, chunk)  # block length 1: each image drawn on its own
-        weights = np.stack([np.bincount(row, minlength=images) for row in drawn])
-        figures.append(accumulate(matches, weights, thresholds))
-    return np.concatenate(figures)
+        yield np.stack([np.bincount(row, minlength=images) for row in drawn])
 
 
-__all__ = ["CONFIDENCE", "STAT_NAMES", "Metrics", "accumulate", "affordable_draws", "bootstrap", "coco_eval", "evaluate", "image_matches"]
+def bootstrap(evaluation, draws: int = DRAWS, seed: int = SEED) -> np.ndarray:
+    """[draws, 2] replicates of mAP@[.5:.95] and AP50 over images resampled with replacement (fixed seed)."""
+    matches = image_matches(evaluation)
+    thresholds = np.asarray(evaluation.params.recThrs)
+    images = len(evaluation._paramsEval.imgIds)
+    return np.concatenate([accumulate(matches, weights, thresholds) for weights in draw_weights(images, draws, seed)])
+
+
+__all__ = [
+    "CONFIDENCE",
+    "STAT_NAMES",
+    "Metrics",
+    "accumulate",
+    "affordable_draws",
+    "bootstrap",
+    "coco_eval",
+    "draw_weights",
+    "evaluate",
+    "image_matches",
+]

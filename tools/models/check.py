@@ -92,8 +92,8 @@ def _labels(result: CheckResult, pipeline, labels: Path | None, images: Path | N
         result.add(PROBLEM, "labels", exc.message, exc.hint)
         return
     unscored = f"; {len(mapping.unscored)} categories without a class are not scored" if mapping.unscored else ""
-    crowd = sum(1 for a in found.annotations if a["iscrowd"])
-    labelled = f"{len(found.images)} images, {len(found.annotations) - crowd} labels" + (f" and {crowd} crowd regions" if crowd else "")
+    crowd = found.regions
+    labelled = f"{len(found.images)} images, {found.labels} labels" + (f" and {crowd} crowd regions" if crowd else "")
     result.add(OK, "labels", f"{labelled} ({found.format}); every class maps to a category{unscored}")
 
 
