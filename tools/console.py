@@ -13,10 +13,10 @@ from tools import progress
 class RichProgress(progress.RichProgress):
     """The CLI's progress display, always on stderr: stdout holds the results only, clean when piped (`> out.txt`)."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, heartbeat_s: float | None = None) -> None:
         errors = Console(stderr=True, highlight=False)
         errors.soft_wrap = not errors.is_terminal
-        super().__init__(errors)
+        super().__init__(errors, heartbeat_s)
 
 
 VERDICT_STYLE = {"PASS": "bold green", "FAIL": "bold red", "INCONCLUSIVE": "bold yellow", "WARN": "yellow"}
