@@ -61,6 +61,7 @@ class PipelineRunner:
         self.artifacts = artifacts
         self.output_dir = Path(output_dir)
         self.max_frames = max_frames
+        self.result: RunResult | None = None  # the run under way (its stage errors, read by the service's log)
         self.on_frame = on_frame
         self.require_jsonl = require_jsonl
         self.monitor = monitor  # a service's health: degraded-mode shedding and per-frame latency
@@ -131,7 +132,7 @@ class PipelineRunner:
             )
             self.sinks = stack.enter_context(sinks)
             note = f"TensorRT engine, {spec.model.precision}" if backend.name == "tensorrt" else _precision_note(spec.model.precision)
-            result = RunResult(recorder, StreamCounters(), backend=f"{backend.describe()}, {note}", preprocess=preprocess.report())
+            result = self.result = RunResult(recorder, StreamCounters(), backend=f"{backend.describe()}, {note}", preprocess=preprocess.report())
             result.postprocess = decode.describe()
             result.batch, result.batching = batch, describe_batching(len(cameras), batch)
             for camera, capacity in zip(cameras, capacities, strict=True):

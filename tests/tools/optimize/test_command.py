@@ -108,6 +108,8 @@ def test_the_optimized_pipeline_deploys_and_is_judged_against_the_original(examp
     report = json.loads((tmp_path / "deploy" / "report.json").read_text())
     accuracy = [c for c in report["checks"] if c["name"].startswith("accuracy.")]
     assert len(accuracy) == 4 and all(c["status"] == "PASS" for c in accuracy), accuracy  # against the original's FP32 detections
+    assert all("trivial" not in c["detail"] and "against the original model assets/ssdlite_pedestrian.onnx" in c["detail"] for c in accuracy)
+    assert not report["accuracy"]["compared"]["trivial"] and "what the optimization costs" in report["accuracy"]["compared"]["summary"]
     assert report["accuracy"]["reference_detections"] > 0
     manifest = json.loads(next((tmp_path / "state").rglob("manifest.json")).read_text())
     assert manifest["fingerprint"]["optimize"]["method"] == "reconstruct"
