@@ -60,7 +60,8 @@ def test_a_still_image_loops_and_the_printed_next_step_deploys_as_written(folder
 
 
 def test_check_finds_a_still_without_its_loop_and_a_clip_shorter_than_asked(folder):
-    data = yaml.safe_load((folder / "plates.yaml").read_text())
+    assert run(folder, "init", "plates.onnx", "--source", "file://photo.jpg", "--output", "base.yaml").returncode == 0
+    data = yaml.safe_load((folder / "base.yaml").read_text())
     data["source"] = {"uri": "file://photo.jpg"}
     (folder / "noloop.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     done = run(folder, "check", "noloop.yaml")
