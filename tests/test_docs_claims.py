@@ -107,3 +107,11 @@ def test_the_values_the_model_section_gives_are_those_the_code_writes_and_the_te
     normalize = {"scale": 0.00392156862745098, "mean": PADDLE_DET_NORMALIZE["mean"], "std": PADDLE_DET_NORMALIZE["std"]}
     assert abs(PADDLE_DET_NORMALIZE["scale"] - normalize["scale"]) < 1e-15
     assert "`{scale: 0.00392156862745098, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}`" in STARTED
+
+
+def test_the_tour_suggests_a_rollback_only_once_there_is_a_release_to_go_back_to():
+    """Right after the first deploy there is no earlier release: `sdk rollback` would refuse. The tour offers it after a second."""
+    for page in (REPO / "README.md", REPO / "docs" / "getting-started.md"):
+        text = " ".join(page.read_text().split())
+        offered = [sentence for sentence in re.split(r"(?<=[.;])\s", text) if "sdk rollback --target sim" in sentence]
+        assert offered and all("second" in sentence for sentence in offered), (page.name, offered)

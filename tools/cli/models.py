@@ -24,6 +24,15 @@ def init_command(args: argparse.Namespace, console: Console) -> int:
             console.print(f"  {key}: {why}", highlight=False, markup=False)
     from tools.models.init_pipeline import RUN_FRAMES
 
+    facts = result.facts
+    if facts is not None and facts.still:
+        console.print(f"source: a still image, played in a loop ({RUN_FRAMES} frames measure it)", highlight=False, markup=False)
+    elif facts is not None and facts.frames is not None and result.loops:
+        console.print(
+            f"source: {facts.frames} frame(s), fewer than the {RUN_FRAMES} a backed p99 needs: played in a loop (source.replay.loop)",
+            highlight=False,
+            markup=False,
+        )
     then = f"sdk check {result.path}, then deploy --target local {result.path} --frames {RUN_FRAMES}"
     console.print(f"next: {'fill them in, ' if result.fill_in else ''}{then}", highlight=False, markup=False)
     return 0

@@ -68,11 +68,18 @@ def select_frames(total: int, spec: Calibration) -> FrameSelection:
     `stride`-th frame, drawn with `seed`: the same settings always give the same frames."""
     candidates = list(range(spec.seed % spec.stride, total, spec.stride))
     need = spec.frames + spec.holdout_frames
+    if total == 1:  # a still image: looping it repeats one frame, it adds none
+        raise ConfigError(
+            f"calibration: the source is a single still image; calibration needs {need} different frames ({spec.frames} calibration.frames "
+            f"to fit on and {spec.holdout_frames} holdout_frames to judge on), and one image looped is still one frame",
+            hint=f"give calibration.source a recording of at least {need} frames of the scenes the model will see "
+            "(file://clip.mp4, or images://folder of images)",
+        )
     if len(candidates) < need:
         raise ConfigError(
-            f"calibration: frames ({spec.frames}) + holdout_frames ({spec.holdout_frames}) = {need} frames needed; the source has "
-            f"{total}, {len(candidates)} of them at stride {spec.stride}",
-            hint="lower calibration.frames, holdout_frames or stride, or loop a longer recording",
+            f"calibration: frames ({spec.frames}) + holdout_frames ({spec.holdout_frames}) = {need} different frames needed; the source has "
+            f"{total}, {len(candidates)} of them at stride {spec.stride} (a loop repeats frames, it adds none)",
+            hint="lower calibration.frames, holdout_frames or stride, or give calibration.source a longer recording",
         )
     order = np.random.default_rng(spec.seed).permutation(len(candidates))
     calibration = tuple(sorted(candidates[i] for i in order[: spec.frames]))

@@ -110,15 +110,36 @@ def _frames(result: CheckResult, pipeline, frames: int | None) -> int | None:
             counts.append(None)
             continue
         has = None if camera.replay.loop else has
+        loop = f"{pipeline.source_key(name).removesuffix('.uri')}.replay: {{loop: true}}"
+        minimum = pipeline.spec.health.min_frames
+        if has is not None and has < minimum:
+            result.add(
+                PROBLEM,
+                "source",
+                f"{camera.uri} holds {_frames_word(has)}, fewer than the {minimum} the health check needs (health.min_frames): "
+                "a deploy's trial would fail and roll back",
+                f"play it in a loop ({loop}){', a still image is the same frame again and again' if has == 1 else ''}; "
+                "or lower health.min_frames",
+            )
         if given and has is not None and has < given:
-            result.add(WARN, "source", f"{camera.uri} holds {has} frames, fewer than the {given} asked for: the run ends after {has}")
+            result.add(
+                WARN,
+                "source",
+                f"{camera.uri} holds {_frames_word(has)}, fewer than the {given} asked for ({'--frames' if frames else 'replay.frames'}): "
+                f"the run ends after {has}",
+                f"play it in a loop ({loop}), or ask for at most {has}",
+            )
         count = min(c for c in (given, has) if c is not None) if (given or has is not None) else None
         counts.append(count)
-        told = f"{count} frames" if count is not None else "frames until it is stopped (a live or looping source)"
+        told = ("1 frame" if count == 1 else f"{count} frames") if count is not None else "frames until it is stopped (a live or looping source)"
         why = "--frames" if frames else "replay.frames" if camera.replay.frames else f"the {source} source"
         result.add(NOTE, "source", f"{camera.uri}: {told} ({why})")
     known = [c for c in counts if c is not None]
     return min(known) if len(known) == len(counts) else None
+
+
+def _frames_word(count: int) -> str:
+    return "1 frame (a still image)" if count == 1 else f"{count} frames"
 
 
 def _source_frames(pipeline, camera: str, uri: str) -> int | None:
@@ -132,14 +153,11 @@ def _source_frames(pipeline, camera: str, uri: str) -> int | None:
         return None
     if scheme in ("mcap", "rosbag2"):
         return _recorded_frames(pipeline, camera, uri)
-    if scheme == "images":
-        return sum(1 for p in path.iterdir() if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff"))
-    import cv2
+    from tools.models.source_facts import IMAGE_SUFFIXES, file_frames
 
-    capture = cv2.VideoCapture(str(path))
-    count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) if capture.isOpened() else 0
-    capture.release()
-    return count or None
+    if scheme == "images":
+        return sum(1 for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+    return file_frames(path)
 
 
 def _recorded_frames(pipeline, camera: str, uri: str) -> int | None:

@@ -29,11 +29,16 @@ from tools.validation.reference import REFERENCE_FILE, compare_per_camera, compa
 REFERENCE_SIDE = "the FP32 model on ONNX Runtime (CPU), on the host"
 
 
-def comparison(report: dict, precision: str) -> dict:
-    """What the accuracy checks compared with what, and whether that comparison can find anything."""
+def comparison(report: dict, precision: str, reference: str | None = None, model: str | None = None) -> dict:
+    """What the accuracy checks compared with what, and whether that comparison can find anything. `reference`: the
+    original model an optimized pipeline is judged against (`model.reference`, written by `sdk optimize`)."""
     backend = report.get("backend") or "unknown backend"
     runtime = backend.split(" ", 1)[0]
     ran = f"{backend}, on {report.get('target')}"
+    if reference:
+        side = f"the original FP32 model {reference} on ONNX Runtime (CPU), on the host"
+        summary = f"the original model {reference} against the optimized {model or 'model'} ({backend}, {precision}): what the optimization costs"
+        return {"reference": side, "run": ran, "precision": precision, "trivial": False, "summary": summary}
     if runtime == "onnxruntime" and "FP32 model" in backend:
         trivial = True
         summary = (
@@ -71,7 +76,8 @@ def accept(
         thresholds = budgets.accuracy.reference_thresholds()  # the budgets on labels are judged below, not here
         result = compare_with_reference(reference, report_dir / "detections.jsonl", thresholds)
         duration = round(time.monotonic() - started, 3)
-        compared = comparison(report, pipeline.spec.model.precision)
+        model = pipeline.spec.model
+        compared = comparison(report, model.precision, model.reference, model.path)
         report["accuracy"] = result.as_dict() | {"thresholds": thresholds.model_dump(), "compared": compared, "duration_s": duration}
         if pipeline.spec.multi_camera:  # judged per camera too: one camera's misses are not averaged away by the others
             own = {name: budgets.cameras[name].accuracy if name in budgets.cameras else None for name in pipeline.spec.cameras}
@@ -82,7 +88,10 @@ def accept(
                 for name, r in each.items()
                 for c in r.checks()
             ]
-        suffix = "; trivial comparison: same runtime and precision on both sides" if compared["trivial"] else ""
+        if compared["trivial"]:
+            suffix = "; trivial comparison: same runtime and precision on both sides"
+        else:
+            suffix = f"; against the original model {model.reference}" if model.reference else ""
         added += [replace(c, detail=c.detail + suffix, duration_s=duration) for c in result.checks()]
         added += unlabelled_checks(budgets.accuracy)
     if repeats:

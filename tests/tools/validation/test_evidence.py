@@ -255,6 +255,9 @@ def test_accuracy_says_what_was_compared():
     assert not int8["trivial"] and "INT8 Q/DQ" in int8["summary"]
     engine = comparison({"backend": "tensorrt (GPU), TensorRT engine, int8", "target": "orin-01"}, "int8")
     assert not engine["trivial"] and "tensorrt (GPU)" in engine["run"] and "orin-01" in engine["run"]
+    optimized = comparison({"backend": "onnxruntime 1.20 CPU, 2 thread(s), FP32 model", "target": "local"}, "fp32", "a.onnx", "a.opt.onnx")
+    assert not optimized["trivial"] and "the original model a.onnx against the optimized a.opt.onnx" in optimized["summary"]
+    assert optimized["reference"].startswith("the original FP32 model a.onnx")
 
 
 def test_report_html_is_drawn_without_matplotlib(tmp_path):
