@@ -60,7 +60,7 @@ def test_the_report_folder_holds_the_files_the_readme_names():
     from sdk.runtime.junit import JUNIT_FILE
     from sdk.runtime.report import REPORT_FILE
     from sdk.spec import load_pipeline
-    from tools.validation.html_report import HTML_FILE
+    from tools.evidence.html_report import HTML_FILE
 
     sinks = {getattr(s, "path", None) for s in load_pipeline(REPO / "pipelines" / "pedestrian.yaml").spec.sinks}
     for name in (REPORT_FILE, HTML_FILE, JUNIT_FILE, *sinks):

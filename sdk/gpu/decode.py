@@ -72,7 +72,7 @@ def candidate_buffers(capacity: int) -> dict[str, np.ndarray]:
 
 def centre_anchors(anchors: np.ndarray, layout: str) -> np.ndarray:
     """[N, 4] float32 centre y, centre x, height, width: computed as SsdPostprocessor computes them."""
-    from sdk.postprocess.anchors import from_corners
+    from sdk.anchors import from_corners
 
     centre = from_corners(anchors, layout)
     return np.ascontiguousarray(np.stack([centre.cy, centre.cx, centre.h, centre.w], axis=1), np.float32)

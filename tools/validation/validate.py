@@ -16,16 +16,16 @@ from sdk.runtime.interference import InterferencePlan
 from sdk.spec.loader import load_pipeline
 from tools.connect.sessions import open_session, paused_service
 from tools.deploy.fleet import FleetResult
-from tools.deploy.flow import DeployResult, default_report_dir, engine_step, health_policy, install_release, int8_artifacts, measure
+from tools.deploy.flow import DeployResult, engine_step, health_policy, install_release, int8_artifacts, measure
+from tools.evidence.acceptance import accept
 from tools.history.hook import finished
 from tools.models.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import collect_bundle
+from tools.release.current import current_release, require_current, require_same_pipeline
+from tools.reports.report_dirs import check_report_dir, default_report_dir, empty_report_dir, update_latest
 from tools.state import cache_dir
 from tools.targets import resolve_targets
-from tools.validation.acceptance import accept
-from tools.validation.current import current_release, require_current, require_same_pipeline
-from tools.validation.report_dirs import check_report_dir, empty_report_dir, update_latest
 
 ValidationResult = DeployResult  # the same facts: the judged report, where it is, the release it ran
 
