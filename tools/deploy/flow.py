@@ -64,8 +64,8 @@ def deploy_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Deploy:
-    """Settings in the constructor; calling it does the work."""
+class TargetRun:
+    """What a command that runs a pipeline file on a target, or on a fleet, is given (`Deploy`, `Validate`)."""
 
     def __init__(
         self,
@@ -77,7 +77,6 @@ class Deploy:
         progress: Progress | None = None,
         parallel: int = 4,
         canary: bool = False,
-        sign_key: Path | None = None,
     ) -> None:
         self.pipeline_path = Path(pipeline_path)
         self.target_name = target
@@ -86,6 +85,13 @@ class Deploy:
         self.progress = progress or SilentProgress()
         self.parallel = parallel
         self.canary = canary
+
+
+class Deploy(TargetRun):
+    """Settings in the constructor (TargetRun's, and the key that signs the release); calling it does the work."""
+
+    def __init__(self, pipeline_path: Path, target: str, *, sign_key: Path | None = None, **settings) -> None:
+        super().__init__(pipeline_path, target, **settings)
         self.sign_key = sign_key
 
     def __call__(self) -> DeployResult | FleetResult:

@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tools.validation.pytest_plugin import declared_checks
 
 from sdk.errors import ConfigError, TargetError
 from tests.junit_check import read_junit, validate_junit
+from tools.validation.pytest_plugin import declared_checks
 from tools.validation.validate import Validate
 
 REPO = Path(__file__).resolve().parents[3]
