@@ -32,7 +32,7 @@ AREAS = (
     ("Performance, profiles and optimization", ((700, 706), (770, 770), (914, 914), (1010, 1013))),
     ("The run history", ((750, 754), (963, 963))),
     ("Tests and CI", ((204, 205), (910, 911), (913, 913), (930, 940))),
-    ("The code's architecture", ((1050, 1059),)),
+    ("The code's architecture and its docs", ((1050, 1059),)),
 )
 # Pages that exist only on some branches: listed when present, after the named page.
 OPTIONAL_PAGES = (("What has run where", "GPU runs", "gpu-runs.md"),)
