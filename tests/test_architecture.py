@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -113,8 +114,10 @@ def module_name(path: Path) -> str:
     return name.removesuffix(".__init__")
 
 
+@functools.cache
 def import_graph(packages=("sdk", "tools")) -> dict[str, set[str]]:
-    """module -> the project's modules it imports (at any depth of the code: a function's lazy import counts)."""
+    """module -> the project's modules it imports (at any depth of the code: a function's lazy import counts). Parsed
+    once a session and shared by the tests: a caller that changes it changes a copy."""
     modules = {module_name(p): p for package in packages for p in (REPO / package).rglob("*.py")}
 
     def owner(name: str) -> str | None:
