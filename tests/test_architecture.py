@@ -256,8 +256,10 @@ def folder_cycles(graph: dict[str, set[str]]) -> list[str]:
 
 def test_no_folder_imports_in_a_circle_or_up_the_order():
     graph = import_graph()
-    assert folder_cycles(graph) == []
-    assert back_edges({m: t for m, t in graph.items() if m.startswith("tools")}) == []
+    upward = back_edges({m: t for m, t in graph.items() if m.startswith("tools")})
+    assert not upward, "imports up the rooms' order (TOOLS_ORDER, ARCHITECTURE.md):\n" + "\n".join(upward)
+    cycles = folder_cycles(graph)
+    assert not cycles, "folders importing in a circle (room <-> room: the imports inside it):\n" + "\n".join(cycles)
 
 
 def test_the_folder_check_names_a_planted_upward_import():
@@ -267,3 +269,10 @@ def test_the_folder_check_names_a_planted_upward_import():
     assert back_edges({m: t for m, t in graph.items() if m.startswith("tools")}) == ["tools.connect.sessions -> tools.deploy.flow"]
     cycles = folder_cycles(graph)
     assert len(cycles) == 2 and "sdk.gpu.plan -> sdk.preprocess.cpu" in cycles[0] and "tools.connect.sessions -> tools.deploy.flow" in cycles[1]
+
+
+def test_every_folder_of_code_is_a_package():
+    """The wheel's `packages.find` takes only folders with an `__init__.py`: one without would import from a checkout
+    and be missing from an install."""
+    folders = {p.parent for package in ("sdk", "tools") for p in (REPO / package).rglob("*.py")}
+    assert sorted(str(f.relative_to(REPO)) for f in folders if not (f / "__init__.py").is_file()) == []
