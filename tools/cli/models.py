@@ -40,7 +40,7 @@ def init_command(args: argparse.Namespace, console: Console) -> int:
 
 def check_command(args: argparse.Namespace, console: Console) -> int:
     from tools.console import render_findings
-    from tools.models.check import PROBLEM, check_pipeline
+    from tools.validation.pipeline_check import PROBLEM, check_pipeline
 
     with Console(stderr=True).status("checking (the model is prepared as a deploy prepares it)"):
         result = check_pipeline(args.pipeline, args.target, args.frames, args.labels, args.images)

@@ -54,7 +54,7 @@ def _add_mlflow_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_targets_add(targets_commands) -> None:
-    from tools.targets.add import DEFAULT_PLATFORM
+    from tools.connect.add_target import DEFAULT_PLATFORM
     from tools.targets.spec import PLATFORMS
 
     add = targets_commands.add_parser(

@@ -47,7 +47,7 @@ def evaluate_command(args: argparse.Namespace, console: Console) -> int:
     from tools.console import RichProgress
     from tools.evaluate import report as files
     from tools.evaluate.run import Request, evaluate
-    from tools.validation.report_dirs import check_report_dir, empty_report_dir, new_run_folder, update_latest
+    from tools.reports.report_dirs import check_report_dir, empty_report_dir, new_run_folder, update_latest
 
     folder = check_report_dir(args.report_dir, args.force) if args.report_dir is not None else None
     if args.json is not None and args.json.resolve() in (args.labels.resolve(), args.pipeline.resolve()):

@@ -14,7 +14,7 @@ import numpy as np
 from sdk.runtime.junit import write_junit
 from sdk.runtime.report import write_report
 from sdk.sinks.files import write_whole
-from tools.validation.svg_chart import CYCLE, Axis, Chart
+from tools.reports.svg_chart import CYCLE, Axis, Chart
 
 HTML_FILE = "report.html"
 HEADLINE = (("map50_95", "mAP@[.5:.95]"), ("map50", "AP50"), ("map75", "AP75"), ("map_small", "AP small"), ("map_medium", "AP medium"))

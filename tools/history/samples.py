@@ -68,7 +68,7 @@ def _accuracy(folder: Path) -> np.ndarray | None:
     if not ((folder / REFERENCE_FILE).is_file() and (folder / DETECTIONS_FILE).is_file()):
         return None
     from tools.int8.accuracy import match_detections
-    from tools.validation.detections_file import read_detections
+    from tools.reports.detections_file import read_detections
 
     reference, run = read_detections(folder / REFERENCE_FILE), read_detections(folder / DETECTIONS_FILE)
     rows = []
@@ -79,7 +79,7 @@ def _accuracy(folder: Path) -> np.ndarray | None:
 
 
 def accuracy_figures(totals) -> dict[str, np.ndarray]:
-    """recall, precision, mean IoU and mean score drift from column sums, as tools/validation/reference.py computes
+    """recall, precision, mean IoU and mean score drift from column sums, as tools/evidence/reference.py computes
     them (`totals`: the five sums, each a number or an array of bootstrap replicates)."""
     reference, run, matched, iou, drift = (np.asarray(t, np.float64) for t in totals)
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from sdk.artifacts import ModelArtifacts
+from sdk.engine.calibration_cache import CalibrationCache, elementwise_ties, fusion_ties, tie_ranges
 from sdk.errors import ConfigError, ModelError
-from sdk.quant.calibration_cache import CalibrationCache, elementwise_ties, fusion_ties, tie_ranges
 from sdk.release import sha256_of
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Calibration
@@ -135,7 +135,7 @@ class CalibrationArtifacts:
         return {name: entry["amax"] for name, entry in json.loads(self.ranges.read_text())["tensors"].items()}
 
     def trt_cache(self, tensorrt: str, dla: bool = False) -> str:
-        """The TensorRT calibration cache: the ranges, with those TensorRT fuses tied (sdk/quant/calibration_cache.py);
+        """The TensorRT calibration cache: the ranges, with those TensorRT fuses tied (sdk/engine/calibration_cache.py);
         for a DLA build also each ElementWise layer's two inputs (NvInfer.h: equal ranges on DLA in INT8)."""
         data = json.loads(self.ranges.read_text())
         ties = [(anchor, tuple(tied)) for anchor, tied in (*data.get("ties", ()), *(data.get("dla_ties", ()) if dla else ()))]

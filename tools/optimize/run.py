@@ -111,8 +111,7 @@ class Optimize:
         gate = spec.calibration.accuracy.model_copy(
             update={k: v for k, v in (("min_recall", self.settings.min_recall), ("min_precision", self.settings.min_precision)) if v is not None}
         )
-        from tools.deploy.flow import default_report_dir
-        from tools.validation.report_dirs import mark_finished, mark_unfinished
+        from tools.reports.report_dirs import default_report_dir, mark_finished, mark_unfinished
 
         label = self.settings.target or self.settings.platform
         report_dir = (self.settings.report_dir or default_report_dir(pipeline, label, "optimize")).resolve()

@@ -52,8 +52,8 @@ def test_optimize_writes_the_front_an_optimized_model_and_a_pipeline_that_uses_i
     optimized = load_pipeline(outputs["pipeline"])
     assert optimized.model_path == Path(outputs["model"]) and optimized.spec.model.reference == "assets/ssdlite_pedestrian.onnx"
     # The optimized pipeline prepares (its anchors are in the optimized model) and its reference is the original.
+    from tools.evidence.reference import reference_model
     from tools.models.prepare import PrepareModel
-    from tools.validation.reference import reference_model
 
     artifacts = PrepareModel(optimized, tmp_path / "cache")()
     assert set(artifacts.load_tensors()) == {"Postprocessor/ExpandDims:0"}

@@ -2,7 +2,7 @@
 
 Read-only: nothing is created or sent to the device except the probe's source on the SSH channel.
 First what this host sees without the network (the key file, the host-key pin, the signing key:
-tools/targets/local_checks.py), then a connection's order: reachable, host key, login, then what the probe
+tools/connect/local_checks.py), then a connection's order: reachable, host key, login, then what the probe
 says (Python, remote root, free disk, runtime modules, TensorRT/CUDA). A failed connection step ends the
 checks (the later ones cannot run); every probe check runs.
 
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 from sdk.errors import TargetError
 from sdk.probe import RUNTIME_MODULES
+from tools.connect.local_checks import local_findings
 from tools.targets import LocalTarget, RemoteTarget, Target
-from tools.targets.local_checks import local_findings
 
 OK, NOTE, WARN, BLOCKED = "ok", "note", "warn", "blocked"
 MIN_PYTHON = (3, 10)  # the runtime's requires-python

@@ -20,7 +20,7 @@ from sdk.runtime.verdict import FAIL, PASS, BudgetCheck
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import AccuracyAcceptance, JsonlSink
 from tools.int8.accuracy import match_detections
-from tools.validation.detections_file import read_detections
+from tools.reports.detections_file import read_detections
 
 REFERENCE_FILE = "reference_detections.jsonl"
 

@@ -20,11 +20,11 @@ from sdk.runtime.verdict import BudgetCheck, combine, describe_verdict
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Determinism
 from tools.evaluate.judge import unlabelled_checks
+from tools.evidence.determinism import compare_runs
+from tools.evidence.html_report import write_html
+from tools.evidence.reference import REFERENCE_FILE, compare_per_camera, compare_with_reference, run_reference
 from tools.progress import Progress, SilentProgress
-from tools.validation.detections_file import read_detections
-from tools.validation.determinism import compare_runs
-from tools.validation.html_report import write_html
-from tools.validation.reference import REFERENCE_FILE, compare_per_camera, compare_with_reference, run_reference
+from tools.reports.detections_file import read_detections
 
 REFERENCE_SIDE = "the FP32 model on ONNX Runtime (CPU), on the host"
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from sdk.errors import ConfigError
-from tools.deploy.signing import _raw_public, binding_for, load_signing_key, verify_key_pem
+from tools.release.signing import _raw_public, binding_for, load_signing_key, verify_key_pem
 
 
 def statement(kind: str, fingerprint: str, signer_path: Path, **extra) -> dict:

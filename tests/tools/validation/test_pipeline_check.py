@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from tests.integration.test_blazeface_real_model import ASSETS, one_box_and_one_score_tensor
+from tests.tools.connect.test_check_target import example_copied
 from tests.tools.models.test_init_pipeline import REPO, in_process
-from tests.tools.targets.test_targets_check import example_copied
 
 
 @pytest.fixture()

@@ -41,6 +41,11 @@ def new_run_folder(pipeline_name: str, target: str | None, command: str, base: P
     return folder
 
 
+def default_report_dir(pipeline, target: str | None = None, command: str = "deploy") -> Path:
+    """A folder of this run's own for a pipeline file (sdk/spec's PipelineFile): reports/<pipeline>/<UTC time>-<target>-<command>/."""
+    return new_run_folder(pipeline.spec.name, target, command)
+
+
 def _entries(folder: Path) -> list[Path]:
     try:
         return sorted(folder.iterdir())

@@ -1,7 +1,9 @@
-"""Target operations outside a deploy: probe, rollback, status, and the service (start, stop, logs)."""
+"""`sdk selftest`: the target's current release checks its hardware, and runs the repository's gpu-marked tests
+(tools/validation/selftest_bundle.py) from a scratch folder on the device (tools/connect/device_scratch.py)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tools.connect.sessions import open_session
@@ -9,45 +11,13 @@ from tools.release.bundle import runtime_files
 from tools.targets import Target
 
 
-def probe(target: Target) -> dict:
-    """The device fingerprint in one round trip (`sdk targets probe`)."""
-    with open_session(target) as session:
-        return {"target": target.name, **session.probe()}
-
-
-def store_command(target: Target, op: str) -> dict:
-    """`rollback` (one release back, under the deploy lock) or `status`."""
-    with open_session(target) as session:
-        session.ensure_agent(runtime_files())
-        if op == "status":
-            return {**session.status(), "service": session.service_op("status")}
-        owner = f"rollback:{target.name}"
-        session.lock(owner)
-        try:
-            result = session.store_op(op)
-            if op == "rollback":  # the unit follows the committed release, like after a deploy's commit
-                result["service_unit"] = session.service_op("unit")
-            return result
-        finally:
-            session.unlock(owner)
-
-
-def service_command(target: Target, op: str, *args: str) -> dict:
-    """`start` (the current release under the supervisor, waits for READY), `stop` (bounded), `logs`."""
-    with open_session(target) as session:
-        session.ensure_agent(runtime_files())
-        return session.service_op(op, *args)
-
-
 def selftest(target: Target, bundle=None, deadline_s: float = 900.0, report_dir: Path | None = None) -> dict:
     """`python -m sdk selftest` of the target's current release, run there: its hardware checks and the repository's
     gpu-marked tests (`bundle`: tools/validation/selftest_bundle.py's, packed for the probed device unless given) from a scratch
     folder that is removed afterwards. With `report_dir`: selftest.json and the tests' junit.xml written there."""
-    import json
-
     from sdk.errors import ReleaseError
     from sdk.sinks.files import publish
-    from tools.deploy.device_scratch import DeviceScratch
+    from tools.connect.device_scratch import DeviceScratch
     from tools.state import cache_dir
     from tools.validation.selftest_bundle import build_bundle
 
@@ -81,8 +51,6 @@ def selftest(target: Target, bundle=None, deadline_s: float = 900.0, report_dir:
 
 
 def _device_selftest(session, current: str, python: str | None, arguments: list[str]) -> dict:
-    import json
-
     from sdk.errors import TargetError
 
     done = session.release_command(current, ["selftest", "--release", ".", *arguments], python)
@@ -91,4 +59,4 @@ def _device_selftest(session, current: str, python: str | None, arguments: list[
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-__all__ = ["probe", "selftest", "service_command", "store_command"]
+__all__ = ["selftest"]

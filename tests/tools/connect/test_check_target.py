@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.targets.check import BLOCKED, NOTE, OK, WARN, CheckResult, Finding, check_facts
+from tools.connect.check_target import BLOCKED, NOTE, OK, WARN, CheckResult, Finding, check_facts
 from tools.targets.sim import free_port
 
 REPO = Path(__file__).resolve().parents[3]

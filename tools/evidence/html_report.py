@@ -15,8 +15,8 @@ from sdk.runtime.report import REPORT_FILE, preprocess_line
 from sdk.runtime.timeline import TIMELINE_FILE, read_timeline
 from sdk.runtime.verdict import check_unit, format_number
 from sdk.sinks.files import write_whole
-from tools.validation.camera_plots import draw_camera_plots
-from tools.validation.plots import draw_plots
+from tools.evidence.camera_plots import draw_camera_plots
+from tools.reports.plots import draw_plots
 
 HTML_FILE = "report.html"
 COLOURS = {"PASS": "#1b7f3b", "FAIL": "#b3261e", "INCONCLUSIVE": "#9a6700", "WARN": "#9a6700", "UNVERIFIED": "#9a6700"}

@@ -1,7 +1,7 @@
 """The plots a reviewer reads: latency timeline, per-stage CDF, histogram with budget lines, miss streaks.
 
 Drawn from timeline.npz (every measured frame), not from the summary, so what is plotted is what
-was measured. Each plot is an SVG document (a string, tools/validation/svg_chart.py) that report.html
+was measured. Each plot is an SVG document (a string, tools/reports/svg_chart.py) that report.html
 embeds: the page is one file that can be attached to a review. Every latency plot shows the budgets;
 when the measured latencies and the budgets span more than a factor of LOG_SPAN the latency axis is
 logarithmic, so a run far over (or far under) its budget keeps both the data and the budget lines
@@ -17,7 +17,7 @@ import numpy as np
 from sdk.runtime.recorder import latencies_from_times
 from sdk.runtime.statistics import deadline_misses
 from sdk.runtime.verdict import format_number
-from tools.validation.svg_chart import CYCLE, Axis, Chart
+from tools.reports.svg_chart import CYCLE, Axis, Chart
 
 BUDGET_COLOURS = {"p50_ms": "tab:green", "p99_ms": "tab:orange", "p999_ms": "tab:red", "p9999_ms": "darkred", "max_ms": "black"}
 LOG_SPAN = 20.0  # largest / smallest value on a latency axis beyond which it is drawn logarithmic

@@ -7,7 +7,7 @@ Each plot shows that camera's end-to-end latency from its own capture, its budge
 
 from __future__ import annotations
 
-from tools.validation.plots import BUDGET_COLOURS, latencies_from_timeline, latency_per_frame
+from tools.reports.plots import BUDGET_COLOURS, latencies_from_timeline, latency_per_frame
 
 
 def draw_camera_plots(report: dict, timeline: dict) -> dict[str, str]:

@@ -4,7 +4,7 @@ In order: the file (schema, ranges, paths, sinks: the loader's checks); the mode
 (cached); the decoder and the cascade steps bound to the prepared model's real tensors through ONNX Runtime on the CPU
 (names, shapes, class counts, grids: the runtime's own checks, with no frame read); the frames the source gives; whether
 each budget can be judged on them (a p99 needs 299 measured frames past the warm-up for a 95 % bound, a p99.9 2995);
-and with --target, what this host can see of the target without connecting (tools/targets/local_checks.py).
+and with --target, what this host can see of the target without connecting (tools/connect/local_checks.py).
 A problem makes the exit code 1; warnings and notes do not.
 """
 
@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from sdk.errors import SdkError
-from tools.targets.check import NOTE, OK, WARN, CheckResult
+from tools.connect.check_target import NOTE, OK, WARN, CheckResult
 
 PROBLEM = "problem"  # the run cannot succeed or cannot be judged as the file stands
 QUANTILES = {"p50_ms": 0.5, "p99_ms": 0.99, "p999_ms": 0.999, "p9999_ms": 0.9999}
@@ -229,8 +229,8 @@ def _frames_for_ratio(ratio: float) -> int:
 
 
 def _target(result: CheckResult, name: str, spec) -> None:
+    from tools.connect.local_checks import local_findings
     from tools.targets import LocalTarget, resolve_target
-    from tools.targets.local_checks import local_findings
 
     try:
         target = resolve_target(name)

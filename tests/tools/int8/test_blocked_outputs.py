@@ -12,9 +12,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from tools.deploy import blocked_outputs
-from tools.deploy.blocked_outputs import blocked_session
+from tools.int8 import blocked_outputs
 from tools.int8.activation_stats import CollectStatistics, _activations_graph, calibration_plan
+from tools.int8.blocked_outputs import blocked_session
 from tools.int8.calibrate import iter_preprocessed_frames
 from tools.int8.histogram_kernel import HISTOGRAM_BINS
 from tools.progress import SilentProgress

@@ -17,7 +17,7 @@ from sdk.runtime.timeline import TIMELINE_FILE, read_timeline
 from sdk.runtime.verdict import FAIL, PASS, BudgetCheck
 from sdk.spec.schema import Determinism
 from tools.int8.accuracy import match_detections
-from tools.validation.detections_file import read_detections
+from tools.reports.detections_file import read_detections
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import stat
 from sdk.errors import TargetError
 from tools.targets import RemoteTarget
 
-OK, BLOCKED = "ok", "blocked"  # the statuses of tools/targets/check.py (which imports this module)
+OK, BLOCKED = "ok", "blocked"  # the statuses of tools/connect/check_target.py (which imports this module)
 Finding = tuple[str, str, str, str | None]  # status, what, detail, hint
 
 

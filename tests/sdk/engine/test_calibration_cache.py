@@ -7,8 +7,8 @@ import struct
 import numpy as np
 import pytest
 
+from sdk.engine.calibration_cache import CalibrationCache, hex_to_scale, scale_to_hex, tensorrt_version_code
 from sdk.errors import ModelError
-from sdk.quant.calibration_cache import CalibrationCache, hex_to_scale, scale_to_hex, tensorrt_version_code
 
 
 def test_known_values():
@@ -111,7 +111,7 @@ def test_invalid_ranges_are_refused():
 def test_ranges_tensorrt_fuses_are_tied():
     """Pooling: "the dynamic ranges for input and output tensors must be equal" (NvInfer.h 8.6.1:1735, 10.3.0:1450);
     concatenation: its inputs are written into the output, in the output's scale."""
-    from sdk.quant.calibration_cache import fusion_ties, tie_ranges
+    from sdk.engine.calibration_cache import fusion_ties, tie_ranges
 
     nodes = [
         ("Conv", ("x",), ("a",)),
@@ -133,7 +133,7 @@ def test_ranges_tensorrt_fuses_are_tied():
 
 
 def test_the_parsers_own_tensors_get_scales_where_their_values_are_known():
-    from sdk.quant.calibration_cache import NetworkLayer, complete_for_network
+    from sdk.engine.calibration_cache import NetworkLayer, complete_for_network
 
     cache = CalibrationCache.from_amax({"a": 1.0}, "10.3")
     layers = [
@@ -151,7 +151,7 @@ def test_the_parsers_own_tensors_get_scales_where_their_values_are_known():
 def test_a_dla_build_ties_each_elementwise_layers_two_inputs_at_the_larger_range():
     """NvInfer.h, IElementWiseLayer: "When running this layer on the DLA with Int8 data type, the dynamic ranges of two
     input tensors shall be equal. If the dynamic ranges are generated using calibrator, the largest value shall be used.\""""
-    from sdk.quant.calibration_cache import elementwise_ties, fusion_ties, tie_ranges
+    from sdk.engine.calibration_cache import elementwise_ties, fusion_ties, tie_ranges
 
     nodes = [("Conv", ("x",), ("a",)), ("Conv", ("x",), ("b",)), ("Add", ("a", "b"), ("s",)), ("Mul", ("s", "w"), ("m",)), ("Relu", ("m",), ("r",))]
     assert fusion_ties(nodes) == ()  # the GPU takes each input's own scale

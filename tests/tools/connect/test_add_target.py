@@ -75,7 +75,7 @@ def test_a_different_fingerprint_is_refused_and_nothing_is_written(sim_server, e
 
 
 def test_the_fingerprint_of_another_key_type_of_the_server_is_found(tmp_path, env):
-    from tools.targets.add import fetch_host_key, host_key_with_fingerprint
+    from tools.connect.add_target import fetch_host_key, host_key_with_fingerprint
 
     with SimServer(tmp_path / "two-keys", extra_host_keys=("ecdsa",)) as server:
         first = fetch_host_key("127.0.0.1", server.port)
