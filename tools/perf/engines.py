@@ -16,24 +16,27 @@ from tools.perf.platforms import EnginePeaks
 
 # TensorRT on Orin-class GPUs: fraction of the dense tensor peak per op class (the rest of the roofline is bandwidth).
 GPU_EFFICIENCY = {"conv": 0.55, "conv_pointwise": 0.45, "conv_transpose": 0.35, "gemm": 0.5, "conv_depthwise": 0.04}
-# What each precision's kernels reach of their own peak, against FP16's: INT8 kernels gain less than the doubled peak
-# (reformats at the INT8 boundaries, epilogues at FP16), TF32 ones lose more than the halved one. Fitted (decision 1016).
-GPU_PRECISION_EFFICIENCY = {"fp16": 1.0, "int8": 1.0, "fp32": 1.0}
+# What each precision's kernels reach of their own peak, against FP16's (decision 1016, fitted): TF32 kernels lose more
+# than the halved peak; INT8 ones gain less than the doubled one, and far less where the convolution's epilogue is a
+# gate (SiLU's Sigmoid, Tanh, HardSwish: `int8_gated`) than where it is piecewise linear (ReLU, Clip, none).
+GPU_PRECISION_EFFICIENCY = {"fp16": 1.0, "int8": 1.0, "int8_gated": 0.61, "fp32": 0.74}  # "int8" not fitted: one row cannot tell it
 GPU_VECTOR_FRACTION = 0.03  # elementwise, pooling, resize, reductions: CUDA-core arithmetic, a small share of the tensor peak
 GPU_BANDWIDTH_EFFICIENCY = 0.7  # of the DRAM peak, for streaming kernels
-GPU_LAUNCH_MS = 0.006  # per kernel in an engine (enqueue and the gap between kernels)
+GPU_LAUNCH_MS = 0.0036  # per kernel in an engine (the gap between kernels); fitted (decision 1016), was 0.006
 # The DLA (decision 1016): a convolution's rate is the clocked MAC array's peak times its op class's efficiency, times
 # what a small output map leaves of it (1 - exp(-pixels / DLA_ROWS_HALF), per image); the bytes a layer moves go
 # through DRAM at DLA_BANDWIDTH_EFFICIENCY of its peak, not hidden under the arithmetic (the DLA runs a layer's
-# fetch, compute and write-back in turn); each layer pays DLA_LAYER_MS, which the DLA's clock does not shorten (the
-# Falcon controller's programming of the layer, fixed in NVIDIA's MAXN/15W pairs). The clock scales the arithmetic
-# alone, so a mode at a third of the clock is not three times slower.
-DLA_EFFICIENCY = {"conv": 0.6, "conv_pointwise": 0.5, "conv_transpose": 0.4, "gemm": 0.4, "conv_depthwise": 0.1}
-DLA_GROUPED = 1.0  # a grouped (not depthwise) convolution's share of the dense rate
-DLA_ROWS_HALF = 0.0  # output pixels per image at which a DLA convolution reaches 1 - 1/e of its rate (0: no loss)
-DLA_BANDWIDTH_EFFICIENCY = 0.7
+# fetch, compute and write-back in turn); each layer pays DLA_LAYER_MS, which the DLA's clock does not shorten. The
+# clock scales the arithmetic alone, so a mode at a third of the clock is not three times slower: NVIDIA's MAXN/15W
+# pairs (DLA-SW) show 1.9-2.4x for a 2.6x clock ratio, and these terms are fitted on them.
+# Fitted on NVIDIA's DLA-SW rows (decision 1016); the depthwise share sits at the fit's lower bound (one MAC of the
+# array's many per output channel is busy), the dense one near the peak.
+DLA_EFFICIENCY = {"conv": 0.96, "conv_pointwise": 0.8, "conv_transpose": 0.64, "gemm": 0.64, "conv_depthwise": 0.01}
+DLA_GROUPED = 0.11  # a grouped (not depthwise) convolution's share of the dense rate (ResNeXt's 32 groups)
+DLA_ROWS_HALF = 66.0  # output pixels per image at which a DLA convolution reaches 1 - 1/e of its rate (a 7x7 map: 0.52)
+DLA_BANDWIDTH_EFFICIENCY = 0.8
 DLA_VECTOR_FRACTION = 0.02
-DLA_LAYER_MS = 0.002  # each DLA layer's fixed cost, independent of the DLA's clock
+DLA_LAYER_MS = 0.006  # each DLA layer's fixed cost, independent of the DLA's clock
 DLA_SUBGRAPH_MS = 0.06  # each DLA subgraph's submission and completion (cuDLA/TensorRT task)
 CHANNEL_ALIGN = {"fp16": 8, "int8": 32, "fp32": 4}  # tensor-core channel multiples TensorRT wants (fp32 runs as TF32)
 TRANSITION_MS = 0.02  # a GPU<->DLA boundary's fixed cost, on top of the reformat and copy of its bytes
@@ -147,7 +150,7 @@ class HostEngine:
                 return low_gbs * (high_gbs / low_gbs) ** (math.log(moved / low) / math.log(high / low))
         return points[-1][1]
 
-    def cost(self, main: Layer, flops: int, moved: int) -> Cost:
+    def cost(self, main: Layer, flops: int, moved: int, gated: bool = False) -> Cost:
         p = self.peaks
         bandwidth = self.bandwidth_gbs(moved)
         if main.op_class == "gemm" and _rows(main) < 16:
@@ -198,7 +201,7 @@ class DeviceEngine:
         table = self.peaks.sparse_tops if self.sparse and sparse_ok else self.peaks.dense_tops
         return table[self.precision] * 1e3
 
-    def rate_gflops(self, main: Layer) -> float:
+    def rate_gflops(self, main: Layer, gated: bool = False) -> float:
         efficiency = GPU_EFFICIENCY if self.name == "gpu" else DLA_EFFICIENCY
         vector = GPU_VECTOR_FRACTION if self.name == "gpu" else DLA_VECTOR_FRACTION
         cls = main.op_class
@@ -206,7 +209,7 @@ class DeviceEngine:
             return self.peaks.dense_tops["int8" if "int8" in self.peaks.dense_tops else self.precision] * 1e3 * vector
         rate = self.tensor_gflops(sparse_ok=sparse_candidate(main, self.name, self.precision)) * efficiency[cls]
         if self.name == "gpu":
-            rate *= GPU_PRECISION_EFFICIENCY[self.precision]
+            rate *= GPU_PRECISION_EFFICIENCY["int8_gated" if gated and self.precision == "int8" else self.precision]
         else:
             rate *= dla_map_share(main)
             if main.groups > 1 and cls != "conv_depthwise":
@@ -218,8 +221,9 @@ class DeviceEngine:
                     rate *= c / (math.ceil(c / align) * align)  # the padded channels compute nothing
         return rate
 
-    def cost(self, main: Layer, flops: int, moved: int) -> Cost:
-        compute = flops / (self.rate_gflops(main) * 1e6) if flops else 0.0
+    def cost(self, main: Layer, flops: int, moved: int, gated: bool = False) -> Cost:
+        """`gated`: the group's epilogue is a gate (a Sigmoid, Tanh, ...), which INT8 kernels run slower."""
+        compute = flops / (self.rate_gflops(main, gated) * 1e6) if flops else 0.0
         if self.name == "gpu":
             return Cost(compute, moved / (self.peaks.memory_gbs * GPU_BANDWIDTH_EFFICIENCY * 1e6), GPU_LAUNCH_MS)
         memory = moved / (self.peaks.memory_gbs * DLA_BANDWIDTH_EFFICIENCY * 1e6)
