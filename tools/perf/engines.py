@@ -23,14 +23,13 @@ GPU_PRECISION_EFFICIENCY = {"fp16": 1.0, "int8": 1.0, "int8_gated": 0.61, "fp32"
 GPU_VECTOR_FRACTION = 0.03  # elementwise, pooling, resize, reductions: CUDA-core arithmetic, a small share of the tensor peak
 GPU_BANDWIDTH_EFFICIENCY = 0.7  # of the DRAM peak, for streaming kernels
 GPU_LAUNCH_MS = 0.0036  # per kernel in an engine (the gap between kernels); fitted (decision 1016), was 0.006
-# The DLA (decision 1016): a convolution's rate is the clocked MAC array's peak times its op class's efficiency, times
+# The DLA (decision 1017): a convolution's rate is the clocked MAC array's peak times its op class's efficiency, times
 # what a small output map leaves of it (1 - exp(-pixels / DLA_ROWS_HALF), per image); the bytes a layer moves go
 # through DRAM at DLA_BANDWIDTH_EFFICIENCY of its peak, not hidden under the arithmetic (the DLA runs a layer's
 # fetch, compute and write-back in turn); each layer pays DLA_LAYER_MS, which the DLA's clock does not shorten. The
 # clock scales the arithmetic alone, so a mode at a third of the clock is not three times slower: NVIDIA's MAXN/15W
-# pairs (DLA-SW) show 1.9-2.4x for a 2.6x clock ratio, and these terms are fitted on them.
-# Fitted on NVIDIA's DLA-SW rows (decision 1016); the depthwise share sits at the fit's lower bound (one MAC of the
-# array's many per output channel is busy), the dense one near the peak.
+# pairs (DLA-SW) show 1.9-2.4x for a 2.6x clock ratio. Every value below is fitted on DLA-SW rows (decision 1016);
+# the depthwise share sits at the fit's lower bound (0.01), the dense one near the peak.
 DLA_EFFICIENCY = {"conv": 0.96, "conv_pointwise": 0.8, "conv_transpose": 0.64, "gemm": 0.64, "conv_depthwise": 0.01}
 DLA_GROUPED = 0.11  # a grouped (not depthwise) convolution's share of the dense rate (ResNeXt's 32 groups)
 DLA_ROWS_HALF = 66.0  # output pixels per image at which a DLA convolution reaches 1 - 1/e of its rate (a 7x7 map: 0.52)
@@ -50,9 +49,9 @@ ROWS_HALF = 32.0  # output pixels (or GEMM rows) at which a kernel reaches 1 - 1
 # vector probe does a FLOP of its Sigmoid; measured here with YOLOX-Nano's SPP shapes (128 x 13 x 13, kernels 5, 9 and
 # 13: 1.6-2.4x), where costing it at the vector rate predicted it about 2x high.
 POOL_WINDOW_RATE = 2.0
-# A Transpose that moves the innermost axis gathers with a stride: measured here at 4-5x the time of a copy of its bytes
-# (YOLOX's head transpose, 128 x 3549 floats, 0.71 ms against 0.14 ms predicted as a copy).
-TRANSPOSE_STRIDED = 4.5
+# A Transpose that moves the innermost axis gathers with a stride: measured here at 2.6-5.2x the time of a copy of its
+# bytes (YOLOX's head transpose, 85 x 3549 floats in its model, 128 x 3549 alone; two runs at different loads).
+TRANSPOSE_STRIDED = 3.5
 HALF_RANGE = (8.0, 16.0)  # what the narrow probe measured here (12-14); beyond this range a probe met other work, not channels
 NARROW_FLOOR = 0.25  # a GEMM-like kernel keeps at least this share of its rate however few channels it has
 
