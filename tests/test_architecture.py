@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import subprocess
 import sys
@@ -99,9 +100,9 @@ def test_what_runs_on_a_bare_device_python_needs_only_the_standard_library(modul
 # The floors of `sdk/` (ARCHITECTURE.md): a module imports its own floor or the ones below, never one above.
 FLOORS = {
     0: ("sdk", "sdk.errors", "sdk.procinfo", "sdk.durable", "sdk.tensors", "sdk.frame", "sdk.stage", "sdk.pixels"),
-    1: ("sdk.spec", "sdk.release", "sdk.artifacts"),
+    1: ("sdk.spec", "sdk.release", "sdk.artifacts", "sdk.geometry", "sdk.anchors"),
     2: ("sdk.store", "sdk.sources", "sdk.preprocess", "sdk.backends", "sdk.postprocess", "sdk.sinks", "sdk.track", "sdk.cascade")
-    + ("sdk.gpu", "sdk.quant", "sdk.engine", "sdk.probe"),  # the stages, the store, and what the CUDA path and the backends use
+    + ("sdk.gpu", "sdk.engine", "sdk.probe"),  # the stages, the store, and what the CUDA path and the backends use
     3: ("sdk.runtime", "sdk.profiling"),
     4: ("sdk.service", "sdk.selftest", "sdk.selftest_pytest", "sdk.selftest_nv12"),
     5: ("sdk.agent", "sdk.__main__"),
@@ -113,8 +114,10 @@ def module_name(path: Path) -> str:
     return name.removesuffix(".__init__")
 
 
+@functools.cache
 def import_graph(packages=("sdk", "tools")) -> dict[str, set[str]]:
-    """module -> the project's modules it imports (at any depth of the code: a function's lazy import counts)."""
+    """module -> the project's modules it imports (at any depth of the code: a function's lazy import counts). Parsed
+    once a session and shared by the tests: a caller that changes it changes a copy."""
     modules = {module_name(p): p for package in packages for p in (REPO / package).rglob("*.py")}
 
     def owner(name: str) -> str | None:
@@ -202,3 +205,74 @@ def test_no_module_or_function_outgrows_one_concept():
                 if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
                     too_long.append(f"{where}: {node.name}() {node.end_lineno - node.lineno + 1} lines")
     assert not too_long
+
+
+# The rooms of `tools/` in order, ground first (ARCHITECTURE.md, "Rooms"): a room imports only rooms before it. A room
+# is a top-level folder; a module at the package's root is a room of its own (the plumbing, all at rank 0).
+TOOLS_ORDER = (
+    ("tools", "tools.state", "tools.cache", "tools.progress", "tools.console", "tools.output_paths"),
+    "tools.reports", "tools.targets", "tools.models", "tools.release", "tools.connect",
+    "tools.dla", "tools.int8", "tools.engines", "tools.history", "tools.evaluate", "tools.evidence",
+    "tools.perf", "tools.deploy", "tools.optimize", "tools.validation",
+    "tools.gpu_check", "tools.cli", "tools.docs",
+)  # fmt: skip
+
+
+def room_of(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def room_graph(graph: dict[str, set[str]]) -> dict[str, dict[str, set[str]]]:
+    """room -> {room it imports: the module edges `a -> b` behind it}."""
+    rooms: dict[str, dict[str, set[str]]] = {}
+    for module, targets in graph.items():
+        edges = rooms.setdefault(room_of(module), {})
+        for target in targets:
+            if room_of(target) != room_of(module):
+                edges.setdefault(room_of(target), set()).add(f"{module} -> {target}")
+    return rooms
+
+
+def back_edges(graph: dict[str, set[str]], order=TOOLS_ORDER) -> list[str]:
+    """Every import of a room from a room at or after it in `order` (the plumbing shares rank 0)."""
+    rank = {room: i for i, entry in enumerate(order) for room in ((entry,) if isinstance(entry, str) else entry)}
+    found = []
+    for room, edges in room_graph(graph).items():
+        if room not in rank:
+            found.append(f"{room}: not in the order (give it a place in TOOLS_ORDER and ARCHITECTURE.md)")
+            continue
+        found += sorted(e for target, why in edges.items() if rank.get(target, -1) > rank[room] for e in why)
+    return sorted(found)
+
+
+def folder_cycles(graph: dict[str, set[str]]) -> list[str]:
+    rooms = room_graph(graph)
+    found = []
+    for component in circles({room: set(edges) for room, edges in rooms.items()}):
+        inside = sorted(e for r in component for target, why in rooms[r].items() if target in component for e in why)
+        found.append(f"{' <-> '.join(component)}: {'; '.join(inside)}")
+    return found
+
+
+def test_no_folder_imports_in_a_circle_or_up_the_order():
+    graph = import_graph()
+    upward = back_edges({m: t for m, t in graph.items() if m.startswith("tools")})
+    assert not upward, "imports up the rooms' order (TOOLS_ORDER, ARCHITECTURE.md):\n" + "\n".join(upward)
+    cycles = folder_cycles(graph)
+    assert not cycles, "folders importing in a circle (room <-> room: the imports inside it):\n" + "\n".join(cycles)
+
+
+def test_the_folder_check_names_a_planted_upward_import():
+    graph = {m: set(t) for m, t in import_graph().items()}
+    graph["tools.connect.sessions"].add("tools.deploy.flow")  # connect (ground) importing deploy (top)
+    graph["sdk.gpu.plan"].add("sdk.preprocess.cpu")  # the CUDA path importing a stage that uses it
+    assert back_edges({m: t for m, t in graph.items() if m.startswith("tools")}) == ["tools.connect.sessions -> tools.deploy.flow"]
+    cycles = folder_cycles(graph)
+    assert len(cycles) == 2 and "sdk.gpu.plan -> sdk.preprocess.cpu" in cycles[0] and "tools.connect.sessions -> tools.deploy.flow" in cycles[1]
+
+
+def test_every_folder_of_code_is_a_package():
+    """The wheel's `packages.find` takes only folders with an `__init__.py`: one without would import from a checkout
+    and be missing from an install."""
+    folders = {p.parent for package in ("sdk", "tools") for p in (REPO / package).rglob("*.py")}
+    assert sorted(str(f.relative_to(REPO)) for f in folders if not (f / "__init__.py").is_file()) == []

@@ -1,6 +1,6 @@
 """The README's and the getting-started page's claims, checked against the code where code can check them: every
 command and flag they show exists, the exit codes, the report folder's files, where the local target keeps its
-releases, the example's budgets, the tests named in the skip table, and the values the model section tells a user
+releases, the example's budgets, the tests named in the skip table (docs/contributing.md), and the values the model section tells a user
 to type. (The claims a run must show, such as the report folder and its `latest` link, are checked by the tests
 that run it: tests/tools/validation/test_evidence.py.)"""
 
@@ -60,7 +60,7 @@ def test_the_report_folder_holds_the_files_the_readme_names():
     from sdk.runtime.junit import JUNIT_FILE
     from sdk.runtime.report import REPORT_FILE
     from sdk.spec import load_pipeline
-    from tools.validation.html_report import HTML_FILE
+    from tools.evidence.html_report import HTML_FILE
 
     sinks = {getattr(s, "path", None) for s in load_pipeline(REPO / "pipelines" / "pedestrian.yaml").spec.sinks}
     for name in (REPORT_FILE, HTML_FILE, JUNIT_FILE, *sinks):
@@ -86,7 +86,7 @@ def test_the_examples_budgets_are_the_ones_the_page_gives():
 
 
 def test_every_test_the_skip_table_names_exists():
-    table = STARTED.split("### Which tests skip without what", 1)[1].split("\n\n## ", 1)[0]
+    table = (REPO / "docs" / "contributing.md").read_text().split("## Which tests skip without what", 1)[1]
     named = re.findall(r"`(tests/[^`]+\.py)`", table)
     assert len(named) >= 10, named
     for path in named:
@@ -107,3 +107,11 @@ def test_the_values_the_model_section_gives_are_those_the_code_writes_and_the_te
     normalize = {"scale": 0.00392156862745098, "mean": PADDLE_DET_NORMALIZE["mean"], "std": PADDLE_DET_NORMALIZE["std"]}
     assert abs(PADDLE_DET_NORMALIZE["scale"] - normalize["scale"]) < 1e-15
     assert "`{scale: 0.00392156862745098, mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}`" in STARTED
+
+
+def test_the_tour_suggests_a_rollback_only_once_there_is_a_release_to_go_back_to():
+    """Right after the first deploy there is no earlier release: `sdk rollback` would refuse. The tour offers it after a second."""
+    for page in (REPO / "README.md", REPO / "docs" / "getting-started.md"):
+        text = " ".join(page.read_text().split())
+        offered = [sentence for sentence in re.split(r"(?<=[.;])\s", text) if "sdk rollback --target sim" in sentence]
+        assert offered and all("second" in sentence for sentence in offered), (page.name, offered)

@@ -13,10 +13,10 @@ from tools import progress
 class RichProgress(progress.RichProgress):
     """The CLI's progress display, always on stderr: stdout holds the results only, clean when piped (`> out.txt`)."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, heartbeat_s: float | None = None) -> None:
         errors = Console(stderr=True, highlight=False)
         errors.soft_wrap = not errors.is_terminal
-        super().__init__(errors)
+        super().__init__(errors, heartbeat_s)
 
 
 VERDICT_STYLE = {"PASS": "bold green", "FAIL": "bold red", "INCONCLUSIVE": "bold yellow", "WARN": "yellow"}
@@ -164,6 +164,14 @@ def render_status(console: Console, target: str, status: dict) -> None:
     current, committed = status.get("current"), status.get("committed")
     if current is None and committed is None:
         console.print(f"{target}: no release yet (deploy one: deploy --target {target} PIPELINE)")
+    elif _fell_back(status):
+        console.print(
+            f"{target}: release {_fell_back(status)} is running, [bold yellow]fallen back[/]: the committed release {committed} "
+            f"failed its check at the start; previous {status.get('previous') or 'none'}",
+            highlight=False,
+        )
+        for note in (status["service"].get("supervisor") or {}).get("notes") or ():
+            console.print(f"  [yellow]note[/]: {note}", highlight=False)
     else:
         same = " (committed)" if current == committed else f"; committed {committed or 'none'}"
         console.print(f"{target}: release {current or 'none'} is current{same}; previous {status.get('previous') or 'none'}")
@@ -191,6 +199,13 @@ def render_status(console: Console, target: str, status: dict) -> None:
         why = f": {service['reason']}" if service.get("reason") else ""
         error = f"; last error: {service['last_error']}" if service.get("last_error") else ""
         console.print(f"  service: {service.get('state')}{' (' + pids + ')' if pids else ''}{why}{error}")
+
+
+def _fell_back(status: dict) -> str | None:
+    """The release the service runs where it is not the committed one (a start that fell back, service.if_damaged)."""
+    service = status.get("service") or {}
+    running = ((service.get("supervisor") or {}).get("release") or "").rstrip("/").rpartition("/")[2]
+    return running if service.get("running") and running and running != status.get("committed") else None
 
 
 def _service_line(service: dict) -> str:

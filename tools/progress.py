@@ -35,6 +35,18 @@ class SilentProgress:
         return _SilentTask()
 
 
+def _duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    return f"{seconds} s" if seconds < 60 else f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+def estimate(completed: float, total: float | None, elapsed: float) -> str:
+    """`about 1 min 20 s left`, from the pace so far; empty before the first unit is done or without a total."""
+    if not total or completed <= 0 or completed >= total:
+        return ""
+    return f"about {_duration(elapsed * (total - completed) / completed)} left"
+
+
 def _count(n: float) -> str:
     """A count in at most 6 characters: 20, 1523, 20.7M."""
     if n < 10_000:
@@ -59,11 +71,17 @@ class RichProgress:
     BAR_WIDTH = 16
     COUNT_WIDTH = 13
 
-    def __init__(self, console) -> None:
+    def __init__(self, console, heartbeat_s: float | None = None) -> None:
         self._console = console
         self._live = console.is_terminal and not console.is_dumb_terminal
         self._started = False
         self._lock = threading.Lock()
+        # heartbeat_s (long commands, sdk optimize): on a terminal an estimate column; piped, a line every heartbeat_s
+        # for each step under way (its count, its time so far, an estimate), so that a log never goes quiet for long.
+        self._heartbeat_s = heartbeat_s
+        self._running: list[_PlainTask] = []
+        self._stop = threading.Event()
+        self._beating: threading.Thread | None = None
         if self._live:
             self._progress = self._rich_progress(console)
 
@@ -82,12 +100,19 @@ class RichProgress:
                 total = "?" if task.total is None else _count(task.total)
                 return Text(f"{_count(task.completed)}/{total}", style="progress.download")
 
+        class Left(ProgressColumn):
+            def render(self, task):
+                text = estimate(task.completed, task.total, task.elapsed or 0.0) if task.stop_time is None else ""
+                return Text(text.replace("about ", "~"), style="progress.remaining")
+
+        estimates = [Left(table_column=Column(width=18, justify="right", no_wrap=True))] if self._heartbeat_s else []
         return Display(
             Spinner(finished_text=" "),
             TextColumn("{task.description}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
             BarColumn(bar_width=self.BAR_WIDTH),
             Count(table_column=Column(width=self.COUNT_WIDTH, justify="right", no_wrap=True)),
             TimeElapsedColumn(),
+            *estimates,
             console=console,
             transient=False,
             refresh_per_second=5,
@@ -98,15 +123,34 @@ class RichProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._beating is not None:
+            self._beating.join()
         if self._live and self._started:
             self._progress.stop()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._heartbeat_s):
+            with self._lock:
+                running = [t for t in self._running if not t.finished]
+                self._running = running
+            for task in running:
+                if task.elapsed >= self._heartbeat_s / 2:  # a step begun just now has nothing to say yet
+                    task.say_where()
 
     def task(self, description: str, total: float | None = None, *, announce: bool = False) -> Task:
         """`announce`: piped, the step is also said when it begins (a wait of unknown length, never silent)."""
         if not self._live:
             if announce:
                 self._console.print(f"{description} ...", markup=False, highlight=False, soft_wrap=True)
-            return _PlainTask(self._console, description, total)
+            plain = _PlainTask(self._console, description, total)
+            if self._heartbeat_s:
+                with self._lock:
+                    self._running.append(plain)
+                    if self._beating is None:
+                        self._beating = threading.Thread(target=self._beat, name="progress-heartbeat", daemon=True)
+                        self._beating.start()
+            return plain
         with self._lock:  # a fleet's targets add steps from several threads
             task = _LiveTask(self._progress, self._progress.add_task(description, total=total))
             if not self._started:
@@ -150,6 +194,22 @@ class _PlainTask:
             self._completed = completed
         if total is not None:
             self._total = total
+
+    @property
+    def finished(self) -> bool:
+        return self._done
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+    def say_where(self) -> None:
+        """A line for a step still under way: `refitting ...: 3/12, 45 s so far, about 2 min 15 s left`."""
+        elapsed = time.monotonic() - self._started
+        count = f"{_count(self._completed)}/{_count(self._total)}, " if self._total is not None else ""
+        left = estimate(self._completed, self._total, elapsed)
+        line = f"{self._description}: {count}{_duration(elapsed)} so far" + (f", {left}" if left else "")
+        self._console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     def done(self) -> None:
         if self._done:

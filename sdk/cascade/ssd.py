@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from sdk.anchors import CentreAnchors, from_corners, generate
 from sdk.errors import ModelError
-from sdk.postprocess.anchors import CentreAnchors, from_corners, generate
+from sdk.geometry import ResizeGeometry
 from sdk.postprocess.ssd import SsdPostprocessor
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.cascade import CascadeSsdDecoder
 from sdk.spec.schema import GeneratedAnchors, Postprocess
 

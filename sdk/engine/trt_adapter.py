@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from sdk.engine.build_plan import BuildPlan
+from sdk.engine.calibration_cache import CalibrationCache, NetworkLayer, complete_for_network
 from sdk.engine.cuda_check import require_cuda_device
 from sdk.engine.placement import PlacementSummary, check_contract
 from sdk.engine.platforms import TensorRTVersion
 from sdk.errors import EngineBuildError, missing_dependency
-from sdk.quant.calibration_cache import CalibrationCache, NetworkLayer, complete_for_network
 
 COMMON_STEPS = (
     "_build",
@@ -154,7 +154,7 @@ def _configure_implicit_int8(trt, config, plan: BuildPlan, calibration_cache: Pa
             raise EngineBuildError("an INT8 build for TensorRT 8.6/10 needs the calibration cache", hint="run `sdk calibrate PIPELINE --tensorrt V`")
         config.set_flag(trt.BuilderFlag.INT8)
         cache = Path(calibration_cache).read_bytes()
-        if network is not None:  # scales for the tensors the parser made itself (sdk/quant/calibration_cache.py)
+        if network is not None:  # scales for the tensors the parser made itself (sdk/engine/calibration_cache.py)
             completed, missing = complete_for_network(CalibrationCache.parse(cache.decode()), _network_layers(trt, network))
             cache = completed.render().encode()
         config.int8_calibrator = _calibrator(trt, plan.calibrator, cache)

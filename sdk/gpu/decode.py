@@ -20,17 +20,23 @@ from sdk.spec.schema import Postprocess, SsdDecoder, YoloDecoder
 DECODE_KERNELS = ("ssd_decode", "yolo_decode")
 
 
+# The candidates' outputs and counts: the same fields at the same place of both kernels' C parameter structs.
+_OUTPUTS = [
+    ("out_boxes", ctypes.c_uint64),
+    ("out_scores", ctypes.c_uint64),
+    ("out_classes", ctypes.c_uint64),
+    ("out_count", ctypes.c_uint64),
+    ("count", ctypes.c_int32),
+    ("classes", ctypes.c_int32),
+]
+
+
 class SsdParams(ctypes.Structure):
     _fields_ = [
         ("encodings", ctypes.c_uint64),
         ("logits", ctypes.c_uint64),
         ("anchors", ctypes.c_uint64),
-        ("out_boxes", ctypes.c_uint64),
-        ("out_scores", ctypes.c_uint64),
-        ("out_classes", ctypes.c_uint64),
-        ("out_count", ctypes.c_uint64),
-        ("count", ctypes.c_int32),
-        ("classes", ctypes.c_int32),
+        *_OUTPUTS,
         ("first_class", ctypes.c_int32),
         ("capacity", ctypes.c_int32),
         ("softmax", ctypes.c_int32),
@@ -45,12 +51,7 @@ class SsdParams(ctypes.Structure):
 class YoloParams(ctypes.Structure):
     _fields_ = [
         ("rows", ctypes.c_uint64),
-        ("out_boxes", ctypes.c_uint64),
-        ("out_scores", ctypes.c_uint64),
-        ("out_classes", ctypes.c_uint64),
-        ("out_count", ctypes.c_uint64),
-        ("count", ctypes.c_int32),
-        ("classes", ctypes.c_int32),
+        *_OUTPUTS,
         ("head", ctypes.c_int32),
         ("row_stride", ctypes.c_int32),
         ("col_stride", ctypes.c_int32),
@@ -72,7 +73,7 @@ def candidate_buffers(capacity: int) -> dict[str, np.ndarray]:
 
 def centre_anchors(anchors: np.ndarray, layout: str) -> np.ndarray:
     """[N, 4] float32 centre y, centre x, height, width: computed as SsdPostprocessor computes them."""
-    from sdk.postprocess.anchors import from_corners
+    from sdk.anchors import from_corners
 
     centre = from_corners(anchors, layout)
     return np.ascontiguousarray(np.stack([centre.cy, centre.cx, centre.h, centre.w], axis=1), np.float32)

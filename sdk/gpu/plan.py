@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sdk.errors import ConfigError
+from sdk.geometry import ResizeGeometry
 from sdk.gpu.params import DTYPES, FORMATS, PpParams
 from sdk.pixels import BT601_LIMITED, YuvColour
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Preprocess
 
 # Must not exceed __launch_bounds__ in plugins_cuda/src/preprocess.cu (PP_BLOCK_THREADS).

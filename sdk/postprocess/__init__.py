@@ -12,8 +12,8 @@ from sdk.spec.schema import GeneratedAnchors, Postprocess
 
 
 def _ssd(spec: Postprocess, outputs, net_size, tensors, classes):
+    from sdk.anchors import from_corners, generate
     from sdk.errors import ModelError
-    from sdk.postprocess.anchors import from_corners, generate
     from sdk.postprocess.ssd import SsdPostprocessor
 
     anchors = spec.decoder.anchors

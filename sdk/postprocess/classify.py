@@ -11,7 +11,7 @@ import hashlib
 import numpy as np
 
 from sdk.errors import ModelError
-from sdk.preprocess.geometry import ResizeGeometry
+from sdk.geometry import ResizeGeometry
 from sdk.spec.decoders import ClassifyDecoder
 from sdk.spec.schema import Postprocess
 from sdk.stage import Stage

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from sdk.errors import ModelError
+from sdk.geometry import ResizeGeometry
 from sdk.postprocess.detections import Detections
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.decoders import DbDecoder
 from sdk.spec.schema import Postprocess
 from sdk.stage import Stage

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sdk.geometry import ResizeGeometry
 from sdk.postprocess.nms import batched_nms
-from sdk.preprocess.geometry import ResizeGeometry
 
 
 @dataclass

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sdk.geometry import ResizeGeometry
 from sdk.postprocess.detections import Detections
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.stage import Stage
 
 DEFAULT_CAPACITY = 4096

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from sdk.errors import ModelError
+from sdk.geometry import ResizeGeometry
 from sdk.postprocess.detections import Detections
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.decoders import NmsInsideDecoder
 from sdk.spec.schema import Postprocess
 from sdk.stage import Stage

@@ -26,8 +26,8 @@ from types import MappingProxyType
 import numpy as np
 
 from sdk.errors import ConfigError
+from sdk.geometry import ResizeGeometry
 from sdk.postprocess.detections import Detections
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.plugin import ENTRY_HINT, ENTRY_POINT_GROUP, MODULE_ENTRY, PythonDecoder
 from sdk.spec.schema import Postprocess
 from sdk.stage import Stage

@@ -14,10 +14,10 @@ import math
 
 import numpy as np
 
+from sdk.anchors import CentreAnchors
 from sdk.errors import ModelError
-from sdk.postprocess.anchors import CentreAnchors
+from sdk.geometry import ResizeGeometry
 from sdk.postprocess.detections import Detections
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Postprocess, SsdDecoder
 from sdk.stage import Stage
 

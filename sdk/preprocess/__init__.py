@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from sdk.geometry import ResizeGeometry
 from sdk.preprocess.cpu import CpuPreprocessor
-from sdk.preprocess.geometry import ResizeGeometry
 
 
 def create_preprocessor(

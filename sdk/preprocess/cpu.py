@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from sdk.errors import ConfigError
+from sdk.geometry import ResizeGeometry
 from sdk.pixels import Nv12Image
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.preprocess.sampling import SAMPLERS, SeparableBilinear, warp_is_exact
 from sdk.spec.schema import Preprocess
 from sdk.stage import Stage

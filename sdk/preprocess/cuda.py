@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from sdk.errors import BackendError, ConfigError
+from sdk.geometry import ResizeGeometry
 from sdk.gpu.session import CudaSession, DeviceChoice
 from sdk.pixels import BT601_LIMITED, Nv12Image, YuvColour
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Preprocess
 from sdk.stage import Stage
 

@@ -18,7 +18,7 @@ import functools
 
 import numpy as np
 
-from sdk.preprocess.geometry import ResizeGeometry
+from sdk.geometry import ResizeGeometry
 
 SAMPLERS = ("auto", "warp", "separable")
 

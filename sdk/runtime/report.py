@@ -175,6 +175,13 @@ def source_and_output_notes(spec, result: RunResult) -> list[str]:
     """Frames a recording promised that never arrived (per camera), and frames an output could not keep."""
     notes = []
     for name, camera in result.cameras.items():
+        delivered = camera.recorder.count
+        if camera.source_ended and camera.asked and delivered < camera.asked:
+            uri = spec.cameras[name].uri.partition("?")[0]
+            notes.append(
+                f"{uri}: the source ended after {delivered} frame(s), before the {camera.asked} asked (--frames or replay.frames): "
+                f"a recording plays once unless {_loop_key(spec, name)} is true"
+            )
         if camera.counters.lost:
             uri = spec.cameras[name].uri.partition("?")[0]
             notes.append(
@@ -191,6 +198,10 @@ def source_and_output_notes(spec, result: RunResult) -> list[str]:
         if output.get("not_written"):
             notes.append(f"{output['output']}: {output['not_written']} frame(s) not written ({output.get('last_error')})")
     return notes
+
+
+def _loop_key(spec, camera: str) -> str:
+    return f"sources.{camera}.replay.loop" if spec.multi_camera else "source.replay.loop"
 
 
 def camera_misses(camera, warmup: int, deadline_ms: float) -> DeadlineMisses:

@@ -16,6 +16,8 @@ class CameraResult:
     counters: StreamCounters
     skipped_slots: int = 0
     replay: dict = field(default_factory=dict)
+    asked: int | None = None  # the frames the run asked of this camera (--frames or replay.frames), None: no limit
+    source_ended: bool = False  # the source ran out (a recording played once), not the frame limit or a stop
 
 
 @dataclass

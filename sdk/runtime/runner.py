@@ -61,6 +61,7 @@ class PipelineRunner:
         self.artifacts = artifacts
         self.output_dir = Path(output_dir)
         self.max_frames = max_frames
+        self.result: RunResult | None = None  # the run under way (its stage errors, read by the service's log)
         self.on_frame = on_frame
         self.require_jsonl = require_jsonl
         self.monitor = monitor  # a service's health: degraded-mode shedding and per-frame latency
@@ -131,12 +132,13 @@ class PipelineRunner:
             )
             self.sinks = stack.enter_context(sinks)
             note = f"TensorRT engine, {spec.model.precision}" if backend.name == "tensorrt" else _precision_note(spec.model.precision)
-            result = RunResult(recorder, StreamCounters(), backend=f"{backend.describe()}, {note}", preprocess=preprocess.report())
+            result = self.result = RunResult(recorder, StreamCounters(), backend=f"{backend.describe()}, {note}", preprocess=preprocess.report())
             result.postprocess = decode.describe()
             result.batch, result.batching = batch, describe_batching(len(cameras), batch)
             for camera, capacity in zip(cameras, capacities, strict=True):
                 replay = spec.cameras[camera.name].replay.model_dump()
-                result.cameras[camera.name] = CameraResult(LatencyRecorder(capacity), camera.stream.counters, replay=replay)
+                asked = self.max_frames or spec.cameras[camera.name].replay.frames
+                result.cameras[camera.name] = CameraResult(LatencyRecorder(capacity), camera.stream.counters, replay=replay, asked=asked)
             started = time.perf_counter()
             try:
                 self._loop(frames, preprocess, backend, decode, cascade, track, sinks, result)
@@ -146,6 +148,7 @@ class PipelineRunner:
                 result.cascade_ms = cascade.latencies_ms()
                 for camera in cameras:
                     result.cameras[camera.name].skipped_slots = camera.skipped_slots
+                    result.cameras[camera.name].source_ended = camera.stream.source_ended
                 result.counters = summed_counters([camera.stream.counters for camera in cameras])
             # TensorRT with profile_layers: the bottleneck layers, by name (other backends report none)
             result.slowest_layers = [(name, round(ms / max(result.frames, 1), 4)) for name, ms in backend.slowest_layers(10)]

@@ -29,6 +29,7 @@ from sdk.runtime.runner import PipelineRunner
 from sdk.service.files import OUTPUT_DIR
 from sdk.service.notify import Notifier
 from sdk.service.realtime import GcOutOfTheLoop, apply_realtime
+from sdk.service.runtime_log import RuntimeLog
 from sdk.service.status_reporter import StatusReporter, write_status
 from sdk.service.unit import EXIT_OTHER_PIPELINE, EXIT_RELEASE_CHANGED
 
@@ -208,6 +209,8 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
     feeds.runner = stop.runner = runner
     if stop.requested:
         runner.stop()
+    log = RuntimeLog(runner)
+    log.started(pipeline, release_id)
     reporter = StatusReporter(
         status_dir,
         monitor,
@@ -219,6 +222,7 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
         stall_s=feeds.interval,
         on_orphaned=lambda: _orphaned(stop, service.stop_timeout_s),
         follow=_follower(args.release, stop),
+        on_status=log,
     )
     with reporter, GcOutOfTheLoop() as gc_guard:
         reporter.gc = gc_guard
@@ -229,10 +233,12 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
             message = exc.message if isinstance(exc, SdkError) else f"{type(exc).__name__}: {exc}"
             extra.update(state="FAILED", last_error=message, reason=message)
             reporter.publish()
+            log.ended(extra, monitor.frames)
             raise
         monitor.stop()
         live_ended = _record_the_end(result, runner, stop, args.frames, extra)
     reporter.publish()
+    log.ended(extra, result.frames)
     notifier.close()
     if live_ended:
         sys.stderr.write(f"error: {extra['reason']}\n")

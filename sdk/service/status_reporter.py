@@ -43,12 +43,14 @@ class StatusReporter:
         stall_s: float | None = None,
         on_orphaned=None,
         follow=None,
+        on_status=None,
     ) -> None:
         self.folder, self.monitor, self.notifier, self.interval_s, self.extra = folder, monitor, notifier, interval_s, extra
         self.live = live  # counters and conditions that change while running (source, sinks)
         self.stall_s = stall_s
         self.on_orphaned = on_orphaned
         self.follow = follow  # () -> why this runtime must give way to another release, or None (sdk/service/follow.py)
+        self.on_status = on_status  # (status) -> None, once an interval: the runtime's own log lines (sdk/service/runtime_log.py)
         self.parent = int(os.environ.get("SDK_SUPERVISOR_PID", "0") or 0)
         self._udp = None
         if udp:
@@ -116,7 +118,10 @@ class StatusReporter:
     def _files(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
-                self.write()
+                status = self.snapshot()
+                self.write(status)
+                if self.on_status is not None:
+                    self.on_status(status)
             except Exception:  # noqa: S110 - this loop must outlive anything a status can raise
                 pass
 

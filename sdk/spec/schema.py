@@ -159,6 +159,13 @@ class Pipeline(Frozen):
     @classmethod
     def _null_sink_kind(cls, data: object) -> object:
         # YAML reads `kind: null` as None; the sink is called "null", so take both spellings.
+        if isinstance(data, dict) and data.get("sinks") == []:  # decision 0967: said, not silently taken as the default
+            raise bounds_error(
+                "[] names no output; allowed: one sink or more",
+                hint="to write nothing, `sinks: [{kind: null}]`: the service writes no file, and a measured run (deploy, validate) "
+                "still writes detections.jsonl into its report folder, where the accuracy and determinism checks read it",
+                path=("sinks",),
+            )
         if isinstance(data, dict) and isinstance(data.get("sinks"), list):
             sinks = [dict(s, kind="null") if isinstance(s, dict) and "kind" in s and s["kind"] is None else s for s in data["sinks"]]
             data = {**data, "sinks": sinks}

@@ -72,7 +72,7 @@ class SsdAnchorOptions(Frozen):
 
     @property
     def anchor_count(self) -> int:
-        """How many anchors these options generate (sdk.postprocess.anchors makes them; a test holds the two equal)."""
+        """How many anchors these options generate (sdk.anchors makes them; a test holds the two equal)."""
         count, layer = 0, 0
         while layer < self.num_layers:
             stride, per_cell = self.strides[layer], 0

@@ -30,8 +30,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
+from sdk.geometry import ResizeGeometry  # noqa: E402
 from sdk.postprocess import create_postprocessor  # noqa: E402
-from sdk.preprocess.geometry import ResizeGeometry  # noqa: E402
 from sdk.spec.schema import Postprocess, Resize  # noqa: E402
 
 ASSETS = REPO / "tests" / "integration" / "assets"

@@ -25,7 +25,7 @@ TARGET_S = 0.5
 TIMED = """
 import json, sys, time
 started = time.perf_counter()
-from tools.validation.html_report import write_html
+from tools.evidence.html_report import write_html
 imported = time.perf_counter()
 write_html(sys.argv[1])
 print(json.dumps({"import_s": imported - started, "draw_s": time.perf_counter() - imported, "matplotlib": "matplotlib" in sys.modules}))
@@ -66,7 +66,7 @@ def main() -> None:
     imported = statistics.median(r["import_s"] for r in runs)
     each = ", ".join(f"{r['draw_s'] * 1000:.1f}" for r in runs)
     print(f"{frames} frames, {rounds} fresh interpreter(s): write_html {draw * 1000:.1f} ms (median; rounds {each})")
-    print(f"import of tools.validation.html_report {imported * 1000:.0f} ms (median; the deploy has imported most of it already)")
+    print(f"import of tools.evidence.html_report {imported * 1000:.0f} ms (median; the deploy has imported most of it already)")
     print(f"matplotlib imported: {any(r['matplotlib'] for r in runs)}; report.html {len(html) / 1000:.0f} kB, {html.count('<svg')} plots")
     print(f"target: drawing at most {TARGET_S} s: {'met' if draw <= TARGET_S else 'NOT met'}" + (" (smoke: means nothing)" if args.smoke else ""))
 

@@ -105,7 +105,7 @@ def test_profile_report_dir_that_cannot_take_files_is_refused_before_the_profile
 
 def test_a_profile_stopped_before_its_report_leaves_a_folder_that_says_so(tiny, monkeypatch, tmp_path, sdk):
     from tools.perf.run import Profile
-    from tools.validation.report_dirs import UNFINISHED_FILE
+    from tools.reports.report_dirs import UNFINISHED_FILE
 
     def killed(self, *args):
         raise KeyboardInterrupt  # as a kill would: the run ends before its report

@@ -24,6 +24,15 @@ def init_command(args: argparse.Namespace, console: Console) -> int:
             console.print(f"  {key}: {why}", highlight=False, markup=False)
     from tools.models.init_pipeline import RUN_FRAMES
 
+    facts = result.facts
+    if facts is not None and facts.still:
+        console.print(f"source: a still image, played in a loop ({RUN_FRAMES} frames measure it)", highlight=False, markup=False)
+    elif facts is not None and facts.frames is not None and result.loops:
+        console.print(
+            f"source: {facts.frames} frame(s), fewer than the {RUN_FRAMES} a backed p99 needs: played in a loop (source.replay.loop)",
+            highlight=False,
+            markup=False,
+        )
     then = f"sdk check {result.path}, then deploy --target local {result.path} --frames {RUN_FRAMES}"
     console.print(f"next: {'fill them in, ' if result.fill_in else ''}{then}", highlight=False, markup=False)
     return 0
@@ -31,7 +40,7 @@ def init_command(args: argparse.Namespace, console: Console) -> int:
 
 def check_command(args: argparse.Namespace, console: Console) -> int:
     from tools.console import render_findings
-    from tools.models.check import PROBLEM, check_pipeline
+    from tools.validation.pipeline_check import PROBLEM, check_pipeline
 
     with Console(stderr=True).status("checking (the model is prepared as a deploy prepares it)"):
         result = check_pipeline(args.pipeline, args.target, args.frames, args.labels, args.images)
@@ -66,6 +75,7 @@ def calibrate_command(args: argparse.Namespace, console: Console) -> int:
     from sdk.engine.platforms import known_tensorrt
     from sdk.spec import load_pipeline
     from tools.console import RichProgress, render_accuracy
+    from tools.evaluate.gate import LabelGate
     from tools.int8.for_deploy import Int8ForDeploy, trt_cache_file
     from tools.models.prepare import PrepareModel
     from tools.state import cache_dir
@@ -77,7 +87,7 @@ def calibrate_command(args: argparse.Namespace, console: Console) -> int:
     out.mkdir(parents=True, exist_ok=True)
     with RichProgress(console) as progress:
         model = PrepareModel(pipeline, cache_dir())()
-        step = Int8ForDeploy(pipeline, model, cache_dir(), progress)
+        step = Int8ForDeploy(pipeline, model, cache_dir(), progress, label_gate=LabelGate.of)
         try:
             choice = step()
         finally:

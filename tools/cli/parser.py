@@ -54,7 +54,7 @@ def _add_mlflow_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_targets_add(targets_commands) -> None:
-    from tools.targets.add import DEFAULT_PLATFORM
+    from tools.connect.add_target import DEFAULT_PLATFORM
     from tools.targets.spec import PLATFORMS
 
     add = targets_commands.add_parser(
@@ -119,7 +119,7 @@ def _add_model_commands(commands) -> None:
     check.add_argument("--target", "-t", help="also what this host can see of the target without connecting (key file, host-key pin)")
     check.add_argument("--frames", type=whole, help="the frames the run will have (--frames of the deploy): are they enough for the budgets?")
     check.add_argument("--labels", type=Path, metavar="LABELS", help="labels `sdk evaluate` will score on: does every model class find a category?")
-    check.add_argument("--images", type=Path, metavar="DIR", help="with --labels (COCO JSON): the image folder")
+    check.add_argument("--images", type=Path, metavar="DIR", help="with --labels: the images (COCO, KITTI: a folder; MOTChallenge: the video)")
     prepare = commands.add_parser("prepare", help="prepare the model (graph cut, static shapes, constants)")
     prepare.add_argument("pipeline", type=Path, help="pipeline file (YAML) whose model to prepare")
     calibrate = commands.add_parser("calibrate", help="INT8: ranges, Q/DQ model and TensorRT calibration caches from one run")

@@ -13,8 +13,8 @@ def deploy_command(args: argparse.Namespace, console: Console) -> int:
     from sdk.spec import load_pipeline
     from tools.console import RichProgress, render_fleet, render_report
     from tools.deploy.fleet import FleetResult
-    from tools.deploy.flow import Deploy, default_report_dir
-    from tools.validation.report_dirs import check_report_dir, empty_report_dir, update_latest
+    from tools.deploy.flow import Deploy
+    from tools.reports.report_dirs import check_report_dir, default_report_dir, empty_report_dir, update_latest
 
     # The report folder is settled before anything runs: a run of its own, or an empty named one.
     pipeline = load_pipeline(args.pipeline)  # a bad file is refused before --force empties anything
@@ -85,7 +85,7 @@ def targets_command(args: argparse.Namespace, console: Console) -> int:
         for name in known_targets():
             console.print(name)
     elif args.targets_command == "probe":
-        from tools.targets.remote import probe
+        from tools.connect.remote_ops import probe
 
         console.print_json(json.dumps(probe(resolve_target(args.target))))
     elif args.targets_command == "add":
@@ -93,7 +93,7 @@ def targets_command(args: argparse.Namespace, console: Console) -> int:
     elif args.targets_command == "check":
         return targets_check_command(args, console)
     elif args.targets_command == "trust-key":
-        from tools.targets.trust import trust_key
+        from tools.connect.trust_key import trust_key
 
         if (args.key is None) == (args.revoke is None):
             from sdk.errors import ConfigError
@@ -162,7 +162,7 @@ def export_command(args: argparse.Namespace, console: Console) -> int:
 
 
 def targets_add_command(args: argparse.Namespace, console: Console) -> int:
-    from tools.targets.add import AddTarget
+    from tools.connect.add_target import AddTarget
 
     def show(key) -> None:
         # Never wrapped: a fingerprint is compared character by character.
@@ -187,9 +187,9 @@ def targets_add_command(args: argparse.Namespace, console: Console) -> int:
 def targets_check_command(args: argparse.Namespace, console: Console) -> int:
     from rich.text import Text
 
+    from tools.connect.check_target import check_target
     from tools.console import render_findings
     from tools.targets import resolve_target
-    from tools.targets.check import check_target
 
     result = check_target(resolve_target(args.target))
     render_findings(console, result, f"{result.target} ({result.where})")
@@ -205,8 +205,8 @@ def targets_check_command(args: argparse.Namespace, console: Console) -> int:
 def store_command(args: argparse.Namespace, console: Console) -> int:
     import json
 
+    from tools.connect.remote_ops import store_command
     from tools.targets import resolve_target
-    from tools.targets.remote import store_command
 
     result = store_command(resolve_target(args.target), args.command)
     if args.json:
@@ -225,8 +225,8 @@ def store_command(args: argparse.Namespace, console: Console) -> int:
 def service_command(args: argparse.Namespace, console: Console) -> int:
     import json
 
+    from tools.connect.remote_ops import service_command
     from tools.targets import resolve_target
-    from tools.targets.remote import service_command
 
     extra = ["--lines", str(args.lines)] if args.command == "logs" else []
     result = service_command(resolve_target(args.target), args.command, *extra)
@@ -252,7 +252,7 @@ def selftest_command(args: argparse.Namespace, console: Console) -> int:
 
     from sdk.errors import EXIT_BUDGET_FAIL, EXIT_INCONCLUSIVE, EXIT_PASS
     from tools.targets import resolve_target
-    from tools.targets.remote import selftest
+    from tools.validation.selftest import selftest
 
     result = selftest(resolve_target(args.target), deadline_s=args.tests_deadline, report_dir=args.report_dir)
     from tools.history.hook import finished

@@ -358,7 +358,7 @@ def agent_tar(runtime_files: dict[str, Path]) -> bytes:
 
 def tar_bytes(files: dict[str, Path | bytes]) -> bytes:
     """Files (a path on the host, or the bytes themselves) as one uncompressed tar that the device's own Python
-    unpacks from a channel: the agent (here) and the selftest's scratch folder (tools/deploy/device_scratch.py)."""
+    unpacks from a channel: the agent (here) and the selftest's scratch folder (tools/connect/device_scratch.py)."""
     import io
     import tarfile
 

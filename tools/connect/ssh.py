@@ -214,7 +214,7 @@ class SshConnection:
         path = self.target.host_path(self.spec.host_key.known_hosts)
         name = self.spec.host if self.spec.port == 22 else f"[{self.spec.host}]:{self.spec.port}"
         if not path.is_file():
-            from tools.targets.local_checks import known_hosts_hint
+            from tools.connect.local_checks import known_hosts_hint
 
             raise TargetError(f"{self.target.path}: host_key.known_hosts: {path} does not exist", hint=known_hosts_hint(self.target))
         pins = read_pins(path, name, str(self.target.path))

@@ -25,7 +25,7 @@ def load_private_key(target: RemoteTarget):
     try:
         info = path.stat()
     except FileNotFoundError:
-        from tools.targets.local_checks import key_file_hint
+        from tools.connect.local_checks import key_file_hint
 
         raise TargetError(f"{where}: {path} does not exist", hint=key_file_hint(target)) from None
     except OSError as exc:

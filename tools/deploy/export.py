@@ -137,9 +137,9 @@ class ExportMender:
     def __call__(self) -> ExportResult:
         from sdk.spec.loader import load_pipeline
         from tools.deploy.flow import bundle_for_facts, health_policy, int8_artifacts
-        from tools.deploy.signing import binding_for, signer_for
         from tools.models.prepare import PrepareModel
         from tools.release.bundle import collect_bundle
+        from tools.release.signing import binding_for, signer_for
         from tools.release.stage import manifest_for
         from tools.state import cache_dir
 

@@ -23,24 +23,24 @@ from sdk.spec.loader import PipelineFile, load_pipeline
 from sdk.store.trial import HealthPolicy
 from tools.connect.sessions import open_session, paused_service, take_lease
 from tools.deploy.fleet import FleetResult, deploy_fleet
-from tools.deploy.signing import binding_for, signer_for
 from tools.engines.for_deploy import engine_for_device, wants_engine
 from tools.evaluate.labelled_run import checked_labels
+from tools.evidence.acceptance import accept
+from tools.evidence.html_report import HTML_FILE
+from tools.evidence.provenance import with_host_run
+from tools.evidence.reference import REFERENCE_FILE
 from tools.history.hook import finished
 from tools.int8.for_deploy import Int8Choice, Int8ForDeploy, trt_cache_file
 from tools.models.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import Bundle, collect_bundle, runtime_files, with_engine, with_int8, with_wheels
 from tools.release.kernels import build_kernels, kernel_files, parse_compute_capability, with_kernels
+from tools.release.signing import binding_for, signer_for
 from tools.release.stage import StageResult, manifest_for, stage_release
 from tools.release.wheels import download_wheels, plan_wheels
+from tools.reports.report_dirs import default_report_dir
 from tools.state import cache_dir
 from tools.targets import RemoteTarget, Target, resolve_targets
-from tools.validation.acceptance import accept
-from tools.validation.html_report import HTML_FILE
-from tools.validation.provenance import with_host_run
-from tools.validation.reference import REFERENCE_FILE
-from tools.validation.report_dirs import new_run_folder
 
 VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
 DEVICE_FILE = "device.json"  # the target's fingerprint, probed by this deploy
@@ -61,17 +61,12 @@ class DeployResult:
         return VERDICT_EXIT[self.report["verdict"]]
 
 
-def default_report_dir(pipeline: PipelineFile, target: str | None = None, command: str = "deploy") -> Path:
-    """A folder of this run's own: reports/<pipeline>/<UTC time>-<target>-<command>/ (see report_dirs.py)."""
-    return new_run_folder(pipeline.spec.name, target, command)
-
-
 def deploy_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Deploy:
-    """Settings in the constructor; calling it does the work."""
+class TargetRun:
+    """What a command that runs a pipeline file on a target, or on a fleet, is given (`Deploy`, `Validate`)."""
 
     def __init__(
         self,
@@ -83,7 +78,6 @@ class Deploy:
         progress: Progress | None = None,
         parallel: int = 4,
         canary: bool = False,
-        sign_key: Path | None = None,
     ) -> None:
         self.pipeline_path = Path(pipeline_path)
         self.target_name = target
@@ -92,6 +86,13 @@ class Deploy:
         self.progress = progress or SilentProgress()
         self.parallel = parallel
         self.canary = canary
+
+
+class Deploy(TargetRun):
+    """Settings in the constructor (TargetRun's, and the key that signs the release); calling it does the work."""
+
+    def __init__(self, pipeline_path: Path, target: str, *, sign_key: Path | None = None, **settings) -> None:
+        super().__init__(pipeline_path, target, **settings)
         self.sign_key = sign_key
 
     def __call__(self) -> DeployResult | FleetResult:
@@ -144,7 +145,9 @@ def int8_artifacts(pipeline: PipelineFile, artifacts, progress: Progress) -> Int
     """For `model.precision: int8`: calibrated (or cached) INT8 artifacts that passed the accuracy gate."""
     if pipeline.spec.model.precision != "int8":
         return None
-    return Int8ForDeploy(pipeline, artifacts, cache_dir(), progress)()
+    from tools.evaluate.gate import LabelGate
+
+    return Int8ForDeploy(pipeline, artifacts, cache_dir(), progress, label_gate=LabelGate.of)()
 
 
 def engine_step(pipeline: PipelineFile, artifacts, int8: Int8Choice | None, target, progress: Progress):

@@ -33,7 +33,7 @@ def target_facts(target_name: str, tensorrt_override: str | None) -> TargetFacts
 
         platform, probed = "linux-generic", fingerprint()
     else:
-        from tools.targets.remote import probe
+        from tools.connect.remote_ops import probe
 
         platform, probed = target.spec.platform, probe(target)
     version = tensorrt_override or probed.get("tensorrt")

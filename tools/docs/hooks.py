@@ -1,8 +1,9 @@
-"""MkDocs hooks (tools/mkdocs.yml `hooks:`): the decision records fill their own nav section and index.
+"""MkDocs hooks (tools/mkdocs.yml `hooks:`): the decision records' index page, grouped by area.
 
-Every docs/decisions/NNNN-*.md is listed, whoever adds it, without editing mkdocs.yml: a record
-added on another branch appears in the site (and in the index page) when it is merged. Standard
-library only, nothing fetched: the build stays offline.
+Every docs/decisions/NNNN-*.md is listed on the one index page (the left navigation holds only the
+index: `not_in_nav` in mkdocs.yml), whoever adds it, without editing mkdocs.yml: a record added on
+another branch appears when it is merged, under its area by number (`AREAS`; "Other" until placed).
+Standard library only, nothing fetched: the build stays offline.
 """
 
 from __future__ import annotations
@@ -10,9 +11,29 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-DECISIONS_SECTION = "Decisions"
 DECISIONS_INDEX = "decisions/index.md"
 RECORD = re.compile(r"^\d{4}-.+\.md$")
+# The areas of the index, each with the record numbers it holds (ranges inclusive), in the order shown.
+AREAS = (
+    (
+        "Releases, the store, signing and trust",
+        ((1, 3), (8, 8), (10, 10), (12, 12), (120, 122), (300, 311), (430, 430), (801, 802), (810, 810), (912, 912), (950, 953), (960, 962)),
+    ),
+    ("Targets, SSH and fleets", ((9, 9), (11, 11), (13, 15), (201, 202), (803, 803), (811, 812), (954, 954))),
+    ("Sources, the frame loop and outputs", ((5, 6), (17, 17), (36, 37), (43, 43), (104, 109), (113, 116), (601, 605), (620, 622), (1020, 1022))),
+    ("The service on the vehicle", ((34, 35), (101, 103), (110, 112), (920, 920))),
+    ("Models, decoders and cascades", ((7, 7), (501, 504), (530, 563))),
+    ("INT8, DLA and TensorRT", ((19, 28), (401, 407), (412, 413), (415, 416), (630, 632))),
+    ("The CUDA path", ((29, 29), (38, 41), (408, 411), (414, 414), (417, 418), (440, 440), (451, 461), (1014, 1014))),
+    (
+        "Verdicts, validation and reports",
+        ((4, 4), (16, 16), (18, 18), (30, 33), (42, 42), (203, 203), (450, 450), (564, 565), (921, 921), (964, 964), (1000, 1004)),
+    ),
+    ("Performance, profiles and optimization", ((700, 706), (770, 770), (914, 914), (1010, 1013))),
+    ("The run history", ((750, 754), (963, 963))),
+    ("Tests and CI", ((204, 205), (910, 911), (913, 913), (930, 940))),
+    ("The code's architecture and its docs", ((1050, 1059),)),
+)
 # Pages that exist only on some branches: listed when present, after the named page.
 OPTIONAL_PAGES = (("What has run where", "GPU runs", "gpu-runs.md"),)
 
@@ -49,16 +70,26 @@ def on_config(config, **kwargs):
     nav = config.get("nav")
     if not nav:
         return config
-    nav = _with_optional_pages(list(nav), docs_dir)
-    for entry in nav:
-        if isinstance(entry, dict) and DECISIONS_SECTION in entry:
-            entry[DECISIONS_SECTION] = [{"About the records": DECISIONS_INDEX}] + [{title: path} for title, path in records(docs_dir)]
-    config["nav"] = nav
+    config["nav"] = _with_optional_pages(list(nav), docs_dir)
     return config
+
+
+def area_of(path: str) -> str:
+    number = int(Path(path).name[:4])
+    return next((title for title, spans in AREAS if any(low <= number <= high for low, high in spans)), "Other")
+
+
+def grouped(found: list[tuple[str, str]]) -> str:
+    """The index's Markdown: one section an area, its records in number order."""
+    sections = []
+    for area in [title for title, _ in AREAS] + ["Other"]:
+        lines = [f"- [{title}]({Path(path).name})" for title, path in found if area_of(path) == area]
+        if lines:
+            sections.append(f"## {area}\n\n" + "\n".join(lines))
+    return "\n\n".join(sections)
 
 
 def on_page_markdown(markdown, page, config, files, **kwargs):
     if page.file.src_uri != DECISIONS_INDEX:
         return markdown
-    lines = [f"- [{title}]({Path(path).name})" for title, path in records(Path(config["docs_dir"]))]
-    return markdown.replace("<!-- records -->", "\n".join(lines))
+    return markdown.replace("<!-- records -->", grouped(records(Path(config["docs_dir"]))))

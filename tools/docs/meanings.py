@@ -158,7 +158,10 @@ MEANINGS = {
         "`yolox`: `[1, N, 5 + C]` raw (cell offsets, log sizes, objectness, classes), decoded on grids laid from the input size"
     ),
     "postprocess.classes": ("class names, in the model's order (without the background class); `segment` with one channel: [background, foreground]"),
-    "sinks": "where each frame's detections go; paths are inside the report folder. Default: one `jsonl` sink",
+    "sinks": (
+        "where each frame's detections go; paths are inside the report folder. Default: one `jsonl` sink. `[]` is refused: "
+        "`[{kind: null}]` writes nothing (a measured run still writes detections.jsonl into its report folder)"
+    ),
     "sinks[].kind": (
         "`jsonl`, `video`, `mask` (a `segment` decoder's masks as PNGs), `mcap` (foxglove.ImageAnnotations for Foxglove, on each "
         "frame's recorded stamp), `foxglove` (a live Foxglove WebSocket view; guides/recordings.md) or `null` (YAML's `kind: null` is accepted too)"

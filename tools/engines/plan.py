@@ -64,6 +64,6 @@ class PlanEngineBuild:
 
 def sparse_layers(model_path: Path) -> tuple[str, ...]:
     """The layers `sdk optimize` made 2:4 sparse, from the model's `sdk.optimize` metadata (none for other models)."""
-    from tools.optimize.outputs import optimize_record
+    from tools.models.optimized import optimize_record
 
     return tuple((optimize_record(model_path) or {}).get("sparse_layers", ()))

@@ -15,13 +15,24 @@ EXIT_CODES = {"PASS": 0, "FAIL": 3, "INCONCLUSIVE": 4}
 
 def add_parsers(commands) -> None:
     evaluate = commands.add_parser(
-        "evaluate", help="the model's accuracy against labelled images (COCO JSON or a YOLO dataset): mAP, per class, intervals, budgets"
+        "evaluate",
+        help="the model's accuracy against labelled images (COCO JSON, a YOLO dataset, KITTI, MOTChallenge): mAP, per class, intervals, budgets",
     )
     evaluate.add_argument("pipeline", type=Path, help="pipeline file (YAML): its model, preprocessing, decoder and `evaluation` settings")
     evaluate.add_argument(
-        "--labels", type=Path, required=True, metavar="LABELS", help="COCO detection JSON (instances_*.json) or an Ultralytics dataset YAML"
+        "--labels",
+        type=Path,
+        required=True,
+        metavar="LABELS",
+        help="COCO detection JSON (instances_*.json), an Ultralytics dataset YAML, a KITTI label_2 folder or a MOTChallenge gt.txt",
     )
-    evaluate.add_argument("--images", type=Path, metavar="DIR", help="COCO: the image folder (default: images/ beside the JSON, else its folder)")
+    evaluate.add_argument(
+        "--images",
+        type=Path,
+        metavar="DIR",
+        help="COCO: the image folder (default: images/ beside the JSON, else its folder); KITTI: the image_2 folder (default: beside "
+        "label_2); MOTChallenge: the video, or the frame folder (default: the sequence's img1/)",
+    )
     evaluate.add_argument("--target", "-t", default="local", help="where the model runs: local (this CPU, ONNX Runtime; the default)")
     evaluate.add_argument("--shards", type=int, default=1, metavar="N", help="detect on N parts of the labelled images at once (same figures)")
     evaluate.add_argument(
@@ -35,7 +46,7 @@ def add_parsers(commands) -> None:
     evaluate.add_argument(
         "--report-dir",
         type=Path,
-        help="an empty folder for report.json, junit.xml, report.html (default: reports/<pipeline>/<time>-<target>-evaluate/)",
+        help="an empty folder for report.json, junit.xml, report.html, pr/ and worst/ (default: reports/<pipeline>/<time>-<target>-evaluate/)",
     )
     evaluate.add_argument("--force", action="store_true", help="empty --report-dir first when it already holds files")
 
@@ -43,10 +54,10 @@ def add_parsers(commands) -> None:
 def evaluate_command(args: argparse.Namespace, console: Console) -> int:
     from tools.console import RichProgress
     from tools.evaluate import report as files
-    from tools.evaluate.paired import write_matches
     from tools.evaluate.run import Request, evaluate_run
     from tools.history.hook import finished
-    from tools.validation.report_dirs import check_report_dir, empty_report_dir, new_run_folder, update_latest
+    from tools.history.label_matches import write_matches
+    from tools.reports.report_dirs import check_report_dir, empty_report_dir, new_run_folder, update_latest
 
     folder = check_report_dir(args.report_dir, args.force) if args.report_dir is not None else None
     if args.json is not None and args.json.resolve() in (args.labels.resolve(), args.pipeline.resolve()):

@@ -1,6 +1,7 @@
 """The model's detections on labelled images, through the stages a deploy runs.
 
-The images are decoded as the `images://` source decodes them (`sdk.sources.images.read_image`), preprocessed,
+The images are decoded as the `images://` source decodes them (`sdk.sources.images.read_image`), a video's frames
+(MOTChallenge labels) by the `file://` source's reader, in order; then preprocessed,
 inferred and decoded by the runtime's own stage factories (`create_backend`, `create_preprocessing`,
 `create_decoding`): the same geometry, resize, colour, normalisation and decoder as a deploy. Only the decoder's
 thresholds are the evaluation's (`evaluation:` in the pipeline file: a low score floor, its own NMS, at most 100 a
@@ -10,15 +11,18 @@ id, beside its labels. On `--target local` the backend is ONNX Runtime on this C
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from sdk.artifacts import ModelArtifacts
 from sdk.sources.base import CorruptFrame
 from sdk.spec.loader import PipelineFile
 from tools.evaluate.classmap import ClassMap
-from tools.evaluate.labelset import LabelSet
+from tools.evaluate.labelset import LabelledImage, LabelSet
 from tools.progress import Progress, SilentProgress
 
 
@@ -62,7 +66,6 @@ def detect(
     from sdk.preprocess.stage import create_preprocessing
     from sdk.runtime.cameras import batch_slots
     from sdk.runtime.constants import split_inputs
-    from sdk.sources.images import read_image
 
     progress = progress or SilentProgress()
     run = DetectionRun()
@@ -78,15 +81,13 @@ def detect(
         preprocessor, decoder = preprocess.by_camera[0], decode.by_slot[0]
         run.backend, run.postprocess = backend.describe(), decode.describe()
         task = progress.task(f"detecting on {len(labels.images)} labelled images", total=len(labels.images))
-        for image in labels.images:
-            try:
-                pixels = read_image(image.path)
-            except CorruptFrame as exc:
-                run.not_decoded.append((image.path.name, str(exc)))
+        for image, pixels in _frames(labels):
+            if isinstance(pixels, str):
+                run.not_decoded.append((image.name, pixels))
                 task.advance()
                 continue
             if (pixels.shape[1], pixels.shape[0]) != (image.width, image.height):
-                run.size_mismatch.append(image.path.name)
+                run.size_mismatch.append(image.name)
             geometry = preprocessor(pixels)
             backend.infer()
             for found in decoder(geometry):
@@ -100,6 +101,38 @@ def detect(
             task.advance()
         task.done()
     return run
+
+
+def _frames(labels: LabelSet) -> Iterator[tuple[LabelledImage, np.ndarray | str]]:
+    """Each labelled image with its pixels (or why it did not decode): image files by the `images://` source's
+    decoder, a video's frames in order by the `file://` source's."""
+    from sdk.sources.images import read_image
+
+    videos = {image.path for image in labels.images if image.frame is not None}
+    if not videos:
+        for image in labels.images:
+            try:
+                yield image, read_image(image.path)
+            except CorruptFrame as exc:
+                yield image, str(exc)
+        return
+    from sdk.sources import open_reader
+
+    (video,) = videos  # a label set holds one video (MOTChallenge: one sequence)
+    with open_reader(f"file://{video.name}", base=video.parent) as reader:
+        ended, position = False, 0  # position: the frame the reader gives next (a shard starts mid-video)
+        for image in labels.images:
+            pixels: np.ndarray | str | None = None
+            while not ended and position <= image.frame:
+                try:
+                    pixels = reader.read()
+                except CorruptFrame as exc:
+                    pixels = f"{image.name}: {exc}"
+                ended, position = pixels is None, position + 1
+            if pixels is None:
+                ended = True
+                pixels = f"{image.name}: the video ended before this frame"
+            yield image, pixels
 
 
 __all__ = ["DetectionRun", "detect", "evaluation_pipeline"]

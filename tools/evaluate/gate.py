@@ -3,7 +3,7 @@
 Beside the agreement checks (tools/int8/accuracy.py), `sdk calibrate` and `sdk optimize` run the FP32 model and each
 candidate on the labelled images through the evaluation's stages (tools/evaluate/detect.py) and score both with
 pycocotools. The drop of mAP@[.5:.95] (FP32 minus candidate) gets a paired bootstrap interval over the images
-(tools/evaluate/paired.py), and is judged as every budget is: FAIL (the candidate is refused) when the measured drop
+(tools/history/label_matches.py), and is judged as every budget is: FAIL (the candidate is refused) when the measured drop
 exceeds `calibration.accuracy.max_map_drop` (default 0.01, one point); PASS when the one-sided 95 % upper bound of the
 drop is within it; INCONCLUSIVE otherwise, with about how many images would settle it. INCONCLUSIVE does not refuse:
 what the labels cannot show is said, not turned into a refusal.
@@ -48,7 +48,7 @@ class LabelGate:
 
     def key(self) -> str:
         """What the gate's verdict rests on besides the models: the labels, the class map, the settings and the limit."""
-        from tools.evaluate.paired import labels_hash
+        from tools.history.label_matches import labels_hash
 
         truth = self.labels.ground_truth()
         labels = labels_hash(truth, [i.id for i in self.labels.images], sorted(set(self.mapping.to_category.values())))
@@ -57,7 +57,7 @@ class LabelGate:
     def _matches(self, model: Path | None, progress: Progress):
         from tools.evaluate.detect import detect
         from tools.evaluate.metrics import evaluate
-        from tools.evaluate.paired import from_evaluation
+        from tools.history.label_matches import from_evaluation
 
         run = detect(self.pipeline, self.artifacts, self.labels, self.mapping, progress, model=model)
         failed = {name for name, _ in run.not_decoded}
@@ -69,7 +69,7 @@ class LabelGate:
 
     def judge(self, candidate: Path, progress: Progress | None = None, name: str = "candidate") -> dict:
         """The candidate's mAP against the FP32 model's on the labels: figures, the drop's interval, status, failure."""
-        from tools.evaluate.paired import paired_difference
+        from tools.history.label_matches import paired_difference
 
         progress = progress or SilentProgress()
         if self._reference is None:
@@ -113,10 +113,4 @@ def _images_needed(drop: float, upper: float, limit: float, images: int) -> int:
     return math.ceil(images * ((upper - drop) / (limit - drop)) ** 2)
 
 
-def add_to_report(report: dict, judged: dict) -> dict:
-    """An agreement report (AccuracyReport.as_dict()) with the gate on labels beside it; its FAIL refuses."""
-    failures = list(report["failures"]) + ([judged["failure"]] if judged["failure"] else [])
-    return {**report, "labels": judged, "failures": failures, "passed": not failures}
-
-
-__all__ = ["LabelGate", "add_to_report"]
+__all__ = ["LabelGate"]

@@ -18,7 +18,7 @@ from sdk.errors import ConfigError, SdkError
 from sdk.runtime.verdict import INCONCLUSIVE, BudgetCheck
 from sdk.spec.loader import PipelineFile
 from tools.evaluate.classmap import ClassMap
-from tools.evaluate.labels import LabelSet
+from tools.evaluate.labels import FORMATS, LabelSet
 
 DETECTIONS_FILE = "detections.jsonl"
 SHOWN = 10  # image names a note lists before "and N more"
@@ -49,16 +49,15 @@ def pipeline_labels(pipeline: PipelineFile) -> tuple[LabelSet, ClassMap] | None:
         return None
     labels, images = found
     where = f"{pipeline.path}: evaluation"
-    if not labels.is_file():
-        raise ConfigError(
-            f"{where}.labels: {labels}: no such file", hint="a COCO detection JSON or an Ultralytics dataset YAML, relative to the pipeline file"
-        )
+    if not labels.exists():
+        raise ConfigError(f"{where}.labels: {labels}: no such file or folder", hint=f"give {FORMATS}, relative to the pipeline file")
     if images is not None and labels.suffix.lower() in (".yaml", ".yml"):
         raise ConfigError(
             f"{where}.images: a YOLO dataset names its own images (`path` and `val` in {labels.name})", hint="leave out evaluation.images"
         )
     if images is not None and not images.is_dir():
-        raise ConfigError(f"{where}.images: {images}: no such folder", hint="the folder the COCO JSON's file names are relative to")
+        what = "not a folder (an acceptance run finds its frames by file name, not in a video)" if images.exists() else "no such folder"
+        raise ConfigError(f"{where}.images: {images}: {what}", hint="the folder of the labelled images (MOTChallenge: the sequence's img1/)")
     try:
         return checked_inputs(pipeline, labels, images)
     except ConfigError as exc:
@@ -119,7 +118,7 @@ def score_run(pipeline: PipelineFile, report_dir: Path) -> Scored | None:
     """The run in `report_dir` scored on the pipeline's labels (None: the pipeline has none)."""
     from tools.evaluate.judge import label_checks
     from tools.evaluate.metrics import evaluate
-    from tools.evaluate.paired import MATCHES_FILE, from_evaluation
+    from tools.history.label_matches import MATCHES_FILE, from_evaluation
 
     checked = checked_labels(pipeline)
     if checked is None:

@@ -1,10 +1,11 @@
-"""Labelled images as users keep them, read into one form: COCO detection JSON with an image folder, or an Ultralytics
+"""Labelled images as users keep them, read into one form: COCO detection JSON with an image folder, an Ultralytics
 YOLO dataset (its YAML: `path`, `val`, `names`; one `.txt` per image under `labels/` where the image is under
-`images/`, rows `class cx cy w h` normalised to the image).
+`images/`, rows `class cx cy w h` normalised to the image), KITTI 2D object labels (a `label_2` folder beside
+`image_2`) or MOTChallenge per-frame labels (`gt.txt`, the frames from the video or the sequence's frame folder).
 
-Both become a `LabelSet`: the images (id, file, size) in the labels' order and COCO's ground-truth dictionary, boxes in
-pixels `[x, y, w, h]`, crowd regions kept (`iscrowd: 1`; YOLO has none). Everything is checked before any image runs:
-a bad file is one error naming the file, the entry, the value and what is allowed.
+Each becomes a `LabelSet`: the images (id, file, size) in the labels' order and COCO's ground-truth dictionary, boxes in
+pixels `[x, y, w, h]`, crowd and ignore regions kept (`iscrowd: 1`). Everything is checked before any image runs: a
+bad file is one error naming the file, the entry, the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -13,22 +14,33 @@ from pathlib import Path
 
 from sdk.errors import ConfigError
 from tools.evaluate.coco_labels import load_coco
+from tools.evaluate.kitti_labels import is_kitti_folder, load_kitti
 from tools.evaluate.labelset import LabelledImage, LabelSet
+from tools.evaluate.mot_labels import load_mot
 from tools.evaluate.yolo_labels import load_yolo
+
+FORMATS = "a COCO detection JSON file, an Ultralytics dataset YAML, a KITTI label_2 folder or a MOTChallenge gt.txt"
 
 
 def load_labels(labels: Path, images: Path | None = None) -> LabelSet:
-    """A COCO JSON file (`images`: its image folder; default `images/` beside it, else its own folder) or a YOLO
-    dataset YAML (its `val` split)."""
+    """A COCO JSON file (`images`: its image folder; default `images/` beside it, else its own folder), a YOLO dataset
+    YAML (its `val` split), a KITTI label folder (`images`: default image_2 beside it) or a MOTChallenge gt.txt
+    (`images`: the video or frame folder; default the sequence's img1/)."""
     labels = Path(labels)
-    if not labels.is_file():
-        raise ConfigError(f"--labels {labels}: no such file", hint="give a COCO detection JSON file or an Ultralytics dataset YAML")
-    if labels.suffix.lower() in (".yaml", ".yml"):
+    if labels.is_dir():
+        if not is_kitti_folder(labels):
+            raise ConfigError(f"--labels {labels}: a folder without KITTI label files (.txt)", hint=f"give {FORMATS}")
+        found = load_kitti(labels, images)
+    elif not labels.is_file():
+        raise ConfigError(f"--labels {labels}: no such file or folder", hint=f"give {FORMATS}")
+    elif labels.suffix.lower() in (".yaml", ".yml"):
         if images is not None:
             raise ConfigError(
                 f"--images {images}: a YOLO dataset names its own images (`path` and `val` in {labels.name})", hint="leave out --images"
             )
         found = load_yolo(labels)
+    elif labels.suffix.lower() == ".txt":
+        found = load_mot(labels, images)
     else:
         found = load_coco(labels, images)
     if not found.images:
@@ -36,4 +48,4 @@ def load_labels(labels: Path, images: Path | None = None) -> LabelSet:
     return found
 
 
-__all__ = ["LabelSet", "LabelledImage", "load_labels"]
+__all__ = ["FORMATS", "LabelSet", "LabelledImage", "load_labels"]

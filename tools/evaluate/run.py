@@ -17,7 +17,7 @@ from sdk.runtime.verdict import combine, describe_verdict
 from sdk.spec.loader import PipelineFile
 from tools.evaluate.classmap import ClassMap, map_classes
 from tools.evaluate.labels import LabelSet, load_labels
-from tools.evaluate.paired import MATCHES_FILE, LabelMatches, from_evaluation
+from tools.history.label_matches import MATCHES_FILE, LabelMatches, from_evaluation
 from tools.history.stats import DRAWS
 from tools.progress import Progress, SilentProgress
 
@@ -54,7 +54,6 @@ def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[di
     """The evaluation and its per-image matches (label_matches.npz: what a paired comparison resamples)."""
     from sdk.spec import load_pipeline
     from tools.evaluate.judge import label_checks
-    from tools.evaluate.metrics import evaluate as score
     from tools.evaluate.shards import detect_shards, require_ray
     from tools.models.prepare import PrepareModel
     from tools.state import cache_dir
@@ -76,21 +75,22 @@ def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[di
     task.done()
     run = detect_shards(pipeline, artifacts, labels, mapping, request.shards, request.ray, progress)
     failed = {name for name, _ in run.not_decoded}
-    scored = [image for image in labels.images if image.path.name not in failed]
+    scored = [image for image in labels.images if image.name not in failed]
     if not scored:
         raise ConfigError(f"{labels.source}: none of the {len(labels.images)} images decodes", hint="check the image files")
-    task = progress.task("scoring with pycocotools, bootstrap over images", total=None)
-    metrics = score(labels.ground_truth(), run.detections, sorted(set(mapping.to_category.values())), [i.id for i in scored], request.draws)
-    task.done()
+    metrics, operating, worst = _score(pipeline, labels, mapping, scored, run.detections, request.draws, progress)
     checks = label_checks(pipeline.spec.budgets.accuracy, metrics.stats, metrics.lower_bounds, metrics.intervals, metrics.images)
     verdict, checks, notes = combine(checks)
     if not checks:
         notes = ["no budget on labels (budgets.accuracy.map50_95, map50): nothing was judged"]
+    notes += labels.notes
+    if operating["score"] < pipeline.spec.evaluation.score_threshold:
+        floor = pipeline.spec.evaluation.score_threshold
+        notes.append(f"the operating score {operating['score']:g} is below the evaluation's score floor {floor:g}: detections start at the floor")
     if run.not_decoded:
         notes.append(f"{len(run.not_decoded)} image(s) did not decode and were left out with their labels: {', '.join(sorted(failed))}")
     if run.size_mismatch:
         notes.append(f"{len(run.size_mismatch)} image(s) are not the size their labels give, e.g. {run.size_mismatch[0]}")
-    crowd = sum(1 for a in labels.annotations if a["iscrowd"])
     matches = from_evaluation(metrics.matches, [i.id for i in scored], sorted(set(mapping.to_category.values())), labels.ground_truth())
     check_dicts = [c.as_dict() for c in checks]
     return {
@@ -104,6 +104,8 @@ def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[di
         "metrics": metrics.stats,
         "per_class": metrics.per_class,
         "curves": metrics.curves,
+        "operating_point": operating,
+        "worst_images": worst,
         "verdict": verdict,
         "verdict_detail": describe_verdict(verdict, check_dicts),
         "checks": check_dicts,
@@ -113,8 +115,8 @@ def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[di
             "format": labels.format,
             "images": len(labels.images),
             "images_scored": metrics.images,
-            "labels": len(labels.annotations) - crowd,
-            "crowd_regions": crowd,
+            "labels": labels.labels,
+            "crowd_regions": labels.regions,
             "not_decoded": [{"file": name, "why": why} for name, why in run.not_decoded],
             "sha256": matches.labels_sha256,
         },
@@ -128,6 +130,26 @@ def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[di
         "detections": len(run.detections),
         "wall_s": round(time.monotonic() - started, 3),
     }, matches
+
+
+def _score(pipeline: PipelineFile, labels: LabelSet, mapping: ClassMap, scored: list, detections: list[dict], draws: int, progress: Progress):
+    """COCO's figures (with their intervals), the operating point's (merged into the per-class rows) and the worst images."""
+    from tools.evaluate.metrics import evaluate as score
+    from tools.evaluate.operating import operating_point
+    from tools.evaluate.worst import worst_images
+
+    task = progress.task("scoring with pycocotools, bootstrap over images", total=None)
+    metrics = score(labels.ground_truth(), detections, sorted(set(mapping.to_category.values())), [i.id for i in scored], draws)
+    task.done()
+    settings = pipeline.spec.evaluation
+    at_score = settings.operating_score if settings.operating_score is not None else pipeline.spec.postprocess.score_threshold
+    task = progress.task("recall at precision, false positives per image, recall per bin; the worst images", total=None)
+    operating = operating_point(metrics.evaluation, labels.categories, settings.recall_at_precision, at_score, metrics.draws)
+    for entry, extra in zip(metrics.per_class, operating.pop("per_class"), strict=True):
+        entry.update({key: value for key, value in extra.items() if key not in entry})
+    worst = worst_images(metrics.evaluation, scored, labels.categories, at_score, settings.worst_images)
+    task.done()
+    return metrics, operating, worst
 
 
 def _evaluator() -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from sdk.errors import ConfigError
-from tools.evaluate.labelset import LabelledImage, LabelSet, check_box, image_files
+from tools.evaluate.labelset import LabelledImage, LabelSet, check_box, image_files, image_size
 
 HINT = "an Ultralytics dataset YAML: path, val (images/val), names; labels/val/NAME.txt rows `class cx cy w h` (normalised)"
 
@@ -34,7 +34,7 @@ def load_yolo(path: Path) -> LabelSet:
     files = _split_images(path, root, data["val"])
     images, annotations = [], []
     for image_id, file in enumerate(files, start=1):
-        image = LabelledImage(image_id, file, *_size(file, path))
+        image = LabelledImage(image_id, file, *image_size(file, path))
         images.append(image)
         for row in _rows(_label_file(file), image, names, path):
             annotations.append({**row, "id": len(annotations) + 1})
@@ -59,15 +59,6 @@ def _split_images(path: Path, root: Path, split: object) -> list[Path]:
     if missing:
         raise ConfigError(f"{path}: {len(missing)} listed images do not exist, e.g. {missing[0]}", hint="check the split's list")
     return files
-
-
-def _size(file: Path, path: Path) -> tuple[int, int]:
-    import cv2
-
-    image = cv2.imread(str(file), cv2.IMREAD_UNCHANGED)
-    if image is None:
-        raise ConfigError(f"{path}: image {file} does not decode", hint="remove it from the split or replace the file")
-    return image.shape[1], image.shape[0]
 
 
 def _label_file(image: Path) -> Path:

@@ -1,6 +1,6 @@
 """mAP of B against A where both were scored on labels: a paired bootstrap over the same images.
 
-Two evaluations of the same labelled images are resampled together (tools/evaluate/paired.py): each draw counts each
+Two evaluations of the same labelled images are resampled together (tools/history/label_matches.py): each draw counts each
 drawn image as often in A as in B, so the interval is the difference's own. Evaluations of different images or labels
 cannot be paired: their figures are shown, not tested, and a note says why.
 """
@@ -49,7 +49,7 @@ class LabelPairs:
 
 def label_pairs(a, b, draws: int = DRAWS, seed: int = SEED) -> LabelPairs:
     """The sides' evaluations on labels (a Side each: tools/history/compare.py), paired where they can be."""
-    from tools.evaluate.paired import paired_difference, why_unpaired
+    from tools.history.label_matches import paired_difference, why_unpaired
 
     found = LabelPairs()
     with_a, with_b = [r for r in a.runs if r.labels is not None], [r for r in b.runs if r.labels is not None]

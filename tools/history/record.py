@@ -27,7 +27,7 @@ SELFTEST_FILE = "selftest.json"
 DEVICE_FILE = "device.json"
 FLEET_FILE = "fleet.json"
 _KIND_IN_NAME = re.compile(r"-(" + "|".join(KINDS) + r")(-\d+)?$")
-_RUN_FOLDER = re.compile(r"^\d{8}T\d{6}Z-")  # a run's own report folder (tools/validation/report_dirs.py)
+_RUN_FOLDER = re.compile(r"^\d{8}T\d{6}Z-")  # a run's own report folder (tools/reports/report_dirs.py)
 _REPEAT = re.compile(r"^repeat-\d+$")  # a validation's determinism repeats belong to their run
 STAGE_KEYS = ("p50_ms", "p99_ms", "p999_ms", "max_ms", "mean_ms")
 
@@ -217,7 +217,7 @@ def report_folders(root: Path):
 def unfinished_folders(root: Path):
     """Report folders a run left without its report: marked UNFINISHED (a profile or optimize stopped or killed), or
     named as a run's own folder (`<UTC time>-<target>-<command>`) with no report in it."""
-    from tools.validation.report_dirs import UNFINISHED_FILE
+    from tools.reports.report_dirs import UNFINISHED_FILE
 
     for top, dirs, files in os.walk(root, followlinks=False):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not _REPEAT.match(d))

@@ -3,7 +3,7 @@
 From a report folder: every measured frame's stage and end-to-end latency (timeline.npz, warm-up excluded), its
 deadline misses (dropped frames count as misses, as in report.json), and, where the run was judged for accuracy,
 each frame's detections against the FP32 reference (detections.jsonl and reference_detections.jsonl), and where it
-was scored on labels, each image's matches (label_matches.npz, tools/evaluate/paired.py). A run whose
+was scored on labels, each image's matches (label_matches.npz, tools/history/label_matches.py). A run whose
 folder is gone keeps only its report's figures: it can be shown, not tested.
 """
 
@@ -37,7 +37,7 @@ class RunSamples:
     latencies: dict[str, np.ndarray]
     frames: np.ndarray | None
     accuracy: np.ndarray | None
-    labels: object | None = None  # an evaluation on labels: its per-image matches (tools/evaluate/paired.py: LabelMatches)
+    labels: object | None = None  # an evaluation on labels: its per-image matches (tools/history/label_matches.py: LabelMatches)
 
     @property
     def has_frames(self) -> bool:
@@ -67,7 +67,7 @@ def load_run(folder: Path, label: str | None = None, report: dict | None = None)
 
 def _labels(folder: Path):
     """The run's evaluation on labels (label_matches.npz), where it was judged on labels."""
-    from tools.evaluate.paired import MATCHES_FILE, read_matches
+    from tools.history.label_matches import MATCHES_FILE, read_matches
 
     return read_matches(folder / MATCHES_FILE) if (folder / MATCHES_FILE).is_file() else None
 
@@ -77,7 +77,7 @@ def _accuracy(folder: Path) -> np.ndarray | None:
     if not ((folder / REFERENCE_FILE).is_file() and (folder / DETECTIONS_FILE).is_file()):
         return None
     from tools.int8.accuracy import match_detections
-    from tools.validation.detections_file import read_detections
+    from tools.reports.detections_file import read_detections
 
     reference, run = read_detections(folder / REFERENCE_FILE), read_detections(folder / DETECTIONS_FILE)
     rows = []
@@ -88,7 +88,7 @@ def _accuracy(folder: Path) -> np.ndarray | None:
 
 
 def accuracy_figures(totals) -> dict[str, np.ndarray]:
-    """recall, precision, mean IoU and mean score drift from column sums, as tools/validation/reference.py computes
+    """recall, precision, mean IoU and mean score drift from column sums, as tools/evidence/reference.py computes
     them (`totals`: the five sums, each a number or an array of bootstrap replicates)."""
     reference, run, matched, iou, drift = (np.asarray(t, np.float64) for t in totals)
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from sdk import __version__
 from sdk.errors import SdkError
-from tools.validation.report_dirs import REPORTS
+from tools.reports.report_dirs import REPORTS
 
 HISTORY_ENV = "SDK_HISTORY"
 TIMEOUT_ENV = "SDK_HISTORY_TIMEOUT"

@@ -13,8 +13,8 @@ import numpy as np
 
 from sdk.runtime.verdict import format_number
 from tools.output_paths import write_output
-from tools.validation.plots import strip_ids, use_log
-from tools.validation.svg_chart import CYCLE, Axis, Chart
+from tools.reports.plots import strip_ids, use_log
+from tools.reports.svg_chart import CYCLE, Axis, Chart
 
 STYLE = (
     "body{font-family:sans-serif;margin:1.5em;max-width:80em}table{border-collapse:collapse;font-size:0.85em}"

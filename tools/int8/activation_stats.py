@@ -1,7 +1,7 @@
 """Activation statistics for INT8 calibration: the model runs once over the calibration frames.
 
 The observed tensors are made graph outputs, handed over in ONNX Runtime's own blocked layout
-where it has one (`tools.deploy.blocked_outputs`: the order of the values does not matter here), and each
+where it has one (`tools.int8.blocked_outputs`: the order of the values does not matter here), and each
 frame's are counted by a compiled kernel (`tools.int8.histogram_kernel`) while ONNX Runtime runs the
 next frame: exact min and max, and for entropy and percentile a |x| histogram on a power-of-two
 grid that stays exact when the range grows, so one pass gives what used to take two (ranges
@@ -130,7 +130,7 @@ def calibration_plan(model) -> CalibrationPlan:
 def _session(model, threads: int | None, *, spinning: bool):
     import onnxruntime as ort
 
-    from tools.deploy.blocked_outputs import session_options
+    from tools.int8.blocked_outputs import session_options
 
     return ort.InferenceSession(model.SerializeToString(), session_options(threads, spinning=spinning), providers=["CPUExecutionProvider"])
 
@@ -262,7 +262,7 @@ class CollectStatistics:
         return ActivationStatistics(plan, minimum, maximum, None, None, seen)
 
     def _counted(self, model, plan: CalibrationPlan, input_name: str, frames: Iterable[np.ndarray], task) -> ActivationStatistics:
-        from tools.deploy.blocked_outputs import blocked_session
+        from tools.int8.blocked_outputs import blocked_session
         from tools.int8.histogram_kernel import ActivationCounter
 
         names = [t.name for t in plan.observed]

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from sdk.artifacts import ModelArtifacts
+from sdk.engine.calibration_cache import CalibrationCache, elementwise_ties, fusion_ties, tie_ranges
 from sdk.errors import ConfigError, ModelError
-from sdk.quant.calibration_cache import CalibrationCache, elementwise_ties, fusion_ties, tie_ranges
 from sdk.release import sha256_of
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Calibration
@@ -68,11 +68,18 @@ def select_frames(total: int, spec: Calibration) -> FrameSelection:
     `stride`-th frame, drawn with `seed`: the same settings always give the same frames."""
     candidates = list(range(spec.seed % spec.stride, total, spec.stride))
     need = spec.frames + spec.holdout_frames
+    if total == 1:  # a still image: looping it repeats one frame, it adds none
+        raise ConfigError(
+            f"calibration: the source is a single still image; calibration needs {need} different frames ({spec.frames} calibration.frames "
+            f"to fit on and {spec.holdout_frames} holdout_frames to judge on), and one image looped is still one frame",
+            hint=f"give calibration.source a recording of at least {need} frames of the scenes the model will see "
+            "(file://clip.mp4, or images://folder of images)",
+        )
     if len(candidates) < need:
         raise ConfigError(
-            f"calibration: frames ({spec.frames}) + holdout_frames ({spec.holdout_frames}) = {need} frames needed; the source has "
-            f"{total}, {len(candidates)} of them at stride {spec.stride}",
-            hint="lower calibration.frames, holdout_frames or stride, or loop a longer recording",
+            f"calibration: frames ({spec.frames}) + holdout_frames ({spec.holdout_frames}) = {need} different frames needed; the source has "
+            f"{total}, {len(candidates)} of them at stride {spec.stride} (a loop repeats frames, it adds none)",
+            hint="lower calibration.frames, holdout_frames or stride, or give calibration.source a longer recording",
         )
     order = np.random.default_rng(spec.seed).permutation(len(candidates))
     calibration = tuple(sorted(candidates[i] for i in order[: spec.frames]))
@@ -128,7 +135,7 @@ class CalibrationArtifacts:
         return {name: entry["amax"] for name, entry in json.loads(self.ranges.read_text())["tensors"].items()}
 
     def trt_cache(self, tensorrt: str, dla: bool = False) -> str:
-        """The TensorRT calibration cache: the ranges, with those TensorRT fuses tied (sdk/quant/calibration_cache.py);
+        """The TensorRT calibration cache: the ranges, with those TensorRT fuses tied (sdk/engine/calibration_cache.py);
         for a DLA build also each ElementWise layer's two inputs (NvInfer.h: equal ranges on DLA in INT8)."""
         data = json.loads(self.ranges.read_text())
         ties = [(anchor, tuple(tied)) for anchor, tied in (*data.get("ties", ()), *(data.get("dla_ties", ()) if dla else ()))]

@@ -20,8 +20,8 @@ from sdk.sources.uri import RECORDING_SCHEMES
 from sdk.spec.placeholders import PREFIX
 from tools.models.families import Recognised, recognise
 from tools.models.init_cascade import recogniser_alone, step, step_name
+from tools.models.source_facts import DEFAULT_FPS, SourceFacts, source_facts
 
-DEFAULT_FPS = 30.0  # a camera's rate where the source does not say
 WARMUP_FRAMES = 10
 RUN_FRAMES = WARMUP_FRAMES + frames_needed(0.99)  # enough for the written p99 budget to be backed (309)
 DEFAULT_SOURCE = f"synthetic://boxes?width=640&height=480&frames={2 * RUN_FRAMES}"
@@ -32,6 +32,8 @@ class InitResult:
     path: Path
     recognised: Recognised
     fill_in: list[tuple[str, str]]  # (YAML key, why) still to be filled in
+    facts: SourceFacts | None = None  # what the source holds (frames, rate), as read when the file was written
+    loops: bool = False  # the file plays the source in a loop (a still, or a clip shorter than RUN_FRAMES)
 
 
 def _scalar(value) -> str:
@@ -121,55 +123,6 @@ def _check_source(uri: str, given: str | None, folder: Path) -> None:
         )
 
 
-def _source_facts(uri: str, folder: Path) -> tuple[float, tuple[int, int] | None]:
-    """The frame rate a clip's header or a URI's `fps=` states (DEFAULT_FPS where neither does), and the frame size
-    where the clip, the first image or the URI's `width=`/`height=` tell it."""
-    from urllib.parse import parse_qs, urlsplit
-
-    scheme, _, rest = uri.partition("://")
-    query = {k: v[0] for k, v in parse_qs(urlsplit(uri).query).items()}
-    stated, size = query.get("fps"), None
-    if query.get("width", "").isdigit() and query.get("height", "").isdigit():
-        size = (int(query["width"]), int(query["height"]))
-    path = folder / rest.split("?")[0]
-    if scheme == "file" and path.is_file():
-        import cv2
-
-        capture = cv2.VideoCapture(str(path))
-        if capture.isOpened():
-            stated = capture.get(cv2.CAP_PROP_FPS)
-            width, height = int(capture.get(cv2.CAP_PROP_FRAME_WIDTH)), int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT))
-            size = (width, height) if width > 0 and height > 0 else size
-        capture.release()
-    elif scheme in RECORDING_SCHEMES:
-        stated, size = _recording_facts(uri, folder)
-    elif scheme == "images" and path.is_dir():
-        import cv2
-
-        first = next(iter(sorted(p for p in path.iterdir() if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp"))), None)
-        image = cv2.imread(str(first)) if first is not None else None
-        size = (image.shape[1], image.shape[0]) if image is not None else size
-    try:
-        fps = float(stated) if stated else 0.0
-    except ValueError:
-        fps = 0.0
-    return (round(fps, 2) if 1.0 <= fps <= 1000.0 else DEFAULT_FPS), (size if size and min(size) > 0 else None)
-
-
-def _recording_facts(uri: str, folder: Path) -> tuple[float | None, tuple[int, int] | None]:
-    """A recording's camera topic: its frame rate (from the recording's index) and its first frame's size. The topic
-    and its encoding are checked as a run checks them: a topic not in the recording lists those that are."""
-    from sdk.errors import SdkError
-    from sdk.sources import open_reader
-
-    try:
-        with open_reader(uri, folder) as reader:
-            image = reader.read()
-            return reader.nominal_fps, (image.shape[1], image.shape[0]) if image is not None else None
-    except SdkError as exc:
-        raise ConfigError(f"--source {uri}: {exc.message}", hint=exc.hint) from None
-
-
 def _size_a_text_detector(r: Recognised, frame: tuple[int, int] | None) -> None:
     """A DB text detector of dynamic size runs at the source's size as PaddleOCR's DetResizeForTest makes it (the longer
     side at most 960, both sides multiples of 32), where the source's frame size is known."""
@@ -188,8 +141,9 @@ def _axes(r: Recognised) -> list[tuple[str | None, int]]:
 
 
 def render(
-    recognised: Recognised, model_rel: str, source: str, name: str, fps: float = DEFAULT_FPS, steps: list[dict] = ()
+    recognised: Recognised, model_rel: str, source: str, name: str, facts: SourceFacts | None = None, steps: list[dict] = ()
 ) -> tuple[str, list[tuple[str, str]]]:
+    facts = facts or SourceFacts(DEFAULT_FPS, None, None)
     r, fill = recognised, []
     lines = [
         f"# Written by `sdk init` for {model_rel}: {r.summary}.",
@@ -198,8 +152,7 @@ def render(
     if r.notes:
         lines += [f"# Note: {note}" for note in r.notes]
     lines += ["version: 1", f"name: {name}", "", "source:", f"  uri: {_scalar(source)}"]
-    if source.partition("://")[0] in RECORDING_SCHEMES:
-        lines.append("  replay: {pace: recorded}  # each frame when its recorded stamp says (null rate_fps and pace rate: as fast as it goes)")
+    lines += _replay_lines(source, facts)
     if source == DEFAULT_SOURCE:
         lines.append("  # generated frames, so that the file runs anywhere: give a camera or a clip (file://clip.mp4, v4l2:///dev/video0)")
     resize = _preprocess_lines(r, lines, fill)
@@ -210,8 +163,29 @@ def render(
         for i, step in enumerate(steps):
             lines.append(f"  - name: {step['name']}  # the key of its results in detections.jsonl")
             _block({k: v for k, v in step.items() if k != "name"}, 4, lines, fill, f"cascade[{i}]")
-    _output_lines(r, fps, lines)
+    _output_lines(r, facts, lines)
     return "\n".join(lines), fill
+
+
+def loops(source: str, facts: SourceFacts) -> bool:
+    """A still image, or a recording with fewer frames than a backed p99 needs: played again from its start, so that
+    `deploy --frames RUN_FRAMES` (and the health check's frames) run as written."""
+    scheme = source.partition("://")[0]
+    return scheme in ("file", "images", *RECORDING_SCHEMES) and facts.frames is not None and facts.frames < RUN_FRAMES
+
+
+def _replay_lines(source: str, facts: SourceFacts) -> list[str]:
+    recorded = source.partition("://")[0] in RECORDING_SCHEMES
+    if not loops(source, facts):
+        if recorded:
+            return ["  replay: {pace: recorded}  # each frame when its recorded stamp says (null rate_fps and pace rate: as fast as it goes)"]
+        return []
+    replay = "{pace: recorded, loop: true}" if recorded else "{loop: true}"
+    if facts.still:
+        why = f"a still image: the same frame again and again, as fast as the pipeline goes ({RUN_FRAMES} frames measure it)"
+    else:
+        why = f"its {facts.frames} frame(s) are fewer than the {RUN_FRAMES} a backed p99 needs: played again from the start"
+    return [f"  replay: {replay}  # {why}"]
 
 
 def _preprocess_lines(r: Recognised, lines: list[str], fill: list[tuple[str, str]]) -> dict:
@@ -283,17 +257,24 @@ def _postprocess_lines(r: Recognised, lines: list[str], fill: list[tuple[str, st
         ]
 
 
-def _output_lines(r: Recognised, fps: float, lines: list[str]) -> None:
+def _output_lines(r: Recognised, facts: SourceFacts, lines: list[str]) -> None:
     kind = r.decoder.get("kind")
     lines += ["", "sinks:", "  - {kind: jsonl, path: detections.jsonl}"]
     if kind == "segment":
         lines.append("  - {kind: mask, path: masks}  # masks/NNNNNN.png: an 8-bit PNG of class indices per frame")
     if kind != "classify":
         lines.append("  - {kind: video, path: annotated.mp4}  # the frames with what was found drawn on them")
+    fps = facts.fps
     period = round(1000.0 / fps, 1)
+    if facts.still:
+        whose = f"# A still image has no frame rate: a {fps:g} fps camera's budgets (set your camera's rate):"
+    elif not facts.fps_stated:
+        whose = f"# The source states no frame rate: a {fps:g} fps camera's budgets (set your camera's rate):"
+    else:
+        whose = f"# A {fps:g} fps camera's budgets:"
     lines += [
         "",
-        f"# A {fps:g} fps camera's budgets: the median within one frame period, the 99th percentile within one and a half.",
+        f"{whose} the median within one frame period, the 99th percentile within one and a half.",
         f"# A p99 is backed at 95 % confidence from {frames_needed(0.99)} measured frames on: run at least {RUN_FRAMES} (warm-up included).",
         "budgets:",
         f"  warmup_frames: {WARMUP_FRAMES}  # the first frames (model load, caches) are left out of the statistics",
@@ -347,9 +328,9 @@ def init_pipeline(model: Path, *, source: str | None = None, output: Path | None
     name = "".join(c if c.isalnum() or c in "._-" else "-" for c in output.stem).lstrip("._-")[:64] or "pipeline"
     uri = _relative_source(source or DEFAULT_SOURCE, folder)
     _check_source(uri, source, folder)
-    fps, frame = _source_facts(uri, folder)
-    _size_a_text_detector(recognised, frame)
-    text, fill = render(recognised, model_rel, uri, name, fps, steps)
+    facts = source_facts(uri, folder)
+    _size_a_text_detector(recognised, facts.size)
+    text, fill = render(recognised, model_rel, uri, name, facts, steps)
     partial = output.with_name(f".{output.name}.partial")
     try:
         partial.write_text(text)
@@ -360,7 +341,7 @@ def init_pipeline(model: Path, *, source: str | None = None, output: Path | None
         raise ConfigError(f"--output {output}: cannot be written ({exc.strerror or exc})", hint="free space or give another --output") from None
     finally:
         partial.unlink(missing_ok=True)
-    return InitResult(output, recognised, fill)
+    return InitResult(output, recognised, fill, facts, loops(uri, facts))
 
 
 __all__ = ["DEFAULT_SOURCE", "RUN_FRAMES", "InitResult", "family_thresholds", "init_pipeline", "render"]

@@ -79,11 +79,24 @@ def optimize(args: argparse.Namespace, console: Console) -> int:
         holdout_frames=args.holdout_frames, rounds=args.rounds or 7, fskd=not args.no_fskd, sparsity=not args.no_sparsity,
         report_dir=args.report_dir,
     )  # fmt: skip
-    with RichProgress(console) as progress:
+    with RichProgress(console, heartbeat_s=heartbeat_s()) as progress:
         result = Optimize(args.pipeline, settings, progress)()
     render(console, result.report)
     sys.stderr.write(f"report: {result.report_dir}\n")
     return result.exit_code
+
+
+HEARTBEAT_S = 30.0  # piped, a line for the step under way at least this often (SDK_PROGRESS_EVERY_S)
+
+
+def heartbeat_s() -> float:
+    import os
+
+    try:
+        value = float(os.environ.get("SDK_PROGRESS_EVERY_S", HEARTBEAT_S))
+    except ValueError:
+        return HEARTBEAT_S
+    return value if 0.05 <= value <= 3600 else HEARTBEAT_S
 
 
 def _number(value, digits: int) -> str:

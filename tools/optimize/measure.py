@@ -23,8 +23,8 @@ class Timing:
 
 
 def alternate(models: dict[str, bytes], frame: np.ndarray, threads: int | None, spinning: bool, rounds: int = 7, runs: int = 10,
-              warmup: int = 3) -> dict[str, Timing]:  # fmt: skip
-    """name -> Timing, every model measured in every round (serialized ONNX models)."""
+              warmup: int = 3, tick=None) -> dict[str, Timing]:  # fmt: skip
+    """name -> Timing, every model measured in every round (serialized ONNX models); `tick()` after each round."""
     import onnxruntime as ort
 
     from sdk.backends.onnxruntime_cpu import session_options
@@ -47,6 +47,8 @@ def alternate(models: dict[str, bytes], frame: np.ndarray, threads: int | None, 
             for _ in range(runs):
                 session.run(None, feed)
             per_round[name].append((time.perf_counter() - started) * 1000 / runs)
+        if tick is not None:
+            tick()
     return {name: Timing(float(np.median(values)), tuple(values)) for name, values in per_round.items()}
 
 

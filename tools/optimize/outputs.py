@@ -19,26 +19,10 @@ import yaml
 from sdk.artifacts import ModelArtifacts
 from sdk.sinks.files import write_whole
 from sdk.spec.loader import PipelineFile
+from tools.models.optimized import RECORD_KEY
 
 SUFFIX = ".optimized"
 OPTIMIZED_MODEL = re.compile(r".+\.optimized-[0-9a-f]{12}\.onnx$")  # what write_outputs names a model (never a user's file)
-RECORD_KEY = "sdk.optimize"  # the model's metadata entry that says what `sdk optimize` changed
-
-
-def optimize_record(model_path: Path) -> dict | None:
-    """What `sdk optimize` changed in this model (its `sdk.optimize` metadata), or None for a model it did not write (or
-    one ONNX cannot read: preparing it says why)."""
-    import onnx
-    from google.protobuf.message import DecodeError
-
-    try:
-        model = onnx.load(str(model_path), load_external_data=False)
-    except (OSError, DecodeError):
-        return None
-    entry = next((p for p in model.metadata_props if p.key == RECORD_KEY), None)
-    return json.loads(entry.value) if entry is not None else None
-
-
 def changes(report: dict, chosen) -> dict:
     """What a reviewer needs to see of how the deployed model differs from the original. Only what the same inputs
     always give (the timings are the report's): the model that carries it stays bit-identical run to run."""

@@ -112,15 +112,14 @@ class Optimize:
         gate = spec.calibration.accuracy.model_copy(
             update={k: v for k, v in (("min_recall", self.settings.min_recall), ("min_precision", self.settings.min_precision)) if v is not None}
         )
-        from tools.deploy.flow import default_report_dir
-        from tools.validation.report_dirs import mark_finished, mark_unfinished
+        from tools.reports.report_dirs import default_report_dir, mark_finished, mark_unfinished
 
         label = self.settings.target or self.settings.platform
         report_dir = (self.settings.report_dir or default_report_dir(pipeline, label, "optimize")).resolve()
+        context = _Context(pipeline, artifacts, platform, gate, self.settings, self.progress)
+        report = context.run()  # the report folder is made once there is a report: a failed or interrupted run leaves none
         report_dir.mkdir(parents=True, exist_ok=True)
         mark_unfinished(report_dir, "optimize")
-        context = _Context(pipeline, artifacts, platform, gate, self.settings, self.progress)
-        report = context.run()
         chosen = report.pop("_chosen", None)
         if chosen is not None and self.settings.write:
             from tools.optimize.outputs import write_outputs
@@ -227,8 +226,8 @@ class _Context:
         report["calibration_frames"] = len(calibration)
         pruner = Pruner(graph, channels)
         threads = self.pipeline.spec.model.threads
-        task = self.progress.task(f"input statistics of {len(pruner.probes())} layers on {len(calibration)} frames", total=None)
-        pruner.hessians = input_hessians(graph, pruner.probes(), calibration, threads)
+        task = self.progress.task(f"input statistics of {len(pruner.probes())} layers on {len(calibration)} frames", total=len(calibration))
+        pruner.hessians = input_hessians(graph, pruner.probes(), _counted(calibration, task), threads)
         task.done()
         align = alignment(self.precision, nchwc_block() if self.platform == "host" else 0)
         options = {s.id: counts_for(s.size, align) for s in prunable}
@@ -292,8 +291,9 @@ class _Context:
                 found.append(candidate)
                 lanes.append((distilled, refits + corrections))
                 owners.append(candidate)
-        task = self.progress.task(f"refitting {len(lanes)} pruned models against the original, layer by layer", total=None)
-        fitted = sweep(lanes, pruner.graph, calibration, self.pipeline.spec.model.threads)
+        refitted = len({p.node for _, points in lanes for p in points})
+        task = self.progress.task(f"refitting {len(lanes)} pruned models against the original, layer by layer", total=refitted)
+        fitted = sweep(lanes, pruner.graph, calibration, self.pipeline.spec.model.threads, tick=task.advance)
         task.done()
         for candidate, errors in zip(owners, fitted, strict=True):
             candidate.errors = {name: round(value, 6) for name, value in errors.items()}
@@ -312,8 +312,7 @@ class _Context:
 
     # -- the gate and the clock --------------------------------------------------------------------------
     def _judge(self, candidates: list[Candidate], holdout: dict[int, np.ndarray]) -> None:
-        from tools.evaluate.gate import add_to_report
-        from tools.int8.accuracy import evaluate_int8
+        from tools.int8.accuracy import add_to_report, evaluate_int8
         from tools.optimize.graph import model_bytes
 
         task = self.progress.task(f"accuracy gate: {len(candidates)} candidates against the original FP32 model", total=len(candidates))
@@ -342,8 +341,10 @@ class _Context:
         models = {"original": self.artifacts.model_path.read_bytes()}
         models |= {c.name: model_bytes(c.model) for c in candidates if "+2:4" not in c.method}  # 2:4 changes nothing on a CPU
         spec = self.pipeline.spec.model
-        task = self.progress.task(f"measuring {len(models)} models on the CPU backend, {self.settings.rounds} alternating rounds", total=None)
-        timings = alternate(models, frame, spec.threads, spec.spinning, self.settings.rounds, self.settings.runs)
+        task = self.progress.task(
+            f"measuring {len(models)} models on the CPU backend, {self.settings.rounds} alternating rounds", total=self.settings.rounds
+        )
+        timings = alternate(models, frame, spec.threads, spec.spinning, self.settings.rounds, self.settings.runs, tick=task.advance)
         task.done()
         self.original_timing = timings["original"]
         for candidate in candidates:
@@ -407,6 +408,13 @@ class _Context:
             "notes": self.notes + notes,
             "_chosen": chosen,
         }
+
+
+def _counted(frames: list[np.ndarray], task):
+    """The frames, one by one, each counted on `task` once it has been used."""
+    for frame in frames:
+        yield frame
+        task.advance()
 
 
 def _correctable(graph, name: str) -> bool:

@@ -24,12 +24,12 @@ RULES = (
      "gain": "TensorRT picks sparse tactics only where they win: typically about 15 % end to end",
      "sources": ["NVIDIA Ampere architecture whitepaper (2:4 structured sparsity)", "TensorRT GitHub issues 2310 and 4065"]},
     {"engine": "dla", "platforms": "Jetson AGX Orin, Orin NX (DLA 2.0); not Thor (no DLA)",
-     "layers": "INT8 dense 2-D convolutions with more than 64 input channels, at most 256K weights, K % 64 in {0, 1, 2, 4, 8, 16, 32} "
+     "layers": "INT8 dense 2-D convolutions with more than 64 input channels and K % 64 in {0, 1, 2, 4, 8, 16, 32} (the latter unconfirmed) "
                "(tools/perf/engines.py dla_sparse_reason); never FP16", "tensorrt": "8.6 and 10.x (DLA); TensorRT 11.0-11.3 have no DLA",
      "gain": "1.24-1.47x images/s on two DLAs in NVIDIA's DLA-SW tables",
-     "sources": ["TensorRT developer guide: DLA supported layers and restrictions (Convolution: structured sparsity)",
-                 "TensorRT developer guide: Customizing DLA Memory Pools and Structured Sparsity", "NVIDIA DLA-SW FAQ (C > 64)",
-                 "NVIDIA DLA-SW performance tables"]},
+     "sources": ["NVIDIA DLA-SW FAQ (C > 64)", "NVIDIA DLA-SW README: sparse INT8 figures; the guide's restrictions 'may not apply "
+                 "anymore to most recent DLA releases'", "TensorRT developer guide: Customizing DLA Memory Pools and Structured "
+                 "Sparsity (K % 64, not re-read)"]},
     {"engine": "host", "platforms": "ONNX Runtime on a CPU", "layers": "none", "gain": "none: no sparse convolution kernels",
      "sources": ["ONNX Runtime CPU execution provider operator kernels"]},
 )  # fmt: skip

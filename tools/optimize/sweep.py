@@ -52,10 +52,10 @@ def solve(gram: np.ndarray, cross: np.ndarray, ridge: float, prior: np.ndarray |
 
 
 def sweep(lanes: Sequence[tuple[Graph, Sequence[Point]]], teacher: Graph, frames: Sequence[np.ndarray], threads: int | None = None,
-          max_positions: int = 1024, ridge: float = RIDGE) -> list[dict[str, float]]:  # fmt: skip
+          max_positions: int = 1024, ridge: float = RIDGE, tick=None) -> list[dict[str, float]]:  # fmt: skip
     """Each lane's student (changed in place) with its points refitted or corrected in graph order; the teacher runs
     once per point for every lane. Returns, per lane and point, the relative output error the fit leaves on the
-    calibration frames (||T - A S||^2 / ||T||^2)."""
+    calibration frames (||T - A S||^2 / ||T||^2). `tick()`, where given, is called after each layer (progress)."""
     order = {node.name: index for index, node in enumerate(teacher.nodes)}
     wanted = sorted({p.node for _, points in lanes for p in points}, key=order.__getitem__)
     errors: list[dict[str, float]] = [{} for _ in lanes]
@@ -73,6 +73,8 @@ def sweep(lanes: Sequence[tuple[Graph, Sequence[Point]]], teacher: Graph, frames
             point = next((p for p in points if p.node == name), None)
             if point is not None:
                 errors[lane][name] = _fit(student, point, frames, targets, threads, ridge)
+        if tick is not None:
+            tick()
     return errors
 
 

@@ -153,7 +153,7 @@ def _sparse_names(model, prediction) -> set[str]:
 def stage_shares(pipeline, target: str) -> dict | None:
     """Preprocessing and postprocessing against inference, from the newest measured run of this pipeline on this target
     (reports/<pipeline>/latest/report.json), when there is one."""
-    from tools.validation.report_dirs import REPORTS, _slug
+    from tools.reports.report_dirs import REPORTS, _slug
 
     folders = sorted((REPORTS / _slug(pipeline.spec.name)).glob(f"*-{_slug(target)}-*"), reverse=True)
     for folder in folders:

@@ -226,7 +226,8 @@ def _layer(index: int, name: str, node, shapes: dict, weights: dict, values: dic
     if op in ELEMENTWISE:
         return Layer(**base, op_class="elementwise", macs=0, flops=ELEMENTWISE[op] * output_elements)
     if op in MOVEMENT:
-        return Layer(**base, op_class="movement", macs=0, flops=0)
+        attrs = {"perm": tuple(_attr(node, "perm", ()))} if op == "Transpose" else {}
+        return Layer(**base, op_class="movement", macs=0, flops=0, attrs=attrs)
     return Layer(**base, op_class="other", macs=0, flops=output_elements)
 
 

@@ -21,6 +21,7 @@ ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish
 THREADED = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}  # ONNX Runtime splits these over its threads
 QDQ = {"QuantizeLinear", "DequantizeLinear"}
 FREE_MOVEMENT = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
+GATES = {"Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Exp", "Erf", "Gelu", "Mish", "Softplus", "Elu"}  # non-piecewise-linear epilogues
 
 
 @dataclass(frozen=True)
@@ -144,8 +145,9 @@ def _predict_group(group: Group, model: ModelLayers, engine, precision: str, fre
     if free:  # no kernel of its own (TensorRT: a concatenation written in place, a reshape, a folded Q/DQ)
         return LayerPrediction(group.head, group.members, main.op, main.op_class, engine.name, precision, flops, 0, 0.0, 0.0, 0.0, 0.0,
                                "none", (0.0,) * len(group.members), fusion=free)  # fmt: skip
-    cost = engine.cost(main, flops, moved)
     by_name = model.by_name()
+    gated = any(by_name[m].op in GATES for m in group.members)
+    cost = engine.cost(main, flops, moved, gated=gated)
     alone = [engine.cost(by_name[m], by_name[m].flops, group_facts(Group(m, (m,)), model, precision)[2]).ms for m in group.members]
     shares = tuple(cost.ms * a / sum(alone) for a in alone) if sum(alone) > 0 else (cost.ms,) + (0.0,) * (len(alone) - 1)
     return LayerPrediction(

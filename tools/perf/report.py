@@ -61,6 +61,39 @@ def roofline_svg(report: dict) -> str:
     return _svg(figure)
 
 
+def above_roof(report: dict) -> str | None:
+    """Why layers plot above the roof, where some do (a roof a measured point passes is not a bound: say what it is)."""
+    roofs = report.get("prediction", {}).get("roofline") or {}
+    peak, bandwidth = roofs.get("peak_gflops"), roofs.get("bandwidth_gbs")
+    if not peak or not bandwidth:
+        return None
+    rows = [r for r in report["layers"] if r.get("intensity") and r.get("achieved_gflops")]
+    ratios = [r["achieved_gflops"] / min(peak, r["intensity"] * bandwidth) for r in rows]
+    over = [x for x in ratios if x > 1.1]
+    if not over:
+        return None
+    if report.get("prediction", {}).get("platform") == "host":
+        what = ("the roof is this machine's rate on the SDK's reference convolution and copy, with the pipeline's threads, not the "
+                "CPU's peak: kernels that suit the CPU better run faster")  # fmt: skip
+    else:
+        what = "the roof is the module's dense FP16 peak and memory bandwidth from its data sheet"
+    return (
+        f"{len(over)} of {len(rows)} layers plot above the roof (up to {max(over):.1f}x): {what}; and a layer's FLOPs are its nominal "
+        "count (a Winograd or fused kernel does fewer), so its achieved GFLOP/s can exceed what the kernel computes"
+    )
+
+
+def overhead_text(total: dict) -> str:
+    """The profiling overhead a frame; a negative difference is no overhead: the machine's speed changed between the runs."""
+    overhead = total.get("profiling_overhead_ms")
+    if overhead is None:
+        return "profiling overhead - ms a frame"
+    if overhead < 0:
+        return (f"profiling overhead not measurable (the profiled runs took {-overhead:.3f} ms a frame less than the plain ones: "
+                "the machine's speed changed between them; it is at most the noise of the two medians)")  # fmt: skip
+    return f"profiling overhead {overhead:.3f} ms a frame"
+
+
 def predicted_svg(report: dict) -> str:
     """Predicted against measured time per layer (log-log), the diagonal where they agree."""
     import matplotlib
@@ -96,7 +129,7 @@ def write_html(report: dict, folder: Path) -> Path:
     summary = _table(
         ["measured ms", "predicted ms", "error", "Spearman", "top-5 overlap", "run median ms", "profiling overhead ms"],
         [[total["measured_ms"], total.get("predicted_ms"), total.get("error"), report["accuracy"].get("spearman"),
-          report["accuracy"].get("top5_overlap"), total.get("run_median_ms"), total.get("profiling_overhead_ms")]],
+          report["accuracy"].get("top5_overlap"), total.get("run_median_ms"), _overhead_cell(total)]],
     )  # fmt: skip
     bottlenecks = _table(
         ["layer", "op", "ms", "share", "bound", "what would help"],
@@ -110,7 +143,7 @@ def write_html(report: dict, folder: Path) -> Path:
         [[r["name"][:80], r["op"], r["measured_ms"], r["measured_p90_ms"], r.get("predicted_ms"), r.get("ratio"), f"{r['share']:.1%}",
           r.get("achieved_gflops"), r.get("achieved_gbs"), r["intensity"], r.get("bound")] for r in report["layers"]],
     )  # fmt: skip
-    notes = "".join(f"<li>{escape(n)}</li>" for n in report.get("notes", []))
+    notes = "".join(f"<li>{escape(n)}</li>" for n in [*report.get("notes", []), *_drawn_notes(report)])
     host = f"<p>host speed: {escape(report['host']['text'])}</p>" if report.get("host") else ""
     page = (
         "<!doctype html><html><head><meta charset='utf-8'><title>profile</title><style>"
@@ -180,15 +213,24 @@ def render(console, report: dict, top: int = 10) -> None:
     console.print(line, highlight=False)
     if report.get("host"):
         console.print(f"host speed: {report['host']['text']}", highlight=False, markup=False)
-    console.print(f"whole runs: median {total['run_median_ms']:.2f} ms, p90 {total['run_p90_ms']:.2f} ms; profiling overhead "
-                  f"{_num(total.get('profiling_overhead_ms'), 3)} ms a frame", highlight=False)  # fmt: skip
+    console.print(f"whole runs: median {total['run_median_ms']:.2f} ms, p90 {total['run_p90_ms']:.2f} ms; {overhead_text(total)}", highlight=False)
     for number, item in enumerate(report["bottlenecks"][:3], 1):
         name = short_name(item["name"], 70, names)
         console.print(f"{number}. {name} ({item['op']}, {item['share']:.0%}, {item['bound'] or 'unknown'}-bound)", highlight=False)
         for advice in item["advice"]:
             console.print(f"   - {advice['text']}", highlight=False, markup=False)
-    for note in report.get("notes", []):
+    for note in [*report.get("notes", []), *_drawn_notes(report)]:
         console.print(f"note: {note}", highlight=False, markup=False)
+
+
+def _drawn_notes(report: dict) -> list[str]:
+    roof = above_roof(report)
+    return [f"roofline: {roof}"] if roof else []
+
+
+def _overhead_cell(total: dict):
+    overhead = total.get("profiling_overhead_ms")
+    return "not measurable (negative: the speed changed between runs)" if overhead is not None and overhead < 0 else overhead
 
 
 def _num(value, digits: int = 3) -> str:

@@ -62,9 +62,9 @@ class Profile:
 
     def __call__(self) -> ProfileResult:
         from tools.connect.sessions import open_session, paused_service
-        from tools.deploy.flow import default_report_dir
         from tools.perf.assemble import assemble
         from tools.perf.report import REPORT_FILE, write_html, write_json
+        from tools.reports.report_dirs import default_report_dir
         from tools.targets import LocalTarget, resolve_targets
 
         targets = resolve_targets(self.target_name)
@@ -72,7 +72,7 @@ class Profile:
             raise ConfigError(f"--target {self.target_name!r} names {len(targets)} targets", hint="profile one target at a time")
         (target,) = targets
         from tools.output_paths import check_output_file, check_output_folder, pipeline_reads
-        from tools.validation.report_dirs import mark_finished, mark_unfinished
+        from tools.reports.report_dirs import mark_finished, mark_unfinished
 
         reads = pipeline_reads(self.pipeline_path)  # every output checked before the profile: never after minutes of work
         if self.json_path is not None:
@@ -93,7 +93,7 @@ class Profile:
                     self._run_local(pipeline, artifacts, raw_dir)
                 facts = {"platform": "host"}
             else:
-                from tools.validation.current import require_current
+                from tools.release.current import require_current
 
                 current = require_current(session, pipeline)
                 with paused_service(session, self.progress):

@@ -1,8 +1,8 @@
 """What a deploy whose latency budget failed shows: the three layers that take most of the time.
 
 Measured where the run measured them (TensorRT's profiler with `model.profile_layers`: the report's `slowest_layers`),
-else predicted by the performance model for the target (this machine's peaks for `local`, the module's facts for a
-vehicle), named as a prediction, with the command that measures them (`sdk profile`)."""
+else predicted by the performance model for the target (this machine's peaks for `local` and for a `linux-generic`
+target such as the sim, the module's facts for a vehicle), named as a prediction, with the command that measures them (`sdk profile`)."""
 
 from __future__ import annotations
 
@@ -24,11 +24,15 @@ def top_layers(report: dict, pipeline, target, count: int = 3) -> tuple[list[tup
     from tools.targets import LocalTarget
 
     model = load_layers(PrepareModel(pipeline, cache_dir())().model_path)
-    if isinstance(target, LocalTarget):
+    generic = getattr(getattr(target, "spec", None), "platform", None) == "linux-generic"
+    if isinstance(target, LocalTarget) or generic:  # a linux-generic target (the sim) is a CPU the host's peaks stand for
         from tools.perf.targets import host_prediction
 
         prediction, _ = host_prediction(model, pipeline)
         where = "predicted for this machine"
+        if generic:
+            here = target.spec.host in ("127.0.0.1", "localhost", "::1")
+            where = f"predicted for this machine, which {'runs' if here else 'stands for'} the linux-generic target {target.name}"
     else:
         from tools.perf.targets import device_prediction
 

@@ -1,1 +1,2 @@
-"""Release bundles and staging them into a target's store."""
+"""Release bundles and staging them into a target's store, their signatures (`signing.py`), and the check that a
+target's current release runs a given pipeline file (`current.py`)."""

@@ -62,7 +62,7 @@ def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_ke
         "host_python": sys.version.split()[0],
         "host_machine": platform.machine(),
     }
-    from tools.optimize.outputs import optimize_record
+    from tools.models.optimized import optimize_record
 
     optimized = optimize_record(pipeline.model_path)
     if optimized is not None:  # how the deployed model differs from its original, signed with the manifest

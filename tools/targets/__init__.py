@@ -1,4 +1,5 @@
-"""Targets a pipeline deploys to: `local` (built in), files in `targets/NAME.yaml`, groups in `targets/groups.yaml`."""
+"""Targets a pipeline deploys to: `local` (built in), files in `targets/NAME.yaml`, groups in `targets/groups.yaml`;
+the records every session reads (what is done to a target over a connection is tools/connect/)."""
 
 from __future__ import annotations
 

@@ -168,7 +168,7 @@ class Acceptance:
 
     def latencies_ms(self, stage: str = "end_to_end") -> np.ndarray:
         """Every measured frame's latency (warm-up excluded), for percentiles of your own."""
-        from tools.validation.plots import latencies_from_timeline
+        from tools.reports.plots import latencies_from_timeline
 
         return latencies_from_timeline(read_timeline(self.report_dir / TIMELINE_FILE))[stage]
 

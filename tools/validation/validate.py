@@ -16,23 +16,23 @@ from sdk.runtime.interference import InterferencePlan
 from sdk.spec.loader import load_pipeline
 from tools.connect.sessions import open_session, paused_service
 from tools.deploy.fleet import FleetResult
-from tools.deploy.flow import DeployResult, default_report_dir, engine_step, health_policy, install_release, int8_artifacts, measure
+from tools.deploy.flow import DeployResult, TargetRun, engine_step, health_policy, install_release, int8_artifacts, measure
 from tools.evaluate.labelled_run import checked_labels
+from tools.evidence.acceptance import accept
 from tools.history.hook import finished
 from tools.models.prepare import PrepareModel
-from tools.progress import Progress, SilentProgress
 from tools.release.bundle import collect_bundle
+from tools.release.current import current_release, require_current, require_same_pipeline
+from tools.reports.report_dirs import check_report_dir, default_report_dir, empty_report_dir, update_latest
 from tools.state import cache_dir
 from tools.targets import resolve_targets
-from tools.validation.acceptance import accept
-from tools.validation.current import current_release, require_current, require_same_pipeline
-from tools.validation.report_dirs import check_report_dir, empty_report_dir, update_latest
 
 ValidationResult = DeployResult  # the same facts: the judged report, where it is, the release it ran
 
 
-class Validate:
-    """Settings in the constructor; calling it runs the validation (and repeats) and returns the judged report.
+class Validate(TargetRun):
+    """Settings in the constructor (TargetRun's, and how to repeat, stress, deploy first, empty a named folder);
+    calling it runs the validation (and repeats) and returns the judged report.
 
     `report_dir`: None gives the run a folder of its own (reports/<pipeline>/<time>-<target>-validate/,
     and `latest` links to it); a named one must be empty, or `force` empties it once the checks passed."""
@@ -42,27 +42,14 @@ class Validate:
         pipeline_path: Path,
         target: str,
         *,
-        frames: int | None = None,
-        report_dir: Path | None = None,
         repeat: int | None = None,
         stress: str | None = None,
         deploy: bool = False,
-        progress: Progress | None = None,
         force: bool = False,
-        parallel: int = 4,
-        canary: bool = False,
+        **settings,
     ) -> None:
-        self.pipeline_path = Path(pipeline_path)
-        self.target_name = target
-        self.frames = frames
-        self.report_dir = report_dir
-        self.repeat = repeat
-        self.stress = stress
-        self.deploy = deploy
-        self.progress = progress or SilentProgress()
-        self.force = force
-        self.parallel = parallel
-        self.canary = canary
+        super().__init__(pipeline_path, target, **settings)
+        self.repeat, self.stress, self.deploy, self.force = repeat, stress, deploy, force
 
     def __call__(self) -> ValidationResult | FleetResult:
         targets = resolve_targets(self.target_name)

@@ -11,14 +11,14 @@ from __future__ import annotations
 from sdk.runtime.interference import InterferencePlan
 from sdk.spec.loader import load_pipeline
 from tools.deploy.fleet import FleetResult, deploy_fleet
-from tools.deploy.flow import default_report_dir, engine_step, health_policy, install_release, int8_artifacts, measure
+from tools.deploy.flow import engine_step, health_policy, install_release, int8_artifacts, measure
 from tools.evaluate.labelled_run import checked_labels
+from tools.evidence.acceptance import accept
 from tools.models.prepare import PrepareModel
 from tools.release.bundle import collect_bundle
+from tools.release.current import current_release, require_current, require_same_pipeline
+from tools.reports.report_dirs import check_report_dir, default_report_dir, empty_report_dir, update_latest
 from tools.state import cache_dir
-from tools.validation.acceptance import accept
-from tools.validation.current import current_release, require_current, require_same_pipeline
-from tools.validation.report_dirs import check_report_dir, empty_report_dir, update_latest
 
 
 def validate_fleet(validate, targets) -> FleetResult:

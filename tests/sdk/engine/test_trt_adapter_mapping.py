@@ -232,7 +232,7 @@ def test_the_cache_covers_the_tensors_the_parser_creates_itself(tmp_path):
     its weights' exact range and the shuffle its input's, before the calibrator replays the cache."""
     import numpy as np
 
-    from sdk.quant.calibration_cache import CalibrationCache
+    from sdk.engine.calibration_cache import CalibrationCache
 
     constant, shuffled = "(Unnamed Layer* 1) [Constant]_output", "(Unnamed Layer* 2) [Shuffle]_output"
     layers = [

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from sdk.errors import BackendError
+from sdk.geometry import ResizeGeometry
 from sdk.gpu.decode import YoloDecodePlan
 from sdk.gpu.emulation import EmulatedCuda
 from sdk.gpu.session import STAGES, CudaSession, DeviceChoice
 from sdk.postprocess.device import DeviceDecoder
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Postprocess, Resize
 
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from sdk.postprocess.anchors import from_corners, generate
+from sdk.anchors import from_corners, generate
 from sdk.spec.schema import SsdAnchorOptions
 
 # MediaPipe's face_detection_short_range graph (BlazeFace, 128 x 128 input).

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from sdk.errors import ModelError
+from sdk.geometry import ResizeGeometry
 from sdk.postprocess import create_postprocessor
 from sdk.postprocess.segment import UNSEEN
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Crop, Postprocess, Resize
 
 

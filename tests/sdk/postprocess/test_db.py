@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from sdk.errors import ModelError
+from sdk.geometry import ResizeGeometry
 from sdk.postprocess import create_postprocessor
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Postprocess, Resize
 
 SETTINGS = {"threshold": 0.3, "unclip_ratio": 1.5}

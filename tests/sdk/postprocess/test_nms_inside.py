@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from sdk.errors import ModelError
+from sdk.geometry import ResizeGeometry
 from sdk.postprocess import create_postprocessor
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Postprocess, Resize
 
 # Two heavily overlapping boxes of one class: the SDK's NMS would drop one; the model kept both.

@@ -14,9 +14,9 @@ import onnxruntime as ort
 import pytest
 
 from sdk.errors import ConfigError
+from sdk.geometry import ResizeGeometry
 from sdk.postprocess import create_postprocessor
 from sdk.postprocess.plugin import PluginError, load_entry
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.loader import load_pipeline
 from sdk.spec.schema import Postprocess, Resize
 from tests.integration.mediapipe_reference import REPO, compare, deploy_local, reference_anchors

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from sdk.errors import ModelError
+from sdk.geometry import ResizeGeometry
 from sdk.postprocess import create_postprocessor
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.spec.schema import Postprocess, Preprocess, Resize
 from tests.integration import yolox_reference as yolox_demo
 from tests.integration.test_blazeface_real_model import ASSETS

@@ -9,8 +9,8 @@ import cv2
 import numpy as np
 
 from sdk.frame import Frame
+from sdk.geometry import ResizeGeometry
 from sdk.postprocess import create_postprocessor
-from sdk.preprocess.geometry import ResizeGeometry
 from sdk.sinks import create_sinks
 from sdk.spec.schema import JsonlSink, MaskSink, Postprocess, Resize, VideoSink
 

@@ -135,3 +135,11 @@ def test_the_run_files_are_those_the_runtime_and_the_host_write_into_a_runs_fold
 
     written = {*HOST_RUN_FILES, REPORT_FILE, JUNIT_FILE, TIMELINE_FILE, DEVICE_FILE, FLEET_FILE, ACCURACY_FILE}
     assert written - {"detections.jsonl"} <= set(RUN_FILES)  # detections.jsonl: a JSONL sink's own (the report contract)
+
+
+def test_an_empty_sink_list_is_refused_naming_the_null_sink_and_what_a_measured_run_still_writes(folder):
+    path = with_sinks(folder, "")
+    path.write_text(path.read_text().replace("sinks:\n", "sinks: []\n"))
+    error = error_of(path)
+    assert error.message.endswith("sinks: [] names no output; allowed: one sink or more"), error.message
+    assert "sinks: [{kind: null}]" in error.hint and "still writes detections.jsonl into its report folder" in error.hint

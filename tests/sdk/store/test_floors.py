@@ -23,7 +23,7 @@ from sdk.store.objects import ReleaseStore
 from sdk.store.startable import resolve_startable
 from sdk.store.trust_admin import administer
 from tests.sdk.store.test_trust import DEVICE, FOR_DEVICE, commit, pem, release
-from tools.deploy.signing import Binding, sign_manifest
+from tools.release.signing import Binding, sign_manifest
 
 REPO = Path(__file__).resolve().parents[3]
 DRIVER = Path(__file__).with_name("floor_driver.py")

@@ -17,8 +17,8 @@ from sdk.errors import ReleaseError
 from sdk.release import ReleaseManifest
 from sdk.store.objects import ReleaseStore
 from sdk.store.signing import _L, install_verify_key, key_fingerprint, public_key_pem, signed_message, verify, verify_pure
-from tools.deploy.signing import Binding, sign_manifest
 from tools.release.bundle import Bundle
+from tools.release.signing import Binding, sign_manifest
 from tools.release.stage import manifest_for
 
 REPO = Path(__file__).resolve().parents[3]

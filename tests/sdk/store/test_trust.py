@@ -23,7 +23,7 @@ from sdk.store.objects import ReleaseStore
 from sdk.store.signing import key_fingerprint, public_key_pem
 from sdk.store.startable import resolve_startable
 from sdk.store.trust_admin import administer
-from tools.deploy.signing import Binding, sign_legacy, sign_manifest
+from tools.release.signing import Binding, sign_legacy, sign_manifest
 
 REPO = Path(__file__).resolve().parents[3]
 DEVICE = {"device_type": "jetson-agx-orin", "target": "orin-01"}

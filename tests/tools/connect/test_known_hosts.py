@@ -12,8 +12,8 @@ import pytest
 
 from sdk.errors import TargetError
 from tools.connect.known_hosts import hosts_match, read_pins
+from tools.connect.remote_ops import probe
 from tools.targets import resolve_target
-from tools.targets.remote import probe
 
 
 def hashed(name: str, salt: bytes = b"0123456789abcdefghij") -> str:

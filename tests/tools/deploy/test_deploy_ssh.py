@@ -18,10 +18,10 @@ import pytest
 
 from sdk.errors import ConfigError, ReleaseError, SdkError, TargetError
 from sdk.release import ReleaseManifest
+from tools.connect.remote_ops import probe, store_command
 from tools.connect.ssh import SshConnection, fingerprint_of
 from tools.deploy.flow import Deploy
 from tools.targets import resolve_target
-from tools.targets.remote import probe, store_command
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
@@ -324,7 +324,7 @@ def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resume
 ZYGOTE = r"""
 import importlib, json, os, sys
 from tools.cli import run
-for name in ("tools.deploy.flow", "tools.validation.plots", "tools.console", "tools.connect.ssh_agent", "paramiko", "cv2", "onnxruntime", "onnx",
+for name in ("tools.deploy.flow", "tools.reports.plots", "tools.console", "tools.connect.ssh_agent", "paramiko", "cv2", "onnxruntime", "onnx",
              "sdk.gpu.session", "sdk.postprocess.ssd", "sdk.sources.opencv_capture", "sdk.sinks.jsonl"):
     importlib.import_module(name)
 answers = sys.stdout

@@ -145,7 +145,7 @@ def test_with_artifact_verify_key_mender_refuses_unsigned_and_tampered_and_insta
 
 def test_a_device_trusting_a_release_key_refuses_unsigned_and_tampered_manifests_inside_artifacts(export, device, tmp_path):
     from sdk.store.signing import install_verify_key
-    from tools.deploy.signing import verify_key_pem
+    from tools.release.signing import verify_key_pem
 
     subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", str(tmp_path / "release.key")], check=True)
     pem, fingerprint = verify_key_pem(tmp_path / "release.key")

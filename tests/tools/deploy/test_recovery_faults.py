@@ -338,6 +338,9 @@ def test_an_edited_committed_release_does_not_start_the_previous_one_does(templa
         assert f"note: the committed release {ids['B']} failed its check" in done.stderr
         wait_for(lambda: runtime_release(root) == ids["A"], 30, "the previous release's status")
         assert serve_process_release(str(root)) == {ids["A"]}
+        if how == "changed":  # sdk status names the release running and the fallback, not the committed one as if it ran
+            first = sdk("status", "--target", name).stdout.splitlines()[0]
+            assert first.startswith(f"{name}: release {ids['A']} is running, fallen back: the committed release {ids['B']} failed"), first
     finally:
         sdk("stop", "--json", "--target", name)
         reap(str(root))

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from sdk.errors import ConfigError
-from tools.deploy.signing import PASSPHRASE_ENV, load_signing_key
+from tools.release.signing import PASSPHRASE_ENV, load_signing_key
 
 
 @pytest.fixture()

@@ -12,8 +12,8 @@ from sdk.release import ReleaseManifest
 from tools.cli import run as cli
 from tools.connect.sessions import open_session
 from tools.deploy.flow import Deploy
-from tools.deploy.signing import verify_key_pem
 from tools.release.bundle import runtime_files
+from tools.release.signing import verify_key_pem
 from tools.targets import resolve_target
 
 

@@ -1,8 +1,9 @@
 """`sdk evaluate` end to end on the example: YOLOX-Nano on the 29 labelled COCO images, through the deploy's stages.
 
 Its mAP agrees with YOLOX's own evaluation written independently (tests/integration/yolox_eval_reference.py: YOLOX's
-preprocessing, decoding, NMS and COCO conversion, pycocotools on the official labels file); the same labels as COCO
-JSON and as a YOLO dataset give the same figures; bad input is one error line and a hint, before any model runs."""
+preprocessing, decoding, NMS and COCO conversion, pycocotools on the official labels file); the report holds the
+figures, the operating point, the curves and the worst images drawn; bad input is one error line and a hint, before
+any model runs. The label formats agree with each other in test_formats_agree.py."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import contextlib
 import io
 import json
 import xml.etree.ElementTree as ET
-from pathlib import Path
 from types import SimpleNamespace
 
+import cv2
 import pytest
 
 from tests.conftest import REPO
@@ -81,41 +82,16 @@ def test_the_example_reports_every_figure_its_intervals_and_passes_its_budgets(e
     assert [(c["name"], c["status"]) for c in example["checks"]] == [("accuracy.map50_95", "PASS"), ("accuracy.map50", "PASS")]
     assert example["evaluation"] | {"bootstrap_draws": None} == {
         "score_threshold": 0.01, "iou_threshold": 0.65, "max_detections": 100, "nms": "per_class", "classes": {}, "bootstrap_draws": None,
-        "bootstrap": "images resampled with replacement",
+        "bootstrap": "images resampled with replacement", "recall_at_precision": 0.9, "operating_score": None, "worst_images": 8,
     }  # fmt: skip
-
-
-def _without_crowds(tmp_path: Path) -> tuple[Path, Path]:
-    """The example's labels less the 6 crowd regions (YOLO has none), as COCO JSON and as a YOLO dataset of the same images."""
-    data = json.loads(LABELS.read_text())
-    data["annotations"] = [a for a in data["annotations"] if not a["iscrowd"]]
-    coco = tmp_path / "coco.json"
-    coco.write_text(json.dumps(data))
-    order = {c["id"]: i for i, c in enumerate(data["categories"])}
-    (tmp_path / "yolo" / "images" / "val").mkdir(parents=True)
-    (tmp_path / "yolo" / "labels" / "val").mkdir(parents=True)
-    for image in data["images"]:
-        (tmp_path / "yolo" / "images" / "val" / image["file_name"]).symlink_to(LABELS.parent / "images" / image["file_name"])
-        rows = []
-        for a in data["annotations"]:
-            if a["image_id"] == image["id"]:
-                x, y, w, h = a["bbox"]
-                W, H = image["width"], image["height"]  # noqa: N806
-                rows.append(f"{order[a['category_id']]} {(x + w / 2) / W!r} {(y + h / 2) / H!r} {w / W!r} {h / H!r}")
-        (tmp_path / "yolo" / "labels" / "val" / image["file_name"]).with_suffix(".txt").write_text("\n".join(rows) + "\n")
-    names = [c["name"] for c in data["categories"]]
-    (tmp_path / "yolo.yaml").write_text(json.dumps({"path": "yolo", "val": "images/val", "names": names}))  # JSON is YAML
-    return coco, tmp_path / "yolo.yaml"
-
-
-def test_coco_json_and_a_yolo_dataset_of_the_same_labels_give_the_same_map(tmp_path):
-    coco, yolo = _without_crowds(tmp_path)
-    from_coco = evaluate(Request(EXAMPLE, coco, LABELS.parent / "images", draws=0))
-    from_yolo = evaluate(Request(EXAMPLE, yolo, draws=0))
-    assert from_yolo["labels"]["format"] == "yolo" and from_yolo["labels"]["labels"] == from_coco["labels"]["labels"] == 337
-    for name in ("map50_95", "map50", "map75", "ar100"):
-        assert from_yolo["metrics"][name] == pytest.approx(from_coco["metrics"][name], abs=1e-6)
-    assert [(c["name"], c["ap50_95"]) for c in from_yolo["per_class"]] == [(c["name"], c["ap50_95"]) for c in from_coco["per_class"]]
+    point = example["operating_point"]
+    assert (point["score"], point["precision"], point["iou"]) == (0.3, 0.9, 0.5)  # the deployment's score threshold
+    for low_high, value in [(point["recall_interval"], point["recall"]), (point["fp_per_image_interval"], point["fp_per_image"])]:
+        assert low_high[0] < value < low_high[1]
+    assert [(b["attribute"], b["labels"]) for b in point["bins"]] == [("size", 154), ("size", 108), ("size", 75)]
+    assert [b["recall"] for b in point["bins"]] == sorted(b["recall"] for b in point["bins"])  # small objects are found least
+    person = next(c for c in example["per_class"] if c["name"] == "person")
+    assert person["recall_at_precision"] > 0 and person["score_at_precision"] >= 0.01 and person["recall_at_precision_interval"]
 
 
 def test_the_command_prints_the_figures_and_writes_report_json_junit_and_the_page(command, example):
@@ -132,8 +108,18 @@ def test_the_command_prints_the_figures_and_writes_report_json_junit_and_the_pag
     assert cases == ["accuracy.map50_95", "accuracy.map50"]
     page = (command.folder / "report" / "report.html").read_text()
     assert "<svg" in page and "precision-recall" in page and "teddy bear" in page
+    assert lines[4].startswith("at score 0.3 (IoU 0.5): recall ") and "false positives per image" in lines[4]
+    worst = example["worst_images"]
+    assert len(worst) == 8 and [w["missed"] + w["false_positives"] for w in worst] == sorted(
+        (w["missed"] + w["false_positives"] for w in worst), reverse=True
+    )
+    for entry in worst:  # drawn: the image's own size, listed in the page
+        drawn = cv2.imread(str(command.folder / "report" / entry["drawing"]))
+        assert drawn is not None and drawn.shape[:2] == cv2.imread(entry["path"]).shape[:2] and entry["drawing"] in page
+    charts = sorted(p.name for p in (command.folder / "report" / "pr").iterdir())
+    assert len(charts) == 50 and "1-person.svg" in charts and "pr/1-person.svg" in page  # the classes with labels
     # Kept image by image for sdk compare (COCOeval's figures from the matches alone), and in the run history.
-    from tools.evaluate.paired import read_matches
+    from tools.history.label_matches import read_matches
     from tools.history.query import Filters, runs
     from tools.history.store import history_path, open_for_reading
 
@@ -154,6 +140,14 @@ def test_bad_input_is_one_error_line_and_a_hint_before_anything_runs(sdk, tmp_pa
     assert done.stderr.splitlines() == [
         f"error: {bad}: not valid JSON: Expecting value at line 1, column 32",
         "hint: a COCO detection file is one JSON object",
+    ]
+    (tmp_path / "seq" / "gt").mkdir(parents=True)
+    (tmp_path / "seq" / "gt" / "gt.txt").write_text("1,1,10,5,20,30,1,1,1\n")
+    done = sdk("evaluate", str(EXAMPLE), "--labels", str(tmp_path / "seq" / "gt" / "gt.txt"))  # MOTChallenge labels without their frames
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"error: --images {tmp_path / 'seq' / 'img1'}: no such video or folder",
+        "hint: give the sequence's video (or its frame folder) with --images",
     ]
     done = sdk("evaluate", str(EXAMPLE), "--labels", str(LABELS), "--target", "orin-01")
     assert done.returncode == 1 and done.stderr.startswith("error: --target orin-01: not supported by sdk evaluate yet; allowed: local")

@@ -9,7 +9,8 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from tools.evaluate.gate import LabelGate, _images_needed, add_to_report
+from tools.evaluate.gate import LabelGate, _images_needed
+from tools.int8.accuracy import add_to_report
 
 
 @pytest.fixture(scope="module")

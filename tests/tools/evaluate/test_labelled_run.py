@@ -18,7 +18,7 @@ from sdk.sources import FrameStream, open_reader
 from sdk.spec import load_pipeline
 from sdk.spec.schema import Replay
 from tools.evaluate.labelled_run import checked_labels, score_run
-from tools.evaluate.paired import read_matches, write_matches
+from tools.history.label_matches import read_matches, write_matches
 
 
 @pytest.fixture(scope="module")
@@ -118,3 +118,13 @@ def test_missing_labels_are_one_error_naming_the_pipeline_file_and_its_key(label
     (folder / "nowhere.yaml").write_text(yaml.safe_dump(spec))
     with pytest.raises(ConfigError, match=r"nowhere.yaml: evaluation.images: .*nowhere: no such folder"):
         checked_labels(load_pipeline(folder / "nowhere.yaml"))
+    (folder / "seq.avi").write_bytes(b"")  # MOTChallenge over a video: sdk evaluate reads it, a replay cannot
+    spec["evaluation"] |= {"labels": "instances.json", "images": "seq.avi"}
+    (folder / "video.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match=r"video.yaml: evaluation.images: .*seq.avi: not a folder \(an acceptance run finds its frames by file"):
+        checked_labels(load_pipeline(folder / "video.yaml"))
+    (folder / "label_2").mkdir(exist_ok=True)  # a KITTI label folder is labels too (here without label files)
+    spec["evaluation"] = {"labels": "label_2"}
+    (folder / "kitti.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match=r"evaluation.labels: --labels .*label_2: a folder without KITTI label files"):
+        checked_labels(load_pipeline(folder / "kitti.yaml"))

@@ -12,7 +12,7 @@ import pytest
 
 from sdk.errors import ConfigError
 from tools.evaluate import metrics
-from tools.evaluate.paired import from_evaluation, paired_difference, read_matches, why_unpaired, write_matches
+from tools.history.label_matches import from_evaluation, paired_difference, read_matches, why_unpaired, write_matches
 
 IMAGES = 16
 CATEGORIES = [1, 3]

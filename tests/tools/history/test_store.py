@@ -157,7 +157,7 @@ def test_one_history_per_project_wherever_a_command_runs_in_it(tmp_path, monkeyp
 
 def test_the_history_page_counts_runs_in_whole_numbers_and_writes_numbers_as_people_do():
     from tools.history.trends import _cell
-    from tools.validation.svg_chart import Axis
+    from tools.reports.svg_chart import Axis
 
     assert Axis([0, 1], False, whole=True).ticks()[0] == [0, 1]  # two runs: ticks 0 and 1, never 0.5
     assert all(float(t).is_integer() for t in Axis([0, 13], False, whole=True).ticks()[0])

@@ -12,9 +12,9 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from sdk.engine.calibration_cache import CalibrationCache
 from sdk.errors import ConfigError
 from sdk.preprocess import CpuPreprocessor
-from sdk.quant.calibration_cache import CalibrationCache
 from sdk.spec import load_pipeline
 from sdk.spec.schema import Calibration
 from tools.int8.calibrate import Calibrate, preprocessed_frames, select_frames

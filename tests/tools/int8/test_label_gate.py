@@ -13,6 +13,7 @@ import pytest
 from sdk.errors import ModelError
 from sdk.spec import load_pipeline
 from tests.tools.int8.test_calibrate import shared_calibration
+from tools.evaluate.gate import LabelGate
 from tools.int8.for_deploy import Int8ForDeploy
 from tools.models.prepare import PrepareModel
 
@@ -43,7 +44,9 @@ def _labelled(tmp_path_factory, tmp_path, limit: float | None):
 
 def test_the_int8_step_judges_the_qdq_model_on_the_labels_beside_the_agreement_and_refuses_a_drop(tmp_path_factory, tmp_path):
     pipeline, model = _labelled(tmp_path_factory, tmp_path, 0.5)
-    step = Int8ForDeploy(pipeline, model, tmp_path / "cache")
+    with pytest.raises(ModelError, match="evaluation.labels is set, but this INT8 step was given no gate on labels"):
+        Int8ForDeploy(pipeline, model, tmp_path / "cache")()  # never judged without the labels it names
+    step = Int8ForDeploy(pipeline, model, tmp_path / "cache", label_gate=LabelGate.of)
     choice = step()
     labels = choice.accuracy["labels"]
     assert labels["images"] == IMAGES and labels["map50_95_fp32"] > 0.05 and labels["max_map_drop"] == 0.5
@@ -53,7 +56,7 @@ def test_the_int8_step_judges_the_qdq_model_on_the_labels_beside_the_agreement_a
     assert json.loads((step.judged_folder / "accuracy.json").read_text())["report"]["labels"] == labels  # cached with its verdict
     # The default, one point: these four images lose about three (measured 0.140 -> 0.112) with 4 calibration frames.
     pipeline, model = _labelled(tmp_path_factory, tmp_path, None)
-    strict = Int8ForDeploy(pipeline, model, tmp_path / "cache")
+    strict = Int8ForDeploy(pipeline, model, tmp_path / "cache", label_gate=LabelGate.of)
     refused = r"INT8 fails the accuracy gate .*mAP@\[.5:.95\] on labels: FP32 0\.\d+, INT8 .* above the allowed drop 0.01"
     with pytest.raises(ModelError, match=refused):
         strict()

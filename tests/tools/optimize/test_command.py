@@ -52,8 +52,8 @@ def test_optimize_writes_the_front_an_optimized_model_and_a_pipeline_that_uses_i
     optimized = load_pipeline(outputs["pipeline"])
     assert optimized.model_path == Path(outputs["model"]) and optimized.spec.model.reference == "assets/ssdlite_pedestrian.onnx"
     # The optimized pipeline prepares (its anchors are in the optimized model) and its reference is the original.
+    from tools.evidence.reference import reference_model
     from tools.models.prepare import PrepareModel
-    from tools.validation.reference import reference_model
 
     artifacts = PrepareModel(optimized, tmp_path / "cache")()
     assert set(artifacts.load_tensors()) == {"Postprocessor/ExpandDims:0"}
@@ -108,6 +108,8 @@ def test_the_optimized_pipeline_deploys_and_is_judged_against_the_original(examp
     report = json.loads((tmp_path / "deploy" / "report.json").read_text())
     accuracy = [c for c in report["checks"] if c["name"].startswith("accuracy.")]
     assert len(accuracy) == 4 and all(c["status"] == "PASS" for c in accuracy), accuracy  # against the original's FP32 detections
+    assert all("trivial" not in c["detail"] and "against the original model assets/ssdlite_pedestrian.onnx" in c["detail"] for c in accuracy)
+    assert not report["accuracy"]["compared"]["trivial"] and "what the optimization costs" in report["accuracy"]["compared"]["summary"]
     assert report["accuracy"]["reference_detections"] > 0
     manifest = json.loads(next((tmp_path / "state").rglob("manifest.json")).read_text())
     assert manifest["fingerprint"]["optimize"]["method"] == "reconstruct"
@@ -179,3 +181,60 @@ def _silent():
     from tools.progress import SilentProgress
 
     return SilentProgress()
+
+
+def test_piped_optimize_says_where_it_is_and_an_interrupted_run_leaves_no_report_folder(tmp_path):
+    """Through the real CLI, stderr a pipe: a line for the step under way every SDK_PROGRESS_EVERY_S (with its count and
+    an estimate once it has one), and Ctrl-C during the work leaves no folder under reports/ (exit 130)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    shutil.copytree(REPO / "pipelines", tmp_path / "pipelines")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SDK_STATE_DIR": str(tmp_path / "state"), "SDK_HISTORY": str(tmp_path / "h.sqlite"),
+           "SDK_PROGRESS_EVERY_S": "0.5"}  # fmt: skip
+    argv = [sys.executable, "-c", "from tools.cli import main; main()", "optimize", "pipelines/pedestrian.yaml", "--platform",
+            "jetson-orin-nano-8gb", "--calibration-frames", "8", "--holdout-frames", "12", "--rounds", "2", "--savings", "10%"]  # fmt: skip
+    child = subprocess.Popen(argv, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines, deadline = [], time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            line = child.stderr.readline()
+            if not line:
+                break
+            lines.append(line.rstrip("\n"))
+            if line.startswith("input statistics of") and " so far" in line:  # a step under way, said while it runs
+                break
+        assert any(" so far" in line for line in lines), lines
+        child.send_signal(signal.SIGINT)
+        rest = child.communicate(timeout=120)[1]
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 130, rest
+    assert "Traceback" not in rest and not (tmp_path / "reports").exists(), list((tmp_path / "reports").rglob("*"))
+
+
+def test_a_still_image_cannot_be_calibrated_on_and_the_error_says_what_it_needs():
+    from sdk.errors import ConfigError
+    from sdk.spec.calibration import Calibration
+    from tools.int8.calibrate import select_frames
+
+    spec = Calibration(frames=20, holdout_frames=10)
+    with pytest.raises(ConfigError) as raised:
+        select_frames(1, spec)
+    assert "the source is a single still image; calibration needs 30 different frames" in raised.value.message
+    assert "loop" not in raised.value.hint and "calibration.source a recording of at least 30 frames" in raised.value.hint
+    with pytest.raises(ConfigError) as raised:
+        select_frames(12, spec)
+    assert "a loop repeats frames, it adds none" in raised.value.message
+
+
+def test_the_piped_estimate_follows_the_pace_so_far():
+    from tools.progress import estimate
+
+    assert estimate(0, 8, 5.0) == "" and estimate(8, 8, 5.0) == "" and estimate(3, None, 5.0) == ""
+    assert estimate(1, 8, 6.0) == "about 42 s left" and estimate(2, 10, 40.0) == "about 2 min 40 s left"

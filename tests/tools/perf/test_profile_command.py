@@ -135,3 +135,28 @@ def test_the_profile_is_kept_in_the_history(profiled):
     with closing(sqlite3.connect(os.environ["SDK_HISTORY"])) as connection:
         rows = connection.execute("SELECT kind, target, pipeline FROM runs WHERE report_dir = ?", (str((profiled / "report").resolve()),)).fetchall()
     assert rows == [("profile", "local", "pedestrian")]
+
+
+def test_piped_at_80_columns_nothing_is_cut_no_negative_overhead_and_points_above_the_roof_are_explained(profiled):
+    """The terminal summary written into a pipe that says 80 columns: whole rows; a profiled run faster than the plain
+    ones is said to be noise, never a negative overhead; layers measured above the roof get the roof's meaning."""
+    import io
+
+    from rich.console import Console
+
+    from tools.perf.report import render, write_html
+
+    report = json.loads((profiled / "out.json").read_text())
+    report["total"]["profiling_overhead_ms"] = -70.0
+    roof = report["prediction"]["roofline"]
+    layer = next(r for r in report["layers"] if r.get("intensity"))
+    layer["achieved_gflops"] = 3 * min(roof["peak_gflops"], layer["intensity"] * roof["bandwidth_gbs"])
+    out = io.StringIO()
+    render(Console(file=out, width=80, force_terminal=False), report)
+    text = out.getvalue()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) > 80, text  # no column cut to fit 80
+    assert "-70" not in text and "profiling overhead not measurable (the profiled runs took 70.000 ms a frame less" in text
+    assert "layers plot above the roof (up to 3.0x): the roof is this machine's rate on the SDK's reference convolution" in text
+    (profiled / "again").mkdir(exist_ok=True)
+    page = write_html(report, profiled / "again").read_text()
+    assert "-70" not in page and "plot above the roof" in page

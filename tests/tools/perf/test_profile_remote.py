@@ -35,7 +35,7 @@ def test_stage_shares_come_from_the_newest_measured_run(tmp_path, monkeypatch):
     import json
     from types import SimpleNamespace
 
-    import tools.validation.report_dirs as report_dirs
+    import tools.reports.report_dirs as report_dirs
     from tools.perf.assemble import stage_shares
 
     monkeypatch.setattr(report_dirs, "REPORTS", tmp_path)

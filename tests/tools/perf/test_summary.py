@@ -47,6 +47,10 @@ def test_otherwise_the_prediction_for_the_target(tmp_path):
     assert "predicted for this machine" in text and "3. " in text and "4. " not in text
     vehicle = SimpleNamespace(spec=SimpleNamespace(platform="jetson-orin-nano"))
     assert "predicted for Jetson Orin Nano 8GB" in _shown({**FAIL, "target": "nano"}, vehicle)
+    sim = SimpleNamespace(name="sim", spec=SimpleNamespace(platform="linux-generic", host="127.0.0.1"))  # `sdk targets sim`
+    text = _shown({**FAIL, "target": "sim"}, sim)
+    assert "predicted for this machine, which runs the linux-generic target sim" in text and "3. " in text
+    assert "could not be predicted" not in text
 
 
 def test_layer_names_in_tables_tell_the_layers_apart():

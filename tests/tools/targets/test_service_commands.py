@@ -33,6 +33,9 @@ def run_service_cycle(sdk, target: str) -> None:
     assert json.loads(sdk("status", "--target", target, "--json").stdout)["service"]["runtime"]["state"] == "STOPPED"
     logs = sdk("logs", "--target", target, "--lines", "20")
     assert logs.returncode == 0
+    runtime = [line for line in logs.stdout.splitlines() if " [runtime " in line]  # the runtime's own lines, beside the supervisor's
+    assert any("serving pipeline tiny, release " in line and "synthetic://boxes" in line for line in runtime), logs.stdout
+    assert any("state none -> " in line for line in runtime) and "ended (STOPPED): " in runtime[-1], logs.stdout
     again = sdk("stop", "--json", "--target", target)
     assert json.loads(again.stdout)["note"] == "not running"
     said = sdk("stop", "--target", target).stdout.splitlines()

@@ -17,9 +17,9 @@ from sdk.runtime.verdict import format_number
 from sdk.spec import load_pipeline
 from tests.tools.int8.test_calibrate_multicam import dark_recording, shared_dark_recording, shared_two_camera_int8, two_cameras
 from tools.deploy.flow import Deploy
+from tools.evidence.acceptance import accept
 from tools.models.prepare import PrepareModel
 from tools.state import cache_dir
-from tools.validation.acceptance import accept
 
 STRICT = {"min_recall": 0.9, "min_precision": 0.9, "min_mean_iou": 0.5, "max_mean_score_drift": 0.1}
 LOOSE = {"min_recall": 0.5, "min_precision": 0.5, "min_mean_iou": 0.5, "max_mean_score_drift": 0.2}

@@ -6,9 +6,9 @@ from sdk.runtime import PipelineRunner
 from sdk.runtime.report import build_report, write_report
 from sdk.runtime.timeline import write_timeline
 from sdk.spec import load_pipeline
+from tools.evidence.camera_plots import draw_camera_plots
+from tools.evidence.html_report import write_html
 from tools.models.prepare import PrepareModel
-from tools.validation.camera_plots import draw_camera_plots
-from tools.validation.html_report import write_html
 
 TWO = """\
 version: 1

@@ -12,8 +12,8 @@ from sdk.runtime import PipelineRunner
 from sdk.runtime.timeline import TIMELINE_FILE, read_timeline, write_timeline
 from sdk.runtime.verdict import FAIL, PASS
 from sdk.spec.schema import AccuracyAcceptance, Determinism
-from tools.validation.determinism import compare_runs
-from tools.validation.reference import compare_with_reference, run_reference
+from tools.evidence.determinism import compare_runs
+from tools.evidence.reference import compare_with_reference, run_reference
 
 
 @pytest.fixture()

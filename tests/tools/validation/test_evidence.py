@@ -27,9 +27,9 @@ from sdk.errors import ConfigError
 from tests.conftest import shared_folder
 from tests.junit_check import read_junit, suites, validate_junit
 from tools.cli import run
-from tools.validation.acceptance import comparison
-from tools.validation.plots import draw_plots
-from tools.validation.report_dirs import check_report_dir, empty_report_dir, new_run_folder, update_latest
+from tools.evidence.acceptance import comparison
+from tools.reports.plots import draw_plots
+from tools.reports.report_dirs import check_report_dir, empty_report_dir, new_run_folder, update_latest
 
 from .test_validate import relaxed_example
 
@@ -255,10 +255,13 @@ def test_accuracy_says_what_was_compared():
     assert not int8["trivial"] and "INT8 Q/DQ" in int8["summary"]
     engine = comparison({"backend": "tensorrt (GPU), TensorRT engine, int8", "target": "orin-01"}, "int8")
     assert not engine["trivial"] and "tensorrt (GPU)" in engine["run"] and "orin-01" in engine["run"]
+    optimized = comparison({"backend": "onnxruntime 1.20 CPU, 2 thread(s), FP32 model", "target": "local"}, "fp32", "a.onnx", "a.opt.onnx")
+    assert not optimized["trivial"] and "the original model a.onnx against the optimized a.opt.onnx" in optimized["summary"]
+    assert optimized["reference"].startswith("the original FP32 model a.onnx")
 
 
 def test_report_html_is_drawn_without_matplotlib(tmp_path):
-    """The plots are written as SVG by the SDK (tools/validation/svg_chart.py): a deploy pays neither matplotlib's import
+    """The plots are written as SVG by the SDK (tools/reports/svg_chart.py): a deploy pays neither matplotlib's import
     nor its figure drawing (about 2 s of every deploy before; docs/performance.md has the figure)."""
     n, stages = 300, ("preprocess", "infer", "postprocess", "sink")
     capture = np.arange(n, dtype=np.int64) * 33_000_000
@@ -266,7 +269,7 @@ def test_report_html_is_drawn_without_matplotlib(tmp_path):
     times = np.concatenate([capture[:, None], capture[:, None] + 100_000, capture[:, None] + 100_000 + np.cumsum(steps, axis=1)], axis=1)
     np.savez(tmp_path / "timeline.npz", warmup=np.int64(0), times_ns=times, stages=np.array(stages), frames=np.arange(n), digests=np.zeros(n))
     script = (
-        "import sys; from tools.validation.plots import draw_plots; from sdk.runtime.timeline import read_timeline; "
+        "import sys; from tools.reports.plots import draw_plots; from sdk.runtime.timeline import read_timeline; "
         f"plots = draw_plots({{'checks': [{{'name': 'end_to_end.p99_ms', 'limit': 50.0}}], 'deadline': {{'deadline_ms': 33.3}}}}, "
         f"read_timeline({str(tmp_path / 'timeline.npz')!r})); print(sorted(plots), 'matplotlib' in sys.modules)"
     )

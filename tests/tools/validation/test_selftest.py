@@ -198,7 +198,7 @@ def test_on_a_gpu_machine_the_cuda_checks_run(tiny_pipeline, tmp_path, state_dir
     from sdk.engine.cuda_check import require_cuda_device
     from sdk.errors import SdkError
     from tools.targets import resolve_target
-    from tools.targets.remote import selftest
+    from tools.validation.selftest import selftest
 
     try:
         require_cuda_device(SdkError)

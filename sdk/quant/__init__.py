@@ -1,1 +1,0 @@
-"""INT8 artifacts the TensorRT builder consumes on the device: the implicit-quantization calibration cache."""

@@ -1,0 +1,111 @@
+"""Each cost term the calibration against published figures added, on hand-built layers: the DLA's per-layer fixed
+cost, its depthwise and small-map efficiency, its memory time beside the arithmetic, its sub-linear clock dependence;
+the GPU's per-precision efficiency; the host's MaxPool window rate and strided Transpose; and the published table
+itself (it loads, every row names its source)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.tools.perf.peaks import FIXED
+from tools.perf import engines
+from tools.perf.engines import DeviceEngine, HostEngine
+from tools.perf.layers import Layer
+from tools.perf.platforms import machine
+from tools.perf.published import SPLITS, published_table
+
+
+def _conv(c_in: int, c_out: int, size: int, kernel: int = 3, groups: int = 1, op_class: str = "conv") -> Layer:
+    out = (1, c_out, size, size)
+    macs = c_out * size * size * (c_in // groups) * kernel * kernel
+    return Layer(index=0, name="c", op="Conv", op_class=op_class, inputs=("a",), outputs=("b",), input_shapes=((1, c_in, size, size),),
+                 output_shapes=(out,), macs=macs, flops=2 * macs, weight_elements=c_out * (c_in // groups) * kernel * kernel,
+                 input_elements=c_in * size * size, output_elements=math.prod(out), channels=(c_in, c_out), kernel=(kernel, kernel),
+                 groups=groups, strides=(1, 1))  # fmt: skip
+
+
+def _dla(mode: str = "MAXN") -> DeviceEngine:
+    return DeviceEngine(machine("jetson-agx-orin-64gb", mode).dla, "int8")
+
+
+def test_dla_layer_pays_a_fixed_cost_and_its_bytes_beside_the_arithmetic():
+    layer = _conv(64, 64, 56)
+    cost = _dla().cost(layer, layer.flops, 1_000_000)
+    assert cost.launch_ms == engines.DLA_LAYER_MS > 0
+    assert cost.memory_ms > 0 and cost.compute_ms > 0
+    assert cost.ms == pytest.approx(cost.launch_ms + cost.compute_ms + cost.memory_ms)  # not the larger of the two
+    empty = _dla().cost(layer, 0, 0)
+    assert empty.ms == pytest.approx(engines.DLA_LAYER_MS)  # a layer with nothing to do still costs its fixed part
+
+
+def test_dla_clock_shortens_the_arithmetic_only():
+    layer = _conv(256, 256, 28)
+    fast, slow = _dla("MAXN").cost(layer, layer.flops, 2_000_000), _dla("MODE_15W").cost(layer, layer.flops, 2_000_000)
+    peaks = slow.compute_ms / fast.compute_ms
+    assert peaks == pytest.approx(105 / 40)  # the modes' published DLA peaks (2 DLAs: 105 and 40 sparse TOPS)
+    assert slow.memory_ms == pytest.approx(fast.memory_ms) and slow.launch_ms == fast.launch_ms
+    assert 1 < slow.ms / fast.ms < peaks  # sub-linear: the fixed cost and the bytes do not follow the clock
+
+
+def test_dla_depthwise_and_small_maps_run_below_the_dense_rate():
+    dla = _dla()
+    dense = dla.rate_gflops(_conv(128, 128, 64))
+    depthwise = dla.rate_gflops(_conv(128, 128, 64, groups=128, op_class="conv_depthwise"))
+    assert depthwise / dense == pytest.approx(engines.DLA_EFFICIENCY["conv_depthwise"] / engines.DLA_EFFICIENCY["conv"])
+    small, large = dla.rate_gflops(_conv(128, 128, 4)), dla.rate_gflops(_conv(128, 128, 64))
+    assert small / large == pytest.approx(dense_share(4) / dense_share(64))
+    assert small < large
+    grouped = dla.rate_gflops(_conv(128, 128, 64, groups=32))
+    assert grouped == pytest.approx(dense * engines.DLA_GROUPED)
+
+
+def dense_share(size: int) -> float:
+    return 1 - math.exp(-size * size / engines.DLA_ROWS_HALF) if engines.DLA_ROWS_HALF else 1.0
+
+
+def test_gpu_precisions_reach_their_own_share_of_their_peak():
+    target = machine("jetson-agx-orin-64gb", "MAXN").gpu
+    layer = _conv(128, 128, 80)
+    fp16, int8 = DeviceEngine(target, "fp16").rate_gflops(layer), DeviceEngine(target, "int8").rate_gflops(layer)
+    assert int8 / fp16 == pytest.approx(2 * engines.GPU_PRECISION_EFFICIENCY["int8"])  # the doubled peak, not all of it
+    fp32 = DeviceEngine(target, "fp32").rate_gflops(layer)
+    assert fp32 / fp16 == pytest.approx(0.5 * engines.GPU_PRECISION_EFFICIENCY["fp32"])  # TF32
+
+
+def _layer(op: str, op_class: str, shape: tuple, flops: int = 0, kernel: tuple = (), attrs: dict | None = None) -> Layer:
+    n = math.prod(shape)
+    return Layer(index=0, name=op.lower(), op=op, op_class=op_class, inputs=("a",), outputs=("b",), input_shapes=(shape,),
+                 output_shapes=(shape,), macs=0, flops=flops, weight_elements=0, input_elements=n, output_elements=n, kernel=kernel,
+                 attrs=attrs or {})  # fmt: skip
+
+
+def test_host_maxpool_window_rate():
+    pool = _layer("MaxPool", "pool", (1, 128, 13, 13), flops=128 * 169 * 169, kernel=(13, 13))
+    host = HostEngine(FIXED)
+    assert host.rate_gflops(pool) == pytest.approx(FIXED.vector_gflops * engines.POOL_WINDOW_RATE)
+    sigmoid = _layer("Sigmoid", "elementwise", (1, 128, 13, 13), flops=4 * 128 * 169)
+    assert host.rate_gflops(sigmoid) == FIXED.vector_gflops
+
+
+def test_host_transpose_of_the_innermost_axis_is_a_strided_gather():
+    host = HostEngine(FIXED)
+    moved = 2 * 4 * 128 * 3549
+    rows = _layer("Transpose", "movement", (1, 8, 128, 3549), attrs={"perm": (0, 2, 1, 3)})  # whole rows move
+    gather = _layer("Transpose", "movement", (1, 128, 3549), attrs={"perm": (0, 2, 1)})
+    assert host.cost(gather, 0, moved).memory_ms == pytest.approx(host.cost(rows, 0, moved).memory_ms * engines.TRANSPOSE_STRIDED)
+    reversed_axes = _layer("Transpose", "movement", (128, 3549))  # no perm: the axes reversed
+    assert engines.strided_transpose(reversed_axes) and not engines.strided_transpose(rows)
+
+
+def test_the_published_table_loads_and_every_row_names_its_source():
+    sources, rows = published_table()
+    assert len(rows) >= 40
+    for row in rows:
+        source = sources[row.source]
+        assert source["url"].startswith("https://") and source["title"] and "read_at" in source
+        assert row.split in SPLITS and row.ms > 0 and row.published > 0
+        assert row.derived or row.unit.startswith("ms"), row.id  # a throughput says how it became a latency
+    assert {r.split for r in rows} == set(SPLITS)
+    assert {r.engine for r in rows if r.split == "held_out"} == {"gpu", "dla"}  # both engines are checked on rows not fitted
