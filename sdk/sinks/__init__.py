@@ -203,7 +203,8 @@ def create_sinks(
             from sdk.sinks.mcap_sink import McapSink
 
             path = confined_path(output_dir, spec.path, where=where)
-            sinks.append(McapSink(path, topic=spec.topic, images=spec.images, image_topic=spec.image_topic, cameras=list(cameras or [])))
+            named = list(cameras or [])
+            sinks.append(McapSink(path, topic=spec.topic, images=spec.images, image_topic=spec.image_topic, cameras=named, messages=spec.messages))
         elif isinstance(spec, FoxgloveSpec):
             from sdk.sinks.live_view import LiveView
 
