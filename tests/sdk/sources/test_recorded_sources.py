@@ -206,6 +206,19 @@ def test_a_truncated_mcap_delivers_the_frames_before_the_damage_and_reports_it(t
     assert counters.corrupt == 1 and f"the recording is damaged after {len(out)} frame(s)" in counters.corrupt_last
 
 
+def test_bytes_overwritten_inside_an_mcap_end_the_stream_at_the_damaged_chunk_and_report_it(tmp_path):
+    times = stamps(10)
+    noise = [np.random.default_rng(i).integers(0, 256, (48, 64, 3), np.uint8) for i in range(10)]
+    path = write_mcap(tmp_path / "drive.mcap", noise, times, chunk_size=1)  # a chunk per message, each with its CRC
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 64] = b"\xab" * 64  # inside a frame's pixels: without the CRC it would be a frame of wrong pixels
+    path.write_bytes(bytes(data))
+    out, counters = replay(f"mcap://drive.mcap?topic={TOPIC}", tmp_path)
+    assert 2 <= len(out) < 10 and all(np.array_equal(o[4], image) for o, image in zip(out, noise, strict=False))
+    assert counters.corrupt == 1 and f"the recording is damaged after {len(out)} frame(s): CRCValidationError" in counters.corrupt_last
+
+
 def test_uri_mistakes_are_one_error_each(tmp_path):
     with pytest.raises(SourceError, match="no topic= given"):
         open_reader("mcap://drive.mcap", tmp_path)
