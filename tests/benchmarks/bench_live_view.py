@@ -48,7 +48,7 @@ def pipeline_file(folder: Path, frames: int, view: bool) -> Path:
 def slow_client(port: int, stop: threading.Event, received: list) -> None:
     from websockets.sync.client import connect
 
-    with connect(f"ws://127.0.0.1:{port}", subprotocols=["foxglove.sdk.v1", "foxglove.websocket.v1"], open_timeout=10) as ws:
+    with connect(f"ws://127.0.0.1:{port}", subprotocols=["foxglove.sdk.v1", "foxglove.websocket.v1"], open_timeout=10, ping_interval=None) as ws:
         channels = {}
         deadline = time.monotonic() + 10
         while len(channels) < 4 and time.monotonic() < deadline:
