@@ -45,7 +45,8 @@ class SinkGroup:
         self.sync_interval_s = sync_interval_s
         self._stop_sync = threading.Event()
         self._sync_thread: threading.Thread | None = None
-        self.timed_sinks = [sink for sink in sinks if hasattr(sink, "timed")]  # the live view: each frame's marks too
+        # The live view and the mcap sink's latency record: each frame's marks too (once they are complete).
+        self.timed_sinks = [sink for sink in sinks if hasattr(sink, "timed") and getattr(sink, "takes_marks", True)]
 
     def timed(self, frame: Frame, marks: list[int]) -> None:
         """A frame's marks, complete after the sinks wrote it (the live view's latency topic)."""
@@ -226,7 +227,8 @@ def create_sinks(
 
             path = confined_path(output_dir, spec.path, where=where)
             named = list(cameras or [])
-            sinks.append(McapSink(path, topic=spec.topic, images=spec.images, image_topic=spec.image_topic, cameras=named, messages=spec.messages))
+            keys = {"images": spec.images, "image_topic": spec.image_topic, "messages": spec.messages, "latency": spec.latency}
+            sinks.append(McapSink(path, topic=spec.topic, cameras=named, **keys))
         elif isinstance(spec, FoxgloveSpec):
             from sdk.sinks.live_view import LiveView
 

@@ -25,25 +25,11 @@ from sdk.errors import SdkError
 from sdk.frame import Frame
 from sdk.optional import need
 from sdk.postprocess.detections import Detections
+from sdk.sinks.latency_record import SCHEMA_NAME, MissCounter, record, schema_bytes
 from sdk.sinks.mcap_sink import JPEG_QUALITY, annotations
 
 BACKLOG = 64  # messages waiting for one client before its oldest are dropped
 STATUS_INTERVAL_S = 1.0
-STAGES = ("queue", "preprocess", "infer", "postprocess", "sink")  # the frame loop's marks, in order (sdk/runtime/recorder.py)
-_MS = {"type": "number"}
-LATENCY_SCHEMA = {
-    "type": "object",
-    "title": "sdk.FrameLatency",
-    "properties": {
-        "frame": {"type": "integer"},
-        "camera": {"type": ["string", "null"]},
-        "stages_ms": {"type": "object", "properties": dict.fromkeys(STAGES, _MS)},
-        "end_to_end_ms": _MS,
-        "deadline_ms": {"type": ["number", "null"]},
-        "missed": {"type": "boolean"},
-        "misses": {"type": "integer", "description": "this camera's frames past the deadline since the run began"},
-    },
-}
 STATUS_SCHEMA = {
     "type": "object",
     "title": "sdk.RunState",
@@ -82,14 +68,13 @@ class LiveView:
         self._latency: dict[str | None, object] = {}
         self._status_channel = None
         self._status: Callable[[], dict] = dict  # the run's state (the runner's live_state; watch())
-        self._deadlines: dict[str | None, float] = {}  # ms by camera (None: one camera); absent: no deadline
-        self.misses: dict[str | None, int] = {}
+        self.counter = MissCounter()  # each camera's deadline (watch()) and misses
         self.status_interval_s = STATUS_INTERVAL_S
 
     def watch(self, status: Callable[[], dict], deadlines: dict[str | None, float]) -> None:
         """What the run tells the view: its state (called on the sink's thread once a second, while a client
         subscribes to /status) and each camera's deadline in ms (None: one camera)."""
-        self._status, self._deadlines = status, deadlines
+        self._status, self.counter.deadlines = status, deadlines
 
     def open(self) -> None:
         foxglove = need("foxglove", "foxglove-sdk", "the foxglove sink (live view)")
@@ -109,7 +94,7 @@ class LiveView:
                 hint="another process holds the port (another run's live view?): give the sink another `port`, or 0 for any free one",
             ) from None
         self.port = self._server.port
-        latency = foxglove.Schema(name="sdk.FrameLatency", encoding="jsonschema", data=json.dumps(LATENCY_SCHEMA).encode())
+        latency = foxglove.Schema(name=SCHEMA_NAME, encoding="jsonschema", data=schema_bytes())
         for camera in self.cameras or [None]:
             suffix = f"/{camera}" if camera is not None else ""
             self._channels[camera] = ImageAnnotationsChannel(f"/detections{suffix}", context=self._context)
@@ -139,27 +124,18 @@ class LiveView:
         if self._server is None:
             return
         camera = frame.camera if self.cameras else None
-        deadline = self._deadlines.get(camera)
-        end_to_end = (marks[-1] - marks[0]) / 1e6
-        missed = deadline is not None and end_to_end > deadline
-        misses = self.misses[camera] = self.misses.get(camera, 0) + missed
+        end_to_end, deadline, missed, misses = self.counter.count(camera, marks)
         channel = self._latency[camera]
-        if not channel.has_sinks():
-            return
-        stages = {"queue": (marks[1] - marks[0]) / 1e6}
-        for i, stage in enumerate(STAGES[1:], start=2):
-            stages[stage] = (marks[i] - marks[i - 1]) / 1e6
-        stamp = frame.stamp_ns if frame.stamp_ns is not None else frame.t_capture_ns + self._epoch_offset
-        message = {"frame": frame.index, "camera": frame.camera, "stages_ms": stages, "end_to_end_ms": end_to_end}
-        message.update(deadline_ms=deadline, missed=missed, misses=misses)
-        channel.log(message, log_time=stamp)
+        if channel.has_sinks():
+            stamp = frame.stamp_ns if frame.stamp_ns is not None else frame.t_capture_ns + self._epoch_offset
+            channel.log(record(frame, marks, end_to_end, deadline, missed, misses), log_time=stamp)
 
     def _publish_status(self) -> None:
         try:
             state = dict(self._status())
         except Exception as exc:  # noqa: BLE001 - the view reports; it never takes the run down
             state = {"state": "UNKNOWN", "error": f"{type(exc).__name__}: {exc}"}
-        state["deadline_misses"] = {camera or "camera": n for camera, n in self.misses.items()}
+        state["deadline_misses"] = {camera or "camera": n for camera, n in self.counter.misses.items()}
         state["live_view"] = {"images_sent": self.images_sent, "images_skipped": self.images_skipped}
         self._status_channel.log(state, log_time=time.time_ns())
 

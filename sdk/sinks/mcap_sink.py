@@ -41,6 +41,7 @@ class McapSink:
         image_topic: str = "/camera/image/compressed",
         cameras: list[str] | None = None,
         messages: str = "foxglove",
+        latency: bool = False,
     ) -> None:
         self.path = Path(path)
         self.messages = messages  # "foxglove" (foxglove.ImageAnnotations) or "vision_msgs" (ROS 2 Detection2DArray)
@@ -54,6 +55,9 @@ class McapSink:
         self._epoch_offset = 0
         self._last_index: int | None = None
         self._classes: dict[str, int] = {}
+        self.latency = self.takes_marks = latency  # each frame's latency record on /latency (SinkGroup.timed)
+        self._latency: dict[str | None, object] = {}
+        self._counter = None
         self._ros2 = None  # messages: vision_msgs: the ROS 2 writer (sdk/sinks/vision_msgs.py) and its file
         self._handle = None
 
@@ -81,6 +85,12 @@ class McapSink:
             self._channels[camera] = ImageAnnotationsChannel(f"{self.topic}{suffix}", context=context)
             if self.images:
                 self._image_channels[camera] = CompressedImageChannel(f"{self.image_topic}{suffix}", context=context)
+            if self.latency:
+                from sdk.sinks.latency_record import SCHEMA_NAME, MissCounter, schema_bytes
+
+                schema = foxglove.Schema(name=SCHEMA_NAME, encoding="jsonschema", data=schema_bytes())
+                self._latency[camera] = foxglove.Channel(f"/latency{suffix}", schema=schema, message_encoding="json", context=context)
+                self._counter = self._counter or MissCounter()
         # A frame without a recorded stamp is logged at the wall-clock time it was captured (t_capture_ns is monotonic).
         self._epoch_offset = time.time_ns() - time.monotonic_ns()
 
@@ -118,6 +128,22 @@ class McapSink:
         self._last_index = frame.index
         self.stats.ok()
 
+    def watch(self, status, deadlines: dict) -> None:
+        if self._counter is not None:
+            self._counter.deadlines = deadlines
+
+    def timed(self, frame: Frame, marks: list[int]) -> None:
+        """A frame's latency record (`latency: true`), after its marks are complete, on the frame's own time."""
+        if self._writer is None or self._counter is None:
+            return
+        from sdk.sinks.latency_record import record
+
+        camera = frame.camera if self.cameras else None
+        try:
+            self._latency[camera].log(record(frame, marks, *self._counter.count(camera, marks)), log_time=self.stamp_of(frame))
+        except Exception as exc:  # noqa: BLE001 - like a write: counted, the next frame tries again
+            self.stats.lost(f"latency record: {type(exc).__name__}: {exc}")
+
     def _log_image(self, frame: Frame, stamp: int) -> None:
         import cv2
 
@@ -141,7 +167,7 @@ class McapSink:
         if self._writer is None:
             return
         writer, self._writer = self._writer, None
-        for channel in (*self._channels.values(), *self._image_channels.values()):
+        for channel in (*self._channels.values(), *self._image_channels.values(), *self._latency.values()):
             channel.close()
         try:
             if self._ros2 is not None:

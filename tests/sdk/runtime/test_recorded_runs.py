@@ -30,7 +30,8 @@ def read_annotations(path: Path) -> list[tuple[str, int, dict, list]]:
     out = []
     with path.open("rb") as handle:
         reader = make_reader(handle, decoder_factories=[DecoderFactory()])
-        for schema, channel, message, decoded in reader.iter_decoded_messages():
+        protobuf = [c.topic for c in reader.get_summary().channels.values() if c.message_encoding == "protobuf"]  # not the JSON /latency
+        for schema, channel, message, decoded in reader.iter_decoded_messages(topics=protobuf):
             if schema.name != "foxglove.ImageAnnotations":
                 continue  # the frames themselves (images: true)
             assert schema.encoding == "protobuf"
@@ -41,6 +42,19 @@ def read_annotations(path: Path) -> list[tuple[str, int, dict, list]]:
                 label, score = text.text.split(" ")[:2]
                 boxes.append((label, float(score), [corners[0][0], corners[0][1], corners[2][0], corners[2][1]]))
             out.append((channel.topic, message.log_time, {kv.key: kv.value for kv in decoded.metadata}, boxes))
+    return out
+
+
+def read_latency(path: Path) -> list[tuple[int, dict]]:
+    """(log time, record) of every JSON latency record of an mcap sink's file (`latency: true`)."""
+    from mcap.reader import make_reader
+
+    with path.open("rb") as handle:
+        reader = make_reader(handle)
+        out = []
+        for schema, channel, message in reader.iter_messages(topics=["/latency"]):
+            assert (schema.name, schema.encoding, channel.message_encoding) == ("sdk.FrameLatency", "jsonschema", "json")
+            out.append((message.log_time, json.loads(message.data)))
     return out
 
 
@@ -101,7 +115,7 @@ def example(folder: Path, uri: str) -> Path:
     spec = yaml.safe_load((REPO / "pipelines" / "pedestrian.yaml").read_text())
     spec["source"] = {"uri": uri, "replay": {"frames": FRAMES}}
     ros2 = {"kind": "mcap", "path": "ros2.mcap", "messages": "vision_msgs"}
-    spec["sinks"] = [{"kind": "jsonl"}, {"kind": "mcap", "path": "detections.mcap"}, ros2]
+    spec["sinks"] = [{"kind": "jsonl"}, {"kind": "mcap", "path": "detections.mcap", "latency": True}, ros2]
     spec["model"]["threads"] = 1
     for key in ("calibration", "budgets"):
         spec.pop(key)
@@ -133,6 +147,11 @@ def test_the_same_frames_from_an_mcap_and_a_video_give_the_same_detections(examp
         assert {a[0] for a in annotations} == {"/detections"}
         report = build_report(pipeline, result, target="local")
         assert [o["output"] for o in report["outputs"]] == ["detections.jsonl", "detections.mcap", "ros2.mcap"]
+        latency = read_latency(out / "detections.mcap")  # the frame loop's own marks, a record a frame on its time
+        assert [(t, r["frame"]) for t, r in latency] == [(a[1], line["frame"]) for a, line in zip(annotations, lines, strict=True)]
+        ends = result.recorder.latencies_ms()["end_to_end"]
+        assert [r["end_to_end_ms"] for _, r in latency] == pytest.approx(list(ends), abs=1e-6)
+        assert all(r["deadline_ms"] is None and r["missed"] is False for _, r in latency)
         assert report["outputs"][1]["written"] == FRAMES and report["out_of_order_stamps"] == 0
     video, recorded = runs["file"][0], runs["mcap"][0]
     assert sum(len(line["detections"]) for line in video) >= FRAMES  # people on the campus: the comparison compares boxes

@@ -135,3 +135,10 @@ def test_the_run_files_are_those_the_runtime_and_the_host_write_into_a_runs_fold
 
     written = {*HOST_RUN_FILES, REPORT_FILE, JUNIT_FILE, TIMELINE_FILE, DEVICE_FILE, FLEET_FILE, ACCURACY_FILE}
     assert written - {"detections.jsonl"} <= set(RUN_FILES)  # detections.jsonl: a JSONL sink's own (the report contract)
+
+
+def test_the_latency_record_in_a_vision_msgs_file_is_refused_naming_the_key(folder):
+    error = error_of(with_sinks(folder, "  - {kind: jsonl}\n  - {kind: mcap, messages: vision_msgs, latency: true}\n"))
+    assert "sinks[1].latency: latency: true with messages: vision_msgs; allowed: the latency record with messages: foxglove" in error.message
+    assert "messages: foxglove and latency: true" in error.hint
+    load_pipeline(with_sinks(folder, "  - {kind: jsonl}\n  - {kind: mcap, latency: true}\n"))  # the foxglove file takes it
