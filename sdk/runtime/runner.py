@@ -56,7 +56,7 @@ class PipelineRunner:
         on_end: Callable[[], None] | None = None,
         spinning: bool = True,
         backend_factory: Callable[[Path, int], object] | None = None,
-        live_view: int | None | str = "pipeline",
+        live_view: int | None | str = None,
     ) -> None:
         self.pipeline = pipeline
         self.artifacts = artifacts
@@ -73,8 +73,9 @@ class PipelineRunner:
         # (model path, batch) -> an unopened Backend, in place of create_backend: for a tool that runs the runtime on an
         # engine of its own (tools/gpu_check/check.py: ONNX Runtime as the inference step of the real CUDA path).
         self.backend_factory = backend_factory
-        # The live view: "pipeline" serves the pipeline's foxglove sink as it is (a service); a measuring run (deploy)
-        # serves none (None) or one on the port it was asked for (--live-view PORT; sdk.sinks.live_view_sinks).
+        # The live view: "pipeline" serves the pipeline's foxglove sink as it is (the service); any other run serves
+        # none (None: a measuring run, a self-test, a reference run) or one on the port it was asked for (deploy
+        # --live-view PORT; sdk.sinks.live_view_sinks): the sink's port is the service's.
         self.live_view = live_view
         self._result: RunResult | None = None
         self._cameras: list[CameraSlot] = []

@@ -51,7 +51,10 @@ class SinkGroup:
     def timed(self, frame: Frame, marks: list[int]) -> None:
         """A frame's marks, complete after the sinks wrote it (the live view's latency topic)."""
         for sink in self.timed_sinks:
-            sink.timed(frame, marks)
+            try:
+                sink.timed(frame, marks)
+            except Exception:  # noqa: S112 - a view or a latency record never ends the run (a sink counts its own losses)
+                continue
 
     def watch(self, status, deadlines: dict) -> None:
         """Hand the run's state (a callable) and each camera's deadline to the sinks that show them (the live view)."""

@@ -67,7 +67,7 @@ def slow_client(port: int, stop: threading.Event, received: list) -> None:
 
 
 def one_run(pipeline: Path, artifacts, out: Path, client: bool) -> tuple[dict, int]:
-    runner = PipelineRunner(load_pipeline(pipeline), artifacts, out)
+    runner = PipelineRunner(load_pipeline(pipeline), artifacts, out, live_view="pipeline")  # as the service serves it
     done: dict = {}
     thread = threading.Thread(target=lambda: done.setdefault("result", runner.run()))
     thread.start()

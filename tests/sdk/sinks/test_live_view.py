@@ -85,7 +85,7 @@ def running(tiny_pipeline, tmp_path):
     from sdk.spec import load_pipeline
 
     pipeline = load_pipeline(pipeline.path)
-    runner = PipelineRunner(pipeline, artifacts, tmp_path / "out")
+    runner = PipelineRunner(pipeline, artifacts, tmp_path / "out", live_view="pipeline")  # as the service serves it
     done = {}
     thread = threading.Thread(target=lambda: done.setdefault("result", runner.run()), daemon=True)
     thread.start()
