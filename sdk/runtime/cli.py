@@ -41,9 +41,14 @@ def run(argv: list[str]) -> int:
     parser.add_argument("--target", default="local")
     parser.add_argument("--events", action="store_true", help="print JSON progress events on stdout")
     parser.add_argument("--stress", default=None, help="interference during the run, e.g. cpu=2,memory=1,memory_mb=256")
+    parser.add_argument(
+        "--live-view", type=int, default=None, metavar="PORT", help="serve the Foxglove live view on PORT; none otherwise"
+    )
     args = parser.parse_args(argv)
     if args.frames is not None and args.frames < 1:
         parser.error("--frames must be at least 1")
+    if args.live_view is not None and not 1 <= args.live_view <= 65535:
+        parser.error(f"--live-view {args.live_view}: not a TCP port; allowed: 1 to 65535")
     release_id, pipeline, artifacts = what_runs(parser, args)  # only checked bytes of a release that may run here
 
     each = [args.frames or camera.replay.frames for camera in pipeline.spec.cameras.values()]
@@ -56,7 +61,10 @@ def run(argv: list[str]) -> int:
             last[0] = now
             _emit({"event": "progress", "frames": count, "total": total})
 
-    runner = PipelineRunner(pipeline, artifacts, args.report_dir, max_frames=args.frames, on_frame=on_frame if args.events else None)
+    # A measuring run serves the live view only when asked (--live-view), whatever the pipeline's foxglove sink says.
+    runner = PipelineRunner(
+        pipeline, artifacts, args.report_dir, max_frames=args.frames, on_frame=on_frame if args.events else None, live_view=args.live_view
+    )
     # SIGTERM ends the run like the end of the stream: sinks and the report are still written.
     signal.signal(signal.SIGTERM, lambda *_: runner.stop())
     if args.events:

@@ -28,7 +28,7 @@ from sdk.runtime.gather import CameraSlot
 from sdk.runtime.health import HealthMonitor
 from sdk.runtime.recorder import LatencyRecorder
 from sdk.runtime.result import CameraResult, RunResult
-from sdk.sinks import create_sinks
+from sdk.sinks import create_sinks, live_view_sinks
 from sdk.sources import StreamCounters
 from sdk.spec.bounds import REPLAY_FRAMES_HINT, replay_frames_problem
 from sdk.spec.loader import PipelineFile
@@ -56,6 +56,7 @@ class PipelineRunner:
         on_end: Callable[[], None] | None = None,
         spinning: bool = True,
         backend_factory: Callable[[Path, int], object] | None = None,
+        live_view: int | None | str = None,
     ) -> None:
         self.pipeline = pipeline
         self.artifacts = artifacts
@@ -73,6 +74,10 @@ class PipelineRunner:
         # (model path, batch) -> an unopened Backend, in place of create_backend: for a tool that runs the runtime on an
         # engine of its own (tools/gpu_check/check.py: ONNX Runtime as the inference step of the real CUDA path).
         self.backend_factory = backend_factory
+        # The live view: "pipeline" serves the pipeline's foxglove sink as it is (the service); any other run serves
+        # none (None: a measuring run, a self-test, a reference run) or one on the port it was asked for (deploy
+        # --live-view PORT; sdk.sinks.live_view_sinks): the sink's port is the service's.
+        self.live_view = live_view
         self._cameras: list[CameraSlot] = []
         self._feed = None
         self._stopping = False
@@ -86,6 +91,22 @@ class PipelineRunner:
     def stream(self) -> CameraSet | None:
         """The cameras as one source (one camera is a set of one): its condition, reconnects and end."""
         return CameraSet([camera.stream for camera in self._cameras]) if self._cameras else None
+
+    def live_state(self) -> dict:
+        """The run's state as the live view shows it (read on its thread): a service's health (NOMINAL, DEGRADED, its
+        misses and latency window), else RUNNING and the frames; the sources' counters; why it is degraded."""
+        if self.monitor is not None:
+            state = self.monitor.snapshot()
+        else:
+            state = {"state": "STOPPING" if self._stopping else "RUNNING", "frames": self.result.recorder.count if self.result else 0}
+        counters = self.counters
+        if counters is not None:
+            state.update(dropped=counters.dropped, corrupt_frames=counters.corrupt, lost_frames=counters.lost)
+            state["out_of_order_stamps"] = counters.out_of_order
+        stream, sinks = self.stream, self.sinks
+        source = stream.condition() if stream is not None else None
+        state["conditions"] = ([source] if source else []) + (sinks.conditions() if sinks is not None else [])
+        return state
 
     def stop(self) -> None:
         """End the run after the current frame (safe from a signal handler)."""
@@ -127,8 +148,9 @@ class PipelineRunner:
             track = stack.enter_context(create_tracking(self.pipeline))
             frames = stack.enter_context(feed)
             rates = {c.name: spec.cameras[c.name].replay.rate_fps or c.stream.reader.nominal_fps or 30.0 for c in cameras}
+            specs = spec.sinks if self.live_view == "pipeline" else live_view_sinks(spec.sinks, self.live_view)
             sinks = create_sinks(
-                spec.sinks, self.output_dir, fps=rates[cameras[0].name], require_jsonl=self.require_jsonl, retention=self.retention, cameras=rates
+                specs, self.output_dir, fps=rates[cameras[0].name], require_jsonl=self.require_jsonl, retention=self.retention, cameras=rates
             )
             self.sinks = stack.enter_context(sinks)
             note = f"TensorRT engine, {spec.model.precision}" if backend.name == "tensorrt" else _precision_note(spec.model.precision)
@@ -139,6 +161,7 @@ class PipelineRunner:
                 replay = spec.cameras[camera.name].replay.model_dump()
                 asked = self.max_frames or spec.cameras[camera.name].replay.frames
                 result.cameras[camera.name] = CameraResult(LatencyRecorder(capacity), camera.stream.counters, replay=replay, asked=asked)
+            sinks.watch(self.live_state, deadlines(spec, [c.name for c in cameras]))
             started = time.perf_counter()
             try:
                 self._loop(frames, preprocess, backend, decode, cascade, track, sinks, result)
@@ -186,6 +209,7 @@ class PipelineRunner:
         count = len(result.cameras)
         marks = [0] * 6
         infer = preprocess.infer_step(backend)
+        timed = bool(sinks.timed_sinks)
         for batch in feed.batches():
             if self._stopping:
                 break
@@ -238,8 +262,21 @@ class PipelineRunner:
                     record(frame.index * count + camera.index, marks, digest)  # one key per (camera, frame)
                     if monitor is not None:
                         monitor.frame(marks[5] - marks[0])
+                    if timed:
+                        sinks.timed(frame, marks)
                     if on_frame is not None:
                         on_frame(result.recorder.count)
+
+
+def deadlines(spec, names: list[str]) -> dict[str | None, float]:
+    """Each camera's deadline in ms (its own budget's, else the pipeline's), keyed None with one camera."""
+    out = {}
+    for name in names:
+        budget = spec.budgets.cameras.get(name)
+        deadline = (budget.deadline_ms if budget is not None else None) or spec.budgets.deadline_ms
+        if deadline is not None:
+            out[name if len(names) > 1 else None] = deadline
+    return out
 
 
 def _precision_note(precision: str) -> str:

@@ -205,6 +205,7 @@ def _serve(args, status_dir: Path, stop: Stop, load_release) -> int:
         retention=service.retention,
         on_idle=feeds.on_idle,
         on_end=notifier.stopping,  # from here the manager applies stop_timeout_s, not the watchdog (closing takes time)
+        live_view="pipeline",  # the pipeline's foxglove sink is the service's live view
     )
     feeds.runner = stop.runner = runner
     if stop.requested:

@@ -45,6 +45,21 @@ class SinkGroup:
         self.sync_interval_s = sync_interval_s
         self._stop_sync = threading.Event()
         self._sync_thread: threading.Thread | None = None
+        # The live view and the mcap sink's latency record: each frame's marks too (once they are complete).
+        self.timed_sinks = [sink for sink in sinks if hasattr(sink, "timed") and getattr(sink, "takes_marks", True)]
+
+    def timed(self, frame: Frame, marks: list[int]) -> None:
+        """A frame's marks, complete after the sinks wrote it (the live view's latency topic)."""
+        for sink in self.timed_sinks:
+            try:
+                sink.timed(frame, marks)
+            except Exception:  # noqa: S112 - a view or a latency record never ends the run (a sink counts its own losses)
+                continue
+
+    def watch(self, status, deadlines: dict) -> None:
+        """Hand the run's state (a callable) and each camera's deadline to the sinks that show them (the live view)."""
+        for sink in self.timed_sinks:
+            sink.watch(status, deadlines)
 
     def __enter__(self) -> SinkGroup:
         opened = []
@@ -143,6 +158,17 @@ def close_all(sinks) -> None:
         raise failures[0]
 
 
+def live_view_sinks(specs: tuple, port: int | None) -> tuple:
+    """A measuring run's sinks (deploy): the pipeline's live view is the service's, not served unless asked (`port`,
+    deploy --live-view: then on that port, with the pipeline's other live-view keys where it has the sink)."""
+    views = [spec for spec in specs if isinstance(spec, FoxgloveSpec)]
+    kept = tuple(spec for spec in specs if not isinstance(spec, FoxgloveSpec))
+    if port is None:
+        return kept
+    view = views[0].model_copy(update={"port": port}) if views else FoxgloveSpec(kind="foxglove", port=port)
+    return (*kept, view)
+
+
 def create_sinks(
     specs: tuple, output_dir: Path, *, fps: float = 30.0, require_jsonl: bool = False, retention=None, cameras: dict[str, float] | None = None
 ) -> SinkGroup:
@@ -203,7 +229,9 @@ def create_sinks(
             from sdk.sinks.mcap_sink import McapSink
 
             path = confined_path(output_dir, spec.path, where=where)
-            sinks.append(McapSink(path, topic=spec.topic, images=spec.images, image_topic=spec.image_topic, cameras=list(cameras or [])))
+            named = list(cameras or [])
+            keys = {"images": spec.images, "image_topic": spec.image_topic, "messages": spec.messages, "latency": spec.latency}
+            sinks.append(McapSink(path, topic=spec.topic, cameras=named, **keys))
         elif isinstance(spec, FoxgloveSpec):
             from sdk.sinks.live_view import LiveView
 
@@ -215,4 +243,4 @@ def create_sinks(
     return SinkGroup(sinks, sync_interval_s=min(intervals) if retention is not None and intervals else None)
 
 
-__all__ = ["NullSink", "SinkGroup", "create_sinks"]
+__all__ = ["NullSink", "SinkGroup", "create_sinks", "live_view_sinks"]

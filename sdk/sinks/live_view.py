@@ -1,6 +1,8 @@
 """The live view: a Foxglove WebSocket server (the `foxglove-sdk` package's, protocol `foxglove.websocket.v1`) that
 serves each frame's detections as `foxglove.ImageAnnotations` and the camera, downscaled and rate-limited, as a
-JPEG `foxglove.CompressedImage`, to Foxglove or any client of the protocol.
+JPEG `foxglove.CompressedImage`, to Foxglove or any client of the protocol; and, as JSON, each frame's latency by
+stage against its deadline (`/latency`, `timed()`, called by the frame loop once the frame's marks are complete) and
+the run's state once a second (`/status`: NOMINAL or DEGRADED in a service, the misses, the sources' counters).
 
 The frame loop never waits on a client: the server queues each client's messages on threads of its own and drops
 the oldest for a client that does not keep up (its backlog, `BACKLOG` messages). The annotations are built in the
@@ -12,8 +14,10 @@ frame, naming it.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -21,9 +25,21 @@ from sdk.errors import SdkError
 from sdk.frame import Frame
 from sdk.optional import need
 from sdk.postprocess.detections import Detections
+from sdk.sinks.latency_record import SCHEMA_NAME, MissCounter, record, schema_bytes
 from sdk.sinks.mcap_sink import JPEG_QUALITY, annotations
 
 BACKLOG = 64  # messages waiting for one client before its oldest are dropped
+STATUS_INTERVAL_S = 1.0
+STATUS_SCHEMA = {
+    "type": "object",
+    "title": "sdk.RunState",
+    "properties": {
+        "state": {"type": "string", "description": "NOMINAL, DEGRADED (a service), RUNNING (a measuring run), STOPPING"},
+        "frames": {"type": "integer"},
+        "deadline_misses": {"type": "object", "description": "frames past their deadline, by camera"},
+        "conditions": {"type": "array", "items": {"type": "string"}},
+    },
+}
 
 
 class LiveView:
@@ -49,6 +65,16 @@ class LiveView:
         self._next_image_at: dict[str | None, float] = {}
         self.images_sent = 0
         self.images_skipped = 0  # frames whose image was not sent (the rate limit, or a newer one replaced it)
+        self._latency: dict[str | None, object] = {}
+        self._status_channel = None
+        self._status: Callable[[], dict] = dict  # the run's state (the runner's live_state; watch())
+        self.counter = MissCounter()  # each camera's deadline (watch()) and misses
+        self.status_interval_s = STATUS_INTERVAL_S
+
+    def watch(self, status: Callable[[], dict], deadlines: dict[str | None, float]) -> None:
+        """What the run tells the view: its state (called on the sink's thread once a second, while a client
+        subscribes to /status) and each camera's deadline in ms (None: one camera)."""
+        self._status, self.counter.deadlines = status, deadlines
 
     def open(self) -> None:
         foxglove = need("foxglove", "foxglove-sdk", "the foxglove sink (live view)")
@@ -68,15 +94,18 @@ class LiveView:
                 hint="another process holds the port (another run's live view?): give the sink another `port`, or 0 for any free one",
             ) from None
         self.port = self._server.port
+        latency = foxglove.Schema(name=SCHEMA_NAME, encoding="jsonschema", data=schema_bytes())
         for camera in self.cameras or [None]:
             suffix = f"/{camera}" if camera is not None else ""
             self._channels[camera] = ImageAnnotationsChannel(f"/detections{suffix}", context=self._context)
+            self._latency[camera] = foxglove.Channel(f"/latency{suffix}", schema=latency, message_encoding="json", context=self._context)
             if self.image_fps:
                 self._image_channels[camera] = CompressedImageChannel(f"/camera/image/compressed{suffix}", context=self._context)
+        state = foxglove.Schema(name="sdk.RunState", encoding="jsonschema", data=json.dumps(STATUS_SCHEMA).encode())
+        self._status_channel = foxglove.Channel("/status", schema=state, message_encoding="json", context=self._context)
         self._epoch_offset = time.time_ns() - time.monotonic_ns()
-        if self.image_fps:
-            self._encoder = threading.Thread(target=self._encode_loop, name="live-view-images", daemon=True)
-            self._encoder.start()
+        self._encoder = threading.Thread(target=self._encode_loop, name="live-view", daemon=True)
+        self._encoder.start()
 
     def write(self, frame: Frame, detections: Detections) -> None:
         if self._server is None:
@@ -88,6 +117,27 @@ class LiveView:
             channel.log(annotations(self._messages, frame, detections, stamp, self._classes), log_time=stamp)
         if self.image_fps and self._image_channels[camera].has_sinks():
             self._offer_image(camera, frame, stamp)
+
+    def timed(self, frame: Frame, marks: list[int]) -> None:
+        """A frame's marks once they are complete (capture, pickup, each stage's end: sdk/runtime/recorder.py): its
+        latency by stage and against its camera's deadline, counted always, sent while a client subscribes."""
+        if self._server is None:
+            return
+        camera = frame.camera if self.cameras else None
+        end_to_end, deadline, missed, misses = self.counter.count(camera, marks)
+        channel = self._latency[camera]
+        if channel.has_sinks():
+            stamp = frame.stamp_ns if frame.stamp_ns is not None else frame.t_capture_ns + self._epoch_offset
+            channel.log(record(frame, marks, end_to_end, deadline, missed, misses), log_time=stamp)
+
+    def _publish_status(self) -> None:
+        try:
+            state = dict(self._status())
+        except Exception as exc:  # noqa: BLE001 - the view reports; it never takes the run down
+            state = {"state": "UNKNOWN", "error": f"{type(exc).__name__}: {exc}"}
+        state["deadline_misses"] = {camera or "camera": n for camera, n in self.counter.misses.items()}
+        state["live_view"] = {"images_sent": self.images_sent, "images_skipped": self.images_skipped}
+        self._status_channel.log(state, log_time=time.time_ns())
 
     def _offer_image(self, camera: str | None, frame: Frame, stamp: int) -> None:
         import cv2
@@ -111,12 +161,20 @@ class LiveView:
         import cv2
 
         m = self._messages
+        next_status = time.monotonic()
         while True:
             with self._wake:
-                self._wake.wait_for(lambda: self._mailbox is not None or self._stopping)
+                self._wake.wait_for(lambda: self._mailbox is not None or self._stopping, timeout=max(0.0, next_status - time.monotonic()))
                 if self._stopping:
                     return
-                (camera, image, stamp, frame_id), self._mailbox = self._mailbox, None
+                item, self._mailbox = self._mailbox, None
+            if time.monotonic() >= next_status:
+                next_status = time.monotonic() + self.status_interval_s
+                if self._status_channel.has_sinks():
+                    self._publish_status()
+            if item is None:
+                continue
+            camera, image, stamp, frame_id = item
             ok, data = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
             if not ok:
                 continue
@@ -134,6 +192,6 @@ class LiveView:
             self._encoder = None
         if self._server is not None:
             server, self._server = self._server, None
-            for channel in (*self._channels.values(), *self._image_channels.values()):
+            for channel in (*self._channels.values(), *self._image_channels.values(), *self._latency.values(), self._status_channel):
                 channel.close()
             server.stop()

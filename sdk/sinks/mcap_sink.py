@@ -8,8 +8,10 @@ and score (and track id where the pipeline tracks) a text at its top-left corner
 frame id, the frame number and the camera. `images: true` also writes the frame itself as a JPEG
 `foxglove.CompressedImage` on `image_topic`, so the file opens alone.
 
-The schemas and the writer are the `foxglove-sdk` package's (protobuf encoding, the schema in the file): the file is
-written as `.NAME.partial` and renamed into place when the run ends, like the JSONL sink's.
+The schemas and the writer are the `foxglove-sdk` package's (protobuf encoding, the schema in the file). With
+`messages: vision_msgs` the same frames are ROS 2 messages instead (`vision_msgs/msg/Detection2DArray`, images as
+`sensor_msgs/msg/CompressedImage`; sdk/sinks/vision_msgs.py). The file is written as `.NAME.partial` and renamed
+into place when the run ends, like the JSONL sink's.
 """
 
 from __future__ import annotations
@@ -38,8 +40,11 @@ class McapSink:
         images: bool = False,
         image_topic: str = "/camera/image/compressed",
         cameras: list[str] | None = None,
+        messages: str = "foxglove",
+        latency: bool = False,
     ) -> None:
         self.path = Path(path)
+        self.messages = messages  # "foxglove" (foxglove.ImageAnnotations) or "vision_msgs" (ROS 2 Detection2DArray)
         self.topic, self.images, self.image_topic = topic, images, image_topic
         self.cameras = cameras or []
         self.stats = OutputStats(self.path.name)
@@ -50,10 +55,21 @@ class McapSink:
         self._epoch_offset = 0
         self._last_index: int | None = None
         self._classes: dict[str, int] = {}
+        self.latency = self.takes_marks = latency  # each frame's latency record on /latency (SinkGroup.timed)
+        self._latency: dict[str | None, object] = {}
+        self._counter = None
+        self._ros2 = None  # messages: vision_msgs: the ROS 2 writer (sdk/sinks/vision_msgs.py) and its file
+        self._handle = None
+
+    def _topic(self, base: str, frame: Frame) -> str:
+        return f"{base}/{frame.camera}" if self.cameras else base
 
     def open(self) -> None:
+        if self.messages == "vision_msgs":
+            self._open_ros2()
+            return
         foxglove = need("foxglove", "foxglove-sdk", "the mcap sink")
-        self._messages = message_classes(foxglove)
+        self._fox = message_classes(foxglove)
         from foxglove.channels import CompressedImageChannel, ImageAnnotationsChannel
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -69,7 +85,25 @@ class McapSink:
             self._channels[camera] = ImageAnnotationsChannel(f"{self.topic}{suffix}", context=context)
             if self.images:
                 self._image_channels[camera] = CompressedImageChannel(f"{self.image_topic}{suffix}", context=context)
+            if self.latency:
+                from sdk.sinks.latency_record import SCHEMA_NAME, MissCounter, schema_bytes
+
+                schema = foxglove.Schema(name=SCHEMA_NAME, encoding="jsonschema", data=schema_bytes())
+                self._latency[camera] = foxglove.Channel(f"/latency{suffix}", schema=schema, message_encoding="json", context=context)
+                self._counter = self._counter or MissCounter()
         # A frame without a recorded stamp is logged at the wall-clock time it was captured (t_capture_ns is monotonic).
+        self._epoch_offset = time.time_ns() - time.monotonic_ns()
+
+    def _open_ros2(self) -> None:
+        need("mcap_ros2.writer", "mcap-ros2-support", "the mcap sink (messages: vision_msgs)")
+        from sdk.sinks.vision_msgs import Ros2Writer
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._handle = open(self._partial, "wb")  # noqa: SIM115 - kept open for the run, closed by close()
+        except OSError as exc:
+            raise SdkError(f"mcap sink: cannot write {self.path}: {exc.strerror}") from None
+        self._ros2 = self._writer = Ros2Writer(self._handle)
         self._epoch_offset = time.time_ns() - time.monotonic_ns()
 
     def stamp_of(self, frame: Frame) -> int:
@@ -81,8 +115,11 @@ class McapSink:
             return
         stamp = self.stamp_of(frame)
         try:
-            message = annotations(self._messages, frame, detections, stamp, self._classes)
-            self._channels[frame.camera if self.cameras else None].log(message, log_time=stamp)
+            if self._ros2 is not None:
+                self._ros2.log_detections(self._topic(self.topic, frame), frame, detections, stamp)
+            else:
+                message = annotations(self._fox, frame, detections, stamp, self._classes)
+                self._channels[frame.camera if self.cameras else None].log(message, log_time=stamp)
             if self.images:
                 self._log_image(frame, stamp)
         except Exception as exc:  # noqa: BLE001 - a write error (a full disk) is this frame's, counted; the next frame tries again
@@ -91,6 +128,22 @@ class McapSink:
         self._last_index = frame.index
         self.stats.ok()
 
+    def watch(self, status, deadlines: dict) -> None:
+        if self._counter is not None:
+            self._counter.deadlines = deadlines
+
+    def timed(self, frame: Frame, marks: list[int]) -> None:
+        """A frame's latency record (`latency: true`), after its marks are complete, on the frame's own time."""
+        if self._writer is None or self._counter is None:
+            return
+        from sdk.sinks.latency_record import record
+
+        camera = frame.camera if self.cameras else None
+        try:
+            self._latency[camera].log(record(frame, marks, *self._counter.count(camera, marks)), log_time=self.stamp_of(frame))
+        except Exception as exc:  # noqa: BLE001 - like a write: counted, the next frame tries again
+            self.stats.lost(f"latency record: {type(exc).__name__}: {exc}")
+
     def _log_image(self, frame: Frame, stamp: int) -> None:
         import cv2
 
@@ -98,7 +151,10 @@ class McapSink:
         ok, data = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
         if not ok:
             raise ValueError("JPEG encoding failed")
-        m = self._messages
+        if self._ros2 is not None:
+            self._ros2.log_image(self._topic(self.image_topic, frame), data.tobytes(), stamp, frame.frame_id or frame.camera or "camera")
+            return
+        m = self._fox
         message = m.CompressedImage(
             timestamp=m.Timestamp(sec=stamp // 1_000_000_000, nsec=stamp % 1_000_000_000),
             frame_id=frame.frame_id or frame.camera or "camera",
@@ -111,10 +167,17 @@ class McapSink:
         if self._writer is None:
             return
         writer, self._writer = self._writer, None
-        for channel in (*self._channels.values(), *self._image_channels.values()):
+        for channel in (*self._channels.values(), *self._image_channels.values(), *self._latency.values()):
             channel.close()
         try:
-            writer.close()
+            if self._ros2 is not None:
+                self._ros2 = None
+                try:
+                    writer.finish()
+                finally:
+                    self._handle.close()
+            else:
+                writer.close()
             publish(self._partial, self.path)
         except Exception as exc:  # noqa: BLE001
             self.stats.last_error = f"cannot finish {self.path.name}: {exc}"

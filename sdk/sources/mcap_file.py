@@ -98,9 +98,9 @@ class McapTopic(RecordedTopic):
         self._nominal = _rate(summary, self.topic) if summary is not None else None
         self.frame_count = _count(summary, self.topic) if summary is not None else None
         if summary is not None:
-            reader = self._mcap.SeekingReader(handle, decoder_factories=self._factories())
+            reader = self._mcap.SeekingReader(handle, validate_crcs=True, decoder_factories=self._factories())
             return self._messages_of(reader, log_time_order=True)
-        reader = self._mcap.NonSeekingReader(handle, decoder_factories=self._factories())
+        reader = self._mcap.NonSeekingReader(handle, validate_crcs=True, decoder_factories=self._factories())
         return self._messages_of(reader, log_time_order=False)
 
     def _messages_of(self, reader, log_time_order: bool) -> Iterator[Message]:

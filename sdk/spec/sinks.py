@@ -93,10 +93,19 @@ TOPIC = r"^/[A-Za-z0-9_/]{1,127}$"
 
 
 class McapSink(Frozen):
-    """Each frame's detections as foxglove.ImageAnnotations in an MCAP file (sdk/sinks/mcap_sink.py), for Foxglove."""
+    """Each frame's detections in an MCAP file (sdk/sinks/mcap_sink.py): foxglove.ImageAnnotations for Foxglove, or
+    vision_msgs/msg/Detection2DArray (`messages: vision_msgs`) for a ROS 2 stack."""
 
     kind: Literal["mcap"]
     path: str = "detections.mcap"
+    messages: Annotated[
+        Literal["foxglove", "vision_msgs"],
+        Field(
+            description="foxglove: foxglove.ImageAnnotations, drawn over the camera by Foxglove; vision_msgs: ROS 2 "
+            "vision_msgs/msg/Detection2DArray (CDR) for `ros2 bag play`, images as sensor_msgs/msg/CompressedImage"
+        ),
+    ] = "foxglove"
+    latency: Flag = False  # also each frame's latency by stage against its deadline, JSON on /latency (messages: foxglove)
     topic: Annotated[str, Field(pattern=TOPIC, description="the annotations' topic; several cameras: TOPIC/NAME each")] = "/detections"
     images: Flag = False  # also each frame as a JPEG foxglove.CompressedImage on image_topic, so the file opens alone
     image_topic: Annotated[str, Field(pattern=TOPIC, description="the images' topic (images: true); several cameras: TOPIC/NAME each")] = (
@@ -180,6 +189,12 @@ def check_outputs(sinks: tuple, cameras: list[str]) -> None:
             claims.append((index, name, sink.kind))
         if isinstance(sink, McapSink) and posixpath.splitext(normal)[1].lower() != ".mcap":
             raise bounds_error(f"{shown(sink.path)} for an mcap sink; allowed: a .mcap file", hint="e.g. path: detections.mcap", path=at)
+        if isinstance(sink, McapSink) and sink.latency and sink.messages == "vision_msgs":
+            raise bounds_error(
+                "latency: true with messages: vision_msgs; allowed: the latency record with messages: foxglove",
+                hint="vision_msgs has no latency message: write a second mcap sink with messages: foxglove and latency: true",
+                path=("sinks", index, "latency"),
+            )
         if isinstance(sink, VideoSink):
             suffix = posixpath.splitext(normal)[1]
             containers = VIDEO_CODECS[sink.fourcc]

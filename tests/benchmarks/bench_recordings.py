@@ -2,8 +2,8 @@
 
 1. Reading: frames per second out of a 1080p CompressedImage (JPEG) MCAP topic through the mcap:// source, against
    OpenCV reading the same frames from an MP4 (MPEG-4 part 2) through file:// (target: at least as fast).
-2. The mcap sink's cost per frame (foxglove.ImageAnnotations, 10 boxes), and with `images: true` (a JPEG per frame),
-   against the JSONL sink's.
+2. The mcap sink's cost per frame (foxglove.ImageAnnotations, 10 boxes; vision_msgs/msg/Detection2DArray with
+   `messages: vision_msgs`), and with `images: true` (a JPEG per frame), against the JSONL sink's.
 
     python tests/benchmarks/bench_recordings.py [--frames 120] [--rounds 3]
 """
@@ -90,10 +90,11 @@ def main() -> None:
             mp4.append(read_fps("file://drive.mp4", base))
         rounds = f"median of {args.rounds}"
         print(f"1080p read: mcap:// JPEG {statistics.median(mcap):.1f} fps, file:// MP4 (mp4v) {statistics.median(mp4):.1f} fps ({rounds})")
-        costs = {"jsonl": [], "mcap": [], "mcap images": []}
+        costs = {"jsonl": [], "mcap": [], "mcap vision_msgs": [], "mcap images": []}
         for _ in range(args.rounds):
             costs["jsonl"].append(sink_us(JsonlSink(base / "d.jsonl"), args.frames, images[0]))
             costs["mcap"].append(sink_us(McapSink(base / "d.mcap"), args.frames, images[0]))
+            costs["mcap vision_msgs"].append(sink_us(McapSink(base / "r.mcap", messages="vision_msgs"), args.frames, images[0]))
             costs["mcap images"].append(sink_us(McapSink(base / "i.mcap", images=True), args.frames, images[0]))
         print("sink cost per 1080p frame, 10 boxes: " + ", ".join(f"{k} {statistics.median(v):.0f} us" for k, v in costs.items()))
 

@@ -46,6 +46,12 @@ def _add_deploy_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parallel", type=positive, default=4, help="fleets: targets deployed at once (default 4)")
     parser.add_argument("--canary", action="store_true", help="fleets: the first target must pass before the others start")
     parser.add_argument("--sign-key", type=Path, help="Ed25519 private key that signs the release manifest (default: the target file's sign_key)")
+    parser.add_argument(
+        "--live-view",
+        type=_port,
+        metavar="PORT",
+        help="serve the Foxglove live view during the measured run, on the device's 127.0.0.1:PORT unless the pipeline's foxglove sink names a host",
+    )
     _add_mlflow_argument(parser)
 
 

@@ -34,6 +34,7 @@ def deploy_command(args: argparse.Namespace, console: Console) -> int:
             parallel=args.parallel,
             canary=args.canary,
             sign_key=args.sign_key,
+            live_view=args.live_view,
         )
         result = deploy()
     if args.report_dir is None:

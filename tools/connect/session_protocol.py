@@ -117,9 +117,10 @@ def _locked(process, owner: str, timeout: float, where: str) -> int:
     return answer["token"]
 
 
-def run_arguments(release: str, run_dir: str, target: str, frames: int | None, stress: str | None = None) -> list[str]:
+def run_arguments(release: str, run_dir: str, target: str, frames: int | None, stress: str | None = None, live_view: int | None = None) -> list[str]:
     argv = ["run", "--release", release, "--report-dir", run_dir, "--target", target, "--events"]
     argv += ["--frames", str(frames)] if frames is not None else []
+    argv += ["--live-view", str(live_view)] if live_view is not None else []
     return argv + (["--stress", stress] if stress else [])
 
 

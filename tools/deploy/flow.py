@@ -89,11 +89,12 @@ class TargetRun:
 
 
 class Deploy(TargetRun):
-    """Settings in the constructor (TargetRun's, and the key that signs the release); calling it does the work."""
+    """Settings in the constructor (TargetRun's, the key that signs the release, the live view's port); calling it does the work."""
 
-    def __init__(self, pipeline_path: Path, target: str, *, sign_key: Path | None = None, **settings) -> None:
+    def __init__(self, pipeline_path: Path, target: str, *, sign_key: Path | None = None, live_view: int | None = None, **settings) -> None:
         super().__init__(pipeline_path, target, **settings)
         self.sign_key = sign_key
+        self.live_view = live_view  # --live-view PORT: the measured run serves the live view there (else it serves none)
 
     def __call__(self) -> DeployResult | FleetResult:
         """One target: its result (errors raise). Several (`a,b` or a group): a FleetResult naming each failure."""
@@ -122,7 +123,7 @@ class Deploy(TargetRun):
                     pipeline.spec.service.if_damaged,
                 ),
                 lambda session, staged, folder: accept(
-                    folder, pipeline, artifacts, measure(session, staged, folder, self.frames, self.progress), self.progress
+                    folder, pipeline, artifacts, measure(session, staged, folder, self.frames, self.progress, live_view=self.live_view), self.progress
                 ),
                 self.frames,
                 report_dir,
@@ -135,7 +136,7 @@ class Deploy(TargetRun):
             engine = engine_step(pipeline, artifacts, int8, target, self.progress)
             policy = health_policy(pipeline, target)
             staged = install_release(session, target, base, self.progress, int8, engine, policy, self.sign_key, pipeline.spec.service.if_damaged)
-            report = measure(session, staged, report_dir, self.frames, self.progress)
+            report = measure(session, staged, report_dir, self.frames, self.progress, live_view=self.live_view)
         report = accept(report_dir, pipeline, artifacts, report, self.progress)
         finished(report_dir, "deploy")  # into the history (and MLflow, where asked); never fails the deploy
         return DeployResult(report, report_dir, staged, pipeline)
@@ -276,15 +277,26 @@ def trial_failed(release: str, where: str, outcome, policy: HealthPolicy) -> Rel
 
 
 def measure(
-    session, staged: StageResult, report_dir: Path, frames: int | None, progress: Progress, *, stress: str | None = None, run_name: str = "validation"
+    session,
+    staged: StageResult,
+    report_dir: Path,
+    frames: int | None,
+    progress: Progress,
+    *,
+    stress: str | None = None,
+    run_name: str = "validation",
+    live_view: int | None = None,
 ) -> dict:
-    """The validation run on the target; its report and outputs land in `report_dir`, with the device's fingerprint."""
+    """The validation run on the target; its report and outputs land in `report_dir`, with the device's fingerprint.
+    `live_view`: a port the run serves the Foxglove live view on (none otherwise, whatever the pipeline's sinks say)."""
     report_dir.mkdir(parents=True, exist_ok=True)
     for stale in (*RUN_FILES, DEVICE_FILE, *LEGACY_PLOTS):
         (report_dir / stale).unlink(missing_ok=True)  # never mistake an old report for this run's
-    task = progress.task(f"running on {session.name}" + (f" under stress {stress}" if stress else ""), total=frames)
+    viewed = f", live view on port {live_view}" if live_view is not None else ""
+    task = progress.task(f"running on {session.name}" + (f" under stress {stress}" if stress else "") + viewed, total=frames)
     try:
-        outcome = session.run(staged.release_id, run_name, frames, _progress_events(task), staged.python, stress)
+        asked = {"live_view": live_view} if live_view is not None else {}
+        outcome = session.run(staged.release_id, run_name, frames, _progress_events(task), staged.python, stress, **asked)
     finally:
         task.done()
     if not outcome.ran:

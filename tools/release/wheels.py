@@ -60,16 +60,17 @@ def cuda_bindings_requirement(cuda: str | None) -> str | None:
 
 def pipeline_modules(spec: Pipeline) -> tuple[str, ...]:
     """The modules of sdk.probe.PIPELINE_MODULES this pipeline runs: scipy where it tracks (`track:`), mcap and
-    mcap_ros2 for an mcap:// source, rosbags for a rosbag2:// one, mcap and foxglove for an mcap sink, foxglove for the
-    live view."""
+    mcap_ros2 for an mcap:// source, rosbags for a rosbag2:// one, mcap and foxglove for an mcap sink (mcap_ros2 for its
+    `messages: vision_msgs`), foxglove for the live view."""
     needs = ["scipy"] if spec.track is not None else []
     schemes = {camera.uri.partition("://")[0] for camera in spec.cameras.values()}
     if "mcap" in schemes:
         needs += ["mcap", "mcap_ros2"]
     if "rosbag2" in schemes:
         needs += ["rosbags"]
-    if any(sink.kind == "mcap" for sink in spec.sinks):
-        needs += ["mcap", "foxglove"]
+    for sink in spec.sinks:
+        if sink.kind == "mcap":  # the ROS 2 flavour (messages: vision_msgs) writes with mcap-ros2-support
+            needs += ["mcap", "mcap_ros2" if sink.messages == "vision_msgs" else "foxglove"]
     if any(sink.kind == "foxglove" for sink in spec.sinks):
         needs += ["foxglove"]
     return tuple(dict.fromkeys(needs))

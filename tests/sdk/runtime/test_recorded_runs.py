@@ -30,7 +30,8 @@ def read_annotations(path: Path) -> list[tuple[str, int, dict, list]]:
     out = []
     with path.open("rb") as handle:
         reader = make_reader(handle, decoder_factories=[DecoderFactory()])
-        for schema, channel, message, decoded in reader.iter_decoded_messages():
+        protobuf = [c.topic for c in reader.get_summary().channels.values() if c.message_encoding == "protobuf"]  # not the JSON /latency
+        for schema, channel, message, decoded in reader.iter_decoded_messages(topics=protobuf):
             if schema.name != "foxglove.ImageAnnotations":
                 continue  # the frames themselves (images: true)
             assert schema.encoding == "protobuf"
@@ -44,11 +45,47 @@ def read_annotations(path: Path) -> list[tuple[str, int, dict, list]]:
     return out
 
 
+def read_latency(path: Path) -> list[tuple[int, dict]]:
+    """(log time, record) of every JSON latency record of an mcap sink's file (`latency: true`)."""
+    from mcap.reader import make_reader
+
+    with path.open("rb") as handle:
+        reader = make_reader(handle)
+        out = []
+        for schema, channel, message in reader.iter_messages(topics=["/latency"]):
+            assert (schema.name, schema.encoding, channel.message_encoding) == ("sdk.FrameLatency", "jsonschema", "json")
+            out.append((message.log_time, json.loads(message.data)))
+    return out
+
+
+def read_detection_arrays(path: Path) -> list[tuple[str, int, dict, list]]:
+    """(topic, log time, header, [(label, score, box)]) of every vision_msgs/msg/Detection2DArray in an mcap sink's file,
+    decoded by mcap-ros2-support's decoder (boxes back from centre and size to corners)."""
+    from mcap.reader import make_reader
+    from mcap_ros2.decoder import DecoderFactory
+
+    out = []
+    with path.open("rb") as handle:
+        reader = make_reader(handle, decoder_factories=[DecoderFactory()])
+        for schema, channel, message, decoded in reader.iter_decoded_messages():
+            assert (schema.name, schema.encoding, channel.message_encoding) == ("vision_msgs/msg/Detection2DArray", "ros2msg", "cdr")
+            boxes = []
+            for d in decoded.detections:
+                (result,) = d.results
+                c, w, h = d.bbox.center.position, d.bbox.size_x, d.bbox.size_y
+                assert d.header.stamp == decoded.header.stamp and d.bbox.center.theta == 0.0 and d.id == ""
+                boxes.append((result.hypothesis.class_id, result.hypothesis.score, [c.x - w / 2, c.y - h / 2, c.x + w / 2, c.y + h / 2]))
+            stamp = decoded.header.stamp.sec * 1_000_000_000 + decoded.header.stamp.nanosec
+            assert stamp == message.log_time
+            out.append((channel.topic, message.log_time, {"frame_id": decoded.header.frame_id}, boxes))
+    return out
+
+
 def same_boxes(annotations: list, lines: list[dict]) -> None:
     """Every frame's boxes in the MCAP equal the JSONL sink's (which rounds to 2 decimals), in order."""
     assert len(annotations) == len(lines)
     for (_, _, meta, boxes), line in zip(annotations, lines, strict=True):
-        assert int(meta["frame"]) == line["frame"]
+        assert int(meta.get("frame", line["frame"])) == line["frame"]  # a Detection2DArray has no frame number
         assert [(label, round(score, 2)) for label, score, _ in boxes] == [(d["label"], round(d["score"], 2)) for d in line["detections"]]
         for (_, _, box), d in zip(boxes, line["detections"], strict=True):
             assert box == pytest.approx(d["box"], abs=0.006)
@@ -77,7 +114,8 @@ def example_folder(tmp_path, video_path):
 def example(folder: Path, uri: str) -> Path:
     spec = yaml.safe_load((REPO / "pipelines" / "pedestrian.yaml").read_text())
     spec["source"] = {"uri": uri, "replay": {"frames": FRAMES}}
-    spec["sinks"] = [{"kind": "jsonl"}, {"kind": "mcap", "path": "detections.mcap"}]
+    ros2 = {"kind": "mcap", "path": "ros2.mcap", "messages": "vision_msgs"}
+    spec["sinks"] = [{"kind": "jsonl"}, {"kind": "mcap", "path": "detections.mcap", "latency": True}, ros2]
     spec["model"]["threads"] = 1
     for key in ("calibration", "budgets"):
         spec.pop(key)
@@ -99,9 +137,21 @@ def test_the_same_frames_from_an_mcap_and_a_video_give_the_same_detections(examp
         runs[uri.partition(":")[0]] = (lines, annotations, began, ended)
         assert result.frames == FRAMES
         same_boxes(annotations, lines)
+        arrays = read_detection_arrays(out / "ros2.mcap")
+        same_boxes(arrays, lines)
+        assert {a[0] for a in arrays} == {"/detections"}
+        if uri.startswith("mcap"):  # on the recorded stamps, with the recording's frame id
+            assert [a[1] for a in arrays] == stamps(FRAMES, period_ms=100) and {a[2]["frame_id"] for a in arrays} == {"campus_cam"}
+        else:
+            assert all(began <= a[1] <= ended for a in arrays)
         assert {a[0] for a in annotations} == {"/detections"}
         report = build_report(pipeline, result, target="local")
-        assert [o["output"] for o in report["outputs"]] == ["detections.jsonl", "detections.mcap"]
+        assert [o["output"] for o in report["outputs"]] == ["detections.jsonl", "detections.mcap", "ros2.mcap"]
+        latency = read_latency(out / "detections.mcap")  # the frame loop's own marks, a record a frame on its time
+        assert [(t, r["frame"]) for t, r in latency] == [(a[1], line["frame"]) for a, line in zip(annotations, lines, strict=True)]
+        ends = result.recorder.latencies_ms()["end_to_end"]
+        assert [r["end_to_end_ms"] for _, r in latency] == pytest.approx(list(ends), abs=1e-6)
+        assert all(r["deadline_ms"] is None and r["missed"] is False for _, r in latency)
         assert report["outputs"][1]["written"] == FRAMES and report["out_of_order_stamps"] == 0
     video, recorded = runs["file"][0], runs["mcap"][0]
     assert sum(len(line["detections"]) for line in video) >= FRAMES  # people on the campus: the comparison compares boxes

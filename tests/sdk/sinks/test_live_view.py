@@ -1,6 +1,7 @@
 """The live view: a real WebSocket client (the `websockets` package) negotiates the Foxglove protocol with the running
-pipeline's server, subscribes, and decodes the detections and the camera images it is sent; garbage from a client
-and a port already taken are handled."""
+pipeline's server, subscribes, and decodes the detections, the camera images, each frame's latency by stage against
+its deadline and the run's state it is sent; garbage from a client and a port already taken are handled; a measuring
+run serves the view only when asked."""
 
 from __future__ import annotations
 
@@ -48,7 +49,11 @@ class Client:
         subscriptions = []
         for sub_id, topic in enumerate(topics, start=1):
             channel = self.channels[topic]
-            self.decoders[sub_id] = (topic, message_class(channel["schema"], channel["schemaName"]))
+            if channel["encoding"] == "json":  # the latency and the state: JSON with a JSON Schema
+                assert json.loads(channel["schema"])["type"] == "object" and channel["schemaEncoding"] == "jsonschema"
+                self.decoders[sub_id] = (topic, json)
+            else:
+                self.decoders[sub_id] = (topic, message_class(channel["schema"], channel["schemaName"]))
             subscriptions.append({"id": sub_id, "channelId": channel["id"]})
         self.ws.send(json.dumps({"op": "subscribe", "subscriptions": subscriptions}))
 
@@ -61,9 +66,8 @@ class Client:
                 continue
             sub_id, log_time = struct.unpack_from("<IQ", data, 1)
             topic, cls = self.decoders[sub_id]
-            got[topic].append((log_time, cls.FromString(data[13:])))
+            got[topic].append((log_time, json.loads(data[13:]) if cls is json else cls.FromString(data[13:])))
         return got
-
 
 
 def connected(port: int):
@@ -77,11 +81,11 @@ def running(tiny_pipeline, tmp_path):
     """The tiny pipeline running (a synthetic 64 x 48 source at 50 fps) with the live view on a free port."""
     pipeline, artifacts = tiny_pipeline(frames=1500, rate="50")
     text = (pipeline.path.read_text()).replace("  - {kind: jsonl}", "  - {kind: jsonl}\n  - {kind: foxglove, port: 0, image_fps: 20}")
-    pipeline.path.write_text(text)
+    pipeline.path.write_text(text.replace("  warmup_frames: 2", "  warmup_frames: 2\n  deadline_ms: 0.001"))  # every frame misses
     from sdk.spec import load_pipeline
 
     pipeline = load_pipeline(pipeline.path)
-    runner = PipelineRunner(pipeline, artifacts, tmp_path / "out")
+    runner = PipelineRunner(pipeline, artifacts, tmp_path / "out", live_view="pipeline")  # as the service serves it
     done = {}
     thread = threading.Thread(target=lambda: done.setdefault("result", runner.run()), daemon=True)
     thread.start()
@@ -99,11 +103,23 @@ def running(tiny_pipeline, tmp_path):
 
 def test_a_websocket_client_receives_the_detections_and_images_while_the_pipeline_runs(running):
     with connected(running.port) as ws:
-        client = Client(ws)
+        client = Client(ws, topics=("/detections", "/camera/image/compressed", "/latency", "/status"))
         assert ws.subprotocol in SUBPROTOCOLS
         assert client.channels["/detections"]["schemaName"] == "foxglove.ImageAnnotations"
-        client.subscribe("/detections", "/camera/image/compressed")
-        got = client.receive({"/detections": 5, "/camera/image/compressed": 2})
+        assert (client.channels["/latency"]["schemaName"], client.channels["/status"]["schemaName"]) == ("sdk.FrameLatency", "sdk.RunState")
+        client.subscribe("/detections", "/camera/image/compressed", "/latency", "/status")
+        got = client.receive({"/detections": 5, "/camera/image/compressed": 2, "/latency": 5, "/status": 1})
+    latencies = [m for _, m in got["/latency"]]
+    assert len(latencies) >= 5
+    for message in latencies:
+        stages = message["stages_ms"]
+        assert list(stages) == ["queue", "preprocess", "infer", "postprocess", "sink"] and all(v >= 0 for v in stages.values())
+        assert message["end_to_end_ms"] == pytest.approx(sum(stages.values()), abs=1e-6)
+        assert message["deadline_ms"] == 0.001 and message["missed"] is True and message["camera"] is None
+    assert [m["misses"] - m["frame"] for m in latencies] == [1] * len(latencies)  # every frame so far missed (frames count from 0)
+    _, status = got["/status"][0]
+    assert status["state"] == "RUNNING" and status["frames"] > 0 and status["deadline_misses"]["camera"] > 0
+    assert (status["dropped"], status["corrupt_frames"], status["conditions"]) == (0, 0, [])
     assert len(got["/detections"]) >= 5 and len(got["/camera/image/compressed"]) >= 2
     for log_time, message in got["/detections"]:
         # The tiny model's two boxes on every frame (tests/conftest.py): person 0.81 at (12, 9)-(20, 15), then car 0.72.
@@ -173,3 +189,34 @@ def test_a_client_that_stops_reading_never_holds_up_a_frame():
     # client does (p99 33 ms on a 2-core host at load 13, where a bare loop's p99 is 13 ms). 300 frames of 100s of kB
     # are far more than a socket holds: a write that waited for the client would wait for ever, not half a second.
     assert max(took) < 0.5 and view.images_sent > 0
+
+
+def test_a_measuring_run_serves_the_live_view_only_when_asked(tiny_pipeline, tmp_path):
+    from sdk.sinks import live_view_sinks
+    from sdk.spec import load_pipeline
+
+    pipeline, artifacts = tiny_pipeline(frames=3)
+    with socket.socket() as taken:  # the pipeline's port is taken: a run that served it would stop before its first frame
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        view = f"  - {{kind: foxglove, port: {port}, image_width: 320}}"
+        pipeline.path.write_text(pipeline.path.read_text().replace("  - {kind: null}", view))
+        pipeline = load_pipeline(pipeline.path)
+        runner = PipelineRunner(pipeline, artifacts, tmp_path / "out", live_view=None)  # deploy without --live-view
+        assert runner.run().frames == 3 and [s.name for s in runner.sinks.sinks] == ["jsonl"]
+    specs = pipeline.spec.sinks
+    asked = live_view_sinks(specs, 9000)  # deploy --live-view 9000: the pipeline's view, on the port asked for
+    assert [(s.kind, getattr(s, "port", None), getattr(s, "image_width", None)) for s in asked] == [("jsonl", None, None), ("foxglove", 9000, 320)]
+    plain = live_view_sinks(specs[:1], 0)  # a pipeline without one: the defaults, on the port asked for
+    assert [(s.kind, getattr(s, "host", None), getattr(s, "port", None)) for s in plain] == [("jsonl", None, None), ("foxglove", "127.0.0.1", 0)]
+
+
+def test_deploy_passes_the_live_view_port_to_the_measured_run():
+    from tools.cli.parser import build_parser
+    from tools.connect.session_protocol import run_arguments
+
+    args = build_parser().parse_args(["deploy", "p.yaml", "--target", "local", "--live-view", "8765"])
+    assert args.live_view == 8765
+    argv = run_arguments("rel", "runs/validation", "local", None, None, args.live_view)
+    assert argv[argv.index("--live-view") + 1] == "8765" and "--live-view" not in run_arguments("rel", "runs/v", "local", None)

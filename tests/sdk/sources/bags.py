@@ -39,7 +39,8 @@ def stamps(count: int, period_ms: float = 50.0, t0: int = T0_NS) -> list[int]:
 
 
 def payload(image: np.ndarray, encoding: str) -> tuple[dict, str]:
-    """The message fields of `image` as `encoding` (rgb8, bgr8, mono8, yuv422 raw; jpeg, png compressed) and its type."""
+    """The message fields of `image` as `encoding` (rgb8, bgr8, mono8, yuv422, yuv422_yuy2, nv12 raw; jpeg, png compressed) and its
+    type."""
     if encoding in ("jpeg", "png"):
         ok, data = cv2.imencode(".jpg" if encoding == "jpeg" else ".png", image, [cv2.IMWRITE_JPEG_QUALITY, 98] if encoding == "jpeg" else [])
         assert ok
@@ -48,15 +49,37 @@ def payload(image: np.ndarray, encoding: str) -> tuple[dict, str]:
         pixels = image[:, :, ::-1]
     elif encoding == "mono8":
         pixels = cv2.cvtColor(image, cv2.COLOR_BGR2GRAY)
-    elif encoding == "yuv422":
-        pixels = np.zeros((image.shape[0], image.shape[1], 2), np.uint8)
+    elif encoding in ("yuv422", "yuv422_yuy2", "nv12"):
+        pixels = yuv(image, encoding)
     else:
         pixels = image
     pixels = np.ascontiguousarray(pixels)
-    height, width = pixels.shape[:2]
+    height, width = image.shape[:2]
     step = pixels.strides[0]
     fields = {"height": height, "width": width, "encoding": encoding, "is_bigendian": 0, "step": step, "data": pixels.tobytes()}
     return fields, "sensor_msgs/msg/Image"
+
+
+def yuv(image: np.ndarray, encoding: str) -> np.ndarray:
+    """`image` (BGR, even width and height) as the bytes of a YUV encoding, by the BT.601 video-range formulas (not
+    OpenCV's): yuv422 is UYVY, yuv422_yuy2 is YUYV (both a 2-byte pixel), nv12 a Y plane over interleaved U/V rows.
+    Chroma is the mean of the pixels sharing it."""
+    b, g, r = (image[:, :, i].astype(np.float64) / 255 for i in range(3))
+    y = 16 + 65.481 * r + 128.553 * g + 24.966 * b
+    u = 128 - 37.797 * r - 74.203 * g + 112.0 * b
+    v = 128 + 112.0 * r - 93.786 * g - 18.214 * b
+    height, width = y.shape
+    y8 = np.clip(np.rint(y), 0, 255).astype(np.uint8)
+    if encoding == "nv12":
+        pairs = [np.clip(np.rint(c.reshape(height // 2, 2, width // 2, 2).mean(axis=(1, 3))), 0, 255).astype(np.uint8) for c in (u, v)]
+        uv = np.stack(pairs, axis=-1).reshape(height // 2, width)
+        return np.concatenate([y8, uv])
+    u2, v2 = (np.clip(np.rint(c.reshape(height, width // 2, 2).mean(axis=2)), 0, 255).astype(np.uint8) for c in (u, v))
+    out = np.empty((height, width, 2), np.uint8)
+    luma, chroma = (1, 0) if encoding == "yuv422" else (0, 1)
+    out[:, :, luma] = y8
+    out[:, 0::2, chroma], out[:, 1::2, chroma] = u2, v2
+    return out
 
 
 def write_mcap(

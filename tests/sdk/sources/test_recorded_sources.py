@@ -143,11 +143,54 @@ def test_both_cameras_of_one_recording_read_their_own_topic(tmp_path):
     assert all(np.array_equal(o[4], image) for o, image in zip(rear, rear_images, strict=True))
 
 
+# BGR colours a camera sees, each an 8 x 8 block (every 2 x 2 chroma sample within one colour).
+KNOWN = [(0, 0, 255), (0, 255, 0), (255, 0, 0), (255, 255, 255), (128, 128, 128), (0, 255, 255), (255, 0, 255), (40, 90, 200), (16, 16, 16)]
+
+
+def colour_blocks(shift: int = 0) -> np.ndarray:
+    image = np.zeros((24, 24, 3), np.uint8)
+    for i, colour in enumerate(KNOWN[shift:] + KNOWN[:shift]):
+        image[(i // 3) * 8 : (i // 3) * 8 + 8, (i % 3) * 8 : (i % 3) * 8 + 8] = colour
+    return image
+
+
+def test_yuv_frames_read_back_in_their_known_colours(tmp_path):
+    images = [colour_blocks(0), colour_blocks(4)]
+    for encoding in ("yuv422", "yuv422_yuy2", "nv12"):  # the byte orders differ: a swapped one reads other colours
+        write_mcap(tmp_path / f"{encoding}.mcap", images, stamps(2), encoding=encoding)
+        out, counters = replay(f"mcap://{encoding}.mcap?topic={TOPIC}", tmp_path)
+        assert counters.delivered == 2 and counters.corrupt == 0
+        for (_, _, _, _, image), original in zip(out, images, strict=True):
+            assert image.shape == (24, 24, 3)
+            error = np.abs(image.astype(int) - original.astype(int)).max()
+            assert error <= 3, f"{encoding}: off by {error} of 255"
+    write_rosbag2(tmp_path / "bag", images, stamps(2), encoding="nv12")
+    out, _ = replay(f"rosbag2://bag?topic={TOPIC}", tmp_path)
+    assert all(np.abs(o[4].astype(int) - image.astype(int)).max() <= 3 for o, image in zip(out, images, strict=True))
+
+
+def test_a_yuv_frame_of_an_odd_size_is_one_corrupt_frame(tmp_path):
+    images = [frames(3, width=64, height=48)[0], np.zeros((48, 63, 3), np.uint8), frames(3, width=64, height=48)[2]]
+    path = tmp_path / "odd.mcap"
+    from tests.sdk.sources import bags
+
+    original = bags.yuv
+    try:  # the odd frame's bytes as a camera would pack them: its last column's chroma pair cut short
+        bags.yuv = lambda image, enc: original(image, enc) if image.shape[1] % 2 == 0 else np.zeros((48, 63, 2), np.uint8)
+        write_mcap(path, images, stamps(3), encoding="yuv422")
+    finally:
+        bags.yuv = original
+    out, counters = replay(f"mcap://odd.mcap?topic={TOPIC}", tmp_path)
+    assert len(out) == 2 and counters.corrupt == 1
+    assert counters.corrupt_last.endswith("frame 1: 63x48 yuv422: an odd width; allowed: even for yuv422")
+
+
 def test_an_encoding_the_sdk_does_not_read_is_refused_by_name(tmp_path):
-    write_mcap(tmp_path / "drive.mcap", frames(2), stamps(2), encoding="yuv422")
+    write_mcap(tmp_path / "drive.mcap", frames(2), stamps(2), encoding="bayer_rggb8")
     with pytest.raises(SourceError) as caught:
         open_reader(f"mcap://drive.mcap?topic={TOPIC}", tmp_path).open()
-    assert caught.value.message.endswith(f"?topic={TOPIC}: sensor_msgs/msg/Image encoding 'yuv422'; allowed: bgr8, rgb8, mono8")
+    allowed = "bgr8, rgb8, mono8, yuv422, uyvy, yuv422_yuy2, yuyv, nv12"
+    assert caught.value.message.endswith(f"?topic={TOPIC}: sensor_msgs/msg/Image encoding 'bayer_rggb8'; allowed: {allowed}")
 
 
 @pytest.mark.parametrize("encoding", ["bgr8", "png"])  # PNG: decoded ahead on threads, still every frame before the damage
@@ -161,6 +204,19 @@ def test_a_truncated_mcap_delivers_the_frames_before_the_damage_and_reports_it(t
     assert 3 <= len(out) < 10 and [o[1] for o in out] == times[: len(out)]
     assert all(np.array_equal(o[4], image) for o, image in zip(out, noise, strict=False))
     assert counters.corrupt == 1 and f"the recording is damaged after {len(out)} frame(s)" in counters.corrupt_last
+
+
+def test_bytes_overwritten_inside_an_mcap_end_the_stream_at_the_damaged_chunk_and_report_it(tmp_path):
+    times = stamps(10)
+    noise = [np.random.default_rng(i).integers(0, 256, (48, 64, 3), np.uint8) for i in range(10)]
+    path = write_mcap(tmp_path / "drive.mcap", noise, times, chunk_size=1)  # a chunk per message, each with its CRC
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 64] = b"\xab" * 64  # inside a frame's pixels: without the CRC it would be a frame of wrong pixels
+    path.write_bytes(bytes(data))
+    out, counters = replay(f"mcap://drive.mcap?topic={TOPIC}", tmp_path)
+    assert 2 <= len(out) < 10 and all(np.array_equal(o[4], image) for o, image in zip(out, noise, strict=False))
+    assert counters.corrupt == 1 and f"the recording is damaged after {len(out)} frame(s): CRCValidationError" in counters.corrupt_last
 
 
 def test_uri_mistakes_are_one_error_each(tmp_path):
@@ -219,16 +275,21 @@ def test_foxglove_images_in_an_mcap_read_back_with_their_timestamps(tmp_path):
     context = foxglove.Context()
     writer = foxglove.open_mcap(str(tmp_path / "fox.mcap"), context=context)
     raw, jpeg = RawImageChannel("/raw", context=context), CompressedImageChannel("/jpeg", context=context)
+    uyvy = RawImageChannel("/uyvy", context=context)  # Foxglove's name of ROS's yuv422
     for image, stamp in zip(images, times, strict=True):
         ts = m.Timestamp(sec=stamp // 1_000_000_000, nsec=stamp % 1_000_000_000)
         rgb = np.ascontiguousarray(image[:, :, ::-1])
         raw.log(m.RawImage(timestamp=ts, frame_id="fox", width=64, height=48, encoding="rgb8", step=192, data=rgb.tobytes()), log_time=stamp)
+        packed = payload(colour_blocks(), "yuv422")[0]["data"]
+        uyvy.log(m.RawImage(timestamp=ts, frame_id="fox", width=24, height=24, encoding="uyvy", step=48, data=packed), log_time=stamp)
         jpeg.log(m.CompressedImage(timestamp=ts, frame_id="fox", data=payload(image, "jpeg")[0]["data"], format="jpeg"), log_time=stamp)
     writer.close()
     for topic, encoding in (("/raw", "bgr8"), ("/jpeg", "jpeg")):
         out, _ = replay(f"mcap://fox.mcap?topic={topic}", tmp_path)
         assert [o[1] for o in out] == times and {o[2] for o in out} == {"fox"}
         assert all(np.array_equal(o[4], expected(image, encoding)) for o, image in zip(out, images, strict=True))
+    out, _ = replay("mcap://fox.mcap?topic=/uyvy", tmp_path)
+    assert len(out) == 4 and np.abs(out[0][4].astype(int) - colour_blocks().astype(int)).max() <= 3
 
 
 def test_the_service_status_says_when_a_recordings_stamps_went_back():

@@ -143,3 +143,10 @@ def test_an_empty_sink_list_is_refused_naming_the_null_sink_and_what_a_measured_
     error = error_of(path)
     assert error.message.endswith("sinks: [] names no output; allowed: one sink or more"), error.message
     assert "sinks: [{kind: null}]" in error.hint and "still writes detections.jsonl into its report folder" in error.hint
+
+
+def test_the_latency_record_in_a_vision_msgs_file_is_refused_naming_the_key(folder):
+    error = error_of(with_sinks(folder, "  - {kind: jsonl}\n  - {kind: mcap, messages: vision_msgs, latency: true}\n"))
+    assert "sinks[1].latency: latency: true with messages: vision_msgs; allowed: the latency record with messages: foxglove" in error.message
+    assert "messages: foxglove and latency: true" in error.hint
+    load_pipeline(with_sinks(folder, "  - {kind: jsonl}\n  - {kind: mcap, latency: true}\n"))  # the foxglove file takes it

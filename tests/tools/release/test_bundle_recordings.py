@@ -39,3 +39,6 @@ def test_the_recordings_travel_with_the_release_and_their_packages_with_it(tmp_p
     assert bundle.modules == ("mcap", "mcap_ros2", "rosbags", "foxglove")
     (tmp_path / "q.yaml").write_text(PIPELINE.format(sinks="{kind: jsonl}").replace("mcap://drives/day1.mcap", "rosbag2://drives/bag"))
     assert pipeline_modules(load_pipeline(tmp_path / "q.yaml").spec) == ("rosbags",)
+    ros2 = PIPELINE.format(sinks="{kind: mcap, messages: vision_msgs}").replace("mcap://drives/day1.mcap", "rosbag2://drives/bag")
+    (tmp_path / "r.yaml").write_text(ros2)
+    assert pipeline_modules(load_pipeline(tmp_path / "r.yaml").spec) == ("rosbags", "mcap", "mcap_ros2")  # no foxglove-sdk
