@@ -24,3 +24,5 @@ class Frame:
     # rosbag2://); None where the source has none (a video's frames carry no stamp of their own).
     stamp_ns: int | None = None
     frame_id: str | None = None
+    # The image file the frame was read from (images://), so labels kept per file can find the frame's detections.
+    file: str | None = None

@@ -135,6 +135,10 @@ def render_accuracy(console: Console, report: dict) -> None:
             f"camera {name}: {camera['frames']} frames; recall {camera['recall']:.3f}, precision {camera['precision']:.3f}, "
             f"mean score drift {camera['mean_score_drift']:.4f}: " + ("[green]PASS[/]" if camera["passed"] else "[bold red]FAIL[/]")
         )
+    labels = report.get("labels")
+    if labels is not None:  # evaluation.labels: the drop of mAP against FP32 on them
+        needed = f"; about {labels['images_needed']} images would settle it" if labels["images_needed"] else ""
+        console.print(f"on labels: {labels['detail']}; allowed drop {labels['max_map_drop']:g}: {labels['status']}{needed}", highlight=False)
     for failure in report["failures"]:
         console.print(f"  [bold red]FAIL[/] {failure}")
     console.print("accuracy gate: " + ("[bold green]PASS[/]" if report["passed"] else "[bold red]FAIL[/]"))

@@ -1,6 +1,6 @@
 """detections.jsonl: one line per frame (frame, t_capture_ns, stamp_ns and frame_id where the recording stamps its
-frames, detections with label, score, box, keypoints where decoded, and track_id, track_age, track_state where the
-pipeline tracks).
+frames, file where the source is a folder of images, detections with label, score, box, keypoints where decoded, and
+track_id, track_age, track_state where the pipeline tracks).
 
 Every line goes to the kernel as one write() when its frame is done: a kill -9 of the runtime loses
 no line it wrote (the page cache outlives the process). `sync()` (the sink group's sync thread,
@@ -146,6 +146,8 @@ class JsonlSink:
         }
         if frame.stamp_ns is not None:  # a recording's own stamp of the frame (mcap://, rosbag2://) and its frame id
             line |= {"stamp_ns": frame.stamp_ns, "frame_id": frame.frame_id}
+        if frame.file is not None:  # images://: the file the frame was read from (labels kept per file find it)
+            line["file"] = frame.file
         line |= {
             "detections": [_record(d, r) for d in detections],
         }

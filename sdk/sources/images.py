@@ -51,6 +51,7 @@ class ImageFolder(FrameReader):
         self.folder = Path(uri.target)
         self._files: list[Path] = []
         self._position = 0
+        self.file_name: str | None = None  # the file the newest frame was read from
 
     def open(self) -> None:
         if not self.folder.is_dir():
@@ -65,6 +66,7 @@ class ImageFolder(FrameReader):
             return None
         path = self._files[self._position]
         self._position += 1
+        self.file_name = path.name
         return read_image(path)
 
     def skip(self) -> bool:

@@ -187,7 +187,8 @@ class FrameStream:
                 t_capture = due
             self.counters.delivered += 1
             stamp, frame_id = getattr(self.reader, "stamp_ns", None), getattr(self.reader, "frame_id", None)
-            yield Frame(index=index, t_capture_ns=t_capture, image=image, stamp_ns=stamp, frame_id=frame_id)
+            file = getattr(self.reader, "file_name", None)
+            yield Frame(index=index, t_capture_ns=t_capture, image=image, stamp_ns=stamp, frame_id=frame_id, file=file)
             index += 1
 
 

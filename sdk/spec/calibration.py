@@ -19,6 +19,8 @@ class AccuracyGate(Frozen):
     min_recall: Ratio("FP32 detections the INT8 model finds, at least") = 0.9
     min_precision: Ratio("INT8 detections that match FP32, at least") = 0.9
     max_mean_score_drift: Ratio("mean |INT8 score - FP32 score| of matched detections, at most") = 0.05
+    # With `evaluation.labels`: mAP@[.5:.95] the candidate may lose against the FP32 model on the labels (1 point).
+    max_map_drop: Ratio("mAP@[.5:.95] lost against the FP32 model on evaluation.labels, at most") = 0.01
 
 
 class Calibration(Frozen):

@@ -4,9 +4,10 @@ An evaluation keeps every candidate down to a low score floor (the precision-rec
 runs its own non-maximum suppression, so its settings are not the deployment's `postprocess` thresholds. The class
 map says which label category each of the model's classes is scored against: by default a class goes to the category
 of the same name (case, spaces and underscores aside; `motorbike`, `aeroplane`, `sofa` and `tvmonitor` find COCO's
-`motorcycle`, `airplane`, `couch` and `tv`); `classes` names the others, and `null` leaves a class out. Beside COCO's figures the evaluation
-reports each class's recall at a fixed precision (`recall_at_precision`), the recall and false positives per image at
-an operating score (`operating_score`, by default the deployment's own threshold), and draws the worst images.
+`motorcycle`, `airplane`, `couch` and `tv`); `classes` names the others, and `null` leaves a class out. Beside COCO's
+figures the evaluation reports each class's recall at a fixed precision (`recall_at_precision`), the recall and false
+positives per image at an operating score (`operating_score`, by default the deployment's own threshold), and draws
+the worst images. With `labels`, a deploy's or validation's own frames are scored against them on the host.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ class Evaluation(Frozen):
     worst_images: Int(0, 100, "evaluation: images with the most missed and false boxes drawn in the report (0: none)") = 8
     # Model class name -> label category name; null: the class is left out of the scores (it has no category).
     classes: Annotated[dict[CATEGORY_NAME, CATEGORY_NAME | None], Field(max_length=10_000)] = {}
+    # The labels of the frames a deploy or `sdk validate` runs (COCO detection JSON, an Ultralytics dataset YAML, a KITTI
+    # label_2 folder or a MOTChallenge gt.txt, relative to this file's folder; read on the host only): the run's own
+    # detections are scored against them and the budgets on labels judged. `images`: the labelled images' folder (COCO:
+    # default images/ beside the JSON, else its folder; KITTI: image_2/ beside label_2; MOTChallenge: the sequence's img1/).
+    labels: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    images: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
 
 
 __all__ = ["Evaluation"]

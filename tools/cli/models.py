@@ -75,6 +75,7 @@ def calibrate_command(args: argparse.Namespace, console: Console) -> int:
     from sdk.engine.platforms import known_tensorrt
     from sdk.spec import load_pipeline
     from tools.console import RichProgress, render_accuracy
+    from tools.evaluate.gate import LabelGate
     from tools.int8.for_deploy import Int8ForDeploy, trt_cache_file
     from tools.models.prepare import PrepareModel
     from tools.state import cache_dir
@@ -86,7 +87,7 @@ def calibrate_command(args: argparse.Namespace, console: Console) -> int:
     out.mkdir(parents=True, exist_ok=True)
     with RichProgress(console) as progress:
         model = PrepareModel(pipeline, cache_dir())()
-        step = Int8ForDeploy(pipeline, model, cache_dir(), progress)
+        step = Int8ForDeploy(pipeline, model, cache_dir(), progress, label_gate=LabelGate.of)
         try:
             choice = step()
         finally:

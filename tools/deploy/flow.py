@@ -24,6 +24,7 @@ from sdk.store.trial import HealthPolicy
 from tools.connect.sessions import open_session, paused_service, take_lease
 from tools.deploy.fleet import FleetResult, deploy_fleet
 from tools.engines.for_deploy import engine_for_device, wants_engine
+from tools.evaluate.labelled_run import checked_labels
 from tools.evidence.acceptance import accept
 from tools.evidence.html_report import HTML_FILE
 from tools.evidence.provenance import with_host_run
@@ -99,6 +100,7 @@ class Deploy(TargetRun):
         """One target: its result (errors raise). Several (`a,b` or a group): a FleetResult naming each failure."""
         targets = resolve_targets(self.target_name)
         pipeline = load_pipeline(self.pipeline_path)
+        checked_labels(pipeline)  # evaluation.labels: the labels and the class map, before anything is sent
         prepare = PrepareModel(pipeline, cache_dir())
         task = self.progress.task("preparing model" + (" (cached)" if prepare.cached else ""), total=None)
         artifacts = prepare()
@@ -144,7 +146,9 @@ def int8_artifacts(pipeline: PipelineFile, artifacts, progress: Progress) -> Int
     """For `model.precision: int8`: calibrated (or cached) INT8 artifacts that passed the accuracy gate."""
     if pipeline.spec.model.precision != "int8":
         return None
-    return Int8ForDeploy(pipeline, artifacts, cache_dir(), progress)()
+    from tools.evaluate.gate import LabelGate
+
+    return Int8ForDeploy(pipeline, artifacts, cache_dir(), progress, label_gate=LabelGate.of)()
 
 
 def engine_step(pipeline: PipelineFile, artifacts, int8: Int8Choice | None, target, progress: Progress):

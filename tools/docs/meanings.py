@@ -200,12 +200,21 @@ MEANINGS = {
     "service.cpu_affinity": "CPUs the runtime is pinned to, where permitted",
     "service.lock_memory": "`mlockall` the runtime's memory, where permitted",
     "health": "the health check of a release on trial, run by the device before the release is committed",
-    "evaluation": "how `sdk evaluate` scores the model on labelled images: its own score floor and NMS, and the class map (guides/evaluate.md)",
+    "evaluation": (
+        "how `sdk evaluate` scores the model on labelled images: its own score floor and NMS, the class map, and the labels an "
+        "acceptance run is judged on (guides/evaluate.md)"
+    ),
     "evaluation.nms": "`per_class` (COCO's evaluations) or `class_agnostic`: which boxes the evaluation's NMS compares",
     "evaluation.classes": (
         "model class name -> label category name, for classes whose names differ from the labels'; `null` leaves a class out. "
         "Unlisted classes go to the category of the same name"
     ),
+    "evaluation.labels": (
+        "labels of the images the source replays (COCO detection JSON or an Ultralytics dataset YAML, relative to this file; "
+        "read on the host): a deploy or `sdk validate` scores its own detections against them and judges the budgets on labels; "
+        "`sdk calibrate` and `sdk optimize` judge candidates' mAP drop on them"
+    ),
+    "evaluation.images": "a COCO JSON's image folder (default: images/ beside it, else its folder)",
 }
 
 TARGET_MEANINGS = {

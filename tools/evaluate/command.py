@@ -1,5 +1,5 @@
-"""The command line of `sdk evaluate PIPELINE --labels LABELS [--images DIR] [--target local] [--json FILE]
-[--report-dir DIR] [--force]` (registered by tools/cli/parser.py). Results on stdout, progress on stderr; the exit
+"""The command line of `sdk evaluate PIPELINE --labels LABELS [--images DIR] [--target local] [--shards N] [--ray [ADDRESS]]
+[--json FILE] [--report-dir DIR] [--force]` (registered by tools/cli/parser.py). Results on stdout, progress on stderr; the exit
 code is the verdict's (0 PASS, 3 FAIL, 4 INCONCLUSIVE, which includes "no budget on labels"), 1 for an error."""
 
 from __future__ import annotations
@@ -34,6 +34,14 @@ def add_parsers(commands) -> None:
         "label_2); MOTChallenge: the video, or the frame folder (default: the sequence's img1/)",
     )
     evaluate.add_argument("--target", "-t", default="local", help="where the model runs: local (this CPU, ONNX Runtime; the default)")
+    evaluate.add_argument("--shards", type=int, default=1, metavar="N", help="detect on N parts of the labelled images at once (same figures)")
+    evaluate.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        metavar="ADDRESS",
+        help="run the shards as Ray tasks: on a Ray started here (no ADDRESS) or a cluster's (optional extra `ray`)",
+    )
     evaluate.add_argument("--json", type=Path, metavar="FILE", help="also write the whole result (report.json's content) to FILE")
     evaluate.add_argument(
         "--report-dir",
@@ -46,7 +54,9 @@ def add_parsers(commands) -> None:
 def evaluate_command(args: argparse.Namespace, console: Console) -> int:
     from tools.console import RichProgress
     from tools.evaluate import report as files
-    from tools.evaluate.run import Request, evaluate
+    from tools.evaluate.run import Request, evaluate_run
+    from tools.history.hook import finished
+    from tools.history.label_matches import write_matches
     from tools.reports.report_dirs import check_report_dir, empty_report_dir, new_run_folder, update_latest
 
     folder = check_report_dir(args.report_dir, args.force) if args.report_dir is not None else None
@@ -55,18 +65,22 @@ def evaluate_command(args: argparse.Namespace, console: Console) -> int:
 
         raise ConfigError(f"--json {args.json}: that is an input of this command", hint="name a new file for the result")
     with RichProgress(console) as progress:
-        result = evaluate(Request(args.pipeline, args.labels, args.images, args.target), progress)
+        result, matches = evaluate_run(
+            Request(args.pipeline, args.labels, args.images, args.target, shards=args.shards, ray=args.ray), progress
+        )
     if folder is None:
         folder = new_run_folder(result["pipeline"], args.target, "evaluate")
     elif args.force:
         empty_report_dir(folder)
     files.write(result, folder)
+    write_matches(matches, folder)
     if args.report_dir is None:
         update_latest(folder)
     if args.json is not None:
         files.write_json(result, args.json)
     for line in files.summary(result):
         console.print(line, highlight=False, markup=False, soft_wrap=True)
+    finished(folder, "evaluate")  # into the run history (never fails the run)
     sys.stderr.write(f"report: {folder}\n")
     return EXIT_CODES[result["verdict"]]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -50,7 +51,16 @@ def evaluation_pipeline(pipeline: PipelineFile) -> PipelineFile:
     return PipelineFile(spec.model_copy(update={"postprocess": postprocess, "preprocess": preprocess, "track": None, "cascade": ()}), pipeline.path)
 
 
-def detect(pipeline: PipelineFile, artifacts: ModelArtifacts, labels: LabelSet, classes: ClassMap, progress: Progress | None = None) -> DetectionRun:
+def detect(
+    pipeline: PipelineFile,
+    artifacts: ModelArtifacts,
+    labels: LabelSet,
+    classes: ClassMap,
+    progress: Progress | None = None,
+    model: Path | None = None,
+) -> DetectionRun:
+    """The detections on every labelled image; `model`: another ONNX model of the same graph's inputs and outputs (an INT8
+    Q/DQ model, an optimized candidate) in place of the pipeline's own."""
     from sdk.backends import create_backend
     from sdk.postprocess.stage import create_decoding
     from sdk.preprocess.stage import create_preprocessing
@@ -61,7 +71,7 @@ def detect(pipeline: PipelineFile, artifacts: ModelArtifacts, labels: LabelSet, 
     run = DetectionRun()
     evaluated = evaluation_pipeline(pipeline)
     spec = evaluated.spec
-    model_path = artifacts.model_for(spec.model.precision)
+    model_path = model if model is not None else artifacts.model_for(spec.model.precision)
     with ExitStack() as stack:
         backend = stack.enter_context(create_backend("onnxruntime", model_path, threads=spec.model.threads, batch=1, spinning=False))
         image_input, input_buffer = split_inputs(backend, dict(spec.model.inputs), model_path)
@@ -110,14 +120,15 @@ def _frames(labels: LabelSet) -> Iterator[tuple[LabelledImage, np.ndarray | str]
 
     (video,) = videos  # a label set holds one video (MOTChallenge: one sequence)
     with open_reader(f"file://{video.name}", base=video.parent) as reader:
-        ended = False
+        ended, position = False, 0  # position: the frame the reader gives next (a shard starts mid-video)
         for image in labels.images:
             pixels: np.ndarray | str | None = None
-            if not ended:
+            while not ended and position <= image.frame:
                 try:
                     pixels = reader.read()
                 except CorruptFrame as exc:
                     pixels = f"{image.name}: {exc}"
+                ended, position = pixels is None, position + 1
             if pixels is None:
                 ended = True
                 pixels = f"{image.name}: the video ended before this frame"

@@ -13,16 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import io
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
+from tools.history.label_matches import CONFIDENCE, DRAW_CHUNK, accumulate
 from tools.history.stats import DRAWS, SEED, block_indices
 
-CONFIDENCE = 0.95
 STAT_NAMES = ("map50_95", "map50", "map75", "map_small", "map_medium", "map_large", "ar1", "ar10", "ar100", "ar_small", "ar_medium", "ar_large")
-DRAW_CHUNK = 200  # draws accumulated at once (memory: chunk x 10 IoU thresholds x a category's detections)
 # The bootstrap's work is draws x detections x 10 IoU thresholds: past this many detection-draws a large set gets
 # fewer draws (at least MIN_DRAWS; its interval is narrow anyway).
 DETECTION_DRAWS = 10_000_000
@@ -43,6 +41,7 @@ class Metrics:
     curves: dict[str, list[float]]  # recall thresholds; mean precision at IoU 0.5 and over 0.5:0.95 (area all, 100 a image)
     images: int
     draws: int
+    matches: list[dict] | None = None  # COCOeval's per-image matches (image_matches): what a paired comparison resamples
     evaluation: object = None  # pycocotools' COCOeval, evaluated and accumulated (the operating point, the worst images)
 
 
@@ -109,7 +108,7 @@ def evaluate(ground_truth: dict, detections: list[dict], category_ids: list[int]
         low, high = np.quantile(values, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
         intervals[name] = [round(float(low), 6), round(float(high), 6)]
         lower[name] = round(float(np.quantile(values, 1 - CONFIDENCE)), 6)
-    return Metrics(stats, per_class, intervals, lower, curves, len(image_ids), draws, evaluation)
+    return Metrics(stats, per_class, intervals, lower, curves, len(image_ids), draws, image_matches(evaluation), evaluation)
 
 
 def _count(values) -> dict[int, int]:
@@ -162,37 +161,6 @@ def image_matches(evaluation) -> list[dict]:
         fp = np.logical_and(np.logical_not(matched), np.logical_not(ignored))
         out.append({"labels": labels, "image": image, "score": scores[order], "tp": tp, "fp": fp})
     return out
-
-
-def accumulate(matches: list[dict], weights: np.ndarray, recall_thresholds: np.ndarray) -> np.ndarray:
-    """[draws, 2]: mAP@[.5:.95] and AP50 with image i counted weights[d, i] times in draw d (COCOeval's accumulate)."""
-    draws = weights.shape[0]
-    steps = len(recall_thresholds)
-    ap = np.full((draws, len(matches), 2), np.nan)
-    for k, category in enumerate(matches):
-        labels = weights @ category["labels"]  # [D]
-        n = category["image"].size
-        present = labels > 0
-        if n == 0:
-            ap[present, k, :] = 0.0
-            continue
-        w = weights[:, category["image"]].astype(np.float64)  # [D, n]
-        tp = np.cumsum(w[:, None, :] * category["tp"][None], axis=2)  # [D, T, n]
-        fp = np.cumsum(w[:, None, :] * category["fp"][None], axis=2)
-        recall = tp / np.where(present, labels, 1)[:, None, None]  # a draw without labels of it is left out below
-        precision = tp / (fp + tp + np.spacing(1))
-        envelope = np.ascontiguousarray(np.maximum.accumulate(precision[..., ::-1], axis=-1)[..., ::-1])  # the precision envelope
-        # COCO samples the envelope at each recall threshold r: at the first detection whose recall reaches r (0 where
-        # none does). Detection j is that detection for the thresholds in (recall[j - 1], recall[j]]: weigh it by their
-        # count instead of sampling, which is the same sum without a dimension of 101 thresholds.
-        reached = np.searchsorted(recall_thresholds, recall.ravel(), side="right").reshape(recall.shape)
-        hits = np.diff(reached, axis=-1, prepend=0)
-        area = (envelope * hits).sum(axis=-1) / steps  # [D, T]
-        ap[:, k, 0] = np.where(present, area.mean(axis=1), np.nan)
-        ap[:, k, 1] = np.where(present, area[:, 0], np.nan)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a draw without any label of a category: COCO leaves it out
-        return np.nanmean(ap, axis=1)
 
 
 def draw_weights(images: int, draws: int, seed: int = SEED):

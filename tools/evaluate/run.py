@@ -17,6 +17,7 @@ from sdk.runtime.verdict import combine, describe_verdict
 from sdk.spec.loader import PipelineFile
 from tools.evaluate.classmap import ClassMap, map_classes
 from tools.evaluate.labels import LabelSet, load_labels
+from tools.history.label_matches import MATCHES_FILE, LabelMatches, from_evaluation
 from tools.history.stats import DRAWS
 from tools.progress import Progress, SilentProgress
 
@@ -30,6 +31,8 @@ class Request:
     images: Path | None = None
     target: str = "local"
     draws: int = DRAWS
+    shards: int = 1  # parts of the labelled set detected at once (tools/evaluate/shards.py)
+    ray: str | None = None  # run the shards as Ray tasks: "local" (a Ray on this machine) or a cluster's address
 
 
 def checked_inputs(pipeline: PipelineFile, labels_path: Path, images: Path | None) -> tuple[LabelSet, ClassMap]:
@@ -44,9 +47,14 @@ def checked_inputs(pipeline: PipelineFile, labels_path: Path, images: Path | Non
 
 def evaluate(request: Request, progress: Progress | None = None) -> dict:
     """The evaluation as report.json holds it (see tools/evaluate/report.py for the files)."""
+    return evaluate_run(request, progress)[0]
+
+
+def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[dict, LabelMatches]:
+    """The evaluation and its per-image matches (label_matches.npz: what a paired comparison resamples)."""
     from sdk.spec import load_pipeline
-    from tools.evaluate.detect import detect
     from tools.evaluate.judge import label_checks
+    from tools.evaluate.shards import detect_shards, require_ray
     from tools.models.prepare import PrepareModel
     from tools.state import cache_dir
 
@@ -55,13 +63,17 @@ def evaluate(request: Request, progress: Progress | None = None) -> dict:
         raise ConfigError(
             f"--target {request.target}: not supported by sdk evaluate yet; allowed: local", hint="evaluate on this machine's CPU: --target local"
         )
+    if request.shards < 1:
+        raise ConfigError(f"--shards {request.shards}: allowed: 1 or more", hint="split the labelled images over this many workers")
+    if request.ray is not None:
+        require_ray()  # before anything runs: one error line with the install command
     started = time.monotonic()
     pipeline = load_pipeline(request.pipeline)
     labels, mapping = checked_inputs(pipeline, request.labels, request.images)
     task = progress.task("preparing the model", total=None)
     artifacts = PrepareModel(pipeline, cache_dir())()
     task.done()
-    run = detect(pipeline, artifacts, labels, mapping, progress)
+    run = detect_shards(pipeline, artifacts, labels, mapping, request.shards, request.ray, progress)
     failed = {name for name, _ in run.not_decoded}
     scored = [image for image in labels.images if image.name not in failed]
     if not scored:
@@ -79,6 +91,7 @@ def evaluate(request: Request, progress: Progress | None = None) -> dict:
         notes.append(f"{len(run.not_decoded)} image(s) did not decode and were left out with their labels: {', '.join(sorted(failed))}")
     if run.size_mismatch:
         notes.append(f"{len(run.size_mismatch)} image(s) are not the size their labels give, e.g. {run.size_mismatch[0]}")
+    matches = from_evaluation(metrics.matches, [i.id for i in scored], sorted(set(mapping.to_category.values())), labels.ground_truth())
     check_dicts = [c.as_dict() for c in checks]
     return {
         "kind": "evaluation",
@@ -105,15 +118,18 @@ def evaluate(request: Request, progress: Progress | None = None) -> dict:
             "labels": labels.labels,
             "crowd_regions": labels.regions,
             "not_decoded": [{"file": name, "why": why} for name, why in run.not_decoded],
+            "sha256": matches.labels_sha256,
         },
+        "matches_file": MATCHES_FILE,
         "class_map": mapping.as_dict(tuple(pipeline.class_names()), labels.categories),
-        "evaluation": pipeline.spec.evaluation.model_dump() | {"bootstrap_draws": metrics.draws, "bootstrap": "images resampled with replacement"},
+        "evaluation": pipeline.spec.evaluation.model_dump(exclude={"labels", "images"})  # --labels is this run's, not the acceptance's
+        | {"bootstrap_draws": metrics.draws, "bootstrap": "images resampled with replacement"},
         "evaluator": _evaluator(),
         "backend": run.backend,
         "postprocess": run.postprocess,
         "detections": len(run.detections),
         "wall_s": round(time.monotonic() - started, 3),
-    }
+    }, matches
 
 
 def _score(pipeline: PipelineFile, labels: LabelSet, mapping: ClassMap, scored: list, detections: list[dict], draws: int, progress: Progress):
@@ -142,4 +158,4 @@ def _evaluator() -> str:
     return f"pycocotools {version('pycocotools')} COCOeval (bbox)"
 
 
-__all__ = ["TARGETS", "Request", "checked_inputs", "evaluate"]
+__all__ = ["TARGETS", "Request", "checked_inputs", "evaluate", "evaluate_run"]

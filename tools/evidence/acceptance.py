@@ -1,7 +1,7 @@
 """The host's part of an acceptance run: checks only the host can make, merged into the device's verdict.
 
 The device judges latency, deadline, drops and its own environment. The host adds what needs the
-workstation: accuracy against the FP32 reference, and determinism across repeated runs. Their
+workstation: accuracy against the FP32 reference and against labels (`evaluation.labels`), and determinism across repeated runs. Their
 checks join report.json's (verdict recombined: FAIL beats INCONCLUSIVE beats PASS), junit.xml
 is rewritten with one case per check, and report.html with its plots is drawn.
 """
@@ -20,6 +20,7 @@ from sdk.runtime.verdict import BudgetCheck, combine, describe_verdict
 from sdk.spec.loader import PipelineFile
 from sdk.spec.schema import Determinism
 from tools.evaluate.judge import unlabelled_checks
+from tools.evaluate.labelled_run import labels_of, score_run
 from tools.evidence.determinism import compare_runs
 from tools.evidence.html_report import write_html
 from tools.evidence.reference import REFERENCE_FILE, compare_per_camera, compare_with_reference, run_reference
@@ -52,6 +53,25 @@ def comparison(report: dict, precision: str, reference: str | None = None, model
         trivial = False
         summary = f"the host's FP32 model on ONNX Runtime against the device's {backend} ({precision}): what the engine and precision cost"
     return {"reference": REFERENCE_SIDE, "run": ran, "precision": precision, "trivial": trivial, "summary": summary}
+
+
+def _on_labels(report_dir: Path, pipeline: PipelineFile, report: dict, progress: Progress) -> list[BudgetCheck]:
+    """With `evaluation.labels`: the run's own detections scored against them (report.json's `labels_evaluation`, the
+    per-image matches in label_matches.npz); without, each budget on labels INCONCLUSIVE, saying where it is judged."""
+    if labels_of(pipeline) is None:
+        return unlabelled_checks(pipeline.spec.budgets.accuracy)
+    started = time.monotonic()
+    task = progress.task("scoring the run's detections against the labels", total=None)
+    scored = score_run(pipeline, report_dir)
+    task.done()
+    if scored.matches is not None:
+        from tools.history.label_matches import write_matches
+
+        write_matches(scored.matches, report_dir)
+    duration = round(time.monotonic() - started, 3)
+    report["labels_evaluation"] = scored.section | {"duration_s": duration}
+    report["notes"] = report["notes"] + scored.section["notes"]
+    return [replace(c, duration_s=duration) for c in scored.checks]
 
 
 def accept(
@@ -93,7 +113,7 @@ def accept(
         else:
             suffix = f"; against the original model {model.reference}" if model.reference else ""
         added += [replace(c, detail=c.detail + suffix, duration_s=duration) for c in result.checks()]
-        added += unlabelled_checks(budgets.accuracy)
+    added += _on_labels(report_dir, pipeline, report, progress)
     if repeats:
         tolerance = budgets.determinism or Determinism()
         report["determinism_runs"] = []

@@ -43,7 +43,9 @@ def add_parsers(commands) -> None:
     history.add_argument("--target", "-t", help="only this target, comma list or group")
     history.add_argument("--release", "-r", help="only this release (an id or its prefix)")
     history.add_argument("--since", help="only runs started since: 7d, 12h, 30m, 2w, or a date (2025-01-31, UTC)")
-    history.add_argument("--kind", choices=("deploy", "validate", "selftest", "profile", "optimize", "run"), help="only runs of this command")
+    history.add_argument(
+        "--kind", choices=("deploy", "validate", "selftest", "profile", "optimize", "evaluate", "run"), help="only runs of this command"
+    )
     history.add_argument("--limit", type=int, default=DEFAULT_LIMIT, help=f"the newest N runs (default {DEFAULT_LIMIT}; 0: all)")
     history.add_argument("--json", action="store_true", help="the runs as JSON on stdout instead of the table")
     history.add_argument(

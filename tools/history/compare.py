@@ -1,4 +1,5 @@
-"""`sdk compare A B`: per-stage and end-to-end latency, deadline misses and accuracy of B against A, figure by figure.
+"""`sdk compare A B`: per-stage and end-to-end latency, deadline misses and accuracy of B against A, figure by figure
+(and mAP on labels where both were scored on the same labelled images: tools/history/compare_labels.py).
 
 Each side is one run or several (a release measured more than once: pooled, two-level bootstrap, tools/history/stats.py).
 Each figure gets the difference B - A, an interval simultaneous over the comparison's figures at the chosen confidence,
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tools.history.compare_labels import label_pairs
 from tools.history.noise import Spread
 from tools.history.samples import SERIES, RunSamples, accuracy_figures
 from tools.history.stats import DRAWS, SEED, Difference, Replicates, judge, mean_replicates, pool, quantile_replicates, sum_replicates, verdict_of
@@ -127,7 +129,8 @@ def compare(
     figures_a, figures_b = side_figures(a, deadline, rng, draws), side_figures(b, deadline, rng, draws)
     names = [name for name in figures_a if name in figures_b]
     tested = [n for n in names if figures_a[n].draws is not None and figures_b[n].draws is not None]
-    alpha = (1 - confidence) / max(1, len(tested))  # Bonferroni: simultaneous over the figures tested
+    labelled = label_pairs(a, b, draws, seed)  # mAP on labels: a paired bootstrap over the same images
+    alpha = (1 - confidence) / max(1, len(tested) + labelled.tested)  # Bonferroni: simultaneous over the figures tested
     spreads = spreads or {}
     rows = []
     for name in names:
@@ -145,22 +148,23 @@ def compare(
                 continue
             result = widened  # a change beyond even that spread is still said (a 10x slowdown)
         rows.append(as_row(result, spread, name in tested))
+    rows += [as_row(result, None, paired) for result, paired in labelled.differences(alpha)]
     return {
         "a": a.describe(),
         "b": b.describe(),
         "confidence": confidence,
         "min_difference": min_difference,
-        "figures_tested": len(tested),
+        "figures_tested": len(tested) + labelled.tested,
         "method": (
-            f"circular block bootstrap over frames ({draws} draws; several runs of a side: runs, then frames), "
-            f"intervals simultaneous over {len(tested)} figures (Bonferroni) at {confidence:g}"
+            f"circular block bootstrap over frames ({draws} draws; several runs of a side: runs, then frames; mAP on labels: "
+            f"paired over images), intervals simultaneous over {len(tested) + labelled.tested} figures (Bonferroni) at {confidence:g}"
         ),
         "deadline_ms": deadline,
         "figures": rows,
         "summary": {verdict: [r["name"] for r in rows if r["verdict"] == verdict] for verdict in ("worse", "better")},
         "too_few_runs": [r["name"] for r in rows if r.get("too_few_runs")],
         "different": different(a, b),
-        "notes": notes(a, b, names, tested, spreads) + too_few_note(a, b, rows),
+        "notes": notes(a, b, names, tested, spreads) + labelled.notes + too_few_note(a, b, rows),
     }
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tools.history.store import HISTORY_FILE, NewerSchema, history_path, insert_run, open_for_writing, problem, timeout_s
 
-KINDS = ("deploy", "validate", "selftest", "profile", "optimize")
+KINDS = ("deploy", "validate", "selftest", "profile", "optimize", "evaluate")
 REPORT_FILE = "report.json"
 SELFTEST_FILE = "selftest.json"
 DEVICE_FILE = "device.json"

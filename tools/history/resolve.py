@@ -18,7 +18,7 @@ from tools.history.query import RUN_FIELDS, Filters, run_by_id, where
 from tools.history.samples import REPORT_FILE, load_run
 
 LAST_COMMITTED = "last-committed"
-MEASURED_KINDS = ("deploy", "validate", "profile", "optimize", "run")  # a selftest measures no frames
+MEASURED_KINDS = ("deploy", "validate", "profile", "optimize", "run", "evaluate")  # a selftest measures no frames
 DEFAULT_RUNS = 5
 _RUN_ID = re.compile(r"^#?(\d{1,12})$")
 _RELEASE = re.compile(r"^[0-9a-fA-F]{4,64}$")

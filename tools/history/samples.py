@@ -2,7 +2,8 @@
 
 From a report folder: every measured frame's stage and end-to-end latency (timeline.npz, warm-up excluded), its
 deadline misses (dropped frames count as misses, as in report.json), and, where the run was judged for accuracy,
-each frame's detections against the FP32 reference (detections.jsonl and reference_detections.jsonl). A run whose
+each frame's detections against the FP32 reference (detections.jsonl and reference_detections.jsonl), and where it
+was scored on labels, each image's matches (label_matches.npz, tools/history/label_matches.py). A run whose
 folder is gone keeps only its report's figures: it can be shown, not tested.
 """
 
@@ -36,6 +37,7 @@ class RunSamples:
     latencies: dict[str, np.ndarray]
     frames: np.ndarray | None
     accuracy: np.ndarray | None
+    labels: object | None = None  # an evaluation on labels: its per-image matches (tools/history/label_matches.py: LabelMatches)
 
     @property
     def has_frames(self) -> bool:
@@ -60,7 +62,14 @@ def load_run(folder: Path, label: str | None = None, report: dict | None = None)
         measured = latencies_from_times(timeline["times_ns"][warmup:], tuple(timeline["stages"].tolist()))
         latencies = {name: np.asarray(measured[name], np.float64) for name in SERIES if name in measured}
         frames = np.asarray(timeline["frames"][warmup:])
-    return RunSamples(label or str(folder), report, folder if folder.is_dir() else None, latencies, frames, _accuracy(folder))
+    return RunSamples(label or str(folder), report, folder if folder.is_dir() else None, latencies, frames, _accuracy(folder), _labels(folder))
+
+
+def _labels(folder: Path):
+    """The run's evaluation on labels (label_matches.npz), where it was judged on labels."""
+    from tools.history.label_matches import MATCHES_FILE, read_matches
+
+    return read_matches(folder / MATCHES_FILE) if (folder / MATCHES_FILE).is_file() else None
 
 
 def _accuracy(folder: Path) -> np.ndarray | None:

@@ -223,3 +223,9 @@ def plot_accuracy(report: AccuracyReport, path) -> None:
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)
+
+
+def add_to_report(report: dict, judged: dict) -> dict:
+    """An agreement report (AccuracyReport.as_dict()) with the gate on labels beside it; its FAIL refuses."""
+    failures = list(report["failures"]) + ([judged["failure"]] if judged["failure"] else [])
+    return {**report, "labels": judged, "failures": failures, "passed": not failures}

@@ -5,7 +5,11 @@ the calibration is cached by its content key (prepared model, media, preprocessi
 method), so a second deploy reuses it; the gate's verdict is cached beside it with the gate it
 was judged by. A failing gate runs the sensitivity fallback (`calibration.fallback: fp16`): the
 worst layers stay out of INT8 until it passes. What still fails stops the deploy with the numbers,
-and no target is touched. `sdk calibrate` runs the same step.
+and no target is touched. `sdk calibrate` runs the same step. With `evaluation.labels` the chosen Q/DQ model is also
+judged against FP32 on the labels (the drop of mAP@[.5:.95] with its interval: tools/evaluate/gate.py), and refused
+when it loses more than `calibration.accuracy.max_map_drop`. That gate lives in a room after this one: the caller
+hands over its factory (`label_gate=LabelGate.of`), and a pipeline with labels but no gate is refused, never judged
+without them.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,12 +25,15 @@ from sdk.artifacts import ModelArtifacts
 from sdk.errors import ModelError
 from sdk.sinks.files import partial_path, publish, write_whole
 from sdk.spec.loader import PipelineFile
-from tools.int8.accuracy import plot_accuracy
+from tools.int8.accuracy import add_to_report, plot_accuracy
 from tools.int8.calibrate import Calibrate, CalibrationArtifacts, check_accuracy, write_qdq
 from tools.models.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 
 ACCURACY_FILE = "accuracy.json"
+# (pipeline, model, calibration.accuracy.max_map_drop) -> the gate on evaluation.labels (tools/evaluate/gate.py:
+# LabelGate.of, with key() and judge(model, progress, label)), or None where the pipeline names no labels.
+LabelGateFactory = Callable[[PipelineFile, ModelArtifacts, float], object]
 
 
 @dataclass(frozen=True)
@@ -58,11 +66,30 @@ def _refuse(where: str, report: dict, detail: str) -> ModelError:
 class Int8ForDeploy:
     """Settings in the constructor; calling it returns the INT8 choice whose accuracy gate passed (or raises)."""
 
-    def __init__(self, pipeline: PipelineFile, model: ModelArtifacts, cache_root: Path, progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        pipeline: PipelineFile,
+        model: ModelArtifacts,
+        cache_root: Path,
+        progress: Progress | None = None,
+        label_gate: LabelGateFactory | None = None,
+    ) -> None:
         self.pipeline = pipeline
         self.model = model
         self.cache_root = Path(cache_root)
         self.progress = progress or SilentProgress()
+        self.label_gate = label_gate
+
+    def _gate_on_labels(self, pipeline: PipelineFile, model: ModelArtifacts):
+        limit = pipeline.spec.calibration.accuracy.max_map_drop
+        if self.label_gate is not None:
+            return self.label_gate(pipeline, model, limit)
+        if pipeline.spec.evaluation.labels is not None:  # never judged without the labels it names
+            raise ModelError(
+                f"{self.pipeline.path}: evaluation.labels is set, but this INT8 step was given no gate on labels",
+                hint="run it as deploy and sdk calibrate do: Int8ForDeploy(..., label_gate=LabelGate.of)",
+            )
+        return None
 
     def __call__(self) -> Int8Choice:
         from tools.int8.sensitivity import FALLBACK_SEARCH
@@ -73,12 +100,14 @@ class Int8ForDeploy:
         if self.pipeline.spec.batch_size > 1:  # calibrated and judged one frame per call; the ranges are the batched model's too
             pipeline = one_frame_per_call(self.pipeline)
             model = PrepareModel(pipeline, self.cache_root)()
+        gate = self._gate_on_labels(pipeline, model)  # evaluation.labels: checked before calibrating
         artifacts = Calibrate(pipeline, model, self.cache_root, self.progress)()
         judged = {
             "gate": spec.accuracy.model_dump(),
             "fallback": spec.fallback,
             "fallback_max_layers": spec.fallback_max_layers,
             "search": FALLBACK_SEARCH,
+            "labels": gate.key() if gate is not None else None,
         }
         key = hashlib.sha256(json.dumps(judged, sort_keys=True).encode()).hexdigest()[:12]
         recorded = artifacts.folder / f"judged-{key}" / ACCURACY_FILE
@@ -86,6 +115,8 @@ class Int8ForDeploy:
         cached = json.loads(recorded.read_text()) if recorded.is_file() else None
         if cached is None:
             cached = self._judge(pipeline, model, artifacts, recorded.parent)
+            if gate is not None:  # the chosen Q/DQ model against FP32 on the labels, beside the agreement checks
+                cached["report"] = add_to_report(cached["report"], gate.judge(Path(cached["qdq_model"]), self.progress, "INT8"))
             _write_json(recorded, cached)
         if not cached["report"]["passed"]:
             kept = cached.get("fp16_layers") or []

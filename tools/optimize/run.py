@@ -8,7 +8,8 @@
    the sequential refit against the original), and the same with FSKD's 1x1 corrections folded in; 2:4 sparsity
    (sparsity.py) on the eligible layers of the best reconstruction, where the target can use it.
 5. Every candidate goes through the accuracy gate (tools/int8/accuracy.py) against the original FP32 model on the held-out
-   frames, and is measured on ONNX Runtime's CPU backend beside the original in alternating rounds (measure.py).
+   frames (with `evaluation.labels`, also its mAP against the original's on them: tools/evaluate/gate.py), and is
+   measured on ONNX Runtime's CPU backend beside the original in alternating rounds (measure.py).
 6. The front, the fastest candidate that passes the gate (and the budget), NAME.optimized.onnx and a pipeline file
    that uses it; report.json and report.html; the run goes into the history.
 """
@@ -154,6 +155,9 @@ class _Context:
         self.settings, self.progress = settings, progress
         self.precision = pipeline.spec.model.precision
         self.notes: list[str] = []
+        from tools.evaluate.gate import LabelGate
+
+        self.labels = LabelGate.of(pipeline, artifacts, gate.max_map_drop)  # evaluation.labels: checked before any candidate
 
     # -- frames ------------------------------------------------------------------------------------------
     def _frames(self) -> tuple[list[np.ndarray], dict[int, np.ndarray]]:
@@ -308,7 +312,7 @@ class _Context:
 
     # -- the gate and the clock --------------------------------------------------------------------------
     def _judge(self, candidates: list[Candidate], holdout: dict[int, np.ndarray]) -> None:
-        from tools.int8.accuracy import evaluate_int8
+        from tools.int8.accuracy import add_to_report, evaluate_int8
         from tools.optimize.graph import model_bytes
 
         task = self.progress.task(f"accuracy gate: {len(candidates)} candidates against the original FP32 model", total=len(candidates))
@@ -323,6 +327,9 @@ class _Context:
                     "detections": judged.int8_detections, "min_cosine": min((o["mean_cosine"] for o in judged.outputs.values()), default=1.0),
                     "failures": judged.failures,
                 }  # fmt: skip
+                if self.labels is not None:  # evaluation.labels: its mAP against the original's on them, beside the agreement
+                    candidate.accuracy = add_to_report(candidate.accuracy, self.labels.judge(path, self.progress, "optimized"))
+                    candidate.accuracy.pop("passed")
                 task.advance()
         task.done()
 

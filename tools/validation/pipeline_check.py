@@ -79,15 +79,21 @@ def _model_and_decoder(result: CheckResult, pipeline) -> None:
 
 
 def _labels(result: CheckResult, pipeline, labels: Path | None, images: Path | None) -> None:
-    """The evaluation's class map: its keys name the model's classes; with --labels, every class finds a category."""
+    """The evaluation's class map: its keys name the model's classes; with --labels (else `evaluation.labels`), every
+    class finds a category."""
     from tools.evaluate.classmap import check_keys
+    from tools.evaluate.labelled_run import checked_labels
     from tools.evaluate.run import checked_inputs
 
     try:
         if labels is None:
             check_keys(tuple(pipeline.class_names()), dict(pipeline.spec.evaluation.classes), str(pipeline.path))
-            return
-        found, mapping = checked_inputs(pipeline, labels, images)
+            checked = checked_labels(pipeline)
+            if checked is None:
+                return
+            found, mapping = checked
+        else:
+            found, mapping = checked_inputs(pipeline, labels, images)
     except SdkError as exc:
         result.add(PROBLEM, "labels", exc.message, exc.hint)
         return

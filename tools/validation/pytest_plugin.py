@@ -100,7 +100,7 @@ def declared_checks(budgets: Budgets, repeat: int) -> list[str]:
         names += [f"environment.{key}" for key, on in wanted.items() if on]
     if budgets.accuracy is not None:
         names += [f"accuracy.{key}" for key in ("recall", "precision", "mean_iou", "mean_score_drift")]
-        names += [f"accuracy.{key}" for key, _ in budgets.accuracy.label_minimums()]  # INCONCLUSIVE: a run has no labels
+        names += [f"accuracy.{key}" for key, _ in budgets.accuracy.label_minimums()]  # on evaluation.labels; INCONCLUSIVE without
     names += [f"determinism.run{run}" for run in range(2, repeat + 1)]
     return names
 

@@ -17,6 +17,7 @@ from sdk.spec.loader import load_pipeline
 from tools.connect.sessions import open_session, paused_service
 from tools.deploy.fleet import FleetResult
 from tools.deploy.flow import DeployResult, TargetRun, engine_step, health_policy, install_release, int8_artifacts, measure
+from tools.evaluate.labelled_run import checked_labels
 from tools.evidence.acceptance import accept
 from tools.history.hook import finished
 from tools.models.prepare import PrepareModel
@@ -59,6 +60,7 @@ class Validate(TargetRun):
         if self.stress:
             InterferencePlan.parse(self.stress)  # refuse a bad --stress before anything runs
         pipeline = load_pipeline(self.pipeline_path)
+        checked_labels(pipeline)  # evaluation.labels: the labels and the class map, before anything runs
         repeat = self.repeat or (2 if pipeline.spec.budgets.determinism is not None else 1)
         if self.report_dir is not None:
             report_dir = check_report_dir(self.report_dir, self.force)

@@ -12,6 +12,7 @@ from sdk.runtime.interference import InterferencePlan
 from sdk.spec.loader import load_pipeline
 from tools.deploy.fleet import FleetResult, deploy_fleet
 from tools.deploy.flow import engine_step, health_policy, install_release, int8_artifacts, measure
+from tools.evaluate.labelled_run import checked_labels
 from tools.evidence.acceptance import accept
 from tools.models.prepare import PrepareModel
 from tools.release.bundle import collect_bundle
@@ -25,6 +26,7 @@ def validate_fleet(validate, targets) -> FleetResult:
     if validate.stress:
         InterferencePlan.parse(validate.stress)
     pipeline = load_pipeline(validate.pipeline_path)
+    checked_labels(pipeline)  # evaluation.labels: the labels and the class map, before anything runs
     repeat = validate.repeat or (2 if pipeline.spec.budgets.determinism is not None else 1)
     if validate.report_dir is not None:
         report_dir = check_report_dir(validate.report_dir, validate.force)

@@ -56,9 +56,10 @@ def test_the_examples_map_matches_yoloxs_own_evaluation_run_independently(exampl
 
 
 def test_the_example_reports_every_figure_its_intervals_and_passes_its_budgets(example):
-    assert example["labels"] | {"path": None} == {
-        "path": None, "format": "coco", "images": 29, "images_scored": 29, "labels": 337, "crowd_regions": 6, "not_decoded": [],
+    assert example["labels"] | {"path": None, "sha256": None} == {
+        "path": None, "format": "coco", "images": 29, "images_scored": 29, "labels": 337, "crowd_regions": 6, "not_decoded": [], "sha256": None,
     }  # fmt: skip
+    assert len(example["labels"]["sha256"]) == 64  # the ground truth scored, for pairing two evaluations (sdk compare)
     assert set(example["metrics"]) == {
         "map50_95",
         "map50",
@@ -117,6 +118,18 @@ def test_the_command_prints_the_figures_and_writes_report_json_junit_and_the_pag
         assert drawn is not None and drawn.shape[:2] == cv2.imread(entry["path"]).shape[:2] and entry["drawing"] in page
     charts = sorted(p.name for p in (command.folder / "report" / "pr").iterdir())
     assert len(charts) == 50 and "1-person.svg" in charts and "pr/1-person.svg" in page  # the classes with labels
+    # Kept image by image for sdk compare (COCOeval's figures from the matches alone), and in the run history.
+    from tools.history.label_matches import read_matches
+    from tools.history.query import Filters, runs
+    from tools.history.store import history_path, open_for_reading
+
+    matches = read_matches(command.folder / "report" / report["matches_file"])
+    assert matches.figures() == pytest.approx([example["map50_95"], example["map50"]], abs=1e-6)
+    assert matches.labels_sha256 == example["labels"]["sha256"] and len(matches.image_ids) == 29
+    with contextlib.closing(open_for_reading(history_path())) as connection:
+        found = runs(connection, Filters(kind="evaluate"))
+    recorded = [(r["kind"], r["verdict"]) for r in found if r["report_dir"] == str(command.folder / "report")]
+    assert recorded == [("evaluate", "PASS")]
 
 
 def test_bad_input_is_one_error_line_and_a_hint_before_anything_runs(sdk, tmp_path):

@@ -105,7 +105,8 @@ def test_motchallenge_labels_beside_a_video_give_the_map_of_the_same_frames_as_c
     writer.release()
     (tmp_path / "seq" / "gt" / "gt.txt").write_text("\n".join(rows) + "\n")
     (tmp_path / "coco.json").write_text(json.dumps(coco))
-    from_video = evaluate(Request(pipeline, tmp_path / "seq" / "gt" / "gt.txt", tmp_path / "seq" / "seq.avi", draws=0))
+    # One frame a shard: each shard reads the video from its own first frame on.
+    from_video = evaluate(Request(pipeline, tmp_path / "seq" / "gt" / "gt.txt", tmp_path / "seq" / "seq.avi", draws=0, shards=3))
     from_frames = evaluate(Request(pipeline, tmp_path / "coco.json", tmp_path / "frames", draws=0))
     assert from_video["labels"] | {"path": None} == from_frames["labels"] | {"path": None, "format": "mot"}
     assert from_video["labels"]["crowd_regions"] == 1 and from_video["labels"]["not_decoded"] == []

@@ -1,0 +1,53 @@
+"""The gate on labels of `sdk calibrate` and `sdk optimize`: a candidate model against the FP32 original on
+`evaluation.labels`, its mAP drop judged on a paired interval over the images; a FAIL refuses the candidate beside the
+agreement checks, an INCONCLUSIVE says how many images would settle it."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+from tools.evaluate.gate import LabelGate, _images_needed
+from tools.int8.accuracy import add_to_report
+
+
+@pytest.fixture(scope="module")
+def gate(labelled_example):
+    """The gate (1 point) of the example's pipeline on three of its images."""
+    found = LabelGate.of(labelled_example.pipeline, labelled_example.artifacts, 0.01)
+    found.draws = 400
+    return found, labelled_example.folder
+
+
+def test_the_original_model_as_its_own_candidate_loses_nothing_and_passes(gate):
+    found, _ = gate
+    judged = found.judge(found.artifacts.model_path)
+    assert judged["drop"] == 0.0 and judged["drop_interval"] == [0.0, 0.0] and judged["status"] == "PASS" and judged["failure"] is None
+    assert judged["map50_95_fp32"] == judged["map50_95"] > 0.1 and judged["images"] == 3
+
+
+def test_a_damaged_candidate_fails_on_labels_and_is_refused_beside_the_agreement_checks(gate):
+    found, folder = gate
+    model = onnx.load(str(found.artifacts.model_path))
+    rng = np.random.default_rng(0)
+    for weight in model.graph.initializer:
+        values = numpy_helper.to_array(weight)
+        if values.ndim == 4:  # every convolution's weights, 30 % noise: the boxes move and the scores drop
+            noisy = values * (1 + 0.3 * rng.standard_normal(values.shape)).astype(values.dtype)
+            weight.CopyFrom(numpy_helper.from_array(noisy, weight.name))
+    damaged = folder / "damaged.onnx"
+    onnx.save(model, str(damaged))
+    judged = found.judge(damaged, name="INT8")
+    assert judged["status"] == "FAIL" and judged["drop"] > 0.01
+    assert judged["failure"].startswith("mAP@[.5:.95] on labels: FP32 ") and "INT8 " in judged["failure"]
+    assert judged["drop_interval"][0] <= judged["drop"] <= judged["drop_interval"][1]
+    agreement = {"failures": [], "passed": True, "recall": 0.97}
+    report = add_to_report(agreement, judged)
+    assert report["passed"] is False and report["failures"] == [judged["failure"]] and report["labels"] is judged and report["recall"] == 0.97
+
+
+def test_an_inconclusive_drop_says_how_many_images_would_settle_it():
+    # A drop of 0.5 points whose upper bound is 2 points: the spread (1.5) must shrink to the 0.5 left, a ninth.
+    assert _images_needed(0.005, 0.02, 0.01, 29) == 29 * 9
