@@ -20,7 +20,7 @@ REFERENCE = REPO / "docs" / "reference"
 REPORT_SCHEMA = REFERENCE / "report.schema.json"
 
 INSTALL_AND_RUN = "pip install -e '.[test]' && deploy --target local pipelines/pedestrian.yaml"
-TEST_COMMAND = "python -m pytest -n 4"
+TEST_COMMAND = "python -m pytest -n auto"
 
 
 def test_readme_is_at_most_10_kb():
