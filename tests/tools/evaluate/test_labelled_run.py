@@ -128,3 +128,17 @@ def test_missing_labels_are_one_error_naming_the_pipeline_file_and_its_key(label
     (folder / "kitti.yaml").write_text(yaml.safe_dump(spec))
     with pytest.raises(ConfigError, match=r"evaluation.labels: --labels .*label_2: a folder without KITTI label files"):
         checked_labels(load_pipeline(folder / "kitti.yaml"))
+
+
+def test_a_source_folder_other_than_the_labelled_images_folder_is_refused(labelled):
+    import shutil
+
+    folder, _ = labelled
+    shutil.copytree(folder / "images", folder / "other", dirs_exist_ok=True)  # the same file names, other pictures
+    spec = yaml.safe_load((folder / "pipeline.yaml").read_text())
+    spec["source"]["uri"] = "images://other"
+    (folder / "other.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match=r"other.yaml: source.uri .*other: not the labelled images' folder; allowed: .*images") as caught:
+        checked_labels(load_pipeline(folder / "other.yaml"))
+    assert "evaluation.images" in caught.value.message and caught.value.hint
+    assert checked_labels(load_pipeline(folder / "pipeline.yaml")) is not None
