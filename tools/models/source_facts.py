@@ -52,7 +52,10 @@ def source_facts(uri: str, folder: Path) -> SourceFacts:
     if query.get("width", "").isdigit() and query.get("height", "").isdigit():
         size = (int(query["width"]), int(query["height"]))
     if scheme == "synthetic":
-        frames = int(query.get("frames", "300")) if query.get("frames", "300").isdigit() else None
+        from sdk.sources.synthetic import DEFAULT_FRAMES
+
+        given = query.get("frames", str(DEFAULT_FRAMES))
+        frames = int(given) if given.isdigit() else None
     path = folder / rest.split("?")[0]
     if scheme == "file" and path.is_file():
         import cv2
