@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdk.errors import ConfigError, SdkError
+from sdk.sources.images import IMAGE_SUFFIXES  # what images:// reads
 from sdk.sources.uri import RECORDING_SCHEMES
 
 DEFAULT_FPS = 30.0  # a camera's rate where the source does not say
 STILL_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")  # what images:// reads
 
 
 @dataclass(frozen=True)

@@ -101,3 +101,12 @@ def test_the_host_counts_a_synthetic_source_as_the_reader_delivers_it(tmp_path):
     delivered = SyntheticReader(parse_source_uri("synthetic://boxes")).frames
     assert source_facts("synthetic://boxes", tmp_path).frames == delivered
     assert _source_frames(None, "camera", "synthetic://boxes") == delivered
+
+
+def test_the_host_counts_every_image_an_images_source_reads(tmp_path):
+    from tools.models.source_facts import source_facts
+
+    (tmp_path / "frames").mkdir()
+    for name, channels in (("a.png", 3), ("b.ppm", 3), ("c.pgm", 1), ("d.webp", 3)):
+        assert cv2.imwrite(str(tmp_path / "frames" / name), np.zeros((6, 8, channels), np.uint8).squeeze())
+    assert source_facts("images://frames", tmp_path).frames == 4
