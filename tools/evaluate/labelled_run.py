@@ -59,8 +59,10 @@ def pipeline_labels(pipeline: PipelineFile) -> tuple[LabelSet, ClassMap] | None:
         what = "not a folder (an acceptance run finds its frames by file name, not in a video)" if images.exists() else "no such folder"
         raise ConfigError(f"{where}.images: {images}: {what}", hint="the folder of the labelled images (MOTChallenge: the sequence's img1/)")
     try:
-        return checked_inputs(pipeline, labels, images)
+        return checked_inputs(pipeline, labels, images, f"{where}.images")
     except ConfigError as exc:
+        if exc.message.startswith(f"{where}.images"):  # names the pipeline file and its key already
+            raise
         raise ConfigError(f"evaluation.labels: {exc.message}", hint=exc.hint) from None
 
 
