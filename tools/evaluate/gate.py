@@ -61,7 +61,7 @@ class LabelGate:
 
         run = detect(self.pipeline, self.artifacts, self.labels, self.mapping, progress, model=model)
         failed = {name for name, _ in run.not_decoded}
-        scored = [i.id for i in self.labels.images if i.path.name not in failed]
+        scored = [i.id for i in self.labels.images if i.name not in failed]
         categories = sorted(set(self.mapping.to_category.values()))
         truth = self.labels.ground_truth()
         metrics = evaluate(truth, run.detections, categories, scored, draws=0)

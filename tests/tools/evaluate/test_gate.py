@@ -72,3 +72,21 @@ def test_no_finite_draw_is_an_inconclusive_drop_without_an_interval_and_not_show
     assert "no interval" in judged["detail"] and judged["failure"] is None
     (difference, tested), _ = LabelPairs(pairs=empty).differences(0.05)
     assert difference.interval is None and not tested
+
+
+def test_a_video_frame_that_did_not_decode_is_left_out_of_the_gates_images(monkeypatch):
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    import tools.evaluate.detect as detect_module
+    import tools.evaluate.metrics as metrics_module
+    import tools.history.label_matches as label_matches
+    from tools.evaluate.labelset import LabelledImage
+
+    frames = [LabelledImage(n + 1, Path("seq.mp4"), 64, 48, frame=n) for n in range(3)]
+    labels = SimpleNamespace(images=frames, ground_truth=lambda: {})
+    monkeypatch.setattr(detect_module, "detect", lambda *a, **k: SimpleNamespace(not_decoded=[("seq.mp4#2", "cut")], detections=[]))
+    monkeypatch.setattr(metrics_module, "evaluate", lambda truth, found, categories, scored, draws: SimpleNamespace(matches=None))
+    monkeypatch.setattr(label_matches, "from_evaluation", lambda matches, scored, categories, truth: scored)
+    gate = LabelGate(None, None, labels, SimpleNamespace(to_category={0: 1}), 0.01)
+    assert gate._matches(None, None) == [1, 3]
