@@ -175,7 +175,7 @@ def source_and_output_notes(spec, result: RunResult) -> list[str]:
     """Frames a recording promised that never arrived (per camera), and frames an output could not keep."""
     notes = []
     for name, camera in result.cameras.items():
-        delivered = camera.recorder.count
+        delivered = camera.counters.delivered  # what the source gave, also frames a stage error kept from the recorder
         if camera.source_ended and camera.asked and delivered < camera.asked:
             uri = spec.cameras[name].uri.partition("?")[0]
             notes.append(

@@ -43,9 +43,10 @@ class RuntimeLog:
         result = getattr(self.runner, "result", None)
         error = getattr(result, "last_error", None)
         if error and error != self._error:
-            self._error = error
-            counts = ", ".join(f"{stage} {n}" for stage, n in (result.stage_errors or {}).items())
+            stage_errors = dict(result.stage_errors or {})  # a snapshot: the frame loop counts on while this thread reads
+            counts = ", ".join(f"{stage} {n}" for stage, n in stage_errors.items())
             self.say(f"error: {error} (stage errors so far: {counts})")
+            self._error = error  # only once said: a failed write says it again next time
         now, frames = self.clock(), int(status.get("frames") or 0)
         if self._last is None:
             self._last = (now, frames)

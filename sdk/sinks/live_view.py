@@ -65,6 +65,8 @@ class LiveView:
         self._next_image_at: dict[str | None, float] = {}
         self.images_sent = 0
         self.images_skipped = 0  # frames whose image was not sent (the rate limit, or a newer one replaced it)
+        self.errors = 0  # turns of the view's thread that failed (counted, the thread goes on; the frame loop never waits)
+        self.last_error: str | None = None
         self._latency: dict[str | None, object] = {}
         self._status_channel = None
         self._status: Callable[[], dict] = dict  # the run's state (the runner's live_state; watch())
@@ -135,8 +137,11 @@ class LiveView:
             state = dict(self._status())
         except Exception as exc:  # noqa: BLE001 - the view reports; it never takes the run down
             state = {"state": "UNKNOWN", "error": f"{type(exc).__name__}: {exc}"}
-        state["deadline_misses"] = {camera or "camera": n for camera, n in self.counter.misses.items()}
-        state["live_view"] = {"images_sent": self.images_sent, "images_skipped": self.images_skipped}
+        misses = dict(self.counter.misses)  # a snapshot: the frame loop adds cameras while this thread reads
+        state["deadline_misses"] = {camera or "camera": n for camera, n in misses.items()}
+        state["live_view"] = {"images_sent": self.images_sent, "images_skipped": self.images_skipped, "errors": self.errors}
+        if self.last_error is not None:
+            state["live_view"]["last_error"] = self.last_error
         self._status_channel.log(state, log_time=time.time_ns())
 
     def _offer_image(self, camera: str | None, frame: Frame, stamp: int) -> None:
@@ -158,9 +163,6 @@ class LiveView:
             self._wake.notify()
 
     def _encode_loop(self) -> None:
-        import cv2
-
-        m = self._messages
         next_status = time.monotonic()
         while True:
             with self._wake:
@@ -168,20 +170,30 @@ class LiveView:
                 if self._stopping:
                     return
                 item, self._mailbox = self._mailbox, None
-            if time.monotonic() >= next_status:
-                next_status = time.monotonic() + self.status_interval_s
-                if self._status_channel.has_sinks():
-                    self._publish_status()
-            if item is None:
-                continue
-            camera, image, stamp, frame_id = item
-            ok, data = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
-            if not ok:
-                continue
-            timestamp = m.Timestamp(sec=stamp // 1_000_000_000, nsec=stamp % 1_000_000_000)
-            message = m.CompressedImage(timestamp=timestamp, frame_id=frame_id, data=data.tobytes(), format="jpeg")
-            self._image_channels[camera].log(message, log_time=stamp)
-            self.images_sent += 1
+            try:
+                if time.monotonic() >= next_status:
+                    next_status = time.monotonic() + self.status_interval_s
+                    if self._status_channel.has_sinks():
+                        self._publish_status()
+                if item is not None:
+                    self._send_image(*item)
+            except Exception as exc:  # noqa: BLE001 - one lost status or image is counted; the view goes on
+                self.errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                if item is not None:
+                    self.images_skipped += 1
+
+    def _send_image(self, camera: str | None, image: np.ndarray, stamp: int, frame_id: str) -> None:
+        import cv2
+
+        m = self._messages
+        ok, data = cv2.imencode(".jpg", image, [cv2.IMWRITE_JPEG_QUALITY, JPEG_QUALITY])
+        if not ok:
+            return
+        timestamp = m.Timestamp(sec=stamp // 1_000_000_000, nsec=stamp % 1_000_000_000)
+        message = m.CompressedImage(timestamp=timestamp, frame_id=frame_id, data=data.tobytes(), format="jpeg")
+        self._image_channels[camera].log(message, log_time=stamp)
+        self.images_sent += 1
 
     def close(self) -> None:
         with self._wake:

@@ -12,6 +12,7 @@ from sdk.sources.uri import SourceUri
 from sdk.spec.source import SYNTHETIC_KINDS
 
 PATTERNS = SYNTHETIC_KINDS
+DEFAULT_FRAMES = 100  # frames a synthetic source delivers when its URI gives no `frames=`
 
 
 class SyntheticReader(FrameReader):
@@ -29,7 +30,7 @@ class SyntheticReader(FrameReader):
         self.pattern = uri.target
         self.width = uri.int_param("width", 640)
         self.height = uri.int_param("height", 480)
-        self.frames = uri.int_param("frames", 100)
+        self.frames = uri.int_param("frames", DEFAULT_FRAMES)
         self.seed = uri.int_param("seed", 0)
         self.corrupt_every = uri.int_param("corrupt_every", 0)
         self.live = bool(uri.int_param("live", 0))

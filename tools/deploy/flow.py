@@ -106,7 +106,7 @@ class Deploy(TargetRun):
         artifacts = prepare()
         task.done()
         int8 = int8_artifacts(pipeline, artifacts, self.progress)
-        base = collect_bundle(pipeline, artifacts, prepare.key, int8)
+        base = collect_bundle(pipeline, artifacts, prepare.key, int8, live_view=self.live_view)
         report_dir = (self.report_dir or default_report_dir(pipeline, self.target_name)).resolve()
         if len(targets) > 1:
             return deploy_fleet(

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from sdk.errors import ConfigError
-from tools.evaluate.labelset import LabelledImage, LabelSet, check_box
+from tools.evaluate.labelset import IMAGES_FLAG, LabelledImage, LabelSet, check_box, given_with
 
 
 def _read_json(path: Path) -> object:
@@ -26,7 +26,7 @@ def _number(value: object, where: str, path: Path) -> float:
     return float(value)
 
 
-def load_coco(path: Path, images: Path | None) -> LabelSet:
+def load_coco(path: Path, images: Path | None, images_from: str = IMAGES_FLAG) -> LabelSet:
     data = _read_json(path)
     if not isinstance(data, dict) or not all(isinstance(data.get(k), list) for k in ("images", "annotations", "categories")):
         raise ConfigError(
@@ -35,7 +35,7 @@ def load_coco(path: Path, images: Path | None) -> LabelSet:
         )
     folder = images if images is not None else (path.parent / "images" if (path.parent / "images").is_dir() else path.parent)
     if not Path(folder).is_dir():
-        raise ConfigError(f"--images {folder}: no such folder", hint="give the folder that holds the images the labels name")
+        raise ConfigError(f"{images_from} {folder}: no such folder", hint="give the folder that holds the images the labels name")
     categories: dict[int, str] = {}
     for i, category in enumerate(data["categories"]):
         if not isinstance(category, dict) or not isinstance(category.get("id"), int) or not isinstance(category.get("name"), str):
@@ -46,7 +46,7 @@ def load_coco(path: Path, images: Path | None) -> LabelSet:
     if missing:
         raise ConfigError(
             f"{path}: {len(missing)} of {len(found)} labelled images are not in {folder}, e.g. {missing[0].name}",
-            hint="give the image folder with --images (COCO's file_name is relative to it)",
+            hint=f"give the image folder {given_with(images_from)} (COCO's file_name is relative to it)",
         )
     by_id = {image.id: image for image in found}
     if len(by_id) != len(found):

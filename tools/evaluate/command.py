@@ -40,7 +40,8 @@ def add_parsers(commands) -> None:
         nargs="?",
         const="local",
         metavar="ADDRESS",
-        help="run the shards as Ray tasks: on a Ray started here (no ADDRESS) or a cluster's (optional extra `ray`)",
+        help="run the shards as Ray tasks: on a Ray started here (no ADDRESS) or a cluster's (optional extra `ray`); "
+        "every Ray node must see the pipeline, its model and the images at the same paths as here",
     )
     evaluate.add_argument("--json", type=Path, metavar="FILE", help="also write the whole result (report.json's content) to FILE")
     evaluate.add_argument(

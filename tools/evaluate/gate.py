@@ -61,7 +61,7 @@ class LabelGate:
 
         run = detect(self.pipeline, self.artifacts, self.labels, self.mapping, progress, model=model)
         failed = {name for name, _ in run.not_decoded}
-        scored = [i.id for i in self.labels.images if i.path.name not in failed]
+        scored = [i.id for i in self.labels.images if i.name not in failed]
         categories = sorted(set(self.mapping.to_category.values()))
         truth = self.labels.ground_truth()
         metrics = evaluate(truth, run.detections, categories, scored, draws=0)
@@ -76,6 +76,8 @@ class LabelGate:
             self._reference = self._matches(self.artifacts.model_path, progress)
         found = paired_difference(self._reference, self._matches(candidate, progress), confidence=2 * CONFIDENCE - 1, draws=self.draws)
         figure = found["map50_95"]
+        if not figure.bounded:
+            return self._unbounded(figure, found["map50"])
         drop = -figure.difference
         upper = -figure.lower_bound(CONFIDENCE)  # the one-sided 95 % upper bound of the drop
         images = len(self._reference.image_ids)
@@ -107,10 +109,38 @@ class LabelGate:
             "failure": failure,
         }
 
+    def _unbounded(self, figure, map50) -> dict:
+        """No bootstrap draw is finite (no scored image holds a labelled object): no interval, INCONCLUSIVE, a note why."""
+        images = len(self._reference.image_ids)
+        shown = f"no interval: none of the {images} scored images holds a labelled object, so the drop cannot be judged"
+        return {
+            "labels": str(self.labels.source),
+            "images": images,
+            "map50_95_fp32": _point(figure.a),
+            "map50_95": _point(figure.b),
+            "map50_fp32": _point(map50.a),
+            "map50": _point(map50.b),
+            "drop": _point(-figure.difference),
+            "drop_interval": None,
+            "drop_upper_bound": None,
+            "max_map_drop": self.limit,
+            "status": "INCONCLUSIVE",
+            "images_needed": None,
+            "detail": shown,
+            "failure": None,
+        }
 
-def _images_needed(drop: float, upper: float, limit: float, images: int) -> int:
-    """Images for the upper bound to come within the limit, at the same drop and spread."""
+
+def _images_needed(drop: float, upper: float, limit: float, images: int) -> int | None:
+    """Images for the upper bound to come within the limit, at the same drop and spread; None when no number of images
+    can (the drop itself reaches the limit, as with `max_map_drop: 0`)."""
+    if limit - drop <= 0:
+        return None
     return math.ceil(images * ((upper - drop) / (limit - drop)) ** 2)
+
+
+def _point(value: float) -> float | None:
+    return round(value, 6) if math.isfinite(value) else None
 
 
 __all__ = ["LabelGate"]

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 
 from sdk.errors import ConfigError
-from tools.evaluate.labelset import LabelledImage, LabelSet, check_box, image_files, image_size
+from tools.evaluate.labelset import IMAGES_FLAG, LabelledImage, LabelSet, check_box, given_with, image_files, image_size
 
 KITTI_TYPES = ("Car", "Van", "Truck", "Pedestrian", "Person_sitting", "Cyclist", "Tram", "Misc")
 DONT_CARE = "DontCare"
@@ -29,18 +29,19 @@ def is_kitti_folder(path: Path) -> bool:
     return path.is_dir() and any(p.suffix == ".txt" for p in path.iterdir())
 
 
-def load_kitti(folder: Path, images: Path | None) -> LabelSet:
-    """`folder`: the label_2 folder; `images`: the image folder (default: image_2 beside label_2)."""
+def load_kitti(folder: Path, images: Path | None, images_from: str = IMAGES_FLAG) -> LabelSet:
+    """`folder`: the label_2 folder; `images`: the image folder (default: image_2 beside label_2); `images_from`: where
+    errors say the image folder was given (`--images`, or a pipeline file's `evaluation.images`)."""
     image_folder = images if images is not None else folder.parent / "image_2"
     if not Path(image_folder).is_dir():
-        raise ConfigError(f"--images {image_folder}: no such folder", hint="give the KITTI image_2 folder with --images")
+        raise ConfigError(f"{images_from} {image_folder}: no such folder", hint=f"give the KITTI image_2 folder {given_with(images_from)}")
     files = sorted(p for p in folder.iterdir() if p.suffix == ".txt")
     by_stem = {p.stem: p for p in image_files(Path(image_folder))}
     missing = [f for f in files if f.stem not in by_stem]
     if missing:
         raise ConfigError(
             f"{folder}: {len(missing)} of {len(files)} label files have no image in {image_folder}, e.g. {missing[0].name}",
-            hint="give the image folder with --images (an image has the label file's name: 000042.txt, 000042.png)",
+            hint=f"give the image folder {given_with(images_from)} (an image has the label file's name: 000042.txt, 000042.png)",
         )
     rows = {f: _rows(f) for f in files}
     names = sorted({row[0] for found in rows.values() for row in found} - set(KITTI_TYPES) - {DONT_CARE})

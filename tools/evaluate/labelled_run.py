@@ -59,8 +59,10 @@ def pipeline_labels(pipeline: PipelineFile) -> tuple[LabelSet, ClassMap] | None:
         what = "not a folder (an acceptance run finds its frames by file name, not in a video)" if images.exists() else "no such folder"
         raise ConfigError(f"{where}.images: {images}: {what}", hint="the folder of the labelled images (MOTChallenge: the sequence's img1/)")
     try:
-        return checked_inputs(pipeline, labels, images)
+        return checked_inputs(pipeline, labels, images, f"{where}.images")
     except ConfigError as exc:
+        if exc.message.startswith(f"{where}.images"):  # names the pipeline file and its key already
+            raise
         raise ConfigError(f"evaluation.labels: {exc.message}", hint=exc.hint) from None
 
 
@@ -75,7 +77,25 @@ def checked_labels(pipeline: PipelineFile) -> tuple[LabelSet, ClassMap] | None:
             f"{pipeline.path}: evaluation.labels needs one images:// source (its frames are found by file name); {where} is not one",
             hint="replay the labelled images (source.uri: images://FOLDER), or score other sources with sdk evaluate",
         )
-    return pipeline_labels(pipeline)
+    checked = pipeline_labels(pipeline)
+    if checked is not None:
+        _same_folder(pipeline, checked[0])
+    return checked
+
+
+def _same_folder(pipeline: PipelineFile, labels: LabelSet) -> None:
+    """The images:// folder must be the labels' image folder: frames find their labels by bare file name, and another
+    folder (KITTI's testing/image_2 beside training/image_2) holds files of the same names."""
+    source = pipeline.source_file()
+    folders = sorted({image.path.resolve().parent for image in labels.images})
+    if source is None or not folders or source.resolve() in folders:
+        return
+    allowed = ", ".join(str(f) for f in folders[:3]) + (f" and {len(folders) - 3} more" if len(folders) > 3 else "")
+    raise ConfigError(
+        f"{pipeline.path}: {pipeline.source_key(next(iter(pipeline.spec.cameras)))} {source}: not the labelled images' folder; "
+        f"allowed: {allowed} (the folder of the images evaluation.labels / evaluation.images name)",
+        hint="point source.uri (images://FOLDER) and evaluation.images at the same folder of labelled images",
+    )
 
 
 def first_frames(path: Path) -> dict[str, list[tuple[str, float, list[float]]]]:

@@ -15,34 +15,36 @@ from pathlib import Path
 from sdk.errors import ConfigError
 from tools.evaluate.coco_labels import load_coco
 from tools.evaluate.kitti_labels import is_kitti_folder, load_kitti
-from tools.evaluate.labelset import LabelledImage, LabelSet
+from tools.evaluate.labelset import IMAGES_FLAG, LabelledImage, LabelSet
 from tools.evaluate.mot_labels import load_mot
 from tools.evaluate.yolo_labels import load_yolo
 
 FORMATS = "a COCO detection JSON file, an Ultralytics dataset YAML, a KITTI label_2 folder or a MOTChallenge gt.txt"
 
 
-def load_labels(labels: Path, images: Path | None = None) -> LabelSet:
+def load_labels(labels: Path, images: Path | None = None, images_from: str = IMAGES_FLAG) -> LabelSet:
     """A COCO JSON file (`images`: its image folder; default `images/` beside it, else its own folder), a YOLO dataset
     YAML (its `val` split), a KITTI label folder (`images`: default image_2 beside it) or a MOTChallenge gt.txt
-    (`images`: the video or frame folder; default the sequence's img1/)."""
+    (`images`: the video or frame folder; default the sequence's img1/). `images_from`: where errors say the images
+    were given (`--images`, or a pipeline file's `evaluation.images`)."""
     labels = Path(labels)
     if labels.is_dir():
         if not is_kitti_folder(labels):
             raise ConfigError(f"--labels {labels}: a folder without KITTI label files (.txt)", hint=f"give {FORMATS}")
-        found = load_kitti(labels, images)
+        found = load_kitti(labels, images, images_from)
     elif not labels.is_file():
         raise ConfigError(f"--labels {labels}: no such file or folder", hint=f"give {FORMATS}")
     elif labels.suffix.lower() in (".yaml", ".yml"):
         if images is not None:
             raise ConfigError(
-                f"--images {images}: a YOLO dataset names its own images (`path` and `val` in {labels.name})", hint="leave out --images"
+                f"{images_from} {images}: a YOLO dataset names its own images (`path` and `val` in {labels.name})",
+                hint=f"leave out {images_from.rpartition(': ')[2]}",
             )
         found = load_yolo(labels)
     elif labels.suffix.lower() == ".txt":
-        found = load_mot(labels, images)
+        found = load_mot(labels, images, images_from)
     else:
-        found = load_coco(labels, images)
+        found = load_coco(labels, images, images_from)
     if not found.images:
         raise ConfigError(f"{labels}: the label set holds no images", hint="an evaluation needs at least one labelled image")
     return found

@@ -91,4 +91,12 @@ def image_files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
 
 
-__all__ = ["EDGE_SLACK_PX", "LabelSet", "LabelledImage", "check_box", "image_files", "image_size"]
+IMAGES_FLAG = "--images"  # where the images come from by default: sdk evaluate's flag
+
+
+def given_with(images_from: str) -> str:
+    """How a hint says to give the images: `with --images`, or `as evaluation.images` (a pipeline's key)."""
+    return f"with {images_from}" if images_from.startswith("--") else f"as {images_from.rpartition(': ')[2]}"
+
+
+__all__ = ["EDGE_SLACK_PX", "IMAGES_FLAG", "LabelSet", "LabelledImage", "check_box", "given_with", "image_files", "image_size"]

@@ -18,7 +18,7 @@ import configparser
 from pathlib import Path
 
 from sdk.errors import ConfigError
-from tools.evaluate.labelset import LabelledImage, LabelSet, image_files, image_size
+from tools.evaluate.labelset import IMAGES_FLAG, LabelledImage, LabelSet, given_with, image_files, image_size
 
 CATEGORIES = {1: "pedestrian", 3: "car", 4: "bicycle", 5: "motorbike", 6: "non_motorized_vehicle"}
 IGNORED_AS_PEDESTRIAN = {2: "person_on_vehicle", 7: "static_person", 8: "distractor", 12: "reflection", 13: "crowd"}
@@ -27,18 +27,20 @@ VIDEO_SUFFIXES = (".mp4", ".avi", ".mkv", ".mov", ".m4v", ".webm")
 HINT = "a MOTChallenge gt.txt row: frame,id,left,top,width,height,conf,class,visibility (frames from 1)"
 
 
-def load_mot(path: Path, images: Path | None) -> LabelSet:
+def load_mot(path: Path, images: Path | None, images_from: str = IMAGES_FLAG) -> LabelSet:
     """`path`: gt.txt; `images`: a video or a folder of frames (default: the sequence's imDir, img1/)."""
     sequence = path.parent.parent if path.parent.name == "gt" else path.parent
     info = _seqinfo(sequence / "seqinfo.ini")
     source = images if images is not None else sequence / info.get("imdir", "img1")
     if not source.exists():
-        raise ConfigError(f"--images {source}: no such video or folder", hint="give the sequence's video (or its frame folder) with --images")
+        raise ConfigError(
+            f"{images_from} {source}: no such video or folder", hint=f"give the sequence's video (or its frame folder) {given_with(images_from)}"
+        )
     rows = _rows(path)
     if source.is_dir():
-        frames, width, height = _frame_folder(source, path, info)
+        frames, width, height = _frame_folder(source, path, info, images_from)
     else:
-        frames, width, height = _video(source, path)
+        frames, width, height = _video(source, path, images_from)
     last = max((row[0] for row in rows), default=0)
     if last > len(frames):
         raise ConfigError(
@@ -108,13 +110,15 @@ def _rows(path: Path) -> list[tuple[int, int, float, tuple[float, float, float, 
     return rows
 
 
-def _frame_folder(folder: Path, path: Path, info: dict[str, str]) -> tuple[list[tuple[Path, None]], int, int]:
+def _frame_folder(folder: Path, path: Path, info: dict[str, str], images_from: str) -> tuple[list[tuple[Path, None]], int, int]:
     files = {}
     for file in image_files(folder):
         if file.stem.isdigit():
             files[int(file.stem)] = file
     if not files:
-        raise ConfigError(f"{folder}: no frames named by their number (000001.jpg)", hint="give the sequence's video or img1/ folder with --images")
+        raise ConfigError(
+            f"{folder}: no frames named by their number (000001.jpg)", hint=f"give the sequence's video or img1/ folder {given_with(images_from)}"
+        )
     count = max(files)
     gaps = [n for n in range(1, count + 1) if n not in files]
     if gaps:
@@ -126,11 +130,11 @@ def _frame_folder(folder: Path, path: Path, info: dict[str, str]) -> tuple[list[
     return [(files[n], None) for n in range(1, count + 1)], width, height
 
 
-def _video(video: Path, path: Path) -> tuple[list[tuple[Path, int]], int, int]:
+def _video(video: Path, path: Path, images_from: str) -> tuple[list[tuple[Path, int]], int, int]:
     import cv2
 
     if video.suffix.lower() not in VIDEO_SUFFIXES:
-        raise ConfigError(f"--images {video}: not a video; allowed: {', '.join(VIDEO_SUFFIXES)} or a folder of frames", hint=HINT)
+        raise ConfigError(f"{images_from} {video}: not a video; allowed: {', '.join(VIDEO_SUFFIXES)} or a folder of frames", hint=HINT)
     capture = cv2.VideoCapture(str(video))
     try:
         count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT)) if capture.isOpened() else 0

@@ -17,6 +17,7 @@ from sdk.runtime.verdict import combine, describe_verdict
 from sdk.spec.loader import PipelineFile
 from tools.evaluate.classmap import ClassMap, map_classes
 from tools.evaluate.labels import LabelSet, load_labels
+from tools.evaluate.labelset import IMAGES_FLAG
 from tools.history.label_matches import MATCHES_FILE, LabelMatches, from_evaluation
 from tools.history.stats import DRAWS
 from tools.progress import Progress, SilentProgress
@@ -35,9 +36,10 @@ class Request:
     ray: str | None = None  # run the shards as Ray tasks: "local" (a Ray on this machine) or a cluster's address
 
 
-def checked_inputs(pipeline: PipelineFile, labels_path: Path, images: Path | None) -> tuple[LabelSet, ClassMap]:
-    """The labels and the class map, or the first problem as an error (before any model runs)."""
-    labels = load_labels(labels_path, images)
+def checked_inputs(pipeline: PipelineFile, labels_path: Path, images: Path | None, images_from: str = IMAGES_FLAG) -> tuple[LabelSet, ClassMap]:
+    """The labels and the class map, or the first problem as an error (before any model runs); `images_from`: where
+    errors say the images were given."""
+    labels = load_labels(labels_path, images, images_from)
     classes = pipeline.class_names()
     mapping = map_classes(tuple(classes), labels.categories, dict(pipeline.spec.evaluation.classes), str(pipeline.path))
     if not mapping.to_category:

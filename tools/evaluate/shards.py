@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sdk.artifacts import ModelArtifacts
-from sdk.errors import ConfigError
+from sdk.errors import ConfigError, SdkError
 from sdk.spec.loader import PipelineFile
 from tools.evaluate.classmap import ClassMap
 from tools.evaluate.detect import DetectionRun, detect
@@ -100,6 +100,13 @@ def _on_ray(pipeline, artifacts, parts: list[LabelSet], mapping: ClassMap, addre
                 include_dashboard=False,
                 log_to_driver=False,
             )
+        except Exception as exc:  # an unreachable address, a cluster that refuses: Ray's own exception types vary
+            where = "a local Ray" if address == LOCAL else f"the Ray cluster at {address}"
+            said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(
+                f"--ray {address}: cannot start or reach {where}: {said}",
+                hint="give a running Ray head's address (host:port or ray://host:10001, as ray start --head prints), or --ray alone",
+            ) from None
         finally:
             if saved is None:
                 os.environ.pop("PYTHONPATH")
@@ -108,7 +115,16 @@ def _on_ray(pipeline, artifacts, parts: list[LabelSet], mapping: ClassMap, addre
     try:
         remote = ray.remote(num_cpus=1)(_detect_part)
         task = progress.task(f"detecting on {sum(len(p.images) for p in parts)} labelled images: {len(parts)} Ray tasks", total=None)
-        runs = ray.get([remote.remote(pipeline, artifacts, part, mapping) for part in parts])
+        try:
+            runs = ray.get([remote.remote(pipeline, artifacts, part, mapping) for part in parts])
+        except ray.exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, SdkError):
+                raise SdkError(f"a Ray task: {cause.message}", hint=cause.hint) from None
+            message = str(cause).strip() if cause is not None and str(cause).strip() else str(exc).strip().splitlines()[-1]
+            raise SdkError(
+                f"a Ray task failed: {message}", hint="every Ray node must see the pipeline, its model and the labelled images at the same paths"
+            ) from None
         task.done()
         return runs
     finally:

@@ -36,11 +36,14 @@ class LabelPairs:
         out = []
         for name in FIGURES:
             key = f"accuracy.{name}"
-            if name in self.pairs:
+            if name in self.pairs and self.pairs[name].bounded:
                 pair = self.pairs[name]
                 low, high = (float(v) for v in np.quantile(pair.draws, [alpha / 2, 1 - alpha / 2]))
                 verdict = verdict_of(low, high, 0.0, lower_is_better=False)
                 out.append((Difference(key, pair.a, pair.b, pair.difference, (low, high), verdict, False, 0.0), True))
+            elif name in self.pairs:  # no finite draw: shown, not tested (label_pairs notes why)
+                pair = self.pairs[name]
+                out.append((Difference(key, pair.a, pair.b, pair.difference, None, "same", False, 0.0), False))
             elif name in self.shown:
                 a, b = self.shown[name]
                 out.append((Difference(key, a, b, b - a, None, "same", False, 0.0), False))
@@ -69,6 +72,9 @@ def label_pairs(a, b, draws: int = DRAWS, seed: int = SEED) -> LabelPairs:
         return found
     found.pairs = paired_difference(run_a.labels, run_b.labels, draws=draws, seed=seed)
     found.notes.append(f"mAP: paired bootstrap over the same {len(run_a.labels.image_ids)} labelled images ({draws} draws)")
+    unbounded = [name for name, pair in found.pairs.items() if not pair.bounded]
+    if unbounded:
+        found.notes.append(f"{', '.join(unbounded)} shown, not tested: no scored image holds a labelled object, so no draw gives an interval")
     return found
 
 

@@ -157,12 +157,18 @@ class PairedFigure:
     interval: tuple[float, float]  # two-sided, at the confidence asked
     draws: np.ndarray  # the bootstrap replicates of b - a
 
+    @property
+    def bounded(self) -> bool:
+        """Whether any bootstrap draw is finite (none is when no scored image holds a labelled object)."""
+        return len(self.draws) > 0
+
     def upper_bound(self, confidence: float = CONFIDENCE) -> float:
-        """The one-sided upper bound of b - a (the largest difference the images allow)."""
-        return float(np.quantile(self.draws, confidence))
+        """The one-sided upper bound of b - a (the largest difference the images allow); NaN without a finite draw."""
+        return float(np.quantile(self.draws, confidence)) if self.bounded else float("nan")
 
     def lower_bound(self, confidence: float = CONFIDENCE) -> float:
-        return float(np.quantile(self.draws, 1 - confidence))
+        """The one-sided lower bound of b - a; NaN without a finite draw."""
+        return float(np.quantile(self.draws, 1 - confidence)) if self.bounded else float("nan")
 
 
 def paired_difference(

@@ -3,11 +3,12 @@
 `deploy` of a pipeline with `model.precision: int8` runs this before anything reaches a target:
 the calibration is cached by its content key (prepared model, media, preprocessing, frames, held-out frames,
 method), so a second deploy reuses it; the gate's verdict is cached beside it with the gate it
-was judged by. A failing gate runs the sensitivity fallback (`calibration.fallback: fp16`): the
-worst layers stay out of INT8 until it passes. What still fails stops the deploy with the numbers,
-and no target is touched. `sdk calibrate` runs the same step. With `evaluation.labels` the chosen Q/DQ model is also
-judged against FP32 on the labels (the drop of mAP@[.5:.95] with its interval: tools/evaluate/gate.py), and refused
-when it loses more than `calibration.accuracy.max_map_drop`. That gate lives in a room after this one: the caller
+was judged by. When the agreement checks fail, the sensitivity fallback (`calibration.fallback: fp16`) keeps the
+worst layers out of INT8 until they pass. What still fails stops the deploy with the numbers, and no target is touched.
+`sdk calibrate` runs the same step. With `evaluation.labels` the model the agreement checks chose (after any fallback)
+is then judged against FP32 on the labels (the drop of mAP@[.5:.95] with its interval: tools/evaluate/gate.py); a FAIL
+there (a drop above `calibration.accuracy.max_map_drop`) refuses it outright, also with `fallback: fp16`: the fallback
+search never looks at the labels (decision 1060). That gate lives in a room after this one: the caller
 hands over its factory (`label_gate=LabelGate.of`), and a pipeline with labels but no gate is refused, never judged
 without them.
 """

@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sdk.errors import ConfigError, SdkError
+from sdk.sources.images import IMAGE_SUFFIXES  # what images:// reads
 from sdk.sources.uri import RECORDING_SCHEMES
 
 DEFAULT_FPS = 30.0  # a camera's rate where the source does not say
 STILL_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp")
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")  # what images:// reads
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,10 @@ def source_facts(uri: str, folder: Path) -> SourceFacts:
     if query.get("width", "").isdigit() and query.get("height", "").isdigit():
         size = (int(query["width"]), int(query["height"]))
     if scheme == "synthetic":
-        frames = int(query.get("frames", "300")) if query.get("frames", "300").isdigit() else None
+        from sdk.sources.synthetic import DEFAULT_FRAMES
+
+        given = query.get("frames", str(DEFAULT_FRAMES))
+        frames = int(given) if given.isdigit() else None
     path = folder / rest.split("?")[0]
     if scheme == "file" and path.is_file():
         import cv2

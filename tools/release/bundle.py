@@ -32,7 +32,7 @@ def runtime_files() -> dict[str, Path]:
     return {f"sdk/{path.relative_to(root).as_posix()}": path for path in sorted(root.rglob("*.py")) if "__pycache__" not in path.parts}
 
 
-def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_key: str, int8=None) -> Bundle:
+def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_key: str, int8=None, live_view: int | None = None) -> Bundle:
     files = runtime_files()
     folder = pipeline.folder
     pipeline_rel = f"{PIPELINE_DIR}/{pipeline.path.name}"
@@ -67,7 +67,7 @@ def collect_bundle(pipeline: PipelineFile, artifacts: ModelArtifacts, prepare_ke
     optimized = optimize_record(pipeline.model_path)
     if optimized is not None:  # how the deployed model differs from its original, signed with the manifest
         fingerprint["optimize"] = optimized
-    bundle = Bundle(files, pipeline_rel, ARTIFACTS_DIR, fingerprint, pipeline_modules(pipeline.spec))
+    bundle = Bundle(files, pipeline_rel, ARTIFACTS_DIR, fingerprint, pipeline_modules(pipeline.spec, live_view))
     return with_int8(bundle, int8.qdq_model, int8.ranges, precision=int8.precision_file) if int8 is not None else bundle
 
 

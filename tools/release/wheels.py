@@ -58,10 +58,11 @@ def cuda_bindings_requirement(cuda: str | None) -> str | None:
     return f"cuda-bindings>={major},<{major + 1}"
 
 
-def pipeline_modules(spec: Pipeline) -> tuple[str, ...]:
+def pipeline_modules(spec: Pipeline, live_view: int | None = None) -> tuple[str, ...]:
     """The modules of sdk.probe.PIPELINE_MODULES this pipeline runs: scipy where it tracks (`track:`), mcap and
     mcap_ros2 for an mcap:// source, rosbags for a rosbag2:// one, mcap and foxglove for an mcap sink (mcap_ros2 for its
-    `messages: vision_msgs`), foxglove for the live view."""
+    `messages: vision_msgs`), foxglove for a foxglove sink or for the live view a deploy serves (`live_view`: its port,
+    `deploy --live-view`; None: none)."""
     needs = ["scipy"] if spec.track is not None else []
     schemes = {camera.uri.partition("://")[0] for camera in spec.cameras.values()}
     if "mcap" in schemes:
@@ -71,7 +72,7 @@ def pipeline_modules(spec: Pipeline) -> tuple[str, ...]:
     for sink in spec.sinks:
         if sink.kind == "mcap":  # the ROS 2 flavour (messages: vision_msgs) writes with mcap-ros2-support
             needs += ["mcap", "mcap_ros2" if sink.messages == "vision_msgs" else "foxglove"]
-    if any(sink.kind == "foxglove" for sink in spec.sinks):
+    if live_view is not None or any(sink.kind == "foxglove" for sink in spec.sinks):
         needs += ["foxglove"]
     return tuple(dict.fromkeys(needs))
 

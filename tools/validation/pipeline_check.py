@@ -151,9 +151,11 @@ def _frames_word(count: int) -> str:
 def _source_frames(pipeline, camera: str, uri: str) -> int | None:
     from urllib.parse import parse_qs, urlsplit
 
+    from sdk.sources.synthetic import DEFAULT_FRAMES
+
     scheme = uri.split("://", 1)[0]
     if scheme == "synthetic":
-        return int(parse_qs(urlsplit(uri).query).get("frames", ["300"])[0])
+        return int(parse_qs(urlsplit(uri).query).get("frames", [str(DEFAULT_FRAMES)])[0])
     path = pipeline.source_file(camera)
     if path is None:
         return None

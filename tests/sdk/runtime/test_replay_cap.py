@@ -42,3 +42,21 @@ def test_frames_past_the_cap_are_refused_before_anything_is_allocated(tmp_path, 
     assert "\n" not in message and message.startswith(f"{tmp_path / 'p.yaml'}: frames to run (--frames): ")
     assert "100000000 frames would take 5.96 GiB of run records" in message and f"at most {MAX_REPLAY_FRAMES} frames" in message
     assert not (tmp_path / "out").exists()
+
+
+def test_the_source_ended_note_counts_what_the_source_delivered_not_what_was_recorded():
+    from types import SimpleNamespace
+
+    from sdk.runtime.report import source_and_output_notes
+    from sdk.runtime.result import CameraResult, RunResult
+    from sdk.sources.stream import StreamCounters
+
+    spec = SimpleNamespace(cameras={"camera": SimpleNamespace(uri="file://clip.mp4")}, multi_camera=False)
+
+    def notes(delivered: int) -> list[str]:
+        camera = CameraResult(LatencyRecorder(16), StreamCounters(delivered=delivered), asked=9, source_ended=True)
+        return source_and_output_notes(spec, RunResult(LatencyRecorder(16), StreamCounters(), cameras={"camera": camera}))
+
+    assert notes(9) == []  # all nine delivered, none recorded (a stage failed on each): the source did not end early
+    assert notes(6) == ["file://clip.mp4: the source ended after 6 frame(s), before the 9 asked (--frames or replay.frames): "
+                        "a recording plays once unless source.replay.loop is true"]

@@ -29,3 +29,27 @@ def test_the_runtime_says_its_state_its_errors_its_frames_and_its_end():
     assert len(lines) == 4  # the same error is said once
     log.ended({"state": "STOPPED", "reason": "the source ended", "stage_errors": {"decode": 1}, "last_error": "x"}, 1831)
     assert lines[4].endswith("ended (STOPPED): the source ended; 1831 frames; stage errors: decode 1; last error: x\n")
+
+
+def test_an_error_line_reads_a_snapshot_of_the_stage_errors_and_is_said_again_after_a_failed_write():
+    import pytest
+
+    class Growing(dict):  # iterating it as the frame loop adds a stage meanwhile would
+        def items(self):
+            raise RuntimeError("dictionary changed size during iteration")
+
+    lines, failing = [], [True]
+
+    def write(text):
+        if failing[0] and "error:" in text:
+            raise OSError("stderr closed")
+        lines.append(text)
+
+    runner = SimpleNamespace(result=SimpleNamespace(last_error="frame 3: decode: bad", stage_errors=Growing({"decode": 1})))
+    log = RuntimeLog(runner, every_s=60, write=write, clock=lambda: 0.0)
+    status = {"state": "NOMINAL", "frames": 3}
+    with pytest.raises(OSError):
+        log(status)
+    failing[0] = False
+    log(status)
+    assert [line for line in lines if "error:" in line][0].endswith("error: frame 3: decode: bad (stage errors so far: decode 1)\n")

@@ -220,3 +220,40 @@ def test_deploy_passes_the_live_view_port_to_the_measured_run():
     assert args.live_view == 8765
     argv = run_arguments("rel", "runs/validation", "local", None, None, args.live_view)
     assert argv[argv.index("--live-view") + 1] == "8765" and "--live-view" not in run_arguments("rel", "runs/v", "local", None)
+
+
+def test_the_views_thread_survives_a_failed_turn_and_reads_the_misses_from_a_snapshot():
+    from sdk.sinks.live_view import LiveView
+
+    class Growing(dict):  # iterating it as the frame loop adds a camera meanwhile would
+        def items(self):
+            raise RuntimeError("dictionary changed size during iteration")
+
+    class Channel:
+        def __init__(self):
+            self.sent, self.failed = [], False
+
+        def has_sinks(self):
+            return True
+
+        def log(self, state, log_time):
+            if not self.failed:
+                self.failed = True
+                raise OSError("client went away")
+            self.sent.append(state)
+
+    view = LiveView(port=0)
+    view.counter.misses = Growing({"front": 2})
+    view._status_channel, view.status_interval_s = Channel(), 0.01
+    thread = threading.Thread(target=view._encode_loop)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not view._status_channel.sent and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        view.close()
+        thread.join(timeout=5)
+    state = view._status_channel.sent[0]
+    assert state["deadline_misses"] == {"front": 2}
+    assert state["live_view"]["errors"] == 1 and state["live_view"]["last_error"] == "OSError: client went away"

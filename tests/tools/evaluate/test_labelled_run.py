@@ -128,3 +128,29 @@ def test_missing_labels_are_one_error_naming_the_pipeline_file_and_its_key(label
     (folder / "kitti.yaml").write_text(yaml.safe_dump(spec))
     with pytest.raises(ConfigError, match=r"evaluation.labels: --labels .*label_2: a folder without KITTI label files"):
         checked_labels(load_pipeline(folder / "kitti.yaml"))
+
+
+def test_a_source_folder_other_than_the_labelled_images_folder_is_refused(labelled):
+    import shutil
+
+    folder, _ = labelled
+    shutil.copytree(folder / "images", folder / "other", dirs_exist_ok=True)  # the same file names, other pictures
+    spec = yaml.safe_load((folder / "pipeline.yaml").read_text())
+    spec["source"]["uri"] = "images://other"
+    (folder / "other.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match=r"other.yaml: source.uri .*other: not the labelled images' folder; allowed: .*images") as caught:
+        checked_labels(load_pipeline(folder / "other.yaml"))
+    assert "evaluation.images" in caught.value.message and caught.value.hint
+    assert checked_labels(load_pipeline(folder / "pipeline.yaml")) is not None
+
+
+def test_errors_about_a_pipelines_label_images_name_its_evaluation_images_not_a_flag(labelled):
+    folder, _ = labelled
+    (folder / "kitti" / "label_2").mkdir(parents=True, exist_ok=True)  # no image_2 beside it
+    (folder / "kitti" / "label_2" / "000000.txt").write_text("Car 0 0 0 1 2 30 40 1 1 1 0 0 0 0\n")
+    spec = yaml.safe_load((folder / "pipeline.yaml").read_text())
+    spec["evaluation"] = {"labels": "kitti/label_2"}
+    (folder / "kitti.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match=r"kitti.yaml: evaluation.images .*image_2: no such folder") as refused:
+        checked_labels(load_pipeline(folder / "kitti.yaml"))
+    assert "--images" not in refused.value.message + refused.value.hint and "as evaluation.images" in refused.value.hint

@@ -56,3 +56,34 @@ def test_on_a_local_ray_the_shards_give_the_same_detections(example):
     pytest.importorskip("ray", reason=f"Ray is not installed: {RAY_INSTALL}")
     pipeline, artifacts, labels, mapping, whole = example
     assert detect_shards(pipeline, artifacts, labels, mapping, shards=2, ray="local").detections == whole.detections
+
+
+def test_an_unreachable_ray_and_a_failed_ray_task_are_one_error_each(example, monkeypatch):
+    from types import SimpleNamespace
+
+    from sdk.errors import SdkError
+    from tools.evaluate import shards
+
+    pipeline, artifacts, labels, mapping, _ = example
+
+    class RayTaskError(Exception):
+        def __init__(self, cause):
+            super().__init__("traceback text")
+            self.cause = cause
+
+    def refuse(**_):
+        raise ConnectionError("Could not find any running Ray instance")
+
+    def fail(_):
+        raise RayTaskError(ValueError("no such file: /data/images/000001.png"))
+
+    fake = SimpleNamespace(is_initialized=lambda: False, init=refuse, shutdown=lambda: None, exceptions=SimpleNamespace(RayTaskError=RayTaskError))
+    monkeypatch.setattr(shards, "require_ray", lambda: fake)
+    with pytest.raises(ConfigError, match=r"--ray 10.0.0.9:6379: cannot start or reach the Ray cluster at 10.0.0.9:6379: Could not find"):
+        detect_shards(pipeline, artifacts, labels, mapping, shards=2, ray="10.0.0.9:6379")
+    fake.init = lambda **_: None
+    fake.remote = lambda **_: lambda function: SimpleNamespace(remote=lambda *args: None)
+    fake.get = fail
+    with pytest.raises(SdkError, match=r"a Ray task failed: no such file: /data/images/000001.png") as failed:
+        detect_shards(pipeline, artifacts, labels, mapping, shards=2, ray="10.0.0.9:6379")
+    assert "same paths" in failed.value.hint

@@ -90,3 +90,23 @@ def test_a_run_past_a_short_clips_end_says_so(folder):
     ran = run(folder, "--target", "local", "once.yaml", "--frames", "9", "--report-dir", "once", main="deploy_main")
     said = "file://short.avi: the source ended after 6 frame(s), before the 9 asked (--frames or replay.frames)"
     assert said in ran.stdout, ran.stdout + ran.stderr
+
+
+def test_the_host_counts_a_synthetic_source_as_the_reader_delivers_it(tmp_path):
+    from sdk.sources.synthetic import SyntheticReader
+    from sdk.sources.uri import parse_source_uri
+    from tools.models.source_facts import source_facts
+    from tools.validation.pipeline_check import _source_frames
+
+    delivered = SyntheticReader(parse_source_uri("synthetic://boxes")).frames
+    assert source_facts("synthetic://boxes", tmp_path).frames == delivered
+    assert _source_frames(None, "camera", "synthetic://boxes") == delivered
+
+
+def test_the_host_counts_every_image_an_images_source_reads(tmp_path):
+    from tools.models.source_facts import source_facts
+
+    (tmp_path / "frames").mkdir()
+    for name, channels in (("a.png", 3), ("b.ppm", 3), ("c.pgm", 1), ("d.webp", 3)):
+        assert cv2.imwrite(str(tmp_path / "frames" / name), np.zeros((6, 8, channels), np.uint8).squeeze())
+    assert source_facts("images://frames", tmp_path).frames == 4

@@ -42,3 +42,6 @@ def test_the_recordings_travel_with_the_release_and_their_packages_with_it(tmp_p
     ros2 = PIPELINE.format(sinks="{kind: mcap, messages: vision_msgs}").replace("mcap://drives/day1.mcap", "rosbag2://drives/bag")
     (tmp_path / "r.yaml").write_text(ros2)
     assert pipeline_modules(load_pipeline(tmp_path / "r.yaml").spec) == ("rosbags", "mcap", "mcap_ros2")  # no foxglove-sdk
+    # deploy --live-view serves the Foxglove live view whatever the sinks say: its package travels too
+    viewed = collect_bundle(load_pipeline(tmp_path / "q.yaml"), NoArtifacts(), "key", live_view=8765)
+    assert viewed.modules == ("rosbags", "foxglove")
