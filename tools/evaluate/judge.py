@@ -64,7 +64,8 @@ def label_checks(
         name = f"accuracy.{figure}"
         measured, lower = stats.get(figure), lower_bounds.get(figure)
         interval = intervals.get(figure)
-        shown = _what(figure, precision) + (f"95% interval {interval[0]:.4f} to {interval[1]:.4f} over {images} images" if interval else "no interval")
+        spread = f"95% interval {interval[0]:.4f} to {interval[1]:.4f} over {images} images" if interval else "no interval"
+        shown = _what(figure, precision) + spread
         if measured is None:
             missing = "no label of its category among the scored images" if _what(figure, precision) else "no labels to score"
             checks.append(BudgetCheck(name, limit, None, INCONCLUSIVE, images, None, f"{_what(figure, precision)}{missing}"))

@@ -178,9 +178,7 @@ def score_run(pipeline: PipelineFile, report_dir: Path) -> Scored | None:
     section["labels"]["sha256"] = matches.labels_sha256
     stats, lower, intervals = _class_figures(pipeline, budgets, metrics, labels, mapping, section)
     precision = pipeline.spec.evaluation.recall_at_precision
-    checks = label_checks(
-        budgets, metrics.stats | stats, metrics.lower_bounds | lower, metrics.intervals | intervals, metrics.images, precision
-    )
+    checks = label_checks(budgets, metrics.stats | stats, metrics.lower_bounds | lower, metrics.intervals | intervals, metrics.images, precision)
     return Scored(section, [_on_frames(c) for c in checks], matches)
 
 

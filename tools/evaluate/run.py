@@ -92,9 +92,7 @@ def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[di
     budgets = pipeline.spec.budgets.accuracy
     stats, lower, intervals = class_figures(budgets, pipeline.class_names(), mapping.to_category, metrics.per_class)
     precision = pipeline.spec.evaluation.recall_at_precision
-    checks = label_checks(
-        budgets, metrics.stats | stats, metrics.lower_bounds | lower, metrics.intervals | intervals, metrics.images, precision
-    )
+    checks = label_checks(budgets, metrics.stats | stats, metrics.lower_bounds | lower, metrics.intervals | intervals, metrics.images, precision)
     verdict, checks, notes = combine(checks)
     if not checks:
         notes = ["no budget on labels (budgets.accuracy.map50_95, map50, min_recall_at_precision): nothing was judged"]

@@ -191,5 +191,6 @@ def test_a_recall_budget_on_a_class_the_model_lacks_is_one_error_with_the_close_
     assert "p.yaml:" in message and "budgets.accuracy.min_recall_at_precision.persn" in message and "\n" not in message
     assert "'persn' is not a class of the model; did you mean 'person'? allowed: person" in message
     assert info.value.hint and "class names" in info.value.hint
-    fixed = load_pipeline(write(folder, EXAMPLE_TEXT.replace("  accuracy: {min_recall: 0.95, min_precision: 0.95}", budget.replace("persn", "person"))))
+    original = "  accuracy: {min_recall: 0.95, min_precision: 0.95}"
+    fixed = load_pipeline(write(folder, EXAMPLE_TEXT.replace(original, budget.replace("persn", "person"))))
     assert fixed.spec.budgets.accuracy.label_minimums() == [("min_recall_at_precision.person", 0.8)]
