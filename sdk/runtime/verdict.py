@@ -40,6 +40,7 @@ __all__ = [
     "check_unit",
     "combine",
     "counted",
+    "on_labels",
     "describe_verdict",
     "evaluate",
     "format_number",
@@ -202,7 +203,7 @@ def combine(checks: list[BudgetCheck]) -> tuple[str, list[BudgetCheck], list[str
     statuses = {c.status for c in checks}
     verdict = FAIL if FAIL in statuses else INCONCLUSIVE if INCONCLUSIVE in statuses else PASS
     for c in checks:
-        if c.status == INCONCLUSIVE and c.name.startswith("accuracy.map") and not c.frames:
+        if c.status == INCONCLUSIVE and on_labels(c.name) and not c.frames:
             notes.append(f"{c.name}: {c.detail}")  # a budget on labels in a run without labels
         elif c.status == INCONCLUSIVE:
             needed = f"{c.frames_needed} needed" if c.frames_needed else "more needed"
@@ -212,9 +213,14 @@ def combine(checks: list[BudgetCheck]) -> tuple[str, list[BudgetCheck], list[str
     return verdict, checks, notes
 
 
+def on_labels(name: str) -> bool:
+    """Whether a check is a budget on labels (mAP, a class's recall at precision), judged over labelled images."""
+    return name.startswith(("accuracy.map", "accuracy.min_recall_at_precision."))
+
+
 def counted(name: str) -> str:
     """What a check counts: labelled images (the budgets on labels, `sdk evaluate`) or frames."""
-    return "image" if name.startswith("accuracy.map") else "frame"
+    return "image" if on_labels(name) else "frame"
 
 
 def describe_verdict(verdict: str, checks: list[dict]) -> str:

@@ -8,6 +8,7 @@ from pydantic import Field, field_validator, model_validator
 
 from sdk.spec.bounds import MAX_COUNT, MAX_REPLAY_FRAMES, Flag, Frozen, Int, Real
 
+RECALL_AT_PRECISION = "min_recall_at_precision"  # budgets.accuracy's per-class key, and its checks' prefix
 MAX_MS = 3_600_000  # an hour: no frame budget is longer
 
 
@@ -66,14 +67,19 @@ class AccuracyBudget(AccuracyAcceptance):
 
     map50_95: Ratio("COCO mAP@[.5:.95] on the labels, at least") | None = None
     map50: Ratio("COCO AP at IoU 0.5 on the labels, at least") | None = None
+    # Per class of the model (its names, checked at load): the recall at the evaluation's precision
+    # (evaluation.recall_at_precision), at IoU 0.5, at least.
+    min_recall_at_precision: Annotated[dict[str, Ratio("recall at the evaluation's precision, at least")], Field(max_length=10_000)] = {}
 
     def reference_thresholds(self) -> AccuracyAcceptance:
         """The thresholds against the FP32 reference alone (what a camera without its own inherits)."""
         return AccuracyAcceptance(**{name: getattr(self, name) for name in AccuracyAcceptance.model_fields})
 
     def label_minimums(self) -> list[tuple[str, float]]:
-        """(figure, minimum) of the budgets judged on labels."""
-        return [(name, value) for name, value in (("map50_95", self.map50_95), ("map50", self.map50)) if value is not None]
+        """(figure, minimum) of the budgets judged on labels; a class's recall at precision is
+        `min_recall_at_precision.CLASS`."""
+        maps = [(name, value) for name, value in (("map50_95", self.map50_95), ("map50", self.map50)) if value is not None]
+        return maps + [(f"{RECALL_AT_PRECISION}.{name}", value) for name, value in self.min_recall_at_precision.items()]
 
 
 class Determinism(Frozen):
@@ -132,5 +138,6 @@ __all__ = [
     "LatencyLimits",
     "Ms",
     "PositiveMs",
+    "RECALL_AT_PRECISION",
     "Ratio",
 ]

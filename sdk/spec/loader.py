@@ -138,7 +138,30 @@ def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile
     if check_files:
         pipeline.check_files()
         pipeline.class_names()  # a label file that names nothing is refused at load, not at the first frame
+    _check_budget_classes(document, pipeline, check_files)
     return pipeline
+
+
+def _check_budget_classes(document: YamlDocument, pipeline: PipelineFile, check_files: bool) -> None:
+    """budgets.accuracy.min_recall_at_precision is keyed by the model's class names (from a label file only when files
+    are read)."""
+    from sdk.spec.budgets import RECALL_AT_PRECISION
+
+    accuracy = pipeline.spec.budgets.accuracy
+    wanted = accuracy.min_recall_at_precision if accuracy is not None else {}
+    classes = pipeline.class_names() if check_files else pipeline.spec.postprocess.classes
+    if not wanted or not classes:
+        return
+    for name in wanted:
+        if name not in classes:
+            close = difflib.get_close_matches(name, classes, n=1, cutoff=0.6)
+            suggestion = f"; did you mean {close[0]!r}?" if close else ""
+            shown = ", ".join(classes[:12]) + (f" and {len(classes) - 12} more" if len(classes) > 12 else "")
+            raise ConfigError(
+                f"{document.where(('budgets', 'accuracy', RECALL_AT_PRECISION, name))}: {name!r} is not a class of the model{suggestion} "
+                f"allowed: {shown}",
+                hint="the keys are the model's class names (postprocess.classes or the decoder's label file)",
+            )
 
 
 def config_error(document: YamlDocument, exc: ValidationError, root: type[BaseModel] = Pipeline) -> ConfigError:

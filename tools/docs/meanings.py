@@ -185,8 +185,13 @@ MEANINGS = {
     "budgets.environment.cpu_governor": "cpufreq governor every online CPU must use (e.g. `performance`)",
     "budgets.environment.on_unmet": "`fail`: an unmet or unreadable requirement fails (or is INCONCLUSIVE); `warn`: a WARN line only",
     "budgets.accuracy": (
-        "the run's detections against the host's FP32 reference on the same frames; `map50_95` and `map50`: minimums on labelled "
-        "images, judged by `sdk evaluate` on the 95 % bootstrap bound (guides/evaluate.md)"
+        "the run's detections against the host's FP32 reference on the same frames; `map50_95`, `map50` and "
+        "`min_recall_at_precision` (per class of the model, its recall at `evaluation.recall_at_precision`): minimums on "
+        "labelled images, judged by `sdk evaluate` on the 95 % bootstrap bound (guides/evaluate.md)"
+    ),
+    "budgets.accuracy.min_recall_at_precision": (
+        "model class name -> its recall at `evaluation.recall_at_precision` (IoU 0.5) on the labels, at least (0 to 1); "
+        "judged per class on its 95 % bootstrap bound as `accuracy.min_recall_at_precision.CLASS`"
     ),
     "budgets.determinism": "two runs on the same replay; without tolerances: bit-identical outputs",
     "calibration": "INT8 calibration (needed by `model.precision: int8`)",

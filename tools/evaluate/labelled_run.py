@@ -176,8 +176,24 @@ def score_run(pipeline: PipelineFile, report_dir: Path) -> Scored | None:
         "matches_file": MATCHES_FILE,
     }
     section["labels"]["sha256"] = matches.labels_sha256
-    checks = label_checks(budgets, metrics.stats, metrics.lower_bounds, metrics.intervals, metrics.images)
+    stats, lower, intervals = _class_figures(pipeline, budgets, metrics, labels, mapping, section)
+    precision = pipeline.spec.evaluation.recall_at_precision
+    checks = label_checks(budgets, metrics.stats | stats, metrics.lower_bounds | lower, metrics.intervals | intervals, metrics.images, precision)
     return Scored(section, [_on_frames(c) for c in checks], matches)
+
+
+def _class_figures(pipeline: PipelineFile, budgets, metrics, labels: LabelSet, mapping: ClassMap, section: dict) -> tuple[dict, dict, dict]:
+    """The budgeted classes' recall at the evaluation's precision (the operating point, computed only when a class has a
+    budget; then in `section` too, at the deployment's score threshold)."""
+    from tools.evaluate.judge import class_figures
+    from tools.evaluate.operating import operating_point
+
+    if budgets is None or not budgets.min_recall_at_precision:
+        return {}, {}, {}
+    precision, score = pipeline.spec.evaluation.recall_at_precision, pipeline.spec.postprocess.score_threshold
+    operating = operating_point(metrics.evaluation, labels.categories, precision, score, metrics.draws)
+    section["operating_point"] = operating
+    return class_figures(budgets, pipeline.class_names(), mapping.to_category, operating["per_class"])
 
 
 def _on_frames(check: BudgetCheck) -> BudgetCheck:

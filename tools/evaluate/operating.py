@@ -108,6 +108,15 @@ def _interval(values: np.ndarray) -> list[float] | None:
     return [round(float(low), 6), round(float(high), 6)]
 
 
+def _lower(values: np.ndarray, draws: int) -> float | None:
+    """The one-sided 95 % lower bound (what a minimum is judged on), as metrics.py takes mAP's: None when under half
+    the draws hold the figure."""
+    values = values[np.isfinite(values)]
+    if len(values) < 2 or len(values) < draws // 2:
+        return None
+    return round(float(np.quantile(values, 1 - CONFIDENCE)), 6)
+
+
 def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), np.nan)
@@ -154,6 +163,7 @@ def operating_point(evaluation, names: dict[int, str], precision: float, score: 
                 "name": names[evaluation.params.catIds[k]],
                 "recall_at_precision": _round(value[0]),
                 "recall_at_precision_interval": _interval(value[1:]),
+                "recall_at_precision_lower": _lower(value[1:], draws),
                 "score_at_precision": None if index < 0 else round(float(category["score"][index]), 6),
                 "recall": _round(ratios[0, k]),
                 "recall_interval": _interval(ratios[1:, k]),

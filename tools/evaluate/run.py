@@ -44,6 +44,14 @@ def checked_inputs(pipeline: PipelineFile, labels_path: Path, images: Path | Non
     mapping = map_classes(tuple(classes), labels.categories, dict(pipeline.spec.evaluation.classes), str(pipeline.path))
     if not mapping.to_category:
         raise ConfigError(f"{pipeline.path}: no class of the model maps to a category of {labels.source}", hint="map them: evaluation.classes")
+    budgets = pipeline.spec.budgets.accuracy
+    for name in budgets.min_recall_at_precision if budgets is not None else {}:
+        if name in mapping.left_out:
+            raise ConfigError(
+                f"{pipeline.path}: budgets.accuracy.min_recall_at_precision.{name}: class {name!r} is left out of the scores "
+                "(evaluation.classes maps it to null); allowed: a class that maps to a category of the labels",
+                hint=f"map {name!r} to its category in evaluation.classes, or drop its budget",
+            )
     return labels, mapping
 
 
@@ -55,7 +63,6 @@ def evaluate(request: Request, progress: Progress | None = None) -> dict:
 def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[dict, LabelMatches]:
     """The evaluation and its per-image matches (label_matches.npz: what a paired comparison resamples)."""
     from sdk.spec import load_pipeline
-    from tools.evaluate.judge import label_checks
     from tools.evaluate.shards import detect_shards, require_ray
     from tools.models.prepare import PrepareModel
     from tools.state import cache_dir
@@ -81,10 +88,10 @@ def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[di
     if not scored:
         raise ConfigError(f"{labels.source}: none of the {len(labels.images)} images decodes", hint="check the image files")
     metrics, operating, worst = _score(pipeline, labels, mapping, scored, run.detections, request.draws, progress)
-    checks = label_checks(pipeline.spec.budgets.accuracy, metrics.stats, metrics.lower_bounds, metrics.intervals, metrics.images)
+    checks = _judge(pipeline, mapping, metrics)
     verdict, checks, notes = combine(checks)
     if not checks:
-        notes = ["no budget on labels (budgets.accuracy.map50_95, map50): nothing was judged"]
+        notes = ["no budget on labels (budgets.accuracy.map50_95, map50, min_recall_at_precision): nothing was judged"]
     notes += labels.notes
     if operating["score"] < pipeline.spec.evaluation.score_threshold:
         floor = pipeline.spec.evaluation.score_threshold
@@ -152,6 +159,16 @@ def _score(pipeline: PipelineFile, labels: LabelSet, mapping: ClassMap, scored: 
     worst = worst_images(metrics.evaluation, scored, labels.categories, at_score, settings.worst_images)
     task.done()
     return metrics, operating, worst
+
+
+def _judge(pipeline: PipelineFile, mapping: ClassMap, metrics) -> list:
+    """The budgets on labels: mAP's, and each budgeted class's recall at the evaluation's precision."""
+    from tools.evaluate.judge import class_figures, label_checks
+
+    budgets = pipeline.spec.budgets.accuracy
+    stats, lower, intervals = class_figures(budgets, pipeline.class_names(), mapping.to_category, metrics.per_class)
+    precision = pipeline.spec.evaluation.recall_at_precision
+    return label_checks(budgets, metrics.stats | stats, metrics.lower_bounds | lower, metrics.intervals | intervals, metrics.images, precision)
 
 
 def _evaluator() -> str:

@@ -180,3 +180,17 @@ def test_a_misspelled_required_key_is_named_with_its_suggestion_not_only_as_miss
     message = error_of(write(folder, EXAMPLE_TEXT.replace("\nsource:", "\nsorce:", 1)))
     assert ": sorce: unknown key 'sorce'; did you mean 'source'? ('source' is required and missing) allowed here: " in message
     assert "required key is missing" not in message
+
+
+def test_a_recall_budget_on_a_class_the_model_lacks_is_one_error_with_the_close_name(folder):
+    budget = "  accuracy: {min_recall: 0.95, min_precision: 0.95, min_recall_at_precision: {persn: 0.8}}"
+    path = write(folder, EXAMPLE_TEXT.replace("  accuracy: {min_recall: 0.95, min_precision: 0.95}", budget))
+    with pytest.raises(ConfigError) as info:
+        load_pipeline(path)
+    message = info.value.message
+    assert "p.yaml:" in message and "budgets.accuracy.min_recall_at_precision.persn" in message and "\n" not in message
+    assert "'persn' is not a class of the model; did you mean 'person'? allowed: person" in message
+    assert info.value.hint and "class names" in info.value.hint
+    original = "  accuracy: {min_recall: 0.95, min_precision: 0.95}"
+    fixed = load_pipeline(write(folder, EXAMPLE_TEXT.replace(original, budget.replace("persn", "person"))))
+    assert fixed.spec.budgets.accuracy.label_minimums() == [("min_recall_at_precision.person", 0.8)]

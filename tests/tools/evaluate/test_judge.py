@@ -11,7 +11,7 @@ import pytest
 from sdk.runtime.verdict import combine, describe_verdict
 from sdk.spec.budgets import AccuracyBudget
 from tools.evaluate import report as files
-from tools.evaluate.judge import UNLABELLED, images_needed, label_checks, unlabelled_checks
+from tools.evaluate.judge import UNLABELLED, class_figures, images_needed, label_checks, unlabelled_checks
 
 STATS = {"map50_95": 0.30, "map50": 0.45}
 INTERVALS = {"map50_95": [0.24, 0.36], "map50": [0.38, 0.53]}
@@ -57,6 +57,36 @@ def test_a_run_without_labels_lists_its_budgets_on_labels_as_inconclusive_and_ju
     }
     assert unlabelled_checks(None) == [] and unlabelled_checks(AccuracyBudget()) == []
     assert combine(checks)[2] == [f"accuracy.map50_95: {UNLABELLED}"]
+
+
+CLASSES = ("person", "car", "bicycle", "truck")
+TO_CATEGORY = {0: 1, 1: 3, 2: 2, 3: 8}  # the class map: model class index -> category id
+PER_CLASS = [  # the per-class rows as operating.py fills them (recall at the evaluation's precision, 0.9 here)
+    {"category_id": 1, "recall_at_precision": 0.86, "recall_at_precision_lower": 0.82, "recall_at_precision_interval": [0.81, 0.9]},
+    {"category_id": 3, "recall_at_precision": 0.74, "recall_at_precision_lower": 0.67, "recall_at_precision_interval": [0.65, 0.83]},
+    {"category_id": 2, "recall_at_precision": 0.5, "recall_at_precision_lower": 0.3, "recall_at_precision_interval": [0.28, 0.7]},
+]  # no row for truck: no label of its category among the scored images
+
+
+def test_a_per_class_recall_at_precision_is_judged_on_its_own_bound():
+    budgets = AccuracyBudget(map50_95=0.25, min_recall_at_precision={"person": 0.8, "car": 0.7, "bicycle": 0.6, "truck": 0.5})
+    stats, lower, intervals = class_figures(budgets, CLASSES, TO_CATEGORY, PER_CLASS)
+    checks = label_checks(budgets, STATS | stats, LOWER | lower, INTERVALS | intervals, 29, precision=0.9)
+    got = [(c.name, c.status, c.measured, c.bound, c.frames_needed) for c in checks]
+    assert got == [
+        ("accuracy.map50_95", "PASS", 0.30, 0.25, None),
+        ("accuracy.min_recall_at_precision.person", "PASS", 0.86, 0.82, None),  # lower bound 0.82 >= 0.8
+        ("accuracy.min_recall_at_precision.car", "INCONCLUSIVE", 0.74, 0.67, 89),  # 29 x (0.07 / 0.04)^2 = 88.8, up
+        ("accuracy.min_recall_at_precision.bicycle", "FAIL", 0.5, 0.3, None),  # measured under the minimum
+        ("accuracy.min_recall_at_precision.truck", "INCONCLUSIVE", None, None, None),
+    ]
+    assert checks[2].frames_needed == images_needed(0.74, 0.67, 0.7, 29)
+    assert "recall of class 'car' at precision 0.9 (IoU 0.5); 95% interval 0.6500 to 0.8300 over 29 images" in checks[2].detail
+    assert checks[4].detail == "recall of class 'truck' at precision 0.9 (IoU 0.5); no label of its category among the scored images"
+    verdict, _, notes = combine(checks)
+    assert verdict == "FAIL" and any(n.startswith("accuracy.min_recall_at_precision.car: 29 image(s) measured, 89 needed") for n in notes)
+    per_class = [f"accuracy.min_recall_at_precision.{n}" for n in ("person", "car", "bicycle", "truck")]
+    assert [c.name for c in unlabelled_checks(budgets)][1:] == per_class
 
 
 @pytest.fixture()

@@ -154,3 +154,26 @@ def test_errors_about_a_pipelines_label_images_name_its_evaluation_images_not_a_
     with pytest.raises(ConfigError, match=r"kitti.yaml: evaluation.images .*image_2: no such folder") as refused:
         checked_labels(load_pipeline(folder / "kitti.yaml"))
     assert "--images" not in refused.value.message + refused.value.hint and "as evaluation.images" in refused.value.hint
+
+
+def test_a_budget_on_a_classs_recall_at_precision_is_judged_on_the_runs_own_detections(labelled, tmp_path):
+    folder, data = labelled
+    files = [i["file_name"] for i in data["images"]]
+    names = {c["id"]: c["name"] for c in data["categories"]}
+    labelled_class = names[data["annotations"][0]["category_id"]]
+    spec = yaml.safe_load((folder / "pipeline.yaml").read_text())
+    spec["budgets"]["accuracy"] = {"min_recall_at_precision": {labelled_class: 0.9, "toothbrush": 0.5}}
+    (folder / "recall.yaml").write_text(yaml.safe_dump(spec))
+    pipeline = load_pipeline(folder / "recall.yaml")
+    (tmp_path / "detections.jsonl").write_text(_lines(data, [(file, True) for file in files]))
+    scored = score_run(pipeline, tmp_path)
+    checks = {c.name.rpartition(".")[2]: c for c in scored.checks}
+    assert (checks[labelled_class].status, checks[labelled_class].measured, checks[labelled_class].bound) == ("PASS", 1.0, 1.0)
+    assert checks["toothbrush"].status == "INCONCLUSIVE" and "no label of its category" in checks["toothbrush"].detail
+    assert scored.section["operating_point"]["precision"] == pipeline.spec.evaluation.recall_at_precision
+    (tmp_path / "detections.jsonl").write_text(_lines(data, [(file, False) for file in files]))
+    assert score_run(pipeline, tmp_path).checks[0].status == "FAIL"  # nothing found: recall 0 under the minimum
+    spec["evaluation"]["classes"] = {"toothbrush": None}
+    (folder / "left_out.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError, match=r"min_recall_at_precision.toothbrush: class 'toothbrush' is left out of the scores"):
+        checked_labels(load_pipeline(folder / "left_out.yaml"))

@@ -87,6 +87,7 @@ def test_each_figure_has_an_interval_over_the_same_draws_that_holds_it():
     for entry in point["per_class"]:
         low, high = entry["recall_at_precision_interval"]
         assert low <= entry["recall_at_precision"] <= high
+        assert low <= entry["recall_at_precision_lower"] <= entry["recall_at_precision"]  # one-sided 95 %: the budgets' bound
 
 
 def test_kitti_truncation_and_occlusion_bins():
