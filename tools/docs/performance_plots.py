@@ -2,15 +2,15 @@
 
     python -m tools.docs.performance_plots            # rewrite docs/img/perf-*.svg from docs/data and the published table
     python -m tools.docs.performance_plots --check    # exit 1 and name the stale plots (what tests/test_docs.py checks)
-    python -m tools.docs.performance_plots --latency-from REPORT_DIR   # keep a deploy's latency quantiles first
 
 - perf-published.svg: predicted against published latency, log-log, with y = x and the ±25 % band, from
   tools/perf/data/published.yaml (each row's source) and docs/data/published_predictions.json (what
   `python tests/benchmarks/bench_published.py --out docs/data/published_predictions.json` writes).
 - perf-optimize-front.svg: speed-up against recall of `sdk optimize`'s candidates on the example, from
   docs/data/optimize_front.json (the figures of the guide's table and the command that measured them).
-- perf-latency-cdf.svg: the example's per-stage latency distribution on the CPU backend, from
-  docs/data/example_latency.json (101 quantiles a stage of one deploy's timeline.npz, `--latency-from`).
+
+No latency distribution is drawn: no deploy's frames are kept in the repository (the page's latency rows are
+percentiles of runs whose timeline.npz stayed in their report folders).
 """
 
 from __future__ import annotations
@@ -24,14 +24,13 @@ import numpy as np
 
 from sdk.errors import ConfigError, SdkError
 from tools.docs.header import REPO
-from tools.reports.plots import budget_lines, latencies_from_timeline
 from tools.reports.svg_chart import CYCLE, Axis, Chart
 
 DATA = REPO / "docs" / "data"
 IMG = REPO / "docs" / "img"
 REGENERATE = "python -m tools.docs.performance_plots"
 BAND = 0.25  # the page's "within ±25 %"
-SOURCE_NAMES = {"mlperf-v3.1": "MLPerf v3.1", "dla-sw": "NVIDIA DLA-SW", "ultralytics-agx": "Ultralytics", "ultralytics-nano-nx": "Ultralytics"}
+SOURCE_NAMES = {"mlperf-v3.1": "MLPerf", "dla-sw": "DLA-SW", "ultralytics-agx": "Ultralytics", "ultralytics-nano-nx": "Ultralytics"}
 
 
 def _load(path: Path):
@@ -52,7 +51,7 @@ def published_svg(data: Path = DATA) -> str:
     results = _load(data / "published_predictions.json")
     series: dict[str, list[tuple[float, float]]] = {}
     for r in results:
-        name = "fitted on (any source)" if r["split"] == "fit" else f"held out: {SOURCE_NAMES.get(source_of.get(r['id'], ''), 'other')}"
+        name = "fitted on" if r["split"] == "fit" else SOURCE_NAMES.get(source_of.get(r["id"], ""), "other")
         series.setdefault(name, []).append((r["published_ms"], r["predicted_ms"]))
     values = [v for points in series.values() for p in points for v in p]
     low, high = min(values) / 1.3, max(values) * 1.3
@@ -60,13 +59,14 @@ def published_svg(data: Path = DATA) -> str:
     chart.axes(Axis([low, high], True, pad=0.0), Axis([low, high], True, pad=0.0))
     diagonal = np.array([low, high])
     chart.line(diagonal, diagonal, "black", "predicted = published", width=0.8)
-    chart.line(diagonal, diagonal * (1 + BAND), "grey", "±25 %", dashed=True)
-    chart.line(diagonal, diagonal * (1 - BAND), "grey", None, dashed=True)
+    upper, lower = np.array([low, high / (1 + BAND)]), np.array([low / (1 - BAND), high])  # the band inside the axes
+    chart.line(upper, upper * (1 + BAND), "grey", "±25 %", dashed=True)
+    chart.line(lower, lower * (1 - BAND), "grey", None, dashed=True)
     for number, name in enumerate(sorted(series, key=lambda n: (n.startswith("fitted"), n))):
         xs, ys = zip(*series[name], strict=True)
         within = sum(abs(y / x - 1) <= BAND for x, y in series[name])
         colour = "grey" if name.startswith("fitted") else CYCLE[number % len(CYCLE)]
-        chart.points(list(xs), list(ys), colour, f"{name}: {within} of {len(xs)} in ±25 %")
+        chart.points(list(xs), list(ys), colour, f"{name} ({within}/{len(xs)} in ±25 %)")
     chart.title = f"sdk predict against {len(results)} published Jetson figures"
     chart.xlabel, chart.ylabel = "published ms (log scale)", "predicted ms (log scale)"
     return chart.svg()
@@ -95,49 +95,7 @@ def front_svg(data: Path = DATA) -> str:
     return chart.svg()
 
 
-def latency_svg(data: Path = DATA) -> str:
-    """The per-stage latency CDF of one deploy of the example, with its end-to-end budgets."""
-    kept = _load(data / "example_latency.json")
-    chart = Chart(6.4, 4.2)
-    series = {name: np.asarray(q, np.float64) for name, q in kept["quantiles_ms"].items()}
-    shown = [v for q in series.values() for v in (q[q > 0].min(), q.max())] + list(kept["budgets_ms"].values())
-    chart.axes(Axis(shown, True), Axis([0.0, 1.0], False))
-    fraction = np.linspace(0.0, 1.0, len(next(iter(series.values()))))
-    for number, (name, q) in enumerate(series.items()):
-        keep = q > 0
-        chart.line(q[keep], fraction[keep], CYCLE[number % len(CYCLE)], name, width=1.6 if name == "end_to_end" else 1.0)
-    budget_lines(chart, kept["budgets_ms"], None, vertical=True)
-    chart.title = f"the example on the CPU backend: latency per stage, {kept['frames']} frames"
-    chart.xlabel, chart.ylabel = "ms (log scale)", "fraction of frames"
-    return chart.svg()
-
-
-PLOTS = {"perf-published.svg": published_svg, "perf-optimize-front.svg": front_svg, "perf-latency-cdf.svg": latency_svg}
-
-
-def keep_latency(report_dir: Path, data: Path = DATA) -> Path:
-    """docs/data/example_latency.json from a deploy's report folder: 101 quantiles of each stage, the budgets."""
-    report, timeline_file = report_dir / "report.json", report_dir / "timeline.npz"
-    for path in (report, timeline_file):
-        if not path.is_file():
-            raise ConfigError(f"{path}: no such file", hint="name the report folder of a finished deploy (it holds report.json and timeline.npz)")
-    summary = _load(report)
-    with np.load(timeline_file) as npz:
-        timeline = {key: npz[key] for key in npz.files}
-    latencies = latencies_from_timeline(timeline)
-    names = [*timeline["stages"].tolist(), "end_to_end"]
-    checks = {c["name"]: c.get("limit") for c in summary.get("checks", [])}
-    budgets = {k.split(".", 1)[1]: v for k, v in checks.items() if k.startswith("end_to_end.") and k.endswith("_ms") and isinstance(v, (int, float))}
-    out = {
-        "what": "one deploy of the example on the local target (the CPU backend), its measured frames after warm-up",
-        "command": "deploy --target local pipelines/pedestrian.yaml",
-        "frames": int(len(latencies["end_to_end"])),
-        "budgets_ms": {k: v for k, v in budgets.items() if k in ("p50_ms", "p99_ms", "max_ms")},
-        "quantiles_ms": {n: np.round(np.quantile(latencies[n], np.linspace(0, 1, 101)), 3).tolist() for n in names},
-    }
-    path = data / "example_latency.json"
-    path.write_text(json.dumps(out, indent=1) + "\n")
-    return path
+PLOTS = {"perf-published.svg": published_svg, "perf-optimize-front.svg": front_svg}
 
 
 def stale(img: Path = IMG, data: Path = DATA) -> list[str]:
@@ -148,7 +106,6 @@ def stale(img: Path = IMG, data: Path = DATA) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=REGENERATE, description="draw the performance page's plots into docs/img")
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 when a plot is stale")
-    parser.add_argument("--latency-from", type=Path, metavar="REPORT_DIR", help="first keep this deploy's latency quantiles")
     args = parser.parse_args(argv)
     try:
         if args.check:
@@ -158,8 +115,6 @@ def main(argv: list[str] | None = None) -> int:
             if found:
                 print(f"regenerate with: {REGENERATE}")
             return 1 if found else 0
-        if args.latency_from:
-            print(keep_latency(args.latency_from))
         IMG.mkdir(parents=True, exist_ok=True)
         for name, draw in PLOTS.items():
             (IMG / name).write_text(draw(DATA) + "\n")
