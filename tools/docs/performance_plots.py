@@ -42,13 +42,31 @@ def _load(path: Path):
         raise ConfigError(f"{path}: not JSON ({exc.msg}, line {exc.lineno})", hint="restore it from git or rewrite it") from None
 
 
+def _records(path: Path, items, numbers: tuple[str, ...], choices: dict[str, tuple]) -> list[dict]:
+    """Each row a mapping with these positive numbers and these keys among their choices, else one ConfigError."""
+    allowed = f"every row has {', '.join(numbers)} (numbers > 0) and " + "; ".join(f"{k}: {' or '.join(map(str, c))}" for k, c in choices.items())
+    if not isinstance(items, list) or not items:
+        raise ConfigError(f"{path}: no rows (found {type(items).__name__})", hint=allowed)
+    for number, item in enumerate(items, 1):
+        item = item if isinstance(item, dict) else {}
+        for key in numbers:
+            value = item.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+                raise ConfigError(f"{path}: row {number}: {key} is {value!r}", hint=allowed)
+        for key, choice in choices.items():
+            if item.get(key) not in choice:
+                raise ConfigError(f"{path}: row {number}: {key} is {item.get(key)!r}", hint=allowed)
+    return items
+
+
 def published_svg(data: Path = DATA) -> str:
     """Predicted against published ms per row: held-out rows by source, the fitted rows apart; y = x and ±25 %."""
     from tools.perf.published import published_table
 
     _, rows = published_table()
     source_of = {r.id: r.source for r in rows}
-    results = _load(data / "published_predictions.json")
+    path = data / "published_predictions.json"
+    results = _records(path, _load(path), ("published_ms", "predicted_ms"), {"split": ("fit", "held_out")})
     series: dict[str, list[tuple[float, float]]] = {}
     for r in results:
         name = "fitted on" if r["split"] == "fit" else SOURCE_NAMES.get(source_of.get(r["id"], ""), "other")
@@ -74,8 +92,13 @@ def published_svg(data: Path = DATA) -> str:
 
 def front_svg(data: Path = DATA) -> str:
     """Each candidate's recall at its speed-up (the bar: the range over rounds); the target's speed-up and recall."""
-    front = _load(data / "optimize_front.json")
-    candidates, target = front["candidates"], front["target"]
+    path = data / "optimize_front.json"
+    front = _load(path)
+    front = front if isinstance(front, dict) else {}
+    candidates = _records(path, front.get("candidates"), ("speedup", "low", "high"), {"gate": ("pass", "fail")})
+    if not all(type(c.get("recall")) in (int, float) and 0 <= c["recall"] <= 1 for c in candidates):
+        raise ConfigError(f"{path}: a candidate's recall is not between 0 and 1", hint="recall: a share from 0 to 1")
+    (target,) = _records(path, [front.get("target")], ("speedup", "recall"), {})
     chart = Chart(6.0, 4.2)
     speeds = [v for c in candidates for v in (c["low"], c["high"])] + [1.0, target["speedup"]]
     chart.axes(Axis(speeds, False), Axis([0.0, 1.0], False))
