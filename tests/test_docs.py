@@ -67,6 +67,28 @@ def test_generated_reference_is_current(tmp_path):
     assert not stale, f"docs/reference/{', '.join(stale)} no longer match(es) the code; regenerate with: {REGENERATE}"
 
 
+def test_the_performance_plots_are_current_and_drawn_from_their_data(tmp_path, capsys):
+    """`python -m tools.docs.performance_plots --check` passes on the tree, and says so when one plot's data changes."""
+    import shutil
+
+    from sdk.errors import ConfigError
+    from tools.docs.performance_plots import DATA, IMG, PLOTS, main, stale
+
+    assert main(["--check"]) == 0, capsys.readouterr().out
+    data = tmp_path / "data"
+    shutil.copytree(DATA, data)
+    front = json.loads((data / "optimize_front.json").read_text())
+    front["candidates"][0]["recall"] = 0.5
+    (data / "optimize_front.json").write_text(json.dumps(front))
+    assert stale(IMG, data) == ["perf-optimize-front.svg"]
+    front["candidates"][0]["speedup"] = "fast"
+    (data / "optimize_front.json").write_text(json.dumps(front))
+    with pytest.raises(ConfigError, match=r"optimize_front\.json: row 1: speedup is 'fast'"):
+        stale(IMG, data)
+    page = (REPO / "docs" / "performance.md").read_text()
+    assert all(f"](img/{name})" in page for name in PLOTS), "every plot is shown on the performance page"
+
+
 def _schema_keys() -> list[str]:
     """Every (model, property) of the pipeline schema, walked independently of the generator: `model.prop`."""
     from sdk.spec.schema import Pipeline
