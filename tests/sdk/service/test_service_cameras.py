@@ -82,7 +82,10 @@ def test_a_live_stream_that_ends_is_restarted_a_recording_that_ends_is_not(deplo
     code, state, status, folder = outcomes["live"]
     assert code == 1 and state["state"] == "failed" and state["restarts"] == 1 and "last: failed with status 1" in state["last_reason"]
     assert status["state"] == "FAILED" and status["last_error"] == "the live source ended: synthetic://boxes"
-    assert (folder / "service.log").read_text().count("error: the live source ended: synthetic://boxes") == 2
+    log = (folder / "service.log").read_text().splitlines()
+    assert log.count("error: the live source ended: synthetic://boxes") == 2, log  # each run's error line, as it said it
+    ended = [line for line in log if "] ended (FAILED): the live source ended: synthetic://boxes" in line and "[runtime " in line]
+    assert len(ended) == 2, log  # and the runtime's own line on its end
     code, state, status, _ = outcomes["replay"]
     assert code == 0 and state["state"] == "stopped" and state["restarts"] == 0
     assert status["state"] == "STOPPED" and status["reason"] == "the source ended" and status["frames"] == 15

@@ -57,7 +57,7 @@ def test_frame_selection_is_deterministic_and_disjoint():
     assert not set(first.calibration) & set(first.holdout)
     assert all(i % 3 == 5 % 3 for i in first.calibration + first.holdout)
     assert select_frames(795, Calibration(frames=30, holdout_frames=10, stride=3, seed=6)) != first
-    with pytest.raises(ConfigError, match="40 frames needed; the source has 100, 33 of them at stride 3"):
+    with pytest.raises(ConfigError, match="40 different frames needed; the source has 100, 33 of them at stride 3"):
         select_frames(100, spec)
 
 
