@@ -173,6 +173,7 @@ def sweep_stale_resources() -> list[str]:
     return removed
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: other pytests (the device's gpu tests) run without it
 def pytest_xdist_auto_num_workers(config) -> int:
     """`-n auto` (the README's command): two workers a core, at least four. Most of the suite's time is real processes
     that also wait (SSH sessions, health deadlines, namespaces), so two a core keep the cores busy; on the 2-core machine
