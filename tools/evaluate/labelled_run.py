@@ -10,15 +10,15 @@ regression gate.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from sdk.errors import ConfigError, SdkError
+from sdk.errors import ConfigError
 from sdk.runtime.verdict import INCONCLUSIVE, BudgetCheck
 from sdk.spec.loader import PipelineFile
 from tools.evaluate.classmap import ClassMap
 from tools.evaluate.labels import FORMATS, LabelSet
+from tools.reports.detections_file import detection_records
 
 DETECTIONS_FILE = "detections.jsonl"
 SHOWN = 10  # image names a note lists before "and N more"
@@ -100,19 +100,13 @@ def _same_folder(pipeline: PipelineFile, labels: LabelSet) -> None:
 
 def first_frames(path: Path) -> dict[str, list[tuple[str, float, list[float]]]]:
     """File name -> the detections (label, score, box) of its first frame, from detections.jsonl."""
-    found: dict[str, list[dict]] = {}
-    try:
-        lines = Path(path).read_text().splitlines()
-    except FileNotFoundError:
-        raise SdkError(f"{path}: no detections were written", hint="the run's pipeline needs a jsonl sink (deploy adds one)") from None
-    for number, line in enumerate(lines, 1):
-        try:
-            record = json.loads(line)
-            if "file" in record and record["file"] not in found:
-                found[record["file"]] = [(str(d["label"]), float(d["score"]), [float(v) for v in d["box"]]) for d in record["detections"]]
-        except (ValueError, TypeError, KeyError) as exc:
-            raise SdkError(f"{path}:{number}: not a detections line ({exc})", hint="the file was cut or edited; run the validation again") from None
-    return found
+
+    def read(record: dict):
+        if "file" not in record:
+            return None, None
+        return record["file"], [(str(d["label"]), float(d["score"]), [float(v) for v in d["box"]]) for d in record["detections"]]
+
+    return detection_records(path, read)
 
 
 def coco_detections(frames: dict[str, list[tuple]], labels: LabelSet, mapping: ClassMap, class_names) -> tuple[list[dict], list, list[str]]:
