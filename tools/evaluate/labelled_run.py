@@ -159,12 +159,7 @@ def score_run(pipeline: PipelineFile, report_dir: Path) -> Scored | None:
     metrics = evaluate(labels.ground_truth(), detections, categories, [i.id for i in scored])
     matches = from_evaluation(metrics.matches, [i.id for i in scored], categories, labels.ground_truth())
     section |= {
-        "map50_95": metrics.stats["map50_95"],
-        "map50": metrics.stats["map50"],
-        "intervals": metrics.intervals,
-        "lower_bounds": metrics.lower_bounds,
-        "metrics": metrics.stats,
-        "per_class": metrics.per_class,
+        **metrics.headline(),
         "detections": len(detections),
         "bootstrap_draws": metrics.draws,
         "matches_file": MATCHES_FILE,

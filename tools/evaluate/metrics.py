@@ -44,6 +44,17 @@ class Metrics:
     matches: list[dict] | None = None  # COCOeval's per-image matches (image_matches): what a paired comparison resamples
     evaluation: object = None  # pycocotools' COCOeval, evaluated and accumulated (the operating point, the worst images)
 
+    def headline(self) -> dict:
+        """The figures every evaluation report carries under these names (`sdk evaluate`'s and a labelled run's)."""
+        return {
+            "map50_95": self.stats["map50_95"],
+            "map50": self.stats["map50"],
+            "intervals": self.intervals,
+            "lower_bounds": self.lower_bounds,
+            "metrics": self.stats,
+            "per_class": self.per_class,
+        }
+
 
 def _quiet(call, *args):
     with contextlib.redirect_stdout(io.StringIO()):
