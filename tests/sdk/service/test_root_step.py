@@ -163,6 +163,8 @@ import json, os, runpy, sys
 log = open(os.environ['SDK_TEST_AUDIT'], 'w')
 watched = ('open', 'os.chmod', 'os.chown', 'os.rename', 'os.replace', 'os.mkdir', 'os.remove', 'os.rmdir', 'os.symlink', 'os.link')
 def hook(event, args):
+    if event == 'open' and args and args[0] in sys.path:
+        return  # the import system probing a sys.path entry (an editable install's path hook is a relative name)
     if event in watched:
         log.write(json.dumps([event, [a if isinstance(a, (int, str)) or a is None else str(a) for a in args]]) + '\\n')
         log.flush()
