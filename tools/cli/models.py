@@ -74,6 +74,8 @@ def calibrate_command(args: argparse.Namespace, console: Console) -> int:
 
     from sdk.engine.platforms import known_tensorrt
     from sdk.spec import load_pipeline
+    from sdk.spec.calibration import Calibration
+    from sdk.spec.loader import PipelineFile
     from tools.console import RichProgress, render_accuracy
     from tools.evaluate.gate import LabelGate
     from tools.int8.for_deploy import Int8ForDeploy, trt_cache_file
@@ -83,6 +85,9 @@ def calibrate_command(args: argparse.Namespace, console: Console) -> int:
     for version in args.tensorrt:
         known_tensorrt(version)  # before anything is calibrated: one error line listing the known releases
     pipeline = load_pipeline(args.pipeline)
+    if pipeline.spec.calibration is None:  # a pipeline not yet INT8: the section's defaults, said as such
+        pipeline = PipelineFile(pipeline.spec.model_copy(update={"calibration": Calibration()}), pipeline.path)
+        console.print("no `calibration` section: its defaults (the pipeline's own source, 300 frames, 50 held out, entropy)")
     out = (args.out or Path("reports") / pipeline.spec.name / "int8").resolve()
     out.mkdir(parents=True, exist_ok=True)
     with RichProgress(console) as progress:

@@ -51,7 +51,7 @@ from tools.progress import Progress, SilentProgress
 # 6: ranges.json records the ranges TensorRT fuses (pooling, concatenation), tied in its caches;
 # 5: one pass, histograms on a power-of-two grid; 4: a Conv before ReLU/Clip takes its range;
 # 3: in-graph statistics, TensorRT's entropy; 2: ONNX Runtime's
-CALIBRATE_FORMAT = 7  # 7: ElementWise input ties for DLA builds in ranges.json
+CALIBRATE_FORMAT = 8  # 7: ElementWise input ties for DLA builds in ranges.json; 8: models older than opset 13 quantized at 13
 # The calibrator class the engine builder presents the cache through: its name is the cache header's.
 # Percentile ranges go through the entropy calibrator's interface (DLA accepts only EntropyCalibration2).
 TRT_ALGORITHM = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "percentile": "EntropyCalibration2"}
@@ -322,7 +322,7 @@ def write_qdq(
     model = Path(model).resolve()
     with tempfile.TemporaryDirectory(prefix=".qdq-", dir=Path(out).parent) as private, quiet_onnxruntime_quantization():
         own = Path(private) / model.name
-        own.symlink_to(model)
+        _link_or_convert(model, own)
         quantize_static(
             str(own),
             str(out),
@@ -342,6 +342,24 @@ def write_qdq(
             },
             calibration_cache_path=str(ort_ranges),
         )
+
+
+QDQ_OPSET = 13  # DequantizeLinear's `axis` (per-channel weights) and TensorRT's explicit quantization start at opset 13
+
+
+def _link_or_convert(model: Path, own: Path) -> None:
+    """`own`: a link to the model, or where its default-domain opset is older than 13 (YOLOX's and many exported
+    detectors' 11), the model converted to opset 13 by ONNX's version converter: ONNX Runtime's quantizer writes
+    per-channel DequantizeLinear nodes with an `axis` whatever the opset, which an opset-11 graph cannot load. The
+    converter keeps every node and tensor name, so the ranges and the nodes kept out of INT8 still name them."""
+    import onnx
+    from onnx import version_converter
+
+    opset = next((o.version for o in onnx.load(str(model), load_external_data=False).opset_import if o.domain in ("", "ai.onnx")), QDQ_OPSET)
+    if opset >= QDQ_OPSET:
+        own.symlink_to(model)
+        return
+    onnx.save(version_converter.convert_version(onnx.load(str(model)), QDQ_OPSET), str(own))
 
 
 def conv_weight_scales(model) -> dict[str, list[dict]]:
