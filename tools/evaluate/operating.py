@@ -2,7 +2,7 @@
 detections an image): per class the recall reached at a fixed precision (default 0.9) and the score where it is
 reached; at an operating score (default: the deployment's `postprocess.score_threshold`) the recall and the false
 positives per image, per class and over all classes; and the recall per bin of the labels (object size as COCO bins
-it; KITTI's truncation and occlusion; MOTChallenge's visibility), with each figure's 95 % interval over the same
+it; KITTI's truncation, occlusion and difficulty levels; MOTChallenge's visibility), with each figure's 95 % interval over the same
 bootstrap draws of the images as mAP's.
 
 Recall at precision p is the largest recall of a detection (best first, COCO's order) whose precision is at least p:
@@ -25,6 +25,9 @@ IOU_INDEX = 0  # COCO's first IoU threshold, 0.5
 SIZE_BINS = (("small (under 32²)", 0.0, 32.0**2), ("medium (32² to 96²)", 32.0**2, 96.0**2), ("large (96² and above)", 96.0**2, np.inf))  # COCO's
 TRUNCATION_BINS = (("0 to 0.15", 0.0, 0.15), ("0.15 to 0.3", 0.15, 0.3), ("0.3 to 0.5", 0.3, 0.5), ("above 0.5", 0.5, 1.01))  # KITTI's
 OCCLUSION_BINS = {0: "fully visible", 1: "partly occluded", 2: "largely occluded", 3: "unknown"}  # KITTI's levels
+# KITTI's difficulty levels (its object devkit: box height at least, occlusion and truncation at most), cumulative as
+# its benchmark counts them: a moderate object is also every easy one; a label of unknown occlusion (3) is in none.
+KITTI_DIFFICULTY = (("easy", 40.0, 0, 0.15), ("moderate", 25.0, 1, 0.3), ("hard", 25.0, 2, 0.5))
 VISIBILITY_BINS = (("under 0.25", 0.0, 0.25), ("0.25 to 0.5", 0.25, 0.5), ("0.5 to 0.75", 0.5, 0.75), ("0.75 and above", 0.75, 1.01))
 
 
@@ -85,8 +88,8 @@ def false_positives(category: dict, weights: np.ndarray, score: float) -> np.nda
 
 
 def bins(found: Found) -> list[tuple[str, str, np.ndarray]]:
-    """(attribute, bin, mask over the found labels) for each bin that holds labels: size always; truncation and
-    occlusion where the labels carry them (KITTI), visibility (MOTChallenge)."""
+    """(attribute, bin, mask over the found labels) for each bin that holds labels: size always; truncation, occlusion
+    and KITTI's difficulty levels where the labels carry them (KITTI), visibility (MOTChallenge)."""
     out = []
     area = np.array([label["area"] for label in found.labels], np.float64)
     out += [("size", name, (area >= low) & (area < high)) for name, low, high in SIZE_BINS]
@@ -97,6 +100,12 @@ def bins(found: Found) -> list[tuple[str, str, np.ndarray]]:
     occluded = np.array([label.get("occluded", -1) for label in found.labels])
     if (occluded >= 0).any():
         out += [("occluded", f"{level} {name}", occluded == level) for level, name in OCCLUSION_BINS.items()]
+        height = np.array([label["bbox"][3] for label in found.labels], np.float64)
+        truncated = np.array([label.get("truncated", np.inf) for label in found.labels], np.float64)
+        out += [
+            ("difficulty", name, (height >= low) & (occluded >= 0) & (occluded <= most) & (truncated <= cut))
+            for name, low, most, cut in KITTI_DIFFICULTY
+        ]
     return [(attribute, name, mask) for attribute, name, mask in out if mask.any()]
 
 

@@ -103,7 +103,33 @@ def test_kitti_truncation_and_occlusion_bins():
         ("truncated", "above 0.5"): (1, 0.0),
         ("occluded", "0 fully visible"): (1, 1.0),
         ("occluded", "2 largely occluded"): (2, 0.0),
+        ("difficulty", "easy"): (1, 1.0),  # 40 px high, fully visible, not truncated
+        ("difficulty", "moderate"): (1, 1.0),  # the second label is largely occluded: hard, not moderate
+        ("difficulty", "hard"): (2, 0.5),  # the third is truncated beyond 0.5: in no level
     }
+
+
+def test_kitti_difficulty_levels_follow_the_devkits_height_occlusion_and_truncation_limits():
+    """KITTI's easy / moderate / hard (its object devkit: at least 40 / 25 / 25 px high, occlusion at most 0 / 1 / 2,
+    truncation at most 0.15 / 0.3 / 0.5), cumulative: each label sits exactly at or just past one limit."""
+    cases = [  # (height, truncated, occluded) -> the levels it counts in
+        ((40, 0.15, 0), {"easy", "moderate", "hard"}),
+        ((39, 0.0, 0), {"moderate", "hard"}),  # under easy's 40 px
+        ((40, 0.16, 0), {"moderate", "hard"}),  # truncated past easy's 0.15
+        ((25, 0.3, 1), {"moderate", "hard"}),
+        ((24, 0.0, 0), set()),  # under 25 px: in no level
+        ((30, 0.31, 1), {"hard"}),
+        ((30, 0.5, 2), {"hard"}),
+        ((30, 0.51, 2), set()),
+        ((60, 0.0, 3), set()),  # occlusion unknown
+    ]
+    found = operating.Found(
+        image=np.zeros(len(cases), int), category=np.zeros(len(cases), int), score=np.full(len(cases), 0.9),
+        labels=[{"area": 40.0 * h, "bbox": [0, 0, 40, h], "truncated": t, "occluded": o} for (h, t, o), _ in cases],
+    )
+    levels = {name: mask for attribute, name, mask in operating.bins(found) if attribute == "difficulty"}
+    for k, (_, expected) in enumerate(cases):
+        assert {name for name, mask in levels.items() if mask[k]} == expected, cases[k]
 
 
 def test_the_worst_images_list_their_missed_labels_and_false_positives(hand_made):
