@@ -11,11 +11,14 @@ threads a message may surface one read later; the count of damaged frames is the
 those few frames, and every frame is still either delivered or counted corrupt.
 
 One per process (fd 2 is the process's); nested opens share it. A native crash's traceback
-(faulthandler) is pointed at the real stderr while the pipe is in place.
+(faulthandler) is pointed at the real stderr while the pipe is in place. A process that exits with the tap still in
+place (an error raised before its source was closed) closes it at exit, so the last lines it wrote (the runtime's own
+`error:` line) reach the real stderr: the pump is a daemon thread, which the interpreter would stop mid-pipe.
 """
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import os
 import re
@@ -52,7 +55,16 @@ class DecoderLog:
                 cls._shared._close()
                 cls._shared, cls._users = None, 0
 
+    @classmethod
+    def _at_exit(cls) -> None:
+        with cls._guard:
+            if cls._shared is not None:
+                cls._shared._close()
+                cls._shared, cls._users = None, 0
+
     def __init__(self) -> None:
+        atexit.unregister(DecoderLog._at_exit)  # registered once, however many taps the process opened and closed
+        atexit.register(DecoderLog._at_exit)
         sys.stderr.flush()
         self._real = os.dup(2)
         read_end, write_end = os.pipe()

@@ -97,6 +97,7 @@ class OpenCvCapture(FrameReader):
         capture = cv2.VideoCapture(target, api)
         if not capture.isOpened():
             capture.release()
+            self.close()  # and the decoder log's tap: a source that did not open holds nothing
             raise SourceError(f"cannot open {what}")
         if self.uri.scheme == "v4l2":
             for prop, name in (
