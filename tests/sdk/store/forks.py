@@ -3,9 +3,12 @@
 Each request is a real OS process: `python -m sdk ARGS` (the unit's start command, `serve --root`) or the fault driver
 (fault_driver.py), with its own working folder, environment and output files, killed by SIGKILL at its kill point like
 any other. What it saves is the interpreter's start and the imports (numpy, OpenCV, ONNX Runtime, the store and the
-runtime: about 1.5 CPU-seconds a process, twice a case), not a step of what it runs: `runpy` runs the same `__main__`
-as `python -m sdk` and `python fault_driver.py` do. The health runs that a trial starts are the product's own
-subprocesses, fresh interpreters as on a device. Requests and answers are JSON lines on the forker's stdin/stdout.
+runtime: about 1.5 CPU-seconds a process), not a step of what it runs: `runpy` runs the same `__main__` as `python -m
+sdk` and `python fault_driver.py` do. The health runs that a trial starts are the product's own subprocesses, fresh
+interpreters as on a device, and the unit's start command (`serve --root`) execs the committed release's own
+interpreter after its recovery, so the fork saves only the part before that exec: those two fresh interpreters are
+what a kill-point case costs (decision 1115). The forker's CPU, its children's included, is counted when it ends (at
+the end of the module), not by case. Requests and answers are JSON lines on the forker's stdin/stdout.
 """
 
 from __future__ import annotations

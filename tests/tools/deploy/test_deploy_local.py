@@ -86,9 +86,16 @@ def test_deploy_local_writes_the_report_contract(tmp_path, cli):
     video.release()
 
 
+def with_the_prepared_example(state: Path, prepared_example) -> None:
+    """The example's model, prepared once per session (tests/conftest.py), in this test's host cache: these tests are
+    about the target, not about preparing (test_sdk_prepare_and_targets_list and tests/tools/models/ are)."""
+    shutil.copytree(prepared_example.folder, state / "cache" / "prepared" / prepared_example.folder.name)
+
+
 @pytest.mark.slow
-def test_second_deploy_sends_nothing_new(tmp_path, monkeypatch):
+def test_second_deploy_sends_nothing_new(tmp_path, monkeypatch, prepared_example):
     monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
+    with_the_prepared_example(tmp_path / "state", prepared_example)
     first = Deploy(EXAMPLE, "local", frames=3, report_dir=tmp_path / "r1")()
     store = tmp_path / "state" / "targets" / "local" / "store"
     before = {p.name: p.stat().st_mtime_ns for p in store.iterdir()}
@@ -169,7 +176,7 @@ def host_forks():
 
 
 @pytest.mark.slow
-def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_start_verified(tmp_path, cli, host_forks):
+def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_start_verified(tmp_path, cli, host_forks, prepared_example):
     """SIGKILL at points the deploy's processes announce (SDK_FAULT, traced by SDK_FAULT_TRACE), phase after phase,
     each attempt a new release; after each kill the systemd unit's start command runs the last committed release.
     The deploy's CLI and the unit's start are real processes, forked from one that imported them once (`host_forks`);
@@ -182,6 +189,7 @@ def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_sta
     folder = tmp_path / "p"
     shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
     state = tmp_path / "state"
+    with_the_prepared_example(state, prepared_example)
     root = state / "targets" / "local"
     rng = random.Random(20261127)
     landed: dict[str, list[str]] = {phase: [] for phase in PHASES}
@@ -199,7 +207,7 @@ def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_sta
         lines = [line.split(" ", 1) for line in trace.read_text().splitlines()]
         passed = [name for _, name in lines]
         if phase is None:
-            assert done.returncode in (0, 3, 4), done.stderr  # the first one completes (and prepares the model)
+            assert done.returncode in (0, 3, 4), done.stderr  # the first one completes
             expected = ReleaseStore(root).committed()
         else:
             hits = [index for index, (_, name) in enumerate(lines) if name == env["SDK_FAULT"]]
