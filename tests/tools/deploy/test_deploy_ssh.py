@@ -267,10 +267,29 @@ def sshd_children(server) -> list[int]:
     return [int(pid) for pid in done.stdout.split()]
 
 
+@pytest.fixture(scope="module")
+def good_store(sim_server, tmp_path_factory, prepared_example) -> tuple[Path, str]:
+    """A device's store with the example deployed over SSH and committed, once for the cut-connection cases, and its
+    release: each case copies it as its own target's remote root (they are about the upload of the next release)."""
+    base = tmp_path_factory.mktemp("good-store")
+    root, state = base / "remote", base / "state"
+    root.mkdir()
+    shutil.copytree(prepared_example.folder, state / "cache" / "prepared" / prepared_example.folder.name)
+    with pytest.MonkeyPatch.context() as patch:
+        sim_server.write_target(base / "targets" / "sim.yaml", remote_root=str(root))
+        patch.setenv("SDK_TARGETS_DIR", str(base / "targets"))
+        patch.setenv("SDK_STATE_DIR", str(state))
+        good = Deploy(pipeline_copy(base), "sim", frames=2, report_dir=base / "r")()
+    return root, good.staged.release_id
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("cut_at", [1_000_000, 25_000_000, 50_000_000])
-def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resumes(ssh_target, tmp_path, cut_at, prepared):
-    good = Deploy(pipeline_copy(tmp_path), "sim", frames=2, report_dir=tmp_path / "r")()
+def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resumes(ssh_target, tmp_path, cut_at, prepared, good_store):
+    template, good_release = good_store
+    ssh_target.root.rmdir()
+    subprocess.run(["cp", "-a", str(template), str(ssh_target.root)], check=True)  # -a keeps the store's hard links
+    pipeline_copy(tmp_path)  # the same pipeline as the good release's, beside which the big file goes
     big = tmp_path / "pipeline" / "assets" / "big.avi"
     big.write_bytes(os.urandom(SIZE))
     changed = pipeline_copy(tmp_path, replace=("file://assets/vtest.avi", "file://assets/big.avi"))
@@ -297,7 +316,7 @@ def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resume
         Deploy(changed, "sim", frames=2, report_dir=tmp_path / "r")()
     cutter.join()
     assert fired.is_set(), "the upload finished before the connection could be cut"
-    assert current_of(ssh_target.root) == good.staged.release_id
+    assert current_of(ssh_target.root) == good_release
     verify_current(ssh_target.root)
     digest = hashlib.sha256(big.read_bytes()).hexdigest()
     partial = ssh_target.root / "store" / f".upload-{digest}"
@@ -314,7 +333,7 @@ def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resume
     store = ssh_target.root / "store"
     assert not list(store.glob(".upload-*"))
     assert (store / digest).stat().st_size == SIZE  # complete and verified on the device
-    assert current_of(ssh_target.root) == good.staged.release_id
+    assert current_of(ssh_target.root) == good_release
 
 
 # A process that has imported the CLI and what a deploy loads (paramiko, ONNX Runtime, OpenCV, matplotlib) once, and
