@@ -235,6 +235,17 @@ def test_the_root_step_writes_roots_own_unit_in_place_of_whatever_was_there(tmp_
     assert destination.read_text() == "[Unit]\n" and not (tmp_path / "a-file-the-service-may-write").exists()
 
 
+@pytest.fixture(scope="module")
+def rendered(deployed_service, tmp_path_factory):
+    """One copy of the deployed store, the unit its deploy rendered, and root's rendering of it (`install --dry-run`,
+    which writes nothing): each case below edits that unit, checks root's rendering again, and puts the unit back."""
+    store = copy_store(deployed_service, tmp_path_factory.mktemp("rendered") / "store")
+    unit = Path(service(store.root, "unit")["unit"])
+    before = service(store.root, "install", "--dry-run")
+    assert "note" not in before and before["text"] == unit.read_text()
+    return store, unit, before
+
+
 @pytest.mark.parametrize(
     ("change", "planted"),
     [
@@ -245,27 +256,28 @@ def test_the_root_step_writes_roots_own_unit_in_place_of_whatever_was_there(tmp_
         ("writable", None),
     ],
 )
-def test_the_root_step_installs_its_own_rendering_whatever_the_deploy_rendered(deployed_service, tmp_path, change, planted):
+def test_the_root_step_installs_its_own_rendering_whatever_the_deploy_rendered(rendered, change, planted):
     """The unit the deploy login rendered is a preview: root renders the committed release's unit with its own code and
     settings (User=, Group=, interpreter) and installs that; an edited preview changes nothing and is reported."""
-    store = copy_store(deployed_service, tmp_path / "store")
-    unit = Path(service(store.root, "unit")["unit"])
-    before = service(store.root, "install", "--dry-run")
-    assert "note" not in before and before["text"] == unit.read_text()
-    text = unit.read_text()
-    if change == "append":
-        unit.write_text(text + "ExecStartPre=+/bin/sh -c 'chmod u+s /bin/sh'\n")
-    elif change == "root":
-        unit.write_text(text.replace("User=perception", "User=root"))
-    elif change == "group":
-        edited = re.sub(r"^Group=.*$", "Group=shadow", text, flags=re.M)
-        unit.write_text(edited if "Group=" in text else text.replace("User=perception", "User=perception\nGroup=shadow"))
-    elif change == "python":
-        unit.write_text(re.sub(r'^ExecStart="[^"]+"', 'ExecStart="/tmp/the-logins-python"', text, flags=re.M))
-    else:
-        unit.chmod(0o666)
-    assert unit.read_text() != text or change == "writable"
-    after = service(store.root, "install", "--dry-run")
+    store, unit, before = rendered
+    text, mode = unit.read_text(), stat.S_IMODE(unit.stat().st_mode)
+    try:
+        if change == "append":
+            unit.write_text(text + "ExecStartPre=+/bin/sh -c 'chmod u+s /bin/sh'\n")
+        elif change == "root":
+            unit.write_text(text.replace("User=perception", "User=root"))
+        elif change == "group":
+            edited = re.sub(r"^Group=.*$", "Group=shadow", text, flags=re.M)
+            unit.write_text(edited if "Group=" in text else text.replace("User=perception", "User=perception\nGroup=shadow"))
+        elif change == "python":
+            unit.write_text(re.sub(r'^ExecStart="[^"]+"', 'ExecStart="/tmp/the-logins-python"', text, flags=re.M))
+        else:
+            unit.chmod(0o666)
+        assert unit.read_text() != text or change == "writable"
+        after = service(store.root, "install", "--dry-run")
+    finally:  # the deploy's rendering again, for the next case
+        unit.write_text(text)
+        unit.chmod(mode)
     assert after["text"] == before["text"] and (planted is None or planted not in after["text"])
     if change != "writable":
         assert "differs from root's rendering" in after["note"] and "root's is installed" in after["note"]

@@ -3,9 +3,12 @@
 Each request is a real OS process: `python -m sdk ARGS` (the unit's start command, `serve --root`) or the fault driver
 (fault_driver.py), with its own working folder, environment and output files, killed by SIGKILL at its kill point like
 any other. What it saves is the interpreter's start and the imports (numpy, OpenCV, ONNX Runtime, the store and the
-runtime: about 1.5 CPU-seconds a process, twice a case), not a step of what it runs: `runpy` runs the same `__main__`
-as `python -m sdk` and `python fault_driver.py` do. The health runs that a trial starts are the product's own
-subprocesses, fresh interpreters as on a device. Requests and answers are JSON lines on the forker's stdin/stdout.
+runtime: about 1.5 CPU-seconds a process), not a step of what it runs: `runpy` runs the same `__main__` as `python -m
+sdk` and `python fault_driver.py` do. The health runs that a trial starts are the product's own subprocesses, fresh
+interpreters as on a device, and the unit's start command (`serve --root`) execs the committed release's own
+interpreter after its recovery, so the fork saves only the part before that exec: those two fresh interpreters are
+what a kill-point case costs (decision 1115). The forker's CPU, its children's included, is counted when it ends (at
+the end of the module), not by case. Requests and answers are JSON lines on the forker's stdin/stdout.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ FORKER = r"""
 import importlib, json, os, runpy, sys
 sys.dont_write_bytecode = True
 for name in ("numpy", "cv2", "onnxruntime", "yaml", "pydantic", "sdk.errors", "sdk.release", "sdk.spec", "sdk.store.objects",
-             "sdk.store.trial", "sdk.store.verify", "sdk.runtime.runner", "sdk.service.serve"):
+             "sdk.store.trial", "sdk.store.verify", "sdk.runtime.runner", "sdk.service.serve", *sys.argv[1:]):
     importlib.import_module(name)
 answers = sys.stdout
 for line in sys.stdin:
@@ -46,7 +49,10 @@ for line in sys.stdin:
         sys.argv = list(request["argv"])
         code = 0
         try:
-            if request["module"]:
+            if request["module"] and ":" in request["module"]:  # a console script's entry point, `sdk = tools.cli:main`
+                name, function = request["module"].split(":")
+                getattr(importlib.import_module(name), function)()
+            elif request["module"]:
                 runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
             else:
                 runpy.run_path(sys.argv[0], run_name="__main__")
@@ -67,9 +73,10 @@ for line in sys.stdin:
 class DeviceForks:
     """`run(...)` forks one device process and waits for it; `close()` ends the forker."""
 
-    def __init__(self, repo: Path, env: dict) -> None:
+    def __init__(self, repo: Path, env: dict, preload: tuple[str, ...] = ()) -> None:
+        """`preload`: modules the forker imports besides the device's (the host CLI's, for a test that forks it)."""
         self.forker = subprocess.Popen(
-            [sys.executable, "-B", "-c", FORKER], cwd=repo, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [sys.executable, "-B", "-c", FORKER, *preload], cwd=repo, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
 
     def _ask(self, request: dict) -> dict:
@@ -81,7 +88,8 @@ class DeviceForks:
         return json.loads(answer)
 
     def run(self, argv: list[str], *, module: str | None, cwd: Path, env: dict, output: Path, timeout: float = 120) -> subprocess.CompletedProcess:
-        """`python -m MODULE ARGV` (or `python ARGV[0] ARGV[1:]` when `module` is None): its exit code (-9 when SIGKILLed),
+        """`python -m MODULE ARGV` (or `python ARGV[0] ARGV[1:]` when `module` is None; a console script's `ARGV[0] ARGV[1:]`
+        when `module` is its entry point, `package.module:function`): its exit code (-9 when SIGKILLed),
         stdout and stderr (kept in `output`.out and `output`.err)."""
         stdout, stderr = output.with_suffix(".out"), output.with_suffix(".err")
         pid = self._ask({"argv": argv, "module": module, "cwd": str(cwd), "env": env, "stdout": str(stdout), "stderr": str(stderr)})["pid"]

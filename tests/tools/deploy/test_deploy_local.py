@@ -6,8 +6,6 @@ import json
 import os
 import random
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -88,9 +86,16 @@ def test_deploy_local_writes_the_report_contract(tmp_path, cli):
     video.release()
 
 
+def with_the_prepared_example(state: Path, prepared_example) -> None:
+    """The example's model, prepared once per session (tests/conftest.py), in this test's host cache: these tests are
+    about the target, not about preparing (test_sdk_prepare_and_targets_list and tests/tools/models/ are)."""
+    shutil.copytree(prepared_example.folder, state / "cache" / "prepared" / prepared_example.folder.name)
+
+
 @pytest.mark.slow
-def test_second_deploy_sends_nothing_new(tmp_path, monkeypatch):
+def test_second_deploy_sends_nothing_new(tmp_path, monkeypatch, prepared_example):
     monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
+    with_the_prepared_example(tmp_path / "state", prepared_example)
     first = Deploy(EXAMPLE, "local", frames=3, report_dir=tmp_path / "r1")()
     store = tmp_path / "state" / "targets" / "local" / "store"
     before = {p.name: p.stat().st_mtime_ns for p in store.iterdir()}
@@ -159,10 +164,23 @@ PHASES = {
 }
 
 
+@pytest.fixture()
+def host_forks():
+    """Real processes of the host's CLI and of the unit's start command, forked from one that imported them once (each
+    fresh interpreter would cost 2-3 CPU-seconds of imports; tests/sdk/store/forks.py)."""
+    from tests.sdk.store.forks import DeviceForks
+
+    forker = DeviceForks(REPO, {**os.environ, "PYTHONPATH": str(REPO)}, preload=("tools.cli", "tools.deploy.flow", "tools.console", "onnx"))
+    yield forker
+    forker.close()
+
+
 @pytest.mark.slow
-def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_start_verified(tmp_path, cli):
+def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_start_verified(tmp_path, cli, host_forks, prepared_example):
     """SIGKILL at points the deploy's processes announce (SDK_FAULT, traced by SDK_FAULT_TRACE), phase after phase,
-    each attempt a new release; after each kill the systemd unit's start command runs the last committed release."""
+    each attempt a new release; after each kill the systemd unit's start command runs the last committed release.
+    The deploy's CLI and the unit's start are real processes, forked from one that imported them once (`host_forks`);
+    the processes the deploy starts (its lease's holder, its trial, the health and measured runs) are its own."""
     from sdk.store.faults import POINTS
     from sdk.store.objects import ReleaseStore
     from sdk.store.verify import verify_release
@@ -171,6 +189,7 @@ def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_sta
     folder = tmp_path / "p"
     shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
     state = tmp_path / "state"
+    with_the_prepared_example(state, prepared_example)
     root = state / "targets" / "local"
     rng = random.Random(20261127)
     landed: dict[str, list[str]] = {phase: [] for phase in PHASES}
@@ -183,13 +202,12 @@ def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_sta
         phase = order[attempt - 1] if attempt else None
         if phase is not None:
             env["SDK_FAULT"] = rng.choice(PHASES[phase])
-        argv = [sys.executable, "-c", "from tools.cli import main; main()", "deploy", "--target", "local", str(folder / "p.yaml")]
-        argv += ["--frames", "2", "--report-dir", str(tmp_path / "r"), "--force"]
-        done = subprocess.run(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)
+        argv = ["sdk", "deploy", "--target", "local", str(folder / "p.yaml"), "--frames", "2", "--report-dir", str(tmp_path / "r"), "--force"]
+        done = host_forks.run(argv, module="tools.cli:main", cwd=REPO, env=env, output=tmp_path / f"deploy-{attempt}", timeout=600)
         lines = [line.split(" ", 1) for line in trace.read_text().splitlines()]
         passed = [name for _, name in lines]
         if phase is None:
-            assert done.returncode in (0, 3, 4), done.stderr  # the first one completes (and prepares the model)
+            assert done.returncode in (0, 3, 4), done.stderr  # the first one completes
             expected = ReleaseStore(root).committed()
         else:
             hits = [index for index, (_, name) in enumerate(lines) if name == env["SDK_FAULT"]]
@@ -201,8 +219,9 @@ def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_sta
             landed[phase].append(env["SDK_FAULT"])
             expected = ReleaseStore(root).committed() if "commit.state-written" in passed else before
         # What a vehicle starts after the kill: the unit's start command, for two frames.
-        command = [sys.executable, "-B", "-m", "sdk", "serve", "--root", str(root), "--status-dir", str(root / "service"), "--frames", "2"]
-        started = subprocess.run(command, cwd=root, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=300)
+        command = ["sdk", "serve", "--root", str(root), "--status-dir", str(root / "service"), "--frames", "2"]
+        unit_env = {**os.environ, "PYTHONPATH": str(REPO)}
+        started = host_forks.run(command, module="sdk", cwd=root, env=unit_env, output=tmp_path / f"serve-{attempt}", timeout=300)
         assert started.returncode == 0, started.stderr
         status = json.loads((root / "service" / "status.json").read_text())
         assert status["release"] == expected and status["frames"] == 2

@@ -78,6 +78,22 @@ def verify_current(root: Path) -> ReleaseManifest:
     return manifest
 
 
+@pytest.fixture(scope="module")
+def good_store(sim_server, tmp_path_factory, prepared_example) -> tuple[Path, str]:
+    """A device's store with the example deployed over SSH and committed, once for the cut-connection cases, and its
+    release: each case copies it as its own target's remote root (they are about the upload of the next release)."""
+    base = tmp_path_factory.mktemp("good-store")
+    root, state = base / "remote", base / "state"
+    root.mkdir()
+    shutil.copytree(prepared_example.folder, state / "cache" / "prepared" / prepared_example.folder.name)
+    with pytest.MonkeyPatch.context() as patch:
+        sim_server.write_target(base / "targets" / "sim.yaml", remote_root=str(root))
+        patch.setenv("SDK_TARGETS_DIR", str(base / "targets"))
+        patch.setenv("SDK_STATE_DIR", str(state))
+        good = Deploy(pipeline_copy(base), "sim", frames=2, report_dir=base / "r")()
+    return root, good.staged.release_id
+
+
 @pytest.mark.slow
 def test_deploy_redeploy_change_and_rollback_over_ssh(ssh_target, tmp_path, prepared):
     pipeline = pipeline_copy(tmp_path)
@@ -106,15 +122,17 @@ def test_deploy_redeploy_change_and_rollback_over_ssh(ssh_target, tmp_path, prep
 
 
 @pytest.mark.slow
-def test_a_release_failing_its_health_check_is_rolled_back(ssh_target, tmp_path, prepared):
-    good = Deploy(pipeline_copy(tmp_path), "sim", frames=2, report_dir=tmp_path / "r")()
+def test_a_release_failing_its_health_check_is_rolled_back(ssh_target, tmp_path, prepared, good_store):
+    template, good = good_store  # the example deployed and committed (a copy of the module's store)
+    ssh_target.root.rmdir()
+    subprocess.run(["cp", "-a", str(template), str(ssh_target.root)], check=True)  # -a keeps the store's hard links
     # Valid on the host, broken on the device: the camera does not exist there.
     broken = pipeline_copy(tmp_path, replace=("file://assets/vtest.avi", "v4l2:///dev/video-missing"))
-    with pytest.raises(ReleaseError, match=r"failed its health check on sim: cannot open V4L2 device .*rolled back to " + good.staged.release_id):
+    with pytest.raises(ReleaseError, match=r"failed its health check on sim: cannot open V4L2 device .*rolled back to " + good):
         Deploy(broken, "sim", frames=2, report_dir=tmp_path / "r")()
-    assert current_of(ssh_target.root) == good.staged.release_id
+    assert current_of(ssh_target.root) == good
     status = store_command(resolve_target("sim"), "status")
-    assert status["trial"] is None and status["history"] == [good.staged.release_id]
+    assert status["trial"] is None and status["history"] == [good]
 
 
 def test_probe_reports_the_fingerprint_with_honest_nulls(ssh_target):
@@ -269,8 +287,11 @@ def sshd_children(server) -> list[int]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("cut_at", [1_000_000, 25_000_000, 50_000_000])
-def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resumes(ssh_target, tmp_path, cut_at, prepared):
-    good = Deploy(pipeline_copy(tmp_path), "sim", frames=2, report_dir=tmp_path / "r")()
+def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resumes(ssh_target, tmp_path, cut_at, prepared, good_store):
+    template, good_release = good_store
+    ssh_target.root.rmdir()
+    subprocess.run(["cp", "-a", str(template), str(ssh_target.root)], check=True)  # -a keeps the store's hard links
+    pipeline_copy(tmp_path)  # the same pipeline as the good release's, beside which the big file goes
     big = tmp_path / "pipeline" / "assets" / "big.avi"
     big.write_bytes(os.urandom(SIZE))
     changed = pipeline_copy(tmp_path, replace=("file://assets/vtest.avi", "file://assets/big.avi"))
@@ -297,7 +318,7 @@ def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resume
         Deploy(changed, "sim", frames=2, report_dir=tmp_path / "r")()
     cutter.join()
     assert fired.is_set(), "the upload finished before the connection could be cut"
-    assert current_of(ssh_target.root) == good.staged.release_id
+    assert current_of(ssh_target.root) == good_release
     verify_current(ssh_target.root)
     digest = hashlib.sha256(big.read_bytes()).hexdigest()
     partial = ssh_target.root / "store" / f".upload-{digest}"
@@ -314,7 +335,7 @@ def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resume
     store = ssh_target.root / "store"
     assert not list(store.glob(".upload-*"))
     assert (store / digest).stat().st_size == SIZE  # complete and verified on the device
-    assert current_of(ssh_target.root) == good.staged.release_id
+    assert current_of(ssh_target.root) == good_release
 
 
 # A process that has imported the CLI and what a deploy loads (paramiko, ONNX Runtime, OpenCV, matplotlib) once, and

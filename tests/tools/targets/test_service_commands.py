@@ -49,20 +49,19 @@ def long_running(tiny_pipeline) -> Path:
 
 
 @pytest.mark.slow
-def test_service_commands_on_the_local_target(tiny_pipeline, tmp_path, state_dir, sdk):
+def test_service_commands_on_the_local_target_then_a_deploy_pauses_the_service_and_restarts_it_on_the_new_release(
+    tiny_pipeline, tmp_path, state_dir, sdk
+):
+    """The commands' cycle on a deployed local target; then, on the same target, a deploy of a new release pauses the
+    running service and restarts it on that release (one deploy of the first release serves both)."""
     refused = sdk("start", "--json", "--target", "local")
     assert refused.returncode == 1 and "no release has passed its health check" in refused.stderr
     path = long_running(tiny_pipeline)
-    Deploy(path, "local", frames=3, report_dir=tmp_path / "r")()
+    first = Deploy(path, "local", frames=3, report_dir=tmp_path / "r1")()
     unit = state_dir / "targets" / "local" / "units" / "perception-tiny.service"
     assert "WatchdogSec=2" in unit.read_text()  # the deploy rendered the unit of the release it committed
     run_service_cycle(sdk, "local")
 
-
-@pytest.mark.slow
-def test_a_deploy_pauses_the_running_service_and_restarts_it_on_the_new_release(tiny_pipeline, tmp_path, state_dir, sdk):
-    path = long_running(tiny_pipeline)
-    first = Deploy(path, "local", frames=3, report_dir=tmp_path / "r1")()
     assert sdk("start", "--json", "--target", "local").returncode == 0
     before = json.loads(sdk("status", "--target", "local", "--json").stdout)["service"]
     path.write_text(path.read_text() + "# a new release\n")
