@@ -14,6 +14,9 @@ from tests.tools.perf.peaks import FIXED
 from tools.perf.host_peaks import peaks_path, store_peaks
 
 SCHEMA = REPO / "docs" / "reference" / "profile.schema.json"
+# One worker runs this module: the profile it shares (the `profiled` fixture, about 5 CPU-s) would otherwise be made
+# again by each xdist worker that gets one of its tests (--dist loadgroup hands out tests one by one).
+pytestmark = pytest.mark.xdist_group("profile-command")
 
 
 @pytest.fixture(scope="module")
