@@ -12,12 +12,16 @@ from tools.deploy.flow import Deploy
 EXAMPLE = Path(__file__).resolve().parents[2] / "pipelines" / "pedestrian.yaml"
 
 
-def test_the_selftest_kernel_check_passes_an_h100_release_on_the_host_reference(reference, state_dir, tmp_path, monkeypatch):
+def test_the_selftest_kernel_check_passes_an_h100_release_on_the_host_reference(reference, kernel_cache, state_dir, tmp_path, monkeypatch):
+    import tools.deploy.flow
     from sdk import probe
     from sdk import selftest as selftest_module
     from sdk.gpu import driver
+    from tools.release.kernels import build_kernels
 
     monkeypatch.setattr(probe, "_compute_capability", lambda soc: "9.0")  # what nvidia-smi says on an H100
+    # The deploy builds the kernels as always, into the session's cache (built once for every kernel test).
+    monkeypatch.setattr(tools.deploy.flow, "build_kernels", lambda cache: build_kernels(kernel_cache))
     Deploy(EXAMPLE, "local", frames=2, report_dir=tmp_path / "report")()
     release = (state_dir / "targets" / "local" / "current").resolve()
     kernels = release / "kernels"

@@ -122,7 +122,9 @@ def test_paddleocr_detector_and_recogniser_read_the_lines_as_rapidocr_does(tmp_p
     (step,) = spec.cascade
     assert (step.name, step.decoder.kind, step.decoder.characters, step.decoder.space) == ("text", "ctc", "rec.characters.txt", True)
     lines = deploy_local(written.path, 5, tmp_path / "state", tmp_path / "reports")
-    engine = RapidOCR()
+    # One ONNX Runtime thread: rapidocr's default (every core, spinning) took twice the CPU on a busy 2-core machine for
+    # the same results.
+    engine = RapidOCR(intra_op_num_threads=1, inter_op_num_threads=1)
     for image, line in zip(frames(), lines, strict=True):
         theirs, _ = engine(image)
         # Spaces compared out: rapidocr joins words it reads apart, and our centred letterbox leaves a margin it reads as one.
