@@ -59,8 +59,8 @@ def make_runs(count: int, pipeline: Path, frames: int | None, out: Path) -> list
     return folders
 
 
-def indexing_ms(folder: Path, history: Path, existing: int) -> list[float]:
-    """Each record_run into a history already holding `existing` copies of the run."""
+def indexing_ms(folder: Path, history: Path, existing: int, count: int = 30) -> list[float]:
+    """Each of `count` record_runs into a history already holding `existing` copies of the run."""
     from tools.history.record import describe, record_run
     from tools.history.store import insert_run, open_for_writing
 
@@ -69,7 +69,7 @@ def indexing_ms(folder: Path, history: Path, existing: int) -> list[float]:
         for k in range(existing):
             insert_run(connection, {**run, "report_dir": f"/bench/{k}"}, checks, stages)
     costs = []
-    for k in range(30):
+    for k in range(count):
         copy = history.parent / f"copy-{k}"
         shutil.copytree(folder, copy)
         started = time.perf_counter()
@@ -170,7 +170,8 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="everything small, on the tiny pipeline (CI); its numbers mean nothing")
     args = parser.parse_args()
     if args.smoke:
-        args.runs, args.pipeline, args.history_runs, args.synthetic_pairs, args.runs_from = 3, "tiny", 200, 4, None
+        # Two runs: one pair to compare (and a spread of one degree of freedom), each a validate of its own.
+        args.runs, args.pipeline, args.history_runs, args.synthetic_pairs, args.runs_from = 2, "tiny", 200, 4, None
     work = Path(tempfile.mkdtemp(prefix="bench-history-"))
     os.environ.setdefault("SDK_STATE_DIR", str(work / "state"))
     os.environ["SDK_HISTORY"] = str(work / "history.sqlite")
@@ -183,7 +184,7 @@ def main() -> None:
     frames = json.loads((folders[0] / "report.json").read_text())["measured_frames"]
     print(f"{len(folders)} runs of one release, {frames} measured frames each ({folders[0].parent})")
 
-    costs = indexing_ms(folders[0], work / "index" / "history.sqlite", 1000 if not args.smoke else 10)
+    costs = indexing_ms(folders[0], work / "index" / "history.sqlite", 1000 if not args.smoke else 10, 30 if not args.smoke else 3)
     print(f"1. indexing a run: median {statistics.median(costs):.1f} ms, max {max(costs):.1f} ms over {len(costs)} (target < 50 ms)")
 
     fill_history(work / "big" / "history.sqlite", folders[0], args.history_runs)

@@ -78,12 +78,26 @@ def nvcc() -> Path:
 
 
 @pytest.fixture(scope="session")
-def kernel_build(tmp_path_factory, nvcc) -> Build:
-    """The CMake project with nvcc: a cubin and a ptxas report per architecture, the PTX, the manifest. Built once per
-    run and shared by every test and worker that reads it."""
-    return shared_build(
-        tmp_path_factory, "pp-cuda", f"-DCMAKE_TOOLCHAIN_FILE={TOOLCHAINS / 'toolchain-x86_64-linux.cmake'}", f"-DPLUGINS_NVCC={nvcc}"
-    )
+def kernel_cache(tmp_path_factory) -> Path:
+    """A host cache (the `cache` folder of `SDK_STATE_DIR`) whose kernels tools.release.kernels.build_kernels built, as a
+    deploy builds them: once per run, shared by every test and worker (an nvcc build costs about 9 CPU-s). Empty where
+    the host has no nvcc or cmake."""
+    from tools.release.kernels import build_kernels
+
+    return shared_folder(tmp_path_factory, "kernel-cache", build_kernels)
+
+
+@pytest.fixture(scope="session")
+def kernel_build(kernel_cache, nvcc) -> Build:
+    """The CMake project with nvcc: a cubin and a ptxas report per architecture, the PTX, the manifest; the build a
+    release carries (kernel_cache's), which every test and worker only reads."""
+    from tools.release.kernels import build_kernels
+
+    if shutil.which("cmake") is None:
+        pytest.skip("cmake is not installed (apt-get install cmake)")
+    folder = build_kernels(kernel_cache)
+    assert folder is not None and (folder / "preprocess.json").is_file(), f"{kernel_cache}: no kernels were built with {nvcc}"
+    return Build(folder, "")
 
 
 @pytest.fixture(scope="session")

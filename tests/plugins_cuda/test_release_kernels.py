@@ -81,7 +81,9 @@ def test_deploy_adds_the_kernels_for_the_probed_gpu(kernel_build, monkeypatch, p
         assert "kernels/src/preprocess.cu" in bundle.files and "kernels/preprocess.compute_87.ptx" in bundle.files
 
 
-def test_host_build_is_cached_and_without_nvcc_only_the_source_travels(tmp_path, monkeypatch, nvcc):
+def test_host_build_is_cached_and_without_nvcc_only_the_source_travels(kernel_cache, monkeypatch, nvcc):
+    """The session's cache was filled by build_kernels (the kernel_cache fixture: what every kernel test reads is its
+    build); asked again, it returns that build and builds nothing."""
     import shutil
 
     from tools.release import cuda_toolkit
@@ -90,13 +92,14 @@ def test_host_build_is_cached_and_without_nvcc_only_the_source_travels(tmp_path,
     if shutil.which("cmake") is None:
         pytest.skip("needs cmake (apt-get install cmake)")
     monkeypatch.setenv("SDK_NVCC", str(nvcc))
-    first = build_kernels(tmp_path)
+    (first,) = (kernel_cache / "kernels").iterdir()  # one build, no temporary folder left beside it
     assert (first / "preprocess.sm_87.cubin").is_file() and (first / "preprocess.sm_110.cubin").is_file()
     stamp = (first / "preprocess.json").stat().st_mtime_ns
-    assert build_kernels(tmp_path) == first and (first / "preprocess.json").stat().st_mtime_ns == stamp  # not rebuilt
+    assert build_kernels(kernel_cache) == first and (first / "preprocess.json").stat().st_mtime_ns == stamp  # not rebuilt
+    assert list((kernel_cache / "kernels").iterdir()) == [first]
     monkeypatch.delenv("SDK_NVCC")
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.setattr(cuda_toolkit, "wheel_bin", lambda: None)
-    assert build_kernels(tmp_path) is None
+    assert build_kernels(kernel_cache) is None
     assert set(kernel_files(None, (8, 7))) == {f"kernels/{name}" for name in SOURCES}
     assert parse_compute_capability("8.7") == (8, 7) and parse_compute_capability(None) is None and parse_compute_capability("n/a") is None

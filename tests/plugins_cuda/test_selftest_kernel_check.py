@@ -7,18 +7,35 @@ from __future__ import annotations
 from pathlib import Path
 
 from sdk.gpu.binaries import KernelManifest, choose_image
-from tools.deploy.flow import Deploy
+from sdk.spec import load_pipeline
+from tools.connect.sessions import open_session
+from tools.deploy.flow import install_release
+from tools.models.prepare import PrepareModel
+from tools.progress import SilentProgress
+from tools.release.bundle import collect_bundle
+from tools.state import cache_dir
+from tools.targets import resolve_target
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "pipelines" / "pedestrian.yaml"
 
 
-def test_the_selftest_kernel_check_passes_an_h100_release_on_the_host_reference(reference, state_dir, tmp_path, monkeypatch):
+def test_the_selftest_kernel_check_passes_an_h100_release_on_the_host_reference(reference, kernel_cache, state_dir, tmp_path, monkeypatch):
+    import tools.deploy.flow
     from sdk import probe
     from sdk import selftest as selftest_module
     from sdk.gpu import driver
+    from tools.release.kernels import build_kernels
 
     monkeypatch.setattr(probe, "_compute_capability", lambda soc: "9.0")  # what nvidia-smi says on an H100
-    Deploy(EXAMPLE, "local", frames=2, report_dir=tmp_path / "report")()
+    # The deploy builds the kernels as always, into the session's cache (built once for every kernel test).
+    monkeypatch.setattr(tools.deploy.flow, "build_kernels", lambda cache: build_kernels(kernel_cache))
+    # The release a deploy installs (probe, kernels for the GPU, staging, health check, commit), without its measured
+    # run: the check reads the release, not a run's report.
+    pipeline = load_pipeline(EXAMPLE)
+    prepare = PrepareModel(pipeline, cache_dir())
+    target = resolve_target("local")
+    with open_session(target) as session:
+        install_release(session, target, collect_bundle(pipeline, prepare(), prepare.key), SilentProgress())
     release = (state_dir / "targets" / "local" / "current").resolve()
     kernels = release / "kernels"
     names = {path.name for path in kernels.iterdir()}

@@ -14,6 +14,9 @@ from tests.tools.perf.peaks import FIXED
 from tools.perf.host_peaks import peaks_path, store_peaks
 
 SCHEMA = REPO / "docs" / "reference" / "profile.schema.json"
+# One worker runs this module: the profile it shares (the `profiled` fixture, about 5 CPU-s) would otherwise be made
+# again by each xdist worker that gets one of its tests (--dist loadgroup hands out tests one by one).
+pytestmark = pytest.mark.xdist_group("profile-command")
 
 
 @pytest.fixture(scope="module")
@@ -149,14 +152,22 @@ def test_piped_at_80_columns_nothing_is_cut_no_negative_overhead_and_points_abov
     report = json.loads((profiled / "out.json").read_text())
     report["total"]["profiling_overhead_ms"] = -70.0
     roof = report["prediction"]["roofline"]
+
+    def over_roof(r) -> float:
+        return r["achieved_gflops"] / min(roof["peak_gflops"], r["intensity"] * roof["bandwidth_gbs"])
+
+    # Planted above every measured point (with the fixed peaks, a fast machine's layers plot several times above the
+    # roof by themselves), so that the text names the planted ratio.
+    measured = max((over_roof(r) for r in report["layers"] if r.get("intensity") and r.get("achieved_gflops")), default=0.0)
+    planted = max(3.0, round(2 * measured, 1))
     layer = next(r for r in report["layers"] if r.get("intensity"))
-    layer["achieved_gflops"] = 3 * min(roof["peak_gflops"], layer["intensity"] * roof["bandwidth_gbs"])
+    layer["achieved_gflops"] = planted * min(roof["peak_gflops"], layer["intensity"] * roof["bandwidth_gbs"])
     out = io.StringIO()
     render(Console(file=out, width=80, force_terminal=False), report)
     text = out.getvalue()
     assert "…" not in text and max(len(line) for line in text.splitlines()) > 80, text  # no column cut to fit 80
     assert "-70" not in text and "profiling overhead not measurable (the profiled runs took 70.000 ms a frame less" in text
-    assert "layers plot above the roof (up to 3.0x): the roof is this machine's rate on the SDK's reference convolution" in text
+    assert f"layers plot above the roof (up to {planted:.1f}x): the roof is this machine's rate on the SDK's reference convolution" in text
     (profiled / "again").mkdir(exist_ok=True)
     page = write_html(report, profiled / "again").read_text()
     assert "-70" not in page and "plot above the roof" in page
