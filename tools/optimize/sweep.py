@@ -62,10 +62,10 @@ def sweep(lanes: Sequence[tuple[Graph, Sequence[Point]]], teacher: Graph, frames
     targets = _targets(teacher, wanted, frames, threads, max_positions)
     students = [Forward(student, [p.node for p in points], frames, threads) for student, points in lanes]
     for name in wanted:
-        for lane, (student, points) in enumerate(lanes):
+        for lane, ((_, points), student) in enumerate(zip(lanes, students, strict=True)):
             point = next((p for p in points if p.node == name), None)
             if point is not None:
-                errors[lane][name] = _fit(students[lane], point, targets[name], ridge)
+                errors[lane][name] = _fit(student, point, targets[name], ridge)
         if tick is not None:
             tick()
     return errors
