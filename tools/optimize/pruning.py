@@ -43,10 +43,15 @@ class Pruner:
         return found
 
     def eliminate(self, counts: dict[int, list[int]]) -> None:
-        """Each space's elimination through its aligned counts (needs `hessians`)."""
+        """Each space's elimination through its aligned counts (needs `hessians`), done as far as it is asked about."""
         for sid, options in counts.items():
             if options:
                 self.eliminations[sid] = eliminate(self.spaces[sid].size, self.consumers(self.spaces[sid]), options)
+
+    def release(self) -> None:
+        """Let go of the eliminations' working inverses once the plans are chosen."""
+        for elimination in self.eliminations.values():
+            elimination.release()
 
     def error(self, sid: int, count: int) -> float:
         return self.eliminations[sid].error_at(self.spaces[sid].size, count)

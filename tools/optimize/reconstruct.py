@@ -50,55 +50,93 @@ def quadratic(weights: np.ndarray, hessian: np.ndarray) -> float:
 
 
 def damped_inverse(hessian: np.ndarray) -> np.ndarray:
-    damping = DAMPING * max(float(np.mean(np.diag(hessian))), 1e-12)
-    return np.linalg.inv(hessian + damping * np.eye(len(hessian)))
+    """(H + damping I)^-1 by Cholesky (H is a Gram matrix: symmetric, and positive definite once damped), half the
+    work of a general inverse; a general inverse where rounding leaves it not quite positive definite."""
+    from scipy.linalg import lapack
+
+    damped = hessian + DAMPING * max(float(np.mean(np.diag(hessian))), 1e-12) * np.eye(len(hessian))
+    factor, info = lapack.dpotrf(damped, lower=False)
+    if info == 0:
+        inverse, info = lapack.dpotri(factor, lower=False)
+    if info != 0:
+        return np.linalg.inv(damped)
+    upper = np.triu(inverse)
+    return upper + np.triu(upper, 1).T
 
 
-@dataclass(frozen=True)
 class Elimination:
-    """The order channels leave in and the summed relative error at each kept count reached."""
+    """Backward elimination of a space's channels through the kept `counts` (descending), by least output error
+    across its consumers, carried out only as far as it is asked about (`error_at`, `kept`): the allocation seldom
+    goes down every count of every space. A step removes up to 1/16 of the channels left (at least one) without
+    passing the next count, so each count is reached exactly; the error there is the exact joint OBS increase,
+    summed. The order is the same however far it is asked at a time."""
 
-    order: tuple[int, ...]
-    errors: dict[int, float]  # kept count -> relative output error summed over the consumers
+    def __init__(self, size: int, consumers: list[Consumer], counts: list[int]) -> None:
+        self.size = size
+        self._consumers = consumers
+        self._targets = sorted(set(counts), reverse=True)
+        self._states: list | None = None  # each consumer's refit weights, Hinv and energy, made at the first step
+        self._alive = list(range(size))
+        self._order: list[int] = []
+        self.errors: dict[int, float] = {}  # kept count -> relative output error summed over the consumers
+        self._total = 0.0
+
+    @property
+    def order(self) -> tuple[int, ...]:
+        """The channels in the order they left, as far as the elimination has gone."""
+        return tuple(self._order)
 
     def kept(self, size: int, keep: int) -> np.ndarray:
-        removed = set(self.order[: size - keep])
+        self._reach(keep)
+        removed = set(self._order[: size - keep])
         return np.array([c for c in range(size) if c not in removed], dtype=np.int64)
 
     def error_at(self, size: int, keep: int) -> float:
-        return 0.0 if keep >= size else float(self.errors[keep])
+        if keep >= size:
+            return 0.0
+        self._reach(keep)
+        return float(self.errors[keep])
 
+    def _reach(self, keep: int) -> None:
+        while self._targets and len(self._alive) > keep:
+            self._down_to(self._targets.pop(0))
+        if not self._targets:
+            self.release()
 
-def eliminate(size: int, consumers: list[Consumer], counts: list[int]) -> Elimination:
-    """Backward elimination of a space's channels through the kept `counts` (descending), by least output error
-    across its consumers. A step removes up to 1/16 of the channels left (at least one) without passing the next
-    count, so each count is reached exactly; the error there is the exact joint OBS increase, summed."""
-    states = []
-    for consumer in consumers:
-        energy = max(consumer.energy(), 1e-30)
-        states.append([consumer, consumer.weights.copy(), damped_inverse(consumer.hessian), energy])
-    alive = list(range(size))
-    order: list[int] = []
-    errors: dict[int, float] = {}
-    total = 0.0
-    for target in sorted(set(counts), reverse=True):
+    def release(self) -> None:
+        """Let go of the consumers' inverses (as large as their Hessians); a later step recomputes them exactly."""
+        self._states = None
+
+    def _down_to(self, target: int) -> None:
+        if self._states is None:
+            fresh = not self._order  # else released part-way: continue from the exact refit over the channels left
+            self._states = [
+                [c, *((c.weights.copy(), damped_inverse(c.hessian)) if fresh else _refreshed(c, self.size, self._alive)), max(c.energy(), 1e-30)]
+                for c in self._consumers
+            ]
+        alive = self._alive
         while len(alive) > target:
             count = max(1, min(len(alive) - target, len(alive) // 16))
             scores = np.zeros(len(alive))
-            for consumer, weights, inverse, energy in states:
+            for consumer, weights, inverse, energy in self._states:
                 scores += _removal_costs(consumer, weights, inverse, alive) / energy
             chosen = set(np.argsort(scores, kind="stable")[:count].tolist())
             channels = [c for i, c in enumerate(alive) if i in chosen]
             alive = [c for i, c in enumerate(alive) if i not in chosen]
-            order += channels
-            for state in states:
+            self._order += channels
+            for state in self._states:
                 consumer, weights, inverse, energy = state
                 added = _remove(np.concatenate([consumer.columns(c) for c in channels]), weights, inverse)
                 if added < 0:  # the downdates drifted (an ill-conditioned H): recompute exactly
-                    state[1], state[2] = _refreshed(consumer, size, alive)
-                total += max(added, 0.0) / energy
-        errors[target] = total
-    return Elimination(tuple(order), errors)
+                    state[1], state[2] = _refreshed(consumer, self.size, alive)
+                self._total += max(added, 0.0) / energy
+        self._alive = alive
+        self.errors[target] = self._total
+
+
+def eliminate(size: int, consumers: list[Consumer], counts: list[int]) -> Elimination:
+    """The space's elimination through the kept `counts`, done as far as it is asked about (Elimination)."""
+    return Elimination(size, consumers, counts)
 
 
 def _refreshed(consumer: Consumer, size: int, alive: list[int]) -> tuple[np.ndarray, np.ndarray]:

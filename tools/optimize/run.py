@@ -232,10 +232,9 @@ class _Context:
         align = alignment(self.precision, nchwc_block() if self.platform == "host" else 0)
         options = {s.id: counts_for(s.size, align) for s in prunable}
         options = {sid: o for sid, o in options.items() if o}
-        task = self.progress.task(f"choosing channels in {len(options)} spaces (least squares)", total=None)
+        # Each space's elimination (least squares) goes as far down its counts as the allocation asks about.
+        task = self.progress.task(f"choosing channels in {len(options)} spaces by predicted time saved per unit of error", total=None)
         pruner.eliminate(options)
-        task.done()
-        task = self.progress.task("allocating channels by predicted time saved per unit of error", total=None)
         errors = {sid: (lambda count, sid=sid: pruner.error(sid, count)) for sid in options}
         largest = max(settings.savings, default=None)  # the steps after it would change no plan
         base, steps = allocate(options, errors, lambda counts: predict(resized(layers, channels, counts)), saving=largest)
@@ -245,6 +244,7 @@ class _Context:
             plan = plan_at(steps, base, saving)
             if plan is not None and plan not in plans.values():
                 plans[saving] = plan
+        pruner.release()
         missed = [s for s in settings.savings if plan_at(steps, base, s) is None]
         if missed:
             reached = 1 - min((step.ms for step in steps), default=base) / base

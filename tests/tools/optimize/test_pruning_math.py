@@ -63,6 +63,25 @@ def test_elimination_removes_dependent_channels_at_no_cost():
     assert len(kept) == 6 and list(kept) == sorted(kept)
 
 
+def test_an_elimination_asked_step_by_step_and_let_go_of_between_goes_where_one_asked_at_once_goes():
+    """The elimination runs only as far as it is asked; asked count by count, its inverses released part-way (they are
+    recomputed exactly from the channels left), it removes the same channels at about the same cost as in one go."""
+    b = Builder(seed=21)
+    y = b.conv(b.relu(b.conv("x", 3, 16, kernel=3, name="A")), 16, 6, kernel=3, name="B")
+    pruner = _pruner(b.model([y]), frames(6))
+    (space,) = pruner.spaces.values()
+    counts = [14, 12, 10, 8, 6, 4]
+    at_once = eliminate(16, pruner.consumers(space), counts)
+    assert at_once.error_at(16, 4) > 0 and len(at_once.order) == 12
+    stepwise = eliminate(16, pruner.consumers(space), counts)
+    assert stepwise.error_at(16, 14) == at_once.errors[14] and len(stepwise.order) == 2  # no further than asked
+    stepwise.release()
+    for count in counts[1:]:
+        np.testing.assert_allclose(stepwise.error_at(16, count), at_once.errors[count], rtol=1e-4)  # damped alike, up to rounding
+        stepwise.release()
+    assert stepwise.order == at_once.order and list(stepwise.kept(16, 8)) == list(at_once.kept(16, 8))
+
+
 def test_a_residual_add_ties_its_producers_and_both_are_pruned_together(tmp_path):
     b = Builder(seed=4)
     a = b.conv("x", 3, 8, name="A")
