@@ -210,21 +210,28 @@ def test_a_conv_taking_its_clips_range_gives_the_same_qdq_model_outputs(tmp_path
     """The derivation that keeps ONNX Runtime's fusion while calibrating must not change what the
     Q/DQ model computes, with every layer in INT8 and with one kept in float."""
     import tools.int8.activation_stats as activation_stats
-    from tools.int8.calibrate import write_qdq
+    from tools.int8.activation_stats import CollectStatistics
+    from tools.int8.calibrate import chosen_ranges, iter_preprocessed_frames, write_onnxruntime_ranges, write_qdq
 
     pipeline, model, derived = shared_calibration(tmp_path_factory, "minmax")  # made with the derivation (the default)
     monkeypatch.setattr(activation_stats, "FUSING_PRODUCERS", frozenset())
-    observed = Calibrate(pipeline, model, tmp_path / "observed")()
-    ranges = {name: json.loads(a.ranges.read_text())["tensors"] for name, a in (("derived", derived), ("observed", observed))}
+    # The same frames observed without the derivation: Calibrate's statistics and ranges, without its Q/DQ model.
+    chosen = set(json.loads(derived.ranges.read_text())["frames"])
+    frames = [tensor for _, tensor in iter_preprocessed_frames(pipeline, chosen, (1, 3, 300, 300))]
+    observed_tensors = chosen_ranges(CollectStatistics(model.model_path, histograms=False)(frames, SilentProgress()), "minmax", 99.99)
+    observed_ranges = tmp_path / "observed_onnxruntime_ranges.json"
+    write_onnxruntime_ranges(observed_tensors, "minmax", observed_ranges)
+    ranges = {"derived": json.loads(derived.ranges.read_text())["tensors"], "observed": observed_tensors}
+    assert ranges["derived"].keys() == ranges["observed"].keys() and len(frames) == 4
     differing = [n for n in ranges["derived"] if ranges["derived"][n]["amax"] != ranges["observed"][n]["amax"]]
     assert len(differing) > 40  # the Conv outputs before a Clip: their own range is wider
     stem = next(n.name for n in onnx.load(str(model.model_path)).graph.node if n.op_type == "Conv")
     frame = np.random.default_rng(0).uniform(-1, 1, (1, 3, 300, 300)).astype(np.float32)
     for exclude in ([], [stem]):
         outputs = []
-        for artifacts in (derived, observed):
-            path = tmp_path / f"{artifacts.folder.name}-{len(exclude)}.onnx"
-            write_qdq(model.model_path, path, artifacts.onnxruntime_ranges, "minmax", exclude=exclude)
+        for name, ort_ranges in (("derived", derived.onnxruntime_ranges), ("observed", observed_ranges)):
+            path = tmp_path / f"{name}-{len(exclude)}.onnx"
+            write_qdq(model.model_path, path, ort_ranges, "minmax", exclude=exclude)
             session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
             outputs.append(session.run(None, {session.get_inputs()[0].name: frame}))
         for mine, theirs in zip(*outputs, strict=True):
