@@ -161,9 +161,9 @@ class Int8ForDeploy:
 
         folder.mkdir(parents=True, exist_ok=True)
         report = check_accuracy(pipeline, model, artifacts, self.progress)
-        plot_accuracy(report, folder / "accuracy.png")
         spec = pipeline.spec.calibration
         if report.passed or spec.fallback == "none":
+            plot_accuracy(report, folder / "accuracy.png")  # with a fallback, the final model's report is the one plotted
             return {"report": report.as_dict(), "qdq_model": str(artifacts.qdq_model), "fallback_ran": False}
         search = FallbackToFp16(pipeline, model, artifacts, folder, self.progress, max_trials=spec.fallback_max_layers)
         mixed = search()

@@ -139,11 +139,10 @@ def dark_recording(folder: Path, gain: float = 0.15) -> str:
     folder.mkdir(parents=True)
     capture = cv2.VideoCapture(str(VTEST))
     index = 0
-    while True:
-        ok, image = capture.read()
-        if not ok:
-            break
+    while capture.grab():  # every frame is decoded in turn; only the kept ones are converted to pixels
         if index % 10 == 0:
+            ok, image = capture.retrieve()
+            assert ok, f"{VTEST}: frame {index} decoded but not retrieved"
             cv2.imwrite(str(folder / f"{index:04d}.png"), (image.astype(np.float32) * gain).astype(np.uint8))
         index += 1
     return f"images://assets/{folder.name}"
