@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from sdk.errors import TargetError
-from tools.connect.remote_process import RemoteProcess
+from tools.connect.remote_process import RemoteProcess, send_all
 from tools.connect.ssh_keys import load_private_key
 from tools.connect.ssh_keys import reason as _reason
 from tools.targets import RemoteTarget
@@ -300,11 +300,15 @@ class SshConnection:
         started = time.monotonic()
         try:
             channel.exec_command(command)
+            silence = silence_s or self.spec.timeouts.command_s
             if stdin is not None:
-                channel.sendall(stdin)
+                # The device reads its stdin once its interpreter has started: on a busy device, seconds with the
+                # window full. A stall is the silence limit's, as for its output; then the 1 s polls below.
+                channel.settimeout(min(silence, limit))
+                send_all(channel, stdin)
+                channel.settimeout(1.0)
             channel.shutdown_write()
             last_data = started
-            silence = silence_s or self.spec.timeouts.command_s
             while True:
                 now = time.monotonic()
                 if now - started > limit:
