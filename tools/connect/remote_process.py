@@ -13,11 +13,18 @@ from sdk.errors import TargetError
 PACKET_BYTES = 32 * 1024
 
 
-def send_all(channel, data: bytes) -> None:
-    """Everything in `data` to the channel (its `sendall`, one packet's worth at a time)."""
-    view = memoryview(data)
-    for start in range(0, len(view), PACKET_BYTES):
-        channel.sendall(view[start : start + PACKET_BYTES].tobytes())
+def send_all(channel, data: bytes, timeout: float | None = None) -> None:
+    """Everything in `data` to the channel (its `sendall`, one packet's worth at a time). `timeout`: how long the
+    channel's window may stay full (the channel's own timeout while sending, restored afterwards)."""
+    previous = channel.gettimeout()
+    if timeout is not None:
+        channel.settimeout(timeout)
+    try:
+        view = memoryview(data)
+        for start in range(0, len(view), PACKET_BYTES):
+            channel.sendall(view[start : start + PACKET_BYTES].tobytes())
+    finally:
+        channel.settimeout(previous)
 
 
 class RemoteProcess:

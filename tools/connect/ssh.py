@@ -301,12 +301,8 @@ class SshConnection:
         try:
             channel.exec_command(command)
             silence = silence_s or self.spec.timeouts.command_s
-            if stdin is not None:
-                # The device reads its stdin once its interpreter has started: on a busy device, seconds with the
-                # window full. A stall is the silence limit's, as for its output; then the 1 s polls below.
-                channel.settimeout(min(silence, limit))
-                send_all(channel, stdin)
-                channel.settimeout(1.0)
+            if stdin is not None:  # a busy device may start its interpreter for seconds with the window full
+                send_all(channel, stdin, timeout=min(silence, limit))
             channel.shutdown_write()
             last_data = started
             while True:
