@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from sdk.errors import TargetError
-from tools.connect.remote_process import RemoteProcess
+from tools.connect.remote_process import RemoteProcess, send_all
 from tools.connect.ssh_keys import load_private_key
 from tools.connect.ssh_keys import reason as _reason
 from tools.targets import RemoteTarget
@@ -300,11 +300,11 @@ class SshConnection:
         started = time.monotonic()
         try:
             channel.exec_command(command)
-            if stdin is not None:
-                channel.sendall(stdin)
+            silence = silence_s or self.spec.timeouts.command_s
+            if stdin is not None:  # a busy device may start its interpreter for seconds with the window full
+                send_all(channel, stdin, timeout=min(silence, limit))
             channel.shutdown_write()
             last_data = started
-            silence = silence_s or self.spec.timeouts.command_s
             while True:
                 now = time.monotonic()
                 if now - started > limit:

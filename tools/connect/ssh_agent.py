@@ -11,7 +11,7 @@ from pathlib import Path
 
 from sdk.errors import ReleaseError, TargetError
 from sdk.store.objects import disk_full
-from tools.connect.remote_process import RemoteProcess
+from tools.connect.remote_process import RemoteProcess, send_all
 from tools.connect.session_protocol import lock_hint
 from tools.progress import Task
 
@@ -48,7 +48,7 @@ class AgentClient:
         answer = self._read(self.connection.spec.timeouts.command_s)
         if answer.get("install") and self.payload is not None:
             try:
-                self.process.channel.sendall(self.payload())
+                send_all(self.process.channel, self.payload())
             except (OSError, EOFError):
                 pass  # the answer below says why
             answer = self._read(self.connection.spec.timeouts.command_s)
@@ -161,7 +161,7 @@ class AgentClient:
                 with source.open("rb") as local:
                     local.seek(offset)
                     while block := local.read(min(BLOCK, size - local.tell())):
-                        channel.sendall(block)
+                        send_all(channel, block)
                         task.advance(len(block))
                         sent += len(block)
                         tick()

@@ -54,15 +54,17 @@ class TestBundle:
 
 
 def _gpu_marked(path: Path) -> bool:
-    """Whether the module uses `pytest.mark.gpu` (in code: a test that writes the words in a string is not marked)."""
-    return any(
+    """Whether the module uses `pytest.mark.gpu` (in code: a test that writes the words in a string is not marked).
+    A module whose text never says `gpu` is not parsed: most of tests/ (parsing them all took seconds of every selftest)."""
+    text = path.read_text()
+    return "gpu" in text and any(
         isinstance(node, ast.Attribute)
         and node.attr == "gpu"
         and isinstance(node.value, ast.Attribute)
         and node.value.attr == "mark"
         and isinstance(node.value.value, ast.Name)
         and node.value.value.id == "pytest"
-        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        for node in ast.walk(ast.parse(text, str(path)))
     )
 
 

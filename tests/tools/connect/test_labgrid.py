@@ -4,7 +4,10 @@ validation go through the place; the place is released afterwards, after a failu
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import getpass
+import io
 import os
 import shutil
 import signal
@@ -12,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -43,10 +47,45 @@ def _client(coordinator: str, *args: str, check: bool = True, env: dict | None =
     return subprocess.run(["labgrid-client", "-p", PLACE, *args], env=env, capture_output=True, text=True, timeout=60, check=check)
 
 
+@contextmanager
+def _session(coordinator: str, **args):
+    """labgrid's own client session, in this process (as `labgrid-client` opens one; `args` its command line's),
+    with its own event loop, stopped and closed afterwards. A `labgrid-client` process costs almost a CPU-second of
+    imports, and the tests ask the coordinator dozens of times (polling, too)."""
+    from labgrid.remote.client import start_session
+
+    session = start_session(coordinator, extra={"args": argparse.Namespace(place=PLACE, **args)})
+    try:
+        yield session
+    finally:
+        session.loop.run_until_complete(session.stop())
+        session.loop.run_until_complete(session.close())
+        session.loop.close()
+
+
 def acquired_by(coordinator: str) -> str:
-    """`None` when the place is free, else labgrid's `host/user`."""
+    """`None` when the place is free, else labgrid's `host/user` (the `acquired:` line of `labgrid-client show`)."""
+    with _session(coordinator) as session:
+        return str(session.get_place(PLACE).acquired)
+
+
+def acquired_by_client(coordinator: str) -> str:
+    """`acquired_by` through `labgrid-client show`, for while the SDK holds a session to the coordinator in this process:
+    a second one from here would share its gRPC connection, which the coordinator refuses."""
     shown = _client(coordinator, "show").stdout
     return next(line.split(":", 1)[1].strip() for line in shown.splitlines() if line.strip().startswith("acquired:"))
+
+
+def _answers(coordinator: str, exporter_resource: str | None = None) -> bool:
+    """Whether the coordinator answers (and knows the exporter's resource `exp/sim/CLASS`, when one is named)."""
+    try:
+        with _session(coordinator) as session:
+            if exporter_resource is None:
+                return True
+            exporter, group, cls = exporter_resource.split("/")
+            return cls in session.resources.get(exporter, {}).get(group, {})
+    except Exception:  # noqa: BLE001 - not up yet
+        return False
 
 
 def _stop(process: subprocess.Popen) -> None:
@@ -110,12 +149,12 @@ def lab(sim_server, tmp_path_factory):
         service = {"address": "127.0.0.1", "port": sim_server.port, "username": getpass.getuser()}
         power = {"model": "simplerest", "host": switch.url, "index": 0}
         exporter_yaml.write_text(yaml.safe_dump({"sim": {"NetworkService": service, "NetworkPowerPort": power}}))
-        _wait(lambda: _client(coordinator, "places", check=False).returncode == 0, "the coordinator to answer", started)
+        _wait(lambda: _answers(coordinator), "the coordinator to answer", started)
         started.append(_spawn(["labgrid-exporter", "-c", coordinator, "-n", "exp", str(exporter_yaml)], logs / "exporter.log"))
-        _wait(lambda: "exp/sim/NetworkPowerPort" in _resources(coordinator), "the exporter's resources", started)
-        _client(coordinator, "create")
-        _client(coordinator, "add-match", "exp/sim/NetworkService")
-        _client(coordinator, "add-match", "exp/sim/NetworkPowerPort")
+        _wait(lambda: _answers(coordinator, "exp/sim/NetworkPowerPort"), "the exporter's resources", started)
+        with _session(coordinator, patterns=["exp/sim/NetworkService", "exp/sim/NetworkPowerPort"]) as session:
+            session.loop.run_until_complete(session.add_place())  # labgrid-client -p bench-3 create
+            session.loop.run_until_complete(session.add_match())  # labgrid-client -p bench-3 add-match PATTERN...
         yield SimpleNamespace(coordinator=coordinator, switch=switch)
     finally:
         for process in reversed(started):
@@ -141,18 +180,15 @@ def bench(lab, ssh_target, power_switch):
     sim["labgrid"] = {"coordinator": lab.coordinator, "place": PLACE}
     (ssh_target.targets / f"{PLACE}.yaml").write_text(yaml.safe_dump(sim))
     yield lab.coordinator
-    _client(lab.coordinator, "release", "--kick", check=False)
+    if acquired_by(lab.coordinator) != "None":  # labgrid-client -p bench-3 release --kick
+        with _session(lab.coordinator, kick=True) as session, contextlib.redirect_stdout(io.StringIO()):
+            session.loop.run_until_complete(session.release())
 
 
 def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
     with log.open("w") as handle:
         # Its own working folder: the coordinator keeps places.yaml and resources.yaml there.
         return subprocess.Popen(argv, cwd=log.parent, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-
-
-def _resources(coordinator: str) -> str:
-    done = subprocess.run(["labgrid-client", "-x", coordinator, "resources"], capture_output=True, text=True, timeout=60)
-    return done.stdout
 
 
 def _wait(condition, what: str, started: list[subprocess.Popen], timeout: float = 60) -> None:
@@ -255,7 +291,7 @@ def test_a_power_cycle_goes_through_the_places_power_driver(bench, ssh_target, p
         assert power_switch.switched == ["/relay/0/0", "/relay/0/1"]  # off, then on, through labgrid's driver
         session.ensure_agent(runtime_files())  # the connection and the agent start over after the cycle
         assert "releases" in session.status()
-        assert acquired_by(bench) != "None"
+        assert acquired_by_client(bench) != "None"
     assert acquired_by(bench) == "None"
 
 

@@ -27,13 +27,16 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def mlflow_server(tmp_path_factory):
     """`mlflow server` on 127.0.0.1 with its SQLite backend and artifact store in a temporary folder; stopped (its
-    process group, which it started) at the end."""
+    process group, which it started) at the end. Without MLflow's job execution (a second process, its Huey consumer,
+    that imports MLflow again for the server's own background jobs: over 10 CPU-seconds of the start; runs are logged
+    without it)."""
     folder = tmp_path_factory.mktemp("mlflow")
     port = free_port()
     command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
     command += ["--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}", "--artifacts-destination", str(folder / "artifacts")]
     log = open(folder / "server.log", "wb")  # noqa: SIM115 - closed at teardown
-    server = subprocess.Popen(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    server = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     uri = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120

@@ -22,17 +22,27 @@ TEAM_TESTS = 3  # tests/acceptance/test_team_requirements.py
 GATE = "test_no_regression_beyond_the_tolerance"  # tests/acceptance/test_regression_gate.py: skipped without --baseline
 
 
-def pytest_command() -> list[str]:
-    # Installed, the plugin is a pytest11 entry point; from a bare checkout it is named with -p.
+def pytest_command(autoload: bool = True) -> list[str]:
+    """`pytest tests/acceptance` in a process of its own. Installed, the plugin is a pytest11 entry point, loaded as
+    every installed plugin is (`autoload`: labgrid's beside it, tests/tools/connect/test_labgrid.py); from a bare
+    checkout it is named with -p. Without `autoload` (run it with `pytest_env()`) only this plugin is named, and
+    xdist for the project's addopts (`--dist`): the other installed plugins' imports (labgrid, hypothesis...) cost
+    each run 1.3 of its 2.7 CPU-seconds of start."""
     registered = any(e.value == "tools.validation.pytest_plugin" for e in entry_points(group="pytest11"))
-    plugin = [] if registered else ["-p", "tools.validation.pytest_plugin"]
+    plugin = [] if registered and autoload else ["-p", "tools.validation.pytest_plugin"]
+    plugin += [] if autoload else ["-p", "xdist.plugin"]
     return [sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "tests/acceptance", "-q"]
 
 
+def pytest_env() -> dict[str, str]:
+    """The environment for `pytest_command(autoload=False)`."""
+    return {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+
 def acceptance_suite(pipeline: Path, target: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, ElementTree.Element]:
-    command = [*pytest_command(), "--pipeline", str(pipeline), "--target", target]
+    command = [*pytest_command(autoload=False), "--pipeline", str(pipeline), "--target", target]
     command += ["--acceptance-report-dir", str(out / "report"), "--junitxml", str(out / "suite.xml")]
-    done = subprocess.run([*command, *extra], cwd=REPO, capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    done = subprocess.run([*command, *extra], cwd=REPO, capture_output=True, text=True, timeout=300, env=pytest_env())
     validate_junit(out / "suite.xml")  # pytest's own JUnit, with the run's properties, is valid too
     return done, ElementTree.parse(out / "suite.xml").getroot()
 
@@ -93,13 +103,14 @@ def test_acceptance_suite_over_real_ssh(tmp_path, ssh_target):
 
 
 def test_without_a_pipeline_the_suite_skips(tmp_path):
-    done = subprocess.run([*pytest_command(), "-rs"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([*pytest_command(autoload=False), "-rs"], cwd=REPO, capture_output=True, text=True, timeout=120, env=pytest_env())
     assert done.returncode == 0 and "skipped" in done.stdout and "no --pipeline given" in done.stdout
 
 
 def test_a_user_error_is_said_like_the_cli_says_it(tmp_path):
     missing = tmp_path / "nope.yaml"
-    done = subprocess.run([*pytest_command(), "--pipeline", str(missing)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    command = [*pytest_command(autoload=False), "--pipeline", str(missing)]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, env=pytest_env())
     assert done.returncode == 4  # pytest's usage error
     lines = done.stderr.splitlines()
     assert lines[0].startswith("error: ") and str(missing) in lines[0] and lines[1].startswith("hint: ")
