@@ -129,6 +129,8 @@ class FallbackToFp16:
             import onnx
 
             self._weight_scales = conv_weight_scales(onnx.load(str(self.model.model_path)))
+        if "only" not in which:  # the output tail stays out of INT8 in every model the search judges (tools.int8.output_tail)
+            which["exclude"] = [*self.artifacts.output_tail(), *which.get("exclude", ())]
         write_qdq(self.model.model_path, out, self.artifacts.onnxruntime_ranges, self.method, weight_scales=self._weight_scales, **which)
 
     def neighbours(self) -> dict[str, list[str]]:
