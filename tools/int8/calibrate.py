@@ -44,7 +44,7 @@ from tools.int8.calibration_frames import (
     source_uri,
     stratified,
 )
-from tools.int8.output_tail import bounded_outputs, output_tail
+from tools.int8.output_tail import WEIGHTED_OPS, bounded_outputs, output_tail
 from tools.int8.range_methods import entropy_amax, percentile_amax
 from tools.models.prefetch import Prefetched
 from tools.progress import Progress, SilentProgress
@@ -53,7 +53,7 @@ from tools.progress import Progress, SilentProgress
 # 5: one pass, histograms on a power-of-two grid; 4: a Conv before ReLU/Clip takes its range;
 # 3: in-graph statistics, TensorRT's entropy; 2: ONNX Runtime's
 CALIBRATE_FORMAT = 9  # 7: ElementWise input ties for DLA builds in ranges.json; 8: models older than opset 13 quantized at 13
-# 9: the output tail stays out of INT8 (ranges.json's output_tail), a Sigmoid/Softmax output's range is its max (decision 1125)
+# 9: Q/DQ on weighted layers' inputs only, the output tail recorded (ranges.json), a Sigmoid/Softmax range its max (decision 1125)
 # The calibrator class the engine builder presents the cache through: its name is the cache header's.
 # Percentile ranges go through the entropy calibrator's interface (DLA accepts only EntropyCalibration2).
 TRT_ALGORITHM = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "percentile": "EntropyCalibration2"}
@@ -244,7 +244,7 @@ class Calibrate:
         write_onnxruntime_ranges(tensors, self.spec.method, out.onnxruntime_ranges)
         task = self.progress.task("writing the Q/DQ model", total=None)
         tail = output_tail(graph)
-        write_qdq(self.model.model_path, out.qdq_model, out.onnxruntime_ranges, self.spec.method, exclude=tail)
+        write_qdq(self.model.model_path, out.qdq_model, out.onnxruntime_ranges, self.spec.method, exclude=tail, weighted_inputs=True)
         task.done()
         ties = [[anchor, list(tied)] for anchor, tied in model_ties(self.model.model_path) if anchor in tensors]
         dla_ties = [[anchor, list(tied)] for anchor, tied in model_ties(self.model.model_path, dla=True) if anchor in tensors]
@@ -317,11 +317,14 @@ def write_qdq(
     exclude: list[str] = (),
     only: list[str] | None = None,
     weight_scales: dict[str, list[dict]] | None = None,
+    weighted_inputs: bool = False,
 ) -> None:
     """The Q/DQ model from saved ranges (no calibration here). `exclude`: nodes kept out of INT8;
     `only`: quantize just these (sensitivity analysis). Each node reads its own Q/DQ pair, so a node
     kept in float reads the float tensor even where a neighbour quantizes it. `weight_scales`:
-    `conv_weight_scales` of this model, for a caller writing many Q/DQ models of one model.
+    `conv_weight_scales` of this model, for a caller writing many Q/DQ models of one model. `weighted_inputs`: Q/DQ on
+    the inputs of weighted layers only, TensorRT's placement (tools.int8.output_tail.WEIGHTED_OPS), which the SDK writes;
+    without it, ONNX Runtime's own (every tensor it can quantize).
 
     ONNX Runtime's quantizer writes its shape-inferred copy beside the model it is given (`<stem>-inferred.onnx`),
     reads it back and deletes it: two quantizations of one cached model at once (two deploys or calibrations on
@@ -347,11 +350,13 @@ def write_qdq(
             calibrate_method=ORT_METHODS[method](CalibrationMethod),  # must name the cache's method; ranges are read from it
             nodes_to_exclude=list(exclude),
             nodes_to_quantize=list(only) if only is not None else None,
+            op_types_to_quantize=list(WEIGHTED_OPS) if weighted_inputs else None,
             extra_options={
                 "ActivationSymmetric": True,
                 "WeightSymmetric": True,
                 "DedicatedQDQPair": bool(exclude or only),
                 "TensorQuantOverrides": weight_scales if weight_scales is not None else conv_weight_scales(onnx.load(str(model))),
+                **({"OpTypesToExcludeOutputQuantization": list(WEIGHTED_OPS)} if weighted_inputs else {}),
             },
             calibration_cache_path=str(ort_ranges),
         )

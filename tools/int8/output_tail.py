@@ -21,6 +21,8 @@ for a score sits near 0, and would clip every confident score (decision 1125).
 
 from __future__ import annotations
 
+# Weighted layers: the Q/DQ model the SDK writes quantizes their inputs (activation and weight) and nothing else.
+WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 # Ops whose output holds (a selection or arrangement of) their inputs' values: no arithmetic to do in INT8.
 DATA_MOVEMENT_OPS = frozenset({"Concat", "Reshape", "Transpose", "Slice", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Split", "Gather"})
 # Activations with a bounded output range: scores and probabilities.

@@ -166,5 +166,44 @@ def test_the_fallback_search_keeps_the_tail_in_float_in_every_model_it_judges(tm
     kept = qdq_tensors(tmp_path / "trial.onnx")
     assert not {"scores", "head", "flat"} & kept and output_writer(tmp_path / "trial.onnx") == "Transpose"
     assert int8_layers(tmp_path / "trial.onnx") == {"stem_conv", "side_conv", "cls_conv"}
+    assert "stem_gate" not in kept  # TensorRT's placement (the test below): no activation is quantized
     search.write_qdq(tmp_path / "probe.onnx", only=["cls_conv"])
     assert int8_layers(tmp_path / "probe.onnx") == {"cls_conv"}
+
+
+def reads_dequantized(path, node_name: str) -> bool:
+    """Whether this node's first input comes through a DequantizeLinear (it reads an INT8 tensor)."""
+    graph = onnx.load(str(path)).graph
+    dequantized = {node.output[0] for node in graph.node if node.op_type == "DequantizeLinear"}
+    return next(node for node in graph.node if node.name == node_name).input[0] in dequantized
+
+
+def test_qdq_on_weighted_inputs_only_so_a_layer_kept_in_float_reads_float(tmp_path):
+    """TensorRT's placement: Q/DQ on the inputs of weighted layers and nowhere else (no activation, no data movement,
+    no layer output). Then a layer the fallback keeps in float reads the float tensor; with ONNX Runtime's own
+    placement its producer's output Q/DQ still clips what it reads, and keeping it helped nothing (YOLOX's stem)."""
+    model = tmp_path / "head.onnx"
+    tiny_head(model)
+    ranges = observed_ranges(model, [np.random.default_rng(0).uniform(0, 1, (1, 3, 6, 6)).astype(np.float32)])
+    write_onnxruntime_ranges(ranges, "minmax", tmp_path / "ranges.json")
+    write_qdq(model, tmp_path / "weighted.onnx", tmp_path / "ranges.json", "minmax", weighted_inputs=True)
+    assert qdq_tensors(tmp_path / "weighted.onnx") == {"x", "features", "side"}  # the Conv inputs (weights are stored INT8)
+    assert int8_layers(tmp_path / "weighted.onnx") == {"stem_conv", "side_conv", "reg_conv", "cls_conv"}
+    assert output_writer(tmp_path / "weighted.onnx") == "Transpose"
+    for placement in (False, True):
+        path = tmp_path / f"kept-{placement}.onnx"
+        write_qdq(model, path, tmp_path / "ranges.json", "minmax", exclude=["side_conv"], weighted_inputs=placement)
+        assert "side_conv" not in int8_layers(path)
+        assert reads_dequantized(path, "side_conv") is not placement  # ONNX Runtime's placement: still an INT8 input
+
+
+def test_the_calibration_writes_its_qdq_model_so_and_records_the_tail(tmp_path_factory):
+    """The example detector's calibration (shared with test_calibrate): Q/DQ only where a weighted layer reads, and
+    ranges.json names its output tail (the box predictors' reshapes and the two concatenations)."""
+    from tests.tools.int8.test_calibrate import shared_calibration
+
+    _, model, artifacts = shared_calibration(tmp_path_factory, "minmax")
+    graph = onnx.load(str(model.model_path), load_external_data=False).graph
+    weighted_inputs = {node.input[0] for node in graph.node if node.op_type in ("Conv", "Gemm", "MatMul")}
+    assert qdq_tensors(artifacts.qdq_model) <= weighted_inputs
+    assert artifacts.output_tail() == output_tail(graph) and {"concat", "concat_1"} <= set(artifacts.output_tail())
