@@ -4,9 +4,10 @@ Frames are chosen deterministically (stride, seed), drawn from a recording and p
 very `CpuPreprocessor` the runtime uses, so calibration never sees other pixels than inference.
 Statistics are collected inside the graph (`tools.int8.activation_stats`) and turned into ranges the
 way TensorRT does (`tools.int8.range_methods`: entropy, min-max, percentile); ONNX Runtime's
-`quantize_static` writes the Q/DQ model from them (explicit INT8: TensorRT 11, strongly typed
-networks), and the same ranges become TensorRT 8.6/10 calibration caches (implicit INT8, the DLA
-route) for any target version. Cached by the hash of (prepared model, calibration frames, method).
+`quantize_static` writes the Q/DQ model from them, Q/DQ on weighted layers' inputs only (explicit INT8:
+TensorRT 11, strongly typed networks; `tools.int8.output_tail`), and the same ranges become TensorRT
+8.6/10 calibration caches (implicit INT8, the DLA route) for any target version. Cached by the hash of
+(prepared model, calibration frames, method).
 
 ModelOpt (`nvidia-modelopt[onnx]`) places Q/DQ the way TensorRT fuses best but pins onnxruntime-gpu,
 torch and cupy, which clash with the CPU runtime here (see DESIGN.md); ONNX Runtime's quantizer is

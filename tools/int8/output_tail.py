@@ -1,22 +1,22 @@
-"""What stays out of INT8 in every model: the output tail, and the ranges no calibration method may clip.
+"""What stays out of INT8 in every model: all but the weighted layers' inputs, the output tail, and the ranges no
+calibration method may clip (decision 1125).
 
 TensorRT's guidance for explicit quantization (its developer guide, "Explicit Quantization", Q/DQ layer placement):
-quantize the inputs of weighted layers (Convolution, Deconvolution, GEMM), where INT8 pays; what follows the last
-weighted layer is cheap and precision-sensitive. A detector's head ends in such a tail: the last convolutions'
-raw regressions, score activations (Sigmoid, Softmax) and data movement (Concat, Reshape, Transpose) that
-lays the predictions out as the model's outputs. Quantized, that tail costs accuracy and buys no speed:
-
-- a concatenation of box regressions (|x| up to a few units) with scores (0..1) shares one INT8 scale, so
-  one of them loses its resolution (with entropy ranges, usually both are clipped);
-- scores are what the threshold and NMS read: a step of amax/127 moves a detection across the threshold;
-- the model's outputs themselves would carry INT8 error into every decoder.
+quantize the inputs of weighted layers (Convolution, Deconvolution, GEMM), where INT8 pays, and leave their outputs
+in higher precision where an activation follows. The SDK's Q/DQ model does so (`WEIGHTED_OPS`; `write_qdq(...,
+weighted_inputs=True)`): a layer kept out of INT8 then reads the float tensor (with ONNX Runtime's own placement, the
+producer's output Q/DQ still clipped it). A detector's head ends in a tail after its last weighted layers: score
+activations (Sigmoid, Softmax) and data movement (Concat, Reshape, Transpose) laying the predictions out as the
+model's outputs. Quantized, it costs accuracy and buys no speed: a concatenation of box regressions (a few units)
+with scores (0..1) shares one INT8 scale; a score step of amax/127 moves a detection across the threshold; the
+outputs would carry INT8 error into every decoder.
 
 `output_tail` finds those nodes in any graph: walking back from the graph outputs through data-movement ops and
-score activations, a node joins the tail when every tensor it writes is read only by the tail (or is a graph
-output). The weighted layers that feed the tail stay INT8 with quantized inputs; only what they write is read in
-float. `bounded_amax`: an activation with a known bounded range (Sigmoid's (0, 1), Softmax's [0, 1]) keeps its
-observed maximum as its range whatever the method: entropy and percentile follow the histogram's mass, which
-for a score sits near 0, and would clip every confident score (decision 1125).
+bounded activations, a node joins the tail when every tensor it writes is read only by the tail (or is a graph
+output); every Q/DQ model excludes them, whatever its placement. `bounded_outputs`: an activation of bounded range
+(Sigmoid's (0, 1), Softmax's [0, 1]) keeps its observed maximum as its range whatever the method (the TensorRT
+caches give every tensor a range): entropy and percentile follow the histogram's mass, which for a score sits
+near 0, and would clip every confident score.
 """
 
 from __future__ import annotations
