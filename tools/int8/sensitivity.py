@@ -129,17 +129,10 @@ class FallbackToFp16:
             import onnx
 
             self._weight_scales = conv_weight_scales(onnx.load(str(self.model.model_path)))
-        if "only" not in which:  # the output tail stays out of INT8 in every model the search judges (tools.int8.output_tail)
-            which["exclude"] = [*self.artifacts.output_tail(), *which.get("exclude", ())]
-        write_qdq(
-            self.model.model_path,
-            out,
-            self.artifacts.onnxruntime_ranges,
-            self.method,
-            weight_scales=self._weight_scales,
-            weighted_inputs=True,
-            **which,
-        )
+        if "only" not in which:  # a model the search judges: the calibration's placement, its output tail in float
+            which |= {"exclude": [*self.artifacts.output_tail(), *which.get("exclude", ())], "weighted_inputs": True}
+        # A probe of one layer alone (`only`) quantizes what ONNX Runtime would of that node: its inputs and its output.
+        write_qdq(self.model.model_path, out, self.artifacts.onnxruntime_ranges, self.method, weight_scales=self._weight_scales, **which)
 
     def neighbours(self) -> dict[str, list[str]]:
         """Each weighted layer's weighted producers and consumers, through the unweighted nodes

@@ -168,7 +168,7 @@ def test_the_fallback_search_keeps_the_tail_in_float_in_every_model_it_judges(tm
     assert int8_layers(tmp_path / "trial.onnx") == {"stem_conv", "side_conv", "cls_conv"}
     assert "stem_gate" not in kept  # TensorRT's placement (the test below): no activation is quantized
     search.write_qdq(tmp_path / "probe.onnx", only=["cls_conv"])
-    assert int8_layers(tmp_path / "probe.onnx") == {"cls_conv"}
+    assert int8_layers(tmp_path / "probe.onnx") == {"cls_conv"} and qdq_tensors(tmp_path / "probe.onnx") == {"features", "cls"}
 
 
 def reads_dequantized(path, node_name: str) -> bool:
