@@ -4,8 +4,8 @@ Frames are chosen deterministically (stride, seed), drawn from a recording and p
 very `CpuPreprocessor` the runtime uses, so calibration never sees other pixels than inference.
 Statistics are collected inside the graph (`tools.int8.activation_stats`) and turned into ranges the
 way TensorRT does (`tools.int8.range_methods`: entropy, min-max, percentile); ONNX Runtime's
-`quantize_static` writes the Q/DQ model from them, Q/DQ on weighted layers' inputs only (explicit INT8:
-TensorRT 11, strongly typed networks; `tools.int8.output_tail`), and the same ranges become TensorRT
+`quantize_static` writes the Q/DQ model from them, the output tail in float (explicit INT8: TensorRT 11,
+strongly typed networks; `tools.int8.output_tail`), and the same ranges become TensorRT
 8.6/10 calibration caches (implicit INT8, the DLA route) for any target version. Cached by the hash of
 (prepared model, calibration frames, method).
 
@@ -54,7 +54,7 @@ from tools.progress import Progress, SilentProgress
 # 5: one pass, histograms on a power-of-two grid; 4: a Conv before ReLU/Clip takes its range;
 # 3: in-graph statistics, TensorRT's entropy; 2: ONNX Runtime's
 CALIBRATE_FORMAT = 9  # 7: ElementWise input ties for DLA builds in ranges.json; 8: models older than opset 13 quantized at 13
-# 9: Q/DQ on weighted layers' inputs only, the output tail recorded (ranges.json), a Sigmoid/Softmax range its max (decision 1125)
+# 9: the output tail stays out of INT8 (ranges.json's output_tail), a Sigmoid/Softmax output's range is its max (decision 1125)
 # The calibrator class the engine builder presents the cache through: its name is the cache header's.
 # Percentile ranges go through the entropy calibrator's interface (DLA accepts only EntropyCalibration2).
 TRT_ALGORITHM = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "percentile": "EntropyCalibration2"}
@@ -245,7 +245,7 @@ class Calibrate:
         write_onnxruntime_ranges(tensors, self.spec.method, out.onnxruntime_ranges)
         task = self.progress.task("writing the Q/DQ model", total=None)
         tail = output_tail(graph)
-        write_qdq(self.model.model_path, out.qdq_model, out.onnxruntime_ranges, self.spec.method, exclude=tail, weighted_inputs=True)
+        write_qdq(self.model.model_path, out.qdq_model, out.onnxruntime_ranges, self.spec.method, exclude=tail)
         task.done()
         ties = [[anchor, list(tied)] for anchor, tied in model_ties(self.model.model_path) if anchor in tensors]
         dla_ties = [[anchor, list(tied)] for anchor, tied in model_ties(self.model.model_path, dla=True) if anchor in tensors]
@@ -324,8 +324,8 @@ def write_qdq(
     `only`: quantize just these (sensitivity analysis). Each node reads its own Q/DQ pair, so a node
     kept in float reads the float tensor even where a neighbour quantizes it. `weight_scales`:
     `conv_weight_scales` of this model, for a caller writing many Q/DQ models of one model. `weighted_inputs`: Q/DQ on
-    the inputs of weighted layers only, TensorRT's placement (tools.int8.output_tail.WEIGHTED_OPS), which the SDK writes;
-    without it, ONNX Runtime's own (every tensor it can quantize).
+    the inputs of weighted layers only (TensorRT's placement, tools.int8.output_tail.WEIGHTED_OPS), measured, not yet
+    the SDK's (decision 1125); without it, ONNX Runtime's own (every tensor it can quantize).
 
     ONNX Runtime's quantizer writes its shape-inferred copy beside the model it is given (`<stem>-inferred.onnx`),
     reads it back and deletes it: two quantizations of one cached model at once (two deploys or calibrations on

@@ -141,7 +141,7 @@ class Int8ForDeploy:
         if not path.is_file():
             partial = partial_path(path)
             method, exclude = self.pipeline.spec.calibration.method, [*artifacts.output_tail(), *fp16_layers]
-            write_qdq(self.model.model_path, partial, artifacts.onnxruntime_ranges, method, exclude=exclude, weighted_inputs=True)
+            write_qdq(self.model.model_path, partial, artifacts.onnxruntime_ranges, method, exclude=exclude)
             publish(partial, path)
         return path
 

@@ -1,15 +1,16 @@
-"""What stays out of INT8 in every model: all but the weighted layers' inputs, the output tail, and the ranges no
-calibration method may clip (decision 1125).
+"""What stays out of INT8 in every model: the output tail, and the ranges no calibration method may clip (decision 1125).
 
 TensorRT's guidance for explicit quantization (its developer guide, "Explicit Quantization", Q/DQ layer placement):
 quantize the inputs of weighted layers (Convolution, Deconvolution, GEMM), where INT8 pays, and leave their outputs
-in higher precision where an activation follows. The SDK's Q/DQ model does so (`WEIGHTED_OPS`; `write_qdq(...,
-weighted_inputs=True)`): a layer kept out of INT8 then reads the float tensor (with ONNX Runtime's own placement, the
-producer's output Q/DQ still clipped it). A detector's head ends in a tail after its last weighted layers: score
-activations (Sigmoid, Softmax) and data movement (Concat, Reshape, Transpose) laying the predictions out as the
-model's outputs. Quantized, it costs accuracy and buys no speed: a concatenation of box regressions (a few units)
-with scores (0..1) shares one INT8 scale; a score step of amax/127 moves a detection across the threshold; the
-outputs would carry INT8 error into every decoder.
+in higher precision where an activation follows. `WEIGHTED_OPS` and `write_qdq(..., weighted_inputs=True)` place
+Q/DQ so (a layer kept out of INT8 then reads the float tensor; with ONNX Runtime's own placement the producer's
+output Q/DQ still clips it), measured but not yet the SDK's default (decision 1125).
+
+A detector's head ends in a tail after its last weighted layers: score activations (Sigmoid, Softmax) and data
+movement (Concat, Reshape, Transpose) laying the predictions out as the model's outputs. Quantized, it costs
+accuracy and buys no speed: a concatenation of box regressions (a few units) with scores (0..1) shares one INT8
+scale; a score step of amax/127 moves a detection across the threshold; the outputs would carry INT8 error into
+every decoder.
 
 `output_tail` finds those nodes in any graph: walking back from the graph outputs through data-movement ops and
 bounded activations, a node joins the tail when every tensor it writes is read only by the tail (or is a graph
@@ -21,7 +22,7 @@ near 0, and would clip every confident score.
 
 from __future__ import annotations
 
-# Weighted layers: the Q/DQ model the SDK writes quantizes their inputs (activation and weight) and nothing else.
+# Weighted layers: `write_qdq(weighted_inputs=True)` quantizes their inputs (activation and weight) and nothing else.
 WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 # Ops whose output holds (a selection or arrangement of) their inputs' values: no arithmetic to do in INT8.
 DATA_MOVEMENT_OPS = frozenset({"Concat", "Reshape", "Transpose", "Slice", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Split", "Gather"})

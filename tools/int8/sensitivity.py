@@ -129,9 +129,8 @@ class FallbackToFp16:
             import onnx
 
             self._weight_scales = conv_weight_scales(onnx.load(str(self.model.model_path)))
-        if "only" not in which:  # a model the search judges: the calibration's placement, its output tail in float
-            which |= {"exclude": [*self.artifacts.output_tail(), *which.get("exclude", ())], "weighted_inputs": True}
-        # A probe of one layer alone (`only`) quantizes what ONNX Runtime would of that node: its inputs and its output.
+        if "only" not in which:  # every model the search judges keeps the calibration's output tail in float
+            which["exclude"] = [*self.artifacts.output_tail(), *which.get("exclude", ())]
         write_qdq(self.model.model_path, out, self.artifacts.onnxruntime_ranges, self.method, weight_scales=self._weight_scales, **which)
 
     def neighbours(self) -> dict[str, list[str]]:
