@@ -4,9 +4,10 @@ Frames are chosen deterministically (stride, seed), drawn from a recording and p
 very `CpuPreprocessor` the runtime uses, so calibration never sees other pixels than inference.
 Statistics are collected inside the graph (`tools.int8.activation_stats`) and turned into ranges the
 way TensorRT does (`tools.int8.range_methods`: entropy, min-max, percentile); ONNX Runtime's
-`quantize_static` writes the Q/DQ model from them (explicit INT8: TensorRT 11, strongly typed
-networks), and the same ranges become TensorRT 8.6/10 calibration caches (implicit INT8, the DLA
-route) for any target version. Cached by the hash of (prepared model, calibration frames, method).
+`quantize_static` writes the Q/DQ model from them, the output tail in float (explicit INT8: TensorRT 11,
+strongly typed networks; `tools.int8.output_tail`), and the same ranges become TensorRT
+8.6/10 calibration caches (implicit INT8, the DLA route) for any target version. Cached by the hash of
+(prepared model, calibration frames, method).
 
 ModelOpt (`nvidia-modelopt[onnx]`) places Q/DQ the way TensorRT fuses best but pins onnxruntime-gpu,
 torch and cupy, which clash with the CPU runtime here (see DESIGN.md); ONNX Runtime's quantizer is
@@ -44,6 +45,7 @@ from tools.int8.calibration_frames import (
     source_uri,
     stratified,
 )
+from tools.int8.output_tail import WEIGHTED_OPS, bounded_outputs, output_tail
 from tools.int8.range_methods import entropy_amax, percentile_amax
 from tools.models.prefetch import Prefetched
 from tools.progress import Progress, SilentProgress
@@ -51,7 +53,8 @@ from tools.progress import Progress, SilentProgress
 # 6: ranges.json records the ranges TensorRT fuses (pooling, concatenation), tied in its caches;
 # 5: one pass, histograms on a power-of-two grid; 4: a Conv before ReLU/Clip takes its range;
 # 3: in-graph statistics, TensorRT's entropy; 2: ONNX Runtime's
-CALIBRATE_FORMAT = 8  # 7: ElementWise input ties for DLA builds in ranges.json; 8: models older than opset 13 quantized at 13
+CALIBRATE_FORMAT = 9  # 7: ElementWise input ties for DLA builds in ranges.json; 8: models older than opset 13 quantized at 13
+# 9: the output tail stays out of INT8 (ranges.json's output_tail), a Sigmoid/Softmax output's range is its max (decision 1125)
 # The calibrator class the engine builder presents the cache through: its name is the cache header's.
 # Percentile ranges go through the entropy calibrator's interface (DLA accepts only EntropyCalibration2).
 TRT_ALGORITHM = {"entropy": "EntropyCalibration2", "minmax": "MinMaxCalibration", "percentile": "EntropyCalibration2"}
@@ -130,6 +133,10 @@ class CalibrationArtifacts:
     @property
     def onnxruntime_ranges(self) -> Path:
         return self.folder / "onnxruntime_ranges.json"
+
+    def output_tail(self) -> list[str]:
+        """The nodes every Q/DQ model of this calibration keeps out of INT8 (tools.int8.output_tail)."""
+        return json.loads(self.ranges.read_text()).get("output_tail", [])
 
     def amax(self) -> dict[str, float]:
         return {name: entry["amax"] for name, entry in json.loads(self.ranges.read_text())["tensors"].items()}
@@ -215,6 +222,8 @@ class Calibrate:
         return iter_preprocessed_frames(self.pipeline, set(chosen), input_shape), len(chosen)
 
     def _calibrate_into(self, out: CalibrationArtifacts) -> None:
+        import onnx
+
         meta = json.loads(self.model.meta_path.read_text())
         ((_, input_shape),) = meta["inputs"].items()
         chosen, count = self._frames(tuple(input_shape))
@@ -231,15 +240,17 @@ class Calibrate:
             statistics = collect(tensors(frames), self.progress, count=count)
         if len(delivered) != count:
             raise ModelError(f"calibration: the source delivered {len(delivered)} of the {count} chosen frames")
-        tensors = chosen_ranges(statistics, self.spec.method, self.spec.percentile)
+        graph = onnx.load(str(self.model.model_path), load_external_data=False).graph
+        tensors = chosen_ranges(statistics, self.spec.method, self.spec.percentile, bounded_outputs(graph))
         write_onnxruntime_ranges(tensors, self.spec.method, out.onnxruntime_ranges)
         task = self.progress.task("writing the Q/DQ model", total=None)
-        write_qdq(self.model.model_path, out.qdq_model, out.onnxruntime_ranges, self.spec.method)
+        tail = output_tail(graph)
+        write_qdq(self.model.model_path, out.qdq_model, out.onnxruntime_ranges, self.spec.method, exclude=tail)
         task.done()
         ties = [[anchor, list(tied)] for anchor, tied in model_ties(self.model.model_path) if anchor in tensors]
         dla_ties = [[anchor, list(tied)] for anchor, tied in model_ties(self.model.model_path, dla=True) if anchor in tensors]
         selection = self.selection
-        recorded = {"method": self.spec.method, "tensors": tensors, "ties": ties, "dla_ties": dla_ties}
+        recorded = {"method": self.spec.method, "tensors": tensors, "ties": ties, "dla_ties": dla_ties, "output_tail": tail}
         if isinstance(selection, CameraSelection):  # frames and holdout per camera, and how many each camera gave
             recorded |= {
                 "frames": {name: list(chosen) for name, chosen in selection.calibration.items()},
@@ -261,15 +272,18 @@ def model_ties(model: Path, dla: bool = False) -> tuple[tuple[str, tuple[str, ..
     return elementwise_ties(nodes) if dla else fusion_ties(nodes)
 
 
-def chosen_ranges(statistics: ActivationStatistics, method: str, percentile: float) -> dict[str, dict[str, float]]:
+def chosen_ranges(statistics: ActivationStatistics, method: str, percentile: float, bounded: frozenset[str] = frozenset()) -> dict[str, dict]:
     """Per tensor: the observed min and max and the amax the method keeps (the INT8 scale is amax/127).
-    Each observed row is searched once (derived tensors share their source's), on every core."""
+    Each observed row is searched once (derived tensors share their source's), on every core. `bounded`: tensors of
+    a bounded activation (Sigmoid, Softmax), which keep their observed amax whatever the method (decision 1125)."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
+    whole = {statistics.index_of(name) for name in bounded if name in statistics.plan.names}
+
     def kept_amax(row: int) -> float:
         amax = float(statistics.amax[row])
-        if method == "minmax" or amax <= 0:
+        if method == "minmax" or amax <= 0 or row in whole:
             return amax
         histogram, width = statistics.histograms[row], float(statistics.bin_width[row])
         return entropy_amax(histogram, width, amax) if method == "entropy" else percentile_amax(histogram, width, amax, percentile)
@@ -304,11 +318,14 @@ def write_qdq(
     exclude: list[str] = (),
     only: list[str] | None = None,
     weight_scales: dict[str, list[dict]] | None = None,
+    weighted_inputs: bool = False,
 ) -> None:
     """The Q/DQ model from saved ranges (no calibration here). `exclude`: nodes kept out of INT8;
     `only`: quantize just these (sensitivity analysis). Each node reads its own Q/DQ pair, so a node
     kept in float reads the float tensor even where a neighbour quantizes it. `weight_scales`:
-    `conv_weight_scales` of this model, for a caller writing many Q/DQ models of one model.
+    `conv_weight_scales` of this model, for a caller writing many Q/DQ models of one model. `weighted_inputs`: Q/DQ on
+    the inputs of weighted layers only (TensorRT's placement, tools.int8.output_tail.WEIGHTED_OPS), measured, not yet
+    the SDK's (decision 1125); without it, ONNX Runtime's own (every tensor it can quantize).
 
     ONNX Runtime's quantizer writes its shape-inferred copy beside the model it is given (`<stem>-inferred.onnx`),
     reads it back and deletes it: two quantizations of one cached model at once (two deploys or calibrations on
@@ -334,11 +351,13 @@ def write_qdq(
             calibrate_method=ORT_METHODS[method](CalibrationMethod),  # must name the cache's method; ranges are read from it
             nodes_to_exclude=list(exclude),
             nodes_to_quantize=list(only) if only is not None else None,
+            op_types_to_quantize=list(WEIGHTED_OPS) if weighted_inputs else None,
             extra_options={
                 "ActivationSymmetric": True,
                 "WeightSymmetric": True,
                 "DedicatedQDQPair": bool(exclude or only),
                 "TensorQuantOverrides": weight_scales if weight_scales is not None else conv_weight_scales(onnx.load(str(model))),
+                **({"OpTypesToExcludeOutputQuantization": list(WEIGHTED_OPS)} if weighted_inputs else {}),
             },
             calibration_cache_path=str(ort_ranges),
         )

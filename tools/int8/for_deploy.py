@@ -140,7 +140,8 @@ class Int8ForDeploy:
         path = self.judged_folder / f"model.qdq.batch{self.pipeline.spec.batch_size}.onnx"
         if not path.is_file():
             partial = partial_path(path)
-            write_qdq(self.model.model_path, partial, artifacts.onnxruntime_ranges, self.pipeline.spec.calibration.method, exclude=fp16_layers)
+            method, exclude = self.pipeline.spec.calibration.method, [*artifacts.output_tail(), *fp16_layers]
+            write_qdq(self.model.model_path, partial, artifacts.onnxruntime_ranges, method, exclude=exclude)
             publish(partial, path)
         return path
 

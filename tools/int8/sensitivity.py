@@ -30,9 +30,9 @@ from sdk.backends.onnxruntime_cpu import session_options
 from sdk.spec.loader import PipelineFile
 from tools.int8.accuracy import AccuracyReport, evaluate_int8
 from tools.int8.calibrate import CalibrationArtifacts, conv_weight_scales, holdout_frames, write_qdq
+from tools.int8.output_tail import WEIGHTED_OPS
 from tools.progress import Progress, SilentProgress
 
-WEIGHTED_OPS = ("Conv", "ConvTranspose", "Gemm", "MatMul")
 RANKING_FRAMES = 8
 MAX_TRIALS = 12
 FALLBACK_SEARCH = 2  # 2: a candidate that does not help alone is tried with its neighbours (part of the judged cache key)
@@ -129,6 +129,8 @@ class FallbackToFp16:
             import onnx
 
             self._weight_scales = conv_weight_scales(onnx.load(str(self.model.model_path)))
+        if "only" not in which:  # every model the search judges keeps the calibration's output tail in float
+            which["exclude"] = [*self.artifacts.output_tail(), *which.get("exclude", ())]
         write_qdq(self.model.model_path, out, self.artifacts.onnxruntime_ranges, self.method, weight_scales=self._weight_scales, **which)
 
     def neighbours(self) -> dict[str, list[str]]:
