@@ -25,6 +25,11 @@ TEST_ASSETS = REPO / "tests" / "integration" / "assets"
 EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
 
 
+# Python processes the tests start never write bytecode, as on a device (its unit and every release command set this):
+# a release or environment folder the tests run code from stays what its manifest lists, also for a suite run as root
+# (whom a read-only folder does not stop). The checkout's own bytecode, compiled ahead (.ci/run), is still read.
+os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+
 # Where the SDK writes by default, relative to the checkout: no test may leave anything there.
 CHECKOUT_OUTPUTS = (".sdk", "reports", "targets", ".benchmarks")
 

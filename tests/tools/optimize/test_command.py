@@ -231,7 +231,9 @@ def test_piped_optimize_says_where_it_is_and_an_interrupted_run_leaves_no_report
            "SDK_PROGRESS_EVERY_S": "0.5"}  # fmt: skip
     argv = [sys.executable, "-c", "from tools.cli import main; main()", "optimize", "pipelines/pedestrian.yaml", "--platform",
             "jetson-orin-nano-8gb", "--calibration-frames", "8", "--holdout-frames", "12", "--rounds", "2", "--savings", "10%"]  # fmt: skip
-    child = subprocess.Popen(argv, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT restored in the child: a suite started as a shell's background job ignores it, and a child inherits that.
+    child = subprocess.Popen(argv, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
     lines, deadline = [], time.monotonic() + 240
     try:
         while time.monotonic() < deadline:
