@@ -8,9 +8,7 @@ import cv2
 import onnxruntime as ort
 import pytest
 
-from sdk.backends import create_backend
-from sdk.postprocess import create_postprocessor
-from sdk.preprocess import CpuPreprocessor
+from tests.example_detector import detect_frames
 
 FRAMES = 60  # every 13th frame over the whole clip
 REPORT_THRESHOLD = 0.5
@@ -43,42 +41,31 @@ def test_prepared_pipeline_reproduces_the_whole_graph(example_pipeline, prepared
     original = ort.InferenceSession(str(detector_path), options, providers=["CPUExecutionProvider"])
     capture = cv2.VideoCapture(str(video_path))
     total = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+    capture.release()
     wanted = set(range(0, total, total // FRAMES)[:FRAMES])
     checked = matched = 0
     worst_score, worst_iou = 0.0, 1.0
-    with create_backend("onnxruntime", prepared_example.model_path, threads=THREADS) as backend:
-        (buffer,) = backend.inputs.values()
-        pre = CpuPreprocessor(spec.preprocess, buffer)
-        post = create_postprocessor(spec.postprocess, backend.outputs, (300, 300), prepared_example.load_tensors())
-        for index in range(total):
-            assert capture.grab()  # the frames between are decoded, not converted
-            if index not in wanted:
+    for index, bgr, found in detect_frames(spec, prepared_example, video_path, wanted, threads=THREADS):
+        ours = [(d.score, list(d.box)) for d in found]
+        theirs = original_detections(original, bgr)
+        checked += 1
+        used = set()
+        for score, box in theirs:
+            if score < REPORT_THRESHOLD:
                 continue
-            ok, bgr = capture.retrieve()
-            assert ok
-            geometry = pre(bgr)
-            backend.infer()
-            ours = [(d.score, list(d.box)) for d in post(geometry)]
-            theirs = original_detections(original, bgr)
-            checked += 1
-            used = set()
-            for score, box in theirs:
-                if score < REPORT_THRESHOLD:
-                    continue
-                candidates = [(iou(box, b), k) for k, (s, b) in enumerate(ours) if k not in used]
-                best_iou, k = max(candidates, default=(0.0, -1))
-                assert best_iou >= 0.9, f"frame {index}: original detection {score:.3f} {box} has no match (best IoU {best_iou:.3f})"
-                assert abs(ours[k][0] - score) <= 0.03, f"frame {index}: score {ours[k][0]:.3f} vs original {score:.3f}"
-                used.add(k)
-                matched += 1
-                worst_iou = min(worst_iou, best_iou)
-                worst_score = max(worst_score, abs(ours[k][0] - score))
-            for k, (score, box) in enumerate(ours):
-                if score >= REPORT_THRESHOLD and k not in used:
-                    # Ours above 0.5 must exist in the original (a score on the edge may sit just below 0.5 there).
-                    near = [s for s, b in theirs if iou(box, b) >= 0.9]
-                    assert near and max(near) >= REPORT_THRESHOLD - 0.03, f"frame {index}: extra detection {score:.3f} {box}"
-    capture.release()
+            candidates = [(iou(box, b), k) for k, (s, b) in enumerate(ours) if k not in used]
+            best_iou, k = max(candidates, default=(0.0, -1))
+            assert best_iou >= 0.9, f"frame {index}: original detection {score:.3f} {box} has no match (best IoU {best_iou:.3f})"
+            assert abs(ours[k][0] - score) <= 0.03, f"frame {index}: score {ours[k][0]:.3f} vs original {score:.3f}"
+            used.add(k)
+            matched += 1
+            worst_iou = min(worst_iou, best_iou)
+            worst_score = max(worst_score, abs(ours[k][0] - score))
+        for k, (score, box) in enumerate(ours):
+            if score >= REPORT_THRESHOLD and k not in used:
+                # Ours above 0.5 must exist in the original (a score on the edge may sit just below 0.5 there).
+                near = [s for s, b in theirs if iou(box, b) >= 0.9]
+                assert near and max(near) >= REPORT_THRESHOLD - 0.03, f"frame {index}: extra detection {score:.3f} {box}"
     assert checked == FRAMES and checked >= 50
     assert matched >= 100, f"only {matched} detections compared: the test would prove little"
     print(f"{checked} frames, {matched} detections matched; worst IoU {worst_iou:.6f}, worst score difference {worst_score:.6f}")

@@ -46,6 +46,7 @@ from tools.int8.calibration_frames import (
     stratified,
 )
 from tools.int8.output_tail import WEIGHTED_OPS, bounded_outputs, output_tail
+from tools.int8.qdq_opset import link_or_convert
 from tools.int8.range_methods import entropy_amax, percentile_amax
 from tools.models.prefetch import Prefetched
 from tools.progress import Progress, SilentProgress
@@ -339,7 +340,7 @@ def write_qdq(
     model = Path(model).resolve()
     with tempfile.TemporaryDirectory(prefix=".qdq-", dir=Path(out).parent) as private, quiet_onnxruntime_quantization():
         own = Path(private) / model.name
-        _link_or_convert(model, own)
+        link_or_convert(model, own)
         quantize_static(
             str(own),
             str(out),
@@ -361,24 +362,6 @@ def write_qdq(
             },
             calibration_cache_path=str(ort_ranges),
         )
-
-
-QDQ_OPSET = 13  # DequantizeLinear's `axis` (per-channel weights) and TensorRT's explicit quantization start at opset 13
-
-
-def _link_or_convert(model: Path, own: Path) -> None:
-    """`own`: a link to the model, or where its default-domain opset is older than 13 (YOLOX's and many exported
-    detectors' 11), the model converted to opset 13 by ONNX's version converter: ONNX Runtime's quantizer writes
-    per-channel DequantizeLinear nodes with an `axis` whatever the opset, which an opset-11 graph cannot load. The
-    converter keeps every node and tensor name, so the ranges and the nodes kept out of INT8 still name them."""
-    import onnx
-    from onnx import version_converter
-
-    opset = next((o.version for o in onnx.load(str(model), load_external_data=False).opset_import if o.domain in ("", "ai.onnx")), QDQ_OPSET)
-    if opset >= QDQ_OPSET:
-        own.symlink_to(model)
-        return
-    onnx.save(version_converter.convert_version(onnx.load(str(model)), QDQ_OPSET), str(own))
 
 
 def conv_weight_scales(model) -> dict[str, list[dict]]:

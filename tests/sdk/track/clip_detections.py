@@ -28,31 +28,12 @@ class Frame:
 
 def detect(spec, artifacts, video_path: Path, indices) -> dict[int, Frame]:
     """The detector's output on the frames `indices` of the clip (the others are decoded, not converted or detected)."""
-    import cv2
+    from tests.example_detector import detect_frames
 
-    from sdk.backends import create_backend
-    from sdk.postprocess import create_postprocessor
-    from sdk.preprocess import CpuPreprocessor
-
-    wanted = set(indices)
-    capture = cv2.VideoCapture(str(video_path))
     frames = {}
-    with create_backend("onnxruntime", artifacts.model_path, threads=1) as backend:
-        (buffer,) = backend.inputs.values()
-        pre = CpuPreprocessor(spec.preprocess, buffer)
-        post = create_postprocessor(spec.postprocess, backend.outputs, (300, 300), artifacts.load_tensors())
-        for index in range(max(wanted) + 1):
-            assert capture.grab(), f"{video_path}: frame {index} is missing"
-            if index not in wanted:
-                continue
-            ok, bgr = capture.retrieve()
-            assert ok
-            geometry = pre(bgr)
-            backend.infer()
-            found = post(geometry)
-            n = found.count
-            frames[index] = Frame(found.boxes[:n].copy(), found.scores[:n].copy())
-    capture.release()
+    for index, _, found in detect_frames(spec, artifacts, video_path, indices):
+        n = found.count
+        frames[index] = Frame(found.boxes[:n].copy(), found.scores[:n].copy())
     return frames
 
 
