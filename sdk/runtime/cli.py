@@ -33,7 +33,8 @@ def _emit(event: dict) -> None:
     sys.stdout.flush()
 
 
-def run(argv: list[str]) -> int:
+def _arguments(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The command line, checked."""
     parser = argparse.ArgumentParser(prog="python -m sdk run", description="Run a release of a pipeline and report.")
     add_what_runs(parser)
     parser.add_argument("--report-dir", type=Path, required=True)
@@ -54,11 +55,17 @@ def run(argv: list[str]) -> int:
         parser.error("--frames must be at least 1")
     if args.live_view is not None and not 1 <= args.live_view <= 65535:
         parser.error(f"--live-view {args.live_view}: not a TCP port; allowed: 1 to 65535")
+    return parser, args
+
+
+def run(argv: list[str]) -> int:
+    parser, args = _arguments(argv)
     release_id, pipeline, artifacts = what_runs(parser, args)  # only checked bytes of a release that may run here
-    if args.evaluate is not None:
+    images = args.evaluate.resolve() if args.evaluate is not None else None
+    if images is not None:
         from sdk.runtime.evaluation_run import evaluation_run
 
-        pipeline = evaluation_run(pipeline, args.evaluate.resolve())
+        pipeline = evaluation_run(pipeline, images)
 
     each = [args.frames or camera.replay.frames for camera in pipeline.spec.cameras.values()]
     total = sum(each) if all(each) else None
@@ -78,7 +85,7 @@ def run(argv: list[str]) -> int:
         max_frames=args.frames,
         on_frame=on_frame if args.events else None,
         live_view=args.live_view,
-        images=args.evaluate.resolve() if args.evaluate is not None else None,
+        images=images,
     )
     # SIGTERM ends the run like the end of the stream: sinks and the report are still written.
     signal.signal(signal.SIGTERM, lambda *_: runner.stop())

@@ -39,7 +39,7 @@ def with_evaluation_thresholds(spec: Pipeline) -> Pipeline:
 
 def evaluation_run(pipeline: PipelineFile, images: Path) -> PipelineFile:
     """The pipeline as an evaluation run on `images` runs it (see the module's text)."""
-    if pipeline.spec.multi_camera:
+    if len(pipeline.spec.cameras) > 1:
         raise ConfigError(
             f"{pipeline.path}: --evaluate: the pipeline has {len(pipeline.spec.cameras)} cameras; allowed: one camera",
             hint="evaluate a pipeline of one camera",
@@ -55,8 +55,12 @@ def evaluation_run(pipeline: PipelineFile, images: Path) -> PipelineFile:
         )
     replay = Replay(loop=False, frames=count, rate_fps=None, late_frames="keep", pace="rate")
     spec = with_evaluation_thresholds(pipeline.spec)
-    source = spec.source.model_copy(update={"uri": HERE, "replay": replay, "reconnect": None})
-    spec = spec.model_copy(update={"source": source, "sinks": (JsonlSink(kind="jsonl", exact=True),)})
+    if spec.multi_camera:  # `sources:` of one camera (a recording's one topic): that camera replays the folder
+        ((name, camera),) = spec.sources.items()
+        sources = {"sources": {name: camera.model_copy(update={"uri": HERE, "replay": replay, "reconnect": None})}}
+    else:
+        sources = {"source": spec.source.model_copy(update={"uri": HERE, "replay": replay, "reconnect": None})}
+    spec = spec.model_copy(update={**sources, "sinks": (JsonlSink(kind="jsonl", exact=True),)})
     return PipelineFile(spec, pipeline.path)
 
 

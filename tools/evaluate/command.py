@@ -63,7 +63,8 @@ def add_parsers(commands) -> None:
     evaluate.add_argument("--force", action="store_true", help="empty --report-dir first when it already holds files")
 
 
-def evaluate_command(args: argparse.Namespace, console: Console) -> int:
+def evaluate_command(args: argparse.Namespace, console: Console, on_targets=None) -> int:
+    """`on_targets`: what runs the images on targets (tools/validation/evaluate_targets.py: the CLI gives it)."""
     from tools.console import RichProgress
     from tools.evaluate import report as files
     from tools.evaluate.run import Request, evaluate_run
@@ -78,7 +79,9 @@ def evaluate_command(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError(f"--json {args.json}: that is an input of this command", hint="name a new file for the result")
     with RichProgress(console) as progress:
         result, matches = evaluate_run(
-            Request(args.pipeline, args.labels, args.images, args.target, shards=args.shards, ray=args.ray, partial=args.allow_partial), progress
+            Request(args.pipeline, args.labels, args.images, args.target, shards=args.shards, ray=args.ray, partial=args.allow_partial),
+            progress,
+            on_targets,
         )
     if folder is None:
         folder = new_run_folder(result["pipeline"], args.target, "evaluate")

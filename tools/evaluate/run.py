@@ -18,6 +18,7 @@ from sdk.spec.loader import PipelineFile
 from tools.evaluate.classmap import ClassMap, map_classes
 from tools.evaluate.labels import LabelSet, load_labels
 from tools.evaluate.labelset import IMAGES_FLAG
+from tools.evaluate.target_shards import OnTargets, check_target_labels, resolve_fleet
 from tools.history.label_matches import MATCHES_FILE, LabelMatches, from_evaluation
 from tools.history.stats import DRAWS
 from tools.progress import Progress, SilentProgress
@@ -56,31 +57,28 @@ def checked_inputs(pipeline: PipelineFile, labels_path: Path, images: Path | Non
     return labels, mapping
 
 
-def evaluate(request: Request, progress: Progress | None = None) -> dict:
+def evaluate(request: Request, progress: Progress | None = None, on_targets: OnTargets | None = None) -> dict:
     """The evaluation as report.json holds it (see tools/evaluate/report.py for the files)."""
-    return evaluate_run(request, progress)[0]
+    return evaluate_run(request, progress, on_targets)[0]
 
 
-def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[dict, LabelMatches]:
-    """The evaluation and its per-image matches (label_matches.npz: what a paired comparison resamples)."""
+def evaluate_run(request: Request, progress: Progress | None = None, on_targets: OnTargets | None = None) -> tuple[dict, LabelMatches]:
+    """The evaluation and its per-image matches (label_matches.npz: what a paired comparison resamples); `on_targets`:
+    what runs the images on targets (tools/validation/evaluate_targets.py), for a --target other than local."""
     from sdk.spec import load_pipeline
     from tools.evaluate.shards import detect_shards
     from tools.models.prepare import PrepareModel
     from tools.state import cache_dir
 
     progress = progress or SilentProgress()
-    on_targets = request.target != LOCAL
-    _check_request(request)
+    _check_request(request, on_targets)
     started = time.monotonic()
     pipeline = load_pipeline(request.pipeline)
     labels, mapping = checked_inputs(pipeline, request.labels, request.images)
-    shards: list[dict] = []
-    not_run: list[str] = []
-    if on_targets:  # the release on each target runs its shard of the images (its own model and engine)
-        from tools.evaluate.on_targets import check_target_labels, detect_on_targets
-
+    shards, not_run = [], []
+    if request.target != LOCAL:  # the release on each target runs its part of the images (its own model and engine)
         check_target_labels(labels, request.target)
-        fleet = detect_on_targets(pipeline, labels, mapping, request.target, progress, request.partial)
+        fleet = on_targets(pipeline, labels, mapping, request.target, progress, request.partial)
         run, shards, not_run = fleet.run, fleet.shards, fleet.not_run
     else:
         task = progress.task("preparing the model", total=None)
@@ -101,10 +99,8 @@ def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[di
         floor = pipeline.spec.evaluation.score_threshold
         notes.append(f"the operating score {operating['score']:g} is below the evaluation's score floor {floor:g}: detections start at the floor")
     if not_run:
-        notes.append(
-            f"{len(not_run)} image(s) were not run ({', '.join(s['target'] for s in shards if 'error' in s)} failed) and were left out "
-            "with their labels: the figures rest on the other targets' images"
-        )
+        failed_targets = ", ".join(s["target"] for s in shards if "error" in s)
+        notes.append(f"{len(not_run)} image(s) were not run ({failed_targets} failed) and were left out with their labels")
     if run.not_decoded:
         notes.append(f"{len(run.not_decoded)} image(s) did not decode and were left out with their labels: {', '.join(sorted(failed))}")
     if run.size_mismatch:
@@ -139,22 +135,22 @@ def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[di
         | {"bootstrap_draws": metrics.draws, "bootstrap": "images resampled with replacement"},
         "evaluator": _evaluator(),
         "backend": run.backend,
-        **({"targets": shards} if on_targets else {}),
+        **({"targets": shards} if request.target != LOCAL else {}),
         "postprocess": run.postprocess,
         "detections": len(run.detections),
         "wall_s": round(time.monotonic() - started, 3),
     }, matches
 
 
-def _check_request(request: Request) -> None:
+def _check_request(request: Request, on_targets: OnTargets | None) -> None:
     """The request's own settings, before anything is read or run."""
     from tools.evaluate.shards import require_ray
 
     if request.shards < 1:
         raise ConfigError(f"--shards {request.shards}: allowed: 1 or more", hint="split the labelled images over this many workers")
     if request.target != LOCAL:
-        from tools.evaluate.on_targets import resolve_fleet
-
+        if on_targets is None:  # a library caller that gave no way to reach targets
+            raise ConfigError(f"--target {request.target}: this caller runs on local only", hint="evaluate with --target local")
         if request.shards != 1 or request.ray is not None:
             flag = "--ray" if request.ray is not None else f"--shards {request.shards}"
             raise ConfigError(

@@ -14,6 +14,7 @@ import yaml
 
 from sdk.errors import SdkError
 from tools.evaluate.run import Request, evaluate
+from tools.validation.evaluate_targets import detect_on_targets
 
 DRAWS = 50  # bootstrap draws: identical detections give identical intervals at any count
 
@@ -46,7 +47,7 @@ def fleet(labelled_example, sim_server, tmp_path_factory):
 
 
 def _evaluate(fleet, target: str, **settings) -> dict:
-    return evaluate(Request(fleet.pipeline, fleet.labels, target=target, draws=DRAWS, **settings))
+    return evaluate(Request(fleet.pipeline, fleet.labels, target=target, draws=DRAWS, **settings), on_targets=detect_on_targets)
 
 
 FIGURES = ("map50_95", "map50", "metrics", "intervals", "per_class", "operating_point", "detections")

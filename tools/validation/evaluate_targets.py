@@ -1,7 +1,7 @@
-"""`sdk evaluate --target T`: the labelled images run on a target, or split over a fleet's targets, scored once here.
+"""`sdk evaluate --target T`: the labelled images run on a target, or split over a fleet's targets, scored on the host.
 
 Each target runs its current release (which must run this very pipeline file, as for `sdk validate`) on its own shard
-of the labelled images: a contiguous run of the labels' images (tools/evaluate/shards.py `split`, one shard a target,
+of the labelled images: a contiguous run of the labels' images (tools/evaluate/shards.py `split`, one part a target,
 in the group's order), sent to a scratch folder on the device (tools/connect/device_scratch.py) and replayed by the
 release's own runtime as an evaluation run (`python -m sdk run --evaluate DIR`, sdk/runtime/evaluation_run.py): its
 engine or backend, its preprocessing, at the evaluation's thresholds. The targets run at once, through the fleet
@@ -14,56 +14,19 @@ for the images the others ran (the failed shards' images are then left out with 
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from sdk.errors import ConfigError, SdkError
+from sdk.errors import SdkError
 from sdk.spec.loader import PipelineFile
 from tools.evaluate.classmap import ClassMap
 from tools.evaluate.detect import DetectionRun
 from tools.evaluate.labelled_run import DETECTIONS_FILE, first_frames
 from tools.evaluate.labelset import LabelSet
+from tools.evaluate.target_shards import PARTIAL_FLAG, TargetsRun, check_target_labels, resolve_fleet, shard_names
 from tools.progress import Progress, SilentProgress
 
-PARTIAL_FLAG = "--allow-partial"
 SCRATCH_NAME = "evaluate"
 RUN_NAME = "evaluation"
-
-
-@dataclass
-class TargetsRun:
-    run: DetectionRun  # the merged detections, in the labels' order
-    shards: list[dict] = field(default_factory=list)  # report.json's `targets`: which target ran which images
-    not_run: list[str] = field(default_factory=list)  # images of failed shards (only with `partial`)
-
-
-def shard_names(part: LabelSet) -> dict[str, object]:
-    """The device's file name of each image of a shard -> the image: numbered in the labels' order (the replay's name
-    order is the shard's order, and two folders' images of the same name stay apart), the original name after it."""
-    return {f"{k:06d}-{image.path.name}": image for k, image in enumerate(part.images)}
-
-
-def check_target_labels(labels: LabelSet, target: str) -> None:
-    """Only image files travel to a target: a video's frames (MOTChallenge over a video) are refused before anything runs."""
-    if any(image.frame is not None for image in labels.images):
-        raise ConfigError(
-            f"--labels {labels.source}: its frames are in a video; --target {target} runs image files only",
-            hint="give the sequence's frame folder (img1/) with --images, or evaluate with --target local",
-        )
-
-
-def resolve_fleet(name: str) -> list:
-    """The targets `name` names (a target, a comma list or a group); an empty group is one error naming it."""
-    from tools.targets import GROUPS_FILE, groups, resolve_targets, targets_dir
-
-    known = groups()
-    empty = [part.strip() for part in name.split(",") if part.strip() in known and not known[part.strip()]]
-    if empty:
-        raise ConfigError(
-            f"--target {name}: group {empty[0]!r} in {targets_dir() / GROUPS_FILE} has no target; allowed: a group of at least one target",
-            hint=f"list its targets in {GROUPS_FILE} ({empty[0]}: [orin-01, orin-02]), or name a target",
-        )
-    return resolve_targets(name)
 
 
 def detect_on_targets(
@@ -147,4 +110,4 @@ def _shard_detections(path: Path, part: LabelSet, mapping: ClassMap, class_names
     return run
 
 
-__all__ = ["PARTIAL_FLAG", "TargetsRun", "check_target_labels", "detect_on_targets", "resolve_fleet", "shard_names"]
+__all__ = ["detect_on_targets"]
