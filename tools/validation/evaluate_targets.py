@@ -43,6 +43,7 @@ def detect_on_targets(
     used = targets[: len(parts)]  # fewer images than targets: the last targets have nothing to run
     shard_of = {t.name: part for t, part in zip(used, parts, strict=True)}
     runs: dict[str, DetectionRun] = {}
+    frames: dict[str, int] = {}  # the frames each target's runtime ran (its part's images, less any it could not decode)
 
     def install(session, _target):
         from tools.release.current import current_release, require_current
@@ -54,6 +55,7 @@ def detect_on_targets(
         report = _run_shard(session, staged, folder, shard_of[session.name], progress)
         runs[session.name] = _shard_detections(folder / DETECTIONS_FILE, shard_of[session.name], mapping, pipeline.class_names())
         runs[session.name].backend, runs[session.name].postprocess = f"{session.name}: {report.get('backend', '')}", report.get("postprocess", "")
+        frames[session.name] = report.get("frames")
         return report
 
     with tempfile.TemporaryDirectory(prefix="sdk-evaluate-") as scratch:
@@ -74,6 +76,7 @@ def detect_on_targets(
     for outcome, part in zip(result.outcomes, parts, strict=True):
         names = [image.name for image in part.images]
         entry = {"target": outcome.target, "release": outcome.release, "images": len(names), "first": names[0], "last": names[-1]}
+        entry["frames"] = frames.get(outcome.target)
         if outcome.error is not None:
             done.not_run += names
             entry["error"] = outcome.error
