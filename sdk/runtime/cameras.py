@@ -18,11 +18,12 @@ from sdk.sources import FrameStream, StreamCounters, open_stream
 from sdk.spec.loader import PipelineFile
 
 
-def open_cameras(pipeline: PipelineFile, limit: int | None, *, wait_for_camera: bool) -> list[CameraSlot]:
-    """A stream per camera (not yet opened), in the file's order; `limit`: frames per camera."""
+def open_cameras(pipeline: PipelineFile, limit: int | None, *, wait_for_camera: bool, base: Path | None = None) -> list[CameraSlot]:
+    """A stream per camera (not yet opened), in the file's order; `limit`: frames per camera; `base`: the folder the
+    sources' paths are in (default: the pipeline's; an evaluation run's images are in a folder of their own)."""
     cameras = []
     for index, (name, source) in enumerate(pipeline.spec.cameras.items()):
-        stream = open_stream(source.uri, source.replay, pipeline.folder, max_frames=limit or source.replay.frames, reconnect=source.reconnect)
+        stream = open_stream(source.uri, source.replay, base or pipeline.folder, max_frames=limit or source.replay.frames, reconnect=source.reconnect)
         stream.wait_for_camera = wait_for_camera
         if pipeline.spec.multi_camera:
             stream.name = name  # what the status calls the camera

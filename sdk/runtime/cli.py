@@ -33,7 +33,8 @@ def _emit(event: dict) -> None:
     sys.stdout.flush()
 
 
-def run(argv: list[str]) -> int:
+def _arguments(argv: list[str]) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The command line, checked."""
     parser = argparse.ArgumentParser(prog="python -m sdk run", description="Run a release of a pipeline and report.")
     add_what_runs(parser)
     parser.add_argument("--report-dir", type=Path, required=True)
@@ -41,15 +42,30 @@ def run(argv: list[str]) -> int:
     parser.add_argument("--target", default="local")
     parser.add_argument("--events", action="store_true", help="print JSON progress events on stdout")
     parser.add_argument("--stress", default=None, help="interference during the run, e.g. cpu=2,memory=1,memory_mb=256")
+    parser.add_argument("--live-view", type=int, default=None, metavar="PORT", help="serve the Foxglove live view on PORT; none otherwise")
     parser.add_argument(
-        "--live-view", type=int, default=None, metavar="PORT", help="serve the Foxglove live view on PORT; none otherwise"
+        "--evaluate",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="an evaluation run: replay the images in DIR once at the pipeline's evaluation settings, detections.jsonl exact",
     )
     args = parser.parse_args(argv)
     if args.frames is not None and args.frames < 1:
         parser.error("--frames must be at least 1")
     if args.live_view is not None and not 1 <= args.live_view <= 65535:
         parser.error(f"--live-view {args.live_view}: not a TCP port; allowed: 1 to 65535")
+    return parser, args
+
+
+def run(argv: list[str]) -> int:
+    parser, args = _arguments(argv)
     release_id, pipeline, artifacts = what_runs(parser, args)  # only checked bytes of a release that may run here
+    images = args.evaluate.resolve() if args.evaluate is not None else None
+    if images is not None:
+        from sdk.runtime.evaluation_run import evaluation_run
+
+        pipeline = evaluation_run(pipeline, images)
 
     each = [args.frames or camera.replay.frames for camera in pipeline.spec.cameras.values()]
     total = sum(each) if all(each) else None
@@ -63,7 +79,13 @@ def run(argv: list[str]) -> int:
 
     # A measuring run serves the live view only when asked (--live-view), whatever the pipeline's foxglove sink says.
     runner = PipelineRunner(
-        pipeline, artifacts, args.report_dir, max_frames=args.frames, on_frame=on_frame if args.events else None, live_view=args.live_view
+        pipeline,
+        artifacts,
+        args.report_dir,
+        max_frames=args.frames,
+        on_frame=on_frame if args.events else None,
+        live_view=args.live_view,
+        images=images,
     )
     # SIGTERM ends the run like the end of the stream: sinks and the report are still written.
     signal.signal(signal.SIGTERM, lambda *_: runner.stop())

@@ -57,6 +57,7 @@ class PipelineRunner:
         spinning: bool = True,
         backend_factory: Callable[[Path, int], object] | None = None,
         live_view: int | None | str = None,
+        images: Path | None = None,
     ) -> None:
         self.pipeline = pipeline
         self.artifacts = artifacts
@@ -78,6 +79,7 @@ class PipelineRunner:
         # none (None: a measuring run, a self-test, a reference run) or one on the port it was asked for (deploy
         # --live-view PORT; sdk.sinks.live_view_sinks): the sink's port is the service's.
         self.live_view = live_view
+        self.images = images  # an evaluation run (sdk.runtime.evaluation_run): the folder its source replays
         self._cameras: list[CameraSlot] = []
         self._feed = None
         self._stopping = False
@@ -125,7 +127,7 @@ class PipelineRunner:
             if problem is not None:  # before the records are allocated (--frames is not part of the file)
                 what = "frames to run (--frames)" if self.max_frames else self.pipeline.source_key(name).replace(".uri", ".replay.frames")
                 raise ConfigError(f"{self.pipeline.path}: {what}: {problem}", hint=REPLAY_FRAMES_HINT)
-        cameras = open_cameras(self.pipeline, self.max_frames, wait_for_camera=self.monitor is not None)
+        cameras = open_cameras(self.pipeline, self.max_frames, wait_for_camera=self.monitor is not None, base=self.images)
         capacities = [self.max_frames or spec.cameras[c.name].replay.frames or DEFAULT_RECORDER_CAPACITY for c in cameras]
         recorder = LatencyRecorder(sum(capacities))  # every camera's frames, one key per (camera, frame)
         self._cameras = cameras

@@ -197,7 +197,8 @@ def create_sinks(
             from sdk.sinks.jsonl import JsonlSink
 
             path = confined_path(output_dir, spec.path, where=where)
-            sink = JsonlSink(path, rotate=spec.rotate, retention=retention, sync_interval_s=spec.sync_interval_s)
+            decimals = None if spec.exact else 2
+            sink = JsonlSink(path, decimals=decimals, rotate=spec.rotate, retention=retention, sync_interval_s=spec.sync_interval_s)
             if masks is not None:
                 sink.masks = (masks.path, masks.every)
             sinks.append(sink)

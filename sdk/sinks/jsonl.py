@@ -44,12 +44,18 @@ from sdk.sinks.files import (
 )
 
 ROTATE_RETRY_S = 1.0
+EXACT_DECIMALS = 9  # an exact sink's classes and keypoints-free fields (classify, segment): as good as exact
 
 
-def _record(d: Detection, r: int) -> dict:
-    record = {"label": d.label, "score": round(d.score, 4), "box": [round(v, r) for v in d.box]}
+def _record(d: Detection, r: int | None) -> dict:
+    """`r`: decimals of the box (the score keeps 4); None: every digit of both (an evaluation run scores them)."""
+    if r is None:
+        record = {"label": d.label, "score": float(d.score), "box": [float(v) for v in d.box]}
+    else:
+        record = {"label": d.label, "score": round(d.score, 4), "box": [round(v, r) for v in d.box]}
     if d.keypoints:  # decoders with keypoints (postprocess.decoder.keypoints): [[x, y], ...] in source pixels
-        record["keypoints"] = [[round(x, r), round(y, r)] for x, y in d.keypoints]
+        k = r if r is not None else EXACT_DECIMALS
+        record["keypoints"] = [[round(x, k), round(y, k)] for x, y in d.keypoints]
     if d.track_state is not None:  # a `track:` stage: the id (null until the track is confirmed), its age in frames, its state
         record["track_id"] = d.track_id
         record["track_age"] = d.track_age
@@ -62,7 +68,7 @@ def _record(d: Detection, r: int) -> dict:
 class JsonlSink:
     name = "jsonl"
 
-    def __init__(self, path: Path, *, decimals: int = 2, rotate=None, retention=None, sync_interval_s: float | None = None) -> None:
+    def __init__(self, path: Path, *, decimals: int | None = 2, rotate=None, retention=None, sync_interval_s: float | None = None) -> None:
         self.path = Path(path)
         self.decimals = decimals
         self.durable = retention is not None
@@ -153,7 +159,7 @@ class JsonlSink:
         }
         fields = getattr(detections, "jsonl_fields", None)
         if fields is not None:  # classify: classes [{label, score}]; segment: mask (file or null), pixels {label: count}
-            line.update(fields(r))
+            line.update(fields(r if r is not None else EXACT_DECIMALS))
             if "mask" in line and self.masks is not None and frame.index % self.masks[1] == 0:
                 line["mask"] = f"{self.masks[0]}/{frame.index:06d}.png"
         return (json.dumps(line, separators=(",", ":")) + "\n").encode()

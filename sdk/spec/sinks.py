@@ -65,6 +65,9 @@ class JsonlSink(Frozen):
     path: str = REPORT_DETECTIONS
     rotate: Rotate = Rotate()
     sync_interval_s: Real("seconds between fsyncs of the current file: a power cut loses at most this much", ge=0.05, le=60) = 1.0
+    # true: boxes and scores with every digit (what an evaluation run on a target writes, scored as on the host);
+    # false: boxes to 2 decimals, scores to 4
+    exact: Flag = False
 
 
 class VideoSink(Frozen):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -30,6 +31,7 @@ from tools.cli.models import (
 from tools.cli.parser import build_parser
 from tools.cli.targets import deploy_command, export_command, selftest_command, service_command, store_command, targets_command, validate_command
 from tools.evaluate.command import evaluate_command
+from tools.validation.evaluate_targets import detect_on_targets
 
 
 def _check_pipeline_path(path: Path | None) -> None:
@@ -71,7 +73,7 @@ HANDLERS = {
     "history": history_command,
     "compare": compare_command,
     "optimize": optimize_command,
-    "evaluate": evaluate_command,
+    "evaluate": partial(evaluate_command, on_targets=detect_on_targets),  # a --target other than local runs on the fleet
     "validate": validate_command,
     "selftest": selftest_command,
     "init": init_command,

@@ -1,7 +1,8 @@
 """A scratch folder on a device: `REMOTE_ROOT/scratch/<name>-<random>`, beside the release store and never in it.
 
 Filled in one stream (a tar unpacked by the device's Python, like the agent), read back file by file, and removed
-when the `with` block ends, whatever happened in it. Used by `sdk selftest` for its test bundle (decision 0450).
+when the `with` block ends, whatever happened in it. Used by `sdk selftest` for its test bundle (decision 0450) and by
+`sdk evaluate --target` for the labelled images a target runs.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class DeviceScratch:
     """`with DeviceScratch(session, "selftest", files) as scratch:` the files are on the device under scratch.path."""
 
     def __init__(self, session, name: str, files: dict[str, Path | bytes]) -> None:
-        self.session, self.files = session, files
+        self.session, self.files, self.name = session, files, name
         self.local = isinstance(session, LocalSession)
         root = str(session.store.root) if self.local else session.root
         self.path = f"{root}/{SCRATCH}/{name}-{secrets.token_hex(4)}"
@@ -48,7 +49,7 @@ class DeviceScratch:
         else:
             connection = self.session.connection
             try:
-                connection.run([self.session.python, "-c", UNPACK, self.path], stdin=tar_bytes(self.files)).check("sending the selftest bundle")
+                connection.run([self.session.python, "-c", UNPACK, self.path], stdin=tar_bytes(self.files)).check(f"sending the {self.name} files")
             except BaseException:
                 self.remove()
                 raise
@@ -75,7 +76,7 @@ class DeviceScratch:
             with contextlib.suppress(OSError):
                 os.rmdir(os.path.dirname(self.path))
             return
-        self.session.connection.run([self.session.python, "-c", REMOVE, self.path]).check("removing the selftest's scratch folder")
+        self.session.connection.run([self.session.python, "-c", REMOVE, self.path]).check(f"removing the {self.name} scratch folder")
 
     def __exit__(self, *exc: object) -> None:
         self.remove()

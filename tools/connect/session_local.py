@@ -180,12 +180,13 @@ class LocalSession:
         python: str | None = None,
         stress: str | None = None,
         live_view: int | None = None,
+        evaluate: str | None = None,
     ) -> RunOutcome:
         """The release's own runtime in a child process, its working directory the release folder."""
         release = self.store.release_dir(release_id)
         run_dir = self.store.run_dir(run_name)
         shutil.rmtree(run_dir, ignore_errors=True)
-        launch = release_command(release, run_arguments(str(release), str(run_dir), self.name, frames, stress, live_view), python=python)
+        launch = release_command(release, run_arguments(str(release), str(run_dir), self.name, frames, stress, live_view, evaluate), python=python)
         child = subprocess.Popen(launch.argv, cwd=launch.cwd, env=launch.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             for line in child.stdout:

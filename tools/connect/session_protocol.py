@@ -117,8 +117,12 @@ def _locked(process, owner: str, timeout: float, where: str) -> int:
     return answer["token"]
 
 
-def run_arguments(release: str, run_dir: str, target: str, frames: int | None, stress: str | None = None, live_view: int | None = None) -> list[str]:
+def run_arguments(
+    release: str, run_dir: str, target: str, frames: int | None, stress: str | None = None, live_view: int | None = None, evaluate: str | None = None
+) -> list[str]:
+    """`evaluate`: a folder on the device of images to run an evaluation on (sdk.runtime.evaluation_run)."""
     argv = ["run", "--release", release, "--report-dir", run_dir, "--target", target, "--events"]
+    argv += ["--evaluate", evaluate] if evaluate is not None else []
     argv += ["--frames", str(frames)] if frames is not None else []
     argv += ["--live-view", str(live_view)] if live_view is not None else []
     return argv + (["--stress", stress] if stress else [])

@@ -268,11 +268,13 @@ class SshSession:
         python: str | None = None,
         stress: str | None = None,
         live_view: int | None = None,
+        evaluate: str | None = None,
     ) -> RunOutcome:
         release = f"{self.root}/releases/{release_id}"
         run_dir = f"{self.root}/runs/{run_name}"
         self._store("clear-run", run_name)
-        argv = [*self._python_in(release, python), "-B", "-m", "sdk", *run_arguments(release, run_dir, self.name, frames, stress, live_view)]
+        arguments = run_arguments(release, run_dir, self.name, frames, stress, live_view, evaluate)
+        argv = [*self._python_in(release, python), "-B", "-m", "sdk", *arguments]
         result = self.connection.run(argv, on_stdout_line=lambda line: on_event(parse_event(line)), timeout=self.target.spec.timeouts.deadline_s)
         return RunOutcome(result.exit_code, result.stderr)
 

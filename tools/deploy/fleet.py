@@ -59,10 +59,20 @@ class FleetResult:
 
 
 def deploy_fleet(
-    targets, install, measure, frames: int | None, report_dir: Path, progress: Progress, *, parallel: int, canary: bool, kind: str = "deploy"
+    targets,
+    install,
+    measure,
+    frames: int | None,
+    report_dir: Path,
+    progress: Progress,
+    *,
+    parallel: int,
+    canary: bool,
+    kind: str | None = "deploy",
 ) -> FleetResult:
     """`install(session, target)` stages and activates; `measure(session, staged, dir)` runs and returns the report.
-    Each target's run goes into the history as it ends (`kind`: deploy or validate); fleet.json adds the fleet report."""
+    Each target's run goes into the history as it ends (`kind`: deploy or validate; None: not, a part of a run recorded
+    whole, like an evaluation's shard); fleet.json adds the fleet report."""
     from tools.history.hook import finished
 
     def one(target) -> TargetOutcome:
@@ -71,7 +81,8 @@ def deploy_fleet(
             with open_session(target) as session, paused_service(session, progress):
                 staged = install(session, target)
                 report = measure(session, staged, folder)
-            finished(folder, kind, fleet_dir=report_dir)  # concurrent writers: one connection per target
+            if kind is not None:
+                finished(folder, kind, fleet_dir=report_dir)  # concurrent writers: one connection per target
             return TargetOutcome(target.name, report["verdict"], None, staged.release_id, folder)
         except SdkError as exc:
             return TargetOutcome(target.name, None, exc.message, None, folder)

@@ -286,9 +286,11 @@ def measure(
     stress: str | None = None,
     run_name: str = "validation",
     live_view: int | None = None,
+    evaluate: str | None = None,
 ) -> dict:
     """The validation run on the target; its report and outputs land in `report_dir`, with the device's fingerprint.
-    `live_view`: a port the run serves the Foxglove live view on (none otherwise, whatever the pipeline's sinks say)."""
+    `live_view`: a port the run serves the Foxglove live view on (none otherwise, whatever the pipeline's sinks say);
+    `evaluate`: a folder of images on the device, for an evaluation run on them (sdk.runtime.evaluation_run)."""
     report_dir.mkdir(parents=True, exist_ok=True)
     for stale in (*RUN_FILES, DEVICE_FILE, *LEGACY_PLOTS):
         (report_dir / stale).unlink(missing_ok=True)  # never mistake an old report for this run's
@@ -296,6 +298,7 @@ def measure(
     task = progress.task(f"running on {session.name}" + (f" under stress {stress}" if stress else "") + viewed, total=frames)
     try:
         asked = {"live_view": live_view} if live_view is not None else {}
+        asked |= {"evaluate": evaluate} if evaluate is not None else {}
         outcome = session.run(staged.release_id, run_name, frames, _progress_events(task), staged.python, stress, **asked)
     finally:
         task.done()

@@ -175,6 +175,8 @@ MEANINGS = {
         "video codec; `mp4v` (MPEG-4 part 2) plays everywhere. The path's suffix picks the container: "
         "`.mp4`, `.mov`, `.mkv` or `.avi` (checked at load)"
     ),
+    "sinks[].exact": "boxes and scores with every digit (what an evaluation run on a target writes); false: boxes to 2 "
+    "decimals, scores to 4",
     "sinks[].mosaic": "several cameras: one video of every camera side by side, a tile each (at `path`), instead of `annotated-NAME.mp4` per camera",
     "budgets": "what the run is judged against; no budget at all gives INCONCLUSIVE",
     "budgets.end_to_end": "latency limits from capture to the end of the sinks",

@@ -1,5 +1,5 @@
-"""The command line of `sdk evaluate PIPELINE --labels LABELS [--images DIR] [--target local] [--shards N] [--ray [ADDRESS]]
-[--json FILE] [--report-dir DIR] [--force]` (registered by tools/cli/parser.py). Results on stdout, progress on stderr; the exit
+"""The command line of `sdk evaluate PIPELINE --labels LABELS [--images DIR] [--target T] [--shards N] [--ray [ADDRESS]]
+[--allow-partial] [--json FILE] [--report-dir DIR] [--force]` (registered by tools/cli/parser.py). Results on stdout, progress on stderr; the exit
 code is the verdict's (0 PASS, 3 FAIL, 4 INCONCLUSIVE, which includes "no budget on labels"), 1 for an error."""
 
 from __future__ import annotations
@@ -33,7 +33,13 @@ def add_parsers(commands) -> None:
         help="COCO: the image folder (default: images/ beside the JSON, else its folder); KITTI: the image_2 folder (default: beside "
         "label_2); MOTChallenge: the video, or the frame folder (default: the sequence's img1/)",
     )
-    evaluate.add_argument("--target", "-t", default="local", help="where the model runs: local (this CPU, ONNX Runtime; the default)")
+    evaluate.add_argument(
+        "--target",
+        "-t",
+        default="local",
+        help="where the model runs: local (this CPU, ONNX Runtime; the default), or a target, comma list or group: the current release on "
+        "each target runs its own contiguous part of the images (its engine or backend), and the detections are scored here",
+    )
     evaluate.add_argument("--shards", type=int, default=1, metavar="N", help="detect on N parts of the labelled images at once (same figures)")
     evaluate.add_argument(
         "--ray",
@@ -42,6 +48,11 @@ def add_parsers(commands) -> None:
         metavar="ADDRESS",
         help="run the shards as Ray tasks: on a Ray started here (no ADDRESS) or a cluster's (optional extra `ray`); "
         "every Ray node must see the pipeline, its model and the images at the same paths as here",
+    )
+    evaluate.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="with a group: when a target fails, score the images the others ran (the failed part's images are left out, named)",
     )
     evaluate.add_argument("--json", type=Path, metavar="FILE", help="also write the whole result (report.json's content) to FILE")
     evaluate.add_argument(
@@ -52,7 +63,8 @@ def add_parsers(commands) -> None:
     evaluate.add_argument("--force", action="store_true", help="empty --report-dir first when it already holds files")
 
 
-def evaluate_command(args: argparse.Namespace, console: Console) -> int:
+def evaluate_command(args: argparse.Namespace, console: Console, on_targets=None) -> int:
+    """`on_targets`: what runs the images on targets (tools/validation/evaluate_targets.py: the CLI gives it)."""
     from tools.console import RichProgress
     from tools.evaluate import report as files
     from tools.evaluate.run import Request, evaluate_run
@@ -67,7 +79,9 @@ def evaluate_command(args: argparse.Namespace, console: Console) -> int:
         raise ConfigError(f"--json {args.json}: that is an input of this command", hint="name a new file for the result")
     with RichProgress(console) as progress:
         result, matches = evaluate_run(
-            Request(args.pipeline, args.labels, args.images, args.target, shards=args.shards, ray=args.ray), progress
+            Request(args.pipeline, args.labels, args.images, args.target, shards=args.shards, ray=args.ray, partial=args.allow_partial),
+            progress,
+            on_targets,
         )
     if folder is None:
         folder = new_run_folder(result["pipeline"], args.target, "evaluate")

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from sdk.artifacts import ModelArtifacts
+from sdk.runtime.evaluation_run import with_evaluation_thresholds
 from sdk.sources.base import CorruptFrame
 from sdk.spec.loader import PipelineFile
 from tools.evaluate.classmap import ClassMap
@@ -36,19 +37,11 @@ class DetectionRun:
 
 
 def evaluation_pipeline(pipeline: PipelineFile) -> PipelineFile:
-    """The pipeline with the evaluation's detection settings in place of the deployment's thresholds."""
-    spec = pipeline.spec
-    settings = spec.evaluation
-    postprocess = spec.postprocess.model_copy(
-        update={
-            "score_threshold": settings.score_threshold,
-            "iou_threshold": settings.iou_threshold,
-            "max_detections": settings.max_detections,
-            "nms": settings.nms,
-        }
-    )
+    """The pipeline with the evaluation's detection settings in place of the deployment's thresholds (the same change a
+    target's evaluation run makes: sdk.runtime.evaluation_run), preprocessed on this CPU."""
+    spec = with_evaluation_thresholds(pipeline.spec)
     preprocess = spec.preprocess.model_copy(update={"device": "cpu", "cuda_graph": False})  # the local target: this CPU
-    return PipelineFile(spec.model_copy(update={"postprocess": postprocess, "preprocess": preprocess, "track": None, "cascade": ()}), pipeline.path)
+    return PipelineFile(spec.model_copy(update={"preprocess": preprocess}), pipeline.path)
 
 
 def detect(

@@ -45,6 +45,9 @@ def summary(report: dict) -> list[str]:
         )
     )
     lines += operating_lines(report)
+    for shard in report.get("targets", []):  # sdk evaluate --target T|GROUP: which target ran which images
+        ran = f"{shard['images']} image(s), {shard['first']} to {shard['last']}"
+        lines.append(f"target {shard['target']}: " + (f"failed ({shard['error']}); not run: {ran}" if "error" in shard else f"ran {ran}"))
     scored = sorted((c for c in report["per_class"] if c["ap50_95"] is not None), key=lambda c: c["ap50_95"])
     if scored:
         lines.append(f"classes scored: {len(scored)}; lowest AP: " + ", ".join(f"{c['name']} {c['ap50_95']:.3f}" for c in scored[:3]))

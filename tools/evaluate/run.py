@@ -18,11 +18,12 @@ from sdk.spec.loader import PipelineFile
 from tools.evaluate.classmap import ClassMap, map_classes
 from tools.evaluate.labels import LabelSet, load_labels
 from tools.evaluate.labelset import IMAGES_FLAG
+from tools.evaluate.target_shards import OnTargets, check_target_labels, resolve_fleet
 from tools.history.label_matches import MATCHES_FILE, LabelMatches, from_evaluation
 from tools.history.stats import DRAWS
 from tools.progress import Progress, SilentProgress
 
-TARGETS = ("local",)
+LOCAL = "local"
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Request:
     draws: int = DRAWS
     shards: int = 1  # parts of the labelled set detected at once (tools/evaluate/shards.py)
     ray: str | None = None  # run the shards as Ray tasks: "local" (a Ray on this machine) or a cluster's address
+    partial: bool = False  # a fleet's target failed: score the images the others ran (tools/evaluate/on_targets.py)
 
 
 def checked_inputs(pipeline: PipelineFile, labels_path: Path, images: Path | None, images_from: str = IMAGES_FLAG) -> tuple[LabelSet, ClassMap]:
@@ -55,35 +57,35 @@ def checked_inputs(pipeline: PipelineFile, labels_path: Path, images: Path | Non
     return labels, mapping
 
 
-def evaluate(request: Request, progress: Progress | None = None) -> dict:
+def evaluate(request: Request, progress: Progress | None = None, on_targets: OnTargets | None = None) -> dict:
     """The evaluation as report.json holds it (see tools/evaluate/report.py for the files)."""
-    return evaluate_run(request, progress)[0]
+    return evaluate_run(request, progress, on_targets)[0]
 
 
-def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[dict, LabelMatches]:
-    """The evaluation and its per-image matches (label_matches.npz: what a paired comparison resamples)."""
+def evaluate_run(request: Request, progress: Progress | None = None, on_targets: OnTargets | None = None) -> tuple[dict, LabelMatches]:
+    """The evaluation and its per-image matches (label_matches.npz: what a paired comparison resamples); `on_targets`:
+    what runs the images on targets (tools/validation/evaluate_targets.py), for a --target other than local."""
     from sdk.spec import load_pipeline
-    from tools.evaluate.shards import detect_shards, require_ray
+    from tools.evaluate.shards import detect_shards
     from tools.models.prepare import PrepareModel
     from tools.state import cache_dir
 
     progress = progress or SilentProgress()
-    if request.target not in TARGETS:
-        raise ConfigError(
-            f"--target {request.target}: not supported by sdk evaluate yet; allowed: local", hint="evaluate on this machine's CPU: --target local"
-        )
-    if request.shards < 1:
-        raise ConfigError(f"--shards {request.shards}: allowed: 1 or more", hint="split the labelled images over this many workers")
-    if request.ray is not None:
-        require_ray()  # before anything runs: one error line with the install command
+    _check_request(request, on_targets)
     started = time.monotonic()
     pipeline = load_pipeline(request.pipeline)
     labels, mapping = checked_inputs(pipeline, request.labels, request.images)
-    task = progress.task("preparing the model", total=None)
-    artifacts = PrepareModel(pipeline, cache_dir())()
-    task.done()
-    run = detect_shards(pipeline, artifacts, labels, mapping, request.shards, request.ray, progress)
-    failed = {name for name, _ in run.not_decoded}
+    shards, not_run = [], []
+    if request.target != LOCAL:  # the release on each target runs its part of the images (its own model and engine)
+        check_target_labels(labels, request.target)
+        fleet = on_targets(pipeline, labels, mapping, request.target, progress, request.partial)
+        run, shards, not_run = fleet.run, fleet.shards, fleet.not_run
+    else:
+        task = progress.task("preparing the model", total=None)
+        artifacts = PrepareModel(pipeline, cache_dir())()
+        task.done()
+        run = detect_shards(pipeline, artifacts, labels, mapping, request.shards, request.ray, progress)
+    failed = {name for name, _ in run.not_decoded} | set(not_run)
     scored = [image for image in labels.images if image.name not in failed]
     if not scored:
         raise ConfigError(f"{labels.source}: none of the {len(labels.images)} images decodes", hint="check the image files")
@@ -96,6 +98,9 @@ def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[di
     if operating["score"] < pipeline.spec.evaluation.score_threshold:
         floor = pipeline.spec.evaluation.score_threshold
         notes.append(f"the operating score {operating['score']:g} is below the evaluation's score floor {floor:g}: detections start at the floor")
+    if not_run:
+        failed_targets = ", ".join(s["target"] for s in shards if "error" in s)
+        notes.append(f"{len(not_run)} image(s) were not run ({failed_targets} failed) and were left out with their labels")
     if run.not_decoded:
         notes.append(f"{len(run.not_decoded)} image(s) did not decode and were left out with their labels: {', '.join(sorted(failed))}")
     if run.size_mismatch:
@@ -130,10 +135,33 @@ def evaluate_run(request: Request, progress: Progress | None = None) -> tuple[di
         | {"bootstrap_draws": metrics.draws, "bootstrap": "images resampled with replacement"},
         "evaluator": _evaluator(),
         "backend": run.backend,
+        **({"targets": shards} if request.target != LOCAL else {}),
         "postprocess": run.postprocess,
         "detections": len(run.detections),
         "wall_s": round(time.monotonic() - started, 3),
     }, matches
+
+
+def _check_request(request: Request, on_targets: OnTargets | None) -> None:
+    """The request's own settings, before anything is read or run."""
+    from tools.evaluate.shards import require_ray
+
+    if request.shards < 1:
+        raise ConfigError(f"--shards {request.shards}: allowed: 1 or more", hint="split the labelled images over this many workers")
+    if request.target != LOCAL:
+        if on_targets is None:  # a library caller that gave no way to reach targets
+            raise ConfigError(f"--target {request.target}: this caller runs on local only", hint="evaluate with --target local")
+        if request.shards != 1 or request.ray is not None:
+            flag = "--ray" if request.ray is not None else f"--shards {request.shards}"
+            raise ConfigError(
+                f"{flag}: with --target {request.target} the targets are the shards (one each); allowed: {flag.split()[0]} with --target local",
+                hint=f"leave out {flag.split()[0]}, or name a group of targets to split the images over",
+            )
+        resolve_fleet(request.target)  # an unknown target or an empty group, before anything runs
+    elif request.partial:
+        raise ConfigError("--allow-partial: only with a --target group (a target that fails leaves its images out)", hint="leave it out")
+    if request.ray is not None:
+        require_ray()  # before anything runs: one error line with the install command
 
 
 def _score(pipeline: PipelineFile, labels: LabelSet, mapping: ClassMap, scored: list, detections: list[dict], draws: int, progress: Progress):
@@ -172,4 +200,4 @@ def _evaluator() -> str:
     return f"pycocotools {version('pycocotools')} COCOeval (bbox)"
 
 
-__all__ = ["TARGETS", "Request", "checked_inputs", "evaluate", "evaluate_run"]
+__all__ = ["LOCAL", "Request", "checked_inputs", "evaluate", "evaluate_run"]

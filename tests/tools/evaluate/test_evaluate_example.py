@@ -150,7 +150,7 @@ def test_bad_input_is_one_error_line_and_a_hint_before_anything_runs(sdk, tmp_pa
         "hint: give the sequence's video (or its frame folder) with --images",
     ]
     done = sdk("evaluate", str(EXAMPLE), "--labels", str(LABELS), "--target", "orin-01")
-    assert done.returncode == 1 and done.stderr.startswith("error: --target orin-01: not supported by sdk evaluate yet; allowed: local")
+    assert done.returncode == 1 and done.stderr.startswith("error: unknown target 'orin-01'; known targets: local")
 
 
 def test_sdk_check_refuses_a_class_the_labels_have_no_category_for(sdk, tmp_path):
