@@ -25,6 +25,7 @@ DEFAULT_MIN_DIFFERENCE = 0.0
 QUANTILES = (("p50_ms", 0.5), ("p99_ms", 0.99))
 ACCURACY_HIGHER_IS_BETTER = {"recall": True, "precision": True, "mean_iou": True, "mean_score_drift": False}
 VERDICTS = ("better", "worse", "same")
+MAX_LOG_HALF = 700.0  # exp() of more overflows a float (about 1e304)
 TOO_WIDE = math.log(2)  # an interval that lets B be half or twice A tells nothing: "too few runs to tell" instead of numbers
 MORE_RUNS = 5  # what a side needs to tell a run-to-run spread from a change (`sdk validate --repeat 5`)
 
@@ -196,7 +197,8 @@ def too_few_note(a: Side, b: Side, rows: list[dict]) -> list[str]:
 def widen(result: Difference, log_half: float) -> Difference:
     """No narrower than the run-to-run spread allows: B / A anywhere in B / A times exp(+-log_half)."""
     low, high = result.interval
-    low, high = min(low, result.b * math.exp(-log_half) - result.a), max(high, result.b * math.exp(log_half) - result.a)
+    stretch = math.exp(log_half) if log_half < MAX_LOG_HALF else math.inf  # few runs, many figures: unbounded, not an overflow
+    low, high = min(low, result.b / stretch - result.a), max(high, result.b * stretch - result.a)
     verdict = verdict_of(low, high, result.margin, result.lower_is_better)
     return Difference(result.name, result.a, result.b, result.difference, (low, high), verdict, result.lower_is_better, result.margin)
 

@@ -168,3 +168,18 @@ def test_different_pipelines_or_models_are_said_loudly():
     assert "warning: A and B are different work (pipeline: A synthetic, B another)" in console.export_text()
     same = compare(Side("a", [synthetic_run(rng)]), Side("b", [synthetic_run(rng)]))
     assert same["different"] == []
+
+
+def test_a_spread_of_two_runs_over_many_figures_at_high_confidence_is_too_few_runs_not_an_overflow():
+    """One degree of freedom, a loaded machine's spread and a Bonferroni alpha over many figures put the half-width of
+    log(B / A) beyond what exp() can hold (a t-quantile in the tens of thousands): the figure is "too few runs", the
+    comparison does not fail with a math range error."""
+    from tools.history.noise import Spread
+
+    rng = np.random.default_rng(5)
+    a, b = synthetic_run(rng), synthetic_run(rng, slow="infer", factor=3.0)
+    spreads = {name: Spread(sd=0.9, degrees=1, runs=2) for name in run_figures(a, None, rng, 10)}
+    assert spreads["stages.infer.p50_ms"].log_half_width(1e-6, 1, 1) > 700
+    result = compare(Side("a", [a]), Side("b", [b]), spreads=spreads, confidence=0.999999)
+    infer = next(f for f in result["figures"] if f["name"] == "stages.infer.p50_ms")
+    assert infer["too_few_runs"] is True and infer["interval"] is None
