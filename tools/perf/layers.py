@@ -253,7 +253,10 @@ def _conv(node, base: dict, shapes: dict, weights: dict, out: tuple) -> Layer:
     else:
         op_class = "conv"
     strides = tuple(_attr(node, "strides", (1,) * len(kernel)))
-    return Layer(**base, op_class=op_class, macs=macs, flops=flops, channels=(c_in, c_out), kernel=kernel, groups=groups, strides=strides)
+    dilations = tuple(_attr(node, "dilations", ()))
+    attrs = {"dilations": dilations} if any(d != 1 for d in dilations) else {}
+    return Layer(**base, op_class=op_class, macs=macs, flops=flops, channels=(c_in, c_out), kernel=kernel, groups=groups, strides=strides,
+                 attrs=attrs)  # fmt: skip
 
 
 def _gemm(node, base: dict, shapes: dict, weights: dict, out: tuple) -> Layer:

@@ -192,15 +192,18 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
 
 
 def predict_device(model: ModelLayers, machine, precision: str, placement=None, sparse: bool = False, dla_core: int = 0,
-                   documented: bool = True) -> Prediction:  # fmt: skip
+                   documented: bool = True, image_input: bool = False) -> Prediction:  # fmt: skip
     """TensorRT on a module's GPU, or on its DLA core `dla_core` (at that core's clock in the power mode) where
     `placement` (tools/dla's report) puts a layer, with the reformat and copy of every tensor crossing between the GPU
     and a DLA subgraph. `documented=False` leaves out TensorRT's fusions beyond a convolution's own epilogue and a
-    pointwise chain (tools/perf/trt_fusion.py): what they are worth is the difference."""
+    pointwise chain (tools/perf/trt_fusion.py): what they are worth is the difference. `image_input`: the model's
+    inputs reach the DLA in its image format (TensorRT's kDLA_HWC4, as `trtexec --inputIOFormats=int8:dla_hwc4`
+    builds them), so a first convolution of up to 4 channels runs in the DLA's image-input mode (decision 1140)."""
     from tools.perf.engines import DLA_SUBGRAPH_MS, DeviceEngine
 
     gpu = DeviceEngine(machine.gpu, precision, sparse)
-    dla = DeviceEngine(machine.dla.on_core(dla_core), precision, sparse) if machine.dla is not None else None
+    images = frozenset(model.inputs) if image_input else frozenset()
+    dla = DeviceEngine(machine.dla.on_core(dla_core), precision, sparse, images) if machine.dla is not None else None
     on_dla = {v.name: v.subgraph for v in placement.layers if v.device == "DLA"} if placement is not None and dla is not None else {}
     from tools.perf.trt_fusion import free_layers
 

@@ -23,6 +23,7 @@ REQUIRED = ("id", "source", "model", "module", "power_mode", "engine", "precisio
 # 1016): Ultralytics' `yolo benchmark` times the Python call of its TensorRT backend (the bindings, a synchronous
 # execute_v2, the outputs as tensors), not the engine alone. MLPerf's LoadGen and trtexec's DLA figures add nothing here.
 HARNESS_MS = {"ultralytics-call": 1.39}
+INPUT_FORMATS = ("dla_hwc4",)  # a source's engines' input format, where it is not TensorRT's default (decision 1140)
 TENSORRT = "8.6"  # the sources ran TensorRT 8.5.2 (JetPack 5.1.1); 8.6 is the oldest release whose DLA rules the SDK knows
 
 
@@ -59,6 +60,10 @@ def published_table(path: Path = PUBLISHED_FILE) -> tuple[dict, tuple[PublishedR
 
     data = yaml.safe_load(Path(path).read_text())
     sources, rows = data.get("sources") or {}, []
+    for key, source in sources.items():
+        if source.get("input_format") not in (None, *INPUT_FORMATS):
+            raise ConfigError(f"{path}: source {key}: input_format {source['input_format']!r}",
+                              hint=f"known: {', '.join(INPUT_FORMATS)} (leave it out for TensorRT's default input formats)")  # fmt: skip
     for number, raw in enumerate(data.get("rows") or [], 1):
         where = f"{path}: row {number} ({raw.get('id', 'no id')})"
         missing = [k for k in REQUIRED if raw.get(k) in (None, "")]
@@ -96,19 +101,22 @@ class Compared:
 
 def predict_row(row: PublishedRow, model_path: Path) -> Compared:
     """The row's model predicted as `sdk predict` predicts a bare ONNX file at the row's module, mode, engine,
-    precision and batch (2:4 sparse where the row is)."""
+    precision and batch (2:4 sparse where the row is; on the DLA, in its image-input mode where the row's source gives
+    its engines their input in the DLA's image format, `input_format: dla_hwc4`)."""
     from tools.perf.bare_model import bare_layers
     from tools.perf.predict import predict_device
     from tools.perf.targets import device_prediction
 
     model = bare_layers(Path(model_path), row.batch)
     dla = row.engine == "dla"
+    source = published_table()[0][row.source]
+    image = dla and source.get("input_format") == "dla_hwc4"  # the source's engines take their input in the DLA's image format
     prediction, target, placement = device_prediction(model, None, row.module, row.precision, dla, TENSORRT if dla else None, row.power_mode)
-    if row.sparse:
-        prediction = predict_device(model, target, row.precision, placement, sparse=True)
-    unfused = predict_device(model, target, row.precision, placement, sparse=row.sparse, documented=False)
+    if row.sparse or image:
+        prediction = predict_device(model, target, row.precision, placement, sparse=row.sparse, image_input=image)
+    unfused = predict_device(model, target, row.precision, placement, sparse=row.sparse, documented=False, image_input=image)
     engines = [p.engine for p in prediction.layers]
-    extra = harness_ms(published_table()[0][row.source])
+    extra = harness_ms(source)
     return Compared(row, prediction.total_ms + extra, unfused.total_ms + extra, extra, engines.count("dla"), engines.count("gpu"))
 
 
