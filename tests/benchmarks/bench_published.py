@@ -6,13 +6,14 @@ published_nets.py, published_yolo.py; weights random, built into a temporary fol
     python tests/benchmarks/bench_published.py [--smoke] [--rows PATTERN] [--out results.json]
     python tests/benchmarks/bench_published.py --fit
 
-
 Prints one line per row: published and predicted ms, the error, the prediction without TensorRT's documented fusions
 (what they are worth), and the row's split (`fit`: the model's constants were fitted on it; `held_out`: it only
 checks them, decision 1016); then median |error| and the share within +-25 % for the held-out rows, the fit rows and
 all. A source measured around its own program's call (Ultralytics' Python call) has that time added
-(tools/perf/published.py HARNESS_MS). `--smoke`: the rows of the two smallest models (YOLO11n, SSD-MobileNetV1), the
-code path, not the numbers. `--fit`: instead, fit the DLA's constants on the DLA fit rows and print them
+(tools/perf/published.py HARNESS_MS, scaled by the module's CPU clock). DLA-SW's engines take their input in the
+DLA's image format (the source's `input_format`), so their first convolution runs in the DLA's image-input mode
+(decisions 1140, 1141). `--smoke`: the rows of the two smallest models (YOLO11n, SSD-MobileNetV1), the code path,
+not the numbers. `--fit`: instead, fit the DLA's constants on the DLA fit rows and print them
 (tests/benchmarks/published_fit.py; it changes no file).
 """
 

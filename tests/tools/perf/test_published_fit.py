@@ -1,5 +1,6 @@
 """The fit of the performance model's constants (tests/benchmarks/published_fit.py): fit rows only, and a known value
-recovered on a toy module, with the module's own values kept."""
+recovered on a toy module, with the module's own values kept; and the fitted harness time of a published source
+scaled to each module's CPU clock."""
 
 from __future__ import annotations
 
@@ -46,3 +47,26 @@ def test_held_out_rows_are_never_fitted_on():
 
 def test_rounding_keeps_two_significant_digits():
     assert (round2(0.005681), round2(0.6011), round2(75.73), round2(0.0)) == (0.0057, 0.6, 76.0, 0.0)
+
+
+def test_the_harness_time_scales_with_the_modules_cpu_clock():
+    from tools.perf.published import HARNESS_MS, harness_ms, published_table
+
+    sources = published_table()[0]
+    fitted_ms, fitted_ghz = HARNESS_MS["ultralytics-call"]
+    assert harness_ms(sources["ultralytics-agx"], "jetson-agx-orin-64gb") == pytest.approx(fitted_ms)  # where it was fitted
+    nano = harness_ms(sources["ultralytics-nano-nx"], "jetson-orin-nano-8gb")
+    assert nano == pytest.approx(fitted_ms * fitted_ghz / 1.7) and nano > fitted_ms
+    assert harness_ms(sources["mlperf-v3.1"], "jetson-agx-orin-64gb") == 0.0  # LoadGen adds nothing
+
+
+def test_a_harness_source_without_its_modules_cpu_clock_is_refused(tmp_path):
+    from sdk.errors import ConfigError
+    from tools.perf.published import published_table
+
+    row = ('{id: r, source: s, model: yolo11n, module: jetson-orin-nx-16gb, power_mode: MAXN, engine: gpu, precision: fp16, '
+           'batch: 1, published: 5, unit: ms, ms: 5, split: held_out}')  # fmt: skip
+    path = tmp_path / "published.yaml"
+    path.write_text(f"sources:\n  s: {{title: t, url: u, harness: ultralytics-call, cpu_ghz: {{jetson-agx-orin-64gb: 2.2}}}}\nrows:\n  - {row}\n")
+    with pytest.raises(ConfigError, match="no cpu_ghz for jetson-orin-nx-16gb"):
+        published_table(path)
