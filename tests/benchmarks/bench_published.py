@@ -4,13 +4,17 @@ module, power mode, engine, precision and batch, on the architecture rebuilt as 
 published_nets.py, published_yolo.py; weights random, built into a temporary folder, never committed).
 
     python tests/benchmarks/bench_published.py [--smoke] [--rows PATTERN] [--out results.json]
+    python tests/benchmarks/bench_published.py --fit
 
 Prints one line per row: published and predicted ms, the error, the prediction without TensorRT's documented fusions
 (what they are worth), and the row's split (`fit`: the model's constants were fitted on it; `held_out`: it only
 checks them, decision 1016); then median |error| and the share within +-25 % for the held-out rows, the fit rows and
 all. A source measured around its own program's call (Ultralytics' Python call) has that time added
-(tools/perf/published.py HARNESS_MS). `--smoke`: the rows of the two smallest models (YOLO11n, SSD-MobileNetV1), the
-code path, not the numbers.
+(tools/perf/published.py HARNESS_MS, scaled by the module's CPU clock). DLA-SW's engines take their input in the
+DLA's image format (the source's `input_format`), so their first convolution runs in the DLA's image-input mode
+(decisions 1140, 1141). `--smoke`: the rows of the two smallest models (YOLO11n, SSD-MobileNetV1), the code path,
+not the numbers. `--fit`: instead, fit the DLA's constants on the DLA fit rows and print them
+(tests/benchmarks/published_fit.py; it changes no file).
 """
 
 from __future__ import annotations
@@ -34,11 +38,14 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true", help="the two smallest models' rows only")
     parser.add_argument("--rows", default="*", help="only rows whose id matches this pattern (fnmatch)")
     parser.add_argument("--out", type=Path, help="write every row's result as JSON here")
+    parser.add_argument("--fit", action="store_true", help="fit the DLA's constants on the DLA fit rows and print them")
     args = parser.parse_args()
     from tests.benchmarks.published_nets import build
     from tools.perf.published import predict_row, published_table, summary
 
     _, rows = published_table()
+    if args.fit:
+        return fit(rows)
     rows = [r for r in rows if fnmatch.fnmatch(r.id, args.rows) and (not args.smoke or r.model in SMOKE_MODELS)]
     results = []
     started = time.monotonic()
@@ -65,6 +72,26 @@ def main() -> int:
         rows_out = [{"id": c.row.id, "split": c.row.split, "published_ms": c.row.ms, "predicted_ms": round(c.predicted_ms, 4),
                      "unfused_ms": round(c.unfused_ms, 4), "harness_ms": c.harness_ms, "error": round(c.error, 4)} for c in results]  # fmt: skip
         args.out.write_text(json.dumps(rows_out, indent=1) + "\n")
+    return 0
+
+
+def fit(rows) -> int:
+    from tests.benchmarks.published_fit import fit_dla
+    from tests.benchmarks.published_nets import build
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="bench-published-fit-") as folder:
+        os.environ["SDK_STATE_DIR"] = str(Path(folder) / "state")
+        models = Path(folder) / "models"
+        models.mkdir()
+        result = fit_dla(list(rows), lambda name: build(name, models))
+    print(f"{'DLA term':24} {'before':>9} {'fitted':>9} {'rounded':>9}")
+    for name, value in result["fitted"].items():
+        print(f"{name:24} {result['before'][name]:9.4g} {value:9.4g} {result['rounded'][name]:9.4g}")
+    print()
+    for row_id, published, predicted in result["rows"]:
+        print(f"{row_id:44} fit {published:9.3f} {predicted:9.3f} {predicted / published - 1:+7.1%}")
+    print(f"({time.monotonic() - started:.0f} s)")
     return 0
 
 

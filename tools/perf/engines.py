@@ -29,13 +29,15 @@ GPU_LAUNCH_MS = 0.0036  # per kernel in an engine (the gap between kernels); fit
 # fetch, compute and write-back in turn); each layer pays DLA_LAYER_MS, which the DLA's clock does not shorten. The
 # clock scales the arithmetic alone, so a mode at a third of the clock is not three times slower: NVIDIA's MAXN/15W
 # pairs (DLA-SW) show 1.9-2.4x for a 2.6x clock ratio. Every value below is fitted on DLA-SW rows (decision 1016);
-# the depthwise share sits at the fit's lower bound (0.01), the dense one near the peak.
-DLA_EFFICIENCY = {"conv": 0.96, "conv_pointwise": 0.8, "conv_transpose": 0.64, "gemm": 0.64, "conv_depthwise": 0.01}
+# the depthwise share sits at the fit's lower bound (0.01), the dense one near the peak. The dense share, the bandwidth
+# share and the per-layer cost were refitted on the same rows once the image-input mode costed the networks' first
+# convolutions (decision 1140: `python tests/benchmarks/bench_published.py --fit`); the op-class shares are 1016's.
+DLA_EFFICIENCY = {"conv": 0.93, "conv_pointwise": 0.8, "conv_transpose": 0.64, "gemm": 0.64, "conv_depthwise": 0.01}
 DLA_GROUPED = 0.11  # a grouped (not depthwise) convolution's share of the dense rate (ResNeXt's 32 groups)
 DLA_ROWS_HALF = 66.0  # output pixels per image at which a DLA convolution reaches 1 - 1/e of its rate (a 7x7 map: 0.52)
-DLA_BANDWIDTH_EFFICIENCY = 0.8
+DLA_BANDWIDTH_EFFICIENCY = 0.6
 DLA_VECTOR_FRACTION = 0.02
-DLA_LAYER_MS = 0.006  # each DLA layer's fixed cost, independent of the DLA's clock
+DLA_LAYER_MS = 0.0057  # each DLA layer's fixed cost, independent of the DLA's clock
 DLA_SUBGRAPH_MS = 0.06  # each DLA subgraph's submission and completion (cuDLA/TensorRT task)
 CHANNEL_ALIGN = {"fp16": 8, "int8": 32, "fp32": 4}  # tensor-core channel multiples TensorRT wants (fp32 runs as TF32)
 TRANSITION_MS = 0.02  # a GPU<->DLA boundary's fixed cost, on top of the reformat and copy of its bytes
@@ -188,13 +190,16 @@ def _rows(layer: Layer) -> int:
 
 
 class DeviceEngine:
-    """A module's GPU (TensorRT kernels) or one DLA core, from published peaks and the model's efficiencies."""
+    """A module's GPU (TensorRT kernels) or one DLA core, from published peaks and the model's efficiencies.
+    `image_inputs`: the tensors that reach a DLA core in its image format (TensorRT's kDLA_HWC4 network inputs): a
+    convolution reading one runs in the DLA's image-input mode (dla_image_share)."""
 
-    def __init__(self, peaks: EnginePeaks, precision: str, sparse: bool = False) -> None:
+    def __init__(self, peaks: EnginePeaks, precision: str, sparse: bool = False, image_inputs: frozenset[str] = frozenset()) -> None:
         self.peaks = peaks
         self.name = peaks.name
         self.precision = precision if precision in peaks.dense_tops else "fp16"  # the DLA has no FP32: FP16
         self.sparse = sparse
+        self.image_inputs = image_inputs if peaks.name == "dla" else frozenset()
 
     def tensor_gflops(self, sparse_ok: bool = False) -> float:
         table = self.peaks.sparse_tops if self.sparse and sparse_ok else self.peaks.dense_tops
@@ -215,7 +220,10 @@ class DeviceEngine:
                 rate *= DLA_GROUPED
         if cls != "conv_depthwise" and main.channels:
             align = CHANNEL_ALIGN[self.precision]
-            for c in main.channels:
+            image = self.image_inputs and dla_image_mode(main, self.image_inputs)
+            if image:
+                rate *= dla_image_share(main)  # the input side packed by the image mode, not padded to a channel block
+            for c in main.channels[1:] if image else main.channels:
                 if c > 0:
                     rate *= c / (math.ceil(c / align) * align)  # the padded channels compute nothing
         return rate
@@ -235,6 +243,42 @@ def dla_map_share(layer: Layer) -> float:
     if not DLA_ROWS_HALF or len(out) < 3:
         return 1.0
     return 1.0 - math.exp(-math.prod(out[2:]) / DLA_ROWS_HALF)
+
+
+# The DLA's image-input mode (NVDLA Unit Description, "Convolution with Image Input" and "Channel Post-Extension";
+# decision 1140). A convolution whose input is an image in the DLA's pixel format (TensorRT's kDLA_HWC4 input format:
+# 1 channel as grayscale, 3 or 4 as a colour image, stored with 4) is fed with each kernel row's S x C pixel elements
+# packed as its channels (pre-extension) and, where the packed row is short enough, 2 or 4 kernel rows in one atomic
+# operation (post-extension: 4 rows for at most 16 elements and stride x channels <= 16, 2 rows for at most 32 and
+# <= 32). An atomic operation takes DLA_ATOMIC_C input elements, so a 7x7 stride-2 convolution of 3 channels keeps
+# 147 of 256 MAC slots busy (0.57), a 3x3 one 27 of 64 (0.42); a feature-mode convolution of 3 channels keeps 3 of a
+# channel block. The atomic size is the published NVDLA v1 design's: Orin's DLA sizes are not published.
+DLA_ATOMIC_C = 64
+DLA_IMAGE_CHANNELS = 4  # the image formats' stored channels (3 are padded to 4); 1 for grayscale
+
+
+def dla_image_mode(layer: Layer, image_inputs: frozenset[str]) -> bool:
+    """The DLA runs this convolution in its image-input mode: a dense 2-D convolution (no dilation, one group) of at
+    most 4 channels reading a tensor that arrives in the DLA's image format (Winograd, deconvolution and dilation
+    cannot use pixel formats)."""
+    if layer.op != "Conv" or layer.groups != 1 or len(layer.kernel) != 2 or not layer.channels or not layer.inputs:
+        return False
+    if any(d != 1 for d in layer.attrs.get("dilations", ())):
+        return False
+    return layer.inputs[0] in image_inputs and 0 < layer.channels[0] <= DLA_IMAGE_CHANNELS
+
+
+def dla_image_share(layer: Layer) -> float:
+    """The share of the DLA's MAC slots an image-input convolution keeps busy: its R x S x C products against the
+    atomic operations its pre- and post-extended rows take (ceil(R / rows) of DLA_ATOMIC_C elements each)."""
+    c = layer.channels[0]
+    r, s = layer.kernel
+    stride = layer.strides[-1] if layer.strides else 1
+    stored = 1 if c == 1 else DLA_IMAGE_CHANNELS
+    packed = s * stored  # one kernel row's elements after pre-extension
+    rows = 4 if packed <= 16 and stride * stored <= 16 else 2 if packed <= 32 and stride * stored <= 32 else 1
+    slots = math.ceil(r / rows) * math.ceil(packed * rows / DLA_ATOMIC_C) * DLA_ATOMIC_C
+    return min(1.0, r * s * c / slots)
 
 
 # DLA structured sparsity (decision 1012, re-checked in decision 1018). NVIDIA's DLA FAQ (Deep-Learning-Accelerator-SW,

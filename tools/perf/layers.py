@@ -224,7 +224,9 @@ def _layer(index: int, name: str, node, shapes: dict, weights: dict, values: dic
         flops = input_elements * (5 if op in ("Softmax", "LogSoftmax") else 1)
         return Layer(**base, op_class="reduce", macs=0, flops=flops)
     if op in ELEMENTWISE:
-        return Layer(**base, op_class="elementwise", macs=0, flops=ELEMENTWISE[op] * output_elements)
+        constants = [(i, tuple(weights[t])) for i, t in enumerate(node.input) if t in weights]
+        attrs = {"constant": constants[0]} if len(constants) == 1 else {}  # (its input position, its shape)
+        return Layer(**base, op_class="elementwise", macs=0, flops=ELEMENTWISE[op] * output_elements, attrs=attrs)
     if op in MOVEMENT:
         attrs = {"perm": tuple(_attr(node, "perm", ()))} if op == "Transpose" else {}
         return Layer(**base, op_class="movement", macs=0, flops=0, attrs=attrs)
@@ -253,7 +255,10 @@ def _conv(node, base: dict, shapes: dict, weights: dict, out: tuple) -> Layer:
     else:
         op_class = "conv"
     strides = tuple(_attr(node, "strides", (1,) * len(kernel)))
-    return Layer(**base, op_class=op_class, macs=macs, flops=flops, channels=(c_in, c_out), kernel=kernel, groups=groups, strides=strides)
+    dilations = tuple(_attr(node, "dilations", ()))
+    attrs = {"dilations": dilations} if any(d != 1 for d in dilations) else {}
+    return Layer(**base, op_class=op_class, macs=macs, flops=flops, channels=(c_in, c_out), kernel=kernel, groups=groups, strides=strides,
+                 attrs=attrs)  # fmt: skip
 
 
 def _gemm(node, base: dict, shapes: dict, weights: dict, out: tuple) -> Layer:

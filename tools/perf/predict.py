@@ -110,12 +110,28 @@ def _fuses_into(layer: Layer, sources: list[Layer], consumers: dict, owner: dict
         head = by_name[owner[source.name]]
         ops = {by_name[m].op for m in members[head.name]}
         if head.op_class in HEADS and not ops & ACTIVATIONS:
-            affine = layer.op in ("Mul", "Add", "Sub", "Div") and len(layer.inputs) == 1  # a constant scale or shift folds in
-            if layer.op in ACTIVATIONS | {"BatchNormalization", "Add"} or affine:
+            affine = layer.op in ("Mul", "Add", "Sub", "Div") and len(layer.inputs) == 1  # a scale or shift by a constant
+            if affine and (backend != "onnxruntime" or ort_folds_constant(layer, head)):
+                return head.name
+            if not affine and layer.op in ACTIVATIONS | {"BatchNormalization", "Add"}:
                 return head.name  # batch norm, bias, scale, the residual sum, then one activation
         if backend == "tensorrt" and layer.op_class == "elementwise" and head.op_class == "elementwise" and not {layer.op, head.op} & QDQ:
             return head.name  # pointwise fusion (Q/DQ are folded into their quantized layers instead)
     return None
+
+
+def ort_folds_constant(layer: Layer, head: Layer) -> bool:
+    """ONNX Runtime folds a constant Mul or Add into the convolution before it (its ConvMulFusion and ConvAddFusion
+    rewrite rules) only when the constant is the second input and is a scalar (Mul) or one value per output channel
+    (C x 1 x 1 or 1 x C x 1 x 1); any other scale or shift, and every Sub and Div, runs as a node of its own (decision
+    1142). Heads other than a convolution keep the general rule."""
+    if head.op != "Conv":
+        return True
+    position, shape = layer.attrs.get("constant", (0, ()))
+    if layer.op not in ("Mul", "Add") or position != 1:
+        return False
+    channels = head.channels[1] if head.channels else 0
+    return (layer.op == "Mul" and shape == ()) or shape in ((channels, 1, 1), (1, channels, 1, 1))
 
 
 def group_facts(group: Group, model: ModelLayers, precision: str) -> tuple[Layer, int, int]:
@@ -192,15 +208,18 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
 
 
 def predict_device(model: ModelLayers, machine, precision: str, placement=None, sparse: bool = False, dla_core: int = 0,
-                   documented: bool = True) -> Prediction:  # fmt: skip
+                   documented: bool = True, image_input: bool = False) -> Prediction:  # fmt: skip
     """TensorRT on a module's GPU, or on its DLA core `dla_core` (at that core's clock in the power mode) where
     `placement` (tools/dla's report) puts a layer, with the reformat and copy of every tensor crossing between the GPU
     and a DLA subgraph. `documented=False` leaves out TensorRT's fusions beyond a convolution's own epilogue and a
-    pointwise chain (tools/perf/trt_fusion.py): what they are worth is the difference."""
+    pointwise chain (tools/perf/trt_fusion.py): what they are worth is the difference. `image_input`: the model's
+    inputs reach the DLA in its image format (TensorRT's kDLA_HWC4, as `trtexec --inputIOFormats=int8:dla_hwc4`
+    builds them), so a first convolution of up to 4 channels runs in the DLA's image-input mode (decision 1140)."""
     from tools.perf.engines import DLA_SUBGRAPH_MS, DeviceEngine
 
     gpu = DeviceEngine(machine.gpu, precision, sparse)
-    dla = DeviceEngine(machine.dla.on_core(dla_core), precision, sparse) if machine.dla is not None else None
+    images = frozenset(model.inputs) if image_input else frozenset()
+    dla = DeviceEngine(machine.dla.on_core(dla_core), precision, sparse, images) if machine.dla is not None else None
     on_dla = {v.name: v.subgraph for v in placement.layers if v.device == "DLA"} if placement is not None and dla is not None else {}
     from tools.perf.trt_fusion import free_layers
 
