@@ -164,7 +164,7 @@ def test_the_gate_refuses_a_candidate_that_breaks_it_and_it_is_never_chosen(exam
     from tools.perf.run import prepared
 
     pipeline, artifacts = prepared(example, _silent())
-    settings = Settings(platform="x", **{**SMALL, "holdout_frames": 6})  # six frames hold about 30 people: enough to break a gate
+    settings = Settings(platform="x", **SMALL)  # six held-out frames hold about 30 people: enough to break a gate
     context = _Context(pipeline, artifacts, "jetson-agx-orin", pipeline.spec.calibration.accuracy, settings, _silent())
     _, holdout = context._frames()
     graph = Graph.load(artifacts.model_path)
