@@ -66,6 +66,7 @@ class Channels:
         self.roles: dict[int, dict[str, list]] = {}
         self._analyse()
         self.spaces = self._collect()
+        self._segments: dict[str, tuple[Segment, ...]] = {}  # the analysis is done: each tensor's segments are final
 
     # -- union-find over spaces ------------------------------------------------------------------------------
     def _new(self, size: int) -> int:
@@ -219,9 +220,13 @@ class Channels:
             )
         return spaces
 
-    def segments(self, tensor: str) -> list[Segment]:
-        """The tensor's channels, as (space, offset, size) with each space's root id."""
-        return [Segment(self.find(s.space), s.offset, s.size) for s in self.layout.get(tensor, ())]
+    def segments(self, tensor: str) -> tuple[Segment, ...]:
+        """The tensor's channels, as (space, offset, size) with each space's root id (made once per tensor: `sdk
+        optimize` asks for every tensor of every resized model it predicts)."""
+        found = self._segments.get(tensor)
+        if found is None:
+            found = self._segments[tensor] = tuple(Segment(self.find(s.space), s.offset, s.size) for s in self.layout.get(tensor, ()))
+        return found
 
     def prunable(self) -> list[Space]:
         return [s for s in self.spaces.values() if s.prunable]

@@ -183,13 +183,15 @@ class _Context:
             from tools.perf.targets import host_prediction
 
             _, peaks = host_prediction(layers, self.pipeline)
-            return lambda model: predict_host(model, peaks).total_ms
+            memo: dict = {}  # the groups' predictions by their layers: each resized model costs only what it changed
+            return lambda model: predict_host(model, peaks, memo=memo).total_ms
         from tools.perf.platforms import machine
         from tools.perf.predict import predict_device
 
         target = machine(self.platform)
         precision = {"int8": "int8"}.get(self.precision, "fp16")
-        return lambda model, sparse=False: predict_device(model, target, precision, sparse=sparse).total_ms
+        memo: dict = {}
+        return lambda model, sparse=False: predict_device(model, target, precision, sparse=sparse, memo=memo).total_ms
 
     def run(self) -> dict:
         from tools.optimize.allocate import MIN_KEEP, alignment, allocate, counts_for, plan_at, resized

@@ -156,7 +156,29 @@ def _count(shape: tuple[int, ...]) -> int:
     return total if shape else 0
 
 
-def _predict_group(group: Group, model: ModelLayers, engine, precision: str, free: str = "") -> LayerPrediction:
+def _layer_key(layer: Layer) -> tuple:
+    """Everything of a layer that its group's predicted time depends on (all but its index), made once per layer object
+    (the resized models of `sdk optimize` share every layer they leave unchanged)."""
+    key = layer.__dict__.get("_key")
+    if key is None:
+        key = (layer.name, layer.op, layer.op_class, layer.inputs, layer.outputs, layer.input_shapes, layer.output_shapes, layer.macs,
+               layer.flops, layer.weight_elements, layer.input_elements, layer.output_elements, layer.channels, layer.kernel, layer.groups,
+               layer.strides, tuple(sorted(layer.attrs.items())))  # fmt: skip
+        object.__setattr__(layer, "_key", key)  # a cache beside the frozen fields, not one of them
+    return key
+
+
+def _predict_group(group: Group, model: ModelLayers, engine, precision: str, free: str = "", memo: dict | None = None) -> LayerPrediction:
+    """The group's prediction. `memo`: one caller's store of predictions by the group's layers (for one set of engine
+    peaks): a model that differs from the last only in a few layers' channels (`sdk optimize`'s allocation predicts
+    hundreds of them) costs only the groups it changed; what is returned is the same as without it."""
+    if memo is not None:
+        by_name = model.by_name()
+        key = (engine.name, precision, free, getattr(engine, "sparse", False), getattr(engine, "image_inputs", None), group.head, tuple(_layer_key(by_name[m]) for m in group.members))
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = _predict_group(group, model, engine, precision, free)
+        return found
     main, flops, moved = group_facts(group, model, precision)
     if free:  # no kernel of its own (TensorRT: a concatenation written in place, a reshape, a folded Q/DQ)
         return LayerPrediction(group.head, group.members, main.op, main.op_class, engine.name, precision, flops, 0, 0.0, 0.0, 0.0, 0.0,
@@ -172,7 +194,7 @@ def _predict_group(group: Group, model: ModelLayers, engine, precision: str, fre
     )  # fmt: skip
 
 
-def predict_host(model: ModelLayers, peaks, block: int | None = None, contention=None) -> Prediction:
+def predict_host(model: ModelLayers, peaks, block: int | None = None, contention=None, memo: dict | None = None) -> Prediction:
     """ONNX Runtime's per-layer times on this CPU (`--platform host`), FP32, with the NCHWc reorders it inserts.
     `contention` (tools/perf/host_speed.py, measured during a profile): how the machine stretches long kernels; each
     node's predicted time is multiplied by its factor for that time."""
@@ -192,7 +214,7 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
         extra[name] = extra.get(name, 0.0) + ms * stretch(ms)  # each reorder is a node of its own
     layers = []
     for group in fusion_groups(model, "onnxruntime"):
-        p = _predict_group(group, model, engine, "fp32")
+        p = _predict_group(group, model, engine, "fp32", memo=memo)
         if (factor := stretch(p.ms)) != 1.0:
             p = replace(p, compute_ms=p.compute_ms * factor, memory_ms=p.memory_ms * factor, launch_ms=p.launch_ms * factor, ms=p.ms * factor,
                         shares=tuple(share * factor for share in p.shares))  # fmt: skip
@@ -208,7 +230,7 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
 
 
 def predict_device(model: ModelLayers, machine, precision: str, placement=None, sparse: bool = False, dla_core: int = 0,
-                   documented: bool = True, image_input: bool = False) -> Prediction:  # fmt: skip
+                   documented: bool = True, image_input: bool = False, memo: dict | None = None) -> Prediction:  # fmt: skip
     """TensorRT on a module's GPU, or on its DLA core `dla_core` (at that core's clock in the power mode) where
     `placement` (tools/dla's report) puts a layer, with the reformat and copy of every tensor crossing between the GPU
     and a DLA subgraph. `documented=False` leaves out TensorRT's fusions beyond a convolution's own epilogue and a
@@ -228,7 +250,7 @@ def predict_device(model: ModelLayers, machine, precision: str, placement=None, 
     for group in fusion_groups(model, "tensorrt", documented):
         engine = dla if group.head in on_dla else gpu
         why = free.get(group.head, "") if len(group.members) == 1 and engine is gpu else ""
-        layers.append(_predict_group(group, model, engine, engine.precision, why))
+        layers.append(_predict_group(group, model, engine, engine.precision, why, memo))
     prediction = Prediction(machine.platform, "tensorrt", precision, layers)
     prediction.notes.extend(unconfirmed_notes(machine, layers))
     if on_dla:

@@ -26,7 +26,7 @@ def example(tmp_path, monkeypatch) -> Path:
     return tmp_path / "pipelines" / "pedestrian.yaml"
 
 
-SMALL = dict(savings=(0.1,), calibration_frames=8, holdout_frames=12, rounds=2, runs=2, sparsity=True)
+SMALL = dict(savings=(0.1,), calibration_frames=8, holdout_frames=6, rounds=2, runs=2, sparsity=True)  # six held-out frames hold about 30 people
 PLATFORM = "jetson-orin-nano-8gb"  # chosen by the prediction for a module, so the choice does not depend on this machine's clock
 CHILD = """import json, sys
 from pathlib import Path
@@ -164,7 +164,7 @@ def test_the_gate_refuses_a_candidate_that_breaks_it_and_it_is_never_chosen(exam
     from tools.perf.run import prepared
 
     pipeline, artifacts = prepared(example, _silent())
-    settings = Settings(platform="x", **{**SMALL, "holdout_frames": 6})  # six frames hold about 30 people: enough to break a gate
+    settings = Settings(platform="x", **SMALL)  # six held-out frames hold about 30 people: enough to break a gate
     context = _Context(pipeline, artifacts, "jetson-agx-orin", pipeline.spec.calibration.accuracy, settings, _silent())
     _, holdout = context._frames()
     graph = Graph.load(artifacts.model_path)
@@ -230,7 +230,7 @@ def test_piped_optimize_says_where_it_is_and_an_interrupted_run_leaves_no_report
     env = {**os.environ, "PYTHONPATH": str(REPO), "SDK_STATE_DIR": str(tmp_path / "state"), "SDK_HISTORY": str(tmp_path / "h.sqlite"),
            "SDK_PROGRESS_EVERY_S": "0.5"}  # fmt: skip
     argv = [sys.executable, "-c", "from tools.cli import main; main()", "optimize", "pipelines/pedestrian.yaml", "--platform",
-            "jetson-orin-nano-8gb", "--calibration-frames", "8", "--holdout-frames", "12", "--rounds", "2", "--savings", "10%"]  # fmt: skip
+            "jetson-orin-nano-8gb", "--calibration-frames", "8", "--holdout-frames", "6", "--rounds", "2", "--savings", "10%"]  # fmt: skip
     # SIGINT restored in the child: a suite started as a shell's background job ignores it, and a child inherits that.
     child = subprocess.Popen(argv, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
