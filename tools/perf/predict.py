@@ -174,7 +174,8 @@ def _predict_group(group: Group, model: ModelLayers, engine, precision: str, fre
     hundreds of them) costs only the groups it changed; what is returned is the same as without it."""
     if memo is not None:
         by_name = model.by_name()
-        key = (engine.name, precision, free, getattr(engine, "sparse", False), getattr(engine, "image_inputs", None), group.head, tuple(_layer_key(by_name[m]) for m in group.members))
+        engine_key = (engine.name, precision, free, getattr(engine, "sparse", False), getattr(engine, "image_inputs", None))
+        key = (*engine_key, group.head, tuple(_layer_key(by_name[m]) for m in group.members))
         found = memo.get(key)
         if found is None:
             found = memo[key] = _predict_group(group, model, engine, precision, free)
