@@ -221,12 +221,15 @@ def test_the_schema_names_the_runtime_stages_and_keys(schema):
 # ---------------------------------------------------------------- the site
 
 
-def test_the_site_builds_strict(tmp_path):
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site as `mkdocs build --strict` writes it, built once for the tests that read it."""
     pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[docs]')")
     pytest.importorskip("material", reason="mkdocs-material is not installed (pip install -e '.[docs]')")
+    out = tmp_path_factory.mktemp("docs") / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "tools/mkdocs.yml", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "tools/mkdocs.yml", "--site-dir", str(out)],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -234,17 +237,51 @@ def test_the_site_builds_strict(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
-    assert (tmp_path / "site" / "reference" / "pipeline" / "index.html").is_file()
-    assert (tmp_path / "site" / "reference" / "report.schema.json").is_file()
+    return out
+
+
+def test_the_site_builds_strict(site):
+    assert (site / "reference" / "pipeline" / "index.html").is_file()
+    assert (site / "reference" / "report.schema.json").is_file()
     # Readable offline: no diagram left for a script from a CDN to draw; key names that break only after a dot.
-    pages = [p.read_text() for p in (tmp_path / "site").rglob("*.html")]
+    pages = [p.read_text() for p in site.rglob("*.html")]
     assert not any('class="mermaid"' in page for page in pages), "a diagram that only a downloaded script draws"
-    reference = (tmp_path / "site" / "reference" / "pipeline" / "index.html").read_text()
+    reference = (site / "reference" / "pipeline" / "index.html").read_text()
     assert '<code class="key">postprocess.<wbr>decoder.<wbr>kind</code>' in reference
-    assert "word-break: normal" in (tmp_path / "site" / "stylesheets" / "extra.css").read_text() and "extra.css" in reference
+    assert "word-break: normal" in (site / "stylesheets" / "extra.css").read_text() and "extra.css" in reference
     decisions = sorted(p.stem for p in (REPO / "docs" / "decisions").glob("[0-9][0-9][0-9][0-9]-*.md"))
-    built = (tmp_path / "site" / "decisions" / "index.html").read_text()
+    built = (site / "decisions" / "index.html").read_text()
     assert all(f"{name}/" in built for name in decisions), "the decisions index lists every record"
+
+
+# What a page's article may hold; anything else is text the Markdown passed on as a tag (`<pipeline>` in a help
+# text), which the browser hides.
+HTML_TAGS = set(
+    "a abbr article b blockquote br button code dd del details div dl dt em figcaption figure h1 h2 h3 h4 h5 h6 hr i img input "
+    "kbd label li mark ol p path pre s small span strong sub summary sup svg table tbody td th thead tr u ul wbr".split()
+)
+
+
+def test_every_page_fits_the_column_at_1280_px(site):
+    """No page scrolls sideways in a 1280 x 800 window: code lines and tables within what Chromium showed to fit
+    (tools/docs/page_widths.py measures it and checks every page in a real browser)."""
+    from tools.docs.page_widths import CODE_COLUMNS, too_wide
+
+    found, hidden = [], []
+    for page in sorted(site.rglob("index.html")):
+        name = str(page.parent.relative_to(site))
+        text = page.read_text()
+        article = text[text.find("<article") : text.find("</article>")]
+        found += [f"{name}: {problem}" for problem in too_wide(text)]
+        hidden += [f"{name}: <{tag}>" for tag in set(re.findall(r"<([A-Za-z][\w-]*)", article)) - HTML_TAGS]
+    assert not found, f"wider than the column at 1280 px ({len(found)}; wrap code at {CODE_COLUMNS} characters):\n" + "\n".join(found[:40])
+    assert not hidden, f"text the browser would read as a tag and hide: {hidden[:10]}"
+    # The check can fail: a line one character too long, a table of long words in too many columns.
+    assert too_wide(f"<article><pre><code>{'x' * (CODE_COLUMNS + 1)}</code></pre></article>")
+    assert not too_wide(f"<article><pre><code>{'x' * CODE_COLUMNS}</code></pre></article>")
+    assert too_wide(f"<article><ul><li><pre><code>{'x' * CODE_COLUMNS}</code></pre></li></ul></article>")
+    assert too_wide("<article><table><tr>" + "<td>word</td>" * 7 + "</tr></table></article>")
+    assert not too_wide("<article><table><tr>" + "<td>word</td>" * 6 + "</tr></table></article>")
 
 
 def user_pages() -> list[Path]:
