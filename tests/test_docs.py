@@ -272,7 +272,7 @@ def test_every_page_fits_the_column_at_1280_px(site):
         name = str(page.parent.relative_to(site))
         text = page.read_text()
         article = text[text.find("<article") : text.find("</article>")]
-        found += [f"{name}: {problem}" for problem in too_wide(text)]
+        found += [f"{name}: {problem}" for problem in too_wide(article + "</article>")]
         hidden += [f"{name}: <{tag}>" for tag in set(re.findall(r"<([A-Za-z][\w-]*)", article)) - HTML_TAGS]
     assert not found, f"wider than the column at 1280 px ({len(found)}; wrap code at {CODE_COLUMNS} characters):\n" + "\n".join(found[:40])
     assert not hidden, f"text the browser would read as a tag and hide: {hidden[:10]}"

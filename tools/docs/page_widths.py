@@ -179,7 +179,8 @@ def table_widths(rows: list[list[list[tuple[str, str]]]]) -> list[float]:
 def too_wide(html: str) -> list[str]:
     """What on one built page is wider than the content column at 1280 px (code lines, tables)."""
     parser = _Widths()
-    parser.feed(html)
+    start = html.find("<article")
+    parser.feed(html[start : html.find("</article>", start) + len("</article>")] if start >= 0 else html)
     parser.close()
     return parser.found
 
