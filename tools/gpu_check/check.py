@@ -259,7 +259,7 @@ def record(result_path: Path, hardware: Path) -> int:
     if result["device"]["emulated"]:
         sys.stderr.write("gpu_check: an emulated result is not a GPU run; nothing recorded\n")
         return 1
-    row = [line for line in markdown(result).splitlines() if line.startswith(f"| {result['date']} ")][0]
+    row = [line for line in markdown(result).splitlines() if line.startswith(f"| {result['date']}, ")][0]
     text = hardware.read_text()
     header = text.index(HARDWARE_HEADER)
     rule_end = text.index("\n", text.index("\n", header) + 1)
