@@ -101,7 +101,8 @@ MEANINGS = {
     ),
     "postprocess.decoder": "the output decoder, chosen by `kind`",
     "postprocess.decoder.kind": (
-        "`ssd`, `yolo`, `nms_inside`, `db`, `classify`, `segment` ([models](../guides/models.md)) or `python` ([decoder plug-ins](../guides/decoder-plugins.md))"
+        "`ssd`, `yolo`, `nms_inside`, `db`, `classify`, `segment` ([models](../guides/models.md)) "
+        "or `python` ([decoder plug-ins](../guides/decoder-plugins.md))"
     ),
     "postprocess.decoder.entry": (
         "`kind: python`: `package.module:function`, or an entry point of the `sdk.decoders` group ([decoder plug-ins](../guides/decoder-plugins.md))"
