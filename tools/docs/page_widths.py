@@ -234,7 +234,8 @@ class Browser:
                 return
 
     async def evaluate(self, script: str):
-        result = await self.call("Runtime.evaluate", expression=script, returnByValue=True)
+        """The script's value (a promise's, once it settles)."""
+        result = await self.call("Runtime.evaluate", expression=script, returnByValue=True, awaitPromise=True)
         return result["result"].get("value")
 
     def close(self):
@@ -251,7 +252,7 @@ async def measure(site: Path, binary: str, columns: bool) -> dict:
         found, column = {}, None
         for page in pages:
             await browser.load(page.resolve().as_uri())
-            await browser.evaluate("document.fonts.ready.then(() => true)")
+            await browser.evaluate("document.fonts.ready.then(() => true)")  # measured in the fonts it shows
             problems = await browser.evaluate(MEASURE)
             if problems:
                 found[str(page.parent.relative_to(site)) or "."] = problems
@@ -277,7 +278,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.chromium}: no such browser on PATH", file=sys.stderr)
         print("hint: install Chromium, or name it with --chromium or CHROMIUM", file=sys.stderr)
         return 2
-    result = asyncio.run(measure(args.site, binary, args.columns))
+    try:
+        result = asyncio.run(measure(args.site, binary, args.columns))
+    except (OSError, RuntimeError) as exc:
+        print(f"error: {binary}: the browser did not answer ({exc})", file=sys.stderr)
+        print("hint: run it by hand with --headless --remote-debugging-port=0 to see why it does not start", file=sys.stderr)
+        return 2
     for page, problems in result["found"].items():
         for problem in problems:
             print(f"{page}: {problem}")
