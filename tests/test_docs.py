@@ -197,7 +197,7 @@ def test_a_deploys_frames_become_the_latency_plots_data(real_report_dir, real_re
     assert kept["command"] == "deploy --target local pipelines/pedestrian.yaml --frames 20"  # no --report-dir of this machine
     assert kept["verdict"] == real_report["verdict"] and kept["budgets_ms"]["p99_ms"] == 50.0
     (tmp_path / LATENCY).write_text(json.dumps(kept))
-    assert f"the example, {real_report['measured_frames']} frames" in latency_svg(tmp_path)
+    assert f"pedestrian, {real_report['measured_frames']} frames: latency per stage" in latency_svg(tmp_path)
     kept["stages_ms"]["sink"] = kept["stages_ms"]["sink"][:-1]
     (tmp_path / LATENCY).write_text(json.dumps(kept))
     with pytest.raises(ConfigError, match=rf"{LATENCY}: stages_ms.sink is not {real_report['measured_frames']} milliseconds"):

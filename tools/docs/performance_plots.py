@@ -9,7 +9,7 @@
 - perf-optimize-front.svg: speed-up against recall of `sdk optimize`'s candidates on the example, from
   docs/data/optimize_front.json (the figures of the guide's table and the command that measured them).
 
-- perf-latency.svg: the example's latency per stage, a CDF of every measured frame, with its budgets, from
+- perf-latency.svg: a deploy's latency per stage (the example's on the page), a CDF of every measured frame, with its budgets, from
   docs/data/latency_example.json: what `python -m tools.docs.performance_plots --latency-from REPORT_DIR` keeps of a
   deploy's report folder (its timeline.npz, each frame's stage times; the command, machine and notes of report.json).
 """
@@ -150,7 +150,7 @@ def latency_svg(data: Path = DATA) -> str:
             label = f"{stage.replace('_', ' ')} (p99 {format_number(float(np.percentile(values, 99)))})"
             chart.line(values, fraction, CYCLE[number % len(CYCLE)], label, width=1.6 if stage == "end_to_end" else 1.0)
     budget_lines(chart, budgets, deadline, vertical=True)
-    chart.title = f"the example, {len(stages[STAGES[0]])} frames: latency per stage (p99 in ms)"
+    chart.title = f"{run.get('pipeline', 'the pipeline')}, {len(stages[STAGES[0]])} frames: latency per stage (p99 in ms)"
     chart.xlabel, chart.ylabel = "ms (log scale)", "fraction of frames"
     return chart.svg()
 
@@ -184,6 +184,7 @@ def latency_data(folder: Path) -> dict:
         machine = f"{names[0]}, {machine}" if names else machine
     budgets = {c["name"].split(".", 1)[1]: c["limit"] for c in report["checks"] if c["name"].startswith("end_to_end.") and c["name"].endswith("_ms")}
     return {
+        "pipeline": report.get("pipeline"),
         "command": " ".join(words),
         "date": report["run"]["started_at"][:10],
         "machine": machine,
