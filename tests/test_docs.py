@@ -72,7 +72,7 @@ def test_the_performance_plots_are_current_and_drawn_from_their_data(tmp_path, c
     import shutil
 
     from sdk.errors import ConfigError
-    from tools.docs.performance_plots import DATA, IMG, PLOTS, main, stale
+    from tools.docs.performance_plots import DATA, IMG, LATENCY, PLOTS, main, stale
 
     assert main(["--check"]) == 0, capsys.readouterr().out
     data = tmp_path / "data"
@@ -85,8 +85,10 @@ def test_the_performance_plots_are_current_and_drawn_from_their_data(tmp_path, c
     (data / "optimize_front.json").write_text(json.dumps(front))
     with pytest.raises(ConfigError, match=r"optimize_front\.json: row 1: speedup is 'fast'"):
         stale(IMG, data)
-    page = (REPO / "docs" / "performance.md").read_text()
+    page = " ".join((REPO / "docs" / "performance.md").read_text().split())
     assert all(f"](img/{name})" in page for name in PLOTS), "every plot is shown on the performance page"
+    latency = json.loads((DATA / LATENCY).read_text())
+    assert all(latency[key] in page for key in ("command", "machine", "date")), "the page names the latency plot's run"
 
 
 def _schema_keys() -> list[str]:
@@ -159,8 +161,8 @@ def schema():
 
 
 @pytest.fixture(scope="module")
-def real_report(tmp_path_factory) -> dict:
-    """The example, deployed to the local target for 20 frames: the report.json a user gets (one deploy for the
+def real_report_dir(tmp_path_factory) -> Path:
+    """The example, deployed to the local target for 20 frames: the report folder a user gets (one deploy for the
     whole run, shared by the xdist workers: the tests only read it)."""
     from tests.conftest import shared_folder
 
@@ -171,7 +173,37 @@ def real_report(tmp_path_factory) -> dict:
         done = subprocess.run(command + args, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
         assert done.returncode in (0, 3, 4), f"deploy failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
-    return json.loads((shared_folder(tmp_path_factory, "docs-real-report", deploy) / "reports" / "report.json").read_text())
+    return shared_folder(tmp_path_factory, "docs-real-report", deploy) / "reports"
+
+
+@pytest.fixture(scope="module")
+def real_report(real_report_dir) -> dict:
+    return json.loads((real_report_dir / "report.json").read_text())
+
+
+def test_a_deploys_frames_become_the_latency_plots_data(real_report_dir, real_report, tmp_path, capsys):
+    """--latency-from keeps every measured frame's stage times of a real report folder, and the command without the
+    machine's --report-dir; the plot draws from them, and a damaged data file is one error naming it."""
+    from sdk.errors import ConfigError
+    from sdk.runtime.recorder import latencies_from_times
+    from sdk.runtime.timeline import read_timeline
+    from tools.docs.performance_plots import LATENCY, STAGES, latency_data, latency_svg, main
+
+    kept = latency_data(real_report_dir)
+    timeline = read_timeline(real_report_dir / "timeline.npz")
+    measured = latencies_from_times(timeline["times_ns"][int(timeline["warmup"]) :])
+    assert len(kept["stages_ms"]["infer"]) == real_report["measured_frames"] == len(measured["infer"])
+    assert all(kept["stages_ms"][stage] == [round(float(v), 3) for v in measured[stage]] for stage in STAGES)
+    assert kept["command"] == "deploy --target local pipelines/pedestrian.yaml --frames 20"  # no --report-dir of this machine
+    assert kept["verdict"] == real_report["verdict"] and kept["budgets_ms"]["p99_ms"] == 50.0
+    (tmp_path / LATENCY).write_text(json.dumps(kept))
+    assert f"pedestrian, {real_report['measured_frames']} frames: latency per stage" in latency_svg(tmp_path)
+    kept["stages_ms"]["sink"] = kept["stages_ms"]["sink"][:-1]
+    (tmp_path / LATENCY).write_text(json.dumps(kept))
+    with pytest.raises(ConfigError, match=rf"{LATENCY}: stages_ms.sink is not {real_report['measured_frames']} milliseconds"):
+        latency_svg(tmp_path)
+    assert main(["--latency-from", str(tmp_path)]) == 1  # not a report folder: an error line, nothing written
+    assert f"error: {tmp_path}: not a deploy's report folder" in capsys.readouterr().err
 
 
 def test_a_real_report_matches_the_published_schema(schema, real_report):
@@ -221,12 +253,15 @@ def test_the_schema_names_the_runtime_stages_and_keys(schema):
 # ---------------------------------------------------------------- the site
 
 
-def test_the_site_builds_strict(tmp_path):
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site as `mkdocs build --strict` writes it, built once for the tests that read it."""
     pytest.importorskip("mkdocs", reason="mkdocs is not installed (pip install -e '.[docs]')")
     pytest.importorskip("material", reason="mkdocs-material is not installed (pip install -e '.[docs]')")
+    out = tmp_path_factory.mktemp("docs") / "site"
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "tools/mkdocs.yml", "--site-dir", str(tmp_path / "site")],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "tools/mkdocs.yml", "--site-dir", str(out)],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -234,17 +269,53 @@ def test_the_site_builds_strict(tmp_path):
         timeout=300,
     )
     assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}"
-    assert (tmp_path / "site" / "reference" / "pipeline" / "index.html").is_file()
-    assert (tmp_path / "site" / "reference" / "report.schema.json").is_file()
+    return out
+
+
+def test_the_site_builds_strict(site):
+    assert (site / "reference" / "pipeline" / "index.html").is_file()
+    assert (site / "reference" / "report.schema.json").is_file()
     # Readable offline: no diagram left for a script from a CDN to draw; key names that break only after a dot.
-    pages = [p.read_text() for p in (tmp_path / "site").rglob("*.html")]
+    pages = [p.read_text() for p in site.rglob("*.html")]
     assert not any('class="mermaid"' in page for page in pages), "a diagram that only a downloaded script draws"
-    reference = (tmp_path / "site" / "reference" / "pipeline" / "index.html").read_text()
+    reference = (site / "reference" / "pipeline" / "index.html").read_text()
     assert '<code class="key">postprocess.<wbr>decoder.<wbr>kind</code>' in reference
-    assert "word-break: normal" in (tmp_path / "site" / "stylesheets" / "extra.css").read_text() and "extra.css" in reference
+    assert "word-break: normal" in (site / "stylesheets" / "extra.css").read_text() and "extra.css" in reference
     decisions = sorted(p.stem for p in (REPO / "docs" / "decisions").glob("[0-9][0-9][0-9][0-9]-*.md"))
-    built = (tmp_path / "site" / "decisions" / "index.html").read_text()
+    built = (site / "decisions" / "index.html").read_text()
     assert all(f"{name}/" in built for name in decisions), "the decisions index lists every record"
+
+
+# What a page's article may hold; anything else is text the Markdown passed on as a tag (`<pipeline>` in a help
+# text), which the browser hides.
+HTML_TAGS = {
+    *("a", "abbr", "article", "b", "blockquote", "br", "button", "code", "dd", "del", "details", "div", "dl", "dt", "em"),
+    *("figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "img", "input", "kbd", "label", "li", "mark"),
+    *("ol", "p", "path", "pre", "s", "small", "span", "strong", "sub", "summary", "sup", "svg", "table", "tbody", "td"),
+    *("th", "thead", "tr", "u", "ul", "wbr"),
+}
+
+
+def test_every_page_fits_the_column_at_1280_px(site):
+    """No page scrolls sideways in a 1280 x 800 window: code lines and tables within what Chromium showed to fit
+    (tools/docs/page_widths.py measures it and checks every page in a real browser)."""
+    from tools.docs.page_widths import CODE_COLUMNS, too_wide
+
+    found, hidden = [], []
+    for page in sorted(site.rglob("index.html")):
+        name = str(page.parent.relative_to(site))
+        text = page.read_text()
+        article = text[text.find("<article") : text.find("</article>")]
+        found += [f"{name}: {problem}" for problem in too_wide(article + "</article>")]
+        hidden += [f"{name}: <{tag}>" for tag in set(re.findall(r"<([A-Za-z][\w-]*)", article)) - HTML_TAGS]
+    assert not found, f"wider than the column at 1280 px ({len(found)}; wrap code at {CODE_COLUMNS} characters):\n" + "\n".join(found[:40])
+    assert not hidden, f"text the browser would read as a tag and hide: {hidden[:10]}"
+    # The check can fail: a line one character too long, a table of long words in too many columns.
+    assert too_wide(f"<article><pre><code>{'x' * (CODE_COLUMNS + 1)}</code></pre></article>")
+    assert not too_wide(f"<article><pre><code>{'x' * CODE_COLUMNS}</code></pre></article>")
+    assert too_wide(f"<article><ul><li><pre><code>{'x' * CODE_COLUMNS}</code></pre></li></ul></article>")
+    assert too_wide("<article><table><tr>" + "<td>word</td>" * 7 + "</tr></table></article>")
+    assert not too_wide("<article><table><tr>" + "<td>word</td>" * 6 + "</tr></table></article>")
 
 
 def user_pages() -> list[Path]:

@@ -94,7 +94,7 @@ class DbDecoder(Frozen):
     kind: Literal["db"]
     output: str  # [1, 1, H, W]: the text probability of each network-input pixel
     threshold: Real("a pixel is text above this probability (PaddleOCR's det_db_thresh)", gt=0, lt=1) = 0.3
-    unclip_ratio: Real("how far a region is grown: its area x this / its perimeter (PaddleOCR's det_db_unclip_ratio)", ge=0, le=10) = 1.5
+    unclip_ratio: Real("how far a region is grown: its area x this / its perimeter (PaddleOCR's `det_db_unclip_ratio`)", ge=0, le=10) = 1.5
     dilation: Flag = False  # grow the text pixels by a 2x2 dilation first (PaddleOCR's use_dilation)
     min_size: Int(1, MAX_TENSOR_SIDE, "regions whose rectangle is shorter than this many network pixels are dropped") = 3
     max_candidates: Int(1, 100_000, "text regions looked at per frame, at most") = 1000

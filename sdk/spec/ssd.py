@@ -19,13 +19,13 @@ GENERATE_HINT = "copy the options of the model's SsdAnchorsCalculator node (Medi
 
 
 class SsdAnchorOptions(Frozen):
-    """MediaPipe's SsdAnchorsCalculatorOptions, by the same names: anchors laid on the network input, layer by layer."""
+    """MediaPipe's `SsdAnchorsCalculatorOptions`, by the same names: anchors laid on the network input, layer by layer."""
 
     num_layers: Int(1, 64, "feature map layers; one stride each")
     min_scale: Real("anchor scale of the first layer, relative to the input", gt=0, le=100)
     max_scale: Real("anchor scale of the last layer, relative to the input", gt=0, le=100)
-    input_size_width: Int(1, MAX_TENSOR_SIDE, "network input width the anchors are laid on, pixels (= preprocess.resize.width)")
-    input_size_height: Int(1, MAX_TENSOR_SIDE, "network input height the anchors are laid on, pixels (= preprocess.resize.height)")
+    input_size_width: Int(1, MAX_TENSOR_SIDE, "network input width the anchors are laid on, pixels (= `preprocess.resize.width`)")
+    input_size_height: Int(1, MAX_TENSOR_SIDE, "network input height the anchors are laid on, pixels (= `preprocess.resize.height`)")
     anchor_offset_x: Real("anchor centre within its cell, fraction of the cell (0.5: the middle)", ge=0, le=1) = 0.5
     anchor_offset_y: Real("anchor centre within its cell, fraction of the cell (0.5: the middle)", ge=0, le=1) = 0.5
     # One per layer; consecutive layers of equal stride share one grid, their anchors interleaved per cell.

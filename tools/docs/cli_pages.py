@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import ast
 import inspect
+import re
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,19 @@ def _argument_rows(parser: argparse.ArgumentParser) -> list[list[str]]:
             allowed = f"1 to {MAX_REPLAY_FRAMES:,}".replace(",", " ") + " (outside: exit 1, before anything is sent)"
         required = "yes" if (action.required or not action.option_strings) else ""
         default = "" if action.default in (None, False, [], argparse.SUPPRESS) else f"`{action.default}`"
-        rows.append([name, _type_name(action), required, default, allowed, cell(action.help or CLI_MEANINGS.get(action.dest, ""))])
+        rows.append([name, _type_name(action), required, default, allowed, cell(_prose(action.help or CLI_MEANINGS.get(action.dest, "")))])
     return rows
+
+
+def _prose(text: str) -> str:
+    """Help text for a table cell: a `<pipeline>` placeholder shown as written (not read as an HTML tag), and a long
+    path or list (`reports/<pipeline>/...`, `cpu=2,memory=1`) free to wrap after its slashes, commas and dots."""
+    parts = re.split(r"(`[^`]*`)", text)
+    for number, part in enumerate(parts):
+        if not part.startswith("`"):
+            part = part.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            parts[number] = re.sub(r"\S{17,}", lambda m: re.sub(r"([/,.])(?=[^\s/.])", r"\1<wbr>", m.group()), part)
+    return "".join(parts)
 
 
 def _usage(prog: str, parser: argparse.ArgumentParser) -> str:
@@ -87,7 +99,19 @@ def _usage(prog: str, parser: argparse.ArgumentParser) -> str:
             parts.append(f"({text})" if required else f"[{text}]")
         else:
             parts.append(text if required else f"[{text}]")
-    return " ".join([prog, *parts])
+    return _wrap([prog, *parts], len(prog) + 1)
+
+
+def _wrap(parts: list[str], indent: int, width: int = 78) -> str:
+    """Parts on lines of at most `width` characters (one part a line where it alone is longer), the later lines indented
+    under the first argument: a usage line fits the page's code block (80 characters at 1280 px) without scrolling."""
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + 1 + len(part) > width and lines[-1].strip():
+            lines.append(" " * indent + part)
+        else:
+            lines[-1] += " " + part
+    return "\n".join(lines)
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
@@ -112,10 +136,17 @@ class _OptionRecorder:
 
 
 def _device_usage() -> str:
+    """The device's USAGE, each command's meaning on the line under it (the columns side by side are too wide for the page)."""
     tree = ast.parse((REPO / "sdk" / "__main__.py").read_text())
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "USAGE" for t in node.targets):
-            return ast.literal_eval(node.value)
+            lines = []
+            for line in ast.literal_eval(node.value).splitlines():
+                command, _, meaning = line.strip().partition("  ")
+                lines.append(("  " if line.startswith(" ") else "") + command.strip())
+                if meaning.strip():
+                    lines.append(" " * 6 + meaning.strip())
+            return "\n".join(lines)
     raise RuntimeError("sdk/__main__.py has no USAGE")
 
 
@@ -168,7 +199,7 @@ def cli_reference() -> str:
             kind = {Path: "path", int: "whole number", None: "text"}.get(given) or getattr(given, "__name__", str(given)).strip("_")
         default = kwargs.get("default")
         shown = "" if default in (None, False) else f"`{default}`"
-        out.append(f"| {', '.join(f'`{n}`' for n in names)} | {kind} | {shown} | {cell(kwargs.get('help', ''))} |\n")
+        out.append(f"| {', '.join(f'`{n}`' for n in names)} | {kind} | {shown} | {cell(_prose(kwargs.get('help', '')))} |\n")
     out.append("\n## `python -m sdk`: the device side {#device}\n\n")
     out.append("What the host runs on a target over SSH (or on this machine for `local`); a release carries it. You do not normally type these.\n\n")
     out.append(f"```\n{_device_usage().rstrip()}\n```\n")

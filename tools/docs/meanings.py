@@ -101,10 +101,11 @@ MEANINGS = {
     ),
     "postprocess.decoder": "the output decoder, chosen by `kind`",
     "postprocess.decoder.kind": (
-        "`ssd`, `yolo`, `nms_inside`, `db`, `classify`, `segment` (docs/guides/models.md) or `python` (docs/guides/decoder-plugins.md)"
+        "`ssd`, `yolo`, `nms_inside`, `db`, `classify`, `segment` ([models](../guides/models.md)) "
+        "or `python` ([decoder plug-ins](../guides/decoder-plugins.md))"
     ),
     "postprocess.decoder.entry": (
-        "`kind: python`: `package.module:function`, or an entry point of the `sdk.decoders` group (docs/guides/decoder-plugins.md)"
+        "`kind: python`: `package.module:function`, or an entry point of the `sdk.decoders` group ([decoder plug-ins](../guides/decoder-plugins.md))"
     ),
     "postprocess.decoder.path": "`kind: python`: a folder beside the pipeline file searched first for the module; it travels with the release",
     "postprocess.decoder.options": "`kind: python`: strings, numbers and booleans handed to the function unchanged",
@@ -113,7 +114,7 @@ MEANINGS = {
     "postprocess.decoder.class_logits": "output tensor of class logits",
     "postprocess.decoder.anchors": (
         "`ssd`: the name of a constant tensor of the ORIGINAL graph holding the anchors, read exactly at preparation; or "
-        "`{generate: {...}}`: anchors generated on the device from MediaPipe's SsdAnchorsCalculator options. "
+        "`{generate: {...}}`: anchors generated on the device from MediaPipe's `SsdAnchorsCalculator` options. "
         "`yolo` v5: `{stride: [[w, h], ...]}`, a raw (undecoded) head's anchors in input pixels, one entry per output scale in order"
     ),
     "postprocess.decoder.strides": "`yolo` yolox: the feature maps' strides, in the order their cells follow each other in the output",

@@ -9,8 +9,9 @@
 - perf-optimize-front.svg: speed-up against recall of `sdk optimize`'s candidates on the example, from
   docs/data/optimize_front.json (the figures of the guide's table and the command that measured them).
 
-No latency distribution is drawn: no deploy's frames are kept in the repository (the page's latency rows are
-percentiles of runs whose timeline.npz stayed in their report folders).
+- perf-latency.svg: a deploy's latency per stage (the example's on the page), a CDF of every measured frame, with its budgets, from
+  docs/data/latency_example.json: what `python -m tools.docs.performance_plots --latency-from REPORT_DIR` keeps of a
+  deploy's report folder (its timeline.npz, each frame's stage times; the command, machine and notes of report.json).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from sdk.errors import ConfigError, SdkError
+from sdk.runtime.verdict import format_number
 from tools.docs.header import REPO
+from tools.reports.plots import BUDGET_COLOURS, budget_lines, latencies_from_timeline
 from tools.reports.svg_chart import CYCLE, Axis, Chart
 
 DATA = REPO / "docs" / "data"
@@ -118,7 +121,83 @@ def front_svg(data: Path = DATA) -> str:
     return chart.svg()
 
 
-PLOTS = {"perf-published.svg": published_svg, "perf-optimize-front.svg": front_svg}
+LATENCY = "latency_example.json"
+STAGES = ("preprocess", "infer", "postprocess", "sink", "queue", "end_to_end")
+
+
+def latency_svg(data: Path = DATA) -> str:
+    """Each stage's latency as a CDF over the run's measured frames (log ms), with the end-to-end budgets and deadline."""
+    path = data / LATENCY
+    run = _load(path)
+    run = run if isinstance(run, dict) else {}
+    allowed = f"stages_ms: a list of milliseconds (numbers >= 0) for each of {', '.join(STAGES)}, all of one length"
+    stages = run.get("stages_ms") if isinstance(run.get("stages_ms"), dict) else {}
+    for stage in STAGES:
+        values = stages.get(stage)
+        good = isinstance(values, list) and values and all(type(v) in (int, float) and 0 <= v < float("inf") for v in values)
+        if not good or len(values) != len(stages[STAGES[0]]):
+            raise ConfigError(f"{path}: stages_ms.{stage} is not {len(stages.get(STAGES[0]) or [])} milliseconds", hint=allowed)
+    budgets = {k: v for k, v in (run.get("budgets_ms") or {}).items() if k in BUDGET_COLOURS and type(v) in (int, float) and v > 0}
+    deadline = run.get("deadline_ms") if type(run.get("deadline_ms")) in (int, float) else None
+    series = {stage: np.sort(np.asarray(stages[stage], np.float64)) for stage in STAGES}
+    series = {stage: values[values > 0] for stage, values in series.items()}  # a zero has no place on a log axis
+    shown = [float(v) for values in series.values() if len(values) for v in (values[0], values[-1])]
+    chart = Chart(6.0, 4.4)
+    chart.axes(Axis(shown + list(budgets.values()) + ([deadline] if deadline else []), True), Axis([0.0, 1.0], False))
+    for number, (stage, values) in enumerate(series.items()):
+        if len(values):
+            fraction = np.arange(1, len(values) + 1) / len(values)
+            label = f"{stage.replace('_', ' ')} (p99 {format_number(float(np.percentile(values, 99)))})"
+            chart.line(values, fraction, CYCLE[number % len(CYCLE)], label, width=1.6 if stage == "end_to_end" else 1.0)
+    budget_lines(chart, budgets, deadline, vertical=True)
+    chart.title = f"{run.get('pipeline', 'the pipeline')}, {len(stages[STAGES[0]])} frames: latency per stage (p99 in ms)"
+    chart.xlabel, chart.ylabel = "ms (log scale)", "fraction of frames"
+    return chart.svg()
+
+
+def _dump(kept: dict) -> str:
+    """JSON with one line per field and per stage (a frame's numbers a line each would be thousands of lines)."""
+    fields = [f" {json.dumps(key)}: {json.dumps(value)}" for key, value in kept.items() if key != "stages_ms"]
+    stages = [f"  {json.dumps(stage)}: {json.dumps(values)}" for stage, values in kept["stages_ms"].items()]
+    return "{\n" + ",\n".join([*fields, ' "stages_ms": {\n' + ",\n".join(stages) + "\n }"]) + "\n}\n"
+
+
+def latency_data(folder: Path) -> dict:
+    """What docs/data keeps of a deploy's report folder: each measured frame's stage times (ms, to the µs), the run's
+    command, machine, verdict, budgets and its notes on the load."""
+    from sdk.runtime.timeline import TIMELINE_FILE, read_timeline
+
+    try:
+        report = json.loads((folder / "report.json").read_text())
+        timeline = read_timeline(folder / TIMELINE_FILE)
+        measured = latencies_from_timeline(timeline)
+        words = report["run"]["command"].split()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{folder}: not a deploy's report folder ({exc})", hint="give the --report-dir of a finished deploy or validate") from None
+    if "--report-dir" in words:
+        del words[words.index("--report-dir") : words.index("--report-dir") + 2]  # a path of this machine, not of the run
+    environment = report.get("environment") or {}
+    machine = f"{environment.get('cpus')} CPUs ({environment.get('machine')}), {environment.get('system')}"
+    if report.get("target") == "local":  # the host is the device: its processor's name too
+        cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")]
+        machine = f"{names[0]}, {machine}" if names else machine
+    budgets = {c["name"].split(".", 1)[1]: c["limit"] for c in report["checks"] if c["name"].startswith("end_to_end.") and c["name"].endswith("_ms")}
+    return {
+        "pipeline": report.get("pipeline"),
+        "command": " ".join(words),
+        "date": report["run"]["started_at"][:10],
+        "machine": machine,
+        "backend": report.get("backend"),
+        "verdict": report["verdict"],
+        "notes": [note for note in report.get("notes", []) if "load" in note],
+        "budgets_ms": budgets,
+        "deadline_ms": (report.get("deadline") or {}).get("deadline_ms"),
+        "stages_ms": {stage: [round(float(v), 3) for v in measured[stage]] for stage in STAGES},
+    }
+
+
+PLOTS = {"perf-published.svg": published_svg, "perf-optimize-front.svg": front_svg, "perf-latency.svg": latency_svg}
 
 
 def stale(img: Path = IMG, data: Path = DATA) -> list[str]:
@@ -129,8 +208,15 @@ def stale(img: Path = IMG, data: Path = DATA) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog=REGENERATE, description="draw the performance page's plots into docs/img")
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 when a plot is stale")
+    parser.add_argument("--latency-from", type=Path, metavar="REPORT_DIR", help=f"first keep this deploy's frames as docs/data/{LATENCY}")
     args = parser.parse_args(argv)
     try:
+        if args.latency_from:
+            kept = latency_data(args.latency_from)
+            partial = DATA / f".{LATENCY}.partial"  # the data file is replaced whole or not at all
+            partial.write_text(_dump(kept))
+            partial.replace(DATA / LATENCY)
+            print(DATA / LATENCY)
         if args.check:
             found = stale()
             for name in found:

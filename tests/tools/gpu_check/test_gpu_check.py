@@ -61,9 +61,9 @@ def test_every_step_runs_on_the_emulated_device_and_passes(emulated):
 def test_the_markdown_is_a_dated_row_and_an_emulated_result_is_never_recorded(emulated, tmp_path):
     _, result, text, out = emulated
     assert text.startswith(f"# GPU check {result['date']}: PASS (EMULATED, not a GPU)")
-    assert gpu_check.HARDWARE_HEADER in text and f"\n| {result['date']} | emulated device" in text
+    assert gpu_check.HARDWARE_HEADER in text and f"\n| {result['date']}, {result['device'].get('commit')} | emulated device" in text
     hardware = tmp_path / "hardware.md"
-    hardware.write_text(f"# What has run where\n\n## GPU checks\n\n{gpu_check.HARDWARE_HEADER}\n{'| --- ' * 9}|\n\nAfter.\n")
+    hardware.write_text(f"# What has run where\n\n## GPU checks\n\n{gpu_check.HARDWARE_HEADER}\n{'| --- ' * gpu_check.HARDWARE_COLUMNS}|\n\nAfter.\n")
     assert gpu_check.main(["--record", str(out / "gpu_check.json"), "--hardware", str(hardware)]) == 1
     assert "| 20" not in hardware.read_text()
     gpu = {**result, "device": {**result["device"], "emulated": False, "gpu": "NVIDIA H100 80GB HBM3", "arch": "90", "driver_cuda": "13.0"}}
@@ -72,7 +72,8 @@ def test_the_markdown_is_a_dated_row_and_an_emulated_result_is_never_recorded(em
     assert gpu_check.main(["--record", str(tmp_path / "gpu.json"), "--hardware", str(hardware)]) == 0
     lines = hardware.read_text().splitlines()
     row = lines[lines.index(gpu_check.HARDWARE_HEADER) + 2]
-    assert row.startswith(f"| {result['date']} | NVIDIA H100 80GB HBM3 (sm_90), CUDA 13.0 driver") and row.count(" | ") == 8
+    assert row.startswith(f"| {result['date']}, {result['device'].get('commit')} | NVIDIA H100 80GB HBM3 (sm_90), CUDA 13.0 driver")
+    assert row.count(" | ") == 4 == gpu_check.HARDWARE_COLUMNS - 1
     assert lines[-1] == "After."
 
 
