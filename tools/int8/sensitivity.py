@@ -203,12 +203,16 @@ class FallbackToFp16:
         task.done()
         return sorted(costs, key=lambda item: -item[1])
 
-    def __call__(self) -> MixedPrecision:
+    def __call__(self, frames: dict | None = None, baseline: AccuracyReport | None = None) -> MixedPrecision:
+        """`frames`: the calibration's held-out frames, `baseline`: the gate's report on its Q/DQ model, where the
+        caller has them already (read and judged here otherwise)."""
         self.out.mkdir(parents=True, exist_ok=True)
-        frames = holdout_frames(self.pipeline, self.model, self.artifacts, self.progress)
+        if frames is None:
+            frames = holdout_frames(self.pipeline, self.model, self.artifacts, self.progress)
         gate = self.pipeline.spec.calibration.accuracy
         ranking = self.rank([frames[i] for i in ranking_order(frames)[: self.ranking_frames]])
-        baseline = evaluate_int8(self.pipeline, self.model, self.artifacts.qdq_model, frames, gate)
+        if baseline is None:
+            baseline = evaluate_int8(self.pipeline, self.model, self.artifacts.qdq_model, frames, gate)
         best, kept, steps = baseline, [], []
         trial_path, final = self.out / ".trial.onnx", self.out / MIXED_FILE
         task = self.progress.task("keeping the worst layers in higher precision", total=self.max_trials)
