@@ -26,8 +26,8 @@ from sdk.artifacts import ModelArtifacts
 from sdk.errors import ModelError
 from sdk.sinks.files import partial_path, publish, write_whole
 from sdk.spec.loader import PipelineFile
-from tools.int8.accuracy import add_to_report, plot_accuracy
-from tools.int8.calibrate import Calibrate, CalibrationArtifacts, check_accuracy, write_qdq
+from tools.int8.accuracy import add_to_report, evaluate_int8, plot_accuracy
+from tools.int8.calibrate import Calibrate, CalibrationArtifacts, holdout_frames, write_qdq
 from tools.models.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 
@@ -161,18 +161,20 @@ class Int8ForDeploy:
         from tools.int8.sensitivity import FallbackToFp16, activation_samples, plot_sensitivity
 
         folder.mkdir(parents=True, exist_ok=True)
-        report = check_accuracy(pipeline, model, artifacts, self.progress)
+        held = holdout_frames(pipeline, model, artifacts, self.progress)  # read once: the gate, the search, the plot
         spec = pipeline.spec.calibration
+        report = evaluate_int8(pipeline, model, artifacts.qdq_model, held, spec.accuracy, self.progress)  # check_accuracy
         if report.passed or spec.fallback == "none":
             plot_accuracy(report, folder / "accuracy.png")  # with a fallback, the final model's report is the one plotted
             return {"report": report.as_dict(), "qdq_model": str(artifacts.qdq_model), "fallback_ran": False}
         search = FallbackToFp16(pipeline, model, artifacts, folder, self.progress, max_trials=spec.fallback_max_layers)
-        mixed = search()
-        from tools.int8.calibrate import holdout_frames
+        mixed = search(frames=held, baseline=report)
         from tools.int8.sensitivity import ranking_order
 
-        held = holdout_frames(pipeline, model, artifacts, SilentProgress(), limit=4)
-        frames = [held[key] for key in ranking_order(held)[:4]]
+        recorded = json.loads(artifacts.ranges.read_text())["holdout"]  # every camera's first 4, as holdout_frames(limit=4)
+        first = set(recorded[:4]) if isinstance(recorded, list) else {(name, i) for name, chosen in recorded.items() for i in chosen[:4]}
+        few = {key: held[key] for key in held if key in first}
+        frames = [few[key] for key in ranking_order(few)[:4]]
         worst = [name for name, _ in mixed.ranking[:4]]
         plot_sensitivity(mixed, activation_samples(model, artifacts, worst, frames), folder / "sensitivity.png")
         plot_accuracy(mixed.report, folder / "accuracy.png")

@@ -31,6 +31,7 @@ from sdk.spec.loader import PipelineFile
 from tools.int8.accuracy import AccuracyReport, evaluate_int8
 from tools.int8.calibrate import CalibrationArtifacts, conv_weight_scales, holdout_frames, write_qdq
 from tools.int8.output_tail import WEIGHTED_OPS
+from tools.int8.probe_qdq import OneLayerProbes
 from tools.progress import Progress, SilentProgress
 
 RANKING_FRAMES = 8
@@ -116,6 +117,7 @@ class FallbackToFp16:
         self.max_trials, self.ranking_frames = max_trials, ranking_frames
         self.method = pipeline.spec.calibration.method
         self._weight_scales: dict[str, list[dict]] | None = None
+        self._graph_nodes: list | None = None
 
     def layers(self) -> list[str]:
         import onnx
@@ -125,13 +127,27 @@ class FallbackToFp16:
 
     def write_qdq(self, out: Path, **which) -> None:
         """`write_qdq` of the model, its Conv weight scales computed once for every Q/DQ model the search writes."""
+        scales = self._all_weight_scales()
+        if "only" not in which:  # every model the search judges keeps the calibration's output tail in float
+            which["exclude"] = [*self.artifacts.output_tail(), *which.get("exclude", ())]
+        else:  # a probe: only its layers' weight scales (ONNX Runtime checks every override it is given, 25,578 here)
+            weights = {name for node in self._nodes() if node.name in which["only"] for name in node.input}
+            scales = {name: channels for name, channels in scales.items() if name in weights}
+        write_qdq(self.model.model_path, out, self.artifacts.onnxruntime_ranges, self.method, weight_scales=scales, **which)
+
+    def _all_weight_scales(self) -> dict[str, list[dict]]:
         if self._weight_scales is None:
             import onnx
 
             self._weight_scales = conv_weight_scales(onnx.load(str(self.model.model_path)))
-        if "only" not in which:  # every model the search judges keeps the calibration's output tail in float
-            which["exclude"] = [*self.artifacts.output_tail(), *which.get("exclude", ())]
-        write_qdq(self.model.model_path, out, self.artifacts.onnxruntime_ranges, self.method, weight_scales=self._weight_scales, **which)
+        return self._weight_scales
+
+    def _nodes(self) -> list:
+        if self._graph_nodes is None:
+            import onnx
+
+            self._graph_nodes = list(onnx.load(str(self.model.model_path), load_external_data=False).graph.node)
+        return self._graph_nodes
 
     def neighbours(self) -> dict[str, list[str]]:
         """Each weighted layer's weighted producers and consumers, through the unweighted nodes
@@ -166,8 +182,8 @@ class FallbackToFp16:
         # the same kernels and partitions: outputs bit-identical, about half the CPU of 8 runs (measured).
         options = session_options(spinning=False)
 
-        def run(path: Path) -> list[list[np.ndarray]]:
-            session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        def run(model: Path | bytes) -> list[list[np.ndarray]]:
+            session = ort.InferenceSession(model if isinstance(model, bytes) else str(model), options, providers=["CPUExecutionProvider"])
             name = session.get_inputs()[0].name
             return [session.run(None, {name: frame}) for frame in frames]
 
@@ -176,20 +192,27 @@ class FallbackToFp16:
         task = self.progress.task(f"sensitivity: each of {len(layers)} layers quantized alone", total=len(layers))
         costs = []
         probe = self.out / ".one-layer.onnx"
+        probes = OneLayerProbes(self.model.model_path, self.artifacts.onnxruntime_ranges, self.method, self._all_weight_scales())
         for layer in layers:
-            self.write_qdq(probe, only=[layer])
-            costs.append((layer, round(1.0 - _cosines(run(probe), reference), 8)))
+            model = probes.probe_bytes(layer)  # the same bytes as write_qdq(only=[layer]), a third of its CPU
+            if model is None:  # a layer the one-layer writer does not take: the whole way
+                self.write_qdq(probe, only=[layer])
+            costs.append((layer, round(1.0 - _cosines(run(probe if model is None else model), reference), 8)))
             task.advance(1)
         probe.unlink(missing_ok=True)
         task.done()
         return sorted(costs, key=lambda item: -item[1])
 
-    def __call__(self) -> MixedPrecision:
+    def __call__(self, frames: dict | None = None, baseline: AccuracyReport | None = None) -> MixedPrecision:
+        """`frames`: the calibration's held-out frames, `baseline`: the gate's report on its Q/DQ model, where the
+        caller has them already (read and judged here otherwise)."""
         self.out.mkdir(parents=True, exist_ok=True)
-        frames = holdout_frames(self.pipeline, self.model, self.artifacts, self.progress)
+        if frames is None:
+            frames = holdout_frames(self.pipeline, self.model, self.artifacts, self.progress)
         gate = self.pipeline.spec.calibration.accuracy
         ranking = self.rank([frames[i] for i in ranking_order(frames)[: self.ranking_frames]])
-        baseline = evaluate_int8(self.pipeline, self.model, self.artifacts.qdq_model, frames, gate)
+        if baseline is None:
+            baseline = evaluate_int8(self.pipeline, self.model, self.artifacts.qdq_model, frames, gate)
         best, kept, steps = baseline, [], []
         trial_path, final = self.out / ".trial.onnx", self.out / MIXED_FILE
         task = self.progress.task("keeping the worst layers in higher precision", total=self.max_trials)

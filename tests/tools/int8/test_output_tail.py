@@ -162,6 +162,7 @@ def test_the_fallback_search_keeps_the_tail_in_float_in_every_model_it_judges(tm
     artifacts.ranges.write_text(json.dumps({"method": "minmax", "tensors": ranges, "output_tail": TAIL}))
     search = FallbackToFp16.__new__(FallbackToFp16)
     search.model, search.artifacts, search.method, search._weight_scales = SimpleNamespace(model_path=model), artifacts, "minmax", None
+    search._graph_nodes = None
     search.write_qdq(tmp_path / "trial.onnx", exclude=["reg_conv"])
     kept = qdq_tensors(tmp_path / "trial.onnx")
     assert not {"scores", "head", "flat"} & kept and output_writer(tmp_path / "trial.onnx") == "Transpose"
