@@ -12,7 +12,6 @@ The memory a replay may take is capped here too (`MAX_REPLAY_FRAMES`, `MAX_HELD_
 and the caps are named in the error.
 """
 
-from __future__ import annotations
 
 import math
 import numbers
@@ -39,9 +38,13 @@ _NUMBER_TEXT = re.compile(r"[-+]?(\d[\d_]*(\.[\d_]*)?|\.\d[\d_]*)([eE][-+]?\d+)?
 
 
 class Frozen(BaseModel):
-    """Unknown keys are errors (the loader suggests the close one), nothing changes after load, no NaN or inf."""
+    """Unknown keys are errors (the loader suggests the close one), nothing changes after load, no NaN or inf.
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, allow_inf_nan=False)
+    A model's validator is built when it is first used (`defer_build`), not when its module is imported: loading a
+    pipeline builds `Pipeline`'s (with every section's schema in it) once, and a process that never validates a
+    section does not pay for its validator."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=False, allow_inf_nan=False, defer_build=True)
 
 
 def bounds_error(message: str, hint: str | None = None, path: tuple[Any, ...] | None = None) -> PydanticCustomError:

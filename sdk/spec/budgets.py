@@ -1,6 +1,5 @@
 """The `budgets` section: what a run must meet (latency, deadlines, environment, accuracy, determinism)."""
 
-from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
@@ -115,7 +114,7 @@ class Budgets(Frozen):
     cameras: dict[str, CameraBudget] = {}  # per camera, by the names of `sources` (checked against them at load)
 
     @model_validator(mode="after")
-    def _misses_need_a_deadline(self) -> Budgets:
+    def _misses_need_a_deadline(self) -> "Budgets":
         for key in ("max_miss_ratio", "max_consecutive_misses"):
             if getattr(self, key) is not None and self.deadline_ms is None:
                 raise ValueError(f"{key} counts deadline misses: set budgets.deadline_ms too (e.g. 33.3 at 30 fps)")

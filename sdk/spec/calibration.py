@@ -1,6 +1,5 @@
 """The `calibration` section: INT8 ranges from which frames, by which method, under which accuracy gate."""
 
-from __future__ import annotations
 
 from typing import Literal
 

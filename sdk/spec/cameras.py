@@ -6,7 +6,6 @@ source (preprocess apart from the crop, model, postprocess, sinks) is shared. `s
 camera named after the pipeline. The names follow the target names' rules (letters, digits, `_`, `-`).
 """
 
-from __future__ import annotations
 
 import re
 from typing import Annotated, Literal

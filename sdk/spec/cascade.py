@@ -7,7 +7,6 @@ the top-level SSD decoder's settings plus the class names and thresholds that `p
 model). Results attach to the parent detection in detections.jsonl.
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
@@ -68,7 +67,7 @@ class CascadeStep(Frozen):
     decoder: Annotated[Union[ClassifyDecoder, CtcDecoder, CascadeSsdDecoder], Field(discriminator="kind")]  # noqa: UP007
 
     @model_validator(mode="after")
-    def _anchors_laid_on_the_crop_input(self) -> CascadeStep:
+    def _anchors_laid_on_the_crop_input(self) -> "CascadeStep":
         check_anchors_on_input(self.decoder, self.preprocess.resize, whose="the step's ")  # moved under cascade[i].decoder by the loader
         return self
 

@@ -5,7 +5,6 @@ Tensor names are checked against the model when the stage is built (the file can
 value is checked here, at load, with the one-line errors of sdk.spec.bounds.
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Literal
 
@@ -31,7 +30,7 @@ class YoloDecoder(Frozen):
     anchors: Annotated[dict[_Stride, _AnchorSizes], Field(max_length=8)] | None = None
 
     @model_validator(mode="after")
-    def _anchors_for_v5(self) -> YoloDecoder:
+    def _anchors_for_v5(self) -> "YoloDecoder":
         if self.anchors is not None and self.layout != "v5":
             raise bounds_error(
                 f"anchors with layout {self.layout}; allowed: anchors only with layout v5 (v8 and YOLOX are anchor-free)",

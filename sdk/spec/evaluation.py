@@ -10,7 +10,6 @@ positives per image at an operating score (`operating_score`, by default the dep
 the worst images. With `labels`, a deploy's or validation's own frames are scored against them on the host.
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Literal
 

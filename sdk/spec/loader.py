@@ -1,6 +1,5 @@
 """Load a pipeline file once into frozen typed objects, or raise one clear ConfigError."""
 
-from __future__ import annotations
 
 import difflib
 import re
@@ -113,7 +112,7 @@ class PipelineFile:
                 )
 
 
-def load_pipeline(path: str | Path, *, check_files: bool = True) -> PipelineFile:
+def load_pipeline(path: str | Path, *, check_files: bool = True) -> "PipelineFile":
     path = Path(path)
     document = read_yaml(path)
     left = find_placeholder(document.data)

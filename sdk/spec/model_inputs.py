@@ -5,7 +5,6 @@ input's shape (one number fills every element). The type is the model's: a value
 exactly is refused when the pipeline opens (sdk.runtime.constants). The one input not named here is the image.
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Any
 

@@ -1,6 +1,5 @@
 """Paths named in a file stay inside that file's folder."""
 
-from __future__ import annotations
 
 from pathlib import Path
 

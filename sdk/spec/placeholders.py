@@ -4,7 +4,6 @@ A placeholder is a string `FILL-IN: <key>: <why and where to find the value>`. T
 anything else is validated, so the error names the key to fill in and the reason, rather than a type mismatch.
 """
 
-from __future__ import annotations
 
 from typing import Any
 

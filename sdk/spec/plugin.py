@@ -6,7 +6,6 @@ checked here, at load; whether it imports and is callable is checked when the pi
 (`sdk.postprocess.plugin`). The contract: docs/guides/decoder-plugins.md.
 """
 
-from __future__ import annotations
 
 import math
 import re

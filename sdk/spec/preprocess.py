@@ -1,6 +1,5 @@
 """The `preprocess` section: crop, resize, colour, normalisation, layout and type of the network input."""
 
-from __future__ import annotations
 
 import math
 from typing import Literal
@@ -78,7 +77,7 @@ class Preprocess(Frozen):
     cuda_graph: Flag = False
 
     @model_validator(mode="after")
-    def _graph_needs_the_cuda_path(self) -> Preprocess:
+    def _graph_needs_the_cuda_path(self) -> "Preprocess":
         if self.cuda_graph and self.device == "cpu":
             raise bounds_error(
                 "true with preprocess.device cpu; allowed: true only with device cuda or auto (the graph holds the CUDA path's work)",
@@ -88,7 +87,7 @@ class Preprocess(Frozen):
         return self
 
     @model_validator(mode="after")
-    def _uint8_is_raw(self) -> Preprocess:
+    def _uint8_is_raw(self) -> "Preprocess":
         if self.dtype == "uint8" and not self.normalize.is_identity:
             raise ValueError("dtype uint8 carries raw pixels: normalize must be left at its defaults")
         return self

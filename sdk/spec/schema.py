@@ -7,7 +7,6 @@ has a documented range (`sdk.spec.bounds`). The sections `source`, `preprocess`,
 `calibration`, `service`, `sinks` and `track` live in modules of their own and are re-exported here.
 """
 
-from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
@@ -64,7 +63,7 @@ class DlaPlacement(Frozen):
     max_transitions: Int(0, 100_000, "DLA <-> GPU transitions, at most") | None = None
 
     @model_validator(mode="after")
-    def _consistent(self) -> DlaPlacement:
+    def _consistent(self) -> "DlaPlacement":
         if self.gpu_fallback == "forbidden" and self.max_gpu_layers:
             raise ValueError(f"gpu_fallback: forbidden allows no GPU layer, but max_gpu_layers is {self.max_gpu_layers}")
         return self
@@ -90,7 +89,7 @@ class Model(Frozen):
     reference: str | None = None
 
     @model_validator(mode="after")
-    def _graph_or_profile(self) -> Model:
+    def _graph_or_profile(self) -> "Model":
         if self.cuda_graph and self.profile_layers:
             raise ValueError("cuda_graph and profile_layers exclude each other (TensorRT's layer profiler needs un-captured launches)")
         return self
@@ -114,7 +113,7 @@ class Postprocess(Frozen):
         return self.nms == "class_agnostic"
 
     @model_validator(mode="after")
-    def _some_classes(self) -> Postprocess:
+    def _some_classes(self) -> "Postprocess":
         labelled = isinstance(self.decoder, LABELLED) and self.decoder.labels is not None
         if labelled and self.classes:
             raise ValueError("name the classes once: postprocess.classes or postprocess.decoder.labels (a file), not both")
@@ -183,7 +182,7 @@ class Pipeline(Frozen):
         return data
 
     @model_validator(mode="after")
-    def _one_kind_of_source(self) -> Pipeline:
+    def _one_kind_of_source(self) -> "Pipeline":
         hint = "give `source:` for one camera or `sources: {NAME: {uri: ...}, ...}` for several"
         if self.source is not None and self.sources is not None:
             raise bounds_error("both `source` and `sources` are given; allowed: exactly one of them", hint=hint, path=("sources",))
@@ -233,7 +232,7 @@ class Pipeline(Frozen):
         return self.preprocess if crop is None else self.preprocess.model_copy(update={"crop": crop})
 
     @model_validator(mode="after")
-    def _rotation_inside_retention(self) -> Pipeline:
+    def _rotation_inside_retention(self) -> "Pipeline":
         limit = self.service.retention.max_total_mb
         for index, sink in enumerate(self.sinks):
             rotate = getattr(sink, "rotate", None)
@@ -247,12 +246,12 @@ class Pipeline(Frozen):
         return self
 
     @model_validator(mode="after")
-    def _outputs_apart(self) -> Pipeline:
+    def _outputs_apart(self) -> "Pipeline":
         check_outputs(self.sinks, list(self.cameras) if self.multi_camera else [])
         return self
 
     @model_validator(mode="after")
-    def _masks_need_a_segmenter(self) -> Pipeline:
+    def _masks_need_a_segmenter(self) -> "Pipeline":
         for index, sink in enumerate(self.sinks):
             if isinstance(sink, MaskSink) and not isinstance(self.postprocess.decoder, SegmentDecoder):
                 raise bounds_error(
@@ -263,7 +262,7 @@ class Pipeline(Frozen):
         return self
 
     @model_validator(mode="after")
-    def _one_cuda_graph(self) -> Pipeline:
+    def _one_cuda_graph(self) -> "Pipeline":
         if not self.preprocess.cuda_graph:
             return self
         clash = "model.cuda_graph (the engine alone)" if self.model.cuda_graph else "model.profile_layers" if self.model.profile_layers else None
@@ -283,13 +282,13 @@ class Pipeline(Frozen):
         return self
 
     @model_validator(mode="after")
-    def _int8_needs_calibration(self) -> Pipeline:
+    def _int8_needs_calibration(self) -> "Pipeline":
         if self.model.precision == "int8" and self.calibration is None:
             raise ValueError("model.precision is int8 but there is no `calibration` section: INT8 ranges come from calibration frames")
         return self
 
     @model_validator(mode="after")
-    def _prepared_input_matches_preprocess(self) -> Pipeline:
+    def _prepared_input_matches_preprocess(self) -> "Pipeline":
         if self.model.prepare is not None:
             images = [name for name in self.model.prepare.inputs if name not in self.model.inputs]
             if len(images) != 1:
@@ -309,7 +308,7 @@ class Pipeline(Frozen):
         return self
 
     @model_validator(mode="after")
-    def _cascade_budgets_name_steps(self) -> Pipeline:
+    def _cascade_budgets_name_steps(self) -> "Pipeline":
         names = [step.name for step in self.cascade]
         if len(set(names)) != len(names):
             raise bounds_error(f"step names {names} repeat; allowed: a distinct name per step", path=("cascade",))
@@ -323,12 +322,12 @@ class Pipeline(Frozen):
         return self
 
     @model_validator(mode="after")
-    def _anchors_laid_on_the_network_input(self) -> Pipeline:
+    def _anchors_laid_on_the_network_input(self) -> "Pipeline":
         check_anchors_on_input(self.postprocess.decoder, self.preprocess.resize)
         return self
 
     @model_validator(mode="after")
-    def _crop_inside_a_known_frame(self) -> Pipeline:
+    def _crop_inside_a_known_frame(self) -> "Pipeline":
         for name, camera in self.cameras.items():
             crop = camera.crop or self.preprocess.crop
             if crop is not None and camera.uri.startswith("synthetic://"):
@@ -341,7 +340,7 @@ class Pipeline(Frozen):
         return self
 
     @model_validator(mode="after")
-    def _held_frames_fit(self) -> Pipeline:
+    def _held_frames_fit(self) -> "Pipeline":
         calibration = self.calibration
         if calibration is None:
             return self

@@ -1,6 +1,5 @@
 """The `service` section: the runtime as a long-running service on the vehicle (`python -m sdk serve`)."""
 
-from __future__ import annotations
 
 from typing import Annotated, Literal
 
@@ -33,7 +32,7 @@ class Retention(Frozen):
     detections_min_free_mb: Real("free MiB below which the detections sink stops too (it stops last)", ge=0, le=1_048_576) = 64
 
     @model_validator(mode="after")
-    def _detections_stop_last(self) -> Retention:
+    def _detections_stop_last(self) -> "Retention":
         if self.detections_min_free_mb > self.min_free_mb:
             raise bounds_error(
                 f"detections_min_free_mb {self.detections_min_free_mb:g} is above min_free_mb {self.min_free_mb:g}; "
@@ -79,7 +78,7 @@ class Service(Frozen):
         return address
 
     @model_validator(mode="after")
-    def _root_has_a_reason(self) -> Service:
+    def _root_has_a_reason(self) -> "Service":
         if self.user == "root" and self.root_reason is None:
             raise bounds_error(
                 "user root needs a root_reason; allowed: a dedicated unprivileged user (the default, perception), "

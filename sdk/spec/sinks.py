@@ -10,7 +10,6 @@ not one that codec goes in (`VIDEO_CODECS`). Symbolic links can only be resolved
 `create_sinks` confines each path again on the device.
 """
 
-from __future__ import annotations
 
 import posixpath
 import re

@@ -1,6 +1,5 @@
 """The `source` section: which camera or recording, and how a recording is played back."""
 
-from __future__ import annotations
 
 from typing import Literal
 from urllib.parse import parse_qsl
@@ -91,7 +90,7 @@ class Source(Frozen):
         return uri
 
     @model_validator(mode="after")
-    def _recorded_pace(self) -> Source:
+    def _recorded_pace(self) -> "Source":
         if self.replay.pace != "recorded":
             return self
         scheme = self.uri.partition("://")[0]

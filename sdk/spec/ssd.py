@@ -3,7 +3,6 @@ MediaPipe's SsdAnchorsCalculator options) and its box coding. Used by `postproce
 decoder (sdk.spec.cascade). The checks below name their keys under `postprocess.decoder`; the loader moves them under
 `cascade[i].decoder` when the decoder is a cascade step's (sdk.spec.loader.config_error)."""
 
-from __future__ import annotations
 
 from typing import Annotated, Literal, Union
 
@@ -38,7 +37,7 @@ class SsdAnchorOptions(Frozen):
     reduce_boxes_in_lowest_layer: Flag = False  # layer 0: three anchors (scale 0.1 ratio 1, scale ratio 2, scale ratio 0.5)
 
     @model_validator(mode="after")
-    def _consistent(self) -> SsdAnchorOptions:
+    def _consistent(self) -> "SsdAnchorOptions":
         if len(self.strides) != self.num_layers:
             raise bounds_error(
                 f"{len(self.strides)} stride(s) {list(self.strides)} for num_layers {self.num_layers}; allowed: exactly {self.num_layers} "
@@ -125,7 +124,7 @@ class SsdDecoder(Frozen):
     clip_boxes: Flag = True
 
     @model_validator(mode="after")
-    def _layout_of_a_tensor(self) -> SsdDecoder:
+    def _layout_of_a_tensor(self) -> "SsdDecoder":
         if isinstance(self.anchors, GeneratedAnchors) and "anchor_layout" in self.model_fields_set:
             raise bounds_error(
                 f"{self.anchor_layout} describes the corners of an anchor tensor, and generated anchors have none; "

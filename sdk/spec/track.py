@@ -7,7 +7,6 @@ that say what they do: `high_score` is its `track_thresh`, `new_track_score` its
 `min_hits` the two consecutive detections after which a new track is confirmed and gets its id.
 """
 
-from __future__ import annotations
 
 from typing import Literal
 
@@ -29,7 +28,7 @@ class Track(Frozen):
     min_hits: Int(1, 100, "consecutive matched frames before a new track is confirmed and gets its id") = 2
 
     @model_validator(mode="after")
-    def _ordered_scores(self) -> Track:
+    def _ordered_scores(self) -> "Track":
         if self.low_score > self.high_score:
             raise bounds_error(
                 f"{shown(self.low_score)} is above high_score {shown(self.high_score)}; allowed: a number from 0 to {shown(self.high_score)} "

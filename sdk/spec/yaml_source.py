@@ -9,7 +9,6 @@ aliases and overlong scalars while walking it, keeping the line of every YAML pa
 schema error can name it; and only then build the data from the same tree.
 """
 
-from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,7 +60,7 @@ class YamlDocument:
         return f"{location}: {format_yaml_path(path)}"
 
 
-def read_yaml(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> YamlDocument:
+def read_yaml(path: Path, *, max_bytes: int = MAX_FILE_BYTES) -> "YamlDocument":
     """Read a YAML mapping from `path` safely, or raise ConfigError naming the problem."""
     try:
         size = path.stat().st_size
