@@ -10,7 +10,8 @@ and crashes on an x86 one under emulation, so the device folder carries an ARM s
 qemu's `-L` prefix serves in place of the host's.
 
 Before the fix the offline wheels carried numpy 2 (onnxruntime's dependency), the release's environment put it in front
-of the system's numpy, OpenCV failed to import, and the health check rolled the release back.
+of the system's numpy, OpenCV failed to import, and the health check rolled the release back: the release passing its
+health check here is that fix's proof.
 
 The device folder is built once (Debian packages and wheels downloaded, about 60 MB) and cached outside the checkout
 (SDK_TEST_CACHE or ~/.cache/perception-sdk-tests); without the network, arm64 apt lists or qemu the test skips
@@ -31,7 +32,6 @@ from pathlib import Path
 
 import pytest
 
-from sdk.errors import ReleaseError
 from sdk.probe import PIPELINE_MODULES
 from sdk.release import ReleaseManifest
 from sdk.spec.loader import load_pipeline
@@ -215,8 +215,7 @@ def test_a_release_installs_on_a_jetpack_shaped_device_and_keeps_its_numpy_and_o
     assert numpy_version == "1.26.4" and Path(numpy_file).is_relative_to(site) and cv2_version == "4.9.0" and Path(cv2_file).is_relative_to(site)
     assert {name: _tree_digest(site / name) for name in ("numpy", "cv2")} == before
 
-    # A release that fails its health check on this device is rolled back by the device.
-    broken = _pipeline(tmp_path, "broken.yaml", source="v4l2:///dev/video-missing")
-    with pytest.raises(ReleaseError, match=r"failed its health check on sim: cannot open V4L2 device .*rolled back to " + good.release_id):
-        _install(broken)
+    # A release failing its health check is rolled back by the device: the same store code on every architecture, tested
+    # over SSH on the x86 simulated device (tests/tools/deploy/test_deploy_ssh.py); under emulation it cost a third of
+    # this test (a second health child importing the runtime at ~20x), so it is not repeated here.
     assert (ssh_target.root / "current").resolve().name == good.release_id
