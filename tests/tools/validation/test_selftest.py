@@ -66,15 +66,6 @@ def test_the_cuda_pipeline_check_on_the_emulated_device(state_dir, tmp_path, mon
     assert "SDK_CUDA_EMULATION" not in os.environ
 
 
-@pytest.mark.slow
-def test_over_ssh_the_device_reports_its_own_tensorrt(orin_without_gpu, tiny_pipeline, ssh_target, tmp_path, sdk):  # noqa: F811
-    pipeline, _ = tiny_pipeline(frames=5)
-    Deploy(pipeline.path, ssh_target.name, frames=2, report_dir=tmp_path / "r")()
-    done = sdk("selftest", "--target", ssh_target.name)
-    assert done.returncode == 4, done.stdout + done.stderr
-    assert "tensorrt 10.3.0.30" in done.stdout  # the device's stand-in TensorRT, found by the release's own Python
-
-
 def release_store_snapshot(root: Path) -> dict:
     """Every file of the store and the releases, with its size and modification time."""
     return {
@@ -86,8 +77,15 @@ def release_store_snapshot(root: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_over_ssh_the_gpu_tests_run_on_the_device_and_come_back_skipped_with_their_reason(tiny_pipeline, ssh_target, tmp_path, sdk):
-    """The real bundle (the repository's gpu-marked tests, their conftest helpers, pytest wheels fetched for the device's
+def test_over_ssh_the_gpu_tests_run_on_the_device_and_come_back_skipped_with_their_reason(
+    orin_without_gpu,  # noqa: F811
+    tiny_pipeline,
+    ssh_target,
+    tmp_path,
+    sdk,
+):
+    """The device (an AGX Orin with a TensorRT 10.3 stand-in but no GPU) reports its own TensorRT, found by the
+    release's own Python, not the host's. The real bundle (the repository's gpu-marked tests, their conftest helpers, pytest wheels fetched for the device's
     Python) goes to a scratch folder on the device over a real sshd, runs with the release's interpreter, and comes
     back as a JUnit file and one row per test: skipped, each with its reason (no GPU here). The scratch folder is gone
     afterwards and the release store is untouched."""
@@ -99,6 +97,7 @@ def test_over_ssh_the_gpu_tests_run_on_the_device_and_come_back_skipped_with_the
     before = release_store_snapshot(ssh_target.root)
     done = sdk("selftest", "--target", ssh_target.name, "--report-dir", str(tmp_path / "selftest"))
     assert done.returncode == 4, done.stdout + done.stderr  # skipped for lack of hardware: INCONCLUSIVE
+    assert "tensorrt 10.3.0.30" in done.stdout  # the device's stand-in TensorRT, found by the release's own Python
     report = json.loads((tmp_path / "selftest" / "selftest.json").read_text())
     gpu = next(check for check in report["checks"] if check["name"] == "gpu_tests")
     assert gpu["status"] == "SKIP" and "shipped wheel(s)" in gpu["detail"], gpu
