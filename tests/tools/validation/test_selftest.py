@@ -87,10 +87,10 @@ def test_over_ssh_the_gpu_tests_run_on_the_device_and_come_back_skipped_with_the
     sdk,
 ):
     """The device (an AGX Orin with a TensorRT 10.3 stand-in but no GPU) reports its own TensorRT, found by the
-    release's own Python, not the host's. The real bundle (the repository's gpu-marked tests, their conftest helpers,
-    pytest wheels fetched for the device's Python) goes to a scratch folder on the device over a real sshd, runs with the release's interpreter, and comes
-    back as a JUnit file and one row per test: skipped, each with its reason (no GPU here). The scratch folder is gone
-    afterwards and the release store is untouched."""
+    release's own Python, not the host's. The real bundle (the repository's gpu-marked tests, their conftest
+    helpers, pytest wheels fetched for the device's Python) goes to a scratch folder on the device over a real sshd,
+    runs with the release's interpreter, and comes back as a JUnit file and one row per test: skipped, each with its
+    reason (no GPU here). The scratch folder is gone afterwards and the release store is untouched."""
     import json
     import xml.etree.ElementTree as ElementTree
 
