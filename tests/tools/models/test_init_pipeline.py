@@ -69,8 +69,9 @@ def run_written(monkeypatch):
     the host prepares it for a release; detections.jsonl's lines. For the tests whose subject is what the model finds
     once the file is filled in: the deploy path around the runner (staging, lock, trial, health check, the runtime
     process) is what test_the_example_tf_ssd_gets_the_example_pipeline_and_runs and
-    test_blazeface_names_what_to_fill_in_and_runs_once_it_is take through `deploy --target local`, and
-    test_still_and_short_sources through the real `sdk-deploy` process (an `sdk init` file of a YOLO v8 head)."""
+    test_blazeface_names_what_to_fill_in_and_runs_once_it_is take through `deploy --target local` (a video file and a
+    folder of images as the source), and test_still_and_short_sources through the real `sdk-deploy` process (an
+    `sdk init` file of a YOLO v8 head)."""
     from sdk.runtime.runner import PipelineRunner
     from tools.models.prepare import PrepareModel
 
