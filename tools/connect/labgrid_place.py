@@ -13,6 +13,8 @@ import argparse
 import contextlib
 import io
 import os
+import signal
+import threading
 
 from sdk.errors import TargetError
 
@@ -56,8 +58,9 @@ class LabgridPlace:
                 if holder and holder == f"{self._session.gethostname()}/{self._session.getuser()}":
                     self.borrowed = True  # acquired already by this user here (labgrid-client acquire, labgrid's pytest plugin): used, left acquired
                 else:
-                    self._run(self._session.acquire())
-                    self._acquired = True
+                    with _ctrl_c_after_the_answer():
+                        self._run(self._session.acquire())
+                        self._acquired = True
         except BaseException as exc:  # Ctrl-C or an error half-way: whatever was taken goes back
             self.release()
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
@@ -110,6 +113,31 @@ class LabgridPlace:
             except Exception:  # noqa: S110
                 pass
             session.loop.close()
+
+
+@contextlib.contextmanager
+def _ctrl_c_after_the_answer():
+    """A first Ctrl-C during the acquisition waits for the coordinator's answer, then interrupts: the place it may just
+    have granted is then known to be held, and released. Cut mid-call, the grant would be the coordinator's alone and
+    the place would stay acquired by nobody's session. A second Ctrl-C interrupts at once (a coordinator that does not
+    answer). Only where Python delivers signals: the main thread."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    pressed = []
+
+    def defer(signum, frame) -> None:
+        if pressed:
+            raise KeyboardInterrupt
+        pressed.append(signum)
+
+    signal.signal(signal.SIGINT, defer)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pressed:
+        raise KeyboardInterrupt
 
 
 def _reason(exc: BaseException) -> str:

@@ -5,6 +5,7 @@ validation go through the place; the place is released afterwards, after a failu
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import getpass
 import io
@@ -343,4 +344,26 @@ def test_targets_check_releases_the_place_on_ctrl_c(bench, ssh_target):
             check.kill()
             check.wait()
     assert check.returncode != 0
+    assert acquired_by(bench) == "None"
+
+
+def test_a_ctrl_c_as_the_coordinator_grants_the_place_still_releases_it(bench, ssh_target, monkeypatch):
+    """Ctrl-C (SIGINT) landing just after the coordinator granted the place, before the SDK heard the answer: the place
+    is released all the same (cut there, the grant would be held by nobody's session, decision 1169)."""
+    from labgrid.remote.client import ClientSession
+
+    from tools.connect.labgrid_place import LabgridPlace
+
+    granted = ClientSession.acquire
+
+    async def acquire_then_ctrl_c(self):
+        await granted(self)
+        os.kill(os.getpid(), signal.SIGINT)  # the user's Ctrl-C, while the answer is on its way
+        await asyncio.sleep(0.2)
+
+    monkeypatch.setattr(ClientSession, "acquire", acquire_then_ctrl_c)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    with pytest.raises(KeyboardInterrupt):
+        LabgridPlace(bench, PLACE, PLACE).acquire()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
     assert acquired_by(bench) == "None"

@@ -81,7 +81,10 @@ def test_export_writes_an_artifact_mender_artifact_validates_and_reads(export, t
     assert {"sdk/store/objects.py", "pipeline/tiny.yaml", "artifacts/model.onnx"} <= set(manifest.files)
 
 
-def test_install_commit_then_install_and_rollback_to_the_previous_release(export, device):
+def test_install_commit_rollback_then_a_failed_health_check_and_a_missed_commit_window_keep_the_committed_release(export, device):
+    """One device through a release's life: install and commit, install and roll back to the previous release; then,
+    on the same committed release, a release failing its health check is refused, and a trial left past its commit
+    window is rolled back (each install runs a health check: the three stories share the first install and commit)."""
     first, first_id = export(20, "r1")
     ok(device.install(first))
     state = device.state()
@@ -102,20 +105,30 @@ def test_install_commit_then_install_and_rollback_to_the_previous_release(export
     assert state["last_trial"]["outcome"] == "rolled back" and "ArtifactRollback" in state["last_trial"]["reason"]
     assert device.artifact_name() == f"tiny-{first_id}"
 
-
-def test_a_release_failing_its_health_check_is_refused_and_the_previous_stays(export, device):
-    good, good_id = export(20, "good")
-    ok(device.install(good))
-    ok(device.mender("commit"))
+    # A release failing its health check is refused and the committed one stays.
     bad, bad_id = export(2, "bad")  # 2 frames; the health check needs 5
     done = device.install(bad)
     assert done.returncode != 0
     assert f"release {bad_id} failed its health check: only 2 frame(s) went through the pipeline" in done.stderr
     state = device.state()
-    assert (state["current"], state["committed"], state["trial"], state["history"]) == (good_id, good_id, None, [good_id])
+    assert (state["current"], state["committed"], state["trial"], state["history"]) == (first_id, first_id, None, [first_id])
     assert state["last_trial"]["release"] == bad_id and state["last_trial"]["outcome"] == "rolled back"
-    assert device.artifact_name() == f"tiny-{good_id}"  # Mender too: the failed artifact is not installed
+    assert device.artifact_name() == f"tiny-{first_id}"  # Mender too: the failed artifact is not installed
     assert device.mender("commit").returncode == 2  # nothing in progress
+
+    # A trial left past its commit window is rolled back, and `mender commit` fails.
+    config = json.loads((device.etc / "perception-release.conf").read_text())
+    (device.etc / "perception-release.conf").write_text(json.dumps({**config, "commit_window_s": 0.5}))
+    third, third_id = export(22, "r3")
+    ok(device.install(third))
+    assert device.state()["current"] == third_id
+    time.sleep(1)  # nobody committed within the window
+    done = device.mender("commit")
+    assert done.returncode != 0
+    assert f"release {third_id} is not on trial on this device any more (it was rolled back: the trial ran past its deadline)" in done.stderr
+    state = device.state()
+    assert (state["current"], state["committed"], state["trial"]) == (first_id, first_id, None)
+    assert device.artifact_name() == f"tiny-{first_id}"  # Mender rolled back too
 
 
 def ecdsa_key(folder: Path) -> tuple[Path, Path]:
@@ -174,21 +187,3 @@ def test_a_device_trusting_a_release_key_refuses_unsigned_and_tampered_manifests
     ok(device.mender("commit"))
     assert device.state()["committed"] == signed_id
     assert (device.store / "releases" / signed_id / "manifest.json.sig").is_file()  # kept for `store trial` to check again
-
-
-def test_a_trial_left_past_its_commit_window_is_rolled_back_and_mender_commit_fails(export, device):
-    first, first_id = export(20, "r1")
-    ok(device.install(first))
-    ok(device.mender("commit"))
-    config = json.loads((device.etc / "perception-release.conf").read_text())
-    (device.etc / "perception-release.conf").write_text(json.dumps({**config, "commit_window_s": 0.5}))
-    second, second_id = export(21, "r2")
-    ok(device.install(second))
-    assert device.state()["current"] == second_id
-    time.sleep(1)  # nobody committed within the window
-    done = device.mender("commit")
-    assert done.returncode != 0
-    assert f"release {second_id} is not on trial on this device any more (it was rolled back: the trial ran past its deadline)" in done.stderr
-    state = device.state()
-    assert (state["current"], state["committed"], state["trial"]) == (first_id, first_id, None)
-    assert device.artifact_name() == f"tiny-{first_id}"  # Mender rolled back too

@@ -63,6 +63,28 @@ def deploy_local(capfd, monkeypatch):
     return call
 
 
+@pytest.fixture()
+def run_written(monkeypatch):
+    """The written file run by the device's pipeline runner in this process, on the model `sdk init` pointed it to as
+    the host prepares it for a release; detections.jsonl's lines. For the tests whose subject is what the model finds
+    once the file is filled in: the deploy path around the runner (staging, lock, trial, health check, the runtime
+    process) is what test_the_example_tf_ssd_gets_the_example_pipeline_and_runs and
+    test_blazeface_names_what_to_fill_in_and_runs_once_it_is take through `deploy --target local` (a video file and a
+    folder of images as the source), and test_still_and_short_sources through the real `sdk-deploy` process (an
+    `sdk init` file of a YOLO v8 head)."""
+    from sdk.runtime.runner import PipelineRunner
+    from tools.models.prepare import PrepareModel
+
+    def call(path: Path, frames: int, state: Path, reports: Path) -> list[dict]:
+        monkeypatch.setenv("SDK_STATE_DIR", str(state))
+        pipeline = load_pipeline(path)
+        artifacts = PrepareModel(pipeline, state / "cache")()
+        PipelineRunner(pipeline, artifacts, reports, max_frames=frames).run()
+        return [json.loads(line) for line in (reports / "detections.jsonl").read_text().splitlines()]
+
+    return call
+
+
 def edit(path: Path, changes: dict) -> None:
     """The documented edits: each dotted key set to its value (the comments are not kept, the values are)."""
     data = yaml.safe_load(path.read_text())
@@ -235,7 +257,7 @@ PADDLE_NORMALIZE = {"scale": 0.00784313725490196, "mean": [1.0, 1.0, 1.0]}  # Pa
 
 
 @pytest.mark.slow
-def test_the_paddleocr_classifier_runs_as_kind_classify_after_the_documented_edits(tmp_path, sdk, deploy_local):
+def test_the_paddleocr_classifier_runs_as_kind_classify_after_the_documented_edits(tmp_path, sdk, run_written):
     from tests.integration.real_models import text_image
 
     shutil.copy(_rapidocr_models() / "ch_ppocr_mobile_v2.0_cls_infer.onnx", tmp_path / "cls.onnx")
@@ -256,21 +278,21 @@ def test_the_paddleocr_classifier_runs_as_kind_classify_after_the_documented_edi
     )
     spec = load_pipeline(tmp_path / "cls.yaml").spec
     assert spec.postprocess.decoder.kind == "classify" and spec.postprocess.decoder.activation == "none"
-    lines = deploy_local(tmp_path / "cls.yaml", 6, tmp_path / "state", tmp_path / "reports")
+    lines = run_written(tmp_path / "cls.yaml", 6, tmp_path / "state", tmp_path / "reports")
     assert len(lines) == 6 and all(line["detections"] == [] and len(line["classes"]) == 2 for line in lines)
     best = [line["classes"][0]["label"] for line in lines]
     assert best == ["0_degrees", "180_degrees"] * 3, best  # the real model sees which frames are upside down
 
 
 @pytest.mark.slow
-def test_the_paddleocr_text_detector_runs_as_written_and_finds_the_lines(tmp_path, sdk, deploy_local):
+def test_the_paddleocr_text_detector_runs_as_written_and_finds_the_lines(tmp_path, sdk, run_written):
     from tests.integration.real_models import document_frame
 
     shutil.copy(_rapidocr_models() / "ch_PP-OCRv4_det_infer.onnx", tmp_path / "det.onnx")
     _frames(tmp_path / "frames", [document_frame(i) for i in range(5)])
     assert sdk("init", "det.onnx", "--source", "images://frames", cwd=tmp_path).returncode == 0
     assert load_pipeline(tmp_path / "det.yaml").spec.model.prepare.inputs == {"x": (1, 3, 352, 640)}  # 640 x 360 frames
-    lines = deploy_local(tmp_path / "det.yaml", 5, tmp_path / "state", tmp_path / "reports")
+    lines = run_written(tmp_path / "det.yaml", 5, tmp_path / "state", tmp_path / "reports")
     for line in lines:  # four lines of text a frame, each a box with its four corners
         assert len(line["detections"]) == 4 and all(d["label"] == "text" and len(d["keypoints"]) == 4 for d in line["detections"]), line
 
@@ -285,7 +307,7 @@ NMS_EDITS = {  # the head tests/integration/test_nms_inside_real_model.py append
 
 
 @pytest.mark.slow
-def test_a_model_ending_in_nms_gets_kind_nms_inside_and_runs_once_filled_in(tmp_path, sdk, deploy_local):
+def test_a_model_ending_in_nms_gets_kind_nms_inside_and_runs_once_filled_in(tmp_path, sdk, run_written):
     from tests.integration.test_nms_inside_real_model import with_nms_head
 
     model = with_nms_head(ASSETS / "blazeface_front_128.onnx", tmp_path / "faces.onnx")
@@ -313,7 +335,7 @@ def test_a_model_ending_in_nms_gets_kind_nms_inside_and_runs_once_filled_in(tmp_
         load_pipeline(tmp_path / "faces.yaml")  # refused, naming the next key to fill in
     _frames(tmp_path / "frames", portrait_frames(cv2.imread(str(ASSETS / "astronaut_256.jpg")), 6))
     edit(tmp_path / "faces.yaml", {**NMS_EDITS, "source.uri": "images://frames", "postprocess.score_threshold": 0.5})
-    lines = deploy_local(tmp_path / "faces.yaml", 6, tmp_path / "state", tmp_path / "reports")
+    lines = run_written(tmp_path / "faces.yaml", 6, tmp_path / "state", tmp_path / "reports")
     assert len(lines) == 6 and all(line["detections"] and {d["label"] for d in line["detections"]} == {"face"} for line in lines)
 
 
@@ -353,19 +375,19 @@ def yolo_v8_like(path: Path, size: int = 64, classes: int = 2) -> Path:
 
 
 @pytest.mark.slow
-def test_a_yolo_v8_head_is_recognised_and_runs_as_written(tmp_path, sdk, deploy_local):
+def test_a_yolo_v8_head_is_recognised_and_runs_as_written(tmp_path, sdk, run_written):
     yolo_v8_like(tmp_path / "yolo.onnx")
     done = sdk("init", "yolo.onnx", cwd=tmp_path)
     assert done.returncode == 0 and "YOLO v8 head 'output0' [1, 6, 84]: 2 classes" in done.stdout and "fill in" not in done.stdout, done.stdout
     spec = load_pipeline(tmp_path / "yolo.yaml").spec
     assert spec.postprocess.classes == ("person", "car") and spec.preprocess.resize.mode == "letterbox"
     assert spec.preprocess.normalize.scale == pytest.approx(1 / 255)
-    lines = deploy_local(tmp_path / "yolo.yaml", 5, tmp_path / "state", tmp_path / "reports")
+    lines = run_written(tmp_path / "yolo.yaml", 5, tmp_path / "state", tmp_path / "reports")
     assert len(lines) == 5
 
 
 @pytest.mark.slow
-def test_the_real_yolox_nano_is_written_as_yoloxs_demo_runs_it_and_detects_what_the_demo_does(tmp_path, sdk, deploy_local):
+def test_the_real_yolox_nano_is_written_as_yoloxs_demo_runs_it_and_detects_what_the_demo_does(tmp_path, sdk, run_written):
     from tests.integration import yolox_reference
 
     shutil.copy(ASSETS / "yolox_nano.onnx", tmp_path / "yolox_nano.onnx")
@@ -386,7 +408,7 @@ def test_the_real_yolox_nano_is_written_as_yoloxs_demo_runs_it_and_detects_what_
     assert spec.preprocess.color == "bgr" and spec.preprocess.normalize.is_identity
     assert spec.postprocess.decoder.grid_strides() == (8, 16, 32) and spec.postprocess.classes[:3] == ("person", "bicycle", "car")
     assert (spec.postprocess.score_threshold, spec.postprocess.iou_threshold, spec.postprocess.nms) == (0.3, 0.45, "class_agnostic")
-    lines = deploy_local(tmp_path / "yolox_nano.yaml", 12, tmp_path / "state", tmp_path / "reports")
+    lines = run_written(tmp_path / "yolox_nano.yaml", 6, tmp_path / "state", tmp_path / "reports")
     session = ort.InferenceSession(str(ASSETS / "yolox_nano.onnx"), providers=["CPUExecutionProvider"])
     video = cv2.VideoCapture(str(tmp_path / "clip.avi"))
     for line in lines:
@@ -394,7 +416,7 @@ def test_the_real_yolox_nano_is_written_as_yoloxs_demo_runs_it_and_detects_what_
         ours = [(spec.postprocess.classes.index(d["label"]), d["score"], d["box"]) for d in line["detections"]]
         yolox_reference.assert_same(ours, yolox_reference.detect(session, frame), px=0.5, score=0.005)  # 2 decimals in the file
     video.release()
-    assert len(lines) == 12 and sum(len(line["detections"]) for line in lines) >= 60
+    assert len(lines) == 6 and sum(len(line["detections"]) for line in lines) >= 30
 
 
 def test_the_model_must_be_in_the_pipeline_folder_and_so_must_the_source(tmp_path, sdk):

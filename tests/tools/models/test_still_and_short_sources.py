@@ -1,6 +1,8 @@
-"""A still image and a short clip as a newcomer gives them to `sdk init`, through the real CLI (subprocesses, text
-read back): the file loops them, its budgets say where they come from, the printed next step deploys as written, and
-`sdk check` and a run say when a source holds fewer frames than the health check or `--frames` ask for."""
+"""A still image and a short clip as a newcomer gives them to `sdk init`: the file loops them, its budgets say where
+they come from, the printed next step deploys as written, and `sdk check` and a run say when a source holds fewer
+frames than the health check or `--frames` ask for. The first test goes through the real CLI processes (`sdk init`,
+`sdk check`, `sdk-deploy`, text read back); the others call the same CLI in this process (the words, exit codes and
+files are their subject, not the process boundary, and each fresh interpreter costs 2-3 CPU-seconds of imports)."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import numpy as np
 import pytest
 import yaml
 
-from tests.tools.models.test_init_pipeline import yolo_v8_like
+from tests.tools.models.test_init_pipeline import in_process, yolo_v8_like
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -24,6 +26,17 @@ def run(tmp_path: Path, *args: str, main: str = "main") -> subprocess.CompletedP
     env = {**os.environ, "SDK_STATE_DIR": str(tmp_path / ".state"), "PYTHONPATH": str(REPO), "COLUMNS": "200"}
     argv = [sys.executable, "-c", f"from tools.cli import {main}; {main}()", *args]
     return subprocess.run(argv, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture()
+def cli(capfd, monkeypatch):
+    """`run` above, in this process (tools.cli.run, the CLI's own error boundary): the same argv, cwd and environment."""
+
+    def call(tmp_path: Path, *args: str, main: str = "main"):
+        argv = ["deploy", *args] if main == "deploy_main" else list(args)
+        return in_process(capfd, monkeypatch, argv, tmp_path, {"SDK_STATE_DIR": str(tmp_path / ".state"), "COLUMNS": "200"})
+
+    return call
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +72,12 @@ def test_a_still_image_loops_and_the_printed_next_step_deploys_as_written(folder
     assert len((folder / "reports" / "detections.jsonl").read_text().splitlines()) == 12
 
 
-def test_check_finds_a_still_without_its_loop_and_a_clip_shorter_than_asked(folder):
-    assert run(folder, "init", "plates.onnx", "--source", "file://photo.jpg", "--output", "base.yaml").returncode == 0
+def test_check_finds_a_still_without_its_loop_and_a_clip_shorter_than_asked(folder, cli):
+    assert cli(folder, "init", "plates.onnx", "--source", "file://photo.jpg", "--output", "base.yaml").returncode == 0
     data = yaml.safe_load((folder / "base.yaml").read_text())
     data["source"] = {"uri": "file://photo.jpg"}
     (folder / "noloop.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    done = run(folder, "check", "noloop.yaml")
+    done = cli(folder, "check", "noloop.yaml")
     assert done.returncode == 1
     assert (
         "problem  source: file://photo.jpg holds 1 frame (a still image), fewer than the 5 the health check needs (health.min_frames)"
@@ -74,20 +87,20 @@ def test_check_finds_a_still_without_its_loop_and_a_clip_shorter_than_asked(fold
     data["source"] = {"uri": "file://short.avi"}
     data["health"] = {"min_frames": 3}
     (folder / "short.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    done = run(folder, "check", "short.yaml", "--frames", "20")
+    done = cli(folder, "check", "short.yaml", "--frames", "20")
     warned = "warn     source: file://short.avi holds 6 frames, fewer than the 20 asked for (--frames): the run ends after 6"
     assert warned in done.stdout, done.stdout
     assert "health check needs" not in done.stdout
 
 
-def test_a_run_past_a_short_clips_end_says_so(folder):
-    done = run(folder, "init", "plates.onnx", "--source", "file://short.avi", "--output", "clip.yaml")
+def test_a_run_past_a_short_clips_end_says_so(folder, cli):
+    done = cli(folder, "init", "plates.onnx", "--source", "file://short.avi", "--output", "clip.yaml")
     assert "source: 6 frame(s), fewer than the 309 a backed p99 needs: played in a loop (source.replay.loop)" in done.stdout, done.stdout
     data = yaml.safe_load((folder / "clip.yaml").read_text())
     assert data["source"]["replay"] == {"loop": True}
     data["source"] = {"uri": "file://short.avi"}  # played once: the run ends with the clip, and says so
     (folder / "once.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    ran = run(folder, "--target", "local", "once.yaml", "--frames", "9", "--report-dir", "once", main="deploy_main")
+    ran = cli(folder, "--target", "local", "once.yaml", "--frames", "9", "--report-dir", "once", main="deploy_main")
     said = "file://short.avi: the source ended after 6 frame(s), before the 9 asked (--frames or replay.frames)"
     assert said in ran.stdout, ran.stdout + ran.stderr
 
