@@ -362,8 +362,12 @@ def test_a_ctrl_c_as_the_coordinator_grants_the_place_still_releases_it(bench, s
         await asyncio.sleep(0.2)
 
     monkeypatch.setattr(ClientSession, "acquire", acquire_then_ctrl_c)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    with pytest.raises(KeyboardInterrupt):
-        LabgridPlace(bench, PLACE, PLACE).acquire()
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    # Python's own Ctrl-C handler, as in a terminal: a suite started in the background inherits SIGINT ignored.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            LabgridPlace(bench, PLACE, PLACE).acquire()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     assert acquired_by(bench) == "None"
