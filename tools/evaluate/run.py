@@ -18,7 +18,7 @@ from sdk.spec.loader import PipelineFile
 from tools.evaluate.classmap import ClassMap, map_classes
 from tools.evaluate.labels import LabelSet, load_labels
 from tools.evaluate.labelset import IMAGES_FLAG
-from tools.evaluate.target_shards import OnTargets, check_target_labels, resolve_fleet
+from tools.evaluate.target_shards import OnTargets, resolve_fleet
 from tools.history.label_matches import MATCHES_FILE, LabelMatches, from_evaluation
 from tools.history.stats import DRAWS
 from tools.progress import Progress, SilentProgress
@@ -35,7 +35,7 @@ class Request:
     draws: int = DRAWS
     shards: int = 1  # parts of the labelled set detected at once (tools/evaluate/shards.py)
     ray: str | None = None  # run the shards as Ray tasks: "local" (a Ray on this machine) or a cluster's address
-    partial: bool = False  # a fleet's target failed: score the images the others ran (tools/evaluate/on_targets.py)
+    partial: bool = False  # a fleet's target failed: score the images the others ran (tools/validation/evaluate_targets.py)
 
 
 def checked_inputs(pipeline: PipelineFile, labels_path: Path, images: Path | None, images_from: str = IMAGES_FLAG) -> tuple[LabelSet, ClassMap]:
@@ -77,7 +77,6 @@ def evaluate_run(request: Request, progress: Progress | None = None, on_targets:
     labels, mapping = checked_inputs(pipeline, request.labels, request.images)
     shards, not_run = [], []
     if request.target != LOCAL:  # the release on each target runs its part of the images (its own model and engine)
-        check_target_labels(labels, request.target)
         fleet = on_targets(pipeline, labels, mapping, request.target, progress, request.partial)
         run, shards, not_run = fleet.run, fleet.shards, fleet.not_run
     else:

@@ -424,6 +424,14 @@ def holdout_frames(
     return frames
 
 
+def holdout_keys(artifacts: CalibrationArtifacts, limit: int | None = None) -> set:
+    """The keys `holdout_frames(limit=...)` returns, without reading a frame: indices, or (camera, index) with several."""
+    holdout = json.loads(artifacts.ranges.read_text())["holdout"]
+    if not isinstance(holdout, dict):
+        return set(holdout[:limit])
+    return {(name, index) for name, held in holdout.items() for index in held[:limit]}
+
+
 def check_accuracy(pipeline: PipelineFile, model: ModelArtifacts, artifacts: CalibrationArtifacts, progress: Progress | None = None):
     """Run the accuracy gate on the held-out frames recorded with the calibration; returns the report."""
     from tools.int8.accuracy import evaluate_int8

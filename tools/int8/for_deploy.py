@@ -27,7 +27,7 @@ from sdk.errors import ModelError
 from sdk.sinks.files import partial_path, publish, write_whole
 from sdk.spec.loader import PipelineFile
 from tools.int8.accuracy import add_to_report, evaluate_int8, plot_accuracy
-from tools.int8.calibrate import Calibrate, CalibrationArtifacts, holdout_frames, write_qdq
+from tools.int8.calibrate import Calibrate, CalibrationArtifacts, holdout_frames, holdout_keys, write_qdq
 from tools.models.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 
@@ -163,7 +163,7 @@ class Int8ForDeploy:
         folder.mkdir(parents=True, exist_ok=True)
         held = holdout_frames(pipeline, model, artifacts, self.progress)  # read once: the gate, the search, the plot
         spec = pipeline.spec.calibration
-        report = evaluate_int8(pipeline, model, artifacts.qdq_model, held, spec.accuracy, self.progress)  # check_accuracy
+        report = evaluate_int8(pipeline, model, artifacts.qdq_model, held, spec.accuracy, self.progress)  # the gate on them
         if report.passed or spec.fallback == "none":
             plot_accuracy(report, folder / "accuracy.png")  # with a fallback, the final model's report is the one plotted
             return {"report": report.as_dict(), "qdq_model": str(artifacts.qdq_model), "fallback_ran": False}
@@ -171,8 +171,7 @@ class Int8ForDeploy:
         mixed = search(frames=held, baseline=report)
         from tools.int8.sensitivity import ranking_order
 
-        recorded = json.loads(artifacts.ranges.read_text())["holdout"]  # every camera's first 4, as holdout_frames(limit=4)
-        first = set(recorded[:4]) if isinstance(recorded, list) else {(name, i) for name, chosen in recorded.items() for i in chosen[:4]}
+        first = holdout_keys(artifacts, limit=4)  # every camera's first 4, as holdout_frames(limit=4) reads them
         few = {key: held[key] for key in held if key in first}
         frames = [few[key] for key in ranking_order(few)[:4]]
         worst = [name for name, _ in mixed.ranking[:4]]

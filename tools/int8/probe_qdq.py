@@ -19,7 +19,7 @@ import json
 import tempfile
 from pathlib import Path
 
-QDQ_OPSET = 13
+from tools.int8.qdq_opset import QDQ_OPSET
 
 
 class OneLayerProbes:
