@@ -146,9 +146,9 @@ def _dead_session(folder: Path) -> bool:
 
 def sweep_stale_resources() -> list[str]:
     """What an earlier run that was killed (SIGKILL, a CI timeout) left behind and that would disturb this one:
-    processes started from its temporary folder (sshd, supervisors, labgrid) and its network namespaces
-    (tests/tools/netns.py: sdk<pid % 10000>n<index>). Only ours: found by those names, and only where the
-    owning run's pid is gone."""
+    processes started from its temporary folder (sshd, supervisors, labgrid), its mounts there (the full and
+    read-only store tests) and its network namespaces (tests/tools/netns.py: sdk<pid % 10000>n<index>). Only ours:
+    found by those names, and only where the owning run's pid is gone."""
     removed = []
     sessions = re.compile(re.escape(str(Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}")) + r"/pytest-\d+")
     me = os.getuid()
@@ -167,6 +167,14 @@ def sweep_stale_resources() -> list[str]:
                 removed.append(f"process {pid}: {command[:120]}")
             except ProcessLookupError:
                 pass
+    if os.geteuid() == 0 and os.path.isfile("/proc/self/mounts"):  # the fault tests' tmpfs and read-only bind mounts
+        with open("/proc/self/mounts") as handle:
+            points = [line.split()[1].replace("\\040", " ") for line in handle]
+        for point in sorted(points, key=len, reverse=True):  # the innermost first
+            match = sessions.match(point)
+            if match and _dead_session(Path(match.group(0))):
+                subprocess.run(["umount", "--lazy", point], capture_output=True)
+                removed.append(f"mount {point}")
     if shutil.which("ip") and os.geteuid() == 0:
         listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
         pythons = {pid % 10000 for pid, (_, _, command) in _processes().items() if "python" in command}

@@ -273,7 +273,7 @@ def test_the_acceptance_suite_beside_labgrids_own_pytest_plugin(bench, ssh_targe
     _client(bench, "acquire")
     try:
         owner = acquired_by(bench)
-        command = [*pytest_command(), "--lg-env", str(env_file), "--pipeline", str(relaxed_example(tmp_path / "p")), "--frames", "15"]
+        command = [*pytest_command(tmp_path / "tmp"), "--lg-env", str(env_file), "--pipeline", str(relaxed_example(tmp_path / "p")), "--frames", "15"]
         command += ["--acceptance-report-dir", str(tmp_path / "report")]
         env = {k: v for k, v in os.environ.items() if k != "LG_COORDINATOR"}
         done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)

@@ -26,7 +26,7 @@ FRAMES = 60
 def suite(pipeline: Path, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
     from xml.etree import ElementTree
 
-    command = [*pytest_command(autoload=False), "--pipeline", str(pipeline), "--target", "local", "--frames", str(FRAMES)]
+    command = [*pytest_command(out / "tmp", autoload=False), "--pipeline", str(pipeline), "--target", "local", "--frames", str(FRAMES)]
     command += ["--acceptance-report-dir", str(out / "report"), "--junitxml", str(out / "suite.xml"), "-k", GATE, *extra]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=pytest_env())
     return done, outcomes(ElementTree.parse(out / "suite.xml").getroot())

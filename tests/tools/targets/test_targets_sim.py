@@ -120,3 +120,38 @@ def test_a_session_that_leaves_a_process_running_fails_and_the_process_is_killed
     assert done.returncode == 1, done.stdout
     assert "processes left running (now killed)" in done.stdout and "sleep 300" in done.stdout
     assert not _alive(int(next((tmp_path / "base").rglob("pid")).read_text()))
+
+
+def test_the_start_of_a_run_unmounts_what_a_killed_run_mounted_in_its_folder(tmp_path, monkeypatch):
+    """A run killed inside a full or read-only store test (SIGKILL, a CI timeout) leaves its mounts; the next run's
+    start removes them, innermost first, and leaves a live run's mounts alone."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    from tests.conftest import sweep_stale_resources
+
+    monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))
+    runs = tmp_path / f"pytest-of-{getpass.getuser()}"
+    dead, live = runs / "pytest-7", runs / "pytest-8"
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        (dead / "store").mkdir(parents=True)
+        (live / "store").mkdir(parents=True)
+        (dead / ".lock").write_text(str(sleeper.pid))
+        (live / ".lock").write_text(str(os.getpid()))
+        points = [dead / "store", dead / "store" / "service", live / "store"]
+        try:
+            for point in points:
+                point.mkdir(exist_ok=True)  # (the inner one, inside the outer tmpfs)
+                subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(point)], check=True)
+            sleeper.kill()
+            sleeper.wait()
+            removed = sweep_stale_resources()
+            assert [line for line in removed if line.startswith("mount ")] == [f"mount {points[1]}", f"mount {points[0]}"]
+            mounted = Path("/proc/self/mounts").read_text()
+            assert f" {live / 'store'} " in mounted and f" {dead / 'store'} " not in mounted
+        finally:
+            for point in reversed(points):
+                subprocess.run(["umount", "--lazy", str(point)], capture_output=True)
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -22,16 +22,19 @@ TEAM_TESTS = 3  # tests/acceptance/test_team_requirements.py
 GATE = "test_no_regression_beyond_the_tolerance"  # tests/acceptance/test_regression_gate.py: skipped without --baseline
 
 
-def pytest_command(autoload: bool = True) -> list[str]:
-    """`pytest tests/acceptance` in a process of its own. Installed, the plugin is a pytest11 entry point, loaded as
+def pytest_command(basetemp: Path, autoload: bool = True) -> list[str]:
+    """`pytest tests/acceptance` in a process of its own, its temporary folders under `basetemp` (a test's own). Without
+    --basetemp pytest numbers a folder in the machine's shared temporary root and, at exit, deletes every ended run's
+    folder there: a child of this suite once spent its 120 s deleting gigabytes an earlier run left. Installed, the plugin is a pytest11 entry point, loaded as
     every installed plugin is (`autoload`: labgrid's beside it, tests/tools/connect/test_labgrid.py); from a bare
     checkout it is named with -p. Without `autoload` (run it with `pytest_env()`) only this plugin is named, and
     xdist for the project's addopts (`--dist`): the other installed plugins' imports (labgrid, hypothesis...) cost
     each run 1.3 of its 2.7 CPU-seconds of start."""
+    basetemp.parent.mkdir(parents=True, exist_ok=True)  # pytest makes the folder itself, not its parents
     registered = any(e.value == "tools.validation.pytest_plugin" for e in entry_points(group="pytest11"))
     plugin = [] if registered and autoload else ["-p", "tools.validation.pytest_plugin"]
     plugin += [] if autoload else ["-p", "xdist.plugin"]
-    return [sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "tests/acceptance", "-q"]
+    return [sys.executable, "-m", "pytest", *plugin, "-p", "no:cacheprovider", "--basetemp", str(basetemp), "tests/acceptance", "-q"]
 
 
 def pytest_env() -> dict[str, str]:
@@ -40,7 +43,7 @@ def pytest_env() -> dict[str, str]:
 
 
 def acceptance_suite(pipeline: Path, target: str, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, ElementTree.Element]:
-    command = [*pytest_command(autoload=False), "--pipeline", str(pipeline), "--target", target]
+    command = [*pytest_command(out / "tmp", autoload=False), "--pipeline", str(pipeline), "--target", target]
     command += ["--acceptance-report-dir", str(out / "report"), "--junitxml", str(out / "suite.xml")]
     done = subprocess.run([*command, *extra], cwd=REPO, capture_output=True, text=True, timeout=300, env=pytest_env())
     validate_junit(out / "suite.xml")  # pytest's own JUnit, with the run's properties, is valid too
@@ -103,13 +106,13 @@ def test_acceptance_suite_over_real_ssh(tmp_path, ssh_target):
 
 
 def test_without_a_pipeline_the_suite_skips(tmp_path):
-    done = subprocess.run([*pytest_command(autoload=False), "-rs"], cwd=REPO, capture_output=True, text=True, timeout=120, env=pytest_env())
+    done = subprocess.run([*pytest_command(tmp_path / "tmp", autoload=False), "-rs"], cwd=REPO, capture_output=True, text=True, timeout=120, env=pytest_env())
     assert done.returncode == 0 and "skipped" in done.stdout and "no --pipeline given" in done.stdout
 
 
 def test_a_user_error_is_said_like_the_cli_says_it(tmp_path):
     missing = tmp_path / "nope.yaml"
-    command = [*pytest_command(autoload=False), "--pipeline", str(missing)]
+    command = [*pytest_command(tmp_path / "tmp", autoload=False), "--pipeline", str(missing)]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, env=pytest_env())
     assert done.returncode == 4  # pytest's usage error
     lines = done.stderr.splitlines()
