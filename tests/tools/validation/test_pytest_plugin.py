@@ -25,11 +25,11 @@ GATE = "test_no_regression_beyond_the_tolerance"  # tests/acceptance/test_regres
 def pytest_command(basetemp: Path, autoload: bool = True) -> list[str]:
     """`pytest tests/acceptance` in a process of its own, its temporary folders under `basetemp` (a test's own). Without
     --basetemp pytest numbers a folder in the machine's shared temporary root and, at exit, deletes every ended run's
-    folder there: a child of this suite once spent its 120 s deleting gigabytes an earlier run left. Installed, the plugin is a pytest11 entry point, loaded as
-    every installed plugin is (`autoload`: labgrid's beside it, tests/tools/connect/test_labgrid.py); from a bare
-    checkout it is named with -p. Without `autoload` (run it with `pytest_env()`) only this plugin is named, and
-    xdist for the project's addopts (`--dist`): the other installed plugins' imports (labgrid, hypothesis...) cost
-    each run 1.3 of its 2.7 CPU-seconds of start."""
+    folder there: a child of this suite once spent its 120 s deleting gigabytes an earlier run left. Installed, the
+    plugin is a pytest11 entry point, loaded as every installed plugin is (`autoload`: labgrid's beside it,
+    tests/tools/connect/test_labgrid.py); from a bare checkout it is named with -p. Without `autoload` (run it with
+    `pytest_env()`) only this plugin is named, and xdist for the project's addopts (`--dist`): the other installed
+    plugins' imports (labgrid, hypothesis...) cost each run 1.3 of its 2.7 CPU-seconds of start."""
     basetemp.parent.mkdir(parents=True, exist_ok=True)  # pytest makes the folder itself, not its parents
     registered = any(e.value == "tools.validation.pytest_plugin" for e in entry_points(group="pytest11"))
     plugin = [] if registered and autoload else ["-p", "tools.validation.pytest_plugin"]
@@ -106,7 +106,8 @@ def test_acceptance_suite_over_real_ssh(tmp_path, ssh_target):
 
 
 def test_without_a_pipeline_the_suite_skips(tmp_path):
-    done = subprocess.run([*pytest_command(tmp_path / "tmp", autoload=False), "-rs"], cwd=REPO, capture_output=True, text=True, timeout=120, env=pytest_env())
+    command = [*pytest_command(tmp_path / "tmp", autoload=False), "-rs"]
+    done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=120, env=pytest_env())
     assert done.returncode == 0 and "skipped" in done.stdout and "no --pipeline given" in done.stdout
 
 
