@@ -106,3 +106,17 @@ def test_bad_targets_are_one_error_line_and_a_hint_before_anything_runs(fleet, s
     assert ran.returncode == 1
     lines = ran.stderr.strip().splitlines()
     assert len(lines) == 2 and lines[0].startswith(error) and lines[1].startswith(hint), ran.stderr
+
+
+def test_labels_over_a_video_are_refused_on_a_target_before_anything_runs(fleet, tmp_path):
+    """Only image files travel to a target: MOTChallenge labels over a video are one error naming them and the way out."""
+    from sdk.errors import ConfigError
+    from sdk.spec import load_pipeline
+    from tests.tools.evaluate.test_kitti_mot_labels import _mot
+    from tools.evaluate.labels import load_labels
+
+    gt, video = _mot(tmp_path, ["1,1,10,5,20,30,1,1,1"])
+    with pytest.raises(ConfigError) as refused:
+        detect_on_targets(load_pipeline(fleet.pipeline), load_labels(gt, video), None, "pair")
+    assert refused.value.message == f"--labels {gt}: its frames are in a video; --target pair runs image files only"
+    assert refused.value.hint == "give the sequence's frame folder (img1/) with --images, or evaluate with --target local"
