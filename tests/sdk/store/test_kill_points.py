@@ -6,9 +6,11 @@ static check reads every `point(...)` call in `sdk/` and requires it to name a d
 template store holds three real releases of a tiny pipeline: A and B committed (B current), C staged (and D,
 whose health check fails). For each case a copy of it runs one deploy's device side (tests/sdk/store/
 fault_driver.py) with `SDK_FAULT` naming the point; a chained case kills the recovery that follows too (a second
-power cut). After the SIGKILL: no health-check process is left; the systemd unit's start command (`serve
---root`) runs exactly the release that the last completed atomic step committed, verified byte for byte; every
-release reachable from a link or the history matches its manifest.
+power cut). The cases whose first power cut is the same (the deploy killed once its rollback's record is written)
+start from a copy of the store that this one kill left, made once per run: a SIGKILL leaves nothing but what is on
+disk, and the copy is that, byte for byte. After the SIGKILL: no health-check process is left; the systemd unit's
+start command (`serve --root`) runs exactly the release that the last completed atomic step committed, verified byte
+for byte; every release reachable from a link or the history matches its manifest.
 """
 
 from __future__ import annotations
@@ -232,17 +234,38 @@ def forks():
     forker.close()
 
 
-@pytest.mark.parametrize(("steps", "expected"), CASES, ids=[_case_id(steps) for steps, _ in CASES])
-def test_kill_9_at_each_point_then_the_unit_starts_the_last_committed_release_verified(template, forks, tmp_path, steps, expected):
-    source, ids = template
-    root = tmp_path / "target"
-    subprocess.run(["cp", "-a", str(source), str(root)], check=True)  # -a keeps the store's hard links
+def _kill_and_check(forks: DeviceForks, root: Path, ids: dict, steps) -> None:
     for point, k, scenario, release in steps:
         _kill(forks, root, ids, point, k, scenario, release)
         deadline = time.monotonic() + 10
         while _health_processes(root) and time.monotonic() < deadline:
             time.sleep(0.1)  # PR_SET_PDEATHSIG: the health run dies with the trial process
         assert not _health_processes(root), "a health-check process outlived its trial"
+
+
+@pytest.fixture(scope="module")
+def rolled_back(template, forks, tmp_path_factory) -> Path:
+    """The store that the first kill of the ROLLED_BACK cases leaves (a copy of the template, its deploy killed once its
+    rollback's record was written), made once per run: those cases copy it and go on from there."""
+    from tests.conftest import shared_folder
+
+    source, ids = template
+
+    def build(base: Path) -> None:
+        subprocess.run(["cp", "-a", str(source), str(base / "target")], check=True)  # -a keeps the store's hard links
+        _kill_and_check(forks, base / "target", ids, [ROLLED_BACK])
+
+    return shared_folder(tmp_path_factory, "kill-points-rolled-back", build) / "target"
+
+
+@pytest.mark.parametrize(("steps", "expected"), CASES, ids=[_case_id(steps) for steps, _ in CASES])
+def test_kill_9_at_each_point_then_the_unit_starts_the_last_committed_release_verified(template, forks, tmp_path, steps, expected, request):
+    source, ids = template
+    if steps[0] == ROLLED_BACK:  # that kill's store, left once; the steps after it are this case's own
+        source, steps = request.getfixturevalue("rolled_back"), steps[1:]
+    root = tmp_path / "target"
+    subprocess.run(["cp", "-a", str(source), str(root)], check=True)  # -a keeps the store's hard links
+    _kill_and_check(forks, root, ids, steps)
     status = _start_as_the_unit_does(forks, root)
     assert status["release"] == ids[expected] and status["frames"] == 2
     store = ReleaseStore(root)

@@ -1,10 +1,16 @@
 """The trial's verdict on the health run, at its boundaries, on the local target (sdk/store/trial.py through the
 session deploy uses): `health.min_frames` frames through the pipeline pass, one fewer fails and says how many went
 through; a runtime that exits with its own error fails with that error, whatever it left behind.
+
+The release that passes first (`good`, five frames, its trial at `min_frames: 5`) and a second five-frame release
+are staged, and the first tried and committed, once per run (a shared folder); each test tries its own release on a
+copy of that store.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -54,29 +60,51 @@ def trial(base: Path, release: str, min_frames: int):
         session.unlock("test")
 
 
+FIVE = "synthetic://boxes?width=64&height=48&frames=5"
+
+
+def _build(base: Path) -> None:
+    """`good` staged, tried at `min_frames: 5` and committed; `b`, its camera the same five frames, staged."""
+    good = staged(base, "good", FIVE)
+    passed = trial(base, good, min_frames=5)
+    b = staged(base, "b", FIVE)
+    (base / "built.json").write_text(json.dumps({"good": good, "b": b, "healthy": passed.healthy, "reason": passed.reason}))
+
+
+@pytest.fixture(scope="module")
+def committed(tmp_path_factory):
+    from tests.conftest import shared_folder
+
+    base = shared_folder(tmp_path_factory, "trial-judgement-store", _build)
+    return base, json.loads((base / "built.json").read_text())
+
+
 @pytest.fixture()
-def five_frames(tmp_path):
-    """Two releases whose camera has exactly five frames."""
-    uri = "synthetic://boxes?width=64&height=48&frames=5"
-    return tmp_path, staged(tmp_path, "a", uri), staged(tmp_path, "b", uri)
+def store(committed, tmp_path) -> tuple[Path, dict]:
+    """A copy of the store with `good` committed (and `b` staged), and the prepared-model cache, in this test's folder."""
+    base, built = committed
+    for name in ("target", "cache"):
+        subprocess.run(["cp", "-a", str(base / name), str(tmp_path / name)], check=True)  # -a keeps the store's hard links
+    return tmp_path, built
 
 
-def test_min_frames_through_the_pipeline_pass_and_one_more_needed_fails(five_frames):
-    base, a, b = five_frames
-    passed = trial(base, a, min_frames=5)
-    assert passed.healthy, passed.reason
-    assert passed.reason == "5 frames went through every stage"
-    failed = trial(base, b, min_frames=6)
+def test_min_frames_through_the_pipeline_pass_and_one_more_needed_fails(store):
+    """Two releases whose camera has exactly five frames: the first passed its trial at `min_frames: 5` (in the shared
+    store), the second is tried at 6."""
+    base, built = store
+    assert built["healthy"], built["reason"]
+    assert built["reason"] == "5 frames went through every stage"
+    failed = trial(base, built["b"], min_frames=6)
     assert not failed.healthy
     assert failed.reason == "only 5 frame(s) went through the pipeline; the health check needs 6 (health.min_frames)"
-    store = ReleaseStore(base / "target")
-    assert store.committed() == store.current() == a and store.trial() is None
-    assert store.status()["last_trial"]["outcome"] == "rolled back"
+    target = ReleaseStore(base / "target")
+    assert target.committed() == target.current() == built["good"] and target.trial() is None
+    assert target.status()["last_trial"]["outcome"] == "rolled back"
 
 
-def test_a_runtime_that_exits_with_its_own_error_fails_with_that_error(tmp_path):
-    good = staged(tmp_path, "good", "synthetic://boxes?width=64&height=48&frames=5")
-    assert trial(tmp_path, good, min_frames=2).healthy
+def test_a_runtime_that_exits_with_its_own_error_fails_with_that_error(store):
+    tmp_path, built = store
+    good = built["good"]
     # A video with no decodable frame: the runtime's own one-line error, status 1.
     broken = staged(tmp_path, "broken", "file://broken.avi", {"broken.avi": b"\0" * 4096})
     failed = trial(tmp_path, broken, min_frames=2)
@@ -86,12 +114,12 @@ def test_a_runtime_that_exits_with_its_own_error_fails_with_that_error(tmp_path)
     assert store.committed() == store.current() == good
 
 
-def test_a_release_edited_before_its_trial_never_runs(tmp_path):
+def test_a_release_edited_before_its_trial_never_runs(store):
     """A staged release changed in place (same length: only the hash tells) is refused before its health run starts:
     nothing switched, nothing ran."""
-    good = staged(tmp_path, "good", "synthetic://boxes?width=64&height=48&frames=5")
-    assert trial(tmp_path, good, min_frames=2).healthy
-    edited = staged(tmp_path, "edited", "synthetic://boxes?width=64&height=48&frames=5")
+    tmp_path, built = store
+    good = built["good"]
+    edited = staged(tmp_path, "edited", FIVE)
     store = ReleaseStore(tmp_path / "target")
     path = store.release_dir(edited) / "pipeline" / "tiny.yaml"
     data = path.read_bytes()
@@ -130,12 +158,12 @@ def decode(outputs, geometry, options):
 """
 
 
-def test_a_release_whose_files_change_during_its_health_check_is_rolled_back(tmp_path):
-    good = staged(tmp_path, "good", "synthetic://boxes?width=64&height=48&frames=5")
-    assert trial(tmp_path, good, min_frames=2).healthy
+def test_a_release_whose_files_change_during_its_health_check_is_rolled_back(store):
+    tmp_path, built = store
+    good = built["good"]
     decoder = "decoder: {kind: python, entry: 'planting:decode', path: plugins}"
     files = {"plugins/planting.py": PLANTING_DECODER.encode()}
-    planting = staged(tmp_path, "planting", "synthetic://boxes?width=64&height=48&frames=5", files, decoder)
+    planting = staged(tmp_path, "planting", FIVE, files, decoder)
     failed = trial(tmp_path, planting, min_frames=2)
     assert not failed.healthy
     assert failed.reason.startswith(f"its files changed during the health check: release {planting}: ")

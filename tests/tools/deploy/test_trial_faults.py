@@ -1,7 +1,9 @@
 """The device owns the trial: hangs, crashes, 0 frames and a vanished deployer end with the last
 committed release current, decided on the target, within the health check's deadline.
 
-Real OpenSSH target (tests/tools/conftest.py) and the local target; the tiny real pipeline.
+Real OpenSSH target (tests/tools/conftest.py) and the local target; the tiny real pipeline. Each test starts from a
+copy of a store in which the good release was deployed (over SSH, or locally) and committed once per run: the faults
+are the next deploy's.
 """
 
 from __future__ import annotations
@@ -62,6 +64,38 @@ def wait_until(predicate, timeout: float) -> bool:
     return predicate()
 
 
+def _deploy_good(base: Path, target: str, sim_server) -> None:
+    """The good release deployed to `target` (sim: `base`/remote over SSH; local: under `base`/state) and committed."""
+    root = base / "remote"
+    root.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        sim_server.write_target(base / "targets" / "sim.yaml", remote_root=str(root))
+        patch.setenv("SDK_TARGETS_DIR", str(base / "targets"))
+        patch.setenv("SDK_STATE_DIR", str(base / "state"))
+        good = Deploy(pipeline(base, GOOD, name="good"), target, frames=3, report_dir=base / "r")()
+    (base / "good.json").write_text(json.dumps({"release": good.staged.release_id}))
+
+
+@pytest.fixture()
+def good_store(ssh_target, sim_server, tmp_path_factory):
+    """Put a copy of the store with the good release committed (deployed once per run, for each target) in place of
+    this test's target root: returns that root and the good release."""
+
+    def place(target: str) -> tuple[Path, str]:
+        from tests.conftest import shared_folder
+
+        base = shared_folder(tmp_path_factory, f"trial-faults-good-{target}", lambda folder: _deploy_good(folder, target, sim_server))
+        source = base / "remote" if target == "sim" else base / "state" / "targets" / "local"
+        root = ssh_target.root if target == "sim" else ssh_target.state / "targets" / "local"
+        if root.is_dir():
+            root.rmdir()  # the test's own remote root, empty
+        root.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-a", str(source), str(root)], check=True)  # -a keeps the store's hard links
+        return root, json.loads((base / "good.json").read_text())["release"]
+
+    return place
+
+
 def committed_of(root: Path) -> str | None:
     return ReleaseStore(root).committed()
 
@@ -71,31 +105,31 @@ def current_of(root: Path) -> str | None:
 
 
 @pytest.mark.slow
-def test_a_hanging_health_check_is_rolled_back_by_the_device_within_its_deadline(ssh_target, tmp_path):
-    good = Deploy(pipeline(tmp_path, GOOD, name="good"), "sim", frames=3, report_dir=tmp_path / "r1")()
+def test_a_hanging_health_check_is_rolled_back_by_the_device_within_its_deadline(ssh_target, tmp_path, good_store):
+    _, good = good_store("sim")
     started = time.monotonic()
-    expected = r"failed its health check on sim: the health check did not finish within 8 s .*rolled back to " + good.staged.release_id
+    expected = r"failed its health check on sim: the health check did not finish within 8 s .*rolled back to " + good
     with pytest.raises(ReleaseError, match=expected):
         Deploy(pipeline(tmp_path, UNPLUGGED, timeout=8, name="hang"), "sim", frames=3, report_dir=tmp_path / "r2")()
     # The device's deadline (8 s), not the host's (command_s 300 s), ended it: a whole deploy around it took about 20 s at
     # load 8; 120 s more is more than 3 times that and still far from the host's 300.
     assert time.monotonic() - started < 8 + 120
-    assert current_of(ssh_target.root) == committed_of(ssh_target.root) == good.staged.release_id
+    assert current_of(ssh_target.root) == committed_of(ssh_target.root) == good
     assert wait_until(lambda: not processes_under(ssh_target.root), 10), processes_under(ssh_target.root)
     last = ReleaseStore(ssh_target.root).status()["last_trial"]
     assert last["outcome"] == "rolled back" and "did not finish within 8 s" in last["reason"]
 
 
 @pytest.mark.slow
-def test_a_health_check_that_crashes_or_sees_no_frame_is_rolled_back(ssh_target, tmp_path):
-    good = Deploy(pipeline(tmp_path, GOOD, name="good"), "sim", frames=3, report_dir=tmp_path / "r1")()
+def test_a_health_check_that_crashes_or_sees_no_frame_is_rolled_back(ssh_target, tmp_path, good_store):
+    _, good = good_store("sim")
     # A video with no decodable frame.
     empty = pipeline(tmp_path, "file://broken.avi", name="empty")
     (empty.parent / "broken.avi").write_bytes(os.urandom(4096))
-    with pytest.raises(ReleaseError, match=r"failed its health check on sim: .*rolled back to " + good.staged.release_id) as failed:
+    with pytest.raises(ReleaseError, match=r"failed its health check on sim: .*rolled back to " + good) as failed:
         Deploy(empty, "sim", frames=3, report_dir=tmp_path / "r2")()
     assert "status -1" not in str(failed.value) and "nothing was installed" not in str(failed.value)
-    assert current_of(ssh_target.root) == good.staged.release_id
+    assert current_of(ssh_target.root) == good
     # A runtime that crashes mid-check (SIGSEGV), while the camera hangs.
     hanging = pipeline(tmp_path, UNPLUGGED, timeout=60, name="crash")
     outcome: dict = {}
@@ -119,7 +153,7 @@ def test_a_health_check_that_crashes_or_sees_no_frame_is_rolled_back(ssh_target,
         outcome["error"] = str(exc)
     crasher.join()
     assert "the runtime was killed by signal 11 (SIGSEGV)" in outcome.get("error", ""), outcome
-    assert current_of(ssh_target.root) == committed_of(ssh_target.root) == good.staged.release_id
+    assert current_of(ssh_target.root) == committed_of(ssh_target.root) == good
     assert wait_until(lambda: not processes_under(ssh_target.root), 10), processes_under(ssh_target.root)
 
 
@@ -130,13 +164,11 @@ def deploy_process(pipeline_path: Path, target: str, env: dict, report_dir: Path
 
 @pytest.mark.slow
 @pytest.mark.parametrize("target", ["local", "sim"])
-def test_kill_9_of_the_deploy_during_the_trial_leaves_the_previous_release_which_start_runs(target, ssh_target, tmp_path, sdk):
+def test_kill_9_of_the_deploy_during_the_trial_leaves_the_previous_release_which_start_runs(target, ssh_target, tmp_path, sdk, good_store):
     env = {**os.environ}
-    root = ssh_target.root if target == "sim" else ssh_target.state / "targets" / "local"
-    # The first deploy is not killed: in this process (tools.cli.run); the one killed below is a process of its own.
-    good = sdk("deploy", "--target", target, str(pipeline(tmp_path, GOOD, name="good")), "--frames", "3", "--report-dir", str(tmp_path / "r1"))
-    assert good.returncode in (0, 3, 4), good.stderr
+    root, good = good_store(target)  # the first deploy, not killed (a copy of its store); the one killed below is a process of its own
     committed = committed_of(root)
+    assert committed == good
     hanging = deploy_process(pipeline(tmp_path, UNPLUGGED, timeout=600, name="hang"), target, env, tmp_path / "r2")
     assert wait_until(lambda: ReleaseStore(root).trial() is not None, 120), "the trial never started"
     # The trial is recorded first and `current` switched right after: wait for the switch, not only the record.
