@@ -138,7 +138,7 @@ def test_deploy_redeploy_change_and_rollback_over_ssh(ssh_target, tmp_path, prep
 
 @pytest.mark.slow
 def test_a_release_failing_its_health_check_is_rolled_back(ssh_target, tmp_path, good_store):
-    template, good = good_store  # the example deployed and committed (a copy of the module's store)
+    template, good = good_store  # a release deployed and committed (a copy of the module's store)
     ssh_target.root.rmdir()
     subprocess.run(["cp", "-a", str(template), str(ssh_target.root)], check=True)  # -a keeps the store's hard links
     # Valid on the host, broken on the device: the camera does not exist there.
