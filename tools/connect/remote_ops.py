@@ -32,9 +32,10 @@ def store_command(target: Target, op: str) -> dict:
 
 
 def service_command(target: Target, op: str, *args: str) -> dict:
-    """`start` (the current release under the supervisor, waits for READY), `stop` (bounded), `logs`."""
+    """`start` (the current release under the supervisor, waits for READY), `stop` (bounded), `logs`: one command of
+    the agent's copy, with no agent process beside it."""
     with open_session(target) as session:
-        session.ensure_agent(runtime_files())
+        session.use_agent_files(runtime_files())
         return session.service_op(op, *args)
 
 

@@ -48,6 +48,9 @@ class LocalSession:
     def ensure_agent(self, runtime_files: dict[str, Path]) -> None:
         """Nothing to install: the local store runs in this process."""
 
+    def use_agent_files(self, runtime_files: dict[str, Path]) -> None:
+        """Nothing to install (see ensure_agent)."""
+
     @property
     def lock_wait_s(self) -> float:
         """How long `lock` waits for another holder (its lease ends by then, or the target is busy)."""

@@ -86,6 +86,13 @@ class SshSession:
         self._client = AgentClient(self.connection, command, self.name, payload=lambda: sized(agent_tar(runtime_files)))
         self._client.launch()
 
+    def use_agent_files(self, runtime_files: dict[str, Path]) -> None:
+        """For one command of the agent's `sdk` and nothing else (`sdk start`, `stop`, `logs`): the agent's copy, without
+        its process. The command checks that the copy is there and, where it is not (first contact, a new version),
+        it is installed and the command run again: one device Python a command, not two."""
+        self._agent = f"{self.root}/agent/{agent_version(runtime_files)}"
+        self._runtime_files = runtime_files
+
     def _agent_ready(self) -> bool:
         """Wait for the launched agent; install it when it is missing. True when it was installed just now."""
         from tools.connect.ssh_agent import AgentGone
@@ -121,7 +128,7 @@ class SshSession:
             command = [*command[:3], python, *command[4:]]  # env PYTHONPATH=agent PYTHONDONTWRITEBYTECODE=1 <python> -B -m sdk
         token = ["--token", str(self.token)] if op == "start" and self.token is not None else []  # the deploy restarts what it paused
         argv = [*command, "service", "--root", self.root, op, *args, *token]
-        result = self.connection.run(argv)
+        result = self._run_agent_copy(argv)
         if result.exit_code != 0:
             raise TargetError(
                 f"{self.name}: service {op}: {error_line(result.stderr) or result.stderr[-300:]}", hint=f"see `sdk logs --target {self.name}`"
@@ -130,6 +137,17 @@ class SshSession:
             return json.loads(result.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise TargetError(f"{self.connection.where}: service {op} answered {result.stdout[:200]!r}") from None
+
+    def _run_agent_copy(self, argv: list[str]):
+        """Run a command of the agent's copy; with no agent process in this session (use_agent_files), the command
+        itself finds the copy missing, and it is installed and the command run again."""
+        if self._client is not None:
+            return self.connection.run(argv)
+        result = self.connection.run(["sh", "-c", RUN_IF_AGENT, "sh", self._agent, *argv])
+        if result.exit_code == AGENT_MISSING_EXIT and result.stderr.strip() == AGENT_MISSING:
+            self._install_agent(self._runtime_files, self._agent, self._agent.rsplit("/", 1)[1])
+            result = self.connection.run(argv)
+        return result
 
     @property
     def lock_wait_s(self) -> float:
@@ -326,6 +344,11 @@ INSTALL_AND_SERVE = (
     + "; sys.path.insert(0, agent); sys.argv = ['sdk', 'store', '--root', sys.argv[3], 'serve']; "
     "import runpy; runpy.run_module('sdk', run_name='__main__', alter_sys=True)"
 )
+
+
+# A command of the agent's copy without the agent's process: run where the copy is there, else one line and a code.
+AGENT_MISSING, AGENT_MISSING_EXIT = "sdk: the device agent is not installed", 97
+RUN_IF_AGENT = f'if [ -d "$1" ]; then shift; exec "$@"; fi; echo "{AGENT_MISSING}" >&2; exit {AGENT_MISSING_EXIT}'
 
 
 def sized(payload: bytes) -> bytes:

@@ -18,6 +18,7 @@ import pytest
 
 from sdk.errors import ConfigError, ReleaseError, SdkError, TargetError
 from sdk.release import ReleaseManifest
+from tests.conftest import PIPELINE, tiny_yolo
 from tools.connect.remote_ops import probe, store_command
 from tools.connect.ssh import SshConnection, fingerprint_of
 from tools.deploy.flow import Deploy
@@ -35,6 +36,20 @@ def pipeline_copy(tmp_path: Path, extra: str = "", replace: tuple[str, str] | No
     if replace:
         text = text.replace(*replace)
     (folder / "p.yaml").write_text(text + extra)
+    return folder / "p.yaml"
+
+
+def tiny_copy(tmp_path: Path, extra: str = "", uri: str = "synthetic://boxes?width=64&height=48&frames=20") -> Path:
+    """A real pipeline (an ONNX model run by ONNX Runtime) whose every run on the device costs a fraction of the
+    example's: for the tests whose subject is the store, the link or the fleet, not the detector (a 32 x 32 model on a
+    64 x 48 synthetic camera; no accuracy budget, so the host computes no FP32 reference). Every deploy of it is still
+    the whole deploy: lease, probe, upload, trial with a health run in the release's own fresh Python, commit, unit,
+    measured run."""
+    folder = tmp_path / "pipeline"
+    if not (folder / "tiny.onnx").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        tiny_yolo(folder / "tiny.onnx")
+    (folder / "p.yaml").write_text(PIPELINE.format(uri=uri, rate="null", max_ms=5000) + extra)
     return folder / "p.yaml"
 
 
@@ -79,18 +94,18 @@ def verify_current(root: Path) -> ReleaseManifest:
 
 
 @pytest.fixture(scope="module")
-def good_store(sim_server, tmp_path_factory, prepared_example) -> tuple[Path, str]:
-    """A device's store with the example deployed over SSH and committed, once for the cut-connection cases, and its
-    release: each case copies it as its own target's remote root (they are about the upload of the next release)."""
+def good_store(sim_server, tmp_path_factory) -> tuple[Path, str]:
+    """A device's store with a (tiny) release deployed over SSH and committed, once for the cut-connection cases and
+    the failed health check, and its release: each case copies it as its own target's remote root (they are about the
+    next release: its upload, its trial)."""
     base = tmp_path_factory.mktemp("good-store")
     root, state = base / "remote", base / "state"
     root.mkdir()
-    shutil.copytree(prepared_example.folder, state / "cache" / "prepared" / prepared_example.folder.name)
     with pytest.MonkeyPatch.context() as patch:
         sim_server.write_target(base / "targets" / "sim.yaml", remote_root=str(root))
         patch.setenv("SDK_TARGETS_DIR", str(base / "targets"))
         patch.setenv("SDK_STATE_DIR", str(state))
-        good = Deploy(pipeline_copy(base), "sim", frames=2, report_dir=base / "r")()
+        good = Deploy(tiny_copy(base), "sim", frames=2, report_dir=base / "r")()
     return root, good.staged.release_id
 
 
@@ -122,12 +137,12 @@ def test_deploy_redeploy_change_and_rollback_over_ssh(ssh_target, tmp_path, prep
 
 
 @pytest.mark.slow
-def test_a_release_failing_its_health_check_is_rolled_back(ssh_target, tmp_path, prepared, good_store):
-    template, good = good_store  # the example deployed and committed (a copy of the module's store)
+def test_a_release_failing_its_health_check_is_rolled_back(ssh_target, tmp_path, good_store):
+    template, good = good_store  # a release deployed and committed (a copy of the module's store)
     ssh_target.root.rmdir()
     subprocess.run(["cp", "-a", str(template), str(ssh_target.root)], check=True)  # -a keeps the store's hard links
     # Valid on the host, broken on the device: the camera does not exist there.
-    broken = pipeline_copy(tmp_path, replace=("file://assets/vtest.avi", "v4l2:///dev/video-missing"))
+    broken = tiny_copy(tmp_path, uri="v4l2:///dev/video-missing")
     with pytest.raises(ReleaseError, match=r"failed its health check on sim: cannot open V4L2 device .*rolled back to " + good):
         Deploy(broken, "sim", frames=2, report_dir=tmp_path / "r")()
     assert current_of(ssh_target.root) == good
@@ -141,6 +156,19 @@ def test_probe_reports_the_fingerprint_with_honest_nulls(ssh_target):
     assert facts["python"] == ".".join(map(str, sys.version_info[:3]))
     assert facts["free_disk_bytes"] > 0 and facts["l4t"] is None and facts["dla_cores"] is None
     assert set(facts) >= {"os", "tensorrt", "cuda", "cuda_toolkit", "compute_capability", "power_mode", "clocks", "jetpack"}
+
+
+def test_a_service_command_on_a_fresh_device_installs_the_agent_copy_it_runs(ssh_target):
+    """`sdk logs` / `stop` run one command of the agent's copy, with no agent process: on a device that has no copy yet
+    (first contact), the command finds it missing, the copy is installed and the command runs."""
+    from tools.connect.remote_ops import service_command
+
+    assert service_command(resolve_target("sim"), "logs", "--lines", "5")["lines"] == []
+    (version,) = [p.name for p in (ssh_target.root / "agent").iterdir()]
+    assert (ssh_target.root / "agent" / version / "sdk" / "service" / "control.py").is_file()
+    stopped = service_command(resolve_target("sim"), "stop")  # the copy is there now: used as it is
+    assert stopped["stopped"] is False and stopped["note"] == "not running"
+    assert [p.name for p in (ssh_target.root / "agent").iterdir()] == [version]
 
 
 def publickey_attempts(server) -> int:
@@ -278,6 +306,7 @@ def test_a_full_disk_is_refused_up_front_and_nothing_changes(ssh_target, tmp_pat
 
 
 SIZE = 80_000_000  # large enough that the upload outlasts the watcher's reaction at every cut offset
+CUTS = (1_000_000, 25_000_000, 50_000_000)  # where the link is cut: early, a third of the way, past half
 
 
 def sshd_children(server) -> list[int]:
@@ -285,17 +314,8 @@ def sshd_children(server) -> list[int]:
     return [int(pid) for pid in done.stdout.split()]
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("cut_at", [1_000_000, 25_000_000, 50_000_000])
-def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resumes(ssh_target, tmp_path, cut_at, prepared, good_store):
-    template, good_release = good_store
-    ssh_target.root.rmdir()
-    subprocess.run(["cp", "-a", str(template), str(ssh_target.root)], check=True)  # -a keeps the store's hard links
-    pipeline_copy(tmp_path)  # the same pipeline as the good release's, beside which the big file goes
-    big = tmp_path / "pipeline" / "assets" / "big.avi"
-    big.write_bytes(os.urandom(SIZE))
-    changed = pipeline_copy(tmp_path, replace=("file://assets/vtest.avi", "file://assets/big.avi"))
-    watched = ssh_target.root / "store" / f".upload-{hashlib.sha256(big.read_bytes()).hexdigest()}"
+def cut_when_beyond(server, watched: Path, cut_at: int) -> tuple[threading.Thread, threading.Event]:
+    """A watcher that kills the SSH connection's processes (a cut link) once `watched` holds more than `cut_at` bytes."""
     fired = threading.Event()
 
     def cut_when_uploading() -> None:
@@ -306,7 +326,7 @@ def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resume
             except FileNotFoundError:
                 size = 0
             if size > cut_at:
-                for pid in sshd_children(ssh_target.server):
+                for pid in sshd_children(server):
                     os.kill(pid, signal.SIGKILL)
                 fired.set()
                 return
@@ -314,23 +334,52 @@ def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resume
 
     cutter = threading.Thread(target=cut_when_uploading)
     cutter.start()
-    with pytest.raises(SdkError):
-        Deploy(changed, "sim", frames=2, report_dir=tmp_path / "r")()
-    cutter.join()
-    assert fired.is_set(), "the upload finished before the connection could be cut"
-    assert current_of(ssh_target.root) == good_release
-    verify_current(ssh_target.root)
+    return cutter, fired
+
+
+def sending_of(progress: RecordingProgress) -> list[float]:
+    return next(calls for name, calls in progress.tasks.items() if name.startswith("sending"))
+
+
+@pytest.mark.slow
+def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resumes(ssh_target, tmp_path, good_store):
+    """One upload of a big release, its link cut three times (CUTS): at 1 MB of the fresh upload, then at 25 and 50 MB
+    of the deploys that resume it, each resumed upload cut in turn. After every cut the old release is current and
+    complete, and the partial upload stays on the device; every retry resumes where the last cut left it and sends
+    only the missing bytes; the last one completes the object, verified, then fails its health check (random bytes
+    are no video) and the old release stays. One release and one big file serve the three cuts: a cut at each offset
+    is still made, and a resumed upload that is cut again is one case more."""
+    template, good_release = good_store
+    ssh_target.root.rmdir()
+    subprocess.run(["cp", "-a", str(template), str(ssh_target.root)], check=True)  # -a keeps the store's hard links
+    changed = tiny_copy(tmp_path, uri="file://big.avi")  # the good release's model, a big recording beside it
+    big = tmp_path / "pipeline" / "big.avi"
+    big.write_bytes(os.urandom(SIZE))
     digest = hashlib.sha256(big.read_bytes()).hexdigest()
     partial = ssh_target.root / "store" / f".upload-{digest}"
-    already = partial.stat().st_size
-    assert cut_at < already < SIZE  # kept on the device for the retry
+    already = 0
+    for cut_at in CUTS:
+        assert already < cut_at, f"the last cut left {already} bytes, beyond this cut's {cut_at}"
+        cutter, fired = cut_when_beyond(ssh_target.server, partial, cut_at)
+        progress = RecordingProgress()
+        with pytest.raises(SdkError):
+            Deploy(changed, "sim", frames=2, report_dir=tmp_path / "r", progress=progress)()
+        cutter.join()
+        assert fired.is_set(), f"the upload finished before the connection could be cut at {cut_at} bytes"
+        assert current_of(ssh_target.root) == good_release, cut_at
+        verify_current(ssh_target.root)
+        if already:  # resumed: the bytes already on the device are counted once, not sent again
+            assert already in sending_of(progress), (cut_at, already)
+        now = partial.stat().st_size
+        assert cut_at < now < SIZE, (cut_at, now)  # kept on the device for the retry
+        already = now
     # The retry fails its health check (random bytes are no video) but first it must resume the upload.
     progress = RecordingProgress()
     with pytest.raises(ReleaseError, match="health check"):
         Deploy(changed, "sim", frames=2, report_dir=tmp_path / "r", progress=progress)()
-    sending = next(calls for name, calls in progress.tasks.items() if name.startswith("sending"))
+    sending = sending_of(progress)
     assert already in sending  # resumed: the bytes already on the device are counted once, not sent again
-    # The pipeline file went first and was published (verified) before the cut: it is not sent again.
+    # The pipeline file went first and was published (verified) before the first cut: it is not sent again.
     assert sum(sending) == SIZE
     store = ssh_target.root / "store"
     assert not list(store.glob(".upload-*"))
@@ -346,7 +395,7 @@ ZYGOTE = r"""
 import importlib, json, os, sys
 from tools.cli import run
 for name in ("tools.deploy.flow", "tools.reports.plots", "tools.console", "tools.connect.ssh_agent", "paramiko", "cv2", "onnxruntime", "onnx",
-             "sdk.gpu.session", "sdk.postprocess.ssd", "sdk.sources.opencv_capture", "sdk.sinks.jsonl"):
+             "sdk.gpu.session", "sdk.postprocess.yolo", "sdk.sources.synthetic", "sdk.sinks.jsonl"):
     importlib.import_module(name)
 answers = sys.stdout
 for line in sys.stdin:
@@ -448,7 +497,7 @@ def device_processes(root: Path) -> list[int]:
 
 
 @pytest.mark.slow
-def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, tmp_path, prepared):
+def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, tmp_path):
     """SIGKILL the host's deploy 12 times, aimed in turn at staging, the trial, after the commit and anywhere: after
     each kill, once the device has finished reacting (its session's end rolls back an unfinished trial), the committed
     release is the new one exactly when the device had written the commit, and `current` is a complete release."""
@@ -461,7 +510,7 @@ def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, 
     device_python.write_text(f'#!/bin/sh\nSDK_FAULT_TRACE="{trace}" exec {sys.executable} "$@"\n')
     device_python.chmod(0o755)
     ssh_target.write(python=str(device_python))
-    pipeline = pipeline_copy(tmp_path)
+    pipeline = tiny_copy(tmp_path)  # what is killed is the deploy's protocol, not its detector: each point costs less
     argv = ["deploy", "--target", "sim", str(pipeline), "--frames", "2", "--report-dir", str(tmp_path / "r")]
     argv.append("--force")  # the same report folder each time: each run empties it first
     store = ReleaseStore(ssh_target.root)
@@ -480,7 +529,7 @@ def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, 
         for attempt in range(12):  # each aim three times (tests/sdk/store/test_kill_points.py kills at every point)
             aim = list(AIMS)[attempt % len(AIMS)]
             points, low, high = AIMS[aim]
-            pipeline_copy(tmp_path, extra=f"# attempt {attempt}\n")  # a new release each time
+            tiny_copy(tmp_path, extra=f"# attempt {attempt}\n")  # a new release each time
             before = store.committed()
             offset = len(trace.read_text().splitlines())
             child = forks.start(argv)
@@ -524,11 +573,13 @@ def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, 
 
 
 @pytest.mark.slow
-def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path, prepared):
+def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path):
+    """Two vehicles deployed side by side (each its own sshd, host key and store) and a third that is down: the two
+    are deployed, the third is named with its error, in the group's order; a canary that is down stops the rest."""
     from tools.deploy.fleet import FleetResult
     from tools.targets.sim import SimServer
 
-    servers = [SimServer(tmp_path / f"host{k}").start() for k in range(3)]
+    servers = [SimServer(tmp_path / f"host{k}").start() for k in range(2)]
     try:
         for k, server in enumerate(servers):
             root = tmp_path / f"root{k}"
@@ -536,27 +587,27 @@ def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path, pr
             server.write_target(ssh_target.targets / f"orin-0{k + 1}.yaml", remote_root=str(root))
         down = SimServer(tmp_path / "down")  # never started: its port refuses connections
         down.write_target(
-            ssh_target.targets / "orin-04.yaml",
-            remote_root=str(tmp_path / "root3"),
+            ssh_target.targets / "orin-03.yaml",
+            remote_root=str(tmp_path / "root2"),
             key_file=str(servers[0].client_key),
             host_key={"known_hosts": str(servers[0].known_hosts)},
         )
-        (ssh_target.targets / "groups.yaml").write_text("vehicles: [orin-01, orin-02, orin-03, orin-04]\n")
-        result = Deploy(pipeline_copy(tmp_path), "vehicles", frames=2, report_dir=tmp_path / "fleet")()
+        (ssh_target.targets / "groups.yaml").write_text("vehicles: [orin-01, orin-02, orin-03]\n")
+        result = Deploy(tiny_copy(tmp_path), "vehicles", frames=2, report_dir=tmp_path / "fleet")()
         assert isinstance(result, FleetResult)
         by_name = {o.target: o for o in result.outcomes}
-        assert [o.target for o in result.outcomes] == ["orin-01", "orin-02", "orin-03", "orin-04"]
-        assert all(by_name[f"orin-0{k}"].error is None and by_name[f"orin-0{k}"].verdict for k in (1, 2, 3)), [o.error for o in result.outcomes]
-        assert "cannot connect" in by_name["orin-04"].error
+        assert [o.target for o in result.outcomes] == ["orin-01", "orin-02", "orin-03"]
+        assert all(by_name[f"orin-0{k}"].error is None and by_name[f"orin-0{k}"].verdict for k in (1, 2)), [o.error for o in result.outcomes]
+        assert "cannot connect" in by_name["orin-03"].error
         assert result.exit_code == 1
         summary = json.loads((tmp_path / "fleet" / "fleet.json").read_text())
-        assert list(summary["errors"]) == ["orin-04"] and summary["exit_code"] == 1
-        for k in (1, 2, 3):
+        assert list(summary["errors"]) == ["orin-03"] and summary["exit_code"] == 1
+        for k in (1, 2):
             assert json.loads((tmp_path / "fleet" / f"orin-0{k}" / "report.json").read_text())["target"] == f"orin-0{k}"
             verify_current(tmp_path / f"root{k - 1}")
-        canary = Deploy(pipeline_copy(tmp_path), "orin-04,orin-01", frames=2, report_dir=tmp_path / "canary", canary=True)()
+        canary = Deploy(tiny_copy(tmp_path), "orin-03,orin-01", frames=2, report_dir=tmp_path / "canary", canary=True)()
         assert "cannot connect" in canary.outcomes[0].error
-        assert canary.outcomes[1].error == "not attempted: the canary orin-04 did not pass"
+        assert canary.outcomes[1].error == "not attempted: the canary orin-03 did not pass"
     finally:
         for server in servers:
             server.stop()
@@ -579,14 +630,14 @@ def test_a_target_behind_a_jump_host(ssh_target, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_device_python_without_the_runtime_gets_an_offline_environment(ssh_target, tmp_path, prepared):
+def test_a_device_python_without_the_runtime_gets_an_offline_environment(ssh_target, tmp_path):
     """Debian's own python3 lacks numpy, OpenCV, pydantic and ONNX Runtime, like a fresh JetPack:
     the deploy ships wheels for its platform and the device installs them with no network."""
     device_python = "/usr/bin/python3"
     if not Path(device_python).exists() or subprocess.run([device_python, "-c", "import numpy"], capture_output=True).returncode == 0:
         pytest.skip("needs a system python3 without numpy (apt-get install python3)")
     ssh_target.write(python=device_python)
-    result = Deploy(pipeline_copy(tmp_path), "sim", frames=3, report_dir=tmp_path / "r")()
+    result = Deploy(tiny_copy(tmp_path), "sim", frames=3, report_dir=tmp_path / "r")()  # every release needs the runtime
     manifest = verify_current(ssh_target.root)
     wheels = sorted(name for name in manifest.files if name.startswith("wheels/"))
     assert any("onnxruntime" in w for w in wheels) and any("numpy" in w for w in wheels) and any("opencv" in w for w in wheels)

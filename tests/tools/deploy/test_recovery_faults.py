@@ -50,7 +50,9 @@ def _build(base: Path) -> None:
 
     health = "health: {min_frames: 5, timeout_s: 3}\n"
     releases = [("A", CAMERA, SERVICE, True), ("B", CAMERA, SERVICE, True), ("C", CAMERA, SERVICE, False), ("H", HANGS, SERVICE + health, False)]
-    build_store(base, releases, rate="30")
+    # 10 frames a second: a started service's runtime runs until the test stops it, and every case waits for states
+    # (READY, a status, a switch) that come with the first frames; a faster camera only burns CPU meanwhile.
+    build_store(base, releases, rate="10")
 
 
 @pytest.fixture(params=["local", "ssh"])
