@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -92,19 +93,33 @@ def with_the_prepared_example(state: Path, prepared_example) -> None:
     shutil.copytree(prepared_example.folder, state / "cache" / "prepared" / prepared_example.folder.name)
 
 
+@pytest.fixture(scope="module")
+def deployed_twice(tmp_path_factory, prepared_example) -> SimpleNamespace:
+    """The example deployed twice to one local target (3 frames each), the machine's free disk changed between the two
+    deploys; made once for the tests that read it (one xdist worker: their group): what the second sent, and each
+    deploy's reports."""
+    folder = tmp_path_factory.mktemp("deployed-twice")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SDK_STATE_DIR", str(folder / "state"))
+        with_the_prepared_example(folder / "state", prepared_example)
+        first = Deploy(EXAMPLE, "local", frames=3, report_dir=folder / "r1")()
+        store = folder / "state" / "targets" / "local" / "store"
+        before = {p.name: p.stat().st_mtime_ns for p in store.iterdir()}
+        (folder / "filler").write_bytes(bytes(1 << 20))  # the free disk changes between the runs
+        second = Deploy(EXAMPLE, "local", frames=3, report_dir=folder / "r2")()
+    after = {p.name: p.stat().st_mtime_ns for p in store.iterdir()}
+    return SimpleNamespace(folder=folder, first=first, second=second, before=before, after=after)
+
+
 @pytest.mark.slow
-def test_second_deploy_sends_nothing_new(tmp_path, monkeypatch, prepared_example):
-    monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
-    with_the_prepared_example(tmp_path / "state", prepared_example)
-    first = Deploy(EXAMPLE, "local", frames=3, report_dir=tmp_path / "r1")()
-    store = tmp_path / "state" / "targets" / "local" / "store"
-    before = {p.name: p.stat().st_mtime_ns for p in store.iterdir()}
-    second = Deploy(EXAMPLE, "local", frames=3, report_dir=tmp_path / "r2")()
+@pytest.mark.xdist_group("deployed-twice")
+def test_second_deploy_sends_nothing_new(deployed_twice):
+    first, second, before = deployed_twice.first, deployed_twice.second, deployed_twice.before
     assert first.staged.files_sent == len(before) and first.staged.bytes_sent > 20_000_000
     assert (second.staged.files_sent, second.staged.bytes_sent) == (0, 0)
     assert second.staged.release_id == first.staged.release_id
-    assert {p.name: p.stat().st_mtime_ns for p in store.iterdir()} == before
-    release = ReleaseManifest.load(tmp_path / "state" / "targets" / "local" / "current")
+    assert deployed_twice.after == before
+    release = ReleaseManifest.load(deployed_twice.folder / "state" / "targets" / "local" / "current")
     assert not any(name.startswith("tools/") for name in release.files)  # the vehicle never gets host tools
     assert {"artifacts/model.onnx", "pipeline/pedestrian.yaml", "pipeline/assets/vtest.avi", "sdk/__init__.py"} <= set(release.files)
     assert "pipeline/assets/ssdlite_pedestrian.onnx" not in release.files  # the prepared model travels, not the original
@@ -248,18 +263,17 @@ def test_sdk_prepare_and_targets_list(tmp_path, cli):
     assert listed.returncode == 0 and listed.stdout.split() == ["local"]
 
 
-def test_the_device_fingerprint_is_the_same_on_every_run_of_one_machine(tiny_pipeline, tmp_path, state_dir, cli):
+@pytest.mark.xdist_group("deployed-twice")
+def test_the_device_fingerprint_is_the_same_on_every_run_of_one_machine(deployed_twice):
     """device.json (and the hash the report keeps of it) says what the device is; free disk space changes from run to
-    run and goes with the run's environment instead."""
-    pipeline, _ = tiny_pipeline(frames=20)
-    for name in ("r1", "r2"):
-        done = cli("deploy", "--target", "local", str(pipeline.path), "--frames", "2", "--report-dir", str(tmp_path / name), state=state_dir)
-        assert done.returncode in (0, 3, 4), done.stderr
-        (tmp_path / "filler").write_bytes(bytes(1 << 20))  # the free disk changes between the runs
-    first, second = ((tmp_path / name / "device.json").read_bytes() for name in ("r1", "r2"))
+    run and goes with the run's environment instead. (The two deploys of `deployed_twice`: `deploy` on the command line
+    writes its reports through the same Deploy, test_deploy_local_writes_the_report_contract.)"""
+    folder = deployed_twice.folder
+    first, second = ((folder / name / "device.json").read_bytes() for name in ("r1", "r2"))
     assert first == second and b"free_disk_bytes" not in first
-    report = json.loads((tmp_path / "r2" / "report.json").read_text())
-    assert report["environment"]["device_at_deploy"]["free_disk_bytes"] > 0
+    reports = [json.loads((folder / name / "report.json").read_text()) for name in ("r1", "r2")]
+    assert {report["run"]["device_fingerprint_sha256"] for report in reports} == {hashlib.sha256(first).hexdigest()}
+    assert all(report["environment"]["device_at_deploy"]["free_disk_bytes"] > 0 for report in reports)
 
 
 def test_a_source_that_ends_before_the_health_check_says_how_to_loop_it(tiny_pipeline, tmp_path, state_dir, cli):
