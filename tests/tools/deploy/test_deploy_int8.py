@@ -73,9 +73,19 @@ def test_int8_deploy_calibrates_once_ships_the_qdq_model_and_runs_it(tmp_path, s
     (judged,) = calibrations[0].glob("judged-*")  # the gate's verdict, cached with the gate it was judged by
     verdict = json.loads((judged / "accuracy.json").read_text())
     assert len(calibrations) == 1 and verdict["report"]["passed"] and not verdict["fallback_ran"]  # all INT8 passed as is
-    stamp = (calibrations[0] / "model.qdq.onnx").stat().st_mtime_ns
-    Deploy(pipeline, "local", frames=3, report_dir=tmp_path / "r2")()  # cached: no second calibration
-    assert (calibrations[0] / "model.qdq.onnx").stat().st_mtime_ns == stamp
+    stamps = [(path / name).stat().st_mtime_ns for path, name in ((calibrations[0], "model.qdq.onnx"), (judged, "accuracy.json"))]
+    # A second deploy's INT8 step (tools.deploy.flow.int8_artifacts, on the host cache, before anything reaches the
+    # target; a second deploy's release and run are test_deploy_local.py's): cached, no second calibration or gate.
+    from sdk.spec import load_pipeline
+    from tools.deploy.flow import int8_artifacts
+    from tools.models.prepare import PrepareModel
+    from tools.progress import SilentProgress
+
+    again = load_pipeline(pipeline)
+    choice = int8_artifacts(again, PrepareModel(again, state_dir / "cache")(), SilentProgress())
+    assert choice.calibration.folder == calibrations[0] and choice.qdq_model == calibrations[0] / "model.qdq.onnx"
+    assert [(path / name).stat().st_mtime_ns for path, name in ((calibrations[0], "model.qdq.onnx"), (judged, "accuracy.json"))] == stamps
+    assert list((state_dir / "cache" / "calibration").iterdir()) == calibrations and list(calibrations[0].glob("judged-*")) == [judged]
 
 
 @pytest.mark.slow

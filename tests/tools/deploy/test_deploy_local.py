@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -191,11 +192,14 @@ def host_forks():
 
 
 @pytest.mark.slow
-def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_start_verified(tmp_path, cli, host_forks, prepared_example):
+@pytest.mark.xdist_group("deployed-twice")
+def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_start_verified(tmp_path, host_forks, prepared_example, deployed_twice):
     """SIGKILL at points the deploy's processes announce (SDK_FAULT, traced by SDK_FAULT_TRACE), phase after phase,
     each attempt a new release; after each kill the systemd unit's start command runs the last committed release.
     The deploy's CLI and the unit's start are real processes, forked from one that imported them once (`host_forks`);
-    the processes the deploy starts (its lease's holder, its trial, the health and measured runs) are its own."""
+    the processes the deploy starts (its lease's holder, its trial, the health and measured runs) are its own.
+    The target starts as a copy of `deployed_twice`'s (the example deployed and committed by a complete deploy: what
+    the first attempt here made before); the next deploy after the kills recovers, a real CLI process to its end."""
     from sdk.store.faults import POINTS
     from sdk.store.objects import ReleaseStore
     from sdk.store.verify import verify_release
@@ -206,33 +210,34 @@ def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_sta
     state = tmp_path / "state"
     with_the_prepared_example(state, prepared_example)
     root = state / "targets" / "local"
+    root.parent.mkdir(parents=True)
+    subprocess.run(["cp", "-a", str(deployed_twice.folder / "state" / "targets" / "local"), str(root)], check=True)  # -a: its hard links
+    assert ReleaseStore(root).committed() == deployed_twice.second.staged.release_id
     rng = random.Random(20261127)
     landed: dict[str, list[str]] = {phase: [] for phase in PHASES}
     order = list(PHASES)  # one kill a phase (tests/sdk/store/test_kill_points.py kills at every point)
-    for attempt in range(len(order) + 1):
+
+    def deploy(attempt: int, fault: str | None):
         (folder / "p.yaml").write_text(EXAMPLE.read_text() + f"# attempt {attempt}\n")  # each attempt a new release
-        trace = tmp_path / f"trace-{attempt}"
-        env = {**os.environ, "SDK_STATE_DIR": str(state), "SDK_FAULT_TRACE": str(trace)}
-        before = ReleaseStore(root).committed() if attempt else None
-        phase = order[attempt - 1] if attempt else None
-        if phase is not None:
-            env["SDK_FAULT"] = rng.choice(PHASES[phase])
+        env = {**os.environ, "SDK_STATE_DIR": str(state), "SDK_FAULT_TRACE": str(tmp_path / f"trace-{attempt}")}
+        env |= {"SDK_FAULT": fault} if fault else {}
         argv = ["sdk", "deploy", "--target", "local", str(folder / "p.yaml"), "--frames", "2", "--report-dir", str(tmp_path / "r"), "--force"]
-        done = host_forks.run(argv, module="tools.cli:main", cwd=REPO, env=env, output=tmp_path / f"deploy-{attempt}", timeout=600)
-        lines = [line.split(" ", 1) for line in trace.read_text().splitlines()]
+        return host_forks.run(argv, module="tools.cli:main", cwd=REPO, env=env, output=tmp_path / f"deploy-{attempt}", timeout=600)
+
+    for attempt, phase in enumerate(order, start=1):
+        before = ReleaseStore(root).committed()
+        fault = rng.choice(PHASES[phase])
+        done = deploy(attempt, fault)
+        lines = [line.split(" ", 1) for line in (tmp_path / f"trace-{attempt}").read_text().splitlines()]
         passed = [name for _, name in lines]
-        if phase is None:
-            assert done.returncode in (0, 3, 4), done.stderr  # the first one completes
-            expected = ReleaseStore(root).committed()
-        else:
-            hits = [index for index, (_, name) in enumerate(lines) if name == env["SDK_FAULT"]]
-            assert hits, f"the kill did not land at {env['SDK_FAULT']} (points passed: {passed})"  # (another process of the
-            # deploy passing the same point later, the lease's holder rolling back, is killed there too: a second fault)
-            killed = lines[hits[0]][0]  # that process passed no point after it: it died there (others went on: the lease's end)
-            assert not [name for pid, name in lines[hits[0] + 1 :] if pid == killed], passed
-            assert done.returncode != 0 and "Traceback" not in done.stderr
-            landed[phase].append(env["SDK_FAULT"])
-            expected = ReleaseStore(root).committed() if "commit.state-written" in passed else before
+        hits = [index for index, (_, name) in enumerate(lines) if name == fault]
+        assert hits, f"the kill did not land at {fault} (points passed: {passed})"  # (another process of the
+        # deploy passing the same point later, the lease's holder rolling back, is killed there too: a second fault)
+        killed = lines[hits[0]][0]  # that process passed no point after it: it died there (others went on: the lease's end)
+        assert not [name for pid, name in lines[hits[0] + 1 :] if pid == killed], passed
+        assert done.returncode != 0 and "Traceback" not in done.stderr
+        landed[phase].append(fault)
+        expected = ReleaseStore(root).committed() if "commit.state-written" in passed else before
         # What a vehicle starts after the kill: the unit's start command, for two frames.
         command = ["sdk", "serve", "--root", str(root), "--status-dir", str(root / "service"), "--frames", "2"]
         unit_env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -244,9 +249,10 @@ def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_sta
     counts = {phase: len(points) for phase, points in landed.items()}
     print(f"kills landed per phase: {counts} ({landed})")
     assert counts["staging"] >= 1 and counts["switch"] >= 1, counts
-    done = cli("deploy", "--target", "local", str(folder / "p.yaml"), "--frames", "2", "--report-dir", str(tmp_path / "r"), "--force", state=state)
+    done = deploy(len(order) + 1, None)
     assert done.returncode in (0, 3, 4), done.stderr  # and the next deploy recovers
     current = (root / "current").resolve()
+    assert ReleaseStore(root).committed() == current.name
     ReleaseManifest.load(current).verify(current)
     assert not list(root.rglob(".tmp-*"))
 
