@@ -47,6 +47,7 @@ from tools.int8.calibration_frames import (
 )
 from tools.int8.output_tail import WEIGHTED_OPS, bounded_outputs, output_tail
 from tools.int8.qdq_opset import link_or_convert
+from tools.int8.quantizer_fast_paths import fast_paths
 from tools.int8.range_methods import entropy_amax, percentile_amax
 from tools.models.prefetch import Prefetched
 from tools.progress import Progress, SilentProgress
@@ -331,15 +332,17 @@ def write_qdq(
     ONNX Runtime's quantizer writes its shape-inferred copy beside the model it is given (`<stem>-inferred.onnx`),
     reads it back and deletes it: two quantizations of one cached model at once (two deploys or calibrations on
     one host cache) would read and delete each other's copy. It is given a link to the model in a folder of this
-    call's own, so its copy lands there and the cache folder is only ever read."""
+    call's own, so its copy lands there and the cache folder is only ever read. Four of its slow loops run the fast way
+    (tools.int8.quantizer_fast_paths: the same model, byte for byte)."""
     import tempfile
 
     import onnx
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
     model = Path(model).resolve()
-    with tempfile.TemporaryDirectory(prefix=".qdq-", dir=Path(out).parent) as private, quiet_onnxruntime_quantization():
-        own = Path(private) / model.name
+    private = tempfile.TemporaryDirectory(prefix=".qdq-", dir=Path(out).parent)
+    with private, quiet_onnxruntime_quantization(), fast_paths(model):  # the same model, written faster
+        own = Path(private.name) / model.name
         link_or_convert(model, own)
         quantize_static(
             str(own),

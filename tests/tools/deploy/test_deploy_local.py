@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
 import shutil
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -92,19 +94,33 @@ def with_the_prepared_example(state: Path, prepared_example) -> None:
     shutil.copytree(prepared_example.folder, state / "cache" / "prepared" / prepared_example.folder.name)
 
 
+@pytest.fixture(scope="module")
+def deployed_twice(tmp_path_factory, prepared_example) -> SimpleNamespace:
+    """The example deployed twice to one local target (3 frames each), the machine's free disk changed between the two
+    deploys; made once for the tests that read it (one xdist worker: their group): what the second sent, and each
+    deploy's reports."""
+    folder = tmp_path_factory.mktemp("deployed-twice")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SDK_STATE_DIR", str(folder / "state"))
+        with_the_prepared_example(folder / "state", prepared_example)
+        first = Deploy(EXAMPLE, "local", frames=3, report_dir=folder / "r1")()
+        store = folder / "state" / "targets" / "local" / "store"
+        before = {p.name: p.stat().st_mtime_ns for p in store.iterdir()}
+        (folder / "filler").write_bytes(bytes(1 << 20))  # the free disk changes between the runs
+        second = Deploy(EXAMPLE, "local", frames=3, report_dir=folder / "r2")()
+    after = {p.name: p.stat().st_mtime_ns for p in store.iterdir()}
+    return SimpleNamespace(folder=folder, first=first, second=second, before=before, after=after)
+
+
 @pytest.mark.slow
-def test_second_deploy_sends_nothing_new(tmp_path, monkeypatch, prepared_example):
-    monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
-    with_the_prepared_example(tmp_path / "state", prepared_example)
-    first = Deploy(EXAMPLE, "local", frames=3, report_dir=tmp_path / "r1")()
-    store = tmp_path / "state" / "targets" / "local" / "store"
-    before = {p.name: p.stat().st_mtime_ns for p in store.iterdir()}
-    second = Deploy(EXAMPLE, "local", frames=3, report_dir=tmp_path / "r2")()
+@pytest.mark.xdist_group("deployed-twice")
+def test_second_deploy_sends_nothing_new(deployed_twice):
+    first, second, before = deployed_twice.first, deployed_twice.second, deployed_twice.before
     assert first.staged.files_sent == len(before) and first.staged.bytes_sent > 20_000_000
     assert (second.staged.files_sent, second.staged.bytes_sent) == (0, 0)
     assert second.staged.release_id == first.staged.release_id
-    assert {p.name: p.stat().st_mtime_ns for p in store.iterdir()} == before
-    release = ReleaseManifest.load(tmp_path / "state" / "targets" / "local" / "current")
+    assert deployed_twice.after == before
+    release = ReleaseManifest.load(deployed_twice.folder / "state" / "targets" / "local" / "current")
     assert not any(name.startswith("tools/") for name in release.files)  # the vehicle never gets host tools
     assert {"artifacts/model.onnx", "pipeline/pedestrian.yaml", "pipeline/assets/vtest.avi", "sdk/__init__.py"} <= set(release.files)
     assert "pipeline/assets/ssdlite_pedestrian.onnx" not in release.files  # the prepared model travels, not the original
@@ -176,11 +192,14 @@ def host_forks():
 
 
 @pytest.mark.slow
-def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_start_verified(tmp_path, cli, host_forks, prepared_example):
+@pytest.mark.xdist_group("deployed-twice")
+def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_start_verified(tmp_path, host_forks, prepared_example, deployed_twice):
     """SIGKILL at points the deploy's processes announce (SDK_FAULT, traced by SDK_FAULT_TRACE), phase after phase,
     each attempt a new release; after each kill the systemd unit's start command runs the last committed release.
     The deploy's CLI and the unit's start are real processes, forked from one that imported them once (`host_forks`);
-    the processes the deploy starts (its lease's holder, its trial, the health and measured runs) are its own."""
+    the processes the deploy starts (its lease's holder, its trial, the health and measured runs) are its own.
+    The target starts as a copy of `deployed_twice`'s (the example deployed and committed by a complete deploy: what
+    the first attempt here made before); the next deploy after the kills recovers, a real CLI process to its end."""
     from sdk.store.faults import POINTS
     from sdk.store.objects import ReleaseStore
     from sdk.store.verify import verify_release
@@ -191,33 +210,34 @@ def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_sta
     state = tmp_path / "state"
     with_the_prepared_example(state, prepared_example)
     root = state / "targets" / "local"
+    root.parent.mkdir(parents=True)
+    subprocess.run(["cp", "-a", str(deployed_twice.folder / "state" / "targets" / "local"), str(root)], check=True)  # -a: its hard links
+    assert ReleaseStore(root).committed() == deployed_twice.second.staged.release_id
     rng = random.Random(20261127)
     landed: dict[str, list[str]] = {phase: [] for phase in PHASES}
     order = list(PHASES)  # one kill a phase (tests/sdk/store/test_kill_points.py kills at every point)
-    for attempt in range(len(order) + 1):
+
+    def deploy(attempt: int, fault: str | None):
         (folder / "p.yaml").write_text(EXAMPLE.read_text() + f"# attempt {attempt}\n")  # each attempt a new release
-        trace = tmp_path / f"trace-{attempt}"
-        env = {**os.environ, "SDK_STATE_DIR": str(state), "SDK_FAULT_TRACE": str(trace)}
-        before = ReleaseStore(root).committed() if attempt else None
-        phase = order[attempt - 1] if attempt else None
-        if phase is not None:
-            env["SDK_FAULT"] = rng.choice(PHASES[phase])
+        env = {**os.environ, "SDK_STATE_DIR": str(state), "SDK_FAULT_TRACE": str(tmp_path / f"trace-{attempt}")}
+        env |= {"SDK_FAULT": fault} if fault else {}
         argv = ["sdk", "deploy", "--target", "local", str(folder / "p.yaml"), "--frames", "2", "--report-dir", str(tmp_path / "r"), "--force"]
-        done = host_forks.run(argv, module="tools.cli:main", cwd=REPO, env=env, output=tmp_path / f"deploy-{attempt}", timeout=600)
-        lines = [line.split(" ", 1) for line in trace.read_text().splitlines()]
+        return host_forks.run(argv, module="tools.cli:main", cwd=REPO, env=env, output=tmp_path / f"deploy-{attempt}", timeout=600)
+
+    for attempt, phase in enumerate(order, start=1):
+        before = ReleaseStore(root).committed()
+        fault = rng.choice(PHASES[phase])
+        done = deploy(attempt, fault)
+        lines = [line.split(" ", 1) for line in (tmp_path / f"trace-{attempt}").read_text().splitlines()]
         passed = [name for _, name in lines]
-        if phase is None:
-            assert done.returncode in (0, 3, 4), done.stderr  # the first one completes
-            expected = ReleaseStore(root).committed()
-        else:
-            hits = [index for index, (_, name) in enumerate(lines) if name == env["SDK_FAULT"]]
-            assert hits, f"the kill did not land at {env['SDK_FAULT']} (points passed: {passed})"  # (another process of the
-            # deploy passing the same point later, the lease's holder rolling back, is killed there too: a second fault)
-            killed = lines[hits[0]][0]  # that process passed no point after it: it died there (others went on: the lease's end)
-            assert not [name for pid, name in lines[hits[0] + 1 :] if pid == killed], passed
-            assert done.returncode != 0 and "Traceback" not in done.stderr
-            landed[phase].append(env["SDK_FAULT"])
-            expected = ReleaseStore(root).committed() if "commit.state-written" in passed else before
+        hits = [index for index, (_, name) in enumerate(lines) if name == fault]
+        assert hits, f"the kill did not land at {fault} (points passed: {passed})"  # (another process of the
+        # deploy passing the same point later, the lease's holder rolling back, is killed there too: a second fault)
+        killed = lines[hits[0]][0]  # that process passed no point after it: it died there (others went on: the lease's end)
+        assert not [name for pid, name in lines[hits[0] + 1 :] if pid == killed], passed
+        assert done.returncode != 0 and "Traceback" not in done.stderr
+        landed[phase].append(fault)
+        expected = ReleaseStore(root).committed() if "commit.state-written" in passed else before
         # What a vehicle starts after the kill: the unit's start command, for two frames.
         command = ["sdk", "serve", "--root", str(root), "--status-dir", str(root / "service"), "--frames", "2"]
         unit_env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -229,9 +249,10 @@ def test_a_deploy_killed_in_every_phase_leaves_the_last_committed_release_to_sta
     counts = {phase: len(points) for phase, points in landed.items()}
     print(f"kills landed per phase: {counts} ({landed})")
     assert counts["staging"] >= 1 and counts["switch"] >= 1, counts
-    done = cli("deploy", "--target", "local", str(folder / "p.yaml"), "--frames", "2", "--report-dir", str(tmp_path / "r"), "--force", state=state)
+    done = deploy(len(order) + 1, None)
     assert done.returncode in (0, 3, 4), done.stderr  # and the next deploy recovers
     current = (root / "current").resolve()
+    assert ReleaseStore(root).committed() == current.name
     ReleaseManifest.load(current).verify(current)
     assert not list(root.rglob(".tmp-*"))
 
@@ -248,18 +269,17 @@ def test_sdk_prepare_and_targets_list(tmp_path, cli):
     assert listed.returncode == 0 and listed.stdout.split() == ["local"]
 
 
-def test_the_device_fingerprint_is_the_same_on_every_run_of_one_machine(tiny_pipeline, tmp_path, state_dir, cli):
+@pytest.mark.xdist_group("deployed-twice")
+def test_the_device_fingerprint_is_the_same_on_every_run_of_one_machine(deployed_twice):
     """device.json (and the hash the report keeps of it) says what the device is; free disk space changes from run to
-    run and goes with the run's environment instead."""
-    pipeline, _ = tiny_pipeline(frames=20)
-    for name in ("r1", "r2"):
-        done = cli("deploy", "--target", "local", str(pipeline.path), "--frames", "2", "--report-dir", str(tmp_path / name), state=state_dir)
-        assert done.returncode in (0, 3, 4), done.stderr
-        (tmp_path / "filler").write_bytes(bytes(1 << 20))  # the free disk changes between the runs
-    first, second = ((tmp_path / name / "device.json").read_bytes() for name in ("r1", "r2"))
+    run and goes with the run's environment instead. (The two deploys of `deployed_twice`: `deploy` on the command line
+    writes its reports through the same Deploy, test_deploy_local_writes_the_report_contract.)"""
+    folder = deployed_twice.folder
+    first, second = ((folder / name / "device.json").read_bytes() for name in ("r1", "r2"))
     assert first == second and b"free_disk_bytes" not in first
-    report = json.loads((tmp_path / "r2" / "report.json").read_text())
-    assert report["environment"]["device_at_deploy"]["free_disk_bytes"] > 0
+    reports = [json.loads((folder / name / "report.json").read_text()) for name in ("r1", "r2")]
+    assert {report["run"]["device_fingerprint_sha256"] for report in reports} == {hashlib.sha256(first).hexdigest()}
+    assert all(report["environment"]["device_at_deploy"]["free_disk_bytes"] > 0 for report in reports)
 
 
 def test_a_source_that_ends_before_the_health_check_says_how_to_loop_it(tiny_pipeline, tmp_path, state_dir, cli):
