@@ -110,7 +110,7 @@ def main() -> int:
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--sample-s", type=float, default=5)
     parser.add_argument("--smoke", action="store_true", help="a few seconds with the tiny pipeline: the soak's own check")
-    parser.add_argument("--seconds", type=float, default=3, help="with --smoke: how long")
+    parser.add_argument("--seconds", type=float, default=2, help="with --smoke: how long")
     args = parser.parse_args()
     if args.smoke:
         args.minutes, args.sample_s = args.seconds / 60, 0.5
