@@ -77,7 +77,7 @@ def main() -> int:
             os.environ["SDK_STATE_DIR"] = str(folder / "state")  # so they never stand in for the real ones
             quick_peaks(models["ssdlite (example)"], folder)
         for name, pipeline in models.items():
-            small = {"savings": (0.02,), "calibration_frames": 4, "holdout_frames": 6, "rounds": 1, "runs": 1, "fskd": False, "sparsity": False}
+            small = {"savings": (0.02,), "calibration_frames": 2, "holdout_frames": 2, "rounds": 1, "runs": 1, "fskd": False, "sparsity": False}
             small = small if args.smoke else {}
             started = time.perf_counter()
             Optimize(pipeline, Settings(target="local", report_dir=folder / f"report-{len(walls)}", **small))()
