@@ -8,7 +8,7 @@ Models: the example's SSDLite (pipelines/pedestrian.yaml) and, with --yolox, Meg
 (tests/integration/assets/yolox_nano.onnx) in the pipeline `sdk init` writes for it on the example's clip, with a
 `calibration:` section added (the same frames and hold-out as the example's). Each pipeline is copied into a
 temporary folder first, so nothing is written beside the project's files.
-`--smoke`: the example alone, one plan (2 % saved: fewer allocation steps than 5 %, a third less CPU), few
+`--smoke`: the example alone, one plan (2 % saved: fewer allocation steps than 5 %), few
 frames and rounds, quick peaks, NumPy on one BLAS thread: the code path, not the numbers.
 """
 
