@@ -19,31 +19,35 @@ REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "tests" / "benchmarks"
 # One benchmark's smoke run may take this long: a limit for a hang, not a speed. The longest, optimize (a real pruning
 # and measuring of the example detector, about 60 CPU-s), took 150 to 210 s while the 2-core machine was at load 8 to
-# 11, and 377 s at load 12 to 15; 900 s is more than 3 times what it takes at load 8 to 11. All 21 scripts: about 135
-# CPU-s, 8 minutes of wall time one after the other at load 7 to 19 (`/usr/bin/time` of each `--smoke`).
+# 11, and 377 s at load 12 to 15; 900 s is more than 3 times what it takes at load 8 to 11. All 24 scripts: about 111
+# CPU-s with every process they start, 3.3 minutes of wall time one after the other at load 3 to 6 (decision 1185).
 TIMEOUT_S = 900
-# Longest first (measured), so the suite's workers end together; a new benchmark runs last.
+# Longest first (wall time measured one after the other, decision 1185), so the suite's workers end together; a new
+# benchmark runs last.
 ORDER = (
-    "optimize",
-    "acceptance",
     "deploy",
-    "history",
-    "calibration",
     "soak",
+    "optimize",
+    "history",
     "report",
-    "cuda_reference",
-    "profile",
+    "acceptance",
+    "calibration",
+    "live_view",
     "int8_cpu",
+    "profile",
     "decoders",
-    "evaluate",
+    "cuda_reference",
     "multicam",
-    "cuda_path",
+    "published",
+    "evaluate",
     "runtime_overhead",
-    "cuda_device",
     "dla_report",
+    "cuda_path",
+    "replay_memory",
     "tracker",
     "recordings",
     "cuda_traffic",
+    "cuda_device",
     "verify",
 )
 # System tools a benchmark needs, and the package that has them (.ci/run installs them).

@@ -6,7 +6,8 @@
    Target (issue #7): < 20 us per frame.
 2. Verdict: `sdk validate` on the example pipeline (local target), idle and with
    `--stress cpu=2,memory=1`, alternating; p50/p99 end to end, misses and the verdict of each.
-   `--smoke` runs the stressed validation only, on the tests' tiny pipeline (tests/conftest.py).
+   `--smoke` runs the stressed validation only, on the tests' tiny pipeline (tests/conftest.py), deploying the
+   release itself (`sdk validate --deploy`) instead of a deploy before it.
 
     python tests/benchmarks/bench_acceptance.py [--records 200000] [--rounds 5] [--frames 330] [--runs 2] [--stress SPEC] [--smoke]
 """
@@ -69,11 +70,12 @@ def verdicts(frames: int, runs: int, stress: str, idle: bool = True, tiny: bool 
 
     os.environ.setdefault("SDK_STATE_DIR", tempfile.mkdtemp(prefix="bench-acceptance-"))
     pipeline = tiny_pipeline(Path(tempfile.mkdtemp(prefix="bench-acceptance-tiny-"))) if tiny else REPO / "pipelines" / "pedestrian.yaml"
-    Deploy(pipeline, "local", frames=3, report_dir=Path(tempfile.mkdtemp()))()
+    if not tiny:  # the smoke mode's one validation deploys the release itself (`sdk validate --deploy`): one run fewer
+        Deploy(pipeline, "local", frames=3, report_dir=Path(tempfile.mkdtemp()))()
     out = []
     for _ in range(runs):
         for label, load in (("idle", None), (f"stress {stress}", stress))[0 if idle else 1 :]:
-            result = Validate(pipeline, "local", frames=frames, stress=load, report_dir=Path(tempfile.mkdtemp()))()
+            result = Validate(pipeline, "local", frames=frames, stress=load, report_dir=Path(tempfile.mkdtemp()), deploy=tiny and not out)()
             out.append((label, result.report))
     return out
 

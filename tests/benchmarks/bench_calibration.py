@@ -3,6 +3,8 @@ of INT8 against FP32 for each method, on the example detector and video. Ratios 
 
     python tests/benchmarks/bench_calibration.py [--frames 300] [--methods minmax,entropy,percentile] [--rounds 3] [--smoke]
 
+`--smoke`: minmax alone, 4 calibration and 4 held-out frames of a 24-frame cut of the clip, one round (one FP32 run).
+
 Each calibration is timed from scratch (a fresh cache) and includes everything `sdk calibrate` does
 after choosing the frames: decoding them, the statistics pass, the ranges, the Q/DQ model, and
 loading the compiled counting loops (the first histogram method in a process pays that, ~0.5 s).
@@ -69,8 +71,9 @@ def main() -> None:
             model = PrepareModel(pipeline, work / "cache")()
             selection = Calibrate(pipeline, model, work / "cache").selection
             frames = preprocessed_frames(pipeline, set(selection.calibration), (1, 3, 300, 300), SilentProgress())
-            # Alternating rounds, medians: this shared VM's speed drifts by up to 1.7x within a minute.
-            fp32_runs, calibrations = [fp32_inference(model.model_path, frames)], []
+            # Alternating rounds, medians: this shared VM's speed drifts by up to 1.7x within a minute. The smoke mode's
+            # one round has its FP32 run after the calibration only (the same function).
+            fp32_runs, calibrations = [] if args.smoke else [fp32_inference(model.model_path, frames)], []
             for round_ in range(args.rounds):
                 calibrate = Calibrate(pipeline, model, work / f"cache-{method}-{round_}")
                 started = time.perf_counter()

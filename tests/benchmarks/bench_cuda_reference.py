@@ -4,7 +4,8 @@ and the ptxas registers per kernel. Builds plugins_cuda (host reference + kernel
     python tests/benchmarks/bench_cuda_reference.py [--frames 0,119,400,700] [--smoke]
 
 Differences are in 8-bit input steps (LSB): the output difference divided by the largest gain
-(scale / std); uint8 and int8 in output steps.
+(scale / std); uint8 and int8 in output steps. `--smoke`: frame 0 and the first resize only, and only the host
+reference library built (no kernels, no pp_run).
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as build:
         options = ["-DPLUGINS_CUDA_KERNELS=OFF"] if args.smoke else []  # smoke: the host reference only, no nvcc build
         subprocess.run(["cmake", "-S", str(REPO / "plugins_cuda"), "-B", build, *options], check=True, capture_output=True)
-        subprocess.run(["cmake", "--build", build, "-j", "2"], check=True, capture_output=True)
+        only = ["--target", "pp_reference"] if args.smoke else []  # smoke: the library this script loads, not pp_run
+        subprocess.run(["cmake", "--build", build, "-j", "2", *only], check=True, capture_output=True)
         reference = HostReference(Path(build) / "libpp_reference.so")
         worst: dict[tuple, float] = defaultdict(float)
         images = frames([int(i) for i in args.frames.split(",")])

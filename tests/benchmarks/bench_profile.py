@@ -126,7 +126,7 @@ def main() -> int:
         from tools.state import cache_dir
 
         path, key = peaks_path(2, False, cache_dir())
-        store_peaks(measure_peaks(2, False, folder / "probe", runs=3, passes=1), key, path)
+        store_peaks(measure_peaks(2, False, folder / "probe", runs=2, passes=1), key, path)  # a probe's fewest runs
     rows = []
     try:
         for name, pipeline in pipelines(folder, args.smoke, args.light).items():

@@ -12,8 +12,8 @@ checks them, decision 1016); then median |error| and the share within +-25 % for
 all. A source measured around its own program's call (Ultralytics' Python call) has that time added
 (tools/perf/published.py HARNESS_MS, scaled by the module's CPU clock). DLA-SW's engines take their input in the
 DLA's image format (the source's `input_format`), so their first convolution runs in the DLA's image-input mode
-(decisions 1140, 1141). `--smoke`: the rows of the two smallest models (YOLO11n, SSD-MobileNetV1), the code path,
-not the numbers. `--fit`: instead, fit the DLA's constants on the DLA fit rows and print them
+(decisions 1140, 1141). `--smoke`: rows of the two smallest models (YOLO11n, SSD-MobileNetV1), the first of each precision and
+split of each, the code path, not the numbers. `--fit`: instead, fit the DLA's constants on the DLA fit rows and print them
 (tests/benchmarks/published_fit.py; it changes no file).
 """
 
@@ -47,6 +47,8 @@ def main() -> int:
     if args.fit:
         return fit(rows)
     rows = [r for r in rows if fnmatch.fnmatch(r.id, args.rows) and (not args.smoke or r.model in SMOKE_MODELS)]
+    if args.smoke:
+        rows = smoke_rows(rows)
     results = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bench-published-") as folder:
@@ -73,6 +75,18 @@ def main() -> int:
                      "unfused_ms": round(c.unfused_ms, 4), "harness_ms": c.harness_ms, "error": round(c.error, 4)} for c in results]  # fmt: skip
         args.out.write_text(json.dumps(rows_out, indent=1) + "\n")
     return 0
+
+
+def smoke_rows(rows) -> list:
+    """Of each model, the first row (by id) of each precision and of each split: every engine, precision and split the
+    smoke models have, about half their rows (each row's shape inference and predictions are the cost)."""
+    kept, seen = [], set()
+    for row in sorted(rows, key=lambda r: (r.model, r.id)):
+        keys = {(row.model, "precision", row.precision), (row.model, "split", row.split)}
+        if keys - seen:
+            kept.append(row)
+            seen |= keys
+    return kept
 
 
 def fit(rows) -> int:

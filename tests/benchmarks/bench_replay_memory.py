@@ -41,7 +41,7 @@ def rss_mb() -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--frames", type=int, default=54_000, help="frames replayed (54,000: 30 minutes at 30 fps)")
-    parser.add_argument("--smoke", action="store_true", help="100 frames: only that the script runs")
+    parser.add_argument("--smoke", action="store_true", help="100 frames of a topic of 10, looped: only that the script runs")
     args = parser.parse_args()
     if args.smoke:
         args.frames = 100
@@ -50,9 +50,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         base = Path(folder)
         capture = cv2.VideoCapture(str(REPO / "pipelines" / "assets" / "vtest.avi"))
-        images = [cv2.resize(capture.read()[1], (640, 480)) for _ in range(60)]
+        images = [cv2.resize(capture.read()[1], (640, 480)) for _ in range(10 if args.smoke else 60)]
         capture.release()
-        write_mcap(base / "drive.mcap", images, stamps(60, 33.3), encoding="jpeg")
+        write_mcap(base / "drive.mcap", images, stamps(len(images), 33.3), encoding="jpeg")
         tiny_yolo(base / "tiny.onnx")
         uri = "mcap://drive.mcap?topic=/camera/image_raw"
         text = PIPELINE.format(uri=uri, rate="null", max_ms=5000)

@@ -3,8 +3,8 @@ layer as a point, predicted against measured), and the terminal's table."""
 
 from __future__ import annotations
 
-import io
 import json
+import math
 from html import escape
 from pathlib import Path
 
@@ -20,45 +20,30 @@ def write_json(report: dict, path: Path, option: str = "report") -> Path:
     return write_output(Path(path), json.dumps(report, indent=1) + "\n", option)
 
 
-def _svg(figure) -> str:
-    import matplotlib.pyplot as plt
-
-    buffer = io.StringIO()
-    figure.savefig(buffer, format="svg")
-    plt.close(figure)
-    text = buffer.getvalue()
-    return text[text.find("<svg") :]
-
-
 def roofline_svg(report: dict) -> str:
-    """Each layer at (intensity, achieved GFLOP/s), sized by its share; the engine's roofs where they are known."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Each layer at (intensity, achieved GFLOP/s), sized by its share; the engine's roofs where they are known. Written
+    by the reports' own SVG writer (tools/reports/svg_chart.py): milliseconds, where matplotlib took seconds."""
+    from tools.reports.svg_chart import Axis, Chart
 
     rows = [r for r in report["layers"] if r.get("intensity") and r.get("achieved_gflops")]
-    figure, axis = plt.subplots(figsize=(7.5, 4.5), layout="constrained")
-    colours = {"compute": "tab:red", "memory": "tab:blue", "launch": "tab:gray"}
-    for bound, colour in colours.items():
+    xs, ys = [r["intensity"] for r in rows], [r["achieved_gflops"] for r in rows]
+    roofs = report.get("prediction", {}).get("roofline") or {}
+    roof = None
+    if roofs.get("peak_gflops") and roofs.get("bandwidth_gbs"):
+        ridge = roofs["peak_gflops"] / roofs["bandwidth_gbs"]
+        roof = ([0.01, ridge, 10000.0], [0.01 * roofs["bandwidth_gbs"], roofs["peak_gflops"], roofs["peak_gflops"]])
+    chart = Chart(5.5, 4.5)
+    chart.axes(Axis(xs + (roof[0] if roof else []), log=True), Axis(ys + (roof[1] if roof else []), log=True))
+    for bound, colour in {"compute": "tab:red", "memory": "tab:blue", "launch": "grey"}.items():
         chosen = [r for r in rows if r.get("bound") == bound]
         if chosen:
-            axis.scatter([r["intensity"] for r in chosen], [r["achieved_gflops"] for r in chosen],
-                         s=[20 + 400 * r["share"] for r in chosen], c=colour, alpha=0.6, label=f"{bound}-bound (predicted)")  # fmt: skip
-    roofs = report.get("prediction", {}).get("roofline") or {}
-    if roofs.get("peak_gflops") and roofs.get("bandwidth_gbs"):
-        xs = [0.01, 10000.0]
-        ridge = roofs["peak_gflops"] / roofs["bandwidth_gbs"]
-        axis.plot([xs[0], ridge, xs[1]], [xs[0] * roofs["bandwidth_gbs"], roofs["peak_gflops"], roofs["peak_gflops"]], "k-", lw=1,
-                  label=f"roof: {roofs['peak_gflops']:.0f} GFLOP/s, {roofs['bandwidth_gbs']:.0f} GB/s")  # fmt: skip
-    axis.set_xscale("log")
-    axis.set_yscale("log")
-    axis.set_xlabel("arithmetic intensity (FLOP/byte)")
-    axis.set_ylabel("achieved GFLOP/s")
-    axis.set_title("roofline: each layer, measured")
-    if rows:
-        axis.legend(fontsize=8, loc="upper left")
-    return _svg(figure)
+            radii = [math.sqrt((20 + 400 * r["share"]) / math.pi) for r in chosen]  # matplotlib's 20 + 400 x share pt², as an area
+            chart.points([r["intensity"] for r in chosen], [r["achieved_gflops"] for r in chosen], colour,
+                         f"{bound}-bound (predicted)", radii=radii, opacity=0.6)  # fmt: skip
+    if roof:
+        chart.line(*roof, "black", f"roof: {roofs['peak_gflops']:.0f} GFLOP/s, {roofs['bandwidth_gbs']:.0f} GB/s")
+    chart.title, chart.xlabel, chart.ylabel = "roofline: each layer, measured", "arithmetic intensity (FLOP/byte)", "achieved GFLOP/s"
+    return chart.svg()
 
 
 def above_roof(report: dict) -> str | None:
@@ -96,26 +81,18 @@ def overhead_text(total: dict) -> str:
 
 def predicted_svg(report: dict) -> str:
     """Predicted against measured time per layer (log-log), the diagonal where they agree."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from tools.reports.svg_chart import Axis, Chart
 
     rows = [r for r in report["layers"] if r.get("predicted_ms") and r.get("measured_ms")]
-    figure, axis = plt.subplots(figsize=(5.5, 4.5), layout="constrained")
+    xs, ys = [r["measured_ms"] for r in rows], [r["predicted_ms"] for r in rows]
+    chart = Chart(3.5, 4.5)
+    chart.axes(Axis(xs + ys, log=True), Axis(xs + ys, log=True))
     if rows:
-        xs = [r["measured_ms"] for r in rows]
-        ys = [r["predicted_ms"] for r in rows]
-        axis.scatter(xs, ys, s=14, alpha=0.6)
+        chart.points(xs, ys, "tab:blue", radii=[2.1] * len(xs), opacity=0.6)
         low, high = min(xs + ys), max(xs + ys)
-        axis.plot([low, high], [low, high], "k--", lw=1, label="predicted = measured")
-        axis.set_xscale("log")
-        axis.set_yscale("log")
-        axis.legend(fontsize=8, loc="upper left")
-    axis.set_xlabel("measured ms (median)")
-    axis.set_ylabel("predicted ms")
-    axis.set_title("each layer: predicted against measured")
-    return _svg(figure)
+        chart.line([low, high], [low, high], "black", "predicted = measured", dashed=True)
+    chart.title, chart.xlabel, chart.ylabel = "each layer: predicted against measured", "measured ms (median)", "predicted ms"
+    return chart.svg()
 
 
 def _table(headers: list[str], rows: list[list]) -> str:

@@ -114,10 +114,15 @@ class Chart:
         if label:
             self.entries.append(("dashed" if dashed else "line", colour(colour_name), label))
 
-    def points(self, xs, ys, colour_name: str, label: str | None = None) -> None:
+    def points(self, xs, ys, colour_name: str, label: str | None = None, *, radii=None, opacity: float | None = None) -> None:
+        """Dots of radius 2.2 px, or each its own of `radii`; `opacity` lets overlapping dots show through."""
         px, py = self._px(xs, ys)
         fill = colour(colour_name)
-        self.body += [f'<circle cx="{a:.2f}" cy="{b:.2f}" r="2.2" fill="{fill}"/>' for a, b in zip(px.tolist(), py.tolist(), strict=True)]
+        sizes = ["2.2"] * len(px) if radii is None else [f"{r:.2f}" for r in radii]
+        see = "" if opacity is None else f' fill-opacity="{opacity}"'
+        self.body += [
+            f'<circle cx="{a:.2f}" cy="{b:.2f}" r="{r}" fill="{fill}"{see}/>' for a, b, r in zip(px.tolist(), py.tolist(), sizes, strict=True)
+        ]
         if label:
             self.entries.append(("point", fill, label))
 
