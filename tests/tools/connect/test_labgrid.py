@@ -77,6 +77,27 @@ def acquired_by_client(coordinator: str) -> str:
     return next(line.split(":", 1)[1].strip() for line in shown.splitlines() if line.strip().startswith("acquired:"))
 
 
+def _hold(coordinator: str, action: str, user: str | None = None, check: bool = True) -> None:
+    """`labgrid-client -p PLACE acquire` (or `release`) in this process, as `user` where named (labgrid's LG_USERNAME):
+    the coordinator records the same `host/user` as the command's. Failing, labgrid's error, unless not `check`."""
+    from labgrid.remote.client import Error
+
+    saved = os.environ.get("LG_USERNAME")
+    if user is not None:
+        os.environ["LG_USERNAME"] = user
+    try:
+        with _session(coordinator, kick=False, allow_unmatched=False) as session, contextlib.redirect_stdout(io.StringIO()):
+            session.loop.run_until_complete(getattr(session, action)())
+    except Error:
+        if check:
+            raise
+    finally:
+        if saved is None:
+            os.environ.pop("LG_USERNAME", None)
+        else:
+            os.environ["LG_USERNAME"] = saved
+
+
 def _answers(coordinator: str, exporter_resource: str | None = None) -> bool:
     """Whether the coordinator answers (and knows the exporter's resource `exp/sim/CLASS`, when one is named)."""
     try:
@@ -230,10 +251,14 @@ def test_deploy_and_validation_through_a_labgrid_place_then_released(bench, ssh_
     assert result.report["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE")  # the validation ran on the device
     assert (ssh_target.root / "current").exists()  # deployed into the simulated target behind the place
     assert acquired_by(bench) == "None"
-    # `--target labgrid:PLACE`: the coordinator from labgrid's own LG_COORDINATOR, the rest from targets/labgrid.yaml.
+    # `--target labgrid:PLACE`: the coordinator from labgrid's own LG_COORDINATOR, the rest from targets/labgrid.yaml;
+    # the same device behind the place, whose current release is the one just deployed (a second deploy there would
+    # send nothing and measure again, what the deploy-over-SSH tests cover). The place held while the session is open.
     monkeypatch.setenv("LG_COORDINATOR", bench)
-    again = Deploy(pipeline_copy(tmp_path), f"labgrid:{PLACE}", frames=2, report_dir=tmp_path / "r2")()
-    assert again.staged.release_id == result.staged.release_id and again.staged.bytes_sent == 0
+    with open_session(resolve_target(f"labgrid:{PLACE}")) as session:
+        session.ensure_agent(runtime_files())  # installed by the deploy: nothing sent
+        assert session.status()["committed"] == result.staged.release_id
+        assert acquired_by_client(bench) != "None"
     assert acquired_by(bench) == "None"
 
 
@@ -270,7 +295,7 @@ def test_the_acceptance_suite_beside_labgrids_own_pytest_plugin(bench, ssh_targe
     env_file.write_text(
         yaml.safe_dump({"targets": {"main": {"resources": {"RemotePlace": {"name": PLACE}}}}, "options": {"coordinator_address": bench}})
     )
-    _client(bench, "acquire")
+    _hold(bench, "acquire")
     try:
         owner = acquired_by(bench)
         command = [*pytest_command(tmp_path / "tmp"), "--lg-env", str(env_file), "--pipeline", str(relaxed_example(tmp_path / "p")), "--frames", "15"]
@@ -281,7 +306,7 @@ def test_the_acceptance_suite_beside_labgrids_own_pytest_plugin(bench, ssh_targe
         assert f'"target": "labgrid:{PLACE}"' in (tmp_path / "report" / "report.json").read_text()
         assert acquired_by(bench) == owner  # the user's acquisition, left as it was
     finally:
-        _client(bench, "release", check=False)
+        _hold(bench, "release", check=False)
     assert acquired_by(bench) == "None"
 
 
@@ -319,14 +344,14 @@ def test_targets_check_names_what_blocks_and_still_releases_the_place(bench, ssh
     assert f"blocked  remote root: {tmp_path}/a-file/sdk: {tmp_path}/a-file is a file, not a folder" in done.stdout
     assert acquired_by(bench) == "None"  # released after a blocked check too
     # Held by someone else: the check says so, and leaves their reservation alone.
-    _client(bench, "acquire", env={"LG_USERNAME": "colleague"})
+    _hold(bench, "acquire", user="colleague")
     try:
         busy = sdk("targets", "check", PLACE)
         assert busy.returncode == 1, busy.stdout + busy.stderr
         assert f"blocked  labgrid place: {PLACE}: cannot acquire labgrid place '{PLACE}'" in busy.stdout
         assert acquired_by(bench).endswith("/colleague")
     finally:
-        _client(bench, "release", env={"LG_USERNAME": "colleague"}, check=False)
+        _hold(bench, "release", user="colleague", check=False)
 
 
 def test_targets_check_releases_the_place_on_ctrl_c(bench, ssh_target):
