@@ -1,5 +1,5 @@
 """The pytest plugin's regression gate in a real pytest run: a release with a planted slowdown fails the CI job against
-the release before it; the same release again passes. (Without --baseline the gate is skipped: the plugin's own test,
+the release before it; judged against its own release's runs, the same run passes. (Without --baseline the gate is skipped: the plugin's own test,
 tests/tools/validation/test_pytest_plugin.py, asserts that on its first run.)"""
 
 from __future__ import annotations
