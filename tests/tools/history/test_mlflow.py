@@ -38,6 +38,7 @@ def mlflow_server(tmp_path_factory):
 
     with warnings.catch_warnings():  # its imports' deprecation notices are MLflow's, not the SDK's
         warnings.simplefilter("ignore")
+        import mlflow.server.fastapi_app  # noqa: F401 - the runs search's handler imports it; here, under the filter
         from mlflow import server
 
     folder = tmp_path_factory.mktemp("mlflow")
