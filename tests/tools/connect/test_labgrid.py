@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import getpass
 import io
+import json
 import os
 import shutil
 import signal
@@ -247,7 +248,15 @@ def _cli(*args: str, cwd: Path) -> subprocess.Popen:
 
 
 def test_deploy_and_validation_through_a_labgrid_place_then_released(bench, ssh_target, tmp_path, monkeypatch):
-    result = Deploy(pipeline_copy(tmp_path), PLACE, frames=2, report_dir=tmp_path / "r")()
+    """A deploy through the place, then the acceptance suite as a lab runs it: the place acquired by the user
+    (`labgrid-client acquire`), then `pytest --lg-env ENV.yaml`. The SDK's plugin takes the place from the
+    environment's RemotePlace, uses it, and leaves it acquired. The suite's pipeline is the deployed one: its own
+    deploy finds the release current and sends nothing, and its validation measures it (one deploy over SSH)."""
+    from tests.tools.validation.test_pytest_plugin import pytest_command
+    from tests.tools.validation.test_validate import relaxed_example
+
+    pipeline = relaxed_example(tmp_path / "p")
+    result = Deploy(pipeline, PLACE, frames=2, report_dir=tmp_path / "r")()
     assert result.report["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE")  # the validation ran on the device
     assert (ssh_target.root / "current").exists()  # deployed into the simulated target behind the place
     assert acquired_by(bench) == "None"
@@ -259,6 +268,24 @@ def test_deploy_and_validation_through_a_labgrid_place_then_released(bench, ssh_
         session.ensure_agent(runtime_files())  # installed by the deploy: nothing sent
         assert session.status()["committed"] == result.staged.release_id
         assert acquired_by_client(bench) != "None"
+    assert acquired_by(bench) == "None"
+    env_file = tmp_path / "env.yaml"
+    env_file.write_text(
+        yaml.safe_dump({"targets": {"main": {"resources": {"RemotePlace": {"name": PLACE}}}}, "options": {"coordinator_address": bench}})
+    )
+    _hold(bench, "acquire")
+    try:
+        owner = acquired_by(bench)
+        command = [*pytest_command(tmp_path / "tmp"), "--lg-env", str(env_file), "--pipeline", str(pipeline), "--frames", "15"]
+        command += ["--acceptance-report-dir", str(tmp_path / "report")]
+        env = {k: v for k, v in os.environ.items() if k != "LG_COORDINATOR"}  # the coordinator from the environment file
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        report = (tmp_path / "report" / "report.json").read_text()
+        assert f'"target": "labgrid:{PLACE}"' in report and json.loads(report)["release"] == result.staged.release_id
+        assert acquired_by(bench) == owner  # the user's acquisition, left as it was
+    finally:
+        _hold(bench, "release", check=False)
     assert acquired_by(bench) == "None"
 
 
@@ -283,31 +310,6 @@ def test_the_place_is_released_after_ctrl_c(bench, ssh_target, tmp_path):
     assert deploy.returncode != 0
     assert acquired_by(bench) == "None"
     assert wait_until(lambda: not processes_under(ssh_target.root), 30), processes_under(ssh_target.root)  # the device let go too
-
-
-def test_the_acceptance_suite_beside_labgrids_own_pytest_plugin(bench, ssh_target, tmp_path):
-    """As a lab runs it: the place acquired by the user (`labgrid-client acquire`), then `pytest --lg-env ENV.yaml`.
-    The SDK's plugin takes the place from the environment's RemotePlace, uses it, and leaves it acquired."""
-    from tests.tools.validation.test_pytest_plugin import pytest_command
-    from tests.tools.validation.test_validate import relaxed_example
-
-    env_file = tmp_path / "env.yaml"
-    env_file.write_text(
-        yaml.safe_dump({"targets": {"main": {"resources": {"RemotePlace": {"name": PLACE}}}}, "options": {"coordinator_address": bench}})
-    )
-    _hold(bench, "acquire")
-    try:
-        owner = acquired_by(bench)
-        command = [*pytest_command(tmp_path / "tmp"), "--lg-env", str(env_file), "--pipeline", str(relaxed_example(tmp_path / "p")), "--frames", "15"]
-        command += ["--acceptance-report-dir", str(tmp_path / "report")]
-        env = {k: v for k, v in os.environ.items() if k != "LG_COORDINATOR"}
-        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-        assert f'"target": "labgrid:{PLACE}"' in (tmp_path / "report" / "report.json").read_text()
-        assert acquired_by(bench) == owner  # the user's acquisition, left as it was
-    finally:
-        _hold(bench, "release", check=False)
-    assert acquired_by(bench) == "None"
 
 
 def test_a_power_cycle_goes_through_the_places_power_driver(bench, ssh_target, power_switch):
