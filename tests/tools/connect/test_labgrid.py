@@ -35,6 +35,9 @@ from tools.targets.sim import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 PLACE = "bench-3"
+# One worker runs this module: the lab it shares (the `lab` fixture: a coordinator and an exporter) would otherwise be
+# started again by each xdist worker that gets one of its tests (--dist loadgroup hands out tests one by one).
+pytestmark = pytest.mark.xdist_group("labgrid")
 
 
 def _require_labgrid() -> None:

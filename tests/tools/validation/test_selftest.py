@@ -118,6 +118,7 @@ def orin_without_gpu(orin_release, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("selftest-orin")  # one worker makes the module's deploy (--dist loadgroup hands out tests one by one)
 def test_over_ssh_the_gpu_tests_run_on_the_device_and_come_back_skipped_with_their_reason(orin_without_gpu, tmp_path, sdk):
     """The device (an AGX Orin with a TensorRT 10.3 stand-in but no GPU) reports its own TensorRT, found by the
     release's own Python, not the host's. The real bundle (the repository's gpu-marked tests, their conftest
@@ -186,6 +187,7 @@ def test_never_collected():
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("selftest-orin")
 def test_a_failing_gpu_test_comes_back_failed_and_fails_the_selftest(orin_without_gpu, tmp_path, monkeypatch):
     """A tiny synthetic bundle injected in place of the repository's: one gpu test fails, one passes. No wheels: the
     device's own pytest runs them, and the report says so. The verdict is FAIL (exit 3). On the module's device, whose
