@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import getpass
 import io
+import json
 import os
 import shutil
 import signal
@@ -34,6 +35,9 @@ from tools.targets.sim import free_port
 
 REPO = Path(__file__).resolve().parents[3]
 PLACE = "bench-3"
+# One worker runs this module: the lab it shares (the `lab` fixture: a coordinator and an exporter) would otherwise be
+# started again by each xdist worker that gets one of its tests (--dist loadgroup hands out tests one by one).
+pytestmark = pytest.mark.xdist_group("labgrid")
 
 
 def _require_labgrid() -> None:
@@ -75,6 +79,27 @@ def acquired_by_client(coordinator: str) -> str:
     a second one from here would share its gRPC connection, which the coordinator refuses."""
     shown = _client(coordinator, "show").stdout
     return next(line.split(":", 1)[1].strip() for line in shown.splitlines() if line.strip().startswith("acquired:"))
+
+
+def _hold(coordinator: str, action: str, user: str | None = None, check: bool = True) -> None:
+    """`labgrid-client -p PLACE acquire` (or `release`) in this process, as `user` where named (labgrid's LG_USERNAME):
+    the coordinator records the same `host/user` as the command's. Failing, labgrid's error, unless not `check`."""
+    from labgrid.remote.client import Error
+
+    saved = os.environ.get("LG_USERNAME")
+    if user is not None:
+        os.environ["LG_USERNAME"] = user
+    try:
+        with _session(coordinator, kick=False, allow_unmatched=False) as session, contextlib.redirect_stdout(io.StringIO()):
+            session.loop.run_until_complete(getattr(session, action)())
+    except Error:
+        if check:
+            raise
+    finally:
+        if saved is None:
+            os.environ.pop("LG_USERNAME", None)
+        else:
+            os.environ["LG_USERNAME"] = saved
 
 
 def _answers(coordinator: str, exporter_resource: str | None = None) -> bool:
@@ -226,14 +251,44 @@ def _cli(*args: str, cwd: Path) -> subprocess.Popen:
 
 
 def test_deploy_and_validation_through_a_labgrid_place_then_released(bench, ssh_target, tmp_path, monkeypatch):
-    result = Deploy(pipeline_copy(tmp_path), PLACE, frames=2, report_dir=tmp_path / "r")()
+    """A deploy through the place, then the acceptance suite as a lab runs it: the place acquired by the user
+    (`labgrid-client acquire`), then `pytest --lg-env ENV.yaml`. The SDK's plugin takes the place from the
+    environment's RemotePlace, uses it, and leaves it acquired. The suite's pipeline is the deployed one: its own
+    deploy finds the release current and sends nothing, and its validation measures it (one deploy over SSH)."""
+    from tests.tools.validation.test_pytest_plugin import pytest_command
+    from tests.tools.validation.test_validate import relaxed_example
+
+    pipeline = relaxed_example(tmp_path / "p")
+    result = Deploy(pipeline, PLACE, frames=2, report_dir=tmp_path / "r")()
     assert result.report["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE")  # the validation ran on the device
     assert (ssh_target.root / "current").exists()  # deployed into the simulated target behind the place
     assert acquired_by(bench) == "None"
-    # `--target labgrid:PLACE`: the coordinator from labgrid's own LG_COORDINATOR, the rest from targets/labgrid.yaml.
+    # `--target labgrid:PLACE`: the coordinator from labgrid's own LG_COORDINATOR, the rest from targets/labgrid.yaml;
+    # the same device behind the place, whose current release is the one just deployed (a second deploy there would
+    # send nothing and measure again, what the deploy-over-SSH tests cover). The place held while the session is open.
     monkeypatch.setenv("LG_COORDINATOR", bench)
-    again = Deploy(pipeline_copy(tmp_path), f"labgrid:{PLACE}", frames=2, report_dir=tmp_path / "r2")()
-    assert again.staged.release_id == result.staged.release_id and again.staged.bytes_sent == 0
+    with open_session(resolve_target(f"labgrid:{PLACE}")) as session:
+        session.ensure_agent(runtime_files())  # installed by the deploy: nothing sent
+        assert session.status()["committed"] == result.staged.release_id
+        assert acquired_by_client(bench) != "None"
+    assert acquired_by(bench) == "None"
+    env_file = tmp_path / "env.yaml"
+    env_file.write_text(
+        yaml.safe_dump({"targets": {"main": {"resources": {"RemotePlace": {"name": PLACE}}}}, "options": {"coordinator_address": bench}})
+    )
+    _hold(bench, "acquire")
+    try:
+        owner = acquired_by(bench)
+        command = [*pytest_command(tmp_path / "tmp"), "--lg-env", str(env_file), "--pipeline", str(pipeline), "--frames", "15"]
+        command += ["--acceptance-report-dir", str(tmp_path / "report")]
+        env = {k: v for k, v in os.environ.items() if k != "LG_COORDINATOR"}  # the coordinator from the environment file
+        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+        report = (tmp_path / "report" / "report.json").read_text()
+        assert f'"target": "labgrid:{PLACE}"' in report and json.loads(report)["release"] == result.staged.release_id
+        assert acquired_by(bench) == owner  # the user's acquisition, left as it was
+    finally:
+        _hold(bench, "release", check=False)
     assert acquired_by(bench) == "None"
 
 
@@ -258,31 +313,6 @@ def test_the_place_is_released_after_ctrl_c(bench, ssh_target, tmp_path):
     assert deploy.returncode != 0
     assert acquired_by(bench) == "None"
     assert wait_until(lambda: not processes_under(ssh_target.root), 30), processes_under(ssh_target.root)  # the device let go too
-
-
-def test_the_acceptance_suite_beside_labgrids_own_pytest_plugin(bench, ssh_target, tmp_path):
-    """As a lab runs it: the place acquired by the user (`labgrid-client acquire`), then `pytest --lg-env ENV.yaml`.
-    The SDK's plugin takes the place from the environment's RemotePlace, uses it, and leaves it acquired."""
-    from tests.tools.validation.test_pytest_plugin import pytest_command
-    from tests.tools.validation.test_validate import relaxed_example
-
-    env_file = tmp_path / "env.yaml"
-    env_file.write_text(
-        yaml.safe_dump({"targets": {"main": {"resources": {"RemotePlace": {"name": PLACE}}}}, "options": {"coordinator_address": bench}})
-    )
-    _client(bench, "acquire")
-    try:
-        owner = acquired_by(bench)
-        command = [*pytest_command(tmp_path / "tmp"), "--lg-env", str(env_file), "--pipeline", str(relaxed_example(tmp_path / "p")), "--frames", "15"]
-        command += ["--acceptance-report-dir", str(tmp_path / "report")]
-        env = {k: v for k, v in os.environ.items() if k != "LG_COORDINATOR"}
-        done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300, env=env)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-        assert f'"target": "labgrid:{PLACE}"' in (tmp_path / "report" / "report.json").read_text()
-        assert acquired_by(bench) == owner  # the user's acquisition, left as it was
-    finally:
-        _client(bench, "release", check=False)
-    assert acquired_by(bench) == "None"
 
 
 def test_a_power_cycle_goes_through_the_places_power_driver(bench, ssh_target, power_switch):
@@ -319,14 +349,14 @@ def test_targets_check_names_what_blocks_and_still_releases_the_place(bench, ssh
     assert f"blocked  remote root: {tmp_path}/a-file/sdk: {tmp_path}/a-file is a file, not a folder" in done.stdout
     assert acquired_by(bench) == "None"  # released after a blocked check too
     # Held by someone else: the check says so, and leaves their reservation alone.
-    _client(bench, "acquire", env={"LG_USERNAME": "colleague"})
+    _hold(bench, "acquire", user="colleague")
     try:
         busy = sdk("targets", "check", PLACE)
         assert busy.returncode == 1, busy.stdout + busy.stderr
         assert f"blocked  labgrid place: {PLACE}: cannot acquire labgrid place '{PLACE}'" in busy.stdout
         assert acquired_by(bench).endswith("/colleague")
     finally:
-        _client(bench, "release", env={"LG_USERNAME": "colleague"}, check=False)
+        _hold(bench, "release", user="colleague", check=False)
 
 
 def test_targets_check_releases_the_place_on_ctrl_c(bench, ssh_target):

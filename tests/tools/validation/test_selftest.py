@@ -5,11 +5,14 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from tests.tools.engines.test_remote_build import orin_without_gpu  # noqa: F401  (an AGX Orin with TensorRT 10.3 but no GPU)
+from tests.conftest import PIPELINE, tiny_yolo
+from tests.tools.engines.test_remote_build import DEVICE_TENSORRT
 from tools.deploy.flow import Deploy
 
 REPO = Path(__file__).resolve().parents[3]
@@ -47,15 +50,16 @@ def test_on_a_machine_without_gpu_the_checks_skip_with_their_reasons(tiny_pipeli
 
 
 @pytest.mark.slow
-def test_the_cuda_pipeline_check_on_the_emulated_device(state_dir, tmp_path, monkeypatch):
-    """The selftest's short CUDA-path run against the CPU path, everything but the GPU: the example's release,
+def test_the_cuda_pipeline_check_on_the_emulated_device(state_dir, tmp_path, monkeypatch, deployed_relaxed):
+    """The selftest's short CUDA-path run against the CPU path, everything but the GPU: the example's release (its
+    budgets relaxed, which the check does not read),
     the CUDA path on the emulated device (which the check names in its detail). Four frames: the first is captured,
     the other three replay, each compared with the un-captured path's detections; more frames repeat the same lines
     of code on the same emulated kernels."""
     from sdk.selftest import PASS, cuda_graph_replays_the_frame, cuda_pipeline_matches_cpu
 
     monkeypatch.delenv("SDK_CUDA_EMULATION", raising=False)
-    Deploy(REPO / "pipelines" / "pedestrian.yaml", "local", frames=2, report_dir=tmp_path / "r")()
+    deployed_relaxed(tmp_path / "p", state_dir)  # the example (relaxed budgets) deployed once per run, copied here
     release = (state_dir / "targets" / "local" / "current").resolve()
     status, detail = cuda_pipeline_matches_cpu(release, gpu=False, frames=4, emulate=True)
     assert status == PASS, detail
@@ -78,14 +82,44 @@ def release_store_snapshot(root: Path) -> dict:
     }
 
 
+@pytest.fixture(scope="module")
+def orin_release(sim_server, tmp_path_factory):
+    """Target `sim` on the shared SSH server as an AGX Orin with a TensorRT 10.3 stand-in but no GPU (its Python sees a
+    `tensorrt` package that only carries a version, tests/tools/engines/test_remote_build.py), in a remote root of
+    its own, with the tiny pipeline's release deployed once for the module: each selftest below only reads the
+    release and asserts that it leaves the store as it found it, so the two share one deploy over SSH."""
+    folder = tmp_path_factory.mktemp("orin")
+    targets, state, root = folder / "targets", folder / "state", folder / "remote"
+    root.mkdir()
+    site = folder / "device-site"
+    (site / "tensorrt").mkdir(parents=True)
+    (site / "tensorrt" / "__init__.py").write_text(f'__version__ = "{DEVICE_TENSORRT}"\n')
+    wrapper = folder / "device-python"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    sim_server.write_target(targets / "sim.yaml", remote_root=str(root), platform="jetson-agx-orin", python=str(wrapper))
+    (folder / "pipeline").mkdir()
+    tiny_yolo(folder / "pipeline" / "tiny.onnx")
+    pipeline = folder / "pipeline" / "tiny.yaml"
+    pipeline.write_text(PIPELINE.format(uri="synthetic://boxes?width=64&height=48&frames=5", rate="null", max_ms=5000))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SDK_TARGETS_DIR", str(targets))
+        patch.setenv("SDK_STATE_DIR", str(state))
+        Deploy(pipeline, "sim", frames=2, report_dir=folder / "r")()
+    return SimpleNamespace(name="sim", root=root, targets=targets, state=state)
+
+
+@pytest.fixture()
+def orin_without_gpu(orin_release, monkeypatch):
+    """The module's Orin stand-in with its release, as this test's target `sim`."""
+    monkeypatch.setenv("SDK_TARGETS_DIR", str(orin_release.targets))
+    monkeypatch.setenv("SDK_STATE_DIR", str(orin_release.state))
+    return orin_release
+
+
 @pytest.mark.slow
-def test_over_ssh_the_gpu_tests_run_on_the_device_and_come_back_skipped_with_their_reason(
-    orin_without_gpu,  # noqa: F811
-    tiny_pipeline,
-    ssh_target,
-    tmp_path,
-    sdk,
-):
+@pytest.mark.xdist_group("selftest-orin")  # one worker makes the module's deploy (--dist loadgroup hands out tests one by one)
+def test_over_ssh_the_gpu_tests_run_on_the_device_and_come_back_skipped_with_their_reason(orin_without_gpu, tmp_path, sdk):
     """The device (an AGX Orin with a TensorRT 10.3 stand-in but no GPU) reports its own TensorRT, found by the
     release's own Python, not the host's. The real bundle (the repository's gpu-marked tests, their conftest
     helpers, pytest wheels fetched for the device's Python) goes to a scratch folder on the device over a real sshd,
@@ -94,8 +128,7 @@ def test_over_ssh_the_gpu_tests_run_on_the_device_and_come_back_skipped_with_the
     import json
     import xml.etree.ElementTree as ElementTree
 
-    pipeline, _ = tiny_pipeline(frames=5)
-    Deploy(pipeline.path, ssh_target.name, frames=2, report_dir=tmp_path / "r")()
+    ssh_target = orin_without_gpu
     before = release_store_snapshot(ssh_target.root)
     done = sdk("selftest", "--target", ssh_target.name, "--report-dir", str(tmp_path / "selftest"))
     assert done.returncode == 4, done.stdout + done.stderr  # skipped for lack of hardware: INCONCLUSIVE
@@ -154,9 +187,11 @@ def test_never_collected():
 
 
 @pytest.mark.slow
-def test_a_failing_gpu_test_comes_back_failed_and_fails_the_selftest(tiny_pipeline, ssh_target, tmp_path, monkeypatch):
+@pytest.mark.xdist_group("selftest-orin")
+def test_a_failing_gpu_test_comes_back_failed_and_fails_the_selftest(orin_without_gpu, tmp_path, monkeypatch):
     """A tiny synthetic bundle injected in place of the repository's: one gpu test fails, one passes. No wheels: the
-    device's own pytest runs them, and the report says so. The verdict is FAIL (exit 3)."""
+    device's own pytest runs them, and the report says so. The verdict is FAIL (exit 3). On the module's device, whose
+    release the test above reads too."""
     import json
 
     from tools.cli import run
@@ -173,8 +208,7 @@ def test_a_failing_gpu_test_comes_back_failed_and_fails_the_selftest(tiny_pipeli
         no_wheels="not packed by this test",
     )
     monkeypatch.setattr(selftest_bundle, "build_bundle", lambda facts, cache: bundle)
-    pipeline, _ = tiny_pipeline(frames=5)
-    Deploy(pipeline.path, ssh_target.name, frames=2, report_dir=tmp_path / "r")()
+    ssh_target = orin_without_gpu
     before = release_store_snapshot(ssh_target.root)
     assert run(["selftest", "--target", ssh_target.name, "--report-dir", str(tmp_path / "selftest")]) == 3
     gpu = next(check for check in json.loads((tmp_path / "selftest" / "selftest.json").read_text())["checks"] if check["name"] == "gpu_tests")
