@@ -235,9 +235,25 @@ SLOW_FIRST = (
 )
 
 
+GROUPED_MODULE_TESTS = 10
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the node ids
 def pytest_collection_modifyitems(config, items) -> None:
     """Known-slow tests first (in the order above), then the `slow`-marked ones, then the rest; a stable sort, so
-    the order is the same on every worker and every run."""
+    the order is the same on every worker and every run. The few tests of a module that use one of its
+    module-scoped fixtures run on one worker (an xdist group of the module's): `--dist loadgroup` hands every other
+    test out on its own, and each worker that got one built the module's fixture (a deploy, a server, an emulated GPU
+    check) again. A module of many such tests stays spread over the workers (it would run alone for minutes); those
+    share their costly setup through `shared_folder`."""
+    users: dict[str, list] = {}
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and _uses_a_module_fixture(item):
+            users.setdefault(item.nodeid.split("::")[0], []).append(item)
+    for module, group in users.items():
+        if len(group) <= GROUPED_MODULE_TESTS:
+            for item in group:
+                item.add_marker(pytest.mark.xdist_group(f"module:{module}"))
 
     def rank(item) -> int:
         for index, prefix in enumerate(SLOW_FIRST):
@@ -246,6 +262,13 @@ def pytest_collection_modifyitems(config, items) -> None:
         return len(SLOW_FIRST) + (0 if item.get_closest_marker("slow") else 1)
 
     items.sort(key=rank)
+
+
+def _uses_a_module_fixture(item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(defs and defs[-1].scope == "module" for name in info.names_closure if (defs := info.name2fixturedefs.get(name)))
 
 
 def shared_folder(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
