@@ -497,7 +497,7 @@ def device_processes(root: Path) -> list[int]:
 
 
 @pytest.mark.slow
-def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, tmp_path):
+def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, tmp_path, prepared):
     """SIGKILL the host's deploy 12 times, aimed in turn at staging, the trial, after the commit and anywhere: after
     each kill, once the device has finished reacting (its session's end rolls back an unfinished trial), the committed
     release is the new one exactly when the device had written the commit, and `current` is a complete release."""
@@ -510,7 +510,7 @@ def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, 
     device_python.write_text(f'#!/bin/sh\nSDK_FAULT_TRACE="{trace}" exec {sys.executable} "$@"\n')
     device_python.chmod(0o755)
     ssh_target.write(python=str(device_python))
-    pipeline = tiny_copy(tmp_path)  # what is killed is the deploy's protocol, not its detector: each point costs less
+    pipeline = pipeline_copy(tmp_path)
     argv = ["deploy", "--target", "sim", str(pipeline), "--frames", "2", "--report-dir", str(tmp_path / "r")]
     argv.append("--force")  # the same report folder each time: each run empties it first
     store = ReleaseStore(ssh_target.root)
@@ -529,7 +529,7 @@ def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, 
         for attempt in range(12):  # each aim three times (tests/sdk/store/test_kill_points.py kills at every point)
             aim = list(AIMS)[attempt % len(AIMS)]
             points, low, high = AIMS[aim]
-            tiny_copy(tmp_path, extra=f"# attempt {attempt}\n")  # a new release each time
+            pipeline_copy(tmp_path, extra=f"# attempt {attempt}\n")  # a new release each time
             before = store.committed()
             offset = len(trace.read_text().splitlines())
             child = forks.start(argv)

@@ -1,6 +1,6 @@
 """The pytest plugin's regression gate in a real pytest run: a release with a planted slowdown fails the CI job against
-the release before it; judged against its own release's runs, the same run passes. (Without --baseline the gate is skipped: the plugin's own test,
-tests/tools/validation/test_pytest_plugin.py, asserts that on its first run.)"""
+the release before it; judged against its own release's runs, the same run passes. (Without --baseline the gate is
+skipped: the plugin's own test, tests/tools/validation/test_pytest_plugin.py, asserts that on its first run.)"""
 
 from __future__ import annotations
 
@@ -47,11 +47,15 @@ def test_the_gate_fails_only_on_a_detectable_regression_beyond_the_tolerance(his
     slow = plugin_pipeline(tmp_path / "p", SLOW_MS)  # release R2's file
     done, results = suite(slow, tmp_path / "slow", "--baseline", "last-committed", "--max-regression", "5%")
     assert done.returncode == 1 and results == {GATE: "failed"}, done.stdout[-3000:]
-    assert f"against release {history_runs.r1}" in done.stdout and "stages.postprocess.p50_ms" in done.stdout
-    assert "beyond the tolerance" in done.stdout
+    # What the pytest run printed is the gate's verdict against R1, judged again here on the same history and run.
+    named = [f["name"] for f in regression_gate(tmp_path / "slow" / "report", history_runs.r1, 0.05).regressions]
+    assert f"against release {history_runs.r1}" in done.stdout and named, done.stdout[-3000:]
+    assert all(f"  {name}: " in done.stdout for name in named) and "beyond the tolerance" in done.stdout, done.stdout[-3000:]
+    # The planted slowdown's path is what regressed (its postprocess stage's p50 on a quiet machine; on a heavily
+    # loaded one the run-to-run spread the history knows can widen that one figure's interval past the tolerance, and
+    # the path's other figures carry the verdict).
+    assert any(name.startswith(("stages.postprocess.", "end_to_end.")) for name in named), named
     assert json.loads((tmp_path / "slow" / "report" / "report.json").read_text())["release"] == history_runs.r2
     same = regression_gate(tmp_path / "slow" / "report", history_runs.r2, 0.05)
     assert same.skipped is None and same.comparison["a"]["release"] == history_runs.r2, same.message()
     assert not same.regressions and same.message().endswith("no figure regressed beyond it"), same.message()
-    # The same run against R1 in this process: the verdict the pytest run reported (the two paths agree).
-    assert [f["name"] for f in regression_gate(tmp_path / "slow" / "report", history_runs.r1, 0.05).regressions]
