@@ -221,6 +221,14 @@ def test_validate_refuses_a_pipeline_that_is_not_current_before_writing_anything
 
 
 def test_report_folders(tmp_path, monkeypatch):
+    from datetime import datetime, timezone
+
+    class Frozen(datetime):  # two runs in one second (their names would differ across a second's boundary)
+        @classmethod
+        def now(cls, tz=None):
+            return datetime(2026, 1, 31, 8, 15, 2, tzinfo=timezone.utc)
+
+    monkeypatch.setattr("tools.reports.report_dirs.datetime", Frozen)
     monkeypatch.chdir(tmp_path)
     first = new_run_folder("pedestrian", "orin-01,orin-02", "validate")
     assert first.parent == Path("reports/pedestrian") and re.fullmatch(r"\d{8}T\d{6}Z-orin-01_orin-02-validate", first.name)
