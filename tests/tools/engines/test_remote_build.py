@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -24,15 +25,20 @@ from tools.targets import resolve_target
 DEVICE_TENSORRT = "10.3.0.30"
 
 
-@pytest.fixture()
-def orin_without_gpu(ssh_target, tmp_path):
-    fake = tmp_path / "device-site"
+def tensorrt_standin_python(folder: Path) -> Path:
+    """A device Python (a wrapper in `folder`) that sees a `tensorrt` package carrying only its version."""
+    fake = folder / "device-site"
     (fake / "tensorrt").mkdir(parents=True)
     (fake / "tensorrt" / "__init__.py").write_text(f'__version__ = "{DEVICE_TENSORRT}"\n')
-    wrapper = tmp_path / "device-python"
+    wrapper = folder / "device-python"
     wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{fake}${{PYTHONPATH:+:$PYTHONPATH}}" exec {sys.executable} "$@"\n')
     wrapper.chmod(0o755)
-    ssh_target.write(platform="jetson-agx-orin", python=str(wrapper))
+    return wrapper
+
+
+@pytest.fixture()
+def orin_without_gpu(ssh_target, tmp_path):
+    ssh_target.write(platform="jetson-agx-orin", python=str(tensorrt_standin_python(tmp_path)))
     return resolve_target("sim")
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from tests.conftest import PIPELINE, tiny_yolo
-from tests.tools.engines.test_remote_build import DEVICE_TENSORRT
+from tests.tools.engines.test_remote_build import tensorrt_standin_python
 from tools.deploy.flow import Deploy
 
 REPO = Path(__file__).resolve().parents[3]
@@ -91,12 +90,7 @@ def orin_release(sim_server, tmp_path_factory):
     folder = tmp_path_factory.mktemp("orin")
     targets, state, root = folder / "targets", folder / "state", folder / "remote"
     root.mkdir()
-    site = folder / "device-site"
-    (site / "tensorrt").mkdir(parents=True)
-    (site / "tensorrt" / "__init__.py").write_text(f'__version__ = "{DEVICE_TENSORRT}"\n')
-    wrapper = folder / "device-python"
-    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec {sys.executable} "$@"\n')
-    wrapper.chmod(0o755)
+    wrapper = tensorrt_standin_python(folder)
     sim_server.write_target(targets / "sim.yaml", remote_root=str(root), platform="jetson-agx-orin", python=str(wrapper))
     (folder / "pipeline").mkdir()
     tiny_yolo(folder / "pipeline" / "tiny.onnx")
