@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.rewrite_cache import prewrite
+
 REPO = Path(__file__).resolve().parents[1]
 # The real assets the tests use, shipped in the repository with their provenance (PROVENANCE.md beside each): a clone has all it needs.
 ASSETS = REPO / "pipelines" / "assets"
@@ -199,6 +201,9 @@ def pytest_sessionstart(session) -> None:
     removed = sweep_stale_resources()
     if removed:
         print(f"removed what a killed earlier run left: {'; '.join(removed)}")
+    if session.config.getoption("numprocesses", None):  # before pytest-xdist's own sessionstart starts the workers
+        asked = [Path(session.config.invocation_params.dir, arg.split("::")[0]) for arg in session.config.args]
+        prewrite(session.config, [*(p for p in asked if REPO in p.resolve().parents), REPO / "sdk", REPO / "tools"], REPO)
 
 
 # The slowest tests, measured (docs/performance.md, --durations), started first: pytest-xdist hands out tests in collection order,
