@@ -1,7 +1,11 @@
 """`kind: classify` and `kind: segment` on real published models (PaddleOCR's, shipped by rapidocr-onnxruntime,
-Apache-2.0) through `deploy --target local`, against references computed without the SDK: the classifier's own
-package's postprocessing (rapidocr's ClsPostProcess), and for the segmenter rapidocr's own binarisation
-(DBPostProcess: probability > 0.3) mapped to the frame by a plain per-pixel reference script."""
+Apache-2.0) run by the device's pipeline runner on the model as the host prepares it for a release, against references
+computed without the SDK: the classifier's own package's postprocessing (rapidocr's ClsPostProcess), and for the
+segmenter rapidocr's own binarisation (DBPostProcess: probability > 0.3) mapped to the frame by a plain per-pixel
+reference script. The runner runs in this process: what the decoders find is the subject here, and the deploy path
+around the runner (staging, trial, health check, the runtime process) is the same for every kind and taken through
+`deploy --target local` and the real `sdk-deploy` process by tests/tools/models/ (test_init_pipeline,
+test_still_and_short_sources)."""
 
 from __future__ import annotations
 
@@ -12,8 +16,21 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from tests.integration.mediapipe_reference import deploy_local
 from tests.integration.real_models import document_frame, pinned, rapidocr_model, text_image
+
+
+def run_here(pipeline_path, frames: int, state, reports, monkeypatch) -> tuple:
+    """The pipeline file run by the device's runner in this process for `frames` frames: (its result, detections.jsonl's
+    lines); the sinks write under `reports` as a deploy's run does."""
+    from sdk.runtime.runner import PipelineRunner
+    from sdk.spec import load_pipeline
+    from tools.models.prepare import PrepareModel
+
+    monkeypatch.setenv("SDK_STATE_DIR", str(state))
+    pipeline = load_pipeline(pipeline_path)
+    result = PipelineRunner(pipeline, PrepareModel(pipeline, state / "cache")(), reports, max_frames=frames).run()
+    return result, [json.loads(line) for line in (reports / "detections.jsonl").read_text().splitlines()]
+
 
 pytest.importorskip("rapidocr_onnxruntime", reason="rapidocr-onnxruntime ships the models: pip install --no-deps -r tests/reference-packages.txt")
 
@@ -58,7 +75,7 @@ budgets:
 
 
 @pytest.mark.slow
-def test_real_orientation_classifier_top_k_matches_its_own_package(tmp_path):
+def test_real_orientation_classifier_top_k_matches_its_own_package(tmp_path, monkeypatch):
     from rapidocr_onnxruntime.ch_ppocr_cls.utils import ClsPostProcess
 
     folder = tmp_path / "cls"
@@ -70,9 +87,8 @@ def test_real_orientation_classifier_top_k_matches_its_own_package(tmp_path):
     for i, frame in enumerate(frames):
         cv2.imwrite(str(folder / "frames" / f"{i:03d}.png"), frame)
     (folder / "cls.yaml").write_text(CLASSIFY)
-    lines = deploy_local(folder / "cls.yaml", len(frames), tmp_path / "state", tmp_path / "reports")
-    report = json.loads((tmp_path / "reports" / "report.json").read_text())
-    assert report["postprocess"].startswith("classify, 2 classes, top 2"), report["postprocess"]
+    result, lines = run_here(folder / "cls.yaml", len(frames), tmp_path / "state", tmp_path / "reports", monkeypatch)
+    assert result.postprocess.startswith("classify, 2 classes, top 2"), result.postprocess  # as the run's report.json says it
 
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     post = ClsPostProcess(["0", "180"])
@@ -112,7 +128,7 @@ def reference_input(frame: np.ndarray, net_w: int, net_h: int) -> np.ndarray:
 
 
 @pytest.mark.slow
-def test_real_text_segmenter_masks_match_the_reference_through_the_letterbox(tmp_path):
+def test_real_text_segmenter_masks_match_the_reference_through_the_letterbox(tmp_path, monkeypatch):
     from rapidocr_onnxruntime.ch_ppocr_det.utils import DBPostProcess
 
     folder = tmp_path / "det"
@@ -122,7 +138,7 @@ def test_real_text_segmenter_masks_match_the_reference_through_the_letterbox(tmp
     for i, frame in enumerate(frames):
         cv2.imwrite(str(folder / "frames" / f"{i:03d}.png"), frame)
     (folder / "det.yaml").write_text(SEGMENT)
-    lines = deploy_local(folder / "det.yaml", len(frames), tmp_path / "state", tmp_path / "reports")
+    _, lines = run_here(folder / "det.yaml", len(frames), tmp_path / "state", tmp_path / "reports", monkeypatch)
 
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     db = DBPostProcess(thresh=0.3, box_thresh=0.5, unclip_ratio=1.6, use_dilation=False)

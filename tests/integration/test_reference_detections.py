@@ -10,7 +10,10 @@ import pytest
 
 from tests.example_detector import detect_frames
 
-FRAMES = 60  # every 13th frame over the whole clip
+# Every 26th frame over the whole clip: 30 frames hold about 115 detections above the report threshold (the whole clip's
+# crowd, near and far). A wrong anchor, box coding or preprocessing moves most boxes on every frame, and the matches here
+# agree to IoU 0.99997 and a score to 2e-5 against limits of 0.9 and 0.03: more frames of the same video add no power.
+FRAMES = 30
 REPORT_THRESHOLD = 0.5
 # One thread on both sides: the numbers are ONNX Runtime's either way, and on a busy 2-core machine a second thread
 # costs more CPU (spinning, waiting) than it saves; the original graph alone took 88 ms of CPU a frame on two, 37 on one.
@@ -66,6 +69,6 @@ def test_prepared_pipeline_reproduces_the_whole_graph(example_pipeline, prepared
                 # Ours above 0.5 must exist in the original (a score on the edge may sit just below 0.5 there).
                 near = [s for s, b in theirs if iou(box, b) >= 0.9]
                 assert near and max(near) >= REPORT_THRESHOLD - 0.03, f"frame {index}: extra detection {score:.3f} {box}"
-    assert checked == FRAMES and checked >= 50
+    assert checked == FRAMES and checked >= 30
     assert matched >= 100, f"only {matched} detections compared: the test would prove little"
     print(f"{checked} frames, {matched} detections matched; worst IoU {worst_iou:.6f}, worst score difference {worst_score:.6f}")

@@ -54,20 +54,33 @@ def accumulate(matches: list[dict], weights: np.ndarray, recall_thresholds: np.n
         if n == 0:
             ap[present, k, :] = 0.0
             continue
-        w = weights[:, category["image"]].astype(np.float64)  # [D, n]
-        tp = np.cumsum(w[:, None, :] * category["tp"][None], axis=2)  # [D, T, n]
-        fp = np.cumsum(w[:, None, :] * category["fp"][None], axis=2)
-        recall = tp / np.where(present, labels, 1)[:, None, None]  # a draw without labels of it is left out below
-        precision = tp / (fp + tp + np.spacing(1))
-        envelope = np.ascontiguousarray(np.maximum.accumulate(precision[..., ::-1], axis=-1)[..., ::-1])  # the precision envelope
+        if not present.any():
+            continue  # no draw holds a label of it: left out of every draw (COCO leaves such a category out)
+        # Only the draws that hold a label of it: a draw without one is left out below, and each draw's figures
+        # depend on its own row alone (the sums run along the detections), so they come out the same.
+        drawn = weights if present.all() else weights[present]
+        w = drawn[:, category["image"]].astype(np.float64)  # [d, n]
+        # In place, each array's values as written out: tp, fp = cumsum(w tp), cumsum(w fp); precision = tp / (fp + tp +
+        # eps); recall = tp / labels; the envelope max(precision[j:]). (The weights are counts: every cumsum is exact.)
+        tp = w[:, None, :] * category["tp"][None]  # [d, T, n]
+        np.cumsum(tp, axis=2, out=tp)
+        fp = w[:, None, :] * category["fp"][None]
+        np.cumsum(fp, axis=2, out=fp)
+        fp += tp
+        fp += np.spacing(1)
+        precision = np.divide(tp, fp, out=fp)
+        recall = np.divide(tp, labels[present][:, None, None], out=tp)
+        np.maximum.accumulate(precision[..., ::-1], axis=-1, out=precision[..., ::-1])  # NumPy resolves the overlap
+        envelope = precision  # the precision envelope
         # COCO samples the envelope at each recall threshold r: at the first detection whose recall reaches r (0 where
         # none does). Detection j is that detection for the thresholds in (recall[j - 1], recall[j]]: weigh it by their
         # count instead of sampling, which is the same sum without a dimension of 101 thresholds.
         reached = np.searchsorted(recall_thresholds, recall.ravel(), side="right").reshape(recall.shape)
-        hits = np.diff(reached, axis=-1, prepend=0)
-        area = (envelope * hits).sum(axis=-1) / steps  # [D, T]
-        ap[:, k, 0] = np.where(present, area.mean(axis=1), np.nan)
-        ap[:, k, 1] = np.where(present, area[:, 0], np.nan)
+        hits = reached.copy()
+        hits[..., 1:] -= reached[..., :-1]  # np.diff(reached, prepend=0)
+        area = (envelope * hits).sum(axis=-1) / steps  # [d, T]
+        ap[present, k, 0] = area.mean(axis=1)
+        ap[present, k, 1] = area[:, 0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a draw without any label of a category: COCO leaves it out
         return np.nanmean(ap, axis=1)

@@ -36,22 +36,53 @@ def counts_for(size: int, align: int) -> list[int]:
 
 def resized(model: ModelLayers, channels: Channels, counts: dict[int, int]) -> ModelLayers:
     """The layers with each space's channel count changed: shapes, MACs, FLOPs, weights and elements follow."""
+    return Resizer(model, channels)(counts)
 
-    def channels_of(tensor: str, shape: tuple[int, ...]) -> tuple[int, ...]:
-        segments = channels.segments(tensor)
-        if len(shape) != 4 or not segments:
-            return shape
-        return (shape[0], sum(counts.get(s.space, s.size) for s in segments), *shape[2:])
 
-    layers = []
-    for layer in model.layers:
+class Resizer:
+    """`resized` for one model and its channels, asked many times (the allocation predicts hundreds of resized models):
+    which spaces each layer's tensors hold is found once, and a layer is made again only for counts of its own spaces
+    it has not had before. The same counts give the same layer object, so the performance model's group memo finds it
+    at once; what is returned equals `resized`'s."""
+
+    def __init__(self, model: ModelLayers, channels: Channels) -> None:
+        self.model = model
+        self.spaces: list[tuple[int, ...]] = []  # per layer: the spaces of its 4-D tensors, in a fixed order
+        for layer in model.layers:
+            found: dict[int, None] = {}
+            for tensor, shape in (*zip(layer.inputs, layer.input_shapes, strict=False), *zip(layer.outputs, layer.output_shapes, strict=False)):
+                if len(shape) == 4:
+                    found.update(dict.fromkeys(s.space for s in channels.segments(tensor)))
+            self.spaces.append(tuple(found))
+        self.channels = channels
+        self.made: dict[tuple, Layer] = {}
+
+    def __call__(self, counts: dict[int, int]) -> ModelLayers:
+        layers = []
+        for index, (layer, spaces) in enumerate(zip(self.model.layers, self.spaces, strict=True)):
+            own = tuple(counts.get(s) for s in spaces)
+            if not any(c is not None for c in own):
+                layers.append(layer)
+                continue
+            key = (index, own)
+            made = self.made.get(key)
+            if made is None:
+                made = self.made[key] = self._layer(layer, counts)
+            layers.append(made)
+        return replace(self.model, layers=tuple(layers))
+
+    def _layer(self, layer: Layer, counts: dict[int, int]) -> Layer:
+        def channels_of(tensor: str, shape: tuple[int, ...]) -> tuple[int, ...]:
+            segments = self.channels.segments(tensor)
+            if len(shape) != 4 or not segments:
+                return shape
+            return (shape[0], sum(counts.get(s.space, s.size) for s in segments), *shape[2:])
+
         ins = tuple(channels_of(t, s) for t, s in zip(layer.inputs, layer.input_shapes, strict=False))
         outs = tuple(channels_of(t, s) for t, s in zip(layer.outputs, layer.output_shapes, strict=False))
         if ins == layer.input_shapes and outs == layer.output_shapes:
-            layers.append(layer)
-            continue
-        layers.append(_resized_layer(layer, ins, outs))
-    return replace(model, layers=tuple(layers))
+            return layer
+        return _resized_layer(layer, ins, outs)
 
 
 def _resized_layer(layer: Layer, ins: tuple, outs: tuple) -> Layer:

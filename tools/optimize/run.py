@@ -194,7 +194,7 @@ class _Context:
         return lambda model, sparse=False: predict_device(model, target, precision, sparse=sparse, memo=memo).total_ms
 
     def run(self) -> dict:
-        from tools.optimize.allocate import MIN_KEEP, alignment, allocate, counts_for, plan_at, resized
+        from tools.optimize.allocate import MIN_KEEP, Resizer, alignment, allocate, counts_for, plan_at
         from tools.optimize.channels import Channels
         from tools.optimize.graph import Graph
         from tools.optimize.pruning import Pruner
@@ -239,7 +239,8 @@ class _Context:
         pruner.eliminate(options)
         errors = {sid: (lambda count, sid=sid: pruner.error(sid, count)) for sid in options}
         largest = max(settings.savings, default=None)  # the steps after it would change no plan
-        base, steps = allocate(options, errors, lambda counts: predict(resized(layers, channels, counts)), saving=largest)
+        resized = Resizer(layers, channels)  # each layer made once per counts of its own spaces
+        base, steps = allocate(options, errors, lambda counts: predict(resized(counts)), saving=largest)
         task.done()
         plans: dict[float, dict[int, int]] = {}
         for saving in settings.savings:
@@ -261,7 +262,7 @@ class _Context:
         candidates = self._candidates(pruner, plans, calibration)
         for candidate in candidates:
             plan = plans[candidate.saving]
-            candidate.predicted_ms = predict(resized(layers, channels, plan))
+            candidate.predicted_ms = predict(resized(plan))
             candidate.counts = {pruner.spaces[sid].name(): [pruner.spaces[sid].size, n] for sid, n in sorted(plan.items())}
         candidates += self._sparse(candidates, calibration, layers, channels, plans, pruner)
         self._judge(candidates, holdout)

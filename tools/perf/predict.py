@@ -244,11 +244,9 @@ def predict_device(model: ModelLayers, machine, precision: str, placement=None, 
     images = frozenset(model.inputs) if image_input else frozenset()
     dla = DeviceEngine(machine.dla.on_core(dla_core), precision, sparse, images) if machine.dla is not None else None
     on_dla = {v.name: v.subgraph for v in placement.layers if v.device == "DLA"} if placement is not None and dla is not None else {}
-    from tools.perf.trt_fusion import free_layers
-
-    free = free_layers(model) if documented else {}
+    groups, free = _tensorrt_structure(model, documented, memo)
     layers = []
-    for group in fusion_groups(model, "tensorrt", documented):
+    for group in groups:
         engine = dla if group.head in on_dla else gpu
         why = free.get(group.head, "") if len(group.members) == 1 and engine is gpu else ""
         layers.append(_predict_group(group, model, engine, engine.precision, why, memo))
@@ -259,6 +257,24 @@ def predict_device(model: ModelLayers, machine, precision: str, placement=None, 
         prediction.run_overhead_ms = DLA_SUBGRAPH_MS * len(set(on_dla.values()))
         prediction.notes.append(f"{len(set(on_dla.values()))} DLA subgraph(s), {len(prediction.transitions)} GPU<->DLA transition(s)")
     return prediction
+
+
+def _tensorrt_structure(model: ModelLayers, documented: bool, memo: dict | None) -> tuple[tuple[Group, ...], dict[str, str]]:
+    """TensorRT's fusion groups and kernel-free layers of the model. They follow from the graph alone (each layer's name,
+    op, class, inputs and outputs, and the model's inputs and outputs), never from shapes: with a `memo`, the resized
+    models of one graph (`sdk optimize`'s allocation) find them once."""
+    from tools.perf.trt_fusion import free_layers
+
+    key = None
+    if memo is not None:
+        graph = tuple((x.name, x.op, x.op_class, x.inputs, x.outputs) for x in model.layers)
+        key = ("tensorrt-structure", documented, graph, tuple(model.inputs), tuple(model.outputs))
+        if key in memo:
+            return memo[key]
+    found = (fusion_groups(model, "tensorrt", documented), free_layers(model) if documented else {})
+    if key is not None:
+        memo[key] = found
+    return found
 
 
 def unconfirmed_notes(machine, layers: list[LayerPrediction]) -> list[str]:

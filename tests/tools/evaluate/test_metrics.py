@@ -123,6 +123,30 @@ def test_an_image_drawn_twice_counts_as_its_copy_would():
     assert ours == pytest.approx(expected, abs=1e-6)  # tied scores may sort the copy's detections apart: a hair's difference
 
 
+def test_a_draw_scores_alone_what_it_scores_among_others_and_one_without_a_category_leaves_it_out():
+    """accumulate() works out only the draws that hold a label of a category: each draw's figures are its own, whatever
+    the other draws in its chunk hold, and a draw with no label of a category scores the categories it has."""
+    truth, found = _random_case(5)
+    evaluation = metrics.coco_eval(truth, found, [1, 3], [i["id"] for i in truth["images"]])
+    matches, thresholds = metrics.image_matches(evaluation), np.asarray(evaluation.params.recThrs)
+    holding = [{int(i) for i in np.flatnonzero(m["labels"])} for m in matches]
+    assert holding[0] and holding[1] and holding[0] != holding[1]
+    only = sorted(holding[1] - holding[0])[:1] or sorted(holding[1])[:1]  # a draw of one image: no label of category 1 if it can
+    weights = np.ones((4, len(truth["images"])), np.int64)
+    weights[1] = 0
+    weights[1, only] = 3
+    weights[2, sorted(holding[0])[0]] = 0
+    weights[3] = np.arange(len(truth["images"])) % 3
+    together = metrics.accumulate(matches, weights, thresholds)
+    for row in range(len(weights)):
+        assert np.array_equal(together[row], metrics.accumulate(matches, weights[row : row + 1], thresholds)[0], equal_nan=True), row
+    if not set(only) & holding[0]:
+        alone = [dict(m) for m in matches]
+        alone[0] = {**matches[0], "image": matches[0]["image"][:0], "tp": matches[0]["tp"][:, :0], "fp": matches[0]["fp"][:, :0]}
+        alone[0]["labels"] = np.zeros_like(matches[0]["labels"])  # category 1 gone: the draw's figure is category 3's alone
+        assert np.array_equal(together[1], metrics.accumulate(alone, weights[1:2], thresholds)[0], equal_nan=True)
+
+
 def test_the_intervals_hold_the_figure_and_repeat_exactly():
     truth, found = _random_case(5)
     images = [i["id"] for i in truth["images"]]

@@ -68,10 +68,10 @@ def run_written(monkeypatch):
     """The written file run by the device's pipeline runner in this process, on the model `sdk init` pointed it to as
     the host prepares it for a release; detections.jsonl's lines. For the tests whose subject is what the model finds
     once the file is filled in: the deploy path around the runner (staging, lock, trial, health check, the runtime
-    process) is what test_the_example_tf_ssd_gets_the_example_pipeline_and_runs and
-    test_blazeface_names_what_to_fill_in_and_runs_once_it_is take through `deploy --target local` (a video file and a
-    folder of images as the source), and test_still_and_short_sources through the real `sdk-deploy` process (an
-    `sdk init` file of a YOLO v8 head)."""
+    process) is what test_the_example_tf_ssd_gets_the_example_pipeline_and_runs takes through `deploy --target local`
+    (a video file as the source), test_still_and_short_sources through the real `sdk-deploy` process (an `sdk init` file
+    of a YOLO v8 head) and tests/integration/test_blazeface_real_model.py through `deploy --target local` with a folder
+    of images (the same BlazeFace model and edits)."""
     from sdk.runtime.runner import PipelineRunner
     from tools.models.prepare import PrepareModel
 
@@ -135,7 +135,7 @@ BLAZEFACE_EDITS = {  # face_detection_short_range.pbtxt, as docs/getting-started
 
 
 @pytest.mark.slow
-def test_blazeface_names_what_to_fill_in_and_runs_once_it_is(tmp_path, sdk, deploy_local):
+def test_blazeface_names_what_to_fill_in_and_runs_once_it_is(tmp_path, sdk, run_written):
     model = one_box_and_one_score_tensor(ASSETS / "blazeface_front_128.onnx", tmp_path / "blazeface.onnx")
     done = sdk("init", model.name, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -158,7 +158,7 @@ def test_blazeface_names_what_to_fill_in_and_runs_once_it_is(tmp_path, sdk, depl
     assert spec.postprocess.decoder.anchors.generate.anchor_count == 896
     assert (spec.postprocess.score_threshold, spec.postprocess.iou_threshold) == (0.5, 0.3)  # MediaPipe's face detection, as written
     assert spec.budgets.warmup_frames == 10 and [s.kind for s in spec.sinks] == ["jsonl", "video"]
-    lines = deploy_local(pipeline, 8, tmp_path / "state", tmp_path / "reports")
+    lines = run_written(pipeline, 8, tmp_path / "state", tmp_path / "reports")
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
     stats = compare(frames, lines, session, reference_anchors(), NAMES, band=0.01)
     assert stats["matched"] >= 8 and stats["recall"] >= 0.97 and stats["precision"] >= 0.97, stats
