@@ -40,6 +40,7 @@ PROBES = {
     "llc": (("llc_gbs",), "GB/s"),
     "cache": (("cache_gbs",), "GB/s"),
     "chain": (("launch_ms", "gap_ms"), "ms/node"),
+    "nodes": (("node_ms", "node_gap_ms"), "ms/node"),
     "parallel": (("parallel_launch_ms", "parallel_gap_ms"), "ms/node"),
 }
 FOLLOWS = {"gemm_gflops": "pointwise", "dram_gbs": "llc"}  # fields no probe measures between the frames: scaled by this probe's factor

@@ -224,9 +224,11 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
             shares = tuple(a + b for a, b in zip(p.shares, added, strict=True))
             p = replace(p, ms=p.ms + sum(added), shares=shares, reorder_ms=sum(added))
         layers.append(p)
-    # Every group and reorder is a node ONNX Runtime runs, with its own work between kernels (more after a threaded one).
+    # Every group and reorder is a node ONNX Runtime runs, with its own work between kernels: after a threaded one the
+    # parallel probe's (times NODE_COST), after a reorder the launch chain's (times NODE_COST), after any other node
+    # the hot chain's, measured between distinct elementwise nodes as a model runs them (decision 1200).
     threaded = sum(1 for p in layers if p.op_class in THREADED)
-    gaps = (peaks.gap_ms * (len(layers) - threaded + len(extra)) + peaks.parallel_gap_ms * threaded) * NODE_COST
+    gaps = peaks.node_gap_ms * (len(layers) - threaded) + (peaks.gap_ms * len(extra) + peaks.parallel_gap_ms * threaded) * NODE_COST
     return Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=gaps)
 
 
