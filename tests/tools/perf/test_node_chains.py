@@ -1,6 +1,7 @@
 """The host's small nodes costed from the two chains of distinct elementwise nodes (decision 1200): a node that is not
 a convolution or GEMM pays the launch chain's per-node time (no NODE_COST) and moves its bytes at the hot chain's rate;
-the time between such nodes is the hot chain's; a convolution keeps the parallel probe's terms. Hand-built layers and
+the time between such nodes is the hot chain's; an NCHWc reorder is such a node; a convolution keeps the parallel
+probe's terms. Hand-built layers and
 graphs, fixed peaks; the probe chain itself is built and run once by ONNX Runtime; an old cache is measured again."""
 
 from __future__ import annotations
@@ -82,6 +83,16 @@ def test_the_time_between_nodes_is_the_hot_chains_after_an_elementwise_node():
     assert prediction.run_overhead_ms == pytest.approx(2 * FIXED.node_gap_ms + FIXED.parallel_gap_ms * NODE_COST)
     slower = predict_host(model, replace(FIXED, node_gap_ms=2 * FIXED.node_gap_ms), block=0)
     assert slower.run_overhead_ms - prediction.run_overhead_ms == pytest.approx(2 * FIXED.node_gap_ms)
+
+
+def test_a_reorder_is_costed_as_a_node_of_the_chains():
+    model = _conv_mul_add()  # blocked by 8: its NCHW input is reordered in, its output out for the Mul (a constant operand)
+    prediction = predict_host(model, FIXED, block=8)
+    moved = 2 * 4 * 8 * 32 * 32  # each reorder reads and writes the 8 x 32 x 32 tensor once
+    one = FIXED.launch_ms + moved / (HostEngine(FIXED, 8).bandwidth_gbs(moved, hot=True) * 1e6)
+    conv = prediction.layers[0]
+    assert conv.reorder_ms == pytest.approx(2 * one)  # no NODE_COST, and its bytes at the hot chain's rate
+    assert prediction.run_overhead_ms == pytest.approx((2 + 2) * FIXED.node_gap_ms + FIXED.parallel_gap_ms * NODE_COST)  # two nodes, two reorders
 
 
 def test_the_probe_chains_are_distinct_elementwise_nodes_that_onnx_runtime_runs():
