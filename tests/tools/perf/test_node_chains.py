@@ -99,7 +99,7 @@ def test_the_probe_chains_are_distinct_elementwise_nodes_that_onnx_runtime_runs(
     import onnxruntime as ort
 
     model = onnx.load_from_string(hp._chain(8, 16))
-    assert [n.op for n in [*model.graph.node]][:4] == list(hp.CHAIN_OPS) and len(model.graph.node) == 8
+    assert [n.op_type for n in model.graph.node][:4] == list(hp.CHAIN_OPS) and len(model.graph.node) == 8
     assert len({n.output[0] for n in model.graph.node}) == 8  # each node writes a tensor of its own
     constants = [i.name for i in model.graph.initializer]
     assert len(constants) == len(set(constants)) == 10  # its own constant each (a Clip has two)
