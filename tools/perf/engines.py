@@ -43,10 +43,10 @@ CHANNEL_ALIGN = {"fp16": 8, "int8": 32, "fp32": 4}  # tensor-core channel multip
 TRANSITION_MS = 0.02  # a GPU<->DLA boundary's fixed cost, on top of the reformat and copy of its bytes
 NCHW_INPUT_STRIDED = 0.5  # a strided 3x3 convolution of an NCHW input (fewer channels than a block): 0.3-0.5 of the peak here
 GENERIC_CONV = 0.45  # a grouped convolution whose groups are not whole blocks: ShuffleNet's measured here at 0.4-0.5
-# A threaded node's (a convolution's, a GEMM's) launch and the time after it, and an NCHWc reorder's, against the parallel
-# and launch probes, which repeat one tiny node: the five benchmark models' were 1.7-2x the probes' (bench_profile.py;
-# checked on the light models). Fitted, not measured. Every other node (elementwise, pooling, movement, ...) is costed
-# from the chains of distinct elementwise nodes instead (decision 1200).
+# A threaded node's (a convolution's, a GEMM's) launch and the time after it, against the parallel probe, which repeats
+# one tiny convolution: the five benchmark models' were 1.7-2x the probe's (bench_profile.py; checked on the light
+# models). Read off those models, not measured. Every other node (elementwise, pooling, movement, an NCHWc reorder) is
+# costed from the chains of distinct elementwise nodes instead, without it (decision 1200).
 NODE_COST = 1.8
 # The hot chain's rate is at most this many times the cache probe's: beyond it the two chains' difference is noise.
 HOT_CEILING = 4.0

@@ -52,7 +52,7 @@ class HostPeaks:
     llc_gbs: float  # the same moving as many bytes as the last-level cache holds (at least twice the cache probe's)
     cache_gbs: float  # the same over a tensor that fits in the core's caches (CACHE_ELEMENTS)
     launch_ms: float  # an elementwise node that does almost nothing, in a chain of distinct ones (its kernel time)
-    gap_ms: float  # the time between two such nodes' kernels: ONNX Runtime's own work per node
+    gap_ms: float  # the time between two such nodes' kernels (reported; the prediction takes the hot chain's)
     node_ms: float  # an elementwise node of the hot chain (HOT_ELEMENTS, its input just written by the node before): kernel time
     node_gap_ms: float  # the time between two nodes' kernels in the hot chain
     parallel_launch_ms: float  # a convolution with almost nothing to do (what splitting work over the threads costs)

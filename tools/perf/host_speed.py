@@ -10,9 +10,9 @@ same statistic (medians over frames), as the measured layers it is compared with
 long to repeat between frames: the GEMM follows the pointwise convolution (the same kernel, and the host model takes
 the faster of the two), the pass over DRAM follows the pass the size of the last-level cache (the factor of one
 applied to the other). The cache probe follows the hot chain (decision 1200): one node of about 0.1 ms alone in its
-session, between frames it measured 0.3-0.8 of its cached rate in every profile of the five benchmark models while
-the hot chain's 32 nodes over tensors of the same order measured 0.84-1.09 of theirs: the lone node meets what a
-session pays to start its run, which a model's nodes, one after another, do not.
+session, between frames it measured 0.3-0.8 of its cached rate in all ten profiles of two benchmark runs while the
+hot chain's 32 nodes over tensors of the same order measured 0.84-1.09 of theirs; the lone node most likely meets
+what a session pays to start a run (its threads waking), which a model's nodes, one after another, do not.
 
 Each probe's factor is its speed now over its cached speed (> 1: faster now); `speed_factor` sums them up for the
 model: its prediction from the cached peaks over its prediction from this run's. `sdk predict --platform host` has
