@@ -43,9 +43,13 @@ CHANNEL_ALIGN = {"fp16": 8, "int8": 32, "fp32": 4}  # tensor-core channel multip
 TRANSITION_MS = 0.02  # a GPU<->DLA boundary's fixed cost, on top of the reformat and copy of its bytes
 NCHW_INPUT_STRIDED = 0.5  # a strided 3x3 convolution of an NCHW input (fewer channels than a block): 0.3-0.5 of the peak here
 GENERIC_CONV = 0.45  # a grouped convolution whose groups are not whole blocks: ShuffleNet's measured here at 0.4-0.5
-# A model's nodes are each a different kernel on different buffers; the probes repeat one tiny node. The launch and the
-# time between nodes in the five benchmark models were 1.7-2x the probes' (bench_profile.py; checked on the light models).
+# A threaded node's (a convolution's, a GEMM's) launch and the time after it, against the parallel probe, which repeats
+# one tiny convolution: the five benchmark models' were 1.7-2x the probe's (bench_profile.py; checked on the light
+# models). Read off those models, not measured. Every other node (elementwise, pooling, movement, an NCHWc reorder) is
+# costed from the chains of distinct elementwise nodes instead, without it (decision 1200).
 NODE_COST = 1.8
+# The hot chain's rate is at most this many times the cache probe's: beyond it the two chains' difference is noise.
+HOT_CEILING = 4.0
 ROWS_HALF = 32.0  # output pixels (or GEMM rows) at which a kernel reaches 1 - 1/e of its rate: a 7x7 map keeps about 0.8
 # ONNX Runtime's MaxPool/AveragePool (MLAS, vectorised over the NCHWc block) does a window element at twice the rate the
 # vector probe does a FLOP of its Sigmoid; measured here with YOLOX-Nano's SPP shapes (128 x 13 x 13, kernels 5, 9 and
@@ -137,13 +141,23 @@ class HostEngine:
             share *= c_in / (math.ceil(c_in / self.block) * self.block)
         return share
 
-    def bandwidth_gbs(self, moved: int) -> float:
-        """The bandwidth for `moved` bytes, from the three bandwidth probes at the sizes they move: the cache probe's
-        rate up to its size, DRAM's from the DRAM probe's, geometric in the size between two probes (through the
-        last-level-cache probe's rate at its size)."""
+    @property
+    def hot_gbs(self) -> float:
+        """Bytes per second an elementwise node moves when the node before it has just written its input: the hot
+        chain's per-node time less the launch chain's (the same nodes with nothing to move) over the bytes each of
+        its nodes moves; at most HOT_CEILING times the cache probe's rate."""
+        p = self.peaks
+        moved = bandwidth_sizes(p.last_level_cache_bytes)["hot"]
+        return moved / (max(p.node_ms - p.launch_ms, moved / (HOT_CEILING * p.cache_gbs * 1e6)) * 1e6)
+
+    def bandwidth_gbs(self, moved: int, hot: bool = False) -> float:
+        """The bandwidth for `moved` bytes, from the bandwidth probes at the sizes they move: the cache probe's rate
+        up to its size (`hot`: the hot chain's up to its size), DRAM's from the DRAM probe's, geometric in the size
+        between two probes (through the last-level-cache probe's rate at its size)."""
         p = self.peaks
         sizes = bandwidth_sizes(p.last_level_cache_bytes)
-        points = [(sizes["cache"], p.cache_gbs), (sizes["llc"], p.llc_gbs), (sizes["dram"], p.dram_gbs)]
+        first = (sizes["hot"], self.hot_gbs) if hot else (sizes["cache"], p.cache_gbs)
+        points = [first, (sizes["llc"], p.llc_gbs), (sizes["dram"], p.dram_gbs)]
         if moved <= points[0][0]:
             return points[0][1]
         for (low, low_gbs), (high, high_gbs) in zip(points, points[1:], strict=False):
@@ -152,15 +166,18 @@ class HostEngine:
         return points[-1][1]
 
     def cost(self, main: Layer, flops: int, moved: int, gated: bool = False) -> Cost:
+        """A threaded node (convolution, GEMM): the parallel probe's launch (the launch probe's on one thread) times
+        NODE_COST, the bandwidth probes' rates. Any other node: the launch chain's per-node time, and its bytes at the
+        hot chain's rate (its input is what the node before it has just written) up to the hot chain's size."""
         p = self.peaks
-        bandwidth = self.bandwidth_gbs(moved)
+        threaded = main.op_class in ("conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm")
+        bandwidth = self.bandwidth_gbs(moved, hot=not threaded)
         if main.op_class == "gemm" and _rows(main) < 16:
             bandwidth = p.dram_gbs  # a matrix-vector product streams its weights once: DRAM's rate, whatever their size
         if strided_transpose(main):
             bandwidth /= TRANSPOSE_STRIDED
-        threaded = main.op_class in ("conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm")
-        launch = p.launch_ms + (p.parallel_launch_ms - p.launch_ms if threaded and p.threads > 1 else 0.0)
-        return Cost(flops / (self.rate_gflops(main) * 1e6) if flops else 0.0, moved / (bandwidth * 1e6), max(launch, 0.0) * NODE_COST)
+        launch = (p.parallel_launch_ms if p.threads > 1 else p.launch_ms) * NODE_COST if threaded else p.launch_ms
+        return Cost(flops / (self.rate_gflops(main) * 1e6) if flops else 0.0, moved / (bandwidth * 1e6), max(launch, 0.0))
 
 
 def strided_transpose(layer: Layer) -> bool:

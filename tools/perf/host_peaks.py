@@ -5,8 +5,11 @@ pipeline sets them) and timed by ONNX Runtime's own profiler, as `sdk profile` t
 over the runs. The probes: a GEMM and a dense 3x3 convolution (compute peaks), a pointwise and a depthwise
 convolution (the two shapes mobile detectors are made of), memory-bound elementwise passes over three sizes of tensor
 (bandwidth: one that fits in the core's caches, one as large as the last-level cache, one larger than it; on a shared
-machine other work holds part of that cache, so it is measured, not assumed ours), and a node that does almost nothing
-(the per-layer launch cost).
+machine other work holds part of that cache, so it is measured, not assumed ours), and two chains of distinct
+elementwise nodes (Mul, Add, Clip, Div, each with its own constant and output, as a model's batch norms and HardSwishes
+run): one over 16 elements (what a node costs with nothing to do, and ONNX Runtime's own work between two nodes),
+one over a tensor the size of a small model's activations, each node reading what the one before it just wrote (the
+per-node time a model's small elementwise nodes take, their input hot in the cache: decision 1200).
 The cache file is keyed by CPU model, thread count, spinning and ONNX Runtime version; SDK_HOST_PEAKS_REFRESH=1
 measures again.
 """
@@ -23,12 +26,14 @@ from pathlib import Path
 
 import numpy as np
 
-PEAKS_FORMAT = 9
+PEAKS_FORMAT = 10  # 10: the launch chain of distinct elementwise nodes, and the hot chain (node_ms, node_gap_ms)
 RUNS = 12  # runs of a probe in a row; the first (cold) is not kept
 CHAIN_NODES = 32  # nodes in the launch probes' chains (the parallel chain has half as many)
+CHAIN_OPS = ("Mul", "Add", "Clip", "Div")  # the elementwise chains' nodes in turn, each with its own constant
+HOT_ELEMENTS = 1 << 18  # the hot chain's tensor: 1 MiB in and 1 MiB out a node, as the small models' activations (0.1-3 MB)
 CHAIN = 1  # copies of the probe's node in a chain (measured here: chains of 6 ran convolutions at half the rate a model's own do)
 LONG_CHAIN = 8  # convolutions in the long reference probe: about 15-30 ms of work, as a large model's largest layers
-PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dram", "llc", "cache", "chain", "parallel", "narrow", "vector", "lrn")
+PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dram", "llc", "cache", "chain", "nodes", "parallel", "narrow", "vector", "lrn")
 CACHE_ELEMENTS = 1 << 19  # the cache probe's tensor: 2 MiB in and 2 MiB out, the size of a mobile detector's activations
 PASSES = 5  # passes spread the probes over seconds: a shared machine gives a 2-thread kernel one core or two, by moments
 
@@ -46,8 +51,10 @@ class HostPeaks:
     dram_gbs: float  # an elementwise pass over a tensor larger than the last-level cache (bytes read + written per second)
     llc_gbs: float  # the same moving as many bytes as the last-level cache holds (at least twice the cache probe's)
     cache_gbs: float  # the same over a tensor that fits in the core's caches (CACHE_ELEMENTS)
-    launch_ms: float  # a node that does almost nothing (its kernel time)
-    gap_ms: float  # the time between two nodes' kernels: ONNX Runtime's own work per node
+    launch_ms: float  # an elementwise node that does almost nothing, in a chain of distinct ones (its kernel time)
+    gap_ms: float  # the time between two such nodes' kernels (reported; the prediction takes the hot chain's)
+    node_ms: float  # an elementwise node of the hot chain (HOT_ELEMENTS, its input just written by the node before): kernel time
+    node_gap_ms: float  # the time between two nodes' kernels in the hot chain
     parallel_launch_ms: float  # a convolution with almost nothing to do (what splitting work over the threads costs)
     parallel_gap_ms: float  # the time between two such convolutions' kernels
     narrow_gflops: float  # a 1x1 convolution of 16 to 16 channels: what few channels leave of the pointwise rate
@@ -139,14 +146,22 @@ class _Probe:
         return np.asarray(kernel), np.asarray(between)
 
 
-def _chain(count: int):
-    """`count` Relu nodes one after another on a 16-element tensor: what a node costs when it has nothing to do."""
+def _chain(count: int, elements: int):
+    """`count` distinct elementwise nodes one after another (CHAIN_OPS in turn, each with its own constant, each writing
+    a tensor of its own) over `elements` floats: each node reads what the one before it has just written. Multipliers
+    and divisors near 1, a clip at +-6: the values stay finite however long the chain."""
     import onnx
-    from onnx import TensorProto, helper
+    from onnx import TensorProto, helper, numpy_helper
 
-    nodes = [helper.make_node("Relu", [f"t{i}"], [f"t{i + 1}"]) for i in range(count)]
-    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, (16,))],
-                              [helper.make_tensor_value_info(f"t{count}", TensorProto.FLOAT, (16,))])  # fmt: skip
+    nodes, constants = [], []
+    for i in range(count):
+        op, x, y = CHAIN_OPS[i % len(CHAIN_OPS)], f"t{i}", f"t{i + 1}"
+        names = [f"lo{i}", f"hi{i}"] if op == "Clip" else [f"c{i}"]
+        values = [-6.0, 6.0] if op == "Clip" else [1.0 + 0.001 * (i + 1)]
+        constants += [numpy_helper.from_array(np.array(v, dtype=np.float32), n) for n, v in zip(names, values, strict=True)]
+        nodes.append(helper.make_node(op, [x, *names], [y]))
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, (elements,))],
+                              [helper.make_tensor_value_info(f"t{count}", TensorProto.FLOAT, (elements,))], constants)  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -175,7 +190,8 @@ def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[
         "dram": lambda: (_model("Relu", {"x": (big,)}, (big,), {}), {"x": rand(big)}, 8 * big),  # bytes read and written once
         "llc": lambda: (_model("Relu", {"x": (middle,)}, (middle,), {}), {"x": rand(middle)}, 8 * middle),
         "cache": lambda: (_model("Relu", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 8 * small),
-        "chain": lambda: (_chain(CHAIN_NODES), {"t0": rand(16)}, CHAIN_NODES),
+        "chain": lambda: (_chain(CHAIN_NODES, 16), {"t0": rand(16)}, CHAIN_NODES),
+        "nodes": lambda: (_chain(CHAIN_NODES, HOT_ELEMENTS), {"t0": rand(HOT_ELEMENTS)}, CHAIN_NODES),
         "parallel": lambda: (_model("Conv", {"x": (1, 8, 8, 8)}, (1, 8, 8, 8), {"w": rand(8, 8, 1, 1)}, repeat=CHAIN_NODES // 2),
                              {"x": rand(1, 8, 8, 8)}, CHAIN_NODES // 2),
         "narrow": lambda: (_model("Conv", {"x": (1, 16, 160, 160)}, (1, 16, 160, 160), {"w": rand(16, 16, 1, 1)}),
@@ -192,9 +208,9 @@ def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[
 
 def bandwidth_sizes(llc: int) -> dict[str, int]:
     """Bytes each bandwidth probe moves (read + written): `cache` fits in a core's caches, `llc` is the last-level
-    cache's size (at least twice `cache`), `dram` four times it (at least 32 MiB)."""
+    cache's size (at least twice `cache`), `dram` four times it (at least 32 MiB); `hot`: each node of the hot chain."""
     cache = 8 * CACHE_ELEMENTS
-    return {"cache": cache, "llc": max(llc, 2 * cache), "dram": 8 * max(llc // 2, 1 << 22)}
+    return {"hot": 8 * HOT_ELEMENTS, "cache": cache, "llc": max(llc, 2 * cache), "dram": 8 * max(llc // 2, 1 << 22)}
 
 
 def probe_values(name: str, work: int, kernel_ms: float, between_ms: float) -> dict[str, float]:
@@ -202,6 +218,8 @@ def probe_values(name: str, work: int, kernel_ms: float, between_ms: float) -> d
     over time: GFLOP/s or GB/s), or for the chains of nodes the time per node."""
     if name == "chain":
         return {"launch_ms": kernel_ms / work, "gap_ms": max(between_ms, 0.0) / work}
+    if name == "nodes":
+        return {"node_ms": kernel_ms / work, "node_gap_ms": max(between_ms, 0.0) / work}
     if name == "parallel":
         return {"parallel_launch_ms": kernel_ms / work, "parallel_gap_ms": max(between_ms, 0.0) / work}
     field = {"dram": "dram_gbs", "llc": "llc_gbs", "cache": "cache_gbs"}.get(name, f"{name}_gflops")
@@ -228,7 +246,7 @@ def measure_peaks(threads: int | None, spinning: bool, folder: Path, runs: int =
     values: dict[str, float] = {}
     for name, (kernel, between) in results.items():
         values |= probe_values(name, probes[name][2], kernel, between)
-    digits = {"launch_ms": 5, "gap_ms": 5, "parallel_launch_ms": 5, "parallel_gap_ms": 5}
+    digits = dict.fromkeys(("launch_ms", "gap_ms", "node_ms", "node_gap_ms", "parallel_launch_ms", "parallel_gap_ms"), 5)
     return HostPeaks(
         cpu=cpu_model(), threads=threads or os.cpu_count() or 1, spinning=spinning, runtime=f"onnxruntime {ort.__version__}",
         last_level_cache_bytes=llc, **{k: round(v, digits.get(k, 3)) for k, v in values.items()},

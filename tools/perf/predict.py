@@ -209,9 +209,12 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
     block = nchwc_block() if block is None else block
     engine = HostEngine(peaks, block)
     extra: dict[str, float] = {}
-    for name, _side, elements in reorders(model, block):
+    found = reorders(model, block)
+    for name, _side, elements in found:
+        # A reorder is a pass over the tensor the node before it has just written: a node like the elementwise ones,
+        # costed from the same chains (decision 1200).
         moved = 2 * 4 * elements  # read and written once
-        ms = peaks.launch_ms * NODE_COST + moved / (engine.bandwidth_gbs(moved) * 1e6)
+        ms = peaks.launch_ms + moved / (engine.bandwidth_gbs(moved, hot=True) * 1e6)
         extra[name] = extra.get(name, 0.0) + ms * stretch(ms)  # each reorder is a node of its own
     layers = []
     for group in fusion_groups(model, "onnxruntime"):
@@ -224,9 +227,11 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
             shares = tuple(a + b for a, b in zip(p.shares, added, strict=True))
             p = replace(p, ms=p.ms + sum(added), shares=shares, reorder_ms=sum(added))
         layers.append(p)
-    # Every group and reorder is a node ONNX Runtime runs, with its own work between kernels (more after a threaded one).
+    # Every group and reorder is a node ONNX Runtime runs, with its own work between kernels: after a threaded one the
+    # parallel probe's (times NODE_COST), after any other node the hot chain's, measured between distinct elementwise
+    # nodes as a model runs them (decision 1200).
     threaded = sum(1 for p in layers if p.op_class in THREADED)
-    gaps = (peaks.gap_ms * (len(layers) - threaded + len(extra)) + peaks.parallel_gap_ms * threaded) * NODE_COST
+    gaps = peaks.node_gap_ms * (len(layers) - threaded + len(found)) + peaks.parallel_gap_ms * threaded * NODE_COST
     return Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=gaps)
 
 

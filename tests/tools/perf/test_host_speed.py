@@ -1,7 +1,7 @@
 """The host's speed during a profile against its cached peaks (tools/perf/host_speed.py), on synthetic probe timings:
-each probe's median over the frames replaces the cached value it measures, the GEMM and DRAM follow their probes, a
-probe that did not run keeps the cached value, long kernels are stretched as the long probe says, and the cached-peaks
-prediction (`sdk predict --platform host`) is untouched."""
+each probe's median over the frames replaces the cached value it measures, the GEMM, DRAM and the cache probe follow
+their probes, a probe that did not run keeps the cached value, long kernels are stretched as the long probe says, and
+the cached-peaks prediction (`sdk predict --platform host`) is untouched."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tools.perf.layers import load_layers
 from tools.perf.predict import predict_host
 
 WORK = {"conv": 2.0e8, "pointwise": 4.0e8, "depthwise": 1.5e7, "narrow": 1.3e7, "vector": 2.0e6, "lrn": 2.5e5, "llc": 32 << 20,
-        "cache": 4 << 20, "chain": 32, "parallel": 16, LONG: LONG_CHAIN * 2.0e8}  # fmt: skip
+        "chain": 32, "nodes": 32, "parallel": 16, LONG: LONG_CHAIN * 2.0e8}  # fmt: skip
 
 
 def _runs(value: float) -> list[float]:
@@ -43,13 +43,15 @@ def reference(peaks, speed: dict[str, float] | None = None, long_ms: float | Non
 
 
 def test_each_probe_median_replaces_its_cached_value():
-    speed = host_speed(FIXED, reference(FIXED, {"conv": 0.5, "chain": 0.5, "cache": 2.0}))
+    speed = host_speed(FIXED, reference(FIXED, {"conv": 0.5, "chain": 0.5, "nodes": 2.0}))
     assert speed.factors["conv"] == pytest.approx(0.5) and speed.factors["chain"] == pytest.approx(0.5)
-    assert speed.factors["cache"] == pytest.approx(2.0) and speed.factors["pointwise"] == pytest.approx(1.0)
+    assert speed.factors["nodes"] == pytest.approx(2.0) and speed.factors["pointwise"] == pytest.approx(1.0)
     ran = speed.scale(FIXED)
     assert ran.conv_gflops == pytest.approx(FIXED.conv_gflops / 2)  # the load spike in one run of five does not count
     assert ran.launch_ms == pytest.approx(2 * FIXED.launch_ms) and ran.gap_ms == pytest.approx(2 * FIXED.gap_ms)
-    assert ran.cache_gbs == pytest.approx(2 * FIXED.cache_gbs)
+    assert ran.node_ms == pytest.approx(FIXED.node_ms / 2) and ran.node_gap_ms == pytest.approx(FIXED.node_gap_ms / 2)
+    assert ran.cache_gbs == pytest.approx(2 * FIXED.cache_gbs)  # the cache probe follows the hot chain (decision 1200)
+    assert "cache" not in speed.factors  # not run between the frames: alone, it measured a session's start
     assert ran.pointwise_gflops == pytest.approx(FIXED.pointwise_gflops) and ran.dram_gbs == pytest.approx(FIXED.dram_gbs)
     assert speed.probes["conv"] == {"unit": "GFLOP/s", "cached": FIXED.conv_gflops, "measured": pytest.approx(FIXED.conv_gflops / 2),
                                     "factor": 0.5, "runs": 5}  # fmt: skip

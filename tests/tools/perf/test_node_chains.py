@@ -1,0 +1,133 @@
+"""The host's small nodes costed from the two chains of distinct elementwise nodes (decision 1200): a node that is not
+a convolution or GEMM pays the launch chain's per-node time (no NODE_COST) and moves its bytes at the hot chain's rate;
+the time between such nodes is the hot chain's; an NCHWc reorder is such a node; a convolution keeps the parallel
+probe's terms. Hand-built layers and
+graphs, fixed peaks; the probe chain itself is built and run once by ONNX Runtime; an old cache is measured again."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, replace
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.tools.perf.peaks import FIXED
+from tools.perf import host_peaks as hp
+from tools.perf.engines import NODE_COST, HostEngine
+from tools.perf.host_speed import host_speed
+from tools.perf.layers import Layer, layers_of
+from tools.perf.predict import predict_host
+
+HOT = 8 * hp.HOT_ELEMENTS  # bytes each node of the hot chain moves
+
+
+def _elementwise(op: str, elements: int) -> Layer:
+    shape = (1, elements)
+    return Layer(index=0, name=op.lower(), op=op, op_class="elementwise", inputs=("a",), outputs=("b",), input_shapes=(shape,),
+                 output_shapes=(shape,), macs=0, flops=elements, weight_elements=0, input_elements=elements, output_elements=elements)  # fmt: skip
+
+
+def _pointwise(elements: int) -> Layer:
+    side = int(math.sqrt(elements // 64))
+    return Layer(index=0, name="conv", op="Conv", op_class="conv_pointwise", inputs=("a",), outputs=("b",),
+                 input_shapes=((1, 64, side, side),), output_shapes=((1, 64, side, side),), macs=64 * 64 * side * side,
+                 flops=2 * 64 * 64 * side * side, weight_elements=64 * 64, input_elements=64 * side * side,
+                 output_elements=64 * side * side, channels=(64, 64), kernel=(1, 1))  # fmt: skip
+
+
+def test_the_hot_chain_sets_an_elementwise_nodes_bandwidth_and_a_convolution_keeps_the_cache_probes():
+    engine = HostEngine(FIXED)
+    hot = HOT / ((FIXED.node_ms - FIXED.launch_ms) * 1e6)  # 2 MiB in 20 us: 105 GB/s
+    assert engine.hot_gbs == pytest.approx(hot) and hot > 2 * FIXED.cache_gbs
+    moved = HOT // 2  # within the hot chain's size
+    add = engine.cost(_elementwise("Add", moved // 8), moved // 8, moved)
+    assert add.memory_ms == pytest.approx(moved / (hot * 1e6))
+    conv = engine.cost(_pointwise(moved // 8), 0, moved)  # no arithmetic: its bytes alone
+    assert conv.memory_ms == pytest.approx(moved / (FIXED.cache_gbs * 1e6))
+    # Beyond the hot chain's size the rate falls towards the last-level-cache probe's, as the cache probe's curve does.
+    assert FIXED.llc_gbs < engine.bandwidth_gbs(8 * HOT, hot=True) < hot
+    assert engine.bandwidth_gbs(FIXED.last_level_cache_bytes, hot=True) == pytest.approx(FIXED.llc_gbs)
+
+
+def test_a_hot_chain_no_slower_than_its_launch_is_held_to_a_ceiling():
+    engine = HostEngine(replace(FIXED, node_ms=FIXED.launch_ms))  # a noisy measurement: nothing left for the bytes
+    assert engine.hot_gbs == pytest.approx(4.0 * FIXED.cache_gbs)  # HOT_CEILING times the cache probe's rate, not infinite
+
+
+def test_an_elementwise_node_pays_the_launch_chain_once_and_a_convolution_the_parallel_probe_times_node_cost():
+    engine = HostEngine(FIXED)
+    assert engine.cost(_elementwise("Mul", 16), 16, 128).launch_ms == pytest.approx(FIXED.launch_ms)
+    assert engine.cost(_pointwise(64 * 16), 10, 128).launch_ms == pytest.approx(FIXED.parallel_launch_ms * NODE_COST)
+    single = HostEngine(replace(FIXED, threads=1))
+    assert single.cost(_pointwise(64 * 16), 10, 128).launch_ms == pytest.approx(FIXED.launch_ms * NODE_COST)
+
+
+def _conv_mul_add():
+    """x -> Conv 1x1 (8 channels) -> Mul by a constant -> Add of a constant: one threaded node and two that are not."""
+    weights = [numpy_helper.from_array(np.ones((8, 8, 1, 1), np.float32), "w"), numpy_helper.from_array(np.ones((1, 8, 1, 1), np.float32), "k")]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv"), helper.make_node("Mul", ["k", "c"], ["m"], name="mul"),
+             helper.make_node("Add", ["m", "k"], ["y"], name="add")]  # fmt: skip
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 32, 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 32, 32])], weights)  # fmt: skip
+    return layers_of(onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])))
+
+
+def test_the_time_between_nodes_is_the_hot_chains_after_an_elementwise_node():
+    model = _conv_mul_add()
+    prediction = predict_host(model, FIXED, block=0)
+    assert [p.members for p in prediction.layers] == [("conv",), ("mul",), ("add",)]  # Mul(k, x) does not fold (decision 1142)
+    assert prediction.run_overhead_ms == pytest.approx(2 * FIXED.node_gap_ms + FIXED.parallel_gap_ms * NODE_COST)
+    slower = predict_host(model, replace(FIXED, node_gap_ms=2 * FIXED.node_gap_ms), block=0)
+    assert slower.run_overhead_ms - prediction.run_overhead_ms == pytest.approx(2 * FIXED.node_gap_ms)
+
+
+def test_a_reorder_is_costed_as_a_node_of_the_chains():
+    model = _conv_mul_add()  # blocked by 8: its NCHW input is reordered in, its output out for the Mul (a constant operand)
+    prediction = predict_host(model, FIXED, block=8)
+    moved = 2 * 4 * 8 * 32 * 32  # each reorder reads and writes the 8 x 32 x 32 tensor once
+    one = FIXED.launch_ms + moved / (HostEngine(FIXED, 8).bandwidth_gbs(moved, hot=True) * 1e6)
+    conv = prediction.layers[0]
+    assert conv.reorder_ms == pytest.approx(2 * one)  # no NODE_COST, and its bytes at the hot chain's rate
+    assert prediction.run_overhead_ms == pytest.approx((2 + 2) * FIXED.node_gap_ms + FIXED.parallel_gap_ms * NODE_COST)  # two nodes, two reorders
+
+
+def test_the_probe_chains_are_distinct_elementwise_nodes_that_onnx_runtime_runs():
+    import onnxruntime as ort
+
+    model = onnx.load_from_string(hp._chain(8, 16))
+    assert [n.op_type for n in model.graph.node][:4] == list(hp.CHAIN_OPS) and len(model.graph.node) == 8
+    assert len({n.output[0] for n in model.graph.node}) == 8  # each node writes a tensor of its own
+    constants = [i.name for i in model.graph.initializer]
+    assert len(constants) == len(set(constants)) == 10  # its own constant each (a Clip has two)
+    x = np.full(16, 100.0, np.float32)
+    (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"t0": x})
+    assert np.all(np.isfinite(y)) and np.all(np.abs(y) <= 7.0)  # the clip holds the values however long the chain
+    probes = hp.probe_set(32 << 20, ("chain", "nodes"))
+    assert probes["nodes"][1]["t0"].size == hp.HOT_ELEMENTS and probes["chain"][1]["t0"].size == 16
+    assert hp.probe_values("nodes", 32, 3.2, 0.32) == {"node_ms": pytest.approx(0.1), "node_gap_ms": pytest.approx(0.01)}
+
+
+def test_the_profile_scales_the_hot_chain_by_its_own_probe():
+    work = 32
+    raw = {"nodes": {"work": work, "unit": "node", "burst": 3, "kernel_ms": [2 * FIXED.node_ms * work] * 3,
+                     "between_ms": [2 * FIXED.node_gap_ms * work] * 3}}  # fmt: skip
+    speed = host_speed(FIXED, {"format": 1, "probes": raw})
+    ran = speed.scale(FIXED)
+    assert speed.factors["nodes"] == pytest.approx(0.5)
+    assert ran.node_ms == pytest.approx(2 * FIXED.node_ms) and ran.node_gap_ms == pytest.approx(2 * FIXED.node_gap_ms)
+
+
+def test_a_cache_of_the_previous_format_is_measured_again_not_misread(tmp_path, monkeypatch):
+    path, key = hp.peaks_path(2, False, tmp_path)
+    old = {k: v for k, v in asdict(FIXED).items() if k not in ("node_ms", "node_gap_ms")}  # format 9 had no hot chain
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"key": json.loads(key), "peaks": old}))
+    measured = []
+    monkeypatch.setattr(hp, "measure_peaks", lambda *args, **kwargs: measured.append(args) or FIXED)
+    assert hp.host_peaks(2, False, tmp_path) == FIXED and len(measured) == 1
+    assert json.loads(path.read_text())["peaks"] == asdict(FIXED)  # stored in the new format
+    assert json.loads(key)[0] == hp.PEAKS_FORMAT == 10  # and a format-9 file sits under another key altogether
