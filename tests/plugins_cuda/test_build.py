@@ -10,13 +10,12 @@ import subprocess
 import numpy as np
 import pytest
 
-from sdk.gpu.binaries import KernelManifest
+from sdk.gpu.binaries import SOURCES, KernelManifest
 from sdk.gpu.decode import DECODE_KERNELS
 from sdk.gpu.nvrtc import compile_source, resource_usage
 from sdk.gpu.plan import KERNEL_NAMES, PreprocessPlan
 from sdk.spec.schema import Preprocess
 
-from .conftest import PLUGINS
 from .helpers import to_nv12
 
 ARCHS = (87, 110)  # NVRTC 13 (the test extra); nvcc builds what its release knows (tests/plugins_cuda/test_cuda_archs.py)
@@ -89,10 +88,26 @@ def test_the_ptx_assembles_without_spills_where_no_cubin_fits(kernel_build, arch
     check_resources(done.stdout + done.stderr, arch)
 
 
+@pytest.fixture(scope="module")
+def release_sources(tmp_path_factory):
+    """The kernel source as a release lays it out (`kernels/src`, `kernels/include`), from tools.release.kernels'
+    list: the files a device's NVRTC fallback has, and nothing else of the repository."""
+    from tools.release.kernels import kernel_files
+
+    release = tmp_path_factory.mktemp("release")
+    for rel, path in kernel_files(None, (8, 7)).items():
+        (release / rel).parent.mkdir(parents=True, exist_ok=True)
+        (release / rel).write_bytes(path.read_bytes())
+    return release / "kernels"
+
+
 @pytest.mark.parametrize("arch", ARCHS + JIT_ARCHS)
-def test_nvrtc_compiles_the_same_source_without_spills(arch):
+def test_nvrtc_compiles_the_same_source_without_spills(arch, release_sources):
+    """NVRTC compiles the source a release carries (every header it needs is in the release: the fallback on a
+    device), for Orin, Thor and the GPUs that have no cubin of their own."""
     pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings is not installed")
-    compiled = compile_source(PLUGINS, arch)
+    assert sorted(p.relative_to(release_sources).as_posix() for p in release_sources.rglob("*") if p.is_file()) == sorted(SOURCES)
+    compiled = compile_source(release_sources, arch)
     assert compiled.cubin[:4] == b"\x7fELF"
     usage = check_resources(compiled.log, arch)
     print(f"NVRTC sm_{arch}: registers {min(r.registers for r in usage.values())}..{max(r.registers for r in usage.values())}, no spills")

@@ -32,16 +32,14 @@ def test_the_device_finds_in_a_release_what_it_would_choose(kernel_build, tmp_pa
     assert choice.kind == "cubin" and (folder / choice.file).read_bytes()[:4] == b"\x7fELF"
 
 
-def test_the_source_a_release_carries_compiles_with_nvrtc(kernel_build, tmp_path):
-    """The NVRTC fallback on a device has every header it needs in the release itself."""
-    pytest.importorskip("cuda.bindings.nvrtc", reason="cuda-bindings is not installed")
-    from sdk.gpu.nvrtc import compile_source
-
-    for rel, path in kernel_files(kernel_build.folder, (8, 7)).items():
-        if not rel.endswith((".cubin", ".ptx")):
-            (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-            (tmp_path / rel).write_bytes(path.read_bytes())
-    assert compile_source(tmp_path / "kernels", 87).cubin[:4] == b"\x7fELF"
+def test_a_release_with_a_build_carries_the_source_nvrtc_compiles(kernel_build):
+    """The NVRTC fallback on a device has every header it needs in the release itself: a release carries with its
+    binaries exactly the source files test_build.py compiles with NVRTC for every architecture (laid out from
+    kernel_files without a build)."""
+    built = kernel_files(kernel_build.folder, (8, 7))
+    source_only = kernel_files(None, (8, 7))
+    assert {rel: path for rel, path in built.items() if not rel.endswith((".cubin", ".ptx", ".json"))} == source_only
+    assert sorted(source_only) == sorted(f"kernels/{name}" for name in SOURCES)
 
 
 def test_a_build_without_kernels_is_refused(host_build):

@@ -16,7 +16,23 @@ from sdk.gpu.graph import FrameGraph
 from sdk.gpu.session import CudaSession
 from sdk.spec import load_pipeline
 
-from ..preprocess.test_cuda_path import FRAMES, pedestrian, run
+from ..preprocess.test_cuda_path import pedestrian
+
+# Frames a run: the first 12 of the walkway hold 34 people (detections to compare, frame by frame). A run that only has
+# to show whether the frames were captured (the mutations, the refusals) needs the warm-up frame and a few replays.
+FRAMES = 12
+SHORT = 4
+
+
+def run(pipeline_path, artifacts, out, monkeypatch, frames: int = FRAMES):
+    """The pipeline on the emulated CUDA path for `frames` frames: (result, detections.jsonl's lines)."""
+    import json
+
+    from sdk.runtime import PipelineRunner
+
+    monkeypatch.setenv("SDK_CUDA_EMULATION", "host")
+    result = PipelineRunner(load_pipeline(pipeline_path, check_files=False), artifacts, out, max_frames=frames).run()
+    return result, [json.loads(line) for line in (out / "detections.jsonl").read_text().splitlines()]
 
 
 def with_graph(path, extra: str = ""):
@@ -170,8 +186,8 @@ def test_the_replayed_frames_give_the_uncaptured_paths_detections(tmp_path, monk
     timed from the events the graph records (external event nodes), the replayed frame also as a whole."""
     monkeypatch.setenv("SDK_CUDA_EMULATION_MEMORY", memory)
     plain_path = pedestrian(tmp_path, "cuda", video_path)
-    plain_result, plain = run(plain_path, prepared_example, tmp_path / "plain", monkeypatch, emulate=True)
-    graph_result, graphed = run(with_graph(plain_path), prepared_example, tmp_path / "graph", monkeypatch, emulate=True)
+    plain_result, plain = run(plain_path, prepared_example, tmp_path / "plain", monkeypatch)
+    graph_result, graphed = run(with_graph(plain_path), prepared_example, tmp_path / "graph", monkeypatch)
     section = graph_result.preprocess
     assert section["memory"] == memory
     graph = section["cuda_graph"]
@@ -190,8 +206,8 @@ def test_an_engine_that_refuses_capture_runs_uncaptured_and_the_report_says_why(
     enqueue = CudaSession.engine_enqueue
     monkeypatch.setattr(CudaSession, "engine_enqueue", lambda self: False if self.gpu.capturing else enqueue(self))
     plain_path = pedestrian(tmp_path, "cuda", video_path)
-    _, plain = run(plain_path, prepared_example, tmp_path / "plain", monkeypatch, emulate=True)
-    result, graphed = run(with_graph(plain_path), prepared_example, tmp_path / "graph", monkeypatch, emulate=True)
+    _, plain = run(plain_path, prepared_example, tmp_path / "plain", monkeypatch, SHORT)
+    result, graphed = run(with_graph(plain_path), prepared_example, tmp_path / "graph", monkeypatch, SHORT)
     assert result.preprocess["cuda_graph"] == {
         "requested": True,
         "captured": False,
@@ -208,11 +224,11 @@ def test_mutation_without_the_pinned_candidate_buffers_the_frame_is_not_captured
     from sdk.postprocess import device
 
     monkeypatch.setattr(device, "_pinned_like", lambda gpu, array: np.zeros_like(array))
-    result, graphed = run(with_graph(pedestrian(tmp_path, "cuda", video_path)), prepared_example, tmp_path / "graph", monkeypatch, emulate=True)
+    result, graphed = run(with_graph(pedestrian(tmp_path, "cuda", video_path)), prepared_example, tmp_path / "graph", monkeypatch, SHORT)
     graph = result.preprocess["cuda_graph"]
     assert (graph["captured"], graph["replayed_frames"]) == (False, 0)
     assert "cuMemcpyDtoHAsync: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED" in graph["reason"] and "pageable" in graph["reason"]
-    assert len(graphed) == FRAMES
+    assert len(graphed) == SHORT
 
 
 def test_mutation_without_the_pinned_frame_buffer_a_discrete_gpu_frame_is_not_captured(tmp_path, monkeypatch, prepared_example, video_path):
@@ -226,7 +242,7 @@ def test_mutation_without_the_pinned_frame_buffer_a_discrete_gpu_frame_is_not_ca
 
     monkeypatch.setenv("SDK_CUDA_EMULATION_MEMORY", "copy")
     monkeypatch.setattr(EmulatedCuda, "pinned_buffer", pageable_frames)
-    result, _ = run(with_graph(pedestrian(tmp_path, "cuda", video_path)), prepared_example, tmp_path / "graph", monkeypatch, emulate=True)
+    result, _ = run(with_graph(pedestrian(tmp_path, "cuda", video_path)), prepared_example, tmp_path / "graph", monkeypatch, SHORT)
     assert result.preprocess["cuda_graph"]["captured"] is False
     assert "cuMemcpyHtoDAsync: CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED" in result.preprocess["cuda_graph"]["reason"]
 
@@ -238,10 +254,10 @@ def test_mutation_plain_event_records_in_the_capture_leave_the_replayed_frames_u
     from sdk.gpu import session
 
     monkeypatch.setattr(session.StreamTimes, "mark", lambda self, name: self.gpu.record(self.events[name]))
-    result, graphed = run(with_graph(pedestrian(tmp_path, "cuda", video_path)), prepared_example, tmp_path / "graph", monkeypatch, emulate=True)
+    result, graphed = run(with_graph(pedestrian(tmp_path, "cuda", video_path)), prepared_example, tmp_path / "graph", monkeypatch, SHORT)
     graph = result.preprocess["cuda_graph"]
-    assert graph["captured"] and graph["replayed_frames"] == FRAMES - 1 and len(graphed) == FRAMES
-    assert "CUDA_ERROR_CAPTURED_EVENT" in graph["timing"] and graph["frame_ms"]["frames"] == FRAMES - 1
+    assert graph["captured"] and graph["replayed_frames"] == SHORT - 1 and len(graphed) == SHORT
+    assert "CUDA_ERROR_CAPTURED_EVENT" in graph["timing"] and graph["frame_ms"]["frames"] == SHORT - 1
     assert result.preprocess["event_ms"]["preprocess"]["frames"] == 1
 
 
@@ -267,8 +283,8 @@ def test_a_graph_that_does_not_instantiate_runs_uncaptured_and_the_report_says_w
         raise BackendError("cuGraphInstantiate failed: CUDA_ERROR_NOT_SUPPORTED")
 
     monkeypatch.setattr(EmulatedCuda, "instantiate", refuse)
-    result, graphed = run(with_graph(pedestrian(tmp_path, "cuda", video_path)), prepared_example, tmp_path / "graph", monkeypatch, emulate=True)
+    result, graphed = run(with_graph(pedestrian(tmp_path, "cuda", video_path)), prepared_example, tmp_path / "graph", monkeypatch, SHORT)
     graph = result.preprocess["cuda_graph"]
-    assert (graph["captured"], graph["replayed_frames"]) == (False, 0) and len(graphed) == FRAMES
+    assert (graph["captured"], graph["replayed_frames"]) == (False, 0) and len(graphed) == SHORT
     assert graph["reason"] == "the captured graph could not be instantiated: cuGraphInstantiate failed: CUDA_ERROR_NOT_SUPPORTED"
-    assert result.preprocess["event_ms"]["infer"]["frames"] == FRAMES
+    assert result.preprocess["event_ms"]["infer"]["frames"] == SHORT

@@ -68,7 +68,31 @@ def outputs(lines: list[dict], camera: str | None = None) -> list[tuple]:
     return [(line["frame"], line["detections"]) for line in lines if camera is None or line.get("camera") == camera]
 
 
+# Frames a camera in the batched runs: each camera's every frame is compared with its own run bit for bit, and the
+# "right" camera's recording (5 frames) ends before the others'.
+FRAMES = 8
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """One host cache for the module's runs of the example (each prepared model, batch 1 and batch N, prepared once, as
+    a host's cache keeps it) and each single-camera run made once: the two- and four-camera cases compare their front
+    and rear cameras with the same single runs (the same recording, frames and settings)."""
+    root = tmp_path_factory.mktemp("multicam")
+    singles: dict[str, tuple] = {}
+
+    def single(spec: dict) -> tuple:
+        key = json.dumps(spec, sort_keys=True)
+        if key not in singles:
+            folder = root / f"single-{len(singles)}"
+            singles[key] = run(pedestrian(folder, source=spec, frames=FRAMES), folder / "out", root / "cache")
+        return singles[key]
+
+    return root / "cache", single
+
+
 @pytest.mark.slow
+@pytest.mark.xdist_group("multicam-example")  # the module's shared cache and single runs: one worker
 @pytest.mark.parametrize(
     "cameras",
     [
@@ -82,29 +106,30 @@ def outputs(lines: list[dict], camera: str | None = None) -> list[tuple]:
     ],
     ids=["two", "four"],
 )
-def test_each_camera_equals_its_single_camera_run(tmp_path, cameras):
-    cache = tmp_path / "cache"
-    result, report, lines = run(pedestrian(tmp_path / "multi", cameras), tmp_path / "out", cache)
+def test_each_camera_equals_its_single_camera_run(tmp_path, cameras, shared):
+    cache, single_run = shared
+    result, report, lines = run(pedestrian(tmp_path / "multi", cameras, frames=FRAMES), tmp_path / "out", cache)
     assert result.batch == len(cameras)  # one inference call takes a frame of every camera
     assert report["batching"]["frames_per_call"] == len(cameras)
     assert all("camera" in line for line in lines)
     for name, spec in cameras.items():
-        _, single_report, single = run(pedestrian(tmp_path / name, source=spec), tmp_path / f"{name}-out", cache)
+        _, single_report, single = single_run(spec)
         assert single_report["batching"]["frames_per_call"] == 1
         assert outputs(lines, name) == outputs(single)  # same frames, boxes and scores
-        assert len(outputs(single)) == spec.get("frames", 12)
+        assert len(outputs(single)) == spec.get("frames", FRAMES)
         assert report["cameras"][name]["end_to_end"]["p50_ms"] > 0
-        assert report["cameras"][name]["frames"] == spec.get("frames", 12)
+        assert report["cameras"][name]["frames"] == spec.get("frames", FRAMES)
     assert sum(len(d) for _, d in outputs(lines, "front")) > 0  # people on the walkway: the comparison is not vacuous
     if "left" in cameras:  # its own crop: other boxes than the same frames uncropped
         assert outputs(lines, "left") != outputs(lines, "front")
-    assert report["frames"] == sum(spec.get("frames", 12) for spec in cameras.values())
+    assert report["frames"] == sum(spec.get("frames", FRAMES) for spec in cameras.values())
     videos = sorted(p.name for p in (tmp_path / "out").glob("annotated-*.mp4"))
     assert videos == sorted(f"annotated-{name}.mp4" for name in cameras)
 
 
 @pytest.mark.slow
-def test_a_batch_of_n_through_onnx_runtime_equals_n_single_runs(tmp_path):
+@pytest.mark.xdist_group("multicam-example")
+def test_a_batch_of_n_through_onnx_runtime_equals_n_single_runs(tmp_path, shared):
     import cv2
 
     from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
@@ -115,14 +140,15 @@ def test_a_batch_of_n_through_onnx_runtime_equals_n_single_runs(tmp_path):
     capture = cv2.VideoCapture(str(VTEST))
     images = [capture.read()[1] for _ in range(40)][::10]  # four real frames, apart
     capture.release()
-    with OnnxRuntimeBackend(PrepareModel(four, tmp_path / "cache")().model_path, threads=1) as batched:
+    cache, _ = shared
+    with OnnxRuntimeBackend(PrepareModel(four, cache)().model_path, threads=1) as batched:
         ((_, batch_input),) = batched.inputs.items()
         assert batch_input.shape[0] == 4  # model.prepare's batch of 1 became the camera count
         for slot, image in enumerate(images):
             CpuPreprocessor(four.spec.preprocess, batch_input[slot : slot + 1])(image)
         batched.infer()
         together = {name: array.copy() for name, array in batched.outputs.items()}
-    with OnnxRuntimeBackend(PrepareModel(single, tmp_path / "cache")().model_path, threads=1) as one:
+    with OnnxRuntimeBackend(PrepareModel(single, cache)().model_path, threads=1) as one:
         ((_, one_input),) = one.inputs.items()
         preprocess = CpuPreprocessor(single.spec.preprocess, one_input)
         for slot, image in enumerate(images):
