@@ -79,14 +79,15 @@ class _Tally:
         self.max_abs: dict[str, float] = {}
         self.pairs: list[tuple[float, float, float]] = []
 
-    def add(self, cosines: dict[str, float], max_abs: dict[str, float], found: list[list], pairs: list) -> None:
+    def add(self, measured: dict) -> None:
+        """One frame's `measure_int8` record."""
         self.frames += 1
-        for name, value in cosines.items():
+        for name, value in measured["cosines"].items():
             self.cosines.setdefault(name, []).append(value)
-            self.max_abs[name] = max(self.max_abs.get(name, 0.0), max_abs[name])
-        self.reference += len(found[0])
-        self.candidate += len(found[1])
-        self.pairs += pairs
+            self.max_abs[name] = max(self.max_abs.get(name, 0.0), measured["max_abs"][name])
+        self.reference += measured["detections"][0]
+        self.candidate += measured["detections"][1]
+        self.pairs += [tuple(pair) for pair in measured["pairs"]]
 
     def judged(self, gate: AccuracyGate, label: str = "INT8") -> dict:
         """The AccuracyReport fields of these frames, failures included (`label`: what the candidate model is)."""
@@ -148,13 +149,20 @@ def evaluate_int8(
     """`frames` are preprocessed tensors of held-out frames (index -> tensor) from a source of the pipeline's size;
     with several cameras keyed (camera, index), and each camera is judged on its own frames as well as all together:
     the gate fails when any camera fails (its failures are named `camera NAME: ...`)."""
+    return judge_measurements(measure_int8(pipeline, fp32, qdq_model, frames, progress), gate, label)
+
+
+def measure_int8(pipeline: PipelineFile, fp32: ModelArtifacts, qdq_model, frames: dict, progress: Progress | None = None) -> list[dict]:
+    """What the gate counts on each frame, in the order of `frames`, whatever its thresholds: the FP32 and INT8 models'
+    outputs compared (cosine, largest absolute error) and their detections matched. One JSON-able record a frame
+    (`camera`: None with one camera; `detections`: FP32 and INT8 counts; `pairs`: IoU, FP32 and INT8 score of each
+    match), which `judge_measurements` judges against a gate: a verdict under another gate needs no model run."""
     progress = progress or SilentProgress()
     spec = pipeline.spec
     net = (spec.preprocess.resize.width, spec.preprocess.resize.height)
     tensors = fp32.load_tensors()
     geometries = _geometries(pipeline, frames)
-    total = _Tally()
-    per_camera = {name: _Tally() for name in geometries if name is not None}
+    records = []
     with OnnxRuntimeBackend(fp32.model_path, spinning=False) as full, OnnxRuntimeBackend(qdq_model, spinning=False) as quantized:
         posts = [
             create_postprocessor(spec.postprocess, b.outputs, net, tensors, pipeline.class_names(), plugin_folder=pipeline.plugin_folder())
@@ -178,11 +186,20 @@ def evaluate_int8(
                 max_abs[output] = float(np.abs(x - y).max())
             found = [[(d.class_id, d.score, np.array(d.box)) for d in post(geometries[camera])] for post in posts]
             pairs = match_detections(found[0], found[1])
-            for tally in (total, per_camera.get(camera)):
-                if tally is not None:
-                    tally.add(cosines, max_abs, found, pairs)
+            records.append({"camera": camera, "cosines": cosines, "max_abs": max_abs, "detections": [len(found[0]), len(found[1])], "pairs": pairs})
             task.advance()
         task.done()
+    return records
+
+
+def judge_measurements(records: list[dict], gate: AccuracyGate, label: str = "INT8") -> AccuracyReport:
+    """The gate's report on `measure_int8`'s records (as measured, or read back from JSON: the same report)."""
+    total = _Tally()
+    per_camera = {name: _Tally() for name in dict.fromkeys(r["camera"] for r in records) if name is not None}
+    for measured in records:
+        for tally in (total, per_camera.get(measured["camera"])):
+            if tally is not None:
+                tally.add(measured)
     report = total.judged(gate, label)
     cameras = {name: tally.judged(gate, label) for name, tally in per_camera.items()}
     for name, judged in cameras.items():

@@ -26,7 +26,7 @@ from sdk.artifacts import ModelArtifacts
 from sdk.errors import ModelError
 from sdk.sinks.files import partial_path, publish, write_whole
 from sdk.spec.loader import PipelineFile
-from tools.int8.accuracy import add_to_report, evaluate_int8, plot_accuracy
+from tools.int8.accuracy import add_to_report, judge_measurements, measure_int8, plot_accuracy
 from tools.int8.calibrate import Calibrate, CalibrationArtifacts, holdout_frames, holdout_keys, write_qdq
 from tools.models.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
@@ -161,12 +161,14 @@ class Int8ForDeploy:
         from tools.int8.sensitivity import FallbackToFp16, activation_samples, plot_sensitivity
 
         folder.mkdir(parents=True, exist_ok=True)
-        held = holdout_frames(pipeline, model, artifacts, self.progress)  # read once: the gate, the search, the plot
         spec = pipeline.spec.calibration
-        report = evaluate_int8(pipeline, model, artifacts.qdq_model, held, spec.accuracy, self.progress)  # the gate on them
+        records, held = gate_measurements(pipeline, model, artifacts, self.progress)  # held: read once, or None
+        report = judge_measurements(records, spec.accuracy)  # the gate on them
         if report.passed or spec.fallback == "none":
             plot_accuracy(report, folder / "accuracy.png")  # with a fallback, the final model's report is the one plotted
             return {"report": report.as_dict(), "qdq_model": str(artifacts.qdq_model), "fallback_ran": False}
+        if held is None:
+            held = holdout_frames(pipeline, model, artifacts, self.progress)
         search = FallbackToFp16(pipeline, model, artifacts, folder, self.progress, max_trials=spec.fallback_max_layers)
         mixed = search(frames=held, baseline=report)
         from tools.int8.sensitivity import ranking_order
@@ -185,6 +187,33 @@ class Int8ForDeploy:
             "precision_file": str(folder / "precision.json"),
             "baseline": report.as_dict(),
         }
+
+
+def gate_measurements(pipeline: PipelineFile, model: ModelArtifacts, artifacts: CalibrationArtifacts, progress: Progress | None = None):
+    """(records, held-out frames) of the calibration's Q/DQ model against FP32 on its held-out frames
+    (tools.int8.accuracy.measure_int8), measured once and kept beside the calibration for any gate; the frames are
+    None where the records were kept (read them with holdout_frames where needed)."""
+    measured = artifacts.folder / f"measured-{measurement_key(pipeline)}.json"
+    if measured.is_file():  # judged before under another gate: the same frames through the same models
+        return json.loads(measured.read_text())["frames"], None
+    held = holdout_frames(pipeline, model, artifacts, progress)
+    records = measure_int8(pipeline, model, artifacts.qdq_model, held, progress)
+    _write_json(measured, {"frames": records})
+    return records, held
+
+
+def measurement_key(pipeline: PipelineFile) -> str:
+    """What the gate's measurements of a calibration depend on beyond the calibration's own key (prepared model, media,
+    preprocessing, frames, method, and so its Q/DQ model): the postprocessing that finds the detections, its class
+    names, and the code of a `kind: python` decoder."""
+    from sdk.release import sha256_of
+
+    plugin = pipeline.plugin_folder()
+    code = []
+    if plugin is not None and plugin.is_dir():
+        code = [(str(p.relative_to(plugin)), sha256_of(p)) for p in sorted(plugin.rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+    settings = {"postprocess": pipeline.spec.postprocess.model_dump(mode="json"), "classes": list(pipeline.class_names()), "decoder_code": code}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def one_frame_per_call(pipeline: PipelineFile) -> PipelineFile:

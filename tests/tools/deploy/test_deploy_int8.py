@@ -42,16 +42,19 @@ GATE_FRAMES = 3
 
 def with_shared_calibration(tmp_path_factory, state_dir: Path) -> None:
     """The host cache starts with the example's calibration for int8_pipeline(holdout=GATE_FRAMES) (its frames and
-    method; the gate is not part of the key), made once per run: these tests are about the gate, and the first test
-    below shows a deploy calibrating on its own. A copy: the deploy adds its verdict and release to it."""
+    method; the gate is not part of the key) and the gate's measurements of it (any gate's), made once per run: these
+    tests are about the gate, and the first test below shows a deploy calibrating on its own. A copy: the deploy adds
+    its verdict and release to it."""
     from sdk.spec import load_pipeline
     from tests.conftest import shared_folder
     from tools.int8.calibrate import Calibrate
+    from tools.int8.for_deploy import gate_measurements
     from tools.models.prepare import PrepareModel
 
-    def build(folder: Path) -> None:
+    def build(folder: Path) -> None:  # and the gate's measurements of it, which every gate below judges
         pipeline = load_pipeline(int8_pipeline(folder / "p", holdout=GATE_FRAMES))
-        Calibrate(pipeline, PrepareModel(pipeline, folder / "cache")(), folder / "cache")()
+        model = PrepareModel(pipeline, folder / "cache")()
+        gate_measurements(pipeline, model, Calibrate(pipeline, model, folder / "cache")())
 
     shutil.copytree(shared_folder(tmp_path_factory, "deploy-int8-calibration", build) / "cache", state_dir / "cache")
 

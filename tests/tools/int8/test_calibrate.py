@@ -165,6 +165,8 @@ def test_the_gate_passes_on_the_example_and_refuses_an_absurd_threshold(tmp_path
 
     plot = matplotlib.image.imread(tmp_path / "int8" / "accuracy.png")
     assert plot.shape[:2] == (450, 1100)  # the report's figure a person reads
+    (measured,) = (tmp_path / "state" / "cache" / "calibration").glob("*/measured-*.json")  # the gate's numbers, kept
+    measured_stamp = measured.stat().st_mtime_ns
 
     absurd = gate_pipeline(tmp_path / "absurd", extra="  accuracy: {min_cosine: 1.0, max_mean_score_drift: 0.0}\n  fallback: none\n")
     status, _, stderr = sdk(capfd, "calibrate", str(absurd), "--out", str(tmp_path / "bad"))
@@ -173,6 +175,40 @@ def test_the_gate_passes_on_the_example_and_refuses_an_absurd_threshold(tmp_path
     assert "mean score drift" in stderr and "Traceback" not in stderr and stderr.count("error:") == 1  # one line, no traceback
     assert (tmp_path / "bad" / "accuracy.json").is_file() and not (tmp_path / "bad" / "model.qdq.onnx").exists()  # refused
     assert (tmp_path / "bad" / "accuracy.png").is_file()  # the numbers of a refusal are plotted too
+    # The second gate judged the first one's measurements (the same calibration, frames and postprocessing: no model
+    # run, no frame read again): the same numbers, another verdict.
+    (measured,) = (tmp_path / "state" / "cache" / "calibration").glob("*/measured-*.json")
+    assert measured.stat().st_mtime_ns == measured_stamp
+    refused = json.loads((tmp_path / "bad" / "accuracy.json").read_text())
+    measured_fields = ("frames", "outputs", "fp32_detections", "int8_detections", "recall", "precision", "mean_iou", "mean_score_drift")
+    measured_fields += ("score_pairs", "frame_cosines")
+    assert {k: refused[k] for k in measured_fields} == {k: report[k] for k in measured_fields}
+
+
+def test_the_gates_measurements_are_keyed_by_what_finds_the_detections(tmp_path):
+    """A gate's measurements are reused under another gate (tools.int8.for_deploy.measurement_key), never under another
+    postprocessing, other class names or another decoder plug-in's code: those find other detections."""
+    from tools.int8.for_deploy import measurement_key
+
+    base = gate_pipeline(tmp_path / "a")
+    text = base.read_text()
+
+    def key_of(name: str, changed: str) -> str:
+        (base.parent / name).write_text(changed)
+        return measurement_key(load_pipeline(base.parent / name, check_files=False))
+
+    key = measurement_key(load_pipeline(base))
+    assert key_of("gate.yaml", text.replace("  method: minmax ", "  accuracy: {min_cosine: 1.0}\n  method: minmax ")) == key
+    assert key_of("score.yaml", text.replace("score_threshold: 0.3", "score_threshold: 0.5")) != key
+    assert key_of("classes.yaml", text.replace("classes: [person]", "classes: [pedestrian]")) != key
+    start, end = text.index("  decoder:\n"), text.index("  classes: [person]")
+    plugin = text[:start] + "  decoder:\n    kind: python\n    entry: dec:decode\n    path: plugins\n" + text[end:]
+    (base.parent / "plugins").mkdir()
+    (base.parent / "plugins" / "dec.py").write_text("def decode(outputs, geometry):\n    return []\n")
+    first = key_of("plugin.yaml", plugin)
+    assert first != key and key_of("plugin.yaml", plugin) == first
+    (base.parent / "plugins" / "dec.py").write_text("def decode(outputs, geometry):\n    return []  # changed\n")
+    assert key_of("plugin.yaml", plugin) != first
 
 
 @pytest.mark.parametrize("method", ["entropy", "percentile"])

@@ -4,11 +4,27 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.stats import entropy as kl_divergence
+from scipy.special import rel_entr
+from scipy.stats import entropy
 
 from tools.int8.range_methods import covered_bins, entropy_amax, entropy_threshold_bins, percentile_amax
 
 BINS = 2048  # TensorRT's histogram; the search takes any length (the one-pass grid gives 2049..4096)
+
+
+def kl_divergence(reference: np.ndarray, candidate: np.ndarray) -> float:
+    """scipy.stats.entropy(reference, candidate) on two 1-D float64 histograms, step for step (each normalised by its
+    sum, rel_entr, summed): the same number, without its array-API dispatch (0.7 ms a call, ~12,000 calls in this file's
+    direct searches; 0.04 ms here). test_the_kl_divergence_is_scipys checks it equal to scipy's, bit for bit."""
+    return float(np.sum(rel_entr(reference / np.sum(reference), candidate / np.sum(candidate))))
+
+
+def test_the_kl_divergence_is_scipys():
+    rng = np.random.default_rng(11)
+    for size in (128, 1500, 2048):
+        reference, candidate = rng.integers(0, 1000, size).astype(np.float64), rng.integers(1, 1000, size).astype(np.float64)
+        reference[::7] = 0  # empty reference bins, as a histogram has
+        assert kl_divergence(reference, candidate) == float(entropy(reference, candidate))
 
 
 def direct_threshold_bins(histogram: np.ndarray, first: int = 128) -> int:
