@@ -93,9 +93,6 @@ class Int8ForDeploy:
         return None
 
     def __call__(self) -> Int8Choice:
-        from tools.int8.sensitivity import FALLBACK_SEARCH
-
-        spec = self.pipeline.spec.calibration
         where = f"{self.pipeline.path}: model.precision int8"
         pipeline, model = self.pipeline, self.model
         if self.pipeline.spec.batch_size > 1:  # calibrated and judged one frame per call; the ranges are the batched model's too
@@ -103,14 +100,7 @@ class Int8ForDeploy:
             model = PrepareModel(pipeline, self.cache_root)()
         gate = self._gate_on_labels(pipeline, model)  # evaluation.labels: checked before calibrating
         artifacts = Calibrate(pipeline, model, self.cache_root, self.progress)()
-        judged = {
-            "gate": spec.accuracy.model_dump(),
-            "fallback": spec.fallback,
-            "fallback_max_layers": spec.fallback_max_layers,
-            "search": FALLBACK_SEARCH,
-            "labels": gate.key() if gate is not None else None,
-        }
-        key = hashlib.sha256(json.dumps(judged, sort_keys=True).encode()).hexdigest()[:12]
+        key = judged_key(pipeline, gate.key() if gate is not None else None)
         recorded = artifacts.folder / f"judged-{key}" / ACCURACY_FILE
         self.judged_folder = recorded.parent
         cached = json.loads(recorded.read_text()) if recorded.is_file() else None
@@ -200,6 +190,24 @@ def gate_measurements(pipeline: PipelineFile, model: ModelArtifacts, artifacts: 
     records = measure_int8(pipeline, model, artifacts.qdq_model, held, progress)
     _write_json(measured, {"frames": records})
     return records, held
+
+
+def judged_key(pipeline: PipelineFile, labels_key: str | None) -> str:
+    """What a calibration's recorded verdict depends on beyond the calibration's own key: the gate and its fallback
+    search, the labels' gate, and everything its measurements depend on (`measurement_key`: a verdict judged under
+    one score threshold or decoder is never found under another)."""
+    from tools.int8.sensitivity import FALLBACK_SEARCH
+
+    spec = pipeline.spec.calibration
+    judged = {
+        "gate": spec.accuracy.model_dump(),
+        "fallback": spec.fallback,
+        "fallback_max_layers": spec.fallback_max_layers,
+        "search": FALLBACK_SEARCH,
+        "labels": labels_key,
+        "measurements": measurement_key(pipeline),
+    }
+    return hashlib.sha256(json.dumps(judged, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def measurement_key(pipeline: PipelineFile) -> str:

@@ -187,19 +187,24 @@ def test_the_gate_passes_on_the_example_and_refuses_an_absurd_threshold(tmp_path
 
 def test_the_gates_measurements_are_keyed_by_what_finds_the_detections(tmp_path):
     """A gate's measurements are reused under another gate (tools.int8.for_deploy.measurement_key), never under another
-    postprocessing, other class names or another decoder plug-in's code: those find other detections."""
-    from tools.int8.for_deploy import measurement_key
+    postprocessing, other class names or another decoder plug-in's code: those find other detections. A recorded
+    verdict (judged_key) is found only under the same gate and the same measurements."""
+    from tools.int8.for_deploy import judged_key, measurement_key
 
     base = gate_pipeline(tmp_path / "a")
     text = base.read_text()
 
-    def key_of(name: str, changed: str) -> str:
+    def key_of(name: str, changed: str, of=measurement_key) -> str:
         (base.parent / name).write_text(changed)
-        return measurement_key(load_pipeline(base.parent / name, check_files=False))
+        pipeline = load_pipeline(base.parent / name, check_files=False)
+        return of(pipeline) if of is measurement_key else of(pipeline, None)
 
-    key = measurement_key(load_pipeline(base))
-    assert key_of("gate.yaml", text.replace("  method: minmax ", "  accuracy: {min_cosine: 1.0}\n  method: minmax ")) == key
-    assert key_of("score.yaml", text.replace("score_threshold: 0.3", "score_threshold: 0.5")) != key
+    key, verdict = measurement_key(load_pipeline(base)), judged_key(load_pipeline(base), None)
+    stricter = text.replace("  method: minmax ", "  accuracy: {min_cosine: 1.0}\n  method: minmax ")
+    assert key_of("gate.yaml", stricter) == key and key_of("gate.yaml", stricter, judged_key) != verdict
+    assert judged_key(load_pipeline(base), "labels") != verdict
+    higher = text.replace("score_threshold: 0.3", "score_threshold: 0.5")
+    assert key_of("score.yaml", higher) != key and key_of("score.yaml", higher, judged_key) != verdict
     assert key_of("classes.yaml", text.replace("classes: [person]", "classes: [pedestrian]")) != key
     start, end = text.index("  decoder:\n"), text.index("  classes: [person]")
     plugin = text[:start] + "  decoder:\n    kind: python\n    entry: dec:decode\n    path: plugins\n" + text[end:]
