@@ -9,7 +9,23 @@ driver.py    the adapter: CudaModule (context, module, stream, events), CudaPrep
              imports cuda-python lazily
 """
 
-from sdk.gpu.binaries import ImageChoice, KernelManifest, choose_image
-from sdk.gpu.plan import PreprocessPlan, launch_geometry
+import importlib
+
+# Loaded at first use, not with the package: every start that chooses `preprocess.device` imports sdk.gpu.session, and
+# a start on the CPU path needs no kernel plan.
+_LAZY = {
+    "ImageChoice": "sdk.gpu.binaries",
+    "KernelManifest": "sdk.gpu.binaries",
+    "choose_image": "sdk.gpu.binaries",
+    "PreprocessPlan": "sdk.gpu.plan",
+    "launch_geometry": "sdk.gpu.plan",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'sdk.gpu' has no attribute {name!r}")
+
 
 __all__ = ["ImageChoice", "KernelManifest", "PreprocessPlan", "choose_image", "launch_geometry"]

@@ -31,31 +31,12 @@ from sdk.errors import BackendError, ConfigError
 from sdk.gpu import reference
 from sdk.gpu.decode import DECODE_KERNELS, SsdParams, YoloParams
 from sdk.gpu.emulated_stream import EmulatedEvent, EmulatedGraph, EmulatedStream
+from sdk.gpu.emulation_switch import ENV, MEMORY_ENV, emulated_memory, emulation_requested
 from sdk.gpu.params import DTYPES, FORMATS, LAYOUTS, PpParams
 from sdk.gpu.plan import BLOCK_THREADS, KERNEL_NAMES
 
-ENV = "SDK_CUDA_EMULATION"
-MEMORY_ENV = "SDK_CUDA_EMULATION_MEMORY"
 REFERENCE_ENV = "SDK_CUDA_REFERENCE_LIB"
 UNINITIALISED = 0xCD
-
-
-def emulated_memory() -> str:
-    """The emulated device's input memory: `mapped` (Jetson, the default) or `copy` (a discrete GPU)."""
-    value = os.environ.get(MEMORY_ENV, "") or "mapped"
-    if value not in ("mapped", "copy"):
-        raise ConfigError(f"{MEMORY_ENV}={value!r}: allowed: mapped (Jetson) or copy (discrete GPU)")
-    return value
-
-
-def emulation_requested() -> bool:
-    """Whether SDK_CUDA_EMULATION asks for the host emulation; any value but `host` (or unset) is an error."""
-    value = os.environ.get(ENV, "")
-    if value in ("", "0", "off"):
-        return False
-    if value != "host":
-        raise ConfigError(f"{ENV}={value!r}: allowed: host (or unset)", hint=f"export {ENV}=host to run the CUDA path on host buffers")
-    return True
 
 
 class EmulatedCuda(EmulatedStream):
@@ -248,4 +229,14 @@ class EmulatedCuda(EmulatedStream):
                 (self._lib.yolo_reference(ctypes.byref(p)) if self._lib is not None else reference.yolo_decode(p))
 
 
-__all__ = ["ENV", "MEMORY_ENV", "REFERENCE_ENV", "UNINITIALISED", "EmulatedCuda", "EmulatedEvent", "EmulatedGraph", "emulation_requested"]
+__all__ = [
+    "ENV",
+    "MEMORY_ENV",
+    "REFERENCE_ENV",
+    "UNINITIALISED",
+    "EmulatedCuda",
+    "EmulatedEvent",
+    "EmulatedGraph",
+    "emulated_memory",
+    "emulation_requested",
+]

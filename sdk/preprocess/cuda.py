@@ -47,7 +47,7 @@ def cuda_problem(backend, kernels_dir: Path | None) -> tuple[str, str] | None:
 def choose_device(requested: str, backend, kernels_dir: Path | None, where: str = "preprocess.device") -> DeviceChoice:
     """`cpu`; `cuda` (an error where it cannot run, emulated under SDK_CUDA_EMULATION=host); `auto`:
     cuda where it can run, else cpu with the reason. auto never emulates."""
-    from sdk.gpu.emulation import ENV, emulation_requested
+    from sdk.gpu.emulation_switch import ENV, emulation_requested
 
     if requested == "cpu":
         return DeviceChoice("cpu", "preprocess.device is cpu")

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from sdk.store.activation import LAST_TRIAL_FILE, TMP_PREFIX, TRIAL_FILE, previous_of
 from sdk.store.lease import read_lease
-from sdk.store.trust_admin import floor_status
 
 
 class StoreStatus:
     def status(self) -> dict:
+        from sdk.store.trust_admin import floor_status  # only `status` reads the floors: a start that runs a release does not
+
         folders = self.releases.iterdir() if self.releases.is_dir() else ()
         releases = sorted(p.name for p in folders if not p.name.startswith(TMP_PREFIX))
         state, trial = self.state(), self.trial()
