@@ -46,9 +46,14 @@ def roles(root: Path, release: Path, reports: Path) -> dict[str, list[str]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--root", type=Path, required=True, help="a local target's store (SDK_STATE_DIR/targets/local)")
+    parser.add_argument("--root", type=Path, help="a local target's store (SDK_STATE_DIR/targets/local)")
     parser.add_argument("--starts", type=int, default=10)
+    parser.add_argument("--smoke", action="store_true", help="one start of each role an empty store answers (no release): the script's own check")
     args = parser.parse_args()
+    if args.smoke:
+        args.root, args.starts = Path(tempfile.mkdtemp(prefix="bench-start-")), 1
+    elif args.root is None:
+        parser.error("--root is required (or --smoke)")
     root = args.root.resolve()
     release = (root / "current").resolve()  # the release a start runs
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
@@ -57,6 +62,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as reports:
         for name, tail in roles(root, release, Path(reports)).items():
             own = "sdk run" in name  # a release runs from its own folder, with its own `sdk`
+            if args.smoke and (own or "unit" in name or "startable" in name):
+                print(f"{name:45s} skipped (--smoke: an empty store has no release)")
+                continue
             times = [cpu_of([sys.executable, "-B", *tail], release if own else root, env if own else agent) for _ in range(args.starts)]
             print(f"{name:45s} median {statistics.median(times):.3f} CPU-s (min {min(times):.3f}, max {max(times):.3f}, {args.starts} starts)")
     return 0
