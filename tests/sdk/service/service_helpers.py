@@ -119,19 +119,39 @@ def reap(mark: str) -> None:
             except ProcessLookupError:
                 pass
         time.sleep(0.05)
+    _reap_children()
 
 
-IN_PROCESS = ("status", "stop", "logs", "unit")
+DETACHED: set[int] = set()  # supervisors an in-process `start` made this process's children
+
+
+def _reap_children() -> None:
+    """Collect the ended supervisors an in-process `start` detached: no zombie of theirs outlives the test."""
+    for pid in list(DETACHED):
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue  # still running (another test's folder)
+        except ChildProcessError:
+            pass
+        DETACHED.discard(pid)
+
+
+IN_PROCESS = ("start", "status", "stop", "logs", "unit")
 
 
 def service(root: Path, *args: str, check: bool = True) -> dict:
     """`python -m sdk service --root ROOT ARGS`: its JSON (check: exit 0 asserted), or with check=False its return code
-    and stderr too. `start` (which detaches the supervisor from the command that started it) and the root step run in a
-    fresh interpreter; status, stop, logs and unit run the same entry point (the device's error boundary, sdk/__main__)
-    in this process, which saves an interpreter start (about 0.4 CPU-s) a call. Each command still runs as its own
-    process in tests/sdk/service/test_service_process.py and, over SSH, in tests/tools/targets/test_service_commands.py."""
+    and stderr too. The root step (`install`) runs in a fresh interpreter; the others run the same entry point (the
+    device's error boundary, sdk/__main__) in this process, which saves an interpreter start (about 0.5 CPU-s) a call.
+    A supervisor that `start` detached is then this process's child: once ended it stays a zombie until reaped, which
+    the service's own checks already tell from a live process (sdk/procinfo.py), and `reap` reaps it. Each command
+    still runs as its own process in tests/sdk/service/test_service_process.py (and three concurrent starts in
+    test_service_instance.py) and, over SSH, in tests/tools/targets/test_service_commands.py."""
     if args and args[0] in IN_PROCESS:
         done = _in_process(["service", "--root", str(root), *args])
+        if args[0] == "start" and done.returncode == 0:
+            DETACHED.add(json.loads(done.stdout)["supervisor_pid"])
+        _reap_children()
     else:
         done = subprocess.run([sys.executable, "-m", "sdk", "service", "--root", str(root), *args], capture_output=True, text=True, timeout=120)
     if check:
