@@ -69,7 +69,7 @@ def test_a_locked_or_damaged_history_never_fails_a_run(tmp_path, history_runs, t
     import shutil
 
     pipeline, _ = tiny_pipeline(frames=12)
-    history = tmp_path / "history.sqlite"
+    history = tmp_path / "runs.sqlite"  # a history of its own (history_runs' copy of the shared one is history.sqlite)
     monkeypatch.setenv("SDK_HISTORY", str(history))
     monkeypatch.setenv("SDK_HISTORY_TIMEOUT", "0.3")
     shutil.copytree(history_runs.folder / "r1-deploy", tmp_path / "first")
