@@ -206,29 +206,33 @@ def main(argv: list[str]) -> int:
     install_parser.add_argument("--dry-run", action="store_true")
     install_parser.add_argument("--allow-root", action="store_true", help="root agrees to a pipeline whose service.user is root")
     args = parser.parse_args(argv)
-    store = ReleaseStore(args.root)
+    sys.stdout.write(json.dumps(operate(ReleaseStore(args.root), args.op, vars(args))) + "\n")
+    return 0
+
+
+def operate(store: ReleaseStore, op: str, options: dict) -> dict:
+    """One operation of `python -m sdk service`, its answer as the command prints it (JSON); `options`: the
+    operation's own flags by name, their defaults where absent. Raises TargetError for the device's own file
+    system. The local target's session calls it in its own process for what needs no process of its own."""
     folder = (store.root / SERVICE_DIR).resolve()  # absolute: the supervisor runs in the release's folder
     try:
-        if args.op == "start":
-            result = start(store, folder, args.wait, args.frames, args.token)
-        elif args.op == "stop":
-            result = stop(folder, args.wait)
-        elif args.op == "status":
-            result = status(folder)
-        elif args.op == "unit":
+        if op == "start":
+            return start(store, folder, options.get("wait", 120.0), options.get("frames"), options.get("token"))
+        if op == "stop":
+            return stop(folder, options.get("wait", 30.0))
+        if op == "status":
+            return status(folder)
+        if op == "unit":
             from sdk.service.units import write_unit
 
-            result = write_unit(store, args.user)
-        elif args.op == "install":
+            return write_unit(store, options.get("user"))
+        if op == "install":
             from sdk.service.install import install
 
-            result = install(store, args.dry_run, allow_root=args.allow_root)
-        else:
-            result = logs(folder, args.lines)
+            return install(store, options.get("dry_run", False), allow_root=options.get("allow_root", False))
+        return logs(folder, options.get("lines", 100))
     except OSError as exc:  # the device's own file system (a read-only or full service folder)
         raise TargetError(
-            f"`service {args.op}` failed on the target: {exc.strerror or exc} ({exc.filename or '-'})",
+            f"`service {op}` failed on the target: {exc.strerror or exc} ({exc.filename or '-'})",
             hint="the service needs its folder <root>/service writable; check the target's file system",
         ) from None
-    sys.stdout.write(json.dumps(result) + "\n")
-    return 0

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from sdk.errors import ReleaseError, TargetError
+from sdk.errors import ReleaseError, SdkError, TargetError
 from sdk.release import ReleaseManifest, release_command
 from sdk.store.objects import DISK_FULL, ReleaseStore, disk_full
 from tools.connect.session_protocol import (
@@ -29,6 +29,25 @@ from tools.connect.session_protocol import (
 from tools.connect.ssh import error_line
 from tools.progress import Task
 from tools.targets import LocalTarget
+
+IN_PROCESS_FLAGS = {"status": {}, "unit": {"--user": str}, "stop": {"--wait": float}, "logs": {"--lines": int}}
+
+
+def _service_options(op: str, args: tuple[str, ...]) -> dict | None:
+    """The flags of a service operation this session runs in its own process, by name; None: a child process runs it
+    (start, install, or a flag not listed here)."""
+    flags = IN_PROCESS_FLAGS.get(op)
+    if flags is None or len(args) % 2:
+        return None
+    options = {}
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        if flag not in flags:
+            return None
+        try:
+            options[flag.removeprefix("--")] = flags[flag](value)
+        except ValueError:
+            return None  # the command's own parser says what is wrong
+    return options
 
 
 class LocalSession:
@@ -149,13 +168,18 @@ class LocalSession:
         return fingerprint(str(self.target.root))
 
     def service_op(self, op: str, *args: str, python: str | None = None) -> dict:
-        """`python -m sdk service OP` in a child process, as a device runs it (start detaches the supervisor).
-        `status` is read in-process: it is asked on every deploy, and a Python start-up costs more than it."""
-        if op == "status":
-            from sdk.service.control import SERVICE_DIR
-            from sdk.service.control import status as service_status
+        """`python -m sdk service OP`. `start` runs in a child process, as a device runs it: that command detaches the
+        supervisor, which outlives it. The others (status, stop, logs, unit) need no process of their own: the same
+        operation (sdk/service/control.py) runs in this process, which imported the store's code already; a Python
+        start-up cost more than they do (the unit's, rendered after every commit, about 0.8 CPU-s)."""
+        options = _service_options(op, args)
+        if options is not None:
+            from sdk.service.control import operate
 
-            return service_status(self.store.root / SERVICE_DIR)
+            try:
+                return operate(self.store, op, options)
+            except SdkError as exc:  # what the command's one `error:` line would say
+                raise TargetError(f"local: service {op}: {exc.message}", hint="see `sdk logs --target local`") from None
         token = ["--token", str(self.token)] if op == "start" and self.token is not None else []  # the deploy restarts what it paused
         command = [sys.executable, "-B", "-m", "sdk", "service", "--root", str(self.store.root), op, *args, *token]
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)

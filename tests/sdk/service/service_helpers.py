@@ -119,14 +119,65 @@ def reap(mark: str) -> None:
             except ProcessLookupError:
                 pass
         time.sleep(0.05)
+    _reap_children()
+
+
+DETACHED: set[int] = set()  # supervisors an in-process `start` made this process's children
+
+
+def _reap_children() -> None:
+    """Collect the ended supervisors an in-process `start` detached: no zombie of theirs outlives the test."""
+    for pid in list(DETACHED):
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                continue  # still running (another test's folder)
+        except ChildProcessError:
+            pass
+        DETACHED.discard(pid)
+
+
+IN_PROCESS = ("start", "status", "stop", "logs", "unit")
 
 
 def service(root: Path, *args: str, check: bool = True) -> dict:
-    done = subprocess.run([sys.executable, "-m", "sdk", "service", "--root", str(root), *args], capture_output=True, text=True, timeout=120)
+    """`python -m sdk service --root ROOT ARGS`: its JSON (check: exit 0 asserted), or with check=False its return code
+    and stderr too. The root step (`install`) runs in a fresh interpreter; the others run the same entry point (the
+    device's error boundary, sdk/__main__) in this process, which saves an interpreter start (about 0.5 CPU-s) a call.
+    A supervisor that `start` detached is then this process's child: once ended it stays a zombie until reaped, which
+    the service's own checks already tell from a live process (sdk/procinfo.py), and `reap` reaps it. Each command
+    still runs as its own process in tests/sdk/service/test_service_process.py (and three concurrent starts in
+    test_service_instance.py) and, over SSH, in tests/tools/targets/test_service_commands.py."""
+    if args and args[0] in IN_PROCESS:
+        done = _in_process(["service", "--root", str(root), *args])
+        if args[0] == "start" and done.returncode == 0:
+            DETACHED.add(json.loads(done.stdout)["supervisor_pid"])
+        _reap_children()
+    else:
+        done = subprocess.run([sys.executable, "-m", "sdk", "service", "--root", str(root), *args], capture_output=True, text=True, timeout=120)
     if check:
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)
     return {"returncode": done.returncode, "stderr": done.stderr, **(json.loads(done.stdout) if done.stdout.strip() else {})}
+
+
+def _in_process(argv: list[str]) -> subprocess.CompletedProcess:
+    """`python -m sdk ARGV` run by runpy in this process: the module's own error boundary and exit code."""
+    import contextlib
+    import io
+    import runpy
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.argv
+    sys.argv = ["sdk", *argv]
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            runpy.run_module("sdk", run_name="__main__", alter_sys=False)
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.argv = saved
+    return subprocess.CompletedProcess(["sdk", *argv], code, out.getvalue(), err.getvalue())
 
 
 def wait_for(predicate, timeout: float, what: str):

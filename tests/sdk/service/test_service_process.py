@@ -15,31 +15,19 @@ from pathlib import Path
 import pytest
 
 from sdk.store.objects import ReleaseStore
-from tests.sdk.service.service_helpers import copy_store, deploy_once, relist
+from tests.sdk.service.service_helpers import copy_store, relist
 
 REPO = Path(__file__).resolve().parents[3]
 
-SERVICE = """
-service:
-  watchdog_s: 1.0
-  status_interval_s: 0.2
-  stop_timeout_s: 5
-  max_restarts: 2
-  restart_window_s: 60
-  restart_backoff_s: 0.1
-"""
-
-
-@pytest.fixture(scope="module")
-def deployed_once(tmp_path_factory) -> Path:
-    """A long-running tiny pipeline (synthetic camera at 30 fps) deployed to a local target, once per run for this file."""
-    return deploy_once(tmp_path_factory, "svc-process", SERVICE)
+# This file's service keys, edited into a committed release of the store that tests/sdk/service shares (one deploy
+# for every test of the folder: the deploy is not what these tests are about).
+EDITS = (("stop_timeout_s: 2", "stop_timeout_s: 5"), ("max_restarts: 3", "max_restarts: 2"))
 
 
 @pytest.fixture()
-def deployed(deployed_once, tmp_path, state_dir):
-    """This test's own copy of that deployed store, and its committed release."""
-    store = copy_store(deployed_once, tmp_path / "store")
+def deployed(deployed_service, tmp_path, state_dir):
+    """This test's own copy of that deployed store, and its committed release (this file's service keys)."""
+    store = copy_store(deployed_service, tmp_path / "store", *EDITS)
     return store, store.release_dir(store.committed())
 
 

@@ -44,7 +44,23 @@ def add_argv(name: str, server: SimServer, *extra: str) -> list[str]:
 
 
 def cli(argv: list[str], env: dict) -> subprocess.CompletedProcess:
+    """The CLI as its own process, without a terminal."""
     return subprocess.run(argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture()
+def in_process(sdk, env, monkeypatch):
+    """`cli` in this process (tools.cli.run, the CLI's own error boundary; stdin is not a terminal here either): the
+    host key still comes from the real server over a real key exchange. The first test and the terminal's run the
+    command as its own process."""
+
+    def call(argv: list[str], _env: dict | None = None) -> subprocess.CompletedProcess:
+        for name in ("SDK_TARGETS_DIR", "SDK_STATE_DIR"):
+            monkeypatch.setenv(name, env[name])
+        assert argv[: len(CLI)] == CLI
+        return sdk(*argv[len(CLI) :])
+
+    return call
 
 
 def test_a_script_pins_the_key_with_its_fingerprint_and_the_target_then_connects(sim_server, env, tmp_path, monkeypatch):
@@ -63,9 +79,9 @@ def test_a_script_pins_the_key_with_its_fingerprint_and_the_target_then_connects
         assert connection.run(["echo", "in"]).check("echo").stdout.strip() == "in"
 
 
-def test_a_different_fingerprint_is_refused_and_nothing_is_written(sim_server, env, tmp_path):
+def test_a_different_fingerprint_is_refused_and_nothing_is_written(in_process, sim_server, env, tmp_path):
     other = "SHA256:" + "A" * 43
-    done = cli(add_argv("orin-01", sim_server, "--fingerprint", other), env)
+    done = in_process(add_argv("orin-01", sim_server, "--fingerprint", other), env)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     lines = done.stderr.strip().splitlines()
     received = openssh_fingerprint(sim_server.host_key.with_suffix(".pub"))
@@ -74,7 +90,7 @@ def test_a_different_fingerprint_is_refused_and_nothing_is_written(sim_server, e
     assert not (tmp_path / "targets").exists() or not list((tmp_path / "targets").iterdir())
 
 
-def test_the_fingerprint_of_another_key_type_of_the_server_is_found(tmp_path, env):
+def test_the_fingerprint_of_another_key_type_of_the_server_is_found(in_process, tmp_path, env):
     from tools.connect.add_target import fetch_host_key, host_key_with_fingerprint
 
     with SimServer(tmp_path / "two-keys", extra_host_keys=("ecdsa",)) as server:
@@ -83,23 +99,23 @@ def test_the_fingerprint_of_another_key_type_of_the_server_is_found(tmp_path, en
         assert first.key_type == "ssh-ed25519"  # what a key exchange gets first
         found = host_key_with_fingerprint("127.0.0.1", server.port, ecdsa, first)
         assert found is not None and found.key_type == "ecdsa-sha2-nistp256" and found.fingerprint == ecdsa
-        done = cli(add_argv("two", server, "--fingerprint", ecdsa), env)
+        done = in_process(add_argv("two", server, "--fingerprint", ecdsa), env)
         assert done.returncode == 0, done.stderr
         assert (tmp_path / "targets" / "two.known_hosts").read_text().split()[1] == "ecdsa-sha2-nistp256"
 
 
-def test_an_existing_target_file_is_never_overwritten(sim_server, env, tmp_path):
+def test_an_existing_target_file_is_never_overwritten(in_process, sim_server, env, tmp_path):
     targets = tmp_path / "targets"
     targets.mkdir()
     (targets / "orin-01.yaml").write_text("# mine\n")
     fingerprint = openssh_fingerprint(sim_server.host_key.with_suffix(".pub"))
-    done = cli(add_argv("orin-01", sim_server, "--fingerprint", fingerprint), env)
+    done = in_process(add_argv("orin-01", sim_server, "--fingerprint", fingerprint), env)
     assert done.returncode == 1 and f"error: {targets / 'orin-01.yaml'} already exists; not overwritten" in done.stderr
     assert (targets / "orin-01.yaml").read_text() == "# mine\n" and not (targets / "orin-01.known_hosts").exists()
 
 
-def test_without_a_terminal_the_key_is_shown_but_not_pinned(sim_server, env, tmp_path):
-    done = cli(add_argv("orin-01", sim_server), env)
+def test_without_a_terminal_the_key_is_shown_but_not_pinned(in_process, sim_server, env, tmp_path):
+    done = in_process(add_argv("orin-01", sim_server), env)
     fingerprint = openssh_fingerprint(sim_server.host_key.with_suffix(".pub"))
     assert done.returncode == 1
     assert f"host key of 127.0.0.1:{sim_server.port}: ssh-ed25519 {fingerprint}" in done.stdout
@@ -116,11 +132,11 @@ def test_without_a_terminal_the_key_is_shown_but_not_pinned(sim_server, env, tmp
         (["--fingerprint", "MD5:aa:bb"], "--fingerprint 'MD5:aa:bb': expected OpenSSH's SHA256:... form"),
     ],
 )
-def test_bad_values_are_refused_before_any_connection(env, tmp_path, argv, expected):
+def test_bad_values_are_refused_before_any_connection(in_process, env, tmp_path, argv, expected):
     values = {"--host": "127.0.0.1", "--port": "9", "--user": "nvidia", "--key": str(REPO / "pyproject.toml")}
     for flag, value in zip(argv[::2], argv[1::2], strict=True):
         values[flag] = value
-    done = cli([*CLI, "targets", "add", "orin-01", *[part for item in values.items() for part in item]], env)
+    done = in_process([*CLI, "targets", "add", "orin-01", *[part for item in values.items() for part in item]], env)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith(f"error: {expected}") and "cannot connect" not in done.stderr  # refused before the network (port 9 is closed)
     assert not (tmp_path / "targets").exists()

@@ -17,9 +17,10 @@ REPO = Path(__file__).resolve().parents[3]
 CLI = [sys.executable, "-c", "from tools.cli import main; main()"]
 
 
-def check(ssh_target, name: str = "sim") -> subprocess.CompletedProcess:
-    env = {**os.environ, "SDK_TARGETS_DIR": str(ssh_target.targets), "SDK_STATE_DIR": str(ssh_target.state), "COLUMNS": "300", "NO_COLOR": "1"}
-    return subprocess.run([*CLI, "targets", "check", name], cwd=REPO, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+def check(sdk, name: str = "sim") -> subprocess.CompletedProcess:
+    """`sdk targets check NAME` in this process (the CLI's own error boundary; ssh_target set the environment): the
+    device's answers come over real SSH either way. The example's checks below run the command as its own process."""
+    return sdk("targets", "check", name)
 
 
 def statuses(output: str) -> dict[str, str]:
@@ -32,8 +33,8 @@ def statuses(output: str) -> dict[str, str]:
     return found
 
 
-def test_a_deployable_target_passes_every_check(ssh_target):
-    done = check(ssh_target)
+def test_a_deployable_target_passes_every_check(ssh_target, sdk):
+    done = check(sdk)
     assert done.returncode == 0, done.stdout + done.stderr
     found = statuses(done.stdout)
     for what in ("reachable", "host key", "login", "python", "remote root", "free disk", "runtime modules"):
@@ -43,50 +44,50 @@ def test_a_deployable_target_passes_every_check(ssh_target):
     assert not list(ssh_target.root.iterdir())  # read-only: nothing was created on the device
 
 
-def test_an_unreachable_target_is_blocked(ssh_target):
+def test_an_unreachable_target_is_blocked(ssh_target, sdk):
     ssh_target.write(port=free_port())  # nothing listens there
-    done = check(ssh_target)
+    done = check(sdk)
     # What this host sees is reported too: the pin in known_hosts is for the old port.
     assert done.returncode == 1 and statuses(done.stdout) == {"key file": OK, "host key pin": BLOCKED, "reachable": BLOCKED}
     assert "hint: is the device on" in done.stdout and "holds no key for [127.0.0.1]:" in done.stdout
     assert done.stdout.strip().splitlines()[-1] == "2 problem(s) block a deploy to sim: host key pin, reachable"
 
 
-def test_a_changed_host_key_is_blocked_before_the_login(ssh_target, tmp_path):
+def test_a_changed_host_key_is_blocked_before_the_login(ssh_target, sdk, tmp_path):
     other = tmp_path / "other_host_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
     known_hosts = tmp_path / "known_hosts"
     kind, key = other.with_suffix(".pub").read_text().split()[:2]
     known_hosts.write_text(f"[127.0.0.1]:{ssh_target.server.port} {kind} {key}\n")
     ssh_target.write(host_key={"known_hosts": str(known_hosts)})
-    done = check(ssh_target)
+    done = check(sdk)
     assert done.returncode == 1 and statuses(done.stdout) == {"key file": OK, "host key pin": OK, "reachable": OK, "host key": BLOCKED}
     assert "HOST KEY MISMATCH" in done.stdout
 
 
-def test_a_key_the_device_does_not_accept_is_blocked(ssh_target, tmp_path):
+def test_a_key_the_device_does_not_accept_is_blocked(ssh_target, sdk, tmp_path):
     stranger = tmp_path / "stranger_key"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(stranger)], check=True)
     ssh_target.write(key_file=str(stranger))
-    done = check(ssh_target)
+    done = check(sdk)
     assert done.returncode == 1 and statuses(done.stdout) == {"key file": OK, "host key pin": OK, "reachable": OK, "login": BLOCKED}
     assert "refused the key" in done.stdout
 
 
-def test_a_remote_root_that_cannot_be_created_is_blocked(ssh_target, tmp_path):
+def test_a_remote_root_that_cannot_be_created_is_blocked(ssh_target, sdk, tmp_path):
     (tmp_path / "a-file").write_text("")
     ssh_target.write(remote_root=str(tmp_path / "a-file" / "perception"))
-    done = check(ssh_target)
+    done = check(sdk)
     assert done.returncode == 1 and statuses(done.stdout)["remote root"] == BLOCKED
     assert f"{tmp_path / 'a-file'} is a file, not a folder" in done.stdout
 
 
-def test_a_device_python_without_the_runtime_is_told_which_wheels_the_deploy_ships(ssh_target):
+def test_a_device_python_without_the_runtime_is_told_which_wheels_the_deploy_ships(ssh_target, sdk):
     device_python = "/usr/bin/python3"
     if not Path(device_python).exists() or subprocess.run([device_python, "-c", "import numpy"], capture_output=True).returncode == 0:
         pytest.skip("needs a system python3 without numpy (apt-get install python3)")
     ssh_target.write(python=device_python)
-    done = check(ssh_target)
+    done = check(sdk)
     assert done.returncode == 0, done.stdout
     line = next(line for line in done.stdout.splitlines() if "runtime modules:" in line)
     assert line.split()[0] == NOTE and "numpy" in line and "the deploy ships wheels for" in line

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -15,12 +14,10 @@ import pytest
 
 from sdk.errors import SdkError
 from sdk.release import ReleaseManifest
+from tests.conftest import PIPELINE, tiny_yolo
 from tests.tools.netns import NamespaceHost, namespaces_available
 from tools.deploy.flow import Deploy
 from tools.targets.sim import SimServer
-
-REPO = Path(__file__).resolve().parents[3]
-EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
 
 pytestmark = [
     pytest.mark.skipif(
@@ -30,11 +27,17 @@ pytestmark = [
 ]
 
 
-def pipeline(tmp_path: Path, media: str = "vtest.avi") -> Path:
+def pipeline(tmp_path: Path, media: str | None = None) -> Path:
+    """The tiny real pipeline (tests/conftest.py's ONNX model, run by ONNX Runtime) on a synthetic camera, or with
+    `media`, on that file of its folder (sent with the release). What these cases prove is the link, the store and the
+    fleet: every deploy is still the whole deploy (lease, probe, upload, trial with its health run, commit, measured
+    run) without the example's model upload and load (decision 1175)."""
     folder = tmp_path / "pipeline"
     if not folder.exists():
-        shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
-    (folder / "p.yaml").write_text(EXAMPLE.read_text().replace("file://assets/vtest.avi", f"file://assets/{media}"))
+        (folder / "assets").mkdir(parents=True)
+        tiny_yolo(folder / "tiny.onnx")
+    uri = f"file://assets/{media}" if media else "synthetic://boxes?width=64&height=48&frames=30"
+    (folder / "p.yaml").write_text(PIPELINE.format(uri=uri, rate="null", max_ms=5000))
     return folder / "p.yaml"
 
 

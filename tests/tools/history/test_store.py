@@ -62,12 +62,18 @@ def _deploy(sdk, pipeline: Path, report: Path):
     return sdk("deploy", "--target", "local", str(pipeline), "--frames", "12", "--report-dir", str(report))
 
 
-def test_a_locked_or_damaged_history_never_fails_a_run(tmp_path, tiny_pipeline, state_dir, monkeypatch, sdk):
+def test_a_locked_or_damaged_history_never_fails_a_run(tmp_path, history_runs, tiny_pipeline, state_dir, monkeypatch, sdk):
+    """Two real deploys: one while another writer holds the history, one on a damaged history file. The history's first
+    run is a deploy's report folder indexed (the shared runs' r1-deploy), not a deploy of its own: what this test is
+    about starts at the second run."""
+    import shutil
+
     pipeline, _ = tiny_pipeline(frames=12)
-    history = tmp_path / "history.sqlite"
+    history = tmp_path / "runs.sqlite"  # a history of its own (history_runs' copy of the shared one is history.sqlite)
     monkeypatch.setenv("SDK_HISTORY", str(history))
     monkeypatch.setenv("SDK_HISTORY_TIMEOUT", "0.3")
-    assert _deploy(sdk, pipeline.path, tmp_path / "first").returncode == 0
+    shutil.copytree(history_runs.folder / "r1-deploy", tmp_path / "first")
+    assert "indexed 1 report folder(s)" in sdk("history", "index", str(tmp_path / "first")).stdout
     # Another writer holds the database: the deploy waits its timeout, says why in one line, and keeps its verdict.
     holder = sqlite3.connect(history, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
