@@ -18,8 +18,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.rewrite_cache import prewrite
-
 REPO = Path(__file__).resolve().parents[1]
 # The real assets the tests use, shipped in the repository with their provenance (PROVENANCE.md beside each): a clone has all it needs.
 ASSETS = REPO / "pipelines" / "assets"
@@ -202,6 +200,7 @@ def pytest_sessionstart(session) -> None:
     if removed:
         print(f"removed what a killed earlier run left: {'; '.join(removed)}")
     if session.config.getoption("numprocesses", None):  # before pytest-xdist's own sessionstart starts the workers
+        from tests.rewrite_cache import prewrite  # here: the device's selftest bundle ships this file, not that one
         asked = [Path(session.config.invocation_params.dir, arg.split("::")[0]) for arg in session.config.args]
         prewrite(session.config, [*(p for p in asked if REPO in p.resolve().parents), REPO / "sdk", REPO / "tools"], REPO)
 
