@@ -47,6 +47,18 @@ def sleeping_python(folder: Path, ms: float) -> Path:
     return wrapper
 
 
+def assert_only_the_planted_device(outliers: list[dict]) -> None:
+    """orin-03 is named slower, on p50 at least, and no other device is named on p50. The four simulated devices
+    share two cores, and one whose run meets a quieter moment has a shorter tail: a p99 of 17.4 ms against its mates'
+    18.4-98.3 ms (their intervals widened by the tolerance) was once named faster. That is this rig's load, not a
+    device that differs; the p50, which the 10 ms sleep keeps inside the tolerance, is held to the planted device."""
+    slower = {(o["target"], o["figure"]) for o in outliers if o["direction"] == "slower"}
+    assert ("orin-03", "end_to_end.p50_ms") in slower and {target for target, _ in slower} == {"orin-03"}, outliers
+    assert {o["target"] for o in outliers if o["figure"] == "end_to_end.p50_ms"} == {"orin-03"}, outliers
+    assert all(o["interval"][0] > o["class_spread"][1] for o in outliers if o["direction"] == "slower")
+    assert all(o["interval"][1] < o["class_spread"][0] and o["figure"] == "end_to_end.p99_ms" for o in outliers if o["direction"] == "faster")
+
+
 @pytest.mark.slow
 def test_the_fleet_report_names_the_planted_slow_device(ssh_target, tiny_pipeline, tmp_path, sdk, monkeypatch):
     monkeypatch.setenv("SDK_HISTORY", str(tmp_path / "history.sqlite"))
@@ -65,8 +77,7 @@ def test_the_fleet_report_names_the_planted_slow_device(ssh_target, tiny_pipelin
     ((name, spread),) = report["classes"].items()
     assert name.startswith("linux-generic/") and spread["devices"] == names
     assert spread["figures"]["end_to_end.p50_ms"]["most_device"] == "orin-03"
-    assert {o["target"] for o in report["outliers"]} == {"orin-03"}, report["outliers"]
-    assert all(o["direction"] == "slower" and o["interval"][0] > o["class_spread"][1] for o in report["outliers"])
+    assert_only_the_planted_device(report["outliers"])
     assert "orin-03" in deployed.stdout.split("outlier")[-1]
     # Each target's run was recorded by its own thread as it ended, with the fleet it belongs to.
     with closing(open_for_reading(tmp_path / "history.sqlite")) as connection:
@@ -76,7 +87,8 @@ def test_the_fleet_report_names_the_planted_slow_device(ssh_target, tiny_pipelin
     validated = sdk("validate", str(pipeline.path), "--target", "vehicles", "--report-dir", str(tmp_path / "validated"))
     assert validated.returncode == 0, validated.stdout[-2000:] + validated.stderr[-2000:]
     report = json.loads((tmp_path / "validated" / "fleet.json").read_text())
-    assert {o["target"] for o in report["outliers"]} == {"orin-03"} and report["exit_code"] == 0
+    assert_only_the_planted_device(report["outliers"])
+    assert report["exit_code"] == 0
     assert all((tmp_path / "validated" / n / "report.json").is_file() for n in names)
     history = json.loads(sdk("history", "--json", "--kind", "validate").stdout)
     assert sorted(r["target"] for r in history["runs"]) == names
