@@ -117,6 +117,7 @@ def main() -> int:
     folder = Path(tempfile.mkdtemp(prefix="bench-profile-"))
     os.environ.setdefault("SDK_STATE_DIR", str(folder / "state"))
     os.environ.setdefault("SDK_TARGETS_DIR", str(folder / "targets"))
+    os.environ.setdefault("SDK_HISTORY", str(folder / "history.sqlite"))  # not the history of the folder it is run from
     os.environ.setdefault("COLUMNS", "160")
     from tools.cli import run
 
