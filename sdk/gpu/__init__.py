@@ -9,7 +9,7 @@ driver.py    the adapter: CudaModule (context, module, stream, events), CudaPrep
              imports cuda-python lazily
 """
 
-import importlib
+from sdk.lazy import lazy_attributes
 
 # Loaded at first use, not with the package: every start that chooses `preprocess.device` imports sdk.gpu.session, and
 # a start on the CPU path needs no kernel plan.
@@ -22,10 +22,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'sdk.gpu' has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = ["ImageChoice", "KernelManifest", "PreprocessPlan", "choose_image", "launch_geometry"]

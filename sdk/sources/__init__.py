@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from sdk.lazy import lazy_attributes
 from sdk.sources.uri import SourceUri, parse_source_uri
 
 if TYPE_CHECKING:
@@ -22,12 +23,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 def open_reader(uri: str, base: Path | None = None) -> FrameReader:
