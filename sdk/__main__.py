@@ -96,4 +96,5 @@ def dispatch(argv: list[str]) -> int:
     return 2
 
 
-sys.exit(main(sys.argv[1:]))
+if __name__ == "__main__":  # `python -m sdk`, or runpy with run_name="__main__"; importing it runs nothing
+    sys.exit(main(sys.argv[1:]))

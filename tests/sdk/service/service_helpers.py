@@ -161,22 +161,20 @@ def service(root: Path, *args: str, check: bool = True) -> dict:
 
 
 def _in_process(argv: list[str]) -> subprocess.CompletedProcess:
-    """`python -m sdk ARGV` run by runpy in this process: the module's own error boundary and exit code."""
+    """`python -m sdk ARGV` in this process: the module's own error boundary (`sdk.__main__.main`) and exit code. It is
+    called, not run by runpy: where the SDK is installed, pytest's assertion rewriter is the loader of `sdk`'s modules,
+    and runpy needs a loader's `get_code`, which that one lacks."""
     import contextlib
     import io
-    import runpy
+
+    from sdk.__main__ import main
 
     out, err = io.StringIO(), io.StringIO()
-    saved = sys.argv
-    sys.argv = ["sdk", *argv]
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            runpy.run_module("sdk", run_name="__main__", alter_sys=False)
-        code = 0
+            code = main(argv)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
-    finally:
-        sys.argv = saved
     return subprocess.CompletedProcess(["sdk", *argv], code, out.getvalue(), err.getvalue())
 
 
