@@ -496,6 +496,15 @@ def device_processes(root: Path) -> list[int]:
     return found
 
 
+def process_line(pid: int) -> str:
+    """A process's state and command line, for a message."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        return f"{state} " + Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "(ended)"
+
+
 @pytest.mark.slow
 def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, tmp_path, prepared):
     """SIGKILL the host's deploy 12 times, aimed in turn at staging, the trial, after the commit and anywhere: after
@@ -546,7 +555,8 @@ def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, 
             settled = time.monotonic() + 120
             while device_processes(ssh_target.root) and time.monotonic() < settled:
                 time.sleep(0.05)  # the device sees its session end and rolls back what the host left unfinished
-            assert not device_processes(ssh_target.root), f"attempt {attempt}: the device's processes outlived the deploy's session"
+            left = {pid: process_line(pid) for pid in device_processes(ssh_target.root)}
+            assert not left, f"attempt {attempt} ({aim}, killed after {at_kill[-3:]}): the device's processes outlived the deploy's session: {left}"
             passed = passed_since(offset)
             where = landed_in(at_kill)
             landed.setdefault(where, []).append(at_kill[-1] if at_kill else "(nothing yet)")
