@@ -499,8 +499,11 @@ def device_processes(root: Path) -> list[int]:
 def process_line(pid: int) -> str:
     """A process's state and command line, for a message."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-        return f"{state} " + Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        state, parent = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[:2]
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        waiting = Path(f"/proc/{pid}/wchan").read_text()
+        parent_command = Path(f"/proc/{parent}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        return f"{state} in {waiting}: {command} (parent {parent}: {parent_command[:120]})"
     except OSError:
         return "(ended)"
 
