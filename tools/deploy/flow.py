@@ -34,6 +34,7 @@ from tools.int8.for_deploy import Int8Choice, Int8ForDeploy, trt_cache_file
 from tools.models.prepare import PrepareModel
 from tools.progress import Progress, SilentProgress
 from tools.release.bundle import Bundle, collect_bundle, runtime_files, with_engine, with_int8, with_wheels
+from tools.release.bytecode import bytecode_files
 from tools.release.kernels import build_kernels, kernel_files, parse_compute_capability, with_kernels
 from tools.release.signing import binding_for, signer_for
 from tools.release.stage import StageResult, manifest_for, stage_release
@@ -173,6 +174,7 @@ def bundle_for_device(session, base: Bundle, progress: Progress, int8: Int8Choic
 
 def bundle_for_facts(base: Bundle, facts: dict, progress: Progress, int8: Int8Choice | None = None, engine=None) -> Bundle:
     """The bundle for a device described by `facts` (a probe's, or what `sdk export` assumes of a target file)."""
+    base = replace(base, files={**base.files, **bytecode_files(base.files, facts.get("python_abi"), cache_dir())})  # its Python is the host's
     if int8 is not None and facts.get("tensorrt"):
         base = with_int8(base, int8.qdq_model, int8.ranges, trt_cache_file(int8.calibration, facts["tensorrt"], int8.dla), int8.precision_file)
     built = None
