@@ -78,7 +78,13 @@ def mlflow_server(tmp_path_factory):
                 os.environ[key] = value
 
 
-def test_each_run_is_logged_as_an_mlflow_run(mlflow_server, tiny_pipeline, state_dir, tmp_path, monkeypatch, sdk):
+def test_each_run_is_logged_as_an_mlflow_run_and_a_server_that_is_down_never_fails_one(
+    mlflow_server, tiny_pipeline, state_dir, tmp_path, monkeypatch, sdk
+):
+    """A deploy (`--mlflow URI`) and a validation (SDK_MLFLOW_URI) logged as MLflow runs with the report's figures and
+    files, and a third run, a validation told to log to a port nothing listens on, passing all the same with one
+    warning and recorded in the history. The down server's run validates the release the first deploy installed: a
+    deploy of its own only repeated that install (every run reaches MLflow through the same end-of-run hook)."""
     from mlflow.tracking import MlflowClient
 
     monkeypatch.setenv("SDK_HISTORY", str(tmp_path / "history.sqlite"))
@@ -109,17 +115,18 @@ def test_each_run_is_logged_as_an_mlflow_run(mlflow_server, tiny_pipeline, state
         logged = {r[0] for r in connection.execute("SELECT mlflow_run_id FROM runs")}
     assert logged == {runs["deploy"].info.run_id, runs["validate"].info.run_id}
 
-
-def test_a_server_that_is_down_never_fails_a_run(tiny_pipeline, state_dir, tmp_path, monkeypatch, sdk):
-    monkeypatch.setenv("SDK_HISTORY", str(tmp_path / "history.sqlite"))
-    pipeline, _ = tiny_pipeline(frames=12)
-    down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    # A server that is down: the flag's URI (over the environment's), nothing listening there.
+    down = f"http://127.0.0.1:{free_port()}"
     started = time.monotonic()
-    done = sdk("deploy", "--target", "local", str(pipeline.path), "--report-dir", str(tmp_path / "d"), "--mlflow", down)
-    assert done.returncode == 0 and json.loads((tmp_path / "d" / "report.json").read_text())["verdict"] == "PASS"
+    done = sdk("validate", str(pipeline.path), "--target", "local", "--report-dir", str(tmp_path / "down"), "--mlflow", down)
+    assert done.returncode == 0 and json.loads((tmp_path / "down" / "report.json").read_text())["verdict"] == "PASS"
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
     assert warnings == [f"warning: this run was not logged to MLflow at {down}: the server does not answer (Connection refused)"]
-    # The run's own time: 32 s at load 13; a client retrying a refused connection with MLflow's default retries would
-    # take minutes more.
+    # The run's own time: 32 s at load 13 (a deploy); a client retrying a refused connection with MLflow's default
+    # retries would take minutes more.
     assert time.monotonic() - started < 180
-    assert json.loads(sdk("history", "--json").stdout)["matching"] == 1  # recorded in the history all the same
+    assert json.loads(sdk("history", "--json").stdout)["matching"] == 3  # recorded in the history all the same
+    with closing(open_for_reading(tmp_path / "history.sqlite")) as connection:
+        unlogged = [r[0] for r in connection.execute("SELECT mlflow_run_id FROM runs WHERE report_dir = ?", (str(tmp_path / "down"),))]
+    assert unlogged == [None]
+    assert len(client.search_runs([experiment.experiment_id])) == 2  # and nothing reached the running server
