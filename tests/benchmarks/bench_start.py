@@ -1,8 +1,9 @@
 """The fixed cost of a device process start: CPU-s of one `python -B -m sdk ROLE ...`, median of N starts.
 
-Every service start and restart, every deploy step on a device starts such a process, and each one compiles the
-release's `sdk` from source (`-B`, decision 1172), imports what its role needs and loads the pipeline where the role
-reads it. Measured against a local target's store after a deploy:
+Every service start and restart, every deploy step on a device starts such a process, and each one reads the
+release's `sdk` bytecode where the release carries it, else compiles it from source (`-B`, decisions 1172, 1240),
+imports what its role needs and loads the pipeline where the role reads it. Measured against a local target's store
+after a deploy:
 
     SDK_STATE_DIR=/tmp/s python -m tools.cli deploy --target local pipelines/pedestrian.yaml --frames 10
     python tests/benchmarks/bench_start.py --root /tmp/s/targets/local --starts 10
