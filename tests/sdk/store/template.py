@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -15,6 +16,7 @@ def build_store(base: Path, releases: list[tuple[str, str, str, bool]], rate: st
     from tools.connect.sessions import LocalSession
     from tools.models.prepare import PrepareModel
     from tools.release.bundle import collect_bundle
+    from tools.release.bytecode import bytecode_files, host_abi
     from tools.release.stage import manifest_for, stage_release
     from tools.targets import LocalTarget
 
@@ -28,6 +30,7 @@ def build_store(base: Path, releases: list[tuple[str, str, str, bool]], rate: st
         pipeline = load_pipeline(folder / "tiny.yaml")
         prepare = PrepareModel(pipeline, base / "cache")
         bundle = collect_bundle(pipeline, prepare(), prepare.key)
+        bundle = replace(bundle, files={**bundle.files, **bytecode_files(bundle.files, host_abi(), base / "cache")})  # as a deploy ships it
         session.lock("template")
         try:
             staged = stage_release(session, bundle, manifest_for(bundle))
