@@ -1,7 +1,14 @@
 """Recovery that cannot be skipped, on a damaged disk: whatever state a crash, a full or read-only disk, a damaged
 pointer or an edited file leaves, what starts is the committed release, verified; or one clear error line and
-nothing runs. Each case on the local target and over real OpenSSH (tests/tools/conftest.py), and as the systemd
-unit's start command (`serve --root`) where the unit is concerned.
+nothing runs. Each case on the local target, and as the systemd unit's start command (`serve --root`) where the unit
+is concerned.
+
+Over real OpenSSH (tests/tools/conftest.py), the cases where SSH brings lines of its own: a full or read-only store
+(the device's agent copy runs from it), the selftest, the human rollback, an answer with notes (the fallback to the
+previous release, and `sdk status` of it), the one `error:` line of a refused start (a damaged release, a deploy's
+lease). Elsewhere a start over SSH runs the very command a local start runs (`python -m sdk service start` of the
+agent's copy of `sdk`) and brings its answer back the way those cases do: the fault is handled on the device, the
+same code either way, so those cases run locally only (decision 1231).
 
 A template store (built once per run) holds A and B committed (B current) and C staged: a power cut during C's
 trial is a trial record from an earlier boot with `current` naming C.
@@ -55,9 +62,13 @@ def _build(base: Path) -> None:
     build_store(base, releases, rate="10")
 
 
-@pytest.fixture(params=["local", "ssh"])
+BOTH = ["local", "ssh"]
+
+
+@pytest.fixture()
 def target(request, tmp_path, monkeypatch):
-    """(target name, its store root) of a fresh empty target: `local`, or `sim` over real OpenSSH."""
+    """(target name, its store root) of a fresh empty target: `local`, or `sim` over real OpenSSH; a test names which
+    (parametrize "target" indirectly, BOTH for each)."""
     if request.param == "local":
         state = tmp_path / "state"
         monkeypatch.setenv("SDK_STATE_DIR", str(state))
@@ -105,6 +116,7 @@ def no_traceback(done) -> None:
 
 
 # -- HIGH: nothing unchecked runs after a power cut during a trial ---------------------------------------------------
+@pytest.mark.parametrize("target", BOTH, indirect=True)
 def test_selftest_after_a_power_cut_during_a_trial_checks_the_committed_release(template, target, sdk, monkeypatch):
     name, root = target
     store, ids = copy_template(template, root)
@@ -191,6 +203,7 @@ def fill(folder: Path) -> None:
 
 
 @pytest.mark.parametrize("kind", ["full", "read-only"])
+@pytest.mark.parametrize("target", BOTH, indirect=True)
 def test_a_full_or_read_only_store_after_a_power_cut_still_starts_the_committed_release(template, target, sdk, mounts, tmp_path, kind):
     name, root = target
     store, ids = damaged_store(kind, template, root, mounts, tmp_path / "service-rw", lambda: sdk("status", "--target", name, "--json"))
@@ -216,14 +229,14 @@ def test_the_units_start_command_on_a_full_or_read_only_store_starts_the_committ
     command = [sys.executable, "-B", "-m", "sdk", "serve", "--root", str(root), "--pipeline", "tiny", "--status-dir", str(root / "service")]
     env = {**os.environ, "PYTHONPATH": str(REPO)}  # as the unit's Environment=PYTHONPATH (the store code)
     try:
-        done = subprocess.run([*command, "--frames", "20"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run([*command, "--frames", "5"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
     finally:
         reap(str(root))
     no_traceback(done)
     assert done.returncode == 0, done.stderr
     assert "note: recovery waits" in done.stderr
     status = json.loads((root / "service" / "status.json").read_text())
-    assert status["release"] == ids["B"] and status["frames"] == 20
+    assert status["release"] == ids["B"] and status["frames"] == 5
 
 
 def test_once_the_disk_has_room_again_the_next_start_repairs_the_store(template, mounts, tmp_path, sdk, monkeypatch):
@@ -249,6 +262,7 @@ def current_made_a_directory(store: ReleaseStore) -> None:
     (store.root / "current" / "left-here").write_text("whatever was copied in its place")
 
 
+@pytest.mark.parametrize("target", BOTH, indirect=True)
 def test_a_directory_in_place_of_current_is_set_aside_by_rollback(template, target, sdk):
     name, root = target
     store, ids = copy_template(template, root)
@@ -262,6 +276,7 @@ def test_a_directory_in_place_of_current_is_set_aside_by_rollback(template, targ
     assert lines[0] == f"{name}: went back one release: {ids['A']} is committed and current" and len(lines) <= 10, done.stdout
 
 
+@pytest.mark.parametrize("target", ["local"], indirect=True)  # over SSH: see the module's docstring
 def test_a_directory_in_place_of_current_does_not_stop_start(template, target, sdk):
     name, root = target
     store, ids = copy_template(template, root)
@@ -292,6 +307,7 @@ def test_a_directory_in_place_of_current_does_not_stop_a_deploy(template, tmp_pa
     assert new not in (ids["A"], ids["B"]) and store.current() == new and store.status()["damaged"] == []
 
 
+@pytest.mark.parametrize("target", ["local"], indirect=True)  # over SSH: see the module's docstring
 def test_a_damaged_state_file_is_reported_rebuilt_from_the_links_and_the_committed_release_starts(template, target, sdk):
     name, root = target
     store, ids = copy_template(template, root)
@@ -335,7 +351,7 @@ def edit_committed(store: ReleaseStore, how: str) -> str:
     return "is not part of the release"
 
 
-@pytest.mark.parametrize("how", ["changed", "planted"])
+@pytest.mark.parametrize(("target", "how"), [("local", "changed"), ("local", "planted"), ("ssh", "changed")], indirect=["target"])
 def test_an_edited_committed_release_does_not_start_the_previous_one_does(template, target, sdk, how):
     name, root = target
     store, ids = copy_template(template, root)
@@ -357,7 +373,9 @@ def test_an_edited_committed_release_does_not_start_the_previous_one_does(templa
         reap(str(root))
 
 
-@pytest.mark.parametrize("how", ["changed", "same-length", "planted-file"])
+@pytest.mark.parametrize(
+    ("target", "how"), [("local", "changed"), ("local", "same-length"), ("local", "planted-file"), ("ssh", "changed")], indirect=["target"]
+)
 def test_with_if_damaged_refuse_an_edited_committed_release_starts_nothing(template, target, sdk, how):
     name, root = target
     store, ids = copy_template(template, root)
@@ -387,6 +405,7 @@ def test_the_runtime_refuses_a_release_that_never_passed_its_health_check(templa
 
 
 # -- The service follows the store -------------------------------------------------------------------------------------
+@pytest.mark.parametrize("target", ["local"], indirect=True)  # over SSH: see the module's docstring
 def test_after_rollback_the_running_service_runs_the_committed_release_within_10_s_and_after_a_crash(template, target, sdk):
     name, root = target
     store, ids = copy_template(template, root)
@@ -414,8 +433,9 @@ def supervisor_of(root: Path) -> int:
     return pid
 
 
-@pytest.mark.parametrize("stop_with", [signal.SIGTERM, signal.SIGQUIT])
-def test_sighup_reloads_sigusr1_and_sigusr2_are_ignored_and_every_end_is_recorded(template, state_dir, sdk, stop_with):
+def test_sighup_reloads_sigusr1_and_sigusr2_are_ignored_and_every_end_is_recorded(template, state_dir, sdk):
+    """SIGTERM here; SIGQUIT ends the second supervisor of the next test (each end is recorded by its signal's name)."""
+    stop_with = signal.SIGTERM
     root = state_dir / "targets" / "local"
     store, ids = copy_template(template, root)
     try:
@@ -439,7 +459,7 @@ def test_sighup_reloads_sigusr1_and_sigusr2_are_ignored_and_every_end_is_recorde
     assert f"supervisor ends: stopped (stopped by {name})" in (root / "service" / "service.log").read_text()
 
 
-def test_a_supervisor_that_died_without_a_word_is_said_by_the_next_one(template, state_dir, sdk):
+def test_a_supervisor_that_died_without_a_word_is_said_by_the_next_one_and_sigquit_ends_that_one(template, state_dir, sdk):
     root = state_dir / "targets" / "local"
     copy_template(template, root)
     try:
@@ -448,10 +468,17 @@ def test_a_supervisor_that_died_without_a_word_is_said_by_the_next_one(template,
         os.kill(old, signal.SIGKILL)
         wait_for(lambda: not processes(str(root), "serve"), 20, "the runtime to end with its supervisor")
         assert sdk("start", "--json", "--target", "local").returncode == 0
+        os.kill(supervisor_of(root), signal.SIGQUIT)  # the other end a unit or a person gives (SIGTERM: the test above)
+        wait_for(lambda: not processes(str(root)), 20, "the service to stop")
     finally:
-        sdk("stop", "--json", "--target", "local")
+        if processes(str(root)):
+            sdk("stop", "--json", "--target", "local")
         reap(str(root))
-    assert f"the previous supervisor (pid {old}) ended without a word" in (root / "service" / "service.log").read_text()
+    log = (root / "service" / "service.log").read_text()
+    assert f"the previous supervisor (pid {old}) ended without a word" in log
+    state = json.loads((root / "service" / "supervisor.json").read_text())
+    assert state["state"] == "stopped" and state["last_reason"] == "stopped by SIGQUIT"
+    assert "supervisor ends: stopped (stopped by SIGQUIT)" in log
 
 
 # -- Liveness: a stuck lock holder, a start during a deploy -------------------------------------------------------------
@@ -506,6 +533,7 @@ def test_a_stuck_mutex_holder_delays_neither_the_health_deadline_nor_start(templ
     assert store.committed() == ids["B"]
 
 
+@pytest.mark.parametrize("target", BOTH, indirect=True)
 def test_start_during_a_deploy_is_refused_naming_the_deploy(template, target, sdk):
     name, root = target
     copy_template(template, root)
