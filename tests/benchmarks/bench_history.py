@@ -13,9 +13,10 @@
     python tests/benchmarks/bench_history.py [--runs 21] [--runs-from DIR] [--pipeline example|tiny] [--smoke]
 
 `--runs-from DIR` reuses report folders already made (DIR/*/report.json of one release) instead of validating
-`--runs` times; `--smoke` (CI) runs everything small on the tests' tiny pipeline (the first validation deploys the
-release itself, and `sdk history` and `sdk compare` run in this process: the same parser, handler and output without
-a Python start-up each); its numbers mean nothing.
+`--runs` times; `--smoke` (CI) runs everything small on the tests' tiny pipeline (one validation, which deploys the
+release itself, and a copy of it with its sink 5 % slower as the second run; one synthetic pair; `sdk history` and
+`sdk compare` in this process: the same parser, handler and output without a Python start-up each); its numbers mean
+nothing.
 """
 
 from __future__ import annotations
@@ -189,8 +190,10 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="everything small, on the tiny pipeline (CI); its numbers mean nothing")
     args = parser.parse_args()
     if args.smoke:
-        # Two runs: one pair to compare (and a spread of one degree of freedom), each a validate of its own.
-        args.runs, args.pipeline, args.history_runs, args.synthetic_pairs, args.runs_from = 2, "tiny", 200, 4, None
+        # One validation; the pair to compare (and a spread of one degree of freedom) is it and a copy of it with its
+        # sink 5 % slower (as the planted slowdowns are made): a second validation would run the same code again.
+        # One synthetic pair (its compares are tests/tools/history/test_stats.py's): the loop's code path once.
+        args.runs, args.pipeline, args.history_runs, args.synthetic_pairs, args.runs_from = 1, "tiny", 200, 1, None
     work = Path(tempfile.mkdtemp(prefix="bench-history-"))
     os.environ.setdefault("SDK_STATE_DIR", str(work / "state"))
     os.environ["SDK_HISTORY"] = str(work / "history.sqlite")
@@ -200,6 +203,8 @@ def main() -> None:
     else:
         pipeline = REPO / "pipelines" / "pedestrian.yaml" if args.pipeline == "example" else tiny_pipeline(work / "tiny")
         folders = make_runs(args.runs, pipeline, 100 if args.smoke else None, args.keep_runs or work / "runs", deploy_first=args.smoke)
+        if args.smoke:
+            folders.append(planted(folders[0], "sink", folders[0].parent / "run01", factor=0.05))
     frames = json.loads((folders[0] / "report.json").read_text())["measured_frames"]
     print(f"{len(folders)} runs of one release, {frames} measured frames each ({folders[0].parent})")
 
