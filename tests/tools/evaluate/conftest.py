@@ -19,9 +19,11 @@ IMAGES = 3
 @pytest.fixture(scope="session")
 def labelled_example(tmp_path_factory) -> SimpleNamespace:
     """folder (pipeline.yaml, yolox_nano.onnx, images/, instances.json), the labels' data, the loaded pipeline and its
-    prepared model (paths stay in the pipeline's folder, so the model is copied)."""
+    prepared model (paths stay in the pipeline's folder, so the model is copied). The model is prepared into the
+    session's host cache (keyed by its content): a deploy of this pipeline in the session finds it there."""
     from sdk.spec import load_pipeline
     from tools.models.prepare import PrepareModel
+    from tools.state import cache_dir
 
     folder = tmp_path_factory.mktemp("labelled")
     (folder / "images").mkdir()
@@ -39,4 +41,4 @@ def labelled_example(tmp_path_factory) -> SimpleNamespace:
     spec["evaluation"]["labels"] = "instances.json"
     (folder / "pipeline.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     pipeline = load_pipeline(folder / "pipeline.yaml")
-    return SimpleNamespace(folder=folder, data=data, pipeline=pipeline, artifacts=PrepareModel(pipeline, folder / "cache")())
+    return SimpleNamespace(folder=folder, data=data, pipeline=pipeline, artifacts=PrepareModel(pipeline, cache_dir())())

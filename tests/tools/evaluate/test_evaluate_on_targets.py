@@ -23,7 +23,8 @@ DRAWS = 50  # bootstrap draws: identical detections give identical intervals at 
 def fleet(labelled_example, sim_server, tmp_path_factory):
     """Targets sim-a and sim-b (two remote roots on one sshd) with the labelled example current on both (deployed to
     sim-a, whose store sim-b is a copy of: a twin imaged from it); sim-c with nothing deployed; groups `pair` (sim-a,
-    sim-b), `broken` (sim-a, sim-c) and `empty` (no target)."""
+    sim-b), `broken` (sim-a, sim-c) and `empty` (no target). The deploy keeps the session's host state: it finds the
+    labelled example's prepared model in its cache (the same model, keyed by its content) instead of preparing it again."""
     from tools.deploy.flow import Deploy
 
     folder = tmp_path_factory.mktemp("evaluate-targets")
@@ -39,7 +40,6 @@ def fleet(labelled_example, sim_server, tmp_path_factory):
     (targets / "groups.yaml").write_text("pair: [sim-a, sim-b]\nbroken: [sim-a, sim-c]\nempty: []\n")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SDK_TARGETS_DIR", str(targets))
-        patch.setenv("SDK_STATE_DIR", str(folder / "state"))
         Deploy(path, "sim-a", frames=2, report_dir=folder / "deploy")()
         shutil.rmtree(folder / "sim-b")
         shutil.copytree(folder / "sim-a", folder / "sim-b", symlinks=True)

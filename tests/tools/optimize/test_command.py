@@ -66,7 +66,7 @@ def optimized(tmp_path_factory) -> tuple[Path, dict]:
 
 
 @pytest.mark.xdist_group("optimize-example")  # one worker makes the shared run
-def test_optimize_writes_the_front_an_optimized_model_and_a_pipeline_that_uses_it(optimized, tmp_path, monkeypatch):
+def test_optimize_writes_the_front_an_optimized_model_and_a_pipeline_that_uses_it(optimized, prepared_example, tmp_path, monkeypatch):
     example, report = optimized
     assert (example.parent.parent / "report-0" / "report.html").read_text().count("<svg") == 1
     methods = {c["method"] for c in report["candidates"]}
@@ -99,7 +99,7 @@ def test_optimize_writes_the_front_an_optimized_model_and_a_pipeline_that_uses_i
 
     bundle = collect_bundle(optimized_pipeline, artifacts, "key")
     assert bundle.fingerprint["optimize"]["candidate"] == chosen["name"] and bundle.fingerprint["optimize"]["channels"] == chosen["channels"]
-    assert "optimize" not in collect_bundle(load_pipeline(example), PrepareModel(load_pipeline(example), tmp_path / "cache")(), "key").fingerprint
+    assert "optimize" not in collect_bundle(load_pipeline(example), prepared_example, "key").fingerprint  # the same model, prepared once
     # An accuracy budget is kept (the example has one) or written at the gate's thresholds: every later run of the
     # optimized pipeline is judged against the original's detections. (On a copy: the shared run's folder stays as it was.)
     assert optimized_pipeline.spec.budgets.accuracy == load_pipeline(example).spec.budgets.accuracy
@@ -141,8 +141,10 @@ def test_the_optimized_model_is_the_same_bits_twice_and_deploys_judged_against_t
     """A second run on the same inputs writes the bit-identical model (every method, FSKD and 2:4 included); the
     pipeline written beside it deploys, its accuracy judged against the original model's FP32 detections."""
     example, first = optimized
-    monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
+    # The session's host state, as the first run had it: a user's second run finds the prepared model in the cache
+    # (keyed by the model's content), so both runs start from the same prepared model and only the optimization repeats.
     second = optimize_in_a_child(example, tmp_path / "report-1", tmp_path / "history.sqlite")
+    monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))  # the deploy's own host state: its release is found below
     outputs = second["outputs"]
     assert second["chosen"] == first["chosen"] and Path(outputs["model"]).read_bytes() == Path(first["outputs"]["model"]).read_bytes()
     assert len(list(example.with_name("assets").glob("*.optimized-*.onnx"))) == 1  # the same content, the same name: one file
@@ -227,8 +229,9 @@ def test_piped_optimize_says_where_it_is_and_an_interrupted_run_leaves_no_report
     import time
 
     shutil.copytree(REPO / "pipelines", tmp_path / "pipelines")
-    env = {**os.environ, "PYTHONPATH": str(REPO), "SDK_STATE_DIR": str(tmp_path / "state"), "SDK_HISTORY": str(tmp_path / "h.sqlite"),
-           "SDK_PROGRESS_EVERY_S": "0.5"}  # fmt: skip
+    # The session's host state (its prepared-model cache: a prepared example is found there when this worker made one);
+    # the interrupted run's subject is its report folder, under the working folder.
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SDK_HISTORY": str(tmp_path / "h.sqlite"), "SDK_PROGRESS_EVERY_S": "0.5"}
     argv = [sys.executable, "-c", "from tools.cli import main; main()", "optimize", "pipelines/pedestrian.yaml", "--platform",
             "jetson-orin-nano-8gb", "--calibration-frames", "8", "--holdout-frames", "6", "--rounds", "2", "--savings", "10%"]  # fmt: skip
     # SIGINT restored in the child: a suite started as a shell's background job ignores it, and a child inherits that.
