@@ -112,7 +112,8 @@ def deployed_twice(tmp_path_factory, prepared_example) -> SimpleNamespace:
     deploys; made once for the tests that read it (one xdist worker: their group). The first deploy is `sdk deploy` on
     the command line (in this process: its exit code and words are kept, `cli`), 20 frames with the report folder r1;
     the second, 3 frames into r2. Kept: what each sent (their DeployResults), each deploy's reports, the store's
-    objects before and after the second."""
+    objects before and after the second. test_deploy_local_writes_the_report_contract checks the first deploy's reports
+    and words: what this deploy is, that test checks."""
     folder = tmp_path_factory.mktemp("deployed-twice")
     pipeline = relaxed_example(folder / "p")
     results: list = []
