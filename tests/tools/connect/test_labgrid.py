@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from sdk.errors import SdkError
-from tests.tools.deploy.test_deploy_ssh import pipeline_copy
+from tests.tools.deploy.test_deploy_ssh import tiny_copy
 from tests.tools.deploy.test_trial_faults import UNPLUGGED, pipeline, processes_under, wait_until
 from tools.connect.sessions import open_session
 from tools.deploy.flow import Deploy
@@ -250,7 +250,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.Popen:
     return subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
-def test_deploy_and_validation_through_a_labgrid_place_then_released(bench, ssh_target, tmp_path, monkeypatch):
+def test_deploy_and_validation_through_a_labgrid_place_then_released(bench, ssh_target, prepared_example, tmp_path, monkeypatch):
     """A deploy through the place, then the acceptance suite as a lab runs it: the place acquired by the user
     (`labgrid-client acquire`), then `pytest --lg-env ENV.yaml`. The SDK's plugin takes the place from the
     environment's RemotePlace, uses it, and leaves it acquired. The suite's pipeline is the deployed one: its own
@@ -259,6 +259,9 @@ def test_deploy_and_validation_through_a_labgrid_place_then_released(bench, ssh_
     from tests.tools.validation.test_validate import relaxed_example
 
     pipeline = relaxed_example(tmp_path / "p")
+    # The example's model, prepared once per session (tests/conftest.py), in this test's host cache (the same key): the
+    # subject is the place, not preparing (tests/tools/models/ is).
+    shutil.copytree(prepared_example.folder, ssh_target.state / "cache" / "prepared" / prepared_example.folder.name)
     result = Deploy(pipeline, PLACE, frames=2, report_dir=tmp_path / "r")()
     assert result.report["verdict"] in ("PASS", "FAIL", "INCONCLUSIVE")  # the validation ran on the device
     assert (ssh_target.root / "current").exists()  # deployed into the simulated target behind the place
@@ -293,9 +296,11 @@ def test_deploy_and_validation_through_a_labgrid_place_then_released(bench, ssh_
 
 
 def test_the_place_is_released_after_a_failed_deploy(bench, ssh_target, tmp_path):
-    broken = pipeline_copy(tmp_path, replace=("file://assets/vtest.avi", "file://assets/broken.avi"))
-    (broken.parent / "assets" / "broken.avi").write_bytes(os.urandom(4096))
-    with pytest.raises(SdkError, match="health check"):
+    # Valid on the host, broken on the device (its camera does not exist there): the deploy fails in the device's health
+    # check, with the place acquired. The tiny pipeline: the subject is the place, not the detector (nothing of 20 MB
+    # to send, no model of its to prepare).
+    broken = tiny_copy(tmp_path, uri="v4l2:///dev/video-missing")
+    with pytest.raises(SdkError, match="failed its health check on bench-3: cannot open V4L2 device"):
         Deploy(broken, PLACE, frames=2, report_dir=tmp_path / "r")()
     assert acquired_by(bench) == "None"
 

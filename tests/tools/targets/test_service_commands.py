@@ -15,7 +15,8 @@ from tools.deploy.flow import Deploy
 SERVICE = "\nservice: {watchdog_s: 2.0, status_interval_s: 0.2, stop_timeout_s: 5}\n"
 
 
-def run_service_cycle(sdk, target: str) -> None:
+def run_service_cycle(sdk, target: str, while_running=None) -> None:
+    """start, status, start again, (`while_running()`, the service running), stop, logs, stop again."""
     started = sdk("start", "--json", "--target", target)
     assert started.returncode == 0, started.stderr
     state = json.loads(started.stdout)
@@ -27,6 +28,8 @@ def run_service_cycle(sdk, target: str) -> None:
     assert any(line.startswith("  service: running (supervisor pid ") for line in readable) and not readable[0].startswith("{"), readable
     twice = sdk("start", "--target", target).stdout.splitlines()  # as a person runs it: one line
     assert len(twice) == 1 and twice[0].startswith(f"{target}: already running: running (supervisor pid "), twice
+    if while_running is not None:
+        while_running()
     stopped = sdk("stop", "--target", target)  # as a person runs it: a few lines, not the store's JSON
     assert stopped.returncode == 0, stopped.stderr
     assert stopped.stdout.splitlines()[0] == f"{target}: service stopped" and len(stopped.stdout.splitlines()) <= 10, stopped.stdout
@@ -52,9 +55,9 @@ def long_running(tiny_pipeline) -> Path:
 def test_service_commands_on_the_local_target_then_a_deploy_pauses_the_service_and_restarts_it_on_the_new_release(
     tiny_pipeline, tmp_path, state_dir, sdk
 ):
-    """The commands' cycle on a deployed local target; then, on the same target, a deploy of a new release pauses the
-    running service and restarts it on that release (one deploy of the first release serves both). The first deploy
-    goes through the CLI: on the local target (a laptop) it never asks for root."""
+    """The commands' cycle on a deployed local target; while its service runs, a deploy of a new release pauses it and
+    restarts it on that release (one deploy of the first release and one start of its service serve both). The first
+    deploy goes through the CLI: on the local target (a laptop) it never asks for root."""
     refused = sdk("start", "--json", "--target", "local")
     assert refused.returncode == 1 and "no release has passed its health check" in refused.stderr
     path = long_running(tiny_pipeline)
@@ -64,17 +67,18 @@ def test_service_commands_on_the_local_target_then_a_deploy_pauses_the_service_a
     first_id = json.loads(sdk("status", "--target", "local", "--json").stdout)["current"]
     unit = state_dir / "targets" / "local" / "units" / "perception-tiny.service"
     assert "WatchdogSec=2" in unit.read_text()  # the deploy rendered the unit of the release it committed
-    run_service_cycle(sdk, "local")
 
-    assert sdk("start", "--json", "--target", "local").returncode == 0
-    before = json.loads(sdk("status", "--target", "local", "--json").stdout)["service"]
-    path.write_text(path.read_text() + "# a new release\n")
-    second = Deploy(path, "local", frames=3, report_dir=tmp_path / "r2")()
-    assert second.staged.release_id != first_id
-    after = json.loads(sdk("status", "--target", "local", "--json").stdout)["service"]
-    assert after["running"] and after["supervisor_pid"] != before["supervisor_pid"]
-    assert after["supervisor"]["release"].endswith(second.staged.release_id)
-    assert sdk("stop", "--json", "--target", "local").returncode == 0
+    def a_deploy_restarts_the_service_on_its_release() -> None:
+        before = json.loads(sdk("status", "--target", "local", "--json").stdout)["service"]
+        assert before["running"] and before["supervisor"]["release"].endswith(first_id)
+        path.write_text(path.read_text() + "# a new release\n")
+        second = Deploy(path, "local", frames=3, report_dir=tmp_path / "r2")()
+        assert second.staged.release_id != first_id
+        after = json.loads(sdk("status", "--target", "local", "--json").stdout)["service"]
+        assert after["running"] and after["supervisor_pid"] != before["supervisor_pid"]
+        assert after["supervisor"]["release"].endswith(second.staged.release_id)
+
+    run_service_cycle(sdk, "local", while_running=a_deploy_restarts_the_service_on_its_release)
 
 
 @pytest.mark.slow

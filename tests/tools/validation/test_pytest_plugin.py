@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from importlib.metadata import entry_points
@@ -86,13 +87,16 @@ def test_acceptance_suite_on_the_local_target(tmp_path, state_dir, deployed_rela
 
 
 @pytest.mark.slow
-def test_acceptance_suite_over_real_ssh(tmp_path, ssh_target):
+def test_acceptance_suite_over_real_ssh(tmp_path, ssh_target, prepared_example):
     """The suite deploys its release to the simulated device over a real sshd and validates it there. A budget no run
     can meet fails its own test, by name, with the numbers; one the run is too short to back (a p99 on 15 frames)
     fails too, naming the frames it needs; every other budget and the team's tests pass, the unreadable power mode is
     skipped. (One run: a second over SSH for an all-passing verdict would repeat the deploy and the mapping from a
     report to the tests' outcomes, which the local target's run above shows passing.)"""
     pipeline = relaxed_example(tmp_path / "p")
+    # The example's model, prepared once per session (tests/conftest.py), in the host cache the suite's deploy reads (the
+    # same key): the subject is the suite over SSH, not preparing (tests/tools/models/ is).
+    shutil.copytree(prepared_example.folder, ssh_target.state / "cache" / "prepared" / prepared_example.folder.name)
     pipeline.write_text(pipeline.read_text().replace("end_to_end: {p50_ms: 60000", "end_to_end: {p50_ms: 0.001, p99_ms: 60000"))
     done, suite = acceptance_suite(pipeline, ssh_target.name, tmp_path, "--frames", "20")
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-2000:]
