@@ -275,6 +275,23 @@ def _uses_a_module_fixture(item) -> bool:
     return any(defs and defs[-1].scope == "module" for name in info.names_closure if (defs := info.name2fixturedefs.get(name)))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_host_peaks(tmp_path_factory):
+    """This machine's peaks measured once for the whole run, not once per state folder (SDK_HOST_PEAKS_CACHE,
+    tools/state.py): a deploy whose latency budget fails predicts its slowest layers on them, and measuring them costs
+    a few CPU-seconds. In the run's own temporary folder, shared by its xdist workers (written atomically)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared" / "host-peaks-cache"
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = os.environ.get("SDK_HOST_PEAKS_CACHE")
+    os.environ["SDK_HOST_PEAKS_CACHE"] = str(folder)
+    yield folder
+    if saved is None:
+        os.environ.pop("SDK_HOST_PEAKS_CACHE", None)
+    else:
+        os.environ["SDK_HOST_PEAKS_CACHE"] = saved
+
+
 def shared_folder(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:
     """A folder built once for the whole run, shared by its xdist workers: the first to ask builds it under a lock
     (in the run's own temporary folder, never in the checkout), the others wait and reuse it. `build(folder)` fills it."""

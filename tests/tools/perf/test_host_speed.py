@@ -101,11 +101,12 @@ def test_contention_stretches_long_layers_only(example_layers):
     assert stretched.total_ms > plain.total_ms and stretched.run_overhead_ms == plain.run_overhead_ms
 
 
-def test_the_profile_prediction_is_scaled_and_the_cached_one_is_not(example_layers):
+def test_the_profile_prediction_is_scaled_and_the_cached_one_is_not(example_layers, monkeypatch):
     from sdk.spec import load_pipeline
     from tools.perf.targets import host_prediction, host_profile_prediction
     from tools.state import cache_dir
 
+    monkeypatch.delenv("SDK_HOST_PEAKS_CACHE", raising=False)  # this state's own cache, holding the fixed peaks
     path, key = peaks_path(2, False, cache_dir())  # pipelines/pedestrian.yaml: 2 threads, spinning off
     store_peaks(FIXED, key, path)
     pipeline = load_pipeline(EXAMPLE)

@@ -4,6 +4,7 @@ the bound classification on synthetic layers of known intensity, fusion, DLA tra
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 
@@ -187,6 +188,26 @@ def test_host_peaks_are_measured_once_and_cached(tmp_path):
     store_peaks(FIXED, key, path)
     assert host_peaks(1, False, tmp_path) == FIXED  # read from the cache, not measured
     assert not list((tmp_path / "probe").glob(".probe*"))  # the probes' traces are removed
+
+
+def test_every_state_folder_of_a_machine_may_share_its_peaks(tmp_path, monkeypatch):
+    """SDK_HOST_PEAKS_CACHE: a prediction for this host reads the peaks cached there, whichever state folder it runs in."""
+    from sdk.spec import load_pipeline
+    from tests.conftest import EXAMPLE, tiny_yolo
+    from tools.perf.layers import load_layers
+    from tools.perf.targets import host_prediction
+    from tools.state import cache_dir, peaks_cache_dir
+
+    monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("SDK_HOST_PEAKS_CACHE", raising=False)
+    assert peaks_cache_dir() == cache_dir()
+    monkeypatch.setenv("SDK_HOST_PEAKS_CACHE", str(tmp_path / "machine"))
+    spec = load_pipeline(EXAMPLE).spec.model
+    path, key = peaks_path(spec.threads, spec.spinning, tmp_path / "machine")
+    store_peaks(FIXED, key, path)
+    model = load_layers(tiny_yolo(tmp_path / "tiny.onnx"))
+    assert host_prediction(model, SimpleNamespace(spec=SimpleNamespace(model=spec)))[1] == FIXED
+    assert not (tmp_path / "state").exists()  # nothing measured or written in the state folder
 
 
 def test_the_platform_page_shows_every_module_and_source():
