@@ -145,7 +145,8 @@ def dark_recording(folder: Path, gain: float = 0.15) -> str:
             ok, image = capture.retrieve()
             assert ok, f"{VTEST}: frame {index} decoded but not retrieved"
             dark = (image.astype(np.float32) * gain).astype(np.uint8)
-            cv2.imwrite(str(folder / f"{index:04d}.png"), dark, [cv2.IMWRITE_PNG_COMPRESSION, 1])  # lossless at any level; 1: a third faster than the default
+            # PNG is lossless at every level; 1 writes the 80 frames in about two thirds of the default's (3) CPU time.
+            cv2.imwrite(str(folder / f"{index:04d}.png"), dark, [cv2.IMWRITE_PNG_COMPRESSION, 1])
         index += 1
     return f"images://assets/{folder.name}"
 
