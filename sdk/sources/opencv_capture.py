@@ -36,6 +36,7 @@ class OpenCvCapture(FrameReader):
         self._buffer: np.ndarray | None = None
         self._log = None  # file sources: FFmpeg's messages (sdk/sources/decoder_log.py) tell a damaged frame
         self._logged = 0
+        self._skipped = False  # frames skipped since the decoder log's last checkpoint: their lines are not the next read's
         self._gaps = None  # file sources: frames the recording promised that never arrived (sdk/sources/frame_gaps.py)
         self._pos_msec = 0
         self._position = 0
@@ -94,6 +95,7 @@ class OpenCvCapture(FrameReader):
             self._log = DecoderLog.acquire()
             self._logged = self._log.checkpoint() if self._log is not None else 0
         self._position = 0
+        self._skipped = False
         capture = cv2.VideoCapture(target, api)
         if not capture.isOpened():
             capture.release()
@@ -135,6 +137,9 @@ class OpenCvCapture(FrameReader):
     def read(self) -> np.ndarray | None:
         if self._capture is None:
             raise SourceError("read() before open()")
+        if self._skipped:  # what the decoder logged while it made the skipped frames is theirs, not this frame's
+            self._logged = self._log.checkpoint()
+            self._skipped = False
         # Decoding into the same buffer each time: the steady state allocates no image.
         ok, image = self._capture.read(self._buffer)
         index = self._position
@@ -172,8 +177,10 @@ class OpenCvCapture(FrameReader):
         self._position += 1
         if self._gaps is not None:
             self._arrived(grabbed)
-        if self._log is not None:
-            self._logged = self._log.checkpoint()  # a skipped frame's damage is not the next frame's
+        # A skipped frame's damage is not the next frame's: the next read() takes the log's count before it decodes,
+        # once for a run of skips (a checkpoint a frame, a round trip through the log's pump thread, cost a third
+        # of skipping through a recording).
+        self._skipped = self._log is not None
         return grabbed
 
     def close(self) -> None:

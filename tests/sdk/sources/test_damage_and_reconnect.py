@@ -39,6 +39,31 @@ def test_frames_ffmpeg_reports_damaged_are_counted_corrupt_with_its_message(vide
     assert " @ 0x" in stream.counters.corrupt_last and stream.counters.corrupt_last.startswith("frame ")  # FFmpeg's own line
 
 
+def test_a_damaged_frame_skipped_over_is_not_the_next_frames_damage(video_path, tmp_path):
+    """The decoder's lines while it makes skipped frames (a calibration skips most of a recording) are theirs: the
+    frame read after them is judged on its own lines (the reader takes the log's count before it decodes)."""
+    from sdk.sources.base import CorruptFrame
+
+    data = bytearray(video_path.read_bytes())
+    start = len(data) // 3
+    data[start : start + 200] = bytes(random.Random(1).randrange(256) for _ in range(200))
+    (tmp_path / "damaged.avi").write_bytes(bytes(data))
+    with open_reader("file://damaged.avi", tmp_path) as reader:  # frame by frame to a damaged frame followed by a clean one
+        index, damaged = 0, False
+        while True:
+            try:
+                assert reader.read() is not None, "no damaged frame followed by a clean one"
+            except CorruptFrame:
+                damaged = True
+            else:
+                if damaged:
+                    break
+            index += 1
+    with open_reader("file://damaged.avi", tmp_path) as reader:  # skip to that clean frame, over the damaged one
+        assert all(reader.skip() for _ in range(index))
+        assert reader.read() is not None  # clean, as read frame by frame: the skipped frame's lines are not its own
+
+
 def test_a_truncated_jpeg_is_corrupt_not_a_grey_filled_frame(tmp_path):
     image = cv2.resize(np.random.default_rng(0).integers(0, 255, (60, 80, 3), dtype=np.uint8), (640, 480))
     encoded = cv2.imencode(".jpg", image)[1].tobytes()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import onnx
@@ -48,6 +49,40 @@ def shared_calibration(tmp_path_factory, method: str):
     pipeline = load_pipeline(folder / "p" / "p.yaml")
     model = PrepareModel(pipeline, folder / "cache")()  # cached: the content key finds the shared preparation
     return pipeline, model, Calibrate(pipeline, model, folder / "cache")()  # cached likewise
+
+
+@pytest.fixture(scope="module")
+def stem_in_float(tmp_path_factory):
+    """The shared minmax calibration's Q/DQ model with the stem (the first Conv) kept in float as well as the output
+    tail, written twice at once by `write_qdq` into a folder of this module's, with where ONNX Runtime's quantizer wrote
+    its shape-inferred copies: (written paths, the copies' folders, the model's cached folder before and after).
+    Read by the concurrency test below and, as the model `write_qdq` writes with a layer in float, by the two tests
+    that compare it with another derivation and with ONNX Runtime's own quantizer (one write instead of three)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tools.int8.calibrate import write_qdq
+
+    _, model, artifacts = shared_calibration(tmp_path_factory, "minmax")
+    stem = next(n.name for n in onnx.load(str(model.model_path)).graph.node if n.op_type == "Conv")
+    cached = model.model_path.parent
+    before = sorted(p.name for p in cached.iterdir())
+    out = tmp_path_factory.mktemp("stem-in-float")
+    copies: list[Path] = []
+    real = onnx.shape_inference.infer_shapes_path
+
+    def recorded(source, destination, *args, **kwargs):  # where the quantizer writes its shape-inferred copy
+        copies.append(Path(destination))
+        return real(source, destination, *args, **kwargs)
+
+    def write(name: str) -> Path:
+        write_qdq(model.model_path, out / name, artifacts.onnxruntime_ranges, "minmax", exclude=[*artifacts.output_tail(), stem])
+        return out / name
+
+    with pytest.MonkeyPatch.context() as patch, ThreadPoolExecutor(2) as pool:
+        patch.setattr(onnx.shape_inference, "infer_shapes_path", recorded)
+        written = list(pool.map(write, ["a.onnx", "b.onnx"]))
+    after = sorted(p.name for p in cached.iterdir())
+    return SimpleNamespace(stem=stem, written=written, copies=copies, out=out, cached=cached, before=before, after=after)
 
 
 def test_frame_selection_is_deterministic_and_disjoint():
@@ -109,7 +144,7 @@ def test_one_run_gives_a_qdq_model_and_caches_identically_twice(tmp_path, tmp_pa
     assert CalibrationCache.parse(first.trt_cache("8.6.1")).version_code == 8601
 
 
-def test_calibrating_needs_a_calibration_section(tmp_path, example_pipeline, prepared_example):
+def test_calibrating_needs_a_calibration_section(tmp_path, example_pipeline):
     text = example_pipeline.path.read_text()
     start = text.index("calibration:")
     end = text.index("budgets:")
@@ -117,7 +152,7 @@ def test_calibrating_needs_a_calibration_section(tmp_path, example_pipeline, pre
     shutil.copytree(REPO / "pipelines" / "assets", folder / "assets")
     (folder / "p.yaml").write_text(text[:start] + text[end:])
     with pytest.raises(ConfigError, match="no `calibration` section"):
-        Calibrate(load_pipeline(folder / "p.yaml"), prepared_example, tmp_path)
+        Calibrate(load_pipeline(folder / "p.yaml"), None, tmp_path)  # refused before any model is read: none needed
 
 
 GATE_FRAMES = 20  # held out: 86 FP32 detections of the example's people (measured), enough to judge recall and precision at 0.9
@@ -251,9 +286,10 @@ def test_entropy_clips_tails_where_min_max_keeps_them(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_a_conv_taking_its_clips_range_gives_the_same_qdq_model_outputs(tmp_path, tmp_path_factory, monkeypatch):
+def test_a_conv_taking_its_clips_range_gives_the_same_qdq_model_outputs(tmp_path, tmp_path_factory, monkeypatch, stem_in_float):
     """The derivation that keeps ONNX Runtime's fusion while calibrating must not change what the
-    Q/DQ model computes, with every layer in INT8 and with one kept in float."""
+    Q/DQ model computes, with every layer in INT8 and with one kept in float (the derived ranges' models: the
+    calibration's own and the module's stem-in-float one, both written by write_qdq from these ranges)."""
     import tools.int8.activation_stats as activation_stats
     from tools.int8.activation_stats import CollectStatistics
     from tools.int8.calibrate import chosen_ranges, iter_preprocessed_frames, write_onnxruntime_ranges, write_qdq
@@ -270,7 +306,7 @@ def test_a_conv_taking_its_clips_range_gives_the_same_qdq_model_outputs(tmp_path
     assert ranges["derived"].keys() == ranges["observed"].keys() and len(frames) == 4
     differing = [n for n in ranges["derived"] if ranges["derived"][n]["amax"] != ranges["observed"][n]["amax"]]
     assert len(differing) > 40  # the Conv outputs before a Clip: their own range is wider
-    stem = next(n.name for n in onnx.load(str(model.model_path)).graph.node if n.op_type == "Conv")
+    stem = stem_in_float.stem
     frame = np.random.default_rng(0).uniform(-1, 1, (1, 3, 300, 300)).astype(np.float32)
     tail = derived.output_tail()  # in float in every Q/DQ model of this calibration
     for exclude in ([], [stem]):
@@ -279,6 +315,8 @@ def test_a_conv_taking_its_clips_range_gives_the_same_qdq_model_outputs(tmp_path
             path = tmp_path / f"{name}-{len(exclude)}.onnx"
             if name == "derived" and not exclude:
                 path = derived.qdq_model  # what the calibration wrote from these ranges: write_qdq(model, ..., exclude=tail)
+            elif name == "derived":
+                path = stem_in_float.written[0]  # write_qdq(model, ..., exclude=[*tail, stem]) from these ranges
             else:
                 write_qdq(model.model_path, path, ort_ranges, "minmax", exclude=[*tail, *exclude])
             session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -288,7 +326,7 @@ def test_a_conv_taking_its_clips_range_gives_the_same_qdq_model_outputs(tmp_path
 
 
 @pytest.mark.slow
-def test_our_conv_weight_scales_give_onnx_runtimes_own_qdq_model(tmp_path, tmp_path_factory):
+def test_our_conv_weight_scales_give_onnx_runtimes_own_qdq_model(tmp_path, tmp_path_factory, stem_in_float):
     """The per-channel weight scales handed to the quantizer (it computes them in a slow Python loop), and the
     quantizer's slow loops done the fast way (tools.int8.quantizer_fast_paths), leave the Q/DQ model identical to what
     ONNX Runtime's quantizer writes as it ships, byte for byte, with and without a layer kept in float. The reference
@@ -298,21 +336,21 @@ def test_our_conv_weight_scales_give_onnx_runtimes_own_qdq_model(tmp_path, tmp_p
 
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
-    from tools.int8.calibrate import conv_weight_scales, quiet_onnxruntime_quantization, write_qdq
+    from tools.int8.calibrate import conv_weight_scales, quiet_onnxruntime_quantization
     from tools.int8.quantizer_fast_paths import fast_paths
 
     _, model, artifacts = shared_calibration(tmp_path_factory, "minmax")
     prepared = onnx.load(str(model.model_path))
     scales = conv_weight_scales(prepared)
     assert len(scales) == sum(n.op_type == "Conv" for n in prepared.graph.node)
-    stem = next(n.name for n in prepared.graph.node if n.op_type == "Conv")
+    stem = stem_in_float.stem
+    assert stem == next(n.name for n in prepared.graph.node if n.op_type == "Conv")
     tail = artifacts.output_tail()  # in float in every Q/DQ model of this calibration
     for exclude in ([*tail], [*tail, stem]):
-        ours, theirs = tmp_path / f"ours-{len(exclude)}.onnx", tmp_path / f"theirs-{len(exclude)}.onnx"
-        if stem in exclude:
-            write_qdq(model.model_path, ours, artifacts.onnxruntime_ranges, "minmax", exclude=exclude)
-        else:  # every layer but the tail in INT8: the calibration's own Q/DQ model, written by write_qdq from these ranges
-            ours = artifacts.qdq_model
+        theirs = tmp_path / f"theirs-{len(exclude)}.onnx"
+        # With the stem in float: write_qdq(model, ..., exclude=[*tail, stem]), one of the module's two writes side by
+        # side; every layer but the tail in INT8: the calibration's own Q/DQ model, written by write_qdq from these ranges.
+        ours = stem_in_float.written[0] if stem in exclude else artifacts.qdq_model
         with quiet_onnxruntime_quantization(), fast_paths(model.model_path) if stem in exclude else contextlib.nullcontext():
             quantize_static(
                 str(model.model_path),
@@ -392,36 +430,18 @@ def test_sdk_calibrate_refuses_an_unknown_tensorrt_before_calibrating(tmp_path, 
     assert not (tmp_path / "int8").exists() and not (tmp_path / "state").exists()  # nothing prepared, calibrated or written
 
 
-def test_writing_a_qdq_model_never_writes_beside_the_cached_model(tmp_path, tmp_path_factory, monkeypatch):
+def test_writing_a_qdq_model_never_writes_beside_the_cached_model(stem_in_float):
     """ONNX Runtime's quantizer writes a shape-inferred copy beside the model it is given and deletes it after: in the
     shared host cache, two quantizations of one model at once read and deleted each other's copy (seen in a suite
     run: FileNotFoundError on `model-inferred.onnx`, then a model read empty). Every copy it makes is in a folder of
-    the call's own, and the cached model's folder is left as it was; two writes side by side give the same model."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from tools.int8.calibrate import write_qdq
-
-    _, model, artifacts = shared_calibration(tmp_path_factory, "minmax")
-    cached = model.model_path.parent
-    before = sorted(p.name for p in cached.iterdir())
-    written = []
-    real = onnx.shape_inference.infer_shapes_path
-
-    def recorded(source, destination, *args, **kwargs):  # where the quantizer writes its shape-inferred copy
-        written.append(Path(destination))
-        return real(source, destination, *args, **kwargs)
-
-    monkeypatch.setattr(onnx.shape_inference, "infer_shapes_path", recorded)
-
-    def write(name: str) -> bytes:
-        write_qdq(model.model_path, tmp_path / name, artifacts.onnxruntime_ranges, "minmax", exclude=artifacts.output_tail())
-        return (tmp_path / name).read_bytes()
-
-    with ThreadPoolExecutor(2) as pool:
-        first, second = pool.map(write, ["a.onnx", "b.onnx"])
-    assert len(written) == 2 and not any(path.parent == cached for path in written) and written[0].parent != written[1].parent
-    assert sorted(p.name for p in cached.iterdir()) == before and first == second == artifacts.qdq_model.read_bytes()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.onnx", "b.onnx"]  # the private folders are gone
+    the call's own, and the cached model's folder is left as it was; two writes side by side give the same model (the
+    module's stem-in-float model, which test_our_conv_weight_scales_give_onnx_runtimes_own_qdq_model also shows equal,
+    byte for byte, to ONNX Runtime's quantizer's own)."""
+    made = stem_in_float
+    copies = made.copies
+    assert len(copies) == 2 and not any(path.parent == made.cached for path in copies) and copies[0].parent != copies[1].parent
+    assert made.after == made.before and made.written[0].read_bytes() == made.written[1].read_bytes()
+    assert sorted(p.name for p in made.out.iterdir()) == ["a.onnx", "b.onnx"]  # the private folders are gone
 
 
 def test_a_dla_cache_ties_the_example_detectors_elementwise_inputs(tmp_path_factory):

@@ -109,13 +109,14 @@ def test_a_live_camera_is_refused_in_one_line(tmp_path):
 def test_two_cameras_calibrate_on_the_union_of_their_frames(tmp_path):
     """The ranges of a two-camera calibration are those of every camera's frames together, each camera's frames made
     by its own one-camera pipeline (its crop as preprocess.crop): the runtime's preprocessing, camera by camera."""
-    pipeline = load_pipeline(two_cameras(tmp_path / "two", frames=8, holdout_frames=4))
+    # Two frames a camera (the equality below holds for any count; each camera's frames set some of the ranges).
+    pipeline = load_pipeline(two_cameras(tmp_path / "two", frames=4, holdout_frames=2))
     model = PrepareModel(pipeline, tmp_path / "cache")()
     artifacts = Calibrate(pipeline, model, tmp_path / "cache")()
     ranges = json.loads(artifacts.ranges.read_text())
     assert ranges["cameras"] == {
-        "front": {"frames": 4, "holdout_frames": 2, "source_frames": 795},
-        "rear": {"frames": 4, "holdout_frames": 2, "source_frames": 68},
+        "front": {"frames": 2, "holdout_frames": 1, "source_frames": 795},
+        "rear": {"frames": 2, "holdout_frames": 1, "source_frames": 68},
     }
     frames = []
     for name, camera in pipeline.spec.cameras.items():
@@ -143,7 +144,9 @@ def dark_recording(folder: Path, gain: float = 0.15) -> str:
         if index % 10 == 0:
             ok, image = capture.retrieve()
             assert ok, f"{VTEST}: frame {index} decoded but not retrieved"
-            cv2.imwrite(str(folder / f"{index:04d}.png"), (image.astype(np.float32) * gain).astype(np.uint8))
+            dark = (image.astype(np.float32) * gain).astype(np.uint8)
+            # PNG is lossless at every level; 1 writes the 80 frames in about two thirds of the default's (3) CPU time.
+            cv2.imwrite(str(folder / f"{index:04d}.png"), dark, [cv2.IMWRITE_PNG_COMPRESSION, 1])
         index += 1
     return f"images://assets/{folder.name}"
 
