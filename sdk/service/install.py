@@ -150,9 +150,15 @@ def _share(store_fd: int, text: str) -> dict:
     return share_folder(store_fd, SERVICE_DIR, owner=owner, gid=gid, allowed_owners=allowed).describe()
 
 
+def _runtime_source(name: str) -> bool:
+    return name.startswith("sdk/") and name.endswith(".py")
+
+
 def root_copy_against_release(store) -> dict | None:
-    """Root's copy of the SDK (the zip this step runs from) against the committed release's `sdk/` files, by sha256:
-    the unit's supervisor is root's copy, the runtime the release's own. None when not run from root's copy."""
+    """Root's copy of the SDK (the zip this step runs from) against the committed release's `sdk/` sources, by sha256:
+    the unit's supervisor is root's copy, the runtime the release's own. The release's bytecode, where it carries it,
+    is compiled from those sources (and used only while it matches them), so the sources are what is compared. None
+    when not run from root's copy."""
     import hashlib
     import zipfile
 
@@ -163,9 +169,9 @@ def root_copy_against_release(store) -> dict | None:
     committed = store.committed()
     if tool is None or committed is None:
         return None
-    listed = {name: entry.sha256 for name, entry in ReleaseManifest.load(store.release_dir(committed)).files.items() if name.startswith("sdk/")}
+    listed = {name: entry.sha256 for name, entry in ReleaseManifest.load(store.release_dir(committed)).files.items() if _runtime_source(name)}
     with zipfile.ZipFile(tool) as archive:
-        ours = {name: hashlib.sha256(archive.read(name)).hexdigest() for name in archive.namelist() if name.startswith("sdk/")}
+        ours = {name: hashlib.sha256(archive.read(name)).hexdigest() for name in archive.namelist() if _runtime_source(name)}
     differ = sorted(name for name in listed.keys() | ours.keys() if listed.get(name) != ours.get(name))
     return {"tool": tool, "same_as_release": not differ, "files_differing": len(differ), **({"e.g.": differ[0]} if differ else {})}
 

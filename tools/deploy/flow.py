@@ -174,7 +174,9 @@ def bundle_for_device(session, base: Bundle, progress: Progress, int8: Int8Choic
 
 def bundle_for_facts(base: Bundle, facts: dict, progress: Progress, int8: Int8Choice | None = None, engine=None) -> Bundle:
     """The bundle for a device described by `facts` (a probe's, or what `sdk export` assumes of a target file)."""
-    base = replace(base, files={**base.files, **bytecode_files(base.files, facts.get("python_abi"), cache_dir())})  # its Python is the host's
+    bytecode = bytecode_files(base.files, facts.get("python_abi"), cache_dir())
+    if bytecode:  # the device's Python is the host's
+        base = replace(base, files={**base.files, **bytecode})
     if int8 is not None and facts.get("tensorrt"):
         base = with_int8(base, int8.qdq_model, int8.ranges, trt_cache_file(int8.calibration, facts["tensorrt"], int8.dla), int8.precision_file)
     built = None
