@@ -345,9 +345,11 @@ def edit_committed(store: ReleaseStore, how: str) -> str:
     if how == "planted-file":  # a module beside the release's own, in a folder its manifest lists
         (folder / "sdk" / "sitecustomize.py").write_text("import os\n")
         return f"release {store.committed()}: sdk/sitecustomize.py is not part of the release (its manifest does not list it)"
+    # A pyc the manifest does not list, which Python would load in place of its source: the release carries the
+    # runtime's own bytecode (decision 1240), but not the one a process run with -O (PYTHONOPTIMIZE) looks for.
     planted = folder / "sdk" / "__pycache__"
     planted.mkdir(exist_ok=True)
-    (planted / "__init__.cpython-311.pyc").write_bytes(b"not what was checked")
+    (planted / f"__init__.{sys.implementation.cache_tag}.opt-1.pyc").write_bytes(b"not what was checked")
     return "is not part of the release"
 
 

@@ -27,6 +27,7 @@ template, mounts, target = recovery.template, recovery.mounts, recovery.target  
 START_WAIT_S = 120  # `sdk start`'s own wait for READY: a start that does not see READY takes all of it
 
 
+@pytest.mark.parametrize("target", recovery.BOTH, indirect=True)
 def test_a_full_store_with_the_service_folder_on_it_starts_promptly_and_says_running(template, mounts, target, sdk):
     name, root = target
     source, ids = template
