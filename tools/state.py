@@ -14,8 +14,9 @@ def cache_dir() -> Path:
     return state_dir() / "cache"
 
 
-def peaks_cache_dir() -> Path:
-    """Where this machine's measured peaks are cached (`host-peaks/` below it): $SDK_HOST_PEAKS_CACHE, a folder every
-    state folder of the machine may share (the peaks are the machine's, not a project's), else the state's cache."""
-    shared = os.environ.get("SDK_HOST_PEAKS_CACHE")
+def shared_cache_dir() -> Path:
+    """Where what depends on this machine and this SDK, never on a project, is cached: the host's measured peaks
+    (`host-peaks/`) and the release runtime's bytecode (`bytecode/`). $SDK_SHARED_CACHE, a folder every state folder
+    of the machine may share, else the state's cache."""
+    shared = os.environ.get("SDK_SHARED_CACHE")
     return Path(shared).resolve() if shared else cache_dir()

@@ -50,10 +50,10 @@ def quick_peaks(pipeline: Path, folder: Path) -> None:
     """This host's peaks for the pipeline's threads from a short measurement, stored where `sdk optimize` reads them."""
     from sdk.spec import load_pipeline
     from tools.perf.host_peaks import measure_peaks, peaks_path, store_peaks
-    from tools.state import peaks_cache_dir
+    from tools.state import shared_cache_dir
 
     spec = load_pipeline(pipeline).spec.model
-    path, key = peaks_path(spec.threads, spec.spinning, peaks_cache_dir())
+    path, key = peaks_path(spec.threads, spec.spinning, shared_cache_dir())
     store_peaks(measure_peaks(spec.threads, spec.spinning, folder / "probe", runs=2, passes=1), key, path)  # a probe's fewest runs
 
 

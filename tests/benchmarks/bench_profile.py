@@ -124,9 +124,9 @@ def main() -> int:
     frames = 3 if args.smoke else args.frames
     if args.smoke:  # quick peaks: the code path, not this machine's numbers
         from tools.perf.host_peaks import measure_peaks, peaks_path, store_peaks
-        from tools.state import peaks_cache_dir
+        from tools.state import shared_cache_dir
 
-        path, key = peaks_path(2, False, peaks_cache_dir())
+        path, key = peaks_path(2, False, shared_cache_dir())
         store_peaks(measure_peaks(2, False, folder / "probe", runs=2, passes=1), key, path)  # a probe's fewest runs
     rows = []
     try:

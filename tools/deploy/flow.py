@@ -40,7 +40,7 @@ from tools.release.signing import binding_for, signer_for
 from tools.release.stage import StageResult, manifest_for, stage_release
 from tools.release.wheels import download_wheels, plan_wheels
 from tools.reports.report_dirs import default_report_dir
-from tools.state import cache_dir
+from tools.state import cache_dir, shared_cache_dir
 from tools.targets import RemoteTarget, Target, resolve_targets
 
 VERDICT_EXIT = {"PASS": EXIT_PASS, "FAIL": EXIT_BUDGET_FAIL, "INCONCLUSIVE": EXIT_INCONCLUSIVE}
@@ -174,7 +174,7 @@ def bundle_for_device(session, base: Bundle, progress: Progress, int8: Int8Choic
 
 def bundle_for_facts(base: Bundle, facts: dict, progress: Progress, int8: Int8Choice | None = None, engine=None) -> Bundle:
     """The bundle for a device described by `facts` (a probe's, or what `sdk export` assumes of a target file)."""
-    bytecode = bytecode_files(base.files, facts.get("python_abi"), cache_dir())
+    bytecode = bytecode_files(base.files, facts.get("python_abi"), shared_cache_dir())
     if bytecode:  # the device's Python is the host's
         base = replace(base, files={**base.files, **bytecode})
     if int8 is not None and facts.get("tensorrt"):

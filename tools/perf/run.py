@@ -156,9 +156,9 @@ def predict_pipeline(source: Path, platform: str, precision: str | None, dla: bo
         if pipeline is None:
             from tools.perf.host_peaks import host_peaks
             from tools.perf.predict import predict_host
-            from tools.state import peaks_cache_dir
+            from tools.state import shared_cache_dir
 
-            peaks = host_peaks(None, False, peaks_cache_dir())
+            peaks = host_peaks(None, False, shared_cache_dir())
             return prediction_report(None, model, predict_host(model, peaks), host=peaks)
         prediction, peaks = host_prediction(model, pipeline)
         return prediction_report(pipeline, model, prediction, host=peaks)

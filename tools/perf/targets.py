@@ -12,10 +12,10 @@ def host_prediction(model, pipeline):
     """`--platform host`: this CPU's peaks for the pipeline's threads and spinning (measured once, cached)."""
     from tools.perf.host_peaks import host_peaks
     from tools.perf.predict import predict_host
-    from tools.state import peaks_cache_dir
+    from tools.state import shared_cache_dir
 
     spec = pipeline.spec.model
-    peaks = host_peaks(spec.threads, spec.spinning, peaks_cache_dir())
+    peaks = host_peaks(spec.threads, spec.spinning, shared_cache_dir())
     return predict_host(model, peaks), peaks
 
 

@@ -14,7 +14,7 @@ run's start on an x86 host, more on a vehicle's cores (decision 1240). With them
   both are checked, byte for byte, at every start (sdk/store/verify.py): a changed or planted pyc fails that check.
 - Compiled in a fresh, isolated interpreter in a fixed order: marshal's output depends on what else the compiling
   process holds, and a release must be the same bits every time it is built from the same sources. Kept in the host's
-  cache by the sources' digest; a process reuses what it compiled.
+  shared cache (tools/state.py) by the sources' digest; a process reuses what it compiled.
 """
 
 from __future__ import annotations
@@ -65,14 +65,19 @@ def bytecode_files(sources: dict[str, Path], device_abi: str | None, cache: Path
     key = digest.hexdigest()[:32]
     if key not in _compiled:
         folder = cache / "bytecode" / key
-        if not all((folder / pyc_path(name)).is_file() for name in modules):
-            shutil.rmtree(folder, ignore_errors=True)  # an incomplete one (a host killed while it was put there)
+        if not _complete(folder, modules):
             _compile(modules, folder)
         _compiled[key] = {pyc_path(name): folder / pyc_path(name) for name in sorted(modules)}
     return dict(_compiled[key])
 
 
+def _complete(folder: Path, modules: dict[str, Path]) -> bool:
+    return all((folder / pyc_path(name)).is_file() for name in modules)
+
+
 def _compile(modules: dict[str, Path], folder: Path) -> None:
+    """Compiled into a temporary folder, then renamed into place: a folder of the cache is complete or absent, and
+    one another process is reading is never removed (deploys of one machine share the cache)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
@@ -86,7 +91,13 @@ def _compile(modules: dict[str, Path], folder: Path) -> None:
         try:
             os.rename(staging, folder)
         except OSError:
-            if not folder.is_dir():  # another deploy put the same bytecode there first: theirs is identical
+            if _complete(folder, modules):  # another deploy put the same bytecode there first: theirs is identical
+                return
+            if not folder.is_dir():
                 raise
+            aside = folder.with_name(f".{folder.name}.incomplete-{os.getpid()}")  # a cache emptied by hand: replaced
+            os.rename(folder, aside)
+            os.rename(staging, folder)
+            shutil.rmtree(aside, ignore_errors=True)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

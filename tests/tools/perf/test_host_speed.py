@@ -106,7 +106,7 @@ def test_the_profile_prediction_is_scaled_and_the_cached_one_is_not(example_laye
     from tools.perf.targets import host_prediction, host_profile_prediction
     from tools.state import cache_dir
 
-    monkeypatch.delenv("SDK_HOST_PEAKS_CACHE", raising=False)  # this state's own cache, holding the fixed peaks
+    monkeypatch.delenv("SDK_SHARED_CACHE", raising=False)  # this state's own cache, holding the fixed peaks
     path, key = peaks_path(2, False, cache_dir())  # pipelines/pedestrian.yaml: 2 threads, spinning off
     store_peaks(FIXED, key, path)
     pipeline = load_pipeline(EXAMPLE)

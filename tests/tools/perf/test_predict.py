@@ -191,17 +191,17 @@ def test_host_peaks_are_measured_once_and_cached(tmp_path):
 
 
 def test_every_state_folder_of_a_machine_may_share_its_peaks(tmp_path, monkeypatch):
-    """SDK_HOST_PEAKS_CACHE: a prediction for this host reads the peaks cached there, whichever state folder it runs in."""
+    """SDK_SHARED_CACHE: a prediction for this host reads the peaks cached there, whichever state folder it runs in."""
     from sdk.spec import load_pipeline
     from tests.conftest import EXAMPLE, tiny_yolo
     from tools.perf.layers import load_layers
     from tools.perf.targets import host_prediction
-    from tools.state import cache_dir, peaks_cache_dir
+    from tools.state import cache_dir, shared_cache_dir
 
     monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.delenv("SDK_HOST_PEAKS_CACHE", raising=False)
-    assert peaks_cache_dir() == cache_dir()
-    monkeypatch.setenv("SDK_HOST_PEAKS_CACHE", str(tmp_path / "machine"))
+    monkeypatch.delenv("SDK_SHARED_CACHE", raising=False)
+    assert shared_cache_dir() == cache_dir()
+    monkeypatch.setenv("SDK_SHARED_CACHE", str(tmp_path / "machine"))
     spec = load_pipeline(EXAMPLE).spec.model
     path, key = peaks_path(spec.threads, spec.spinning, tmp_path / "machine")
     store_peaks(FIXED, key, path)

@@ -33,12 +33,12 @@ def profiled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("profile")
     os.environ["COLUMNS"] = "200"
     out, report = str(folder / "out.json"), str(folder / "report")
-    shared = os.environ.pop("SDK_HOST_PEAKS_CACHE", None)  # this state's own cache, holding the fixed peaks
+    shared = os.environ.pop("SDK_SHARED_CACHE", None)  # this state's own cache, holding the fixed peaks
     try:
         code = run(["profile", str(EXAMPLE), "--target", "local", "--frames", "3", "--json", out, "--report-dir", report])
     finally:
         if shared is not None:
-            os.environ["SDK_HOST_PEAKS_CACHE"] = shared
+            os.environ["SDK_SHARED_CACHE"] = shared
     assert code == 0
     return folder
 
@@ -103,7 +103,7 @@ def test_sdk_predict_host_keeps_the_cached_peaks(profiled, monkeypatch):
         raise AssertionError("sdk predict has no run to measure the machine's speed against")
 
     monkeypatch.setattr(tools.perf.host_speed, "host_speed", refuse)
-    monkeypatch.delenv("SDK_HOST_PEAKS_CACHE", raising=False)  # the state's own cache, holding the fixed peaks
+    monkeypatch.delenv("SDK_SHARED_CACHE", raising=False)  # the state's own cache, holding the fixed peaks
     predicted = predict_pipeline(EXAMPLE, "host", None, False)
     profile = json.loads((profiled / "out.json").read_text())
     assert predicted["peaks"] == FIXED.as_dict()

@@ -41,7 +41,7 @@ def test_otherwise_the_prediction_for_the_target(tmp_path, monkeypatch):
     from tests.tools.perf.peaks import FIXED
     from tools.state import cache_dir
 
-    monkeypatch.delenv("SDK_HOST_PEAKS_CACHE", raising=False)  # this state's own cache, holding the fixed peaks
+    monkeypatch.delenv("SDK_SHARED_CACHE", raising=False)  # this state's own cache, holding the fixed peaks
     path, key = peaks_path(2, False, cache_dir())
     store_peaks(FIXED, key, path)
     text = _shown(FAIL, LocalTarget("local", tmp_path))
