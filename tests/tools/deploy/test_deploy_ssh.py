@@ -564,8 +564,11 @@ def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, 
             where = landed_in(at_kill)
             landed.setdefault(where, []).append(at_kill[-1] if at_kill else "(nothing yet)")
             # A kill lands at or after its aim, never before; a trial's health run takes seconds and its commit needs the
-            # host, so a kill aimed at the trial lands in it. (Staging to the switch can take only milliseconds.)
-            assert where in LANDS[aim], (attempt, aim, at_kill)
+            # host, so a kill aimed at the trial lands in it. (Staging to the switch can take only milliseconds.) Aimed
+            # just after the trial's record, it may land before the switch that follows it: a link and an fsync, which a
+            # busy disk can make longer than the random delay.
+            allowed = LANDS[aim] | ({"before the switch"} if points and wanted == "trial.record-written" else set())
+            assert (not points or wanted in at_kill) and where in allowed, (attempt, aim, at_kill)
             committed = store.committed()
             if COMMITTED in passed:  # the device wrote the commit: the new release is the committed one
                 texts = [path.read_text() for path in store.release_dir(committed).rglob("p.yaml")]
