@@ -79,6 +79,11 @@ JETSON_MODULES = {
 MODEL_FAMILIES = (("Orin Nano", "jetson-orin-nano", 0), ("Orin NX", "jetson-orin-nx", None), ("AGX Orin", "jetson-agx-orin", 2))
 
 
+def python_abi() -> str:
+    """This Python's ABI tag as wheels name it (`cp310`): what a device's probe reports and the host compares with."""
+    return f"cp{sys.version_info.major}{sys.version_info.minor}"
+
+
 def _read(path: str) -> str | None:
     try:
         with open(path, "rb") as handle:
@@ -326,7 +331,7 @@ def fingerprint(root: str | None = None) -> dict:
         "cpus": os.cpu_count(),
         "free_disk_bytes": free,
         "systemd": os.path.isdir("/run/systemd/system"),
-        "python_abi": f"cp{sys.version_info.major}{sys.version_info.minor}",
+        "python_abi": python_abi(),
         "missing_modules": _missing_modules(),
         "module_versions": _module_versions(),
     }

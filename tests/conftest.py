@@ -276,7 +276,7 @@ def _uses_a_module_fixture(item) -> bool:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def shared_host_peaks(tmp_path_factory):
+def shared_machine_cache(tmp_path_factory):
     """What depends on this machine and this SDK, never on a test, made once for the whole run, not once per state
     folder (SDK_SHARED_CACHE, tools/state.py): the host's peaks (a deploy whose latency budget fails predicts its
     slowest layers on them; measuring them costs a few CPU-seconds) and the release runtime's bytecode. In the run's
@@ -284,13 +284,9 @@ def shared_host_peaks(tmp_path_factory):
     base = tmp_path_factory.getbasetemp()
     folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared" / "host-peaks-cache"
     folder.mkdir(parents=True, exist_ok=True)
-    saved = os.environ.get("SDK_SHARED_CACHE")
-    os.environ["SDK_SHARED_CACHE"] = str(folder)
-    yield folder
-    if saved is None:
-        os.environ.pop("SDK_SHARED_CACHE", None)
-    else:
-        os.environ["SDK_SHARED_CACHE"] = saved
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SDK_SHARED_CACHE", str(folder))
+        yield folder
 
 
 def shared_folder(tmp_path_factory, name: str, build: Callable[[Path], None]) -> Path:

@@ -32,7 +32,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -100,11 +99,10 @@ def assumed_facts(target: RemoteTarget) -> dict:
     - tensorrt: none. The TensorRT engine is built on the device by a deploy, never by an export: an
       exported release runs ONNX Runtime (`model.backend: auto`), and `backend: tensorrt` is refused.
     """
-    from sdk.probe import PIPELINE_MODULES, RUNTIME_MODULES
+    from sdk.probe import PIPELINE_MODULES, RUNTIME_MODULES, python_abi
 
     spec = target.spec
     generic = spec.platform == "linux-generic"
-    host_abi = f"cp{sys.version_info.major}{sys.version_info.minor}"
     if spec.mender.missing_modules is not None:
         missing = list(spec.mender.missing_modules)
     else:
@@ -113,7 +111,7 @@ def assumed_facts(target: RemoteTarget) -> dict:
         "assumed": True,
         "platform": spec.platform,
         "arch": platform.machine() if generic else "aarch64",
-        "python_abi": spec.mender.python_abi or (host_abi if generic else JETPACK_PYTHON.get(spec.platform, "cp310")),
+        "python_abi": spec.mender.python_abi or (python_abi() if generic else JETPACK_PYTHON.get(spec.platform, "cp310")),
         "missing_modules": missing,
         "compute_capability": None if generic else TEGRA_COMPUTE_CAPABILITY.get(spec.platform, "8.7"),
         "tensorrt": None,

@@ -44,7 +44,9 @@ def host_abi() -> str | None:
     """The probe's `python_abi` of a device that reads this host's bytecode (CPython only)."""
     if sys.implementation.name != "cpython" or sys.implementation.cache_tag is None:
         return None
-    return f"cp{sys.version_info.major}{sys.version_info.minor}"
+    from sdk.probe import python_abi
+
+    return python_abi()
 
 
 def pyc_path(module: str) -> str:

@@ -33,12 +33,9 @@ def profiled(tmp_path_factory):
     folder = tmp_path_factory.mktemp("profile")
     os.environ["COLUMNS"] = "200"
     out, report = str(folder / "out.json"), str(folder / "report")
-    shared = os.environ.pop("SDK_SHARED_CACHE", None)  # this state's own cache, holding the fixed peaks
-    try:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("SDK_SHARED_CACHE", raising=False)  # this state's own cache, holding the fixed peaks
         code = run(["profile", str(EXAMPLE), "--target", "local", "--frames", "3", "--json", out, "--report-dir", report])
-    finally:
-        if shared is not None:
-            os.environ["SDK_SHARED_CACHE"] = shared
     assert code == 0
     return folder
 
