@@ -10,6 +10,11 @@ Un-captured, the host waits for the input copy (cuStreamSynchronize) and runs ON
 stream capture it cannot wait, so ONNX Runtime runs as a host node (cuLaunchHostFunc: "The host function must not
 make any CUDA API calls", which ONNX Runtime on the CPU does not), between captured copies from and to page-locked
 memory (the only host memory a graph copies). Driver API only (DRIVER_NAMES, checked against cuda-bindings).
+
+The host node is launched through the driver library's own `cuLaunchHostFunc` (libcuda.so.1, by ctypes), not
+cuda-bindings' wrapper of it: that wrapper hands the driver a trampoline whose data it frees after the first call, so a
+captured graph's second replay calls freed memory (NVIDIA/cuda-python issue 790; a lent H200 ended the graph run with
+SIGSEGV). The driver keeps the function and its (here null) data in the graph's node and calls them on every replay.
 """
 
 from __future__ import annotations
@@ -25,8 +30,16 @@ from sdk.errors import BackendError
 from sdk.gpu.driver_calls import BASE_DRIVER_NAMES, DriverCalls
 from sdk.gpu.handles import device_address, native_handle
 
-DRIVER_NAMES = BASE_DRIVER_NAMES + ("cuStreamIsCapturing", "CUstreamCaptureStatus", "cuLaunchHostFunc", "CUhostFn")
-HOST_FUNCTION = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+DRIVER_NAMES = BASE_DRIVER_NAMES + ("cuStreamIsCapturing", "CUstreamCaptureStatus")
+HOST_FUNCTION = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # CUhostFn: void (*)(void *userData)
+
+
+def driver_library() -> ctypes.CDLL:
+    """libcuda.so.1, the library cuda-bindings itself loads, for the one call its wrapper gets wrong in a graph."""
+    library = ctypes.CDLL("libcuda.so.1")
+    library.cuLaunchHostFunc.argtypes = (ctypes.c_void_p, HOST_FUNCTION, ctypes.c_void_p)
+    library.cuLaunchHostFunc.restype = ctypes.c_int
+    return library
 
 
 class OnnxRuntimeOnGpu(DriverCalls, Backend):
@@ -94,15 +107,21 @@ class OnnxRuntimeOnGpu(DriverCalls, Backend):
         except BaseException as exc:  # noqa: BLE001 - an exception cannot cross the driver's thread: raised at the next wait
             self._host_error = exc
 
+    def _launch_host_node(self) -> None:
+        """The captured host node: ONNX Runtime between the captured copies, on every replay of the graph."""
+        error = driver_library().cuLaunchHostFunc(self._stream_handle, self._callback, None)
+        if error != 0:
+            _, name = self._cu.cuGetErrorName(self._cu.CUresult(error))
+            raise BackendError(f"cuLaunchHostFunc failed: {name.decode() if isinstance(name, bytes) else name}")
+        self.host_nodes += 1
+
     def enqueue(self, timed: bool = False) -> bool:  # noqa: ARG002 - the CUDA path times the engine with its own events
         cu, stream = self._cu, self._stream
         for name in self._on_device & set(self.inputs):
             self.call("cuMemcpyDtoHAsync", self._staging[name].ctypes.data, self._device[name], self._staging[name].nbytes, stream)
         status = self.call("cuStreamIsCapturing", stream)
         if status != cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE:
-            function = cu.CUhostFn(ctypes.cast(self._callback, ctypes.c_void_p).value)
-            self.call("cuLaunchHostFunc", stream, function, 0)
-            self.host_nodes += 1
+            self._launch_host_node()
         else:
             self.call("cuStreamSynchronize", stream)
             self._host_work()

@@ -87,10 +87,11 @@ def run_variant(release: Path, out: Path, variant: str, frames: int, emulate: bo
 
 
 def _run(release: Path, out: Path, variant: str, frames: int, emulate: bool) -> tuple[list[dict], dict]:
-    command = [sys.executable, "-m", "tools.gpu_check", "--runtime-run", str(release), str(out), "--variant", variant, "--frames", str(frames)]
+    command = [sys.executable, "-X", "faulthandler", "-m", "tools.gpu_check", "--runtime-run", str(release), str(out), "--variant", variant]
+    command += ["--frames", str(frames)]  # faulthandler: a crash in the run (a CUDA fault, a bad callback) leaves its Python stack
     done = subprocess.run(command + (["--emulate"] if emulate else []), capture_output=True, text=True, timeout=RUN_TIMEOUT_S, cwd=REPO)
     if done.returncode != 0:
-        raise RuntimeError(f"the {variant} run failed (exit {done.returncode}): {(done.stdout + done.stderr).strip()[-600:]}")
+        raise RuntimeError(f"the {variant} run failed (exit {done.returncode}): {(done.stdout + done.stderr).strip()[-1500:]}")
     lines = [json.loads(line) for line in (out / "detections.jsonl").read_text().splitlines()]
     return lines, json.loads((out / "preprocess.json").read_text())
 

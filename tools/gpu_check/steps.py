@@ -304,11 +304,23 @@ def sanitizer(tool: str, build_dir: Path, timeout: float = 150) -> dict:
     refused = unsupported_device(done.stdout + done.stderr)
     if refused is not None:  # the sanitizer cannot watch this GPU: nothing was checked, nothing failed
         return {"status": SKIP, "detail": f"{tool}: compute-sanitizer does not support this device ({refused})"}
-    summary = re.findall(r"ERROR SUMMARY: (\d+) error", done.stdout + done.stderr)
+    summary = sanitizer_errors(done.stdout + done.stderr)
     launched = re.findall(r"workload: (\d+) launches", done.stdout)
-    ok = done.returncode == 0 and summary and int(summary[-1]) == 0 and launched
-    detail = f"{tool}: {summary[-1] if summary else '?'} errors over {launched[-1] if launched else '?'} launches (exit {done.returncode})"
+    ok = done.returncode == 0 and summary is not None and summary[0] == 0 and launched
+    found = f"{summary[0]} errors" + (f", {summary[1]} warnings" if summary and summary[1] is not None else "") if summary else "? errors"
+    detail = f"{tool}: {found} over {launched[-1] if launched else '?'} launches (exit {done.returncode})"
     return {"status": PASS if ok else FAIL, "detail": detail if ok else detail + ": " + (done.stdout + done.stderr).strip()[-800:]}
+
+
+def sanitizer_errors(output: str) -> tuple[int, int | None] | None:
+    """The errors (and racecheck's warnings) of compute-sanitizer's last summary line, or None where it printed none.
+    memcheck ends with `ERROR SUMMARY: N errors`; racecheck with `RACECHECK SUMMARY: H hazards displayed (E errors,
+    W warnings)` (both as compute-sanitizer 2025.3 of CUDA 13.0 printed them on an H200)."""
+    race = re.findall(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, (\d+) warnings?\)", output)
+    if race:
+        return int(race[-1][0]), int(race[-1][1])
+    plain = re.findall(r"ERROR SUMMARY: (\d+) errors?", output)
+    return (int(plain[-1]), None) if plain else None
 
 
 def unsupported_device(output: str) -> str | None:

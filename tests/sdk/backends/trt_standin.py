@@ -88,24 +88,13 @@ def driver_module():
         memcpy(n) for n in ("cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyHtoD")
     )
     module.cuGetErrorName = lambda error: (ok, b"CUDA_ERROR_STANDIN")
-    # Stream capture as far as a backend asks about it, and host functions (run at once: the stream is synchronous).
+    # Stream capture as far as a backend asks about it.
     module.CUstreamCaptureStatus = enum.Enum("CUstreamCaptureStatus", {"CU_STREAM_CAPTURE_STATUS_NONE": 0, "CU_STREAM_CAPTURE_STATUS_ACTIVE": 1})
     module.capturing = False
     module.cuStreamIsCapturing = lambda stream: (
         ok,
         module.CUstreamCaptureStatus["CU_STREAM_CAPTURE_STATUS_ACTIVE" if module.capturing else "CU_STREAM_CAPTURE_STATUS_NONE"],
     )
-
-    class CUhostFn:
-        def __init__(self, address: int) -> None:
-            self.function = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(address)
-
-    def launch_host_function(stream, function, data):
-        calls.append("cuLaunchHostFunc")
-        function.function(data)
-        return (CUresult.CUDA_SUCCESS,)
-
-    module.CUhostFn, module.cuLaunchHostFunc = CUhostFn, launch_host_function
     module.calls, module.memory = calls, memory
     return module
 

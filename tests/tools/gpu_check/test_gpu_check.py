@@ -79,35 +79,55 @@ def test_the_markdown_is_a_dated_row_and_an_emulated_result_is_never_recorded(em
 
 def test_the_onnx_runtime_engine_runs_in_stream_order_on_its_device_bindings(monkeypatch, prepared_example):
     """tools/gpu_check/engine.py against the stand-in driver: the input binding copied to page-locked memory, ONNX
-    Runtime, the outputs copied into their bindings; inside a capture ONNX Runtime is a host node."""
+    Runtime, the outputs copied into their bindings; inside a capture ONNX Runtime is a host node, launched through the
+    driver library's own cuLaunchHostFunc, that runs again on every replay of the graph."""
     import ctypes
 
     import cuda.bindings
 
     from sdk.backends.onnxruntime_cpu import OnnxRuntimeBackend
     from tests.sdk.backends import trt_standin
+    from tools.gpu_check import engine as gpu_check_engine
     from tools.gpu_check.engine import OnnxRuntimeOnGpu
 
-    driver = trt_standin.driver_module()
+    class DriverLibrary:  # libcuda.so.1 as a capture sees it: the host node is recorded, not run
+        def __init__(self) -> None:
+            self.nodes: list[tuple] = []
+
+        def cuLaunchHostFunc(self, stream, function, data):  # noqa: N802 - the driver's name
+            self.nodes.append((stream, function, data))
+            return 0
+
+    driver, library = trt_standin.driver_module(), DriverLibrary()
     monkeypatch.setitem(sys.modules, "cuda.bindings.driver", driver)
     monkeypatch.setattr(cuda.bindings, "driver", driver, raising=False)
-    frame = np.random.default_rng(0).uniform(-1, 1, (1, 3, 300, 300)).astype(np.float32)
-    with OnnxRuntimeBackend(prepared_example.model_path) as reference:
-        reference.inputs["Preprocessor/sub:0"][...] = frame
-        reference.infer()
-        with OnnxRuntimeOnGpu(prepared_example.model_path) as engine:
-            assert engine.device_bindings and set(engine.inputs) == {"Preprocessor/sub:0"}
-            engine.keep_on_device("Preprocessor/sub:0", *engine.outputs)
-            address = engine.device_address("Preprocessor/sub:0")
-            ctypes.memmove(address, frame.ctypes.data, frame.nbytes)  # what the preprocessing kernel writes
-            for capturing in (False, True):
-                driver.capturing = capturing
-                assert engine.enqueue()
-                for name, expected in reference.outputs.items():
-                    got = np.empty_like(expected)
-                    ctypes.memmove(got.ctypes.data, engine.device_address(name), got.nbytes)
-                    np.testing.assert_array_equal(got, expected)
-            assert engine.host_nodes == 1 and driver.calls.count("cuLaunchHostFunc") == 1
+    monkeypatch.setattr(gpu_check_engine, "driver_library", lambda: library)
+    frames = np.random.default_rng(0).uniform(-1, 1, (4, 1, 3, 300, 300)).astype(np.float32)
+    with OnnxRuntimeBackend(prepared_example.model_path) as reference, OnnxRuntimeOnGpu(prepared_example.model_path) as engine:
+
+        def expected(frame):
+            reference.inputs["Preprocessor/sub:0"][...] = frame
+            reference.infer()
+            return {name: array.copy() for name, array in reference.outputs.items()}
+
+        assert engine.device_bindings and set(engine.inputs) == {"Preprocessor/sub:0"}
+        engine.keep_on_device("Preprocessor/sub:0", *engine.outputs)
+        ctypes.memmove(engine.device_address("Preprocessor/sub:0"), frames[0].ctypes.data, frames[0].nbytes)  # the kernel's write
+        assert engine.enqueue()  # un-captured: ONNX Runtime in stream order, the outputs in their bindings
+        for name, want in expected(frames[0]).items():
+            got = np.empty_like(want)
+            ctypes.memmove(got.ctypes.data, engine.device_address(name), got.nbytes)
+            np.testing.assert_array_equal(got, want)
+        driver.capturing = True
+        assert engine.enqueue() and engine.host_nodes == 1
+        [(stream, function, data)] = library.nodes
+        assert stream == engine.stream_handle and data is None
+        for frame in frames[1:]:  # each replay: the captured copy fills the staging input, the node runs ONNX Runtime
+            engine._staging["Preprocessor/sub:0"][...] = frame
+            function(data)
+            engine.raise_host_error()
+            for name, want in expected(frame).items():
+                np.testing.assert_array_equal(engine._staging[name], want)
 
 
 def test_the_engines_driver_names_are_declared_and_real():
@@ -118,7 +138,7 @@ def test_the_engines_driver_names_are_declared_and_real():
 
     text = Path(gpu_check_engine.__file__).read_text()
     called = set(re.findall(r'\bcall\("(\w+)"', text)) | set(re.findall(r'\bown\("(\w+)"', text))
-    assert {"cuLaunchHostFunc", "cuStreamIsCapturing", "cuMemHostAlloc"} <= called <= set(gpu_check_engine.DRIVER_NAMES)
+    assert {"cuStreamIsCapturing", "cuMemHostAlloc"} <= called <= set(gpu_check_engine.DRIVER_NAMES)
     assert [name for name in gpu_check_engine.DRIVER_NAMES if not hasattr(driver, name)] == []
     assert hasattr(driver.CUstreamCaptureStatus, "CU_STREAM_CAPTURE_STATUS_NONE")
 
@@ -161,3 +181,26 @@ def test_a_sanitizer_that_refuses_the_device_is_a_skip_with_its_reason(tmp_path,
     assert "Error: Device not supported" in result["detail"]
     program.write_text("#!/bin/sh\necho '========= ERROR SUMMARY: 3 errors'\nexit 9\n")  # a real finding stays a FAIL
     assert steps.sanitizer("memcheck", tmp_path, timeout=30)["status"] == steps.FAIL
+
+
+@pytest.mark.parametrize(
+    ("tool", "summary", "exit_code", "status", "detail"),
+    [  # the summary lines as compute-sanitizer of CUDA 13.0 printed them on an H200
+        ("memcheck", "========= ERROR SUMMARY: 0 errors", 0, "PASS", "memcheck: 0 errors over 16 launches (exit 0)"),
+        ("racecheck", "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)", 0, "PASS", "0 errors, 0 warnings over 16"),
+        ("racecheck", "========= RACECHECK SUMMARY: 3 hazards displayed (2 errors, 1 warnings)", 9, "FAIL", "2 errors, 1 warnings over 16"),
+        ("racecheck", "========= RACECHECK SUMMARY: 1 hazard displayed (0 errors, 1 warning)", 0, "PASS", "0 errors, 1 warnings over 16"),
+        ("racecheck", "", 0, "FAIL", "? errors over 16 launches"),
+    ],
+)
+def test_each_sanitizer_tool_is_judged_by_its_own_summary(tmp_path, monkeypatch, tool, summary, exit_code, status, detail):
+    from tools.gpu_check import steps
+
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    program = folder / "compute-sanitizer"
+    program.write_text(f"#!/bin/sh\necho '========= COMPUTE-SANITIZER'\necho 'workload: 16 launches'\necho '{summary}'\nexit {exit_code}\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
+    result = steps.sanitizer(tool, tmp_path, timeout=30)
+    assert result["status"] == status and detail in result["detail"]
