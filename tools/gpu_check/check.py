@@ -162,13 +162,16 @@ def _which(name: str) -> bool:
 
 
 def _commit() -> str | None:
-    """The checkout's commit; GPU_CHECK_COMMIT where the copy on the lent machine has no .git."""
+    """GPU_CHECK_COMMIT where the command names it (a copy on a lent machine may carry no .git, or one whose HEAD is
+    older than the files copied beside it), else the checkout's commit."""
+    if os.environ.get("GPU_CHECK_COMMIT"):
+        return os.environ["GPU_CHECK_COMMIT"]
     try:
         done = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         done = None
     found = done.stdout.strip() if done is not None and done.returncode == 0 else ""
-    return found or os.environ.get("GPU_CHECK_COMMIT") or None
+    return found or None
 
 
 def run_steps(out: Path, frames: int, emulate: bool, deadline: float) -> dict:
@@ -241,7 +244,7 @@ def markdown(result: dict) -> str:
         """Each step's status and the first clause of its detail (the list below the table has all of it)."""
         parts = []
         for name in (n for n in names if n in steps):
-            headline = steps[name]["detail"].split("; ")[0]
+            headline = " ".join(steps[name]["detail"].split("; ")[0].split())  # one line: a table row holds no line break
             parts.append(f"{steps[name]['status']} {headline if len(headline) <= 110 else headline[:107] + '...'}".replace("|", "/"))
         return "; ".join(parts)
 

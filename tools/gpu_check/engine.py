@@ -13,7 +13,7 @@ memory (the only host memory a graph copies). Driver API only (DRIVER_NAMES, che
 
 The host node is launched through the driver library's own `cuLaunchHostFunc` (libcuda.so.1, by ctypes), not
 cuda-bindings' wrapper of it: that wrapper hands the driver a trampoline whose data it frees after the first call, so a
-captured graph's second replay calls freed memory (NVIDIA/cuda-python issue 790; a lent H200 ended the graph run with
+captured graph's second replay calls freed memory (github.com/NVIDIA/cuda-python/issues/790; a lent H200 ended the graph run with
 SIGSEGV). The driver keeps the function and its (here null) data in the graph's node and calls them on every replay.
 """
 

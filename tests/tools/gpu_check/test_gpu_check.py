@@ -68,12 +68,14 @@ def test_the_markdown_is_a_dated_row_and_an_emulated_result_is_never_recorded(em
     assert "| 20" not in hardware.read_text()
     gpu = {**result, "device": {**result["device"], "emulated": False, "gpu": "NVIDIA H100 80GB HBM3", "arch": "90", "driver_cuda": "13.0"}}
     gpu["device"].update(nvcc="13.0", cuda_bindings="13.5.0")
-    (tmp_path / "gpu.json").write_text(json.dumps(gpu))
+    spans_lines = {"status": "FAIL", "detail": "racecheck: ? errors: =====\nworkload: 16 launches\n=====", "seconds": 1}
+    gpu["steps"] = {**gpu["steps"], "racecheck": spans_lines}
+    (tmp_path / "gpu.json").write_text(json.dumps(gpu))  # a tool's output in a detail spans lines; the row does not
     assert gpu_check.main(["--record", str(tmp_path / "gpu.json"), "--hardware", str(hardware)]) == 0
     lines = hardware.read_text().splitlines()
     row = lines[lines.index(gpu_check.HARDWARE_HEADER) + 2]
     assert row.startswith(f"| {result['date']}, {result['device'].get('commit')} | NVIDIA H100 80GB HBM3 (sm_90), CUDA 13.0 driver")
-    assert row.count(" | ") == 4 == gpu_check.HARDWARE_COLUMNS - 1
+    assert row.count(" | ") == 4 == gpu_check.HARDWARE_COLUMNS - 1 and row.endswith("FAIL racecheck: ? errors: ===== workload: 16 launches ===== |")
     assert lines[-1] == "After."
 
 
