@@ -9,7 +9,10 @@ machine other work holds part of that cache, so it is measured, not assumed ours
 elementwise nodes (Mul, Add, Clip, Div, each with its own constant and output, as a model's batch norms and HardSwishes
 run): one over 16 elements (what a node costs with nothing to do, and ONNX Runtime's own work between two nodes),
 one over a tensor the size of a small model's activations, each node reading what the one before it just wrote (the
-per-node time a model's small elementwise nodes take, their input hot in the cache: decision 1200).
+per-node time a model's small elementwise nodes take, their input hot in the cache: decision 1200). The wake probe
+runs the parallel probe's model with other work between its runs, as a pipeline runs its model once a frame with its
+preprocessing and decoding in between: what a run pays beyond its time in a row is the waking of its threads
+(decision 1255).
 The cache file is keyed by CPU model, thread count, spinning and ONNX Runtime version; SDK_HOST_PEAKS_REFRESH=1
 measures again.
 """
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-PEAKS_FORMAT = 10  # 10: the launch chain of distinct elementwise nodes, and the hot chain (node_ms, node_gap_ms)
+PEAKS_FORMAT = 11  # 10: the launch chain of distinct elementwise nodes, and the hot chain; 11: the wake probe (wake_ms)
 RUNS = 12  # runs of a probe in a row; the first (cold) is not kept
 CHAIN_NODES = 32  # nodes in the launch probes' chains (the parallel chain has half as many)
 CHAIN_OPS = ("Mul", "Add", "Clip", "Div")  # the elementwise chains' nodes in turn, each with its own constant
@@ -36,6 +39,10 @@ LONG_CHAIN = 8  # convolutions in the long reference probe: about 15-30 ms of wo
 PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dram", "llc", "cache", "chain", "nodes", "parallel", "narrow", "vector", "lrn")
 CACHE_ELEMENTS = 1 << 19  # the cache probe's tensor: 2 MiB in and 2 MiB out, the size of a mobile detector's activations
 PASSES = 5  # passes spread the probes over seconds: a shared machine gives a 2-thread kernel one core or two, by moments
+# The wake probe's gap between runs, filled with arithmetic on the calling thread (a frame's preprocessing and decoding):
+# longer than ONNX Runtime's threads spin after a run. Measured here: 0.06-0.09 ms of waking after 5 ms of work,
+# 0.12-0.21 ms after 20 ms, 0.11-0.23 ms after 5-20 ms of sleep (an idle machine parks its cores deeper).
+WAKE_GAP_S = 0.005
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,9 @@ class HostPeaks:
     vector_gflops: float  # a Sigmoid over a tensor in cache (4 FLOPs an element): elementwise arithmetic
     lrn_gflops: float  # LRN (size 5) as layers.py counts it (5 FLOPs an element): ONNX Runtime runs it far below the rest
     last_level_cache_bytes: int
+    # What a run's kernels take together beyond their time in a row when the run follows other work (its threads
+    # asleep, WAKE_GAP_S): paid once a frame, by the first nodes the model runs.
+    wake_ms: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -144,6 +154,46 @@ class _Probe:
         # predicted where they fall, tools/perf/predict.py: reorders).
         kernel, between = probe_times(runs, nodes, [i > 0 for i in range(len(runs))])
         return np.asarray(kernel), np.asarray(between)
+
+    def all_kernels(self) -> list[float]:
+        """Each run's kernels together, the NCHWc reorders included (ms): where a woken run pays."""
+        from sdk.profiling.trace import parse_trace
+
+        trace = Path(self.session.end_profiling())
+        try:
+            runs, nodes = parse_trace(json.loads(trace.read_text()))
+        finally:
+            trace.unlink(missing_ok=True)
+        return [float(sum(node["times_ms"][i] for node in nodes)) for i in range(len(runs))]
+
+
+def wake_from(in_row: list[float], after_work: list[float]) -> float:
+    """What a run's kernels take beyond their median in a row when each run follows other work (ms, at least 0)."""
+    if not in_row or not after_work:
+        return 0.0
+    return max(float(np.median(after_work)) - float(np.median(in_row)), 0.0)
+
+
+def work_between_frames(seconds: float) -> None:
+    """Arithmetic on the calling thread for `seconds`, over a preprocessed frame's floats (300 x 300 x 3)."""
+    import time
+
+    frame = np.linspace(0.0, 1.0, 300 * 300 * 3, dtype=np.float32)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        float((frame * 1.01 + 0.5).sum())
+
+
+def measure_wake(probe: _Probe, runs: int, gap_s: float = WAKE_GAP_S, between=work_between_frames) -> float:
+    """`runs` runs in a row (the first, cold, not kept), then `runs` each after `gap_s` of other work: wake_from of the
+    two."""
+    for _ in range(runs):
+        probe.run()
+    for _ in range(runs):
+        between(gap_s)
+        probe.run()
+    totals = probe.all_kernels()
+    return wake_from(totals[1:runs], totals[runs:])
 
 
 def _chain(count: int, elements: int):
@@ -234,6 +284,7 @@ def measure_peaks(threads: int | None, spinning: bool, folder: Path, runs: int =
     llc = last_level_cache()
     probes = probe_set(llc)
     found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {name: [] for name in probes}
+    wakes: list[float] = []
     for _ in range(passes):  # the whole sequence again: a load spike on a shared machine spoils one pass of a probe, not all
         for name, (model, feeds, _) in probes.items():  # one at a time, its runs in a row: warm caches, its own threads awake
             probe = _Probe(name, model, feeds, threads, spinning, folder)
@@ -241,12 +292,15 @@ def measure_peaks(threads: int | None, spinning: bool, folder: Path, runs: int =
                 probe.run()
             found[name].append(probe.result())
             del probe
+        model, feeds, _ = probes["parallel"]
+        wakes.append(measure_wake(_Probe("wake", model, feeds, threads, spinning, folder), max(runs, 2)))
     # Each pass's median, and the middle pass: the machine as a profile meets it, neither its best nor its worst moment.
     results = {name: sorted((float(np.median(p[0])), float(np.median(p[1]))) for p in runs)[len(runs) // 2] for name, runs in found.items()}
     values: dict[str, float] = {}
     for name, (kernel, between) in results.items():
         values |= probe_values(name, probes[name][2], kernel, between)
-    digits = dict.fromkeys(("launch_ms", "gap_ms", "node_ms", "node_gap_ms", "parallel_launch_ms", "parallel_gap_ms"), 5)
+    values["wake_ms"] = sorted(wakes)[len(wakes) // 2]  # the middle pass, as for the others
+    digits = dict.fromkeys(("launch_ms", "gap_ms", "node_ms", "node_gap_ms", "parallel_launch_ms", "parallel_gap_ms", "wake_ms"), 5)
     return HostPeaks(
         cpu=cpu_model(), threads=threads or os.cpu_count() or 1, spinning=spinning, runtime=f"onnxruntime {ort.__version__}",
         last_level_cache_bytes=llc, **{k: round(v, digits.get(k, 3)) for k, v in values.items()},

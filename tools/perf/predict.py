@@ -230,6 +230,11 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
     # Every group and reorder is a node ONNX Runtime runs, with its own work between kernels: after a threaded one the
     # parallel probe's (times NODE_COST), after any other node the hot chain's, measured between distinct elementwise
     # nodes as a model runs them (decision 1200).
+    if layers and peaks.wake_ms > 0:
+        # The first node a run starts wakes ONNX Runtime's threads, asleep since the last frame (decision 1255).
+        first, wake = layers[0], peaks.wake_ms
+        shares = (first.shares[0] + wake, *first.shares[1:]) if first.shares else ()
+        layers[0] = replace(first, launch_ms=first.launch_ms + wake, ms=first.ms + wake, shares=shares)
     threaded = sum(1 for p in layers if p.op_class in THREADED)
     gaps = peaks.node_gap_ms * (len(layers) - threaded + len(found)) + peaks.parallel_gap_ms * threaded * NODE_COST
     return Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=gaps)
