@@ -28,10 +28,14 @@ def main(argv: list[str]) -> int:
             from sdk.rootsafe import confine_imports
 
             confine_imports()  # as root: root's own sdk, and nothing imported from a folder another user controls
-        return dispatch(argv)
+        code = dispatch(argv)
+        sys.stdout.flush()  # a reader that went away is reported here, not as an exception at the interpreter's exit
+        return code
     except SdkError as exc:
         sys.stderr.write(f"error: {exc.message}\nhint: {exc.hint}\n")
         return exc.exit_code
+    except BrokenPipeError:  # the output's reader is gone (the host's SSH session closed): nothing wrong on the device
+        return output_reader_gone(command)
     except OSError as exc:  # the device's own file system: one line
         sys.stderr.write(f"error: `{command}` failed on this device: {exc.strerror or exc} ({exc.filename or '-'})\n")
         sys.stderr.write("hint: check the device's file system (a full or read-only disk, a folder's permissions)\n")
@@ -39,6 +43,24 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
         return 130
+
+
+def output_reader_gone(command: str) -> int:
+    """Standard output's reader closed its end (the host's SSH session, a `| head`): say so on stderr where that is
+    still open, and leave nothing for the interpreter to flush at exit. Exit code 141, as a shell reports SIGPIPE."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    try:
+        sys.stderr.write(f"error: `{command}`: the reader of its output went away before the end (a closed pipe or SSH session)\n")
+        sys.stderr.write("hint: nothing on the device needs checking; run it again with its output read to the end\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass  # stderr went with it
+    return 141
 
 
 def root_step(argv: list[str]) -> bool:
