@@ -315,7 +315,8 @@ def test_a_frozen_server_times_out_within_the_deadline(ssh_target):
     assert not [t for t in threading.enumerate() if t.name.startswith("paramiko") and t.is_alive() and t not in before]
 
 
-def test_a_full_disk_is_refused_up_front_and_nothing_changes(ssh_target, tmp_path):
+def test_a_full_disk_is_refused_up_front_and_nothing_changes(ssh_target, tmp_path, prepared):
+    # The example's release (12 MB of model), its model prepared once per session: the subject is the disk check.
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root")
     small = tmp_path / "small"
