@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from sdk.release import ReleaseManifest
 from tests.conftest import PIPELINE, tiny_yolo
 from tools.connect.remote_ops import probe, store_command
 from tools.connect.ssh import SshConnection, fingerprint_of
-from tools.deploy.flow import Deploy
+from tools.deploy.flow import Deploy, DeployResult
 from tools.targets import resolve_target
 
 REPO = Path(__file__).resolve().parents[3]
@@ -39,7 +40,7 @@ def pipeline_copy(tmp_path: Path, extra: str = "", replace: tuple[str, str] | No
     return folder / "p.yaml"
 
 
-def tiny_copy(tmp_path: Path, extra: str = "", uri: str = "synthetic://boxes?width=64&height=48&frames=20") -> Path:
+def tiny_copy(tmp_path: Path, extra: str = "", uri: str = "synthetic://boxes?width=64&height=48&frames=20", video: bool = False) -> Path:
     """A real pipeline (an ONNX model run by ONNX Runtime) whose every run on the device costs a fraction of the
     example's: for the tests whose subject is the store, the link or the fleet, not the detector (a 32 x 32 model on a
     64 x 48 synthetic camera; no accuracy budget, so the host computes no FP32 reference). Every deploy of it is still
@@ -49,7 +50,10 @@ def tiny_copy(tmp_path: Path, extra: str = "", uri: str = "synthetic://boxes?wid
     if not (folder / "tiny.onnx").exists():
         folder.mkdir(parents=True, exist_ok=True)
         tiny_yolo(folder / "tiny.onnx")
-    (folder / "p.yaml").write_text(PIPELINE.format(uri=uri, rate="null", max_ms=5000) + extra)
+    text = PIPELINE.format(uri=uri, rate="null", max_ms=5000)
+    if video:  # an annotated recording of the run, fetched with its report
+        text = text.replace("  - {kind: null}\n", "  - {kind: video, path: annotated.mp4}\n")
+    (folder / "p.yaml").write_text(text + extra)
     return folder / "p.yaml"
 
 
@@ -93,11 +97,19 @@ def verify_current(root: Path) -> ReleaseManifest:
     return manifest
 
 
+@dataclass(frozen=True)
+class GoodStore:
+    root: Path  # the device's store, with the release committed: copy it (copy_store), never change it
+    release: str
+    first: DeployResult  # the deploy that made it: a fresh device's first deploy over SSH
+    pipeline: Path  # the pipeline file it deployed (read only too)
+
+
 @pytest.fixture(scope="module")
-def good_store(sim_server, tmp_path_factory) -> tuple[Path, str]:
-    """A device's store with a (tiny) release deployed over SSH and committed, once for the cut-connection cases and
-    the failed health check, and its release: each case copies it as its own target's remote root (they are about the
-    next release: its upload, its trial)."""
+def good_store(sim_server, tmp_path_factory) -> GoodStore:
+    """A fresh device's store with a (tiny) release deployed over SSH and committed, once for the module: the first
+    deploy (its report, its store) for the redeploy case to read, and the store that each case about the next release
+    (its reuse, its upload, its trial, a fleet's, the lease) copies as its own target's remote root."""
     base = tmp_path_factory.mktemp("good-store")
     root, state = base / "remote", base / "state"
     root.mkdir()
@@ -105,42 +117,56 @@ def good_store(sim_server, tmp_path_factory) -> tuple[Path, str]:
         sim_server.write_target(base / "targets" / "sim.yaml", remote_root=str(root))
         patch.setenv("SDK_TARGETS_DIR", str(base / "targets"))
         patch.setenv("SDK_STATE_DIR", str(state))
-        good = Deploy(tiny_copy(base), "sim", frames=2, report_dir=base / "r")()
-    return root, good.staged.release_id
+        pipeline = tiny_copy(base, video=True)
+        good = Deploy(pipeline, "sim", frames=2, report_dir=base / "r")()
+    return GoodStore(root, good.staged.release_id, good, pipeline)
+
+
+def copy_store(template: Path, root: Path) -> None:
+    """`root` becomes a copy of the store `template` (`root`: an empty folder, as ssh_target makes it, or none)."""
+    if root.exists():
+        root.rmdir()
+    subprocess.run(["cp", "-a", str(template), str(root)], check=True)  # -a keeps the store's hard links
 
 
 @pytest.mark.slow
-def test_deploy_redeploy_change_and_rollback_over_ssh(ssh_target, tmp_path, prepared):
-    pipeline = pipeline_copy(tmp_path)
-    first = Deploy(pipeline, "sim", frames=12, report_dir=tmp_path / "r1")()
+def test_deploy_redeploy_change_and_rollback_over_ssh(ssh_target, tmp_path, good_store):
+    """The module's first deploy (a fresh device: agent installed, release staged, trial, commit, measured run), then,
+    on a copy of its store, the same pipeline again (nothing sent, the same release), a changed one (only the changed
+    file sent) and a rollback to the first. (The example's model deploys over SSH in the kill test, 14 times.)"""
+    first = good_store.first
     report = first.report
-    assert report["target"] == "sim" and report["frames"] == 12 and report["release"] == first.staged.release_id
-    assert report["environment"]["sdk_location"] == str(ssh_target.root / "releases" / first.staged.release_id / "sdk")
-    assert len((tmp_path / "r1" / "detections.jsonl").read_text().splitlines()) == 12
-    assert (tmp_path / "r1" / "annotated.mp4").stat().st_size > 0
-    assert current_of(ssh_target.root) == first.staged.release_id
-    verify_current(ssh_target.root)
-    assert not (ssh_target.root / "runs" / "validation").exists()  # fetched, then cleared on the device
+    assert report["target"] == "sim" and report["frames"] == 2 and report["release"] == first.staged.release_id
+    assert report["environment"]["sdk_location"] == str(good_store.root / "releases" / first.staged.release_id / "sdk")
+    assert len((first.report_dir / "detections.jsonl").read_text().splitlines()) == 2
+    assert (first.report_dir / "annotated.mp4").stat().st_size > 0
+    assert current_of(good_store.root) == first.staged.release_id
+    verify_current(good_store.root)
+    assert not (good_store.root / "runs" / "validation").exists()  # fetched, then cleared on the device
 
-    again = Deploy(pipeline, "sim", frames=3, report_dir=tmp_path / "r2")()
+    copy_store(good_store.root, ssh_target.root)
+    again = Deploy(good_store.pipeline, "sim", frames=2, report_dir=tmp_path / "r2")()
     assert (again.staged.files_sent, again.staged.bytes_sent) == (0, 0)
-    assert again.staged.release_id == first.staged.release_id
+    assert again.staged.release_id == first.staged.release_id == current_of(ssh_target.root)
 
-    changed = Deploy(pipeline_copy(tmp_path, extra="# tuned\n"), "sim", frames=3, report_dir=tmp_path / "r3")()
+    shutil.copytree(good_store.pipeline.parent, tmp_path / "pipeline")
+    pipeline = tmp_path / "pipeline" / "p.yaml"
+    pipeline.write_text(pipeline.read_text() + "# tuned\n")
+    changed = Deploy(pipeline, "sim", frames=2, report_dir=tmp_path / "r3")()
+    assert changed.staged.release_id != first.staged.release_id
     assert changed.staged.files_sent == 1 and changed.staged.bytes_sent == pipeline.stat().st_size
     assert current_of(ssh_target.root) == changed.staged.release_id
 
     status = store_command(resolve_target("sim"), "rollback")
     assert status["current"] == first.staged.release_id == current_of(ssh_target.root)
-    assert status["service_unit"]["unit"] == str(ssh_target.root / "units" / "perception-pedestrian.service")  # follows the commit
+    assert status["service_unit"]["unit"] == str(ssh_target.root / "units" / "perception-tiny.service")  # follows the commit
     verify_current(ssh_target.root)
 
 
 @pytest.mark.slow
 def test_a_release_failing_its_health_check_is_rolled_back(ssh_target, tmp_path, good_store):
-    template, good = good_store  # a release deployed and committed (a copy of the module's store)
-    ssh_target.root.rmdir()
-    subprocess.run(["cp", "-a", str(template), str(ssh_target.root)], check=True)  # -a keeps the store's hard links
+    good = good_store.release  # a release deployed and committed (a copy of the module's store)
+    copy_store(good_store.root, ssh_target.root)
     # Valid on the host, broken on the device: the camera does not exist there.
     broken = tiny_copy(tmp_path, uri="v4l2:///dev/video-missing")
     with pytest.raises(ReleaseError, match=r"failed its health check on sim: cannot open V4L2 device .*rolled back to " + good):
@@ -289,7 +315,8 @@ def test_a_frozen_server_times_out_within_the_deadline(ssh_target):
     assert not [t for t in threading.enumerate() if t.name.startswith("paramiko") and t.is_alive() and t not in before]
 
 
-def test_a_full_disk_is_refused_up_front_and_nothing_changes(ssh_target, tmp_path):
+def test_a_full_disk_is_refused_up_front_and_nothing_changes(ssh_target, tmp_path, prepared):
+    # The example's release (12 MB of model), its model prepared once per session: the subject is the disk check.
     if os.geteuid() != 0:
         pytest.skip("mounting a small tmpfs needs root")
     small = tmp_path / "small"
@@ -349,9 +376,8 @@ def test_a_cut_connection_mid_upload_leaves_the_old_release_and_the_retry_resume
     only the missing bytes; the last one completes the object, verified, then fails its health check (random bytes
     are no video) and the old release stays. One release and one big file serve the three cuts: a cut at each offset
     is still made, and a resumed upload that is cut again is one case more."""
-    template, good_release = good_store
-    ssh_target.root.rmdir()
-    subprocess.run(["cp", "-a", str(template), str(ssh_target.root)], check=True)  # -a keeps the store's hard links
+    good_release = good_store.release
+    copy_store(good_store.root, ssh_target.root)
     changed = tiny_copy(tmp_path, uri="file://big.avi")  # the good release's model, a big recording beside it
     big = tmp_path / "pipeline" / "big.avi"
     big.write_bytes(os.urandom(SIZE))
@@ -589,9 +615,11 @@ def test_kill_9_of_the_deploy_at_random_points_never_breaks_current(ssh_target, 
 
 
 @pytest.mark.slow
-def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path):
+def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path, good_store):
     """Two vehicles deployed side by side (each its own sshd, host key and store) and a third that is down: the two
-    are deployed, the third is named with its error, in the group's order; a canary that is down stops the rest."""
+    are deployed, the third is named with its error, in the group's order; a canary that is down stops the rest.
+    Each vehicle's store is a copy of the module's (its agent installed, a release committed): each gets a new release,
+    with its own upload, trial and commit."""
     from tools.deploy.fleet import FleetResult
     from tools.targets.sim import SimServer
 
@@ -599,7 +627,7 @@ def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path):
     try:
         for k, server in enumerate(servers):
             root = tmp_path / f"root{k}"
-            root.mkdir()
+            copy_store(good_store.root, root)
             server.write_target(ssh_target.targets / f"orin-0{k + 1}.yaml", remote_root=str(root))
         down = SimServer(tmp_path / "down")  # never started: its port refuses connections
         down.write_target(
@@ -609,7 +637,7 @@ def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path):
             host_key={"known_hosts": str(servers[0].known_hosts)},
         )
         (ssh_target.targets / "groups.yaml").write_text("vehicles: [orin-01, orin-02, orin-03]\n")
-        result = Deploy(tiny_copy(tmp_path), "vehicles", frames=2, report_dir=tmp_path / "fleet")()
+        result = Deploy(tiny_copy(tmp_path, extra="# fleet\n"), "vehicles", frames=2, report_dir=tmp_path / "fleet")()
         assert isinstance(result, FleetResult)
         by_name = {o.target: o for o in result.outcomes}
         assert [o.target for o in result.outcomes] == ["orin-01", "orin-02", "orin-03"]
@@ -620,6 +648,7 @@ def test_a_fleet_with_one_target_down_names_the_failure(ssh_target, tmp_path):
         assert list(summary["errors"]) == ["orin-03"] and summary["exit_code"] == 1
         for k in (1, 2):
             assert json.loads((tmp_path / "fleet" / f"orin-0{k}" / "report.json").read_text())["target"] == f"orin-0{k}"
+            assert current_of(tmp_path / f"root{k - 1}") == by_name[f"orin-0{k}"].release != good_store.release
             verify_current(tmp_path / f"root{k - 1}")
         canary = Deploy(tiny_copy(tmp_path), "orin-03,orin-01", frames=2, report_dir=tmp_path / "canary", canary=True)()
         assert "cannot connect" in canary.outcomes[0].error
@@ -671,10 +700,11 @@ def test_a_device_python_without_the_runtime_gets_an_offline_environment(ssh_tar
 
 
 @pytest.mark.slow
-def test_deploys_are_serialised_and_a_silent_host_loses_the_lock(ssh_target):
+def test_deploys_are_serialised_and_a_silent_host_loses_the_lock(ssh_target, good_store):
     from tools.connect.sessions import open_session
     from tools.release.bundle import runtime_files
 
+    copy_store(good_store.root, ssh_target.root)  # a device with its agent (the lease is the agent's) and a release
     ssh_target.write(timeouts={"connect_s": 5, "command_s": 30, "deadline_s": 120, "keepalive_s": 1})  # lease: 5 s
     target = resolve_target("sim")
     with open_session(target) as first, open_session(target) as second:
