@@ -131,6 +131,7 @@ def run_smoke(server: SmokeServer, path: Path, folder: Path) -> tuple[Path, int 
         "TMPDIR": str(folder),  # the scripts' mkdtemp() folders
         "SDK_STATE_DIR": str(folder / "state"),
         "SDK_TARGETS_DIR": str(folder / "targets"),
+        "SDK_HISTORY": str(folder / "history.sqlite"),  # not the checkout's reports/history.sqlite
         "MPLBACKEND": "Agg",
     }
     started = time.monotonic()
