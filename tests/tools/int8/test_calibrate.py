@@ -36,6 +36,18 @@ def small_pipeline(tmp_path: Path, method: str = "minmax", frames: int = 8):
     return load_pipeline(folder / "p.yaml")
 
 
+def shared_prepared(tmp_path_factory) -> Path:
+    """A cache folder holding the example detector's preparation, made once per run: every pipeline here (and in
+    test_calibrate_multicam.py) with one frame per call has its content key (model, model.prepare, anchors), so a test
+    copies it into its own cache (`PrepareModel` then finds it) instead of preparing the same model again (~1 CPU-s)."""
+    from tests.conftest import shared_folder
+
+    def build(folder: Path) -> None:
+        PrepareModel(load_pipeline(REPO / "pipelines" / "pedestrian.yaml"), folder / "cache")()
+
+    return shared_folder(tmp_path_factory, "prepared-example-detector", build) / "cache"
+
+
 def shared_calibration(tmp_path_factory, method: str):
     """(pipeline, prepared model, artifacts) of `small_pipeline(method, frames=4)`, prepared and calibrated once per run
     for every test (and xdist worker) that reads the same ranges: read only; a test writes what it makes into tmp_path."""
@@ -43,6 +55,7 @@ def shared_calibration(tmp_path_factory, method: str):
 
     def build(folder: Path) -> None:
         pipeline = small_pipeline(folder, method=method, frames=4)
+        shutil.copytree(shared_prepared(tmp_path_factory), folder / "cache")
         Calibrate(pipeline, PrepareModel(pipeline, folder / "cache")(), folder / "cache")()
 
     folder = shared_folder(tmp_path_factory, f"calibrate-{method}-4-frames", build)
@@ -181,9 +194,10 @@ def sdk(capfd, *argv: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.slow
-def test_the_gate_passes_on_the_example_and_refuses_an_absurd_threshold(tmp_path, monkeypatch, capfd):
+def test_the_gate_passes_on_the_example_and_refuses_an_absurd_threshold(tmp_path, tmp_path_factory, monkeypatch, capfd):
     import json
 
+    shutil.copytree(shared_prepared(tmp_path_factory), tmp_path / "state" / "cache")  # the preparation: found, not redone
     monkeypatch.setenv("SDK_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("COLUMNS", "200")
     status, _, stderr = sdk(capfd, "calibrate", str(gate_pipeline(tmp_path)), "--tensorrt", "10.3", "--out", str(tmp_path / "int8"))
