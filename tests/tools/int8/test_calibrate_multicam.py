@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import yaml
 from sdk.errors import ConfigError, ModelError
 from sdk.spec import load_pipeline
 from sdk.spec.schema import Calibration
+from tests.tools.int8.test_calibrate import shared_prepared
 from tools.int8.activation_stats import CollectStatistics
 from tools.int8.calibrate import Calibrate, chosen_ranges, iter_preprocessed_frames
 from tools.int8.calibration_frames import select_camera_frames, share
@@ -48,8 +50,11 @@ def pipeline_file(folder: Path, cameras: dict[str, dict] | None, batch=1, **cali
     return path
 
 
+TREE_REAR = {"uri": "file://assets/tree.avi", "crop": {"x": 40, "y": 20, "width": 240, "height": 200}}
+
+
 def two_cameras(folder: Path, rear: dict | None = None, batch=1, **calibration) -> Path:
-    rear = rear or {"uri": "file://assets/tree.avi", "crop": {"x": 40, "y": 20, "width": 240, "height": 200}}
+    rear = rear or TREE_REAR
     return pipeline_file(folder, {"front": {"uri": "file://assets/vtest.avi"}, "rear": rear}, batch, **calibration)
 
 
@@ -106,18 +111,23 @@ def test_a_live_camera_is_refused_in_one_line(tmp_path):
 
 
 @pytest.mark.slow
-def test_two_cameras_calibrate_on_the_union_of_their_frames(tmp_path):
+def test_two_cameras_calibrate_on_the_union_of_their_frames(tmp_path, tmp_path_factory):
     """The ranges of a two-camera calibration are those of every camera's frames together, each camera's frames made
     by its own one-camera pipeline (its crop as preprocess.crop): the runtime's preprocessing, camera by camera."""
-    # Two frames a camera (the equality below holds for any count; each camera's frames set some of the ranges).
-    pipeline = load_pipeline(two_cameras(tmp_path / "two", frames=4, holdout_frames=2))
-    model = PrepareModel(pipeline, tmp_path / "cache")()
-    artifacts = Calibrate(pipeline, model, tmp_path / "cache")()
+    # The shared calibration (8 frames a camera, the rear one cropped; the equality below holds for any count, and each
+    # camera's frames set some of the ranges), read only: its cached preparation and calibration are found, not redone.
+    shared = shared_two_camera_int8(tmp_path_factory, "tree")
+    pipeline = load_pipeline(shared / "p.yaml")
+    assert pipeline.spec.cameras["rear"].crop is not None
+    model = PrepareModel(pipeline, shared / "cache")()
+    artifacts = Calibrate(pipeline, model, shared / "cache")()
     ranges = json.loads(artifacts.ranges.read_text())
     assert ranges["cameras"] == {
-        "front": {"frames": 2, "holdout_frames": 1, "source_frames": 795},
-        "rear": {"frames": 2, "holdout_frames": 1, "source_frames": 68},
+        "front": {"frames": 8, "holdout_frames": 8, "source_frames": 795},
+        "rear": {"frames": 8, "holdout_frames": 8, "source_frames": 68},
     }
+    # The one-camera pipelines' media beside them, as links to the shared files (a pipeline's paths stay in its folder).
+    shutil.copytree(shared / "assets", tmp_path / "two" / "assets", copy_function=os.link)
     frames = []
     for name, camera in pipeline.spec.cameras.items():
         doc = yaml.safe_load(pipeline.path.read_text())
@@ -136,7 +146,7 @@ def test_two_cameras_calibrate_on_the_union_of_their_frames(tmp_path):
 
 
 def dark_recording(folder: Path, gain: float = 0.15) -> str:
-    """Every 10th frame of vtest.avi at `gain` of its brightness (an underexposed camera), as PNGs: images://."""
+    """Every 10th frame of vtest.avi at `gain` of its brightness (an underexposed camera), as BMPs: images://."""
     folder.mkdir(parents=True)
     capture = cv2.VideoCapture(str(VTEST))
     index = 0
@@ -145,13 +155,11 @@ def dark_recording(folder: Path, gain: float = 0.15) -> str:
             ok, image = capture.retrieve()
             assert ok, f"{VTEST}: frame {index} decoded but not retrieved"
             dark = (image.astype(np.float32) * gain).astype(np.uint8)
-            # PNG is lossless at every level; 1 writes the 80 frames in about two thirds of the default's (3) CPU time.
-            cv2.imwrite(str(folder / f"{index:04d}.png"), dark, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+            # Lossless, as PNG is, without its compression: ~1 ms a frame to write and read where PNG (level 1) took ~37 ms to
+            # write and ~14 ms to read (the same pixels, so the same frames for the gate).
+            cv2.imwrite(str(folder / f"{index:04d}.bmp"), dark)
         index += 1
     return f"images://assets/{folder.name}"
-
-
-TREE_REAR = {"uri": "file://assets/tree.avi"}
 
 
 def shared_two_camera_int8(tmp_path_factory, rear: str) -> Path:
@@ -167,6 +175,7 @@ def shared_two_camera_int8(tmp_path_factory, rear: str) -> Path:
             shutil.copytree(shared_dark_recording(tmp_path_factory), folder / "assets" / "dark")
         camera = {"uri": "images://assets/dark"} if rear == "dark" else TREE_REAR
         pipeline = load_pipeline(two_cameras(folder, rear=camera, frames=16, holdout_frames=16))
+        shutil.copytree(shared_prepared(tmp_path_factory), folder / "cache")  # the one-frame preparation: found, not redone
         model = PrepareModel(pipeline, folder / "cache")()
         if rear == "dark":
             Calibrate(pipeline, model, folder / "cache")()
@@ -177,7 +186,7 @@ def shared_two_camera_int8(tmp_path_factory, rear: str) -> Path:
 
 
 def shared_dark_recording(tmp_path_factory) -> Path:
-    """dark_recording's PNGs, written once per run (decoding the whole clip each time cost seconds): copy, never write."""
+    """dark_recording's images, written once per run (decoding the whole clip each time cost seconds): copy, never write."""
     from tests.conftest import shared_folder
 
     return shared_folder(tmp_path_factory, "multicam-dark-recording", lambda folder: dark_recording(folder / "dark")) / "dark"
@@ -216,7 +225,7 @@ def test_batched_cameras_deploy_the_judged_ranges_on_the_batched_model(tmp_path,
     # The one-frame calibration and its verdict are the shared ones (the same content keys); the batched preparation
     # and its Q/DQ model are made here.
     shutil.copytree(shared_two_camera_int8(tmp_path_factory, "tree") / "cache", tmp_path / "cache")
-    path = two_cameras(tmp_path / "p", rear={"uri": "file://assets/tree.avi"}, batch="cameras", frames=16, holdout_frames=16)
+    path = two_cameras(tmp_path / "p", rear=TREE_REAR, batch="cameras", frames=16, holdout_frames=16)
     pipeline = load_pipeline(path)
     batched = PrepareModel(pipeline, tmp_path / "cache")()
     choice = Int8ForDeploy(pipeline, batched, tmp_path / "cache")()
@@ -224,7 +233,7 @@ def test_batched_cameras_deploy_the_judged_ranges_on_the_batched_model(tmp_path,
     # Calibrated on the one-frame-per-call preparation: the same calibration as batch.size 1.
     single = one_frame_per_call(pipeline)
     assert single.spec.batch_size == 1 and single.spec.prepared_inputs() == {"Preprocessor/sub:0": (1, 3, 300, 300)}
-    unbatched = load_pipeline(two_cameras(tmp_path / "p", rear={"uri": "file://assets/tree.avi"}, batch=1, frames=16, holdout_frames=16))
+    unbatched = load_pipeline(two_cameras(tmp_path / "p", rear=TREE_REAR, batch=1, frames=16, holdout_frames=16))
     assert Calibrate(unbatched, PrepareModel(unbatched, tmp_path / "cache")(), tmp_path / "cache")().folder == choice.calibration.folder
     # The deployed Q/DQ model takes the batch of two and gives each frame what the judged one-frame model gives it.
     frames = [tensor for _, tensor in iter_preprocessed_frames(unbatched, {0, 30}, (1, 3, 300, 300))]
