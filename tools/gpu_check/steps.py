@@ -307,7 +307,8 @@ def sanitizer(tool: str, build_dir: Path, timeout: float = 150) -> dict:
     summary = sanitizer_errors(done.stdout + done.stderr)
     launched = re.findall(r"workload: (\d+) launches", done.stdout)
     ok = done.returncode == 0 and summary is not None and summary[0] == 0 and launched
-    found = f"{summary[0]} errors" + (f", {summary[1]} warnings" if summary and summary[1] is not None else "") if summary else "? errors"
+    errors, warnings = summary if summary is not None else ("?", None)
+    found = f"{errors} errors" + (f", {warnings} warnings" if warnings is not None else "")
     detail = f"{tool}: {found} over {launched[-1] if launched else '?'} launches (exit {done.returncode})"
     return {"status": PASS if ok else FAIL, "detail": detail if ok else detail + ": " + (done.stdout + done.stderr).strip()[-800:]}
 

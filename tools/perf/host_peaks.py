@@ -139,17 +139,22 @@ class _Probe:
     def run(self) -> None:
         self.session.run(None, self.feeds)
 
-    def result(self) -> tuple[np.ndarray, np.ndarray]:
-        """(each run's kernel time, each run's time outside its kernels), in ms, leaving out the first run (cold
-        caches, threads starting)."""
-        from sdk.profiling.reference import probe_times
+    def _trace(self) -> tuple[list[float], list[dict]]:
+        """The profiler's trace, parsed (each run's time, the nodes with their times in each run), its file removed."""
         from sdk.profiling.trace import parse_trace
 
         trace = Path(self.session.end_profiling())
         try:
-            runs, nodes = parse_trace(json.loads(trace.read_text()))
+            return parse_trace(json.loads(trace.read_text()))
         finally:
             trace.unlink(missing_ok=True)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """(each run's kernel time, each run's time outside its kernels), in ms, leaving out the first run (cold
+        caches, threads starting)."""
+        from sdk.profiling.reference import probe_times
+
+        runs, nodes = self._trace()
         # The probe's own kernels: the NCHWc reorders around a lone convolution are not its cost (in a model they are
         # predicted where they fall, tools/perf/predict.py: reorders).
         kernel, between = probe_times(runs, nodes, [i > 0 for i in range(len(runs))])
@@ -157,13 +162,7 @@ class _Probe:
 
     def all_kernels(self) -> list[float]:
         """Each run's kernels together, the NCHWc reorders included (ms): where a woken run pays."""
-        from sdk.profiling.trace import parse_trace
-
-        trace = Path(self.session.end_profiling())
-        try:
-            runs, nodes = parse_trace(json.loads(trace.read_text()))
-        finally:
-            trace.unlink(missing_ok=True)
+        runs, nodes = self._trace()
         return [float(sum(node["times_ms"][i] for node in nodes)) for i in range(len(runs))]
 
 
