@@ -236,8 +236,10 @@ def graph_events(gpu, replays: int = 20) -> dict:
         }
     good = results[True].get("timed_replays") == replays
     plain_refused = bool(results[False].get("refusal"))
+    median = results[True].get("median_ms")
     detail = (
-        f"external event nodes: {results[True].get('timed_replays', 0)}/{replays} replays timed (median {results[True].get('median_ms')} ms); "
+        f"external event nodes: {results[True].get('timed_replays', 0)}/{replays} replays timed "
+        f"(median {'none' if median is None else f'{median:.4f}'} ms); "
         f"plain records in the capture: {'refused after the replay (' + results[False]['refusal'] + ')' if plain_refused else 'NOT refused'}"
     )
     # The status is the runtime's way (external nodes); whether CUDA refuses the old way is evidence for the emulation's

@@ -5,6 +5,7 @@ result files and their row for docs/hardware.md, and its ONNX Runtime engine aga
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -206,3 +207,17 @@ def test_each_sanitizer_tool_is_judged_by_its_own_summary(tmp_path, monkeypatch,
     monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
     result = steps.sanitizer(tool, tmp_path, timeout=30)
     assert result["status"] == status and detail in result["detail"]
+
+
+def test_the_guides_gpu_test_command_names_every_file_with_gpu_tests():
+    """The lent machine runs the `gpu` tests by file (its Python lacks packages other modules import): a new file with
+    `gpu` tests that the guide's command does not name would never run there."""
+    guide = (REPO / "docs" / "guides" / "gpu.md").read_text()
+    command = guide.split("python3 -m pytest -m gpu -rs", 1)[1].split("```", 1)[0].replace("\\\n", " ")
+    named = set(command.split())
+    marked = {
+        path.relative_to(REPO).as_posix()
+        for path in (REPO / "tests").rglob("test_*.py")
+        if re.search(r"^(@pytest\.mark\.gpu|pytestmark = pytest\.mark\.gpu)$", path.read_text(), re.MULTILINE)
+    }
+    assert marked and named == marked
