@@ -48,13 +48,13 @@ GENERIC_CONV = 0.45  # a grouped convolution whose groups are not whole blocks: 
 # models). Read off those models, not measured. Every other node (elementwise, pooling, movement, an NCHWc reorder) is
 # costed from the chains of distinct elementwise nodes instead, without it (decision 1200).
 NODE_COST = 1.8
+GEMM_LIKE = ("conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm")
+# MLAS_SGEMM_THREAD_COMPLEXITY (onnxruntime/core/mlas/lib/mlasi.h): the multiplies MLAS gives one thread of a GEMM or
+# convolution before it takes another; a layer with fewer runs on the calling thread alone.
+MLAS_THREAD_MACS = 64 * 1024
 # The hot chain's rate is at most this many times the cache probe's: beyond it the two chains' difference is noise.
 HOT_CEILING = 4.0
 ROWS_HALF = 32.0  # output pixels (or GEMM rows) at which a kernel reaches 1 - 1/e of its rate: a 7x7 map keeps about 0.8
-# ONNX Runtime's MaxPool/AveragePool (MLAS, vectorised over the NCHWc block) does a window element at twice the rate the
-# vector probe does a FLOP of its Sigmoid; measured here with YOLOX-Nano's SPP shapes (128 x 13 x 13, kernels 5, 9 and
-# 13: 1.6-2.4x), where costing it at the vector rate predicted it about 2x high.
-POOL_WINDOW_RATE = 2.0
 # A Transpose that moves the innermost axis gathers with a stride: measured here at 2.6-5.2x the time of a copy of its
 # bytes (YOLOX's head transpose, 85 x 3549 floats in its model, 128 x 3549 alone; two runs at different loads).
 TRANSPOSE_STRIDED = 3.5
@@ -92,9 +92,10 @@ class HostEngine:
 
     name = "cpu"
 
-    def __init__(self, peaks: HostPeaks, block: int = 0) -> None:
+    def __init__(self, peaks: HostPeaks, block: int = 0, nchwc: frozenset[str] = frozenset()) -> None:
         self.peaks = peaks
         self.block = block  # ONNX Runtime's NCHWc channel block (0: none): a convolution's channels are padded to it
+        self.nchwc = nchwc  # the layers that run as NCHWc kernels (tools/perf/predict.py: nchwc_kernels)
         # The narrow probe (16 in, 16 out) pays the channel efficiency twice, once per side: each side's share is its root.
         ratio = min(max(peaks.narrow_gflops / max(peaks.pointwise_gflops, 1e-9), 0.01), 0.98)
         half = -16 / math.log(1 - math.sqrt(ratio))  # channels at which one side reaches 1 - 1/e of the rate
@@ -106,8 +107,11 @@ class HostEngine:
         if cls in ("conv", "conv_pointwise", "gemm", "conv_transpose"):
             k, n = main.channels or (1, 1)
             k = k // max(main.groups, 1) * (math.prod(main.kernel) if cls != "gemm" and main.kernel else 1)
-            if cls == "conv_transpose":  # col2im after a GEMM: measured here at about 0.4 of the dense rate
-                return 0.4 * p.conv_gflops
+            if cls == "conv_transpose":  # its GEMM: (Cout/group x kernel) rows of Cin/group each, over the input's pixels
+                k = main.channels[0] // max(main.groups, 1)
+                n = (main.channels[1] // max(main.groups, 1)) * (math.prod(main.kernel) if main.kernel else 1)
+                efficiency = channel_efficiency(k, self.half) * channel_efficiency(n, self.half) * channel_efficiency(_pixels(main), ROWS_HALF)
+                return max(p.gemm_gflops, p.pointwise_gflops) * max(efficiency, NARROW_FLOOR)
             # A GEMM is at least as fast as the 1x1 convolution that is one (the MatMul probe is the noisier of the two).
             base = {"conv": p.conv_gflops, "conv_pointwise": p.pointwise_gflops, "gemm": max(p.gemm_gflops, p.pointwise_gflops)}[cls]
             k, n = self._padded(k), self._padded(n)  # the kernel runs on the padded channels
@@ -115,13 +119,13 @@ class HostEngine:
             if self.block and cls == "conv" and main.channels[0] < self.block and any(s > 1 for s in main.strides):
                 taps = math.prod(main.kernel) if main.kernel else 9  # the first convolution of a network: NCHW input, strided
                 efficiency *= min(1.0, NCHW_INPUT_STRIDED * math.sqrt(taps / 9))
-            if self.block and not nchwc_capable(main, self.block):
+            if self.block and main.groups > 1 and not nchwc_capable(main, self.block):
                 efficiency *= GENERIC_CONV  # ONNX Runtime's generic convolution (im2col and a GEMM per group)
             return base * max(efficiency, NARROW_FLOOR) * self._padding(main)
         if main.op == "LRN":
             return p.lrn_gflops
         if main.op in ("MaxPool", "AveragePool", "LpPool"):
-            return p.vector_gflops * POOL_WINDOW_RATE
+            return p.pool_gflops  # the pooling probe's rate a window element (decision 1259)
         if cls == "conv_depthwise":  # the probe is 3x3; a larger kernel does more work per byte it loads
             taps = math.prod(main.kernel) if main.kernel else 9
             return p.depthwise_gflops * min(max((taps / 9) ** 0.85, 0.3), 4.0) * self._padding(main)
@@ -165,19 +169,55 @@ class HostEngine:
                 return low_gbs * (high_gbs / low_gbs) ** (math.log(moved / low) / math.log(high / low))
         return points[-1][1]
 
-    def cost(self, main: Layer, flops: int, moved: int, gated: bool = False) -> Cost:
-        """A threaded node (convolution, GEMM): the parallel probe's launch (the launch probe's on one thread) times
-        NODE_COST, the bandwidth probes' rates. Any other node: the launch chain's per-node time, and its bytes at the
-        hot chain's rate (its input is what the node before it has just written) up to the hot chain's size."""
+    def threaded(self, layer: Layer) -> bool:
+        """Whether ONNX Runtime splits the layer's work over its threads: an NCHWc kernel always does (MLAS's NCHWc
+        convolution and pooling take the pool's thread count, snchwc.cpp); any other convolution or GEMM only with at
+        least MLAS_THREAD_MACS multiplies (MLAS gives a thread that many before it takes another; fewer run on the
+        calling thread, with nothing to split or wake)."""
+        if layer.name in self.nchwc:
+            return True
+        return layer.op_class in GEMM_LIKE and layer.macs >= MLAS_THREAD_MACS
+
+    @property
+    def threaded_launch_ms(self) -> float:
+        """A threaded node's launch and the time after it: the parallel probe's (the launch probe's on one thread)
+        times NODE_COST."""
         p = self.peaks
-        threaded = main.op_class in ("conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm")
+        return max((p.parallel_launch_ms if p.threads > 1 else p.launch_ms) * NODE_COST, 0.0)
+
+    def cost(self, main: Layer, flops: int, moved: int, gated: bool = False) -> Cost:
+        """A threaded node (self.threaded): the threaded launch, the bandwidth probes' rates. Any other node: the
+        launch chain's per-node time, and its bytes at the hot chain's rate (its input is what the node before it has
+        just written) up to the hot chain's size."""
+        p = self.peaks
+        threaded = self.threaded(main)
         bandwidth = self.bandwidth_gbs(moved, hot=not threaded)
         if main.op_class == "gemm" and _rows(main) < 16:
             bandwidth = p.dram_gbs  # a matrix-vector product streams its weights once: DRAM's rate, whatever their size
         if strided_transpose(main):
             bandwidth /= TRANSPOSE_STRIDED
-        launch = (p.parallel_launch_ms if p.threads > 1 else p.launch_ms) * NODE_COST if threaded else p.launch_ms
-        return Cost(flops / (self.rate_gflops(main) * 1e6) if flops else 0.0, moved / (bandwidth * 1e6), max(launch, 0.0))
+        launch = self.threaded_launch_ms if threaded else p.launch_ms
+        compute = flops / (self.rate_gflops(main) * 1e6) if flops else 0.0
+        if main.op_class == "conv_transpose":
+            # ONNX Runtime's ConvTranspose is a GEMM into a column buffer, then col2im into the output, one after the
+            # other (onnxruntime/core/providers/cpu/nn/conv_transpose.cc): the columns are written and read once, the
+            # output zeroed and then added into. Those passes follow the GEMM, not under it (decision 1259).
+            moved += col2im_bytes(main)
+            return Cost(compute, moved / (self.bandwidth_gbs(moved) * 1e6), launch, serial=True)
+        return Cost(compute, moved / (bandwidth * 1e6), launch)
+
+
+def col2im_bytes(layer: Layer) -> int:
+    """The bytes a ConvTranspose moves beyond its input, weights and output: its column buffer (Cout/group x kernel
+    x the input's pixels, per group and image) written by the GEMM and read by col2im, the output zeroed and read
+    once more as the columns are added into it, and with a bias one more pass over the output."""
+    in_shape = layer.input_shapes[0] if layer.input_shapes else ()
+    out = layer.output_shapes[0] if layer.output_shapes else ()
+    if len(in_shape) < 3 or not layer.channels:
+        return 0
+    columns = (layer.channels[1] // max(layer.groups, 1)) * math.prod(layer.kernel or (1,)) * math.prod(in_shape[2:]) * layer.groups * in_shape[0]
+    passes = 2 + (2 if len(layer.inputs) > 2 and layer.inputs[2] else 0)
+    return 4 * (2 * columns + passes * math.prod(out))
 
 
 def strided_transpose(layer: Layer) -> bool:
@@ -191,11 +231,24 @@ def strided_transpose(layer: Layer) -> bool:
 
 
 def nchwc_capable(layer: Layer, block: int) -> bool:
-    """ONNX Runtime's NCHWc kernels take a grouped convolution only when each group is whole blocks (depthwise aside)."""
-    if layer.op != "Conv" or layer.groups <= 1 or layer.op_class == "conv_depthwise" or not layer.channels:
+    """Whether ONNX Runtime's NCHWc transform takes a convolution (nchwc_transformer.cc, TransformConv): ungrouped,
+    with fewer input channels than a block (read as NCHW) or a multiple of 4 (reordered and padded to whole blocks:
+    what ReorderInput takes, nchwc_ops.cc); grouped, with whole blocks of output channels, and each group whole blocks
+    unless depthwise. Checked against ONNX Runtime's own optimised graphs (tests/tools/perf/test_nchwc_placement.py)."""
+    if layer.op != "Conv" or not layer.channels:
         return True
     c_in, c_out = layer.channels
-    return (c_in // layer.groups) % block == 0 and (c_out // layer.groups) % block == 0
+    if layer.groups <= 1:
+        return c_in < block or c_in % 4 == 0
+    if c_out % block:
+        return False
+    return layer.op_class == "conv_depthwise" or ((c_in // layer.groups) % block == 0 and (c_out // layer.groups) % block == 0)
+
+
+def _pixels(layer: Layer) -> int:
+    """The input's pixels of a ConvTranspose (its GEMM's columns)."""
+    shape = layer.input_shapes[0] if layer.input_shapes else ()
+    return math.prod(shape[2:]) * shape[0] if len(shape) > 2 else 1
 
 
 def _rows(layer: Layer) -> int:

@@ -2,17 +2,18 @@
 
 Each probe is a one-node ONNX model run by ONNX Runtime with the SDK's session options (threads and spinning as the
 pipeline sets them) and timed by ONNX Runtime's own profiler, as `sdk profile` times layers: the median kernel time
-over the runs. The probes: a GEMM and a dense 3x3 convolution (compute peaks), a pointwise and a depthwise
-convolution (the two shapes mobile detectors are made of), memory-bound elementwise passes over three sizes of tensor
-(bandwidth: one that fits in the core's caches, one as large as the last-level cache, one larger than it; on a shared
-machine other work holds part of that cache, so it is measured, not assumed ours), and two chains of distinct
-elementwise nodes (Mul, Add, Clip, Div, each with its own constant and output, as a model's batch norms and HardSwishes
-run): one over 16 elements (what a node costs with nothing to do, and ONNX Runtime's own work between two nodes),
-one over a tensor the size of a small model's activations, each node reading what the one before it just wrote (the
-per-node time a model's small elementwise nodes take, their input hot in the cache: decision 1200). The wake probe
-runs the parallel probe's model with other work between its runs, as a pipeline runs its model once a frame with its
-preprocessing and decoding in between: what a run pays beyond its time in a row is the waking of its threads
-(decision 1255).
+over the runs. The probes: a GEMM and a dense 3x3 convolution (compute peaks), a pointwise and a depthwise convolution
+(the two shapes mobile detectors are made of), a 5x5 MaxPool (MLAS's pooling kernel: its rate per window element
+against the vector probe's differs from CPU to CPU, 0.8x to 2x measured; decision 1259), memory-bound elementwise
+passes over three sizes of tensor (bandwidth: one that fits in the core's caches, one as large as the last-level
+cache, one larger than it; on a shared machine other work holds part of that cache, so it is measured, not assumed
+ours), and two chains of distinct elementwise nodes (Mul, Add, Clip, Div, each with its own constant and output, as a
+model's batch norms and HardSwishes run): one over 16 elements (what a node costs with nothing to do, and ONNX
+Runtime's own work between two nodes), one over a tensor the size of a small model's activations, each node reading
+what the one before it just wrote (the per-node time a model's small elementwise nodes take, their input hot in the
+cache: decision 1200). The wake probe runs the parallel probe's model with other work between its runs, as a pipeline
+runs its model once a frame with its preprocessing and decoding in between: what a run pays beyond its time in a row
+is the waking of its threads (decision 1255).
 The cache file is keyed by CPU model, thread count, spinning and ONNX Runtime version; SDK_HOST_PEAKS_REFRESH=1
 measures again.
 """
@@ -29,14 +30,15 @@ from pathlib import Path
 
 import numpy as np
 
-PEAKS_FORMAT = 11  # 10: the launch chain of distinct elementwise nodes, and the hot chain; 11: the wake probe (wake_ms)
+PEAKS_FORMAT = 12  # 10: the launch chain of distinct elementwise nodes, and the hot chain; 11: the wake probe (wake_ms);
+# 12: the pooling probe (pool_gflops)
 RUNS = 12  # runs of a probe in a row; the first (cold) is not kept
 CHAIN_NODES = 32  # nodes in the launch probes' chains (the parallel chain has half as many)
 CHAIN_OPS = ("Mul", "Add", "Clip", "Div")  # the elementwise chains' nodes in turn, each with its own constant
 HOT_ELEMENTS = 1 << 18  # the hot chain's tensor: 1 MiB in and 1 MiB out a node, as the small models' activations (0.1-3 MB)
 CHAIN = 1  # copies of the probe's node in a chain (measured here: chains of 6 ran convolutions at half the rate a model's own do)
 LONG_CHAIN = 8  # convolutions in the long reference probe: about 15-30 ms of work, as a large model's largest layers
-PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dram", "llc", "cache", "chain", "nodes", "parallel", "narrow", "vector", "lrn")
+PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dram", "llc", "cache", "chain", "nodes", "parallel", "narrow", "vector", "lrn", "pool")
 CACHE_ELEMENTS = 1 << 19  # the cache probe's tensor: 2 MiB in and 2 MiB out, the size of a mobile detector's activations
 PASSES = 5  # passes spread the probes over seconds: a shared machine gives a 2-thread kernel one core or two, by moments
 # The wake probe's gap between runs, filled with arithmetic on the calling thread (a frame's preprocessing and decoding):
@@ -67,6 +69,7 @@ class HostPeaks:
     narrow_gflops: float  # a 1x1 convolution of 16 to 16 channels: what few channels leave of the pointwise rate
     vector_gflops: float  # a Sigmoid over a tensor in cache (4 FLOPs an element): elementwise arithmetic
     lrn_gflops: float  # LRN (size 5) as layers.py counts it (5 FLOPs an element): ONNX Runtime runs it far below the rest
+    pool_gflops: float  # a 5x5 MaxPool as layers.py counts it (one FLOP a window element): MLAS's own pooling kernel
     last_level_cache_bytes: int
     # What a run's kernels take together beyond their time in a row when the run follows other work (its threads
     # asleep, WAKE_GAP_S): paid once a frame, by the first nodes the model runs.
@@ -247,6 +250,8 @@ def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[
                            {"x": rand(1, 16, 160, 160)}, 2 * 16 * 160 * 160 * 16),
         "vector": lambda: (_model("Sigmoid", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 4 * small),
         "lrn": lambda: (_model("LRN", {"x": (1, 64, 28, 28)}, (1, 64, 28, 28), {}, size=5), {"x": rand(1, 64, 28, 28)}, 5 * 64 * 28 * 28),
+        "pool": lambda: (_model("MaxPool", {"x": (1, 64, 28, 28)}, (1, 64, 28, 28), {}, kernel_shape=[5, 5], pads=[2, 2, 2, 2]),
+                         {"x": rand(1, 64, 28, 28)}, 25 * 64 * 28 * 28),
         # The conv probe's node LONG_CHAIN times in a row: one long run, for how a shared machine stretches long kernels
         # (tools/perf/host_speed.py: Contention); not one of the peaks.
         "long": lambda: (_model("Conv", {"x": (1, 64, 56, 56)}, (1, 64, 56, 56), {"w": rand(64, 64, 3, 3)}, repeat=LONG_CHAIN, pads=[1, 1, 1, 1]),

@@ -9,7 +9,8 @@ profile's frames replaces the cached value it measures: the prediction is then m
 same statistic (medians over frames), as the measured layers it is compared with (decision 0706). Two probes are too
 long to repeat between frames: the GEMM follows the pointwise convolution (the same kernel, and the host model takes
 the faster of the two), the pass over DRAM follows the pass the size of the last-level cache (the factor of one
-applied to the other). The cache probe follows the hot chain (decision 1200): one node of about 0.1 ms alone in its
+applied to the other), the pooling probe follows the vector probe (both a pass of arithmetic over a tensor in the
+cache). The cache probe follows the hot chain (decision 1200): one node of about 0.1 ms alone in its
 session, between frames it measured 0.3-0.8 of its cached rate in all ten profiles of two benchmark runs while the
 hot chain's 32 nodes over tensors of the same order measured 0.84-1.09 of theirs; the lone node most likely meets
 what a session pays to start a run (its threads waking), which a model's nodes, one after another, do not.
@@ -46,7 +47,7 @@ PROBES = {
     "parallel": (("parallel_launch_ms", "parallel_gap_ms"), "ms/node"),
 }
 # Fields no probe measures between the frames: scaled by this probe's factor.
-FOLLOWS = {"gemm_gflops": "pointwise", "dram_gbs": "llc", "cache_gbs": "nodes"}
+FOLLOWS = {"gemm_gflops": "pointwise", "dram_gbs": "llc", "cache_gbs": "nodes", "pool_gflops": "vector"}
 WORK = {"GFLOP/s": "flop", "GB/s": "byte", "ms/node": "node"}
 LONG = "long"  # the conv probe's node LONG_CHAIN times in a row
 LONG_BURST = 2  # its runs after every frame (the first not kept): it is the longest probe by far

@@ -228,7 +228,7 @@ def _layer(index: int, name: str, node, shapes: dict, weights: dict, values: dic
         attrs = {"constant": constants[0]} if len(constants) == 1 else {}  # (its input position, its shape)
         return Layer(**base, op_class="elementwise", macs=0, flops=ELEMENTWISE[op] * output_elements, attrs=attrs)
     if op in MOVEMENT:
-        attrs = {"perm": tuple(_attr(node, "perm", ()))} if op == "Transpose" else {}
+        attrs = {"perm": tuple(_attr(node, "perm", ()))} if op == "Transpose" else {"axis": int(_attr(node, "axis", 1))} if op == "Concat" else {}
         return Layer(**base, op_class="movement", macs=0, flops=0, attrs=attrs)
     return Layer(**base, op_class="other", macs=0, flops=output_elements)
 

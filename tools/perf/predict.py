@@ -18,7 +18,6 @@ from tools.perf.layers import PRECISION_BYTES, Layer, ModelLayers
 
 HEADS = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "PRelu", "Elu"}
-THREADED = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}  # ONNX Runtime splits these over its threads
 QDQ = {"QuantizeLinear", "DequantizeLinear"}
 FREE_MOVEMENT = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"}
 GATES = {"Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Exp", "Erf", "Gelu", "Mish", "Softplus", "Elu"}  # non-piecewise-linear epilogues
@@ -175,7 +174,8 @@ def _predict_group(group: Group, model: ModelLayers, engine, precision: str, fre
     if memo is not None:
         by_name = model.by_name()
         engine_key = (engine.name, precision, free, getattr(engine, "sparse", False), getattr(engine, "image_inputs", None))
-        key = (*engine_key, group.head, tuple(_layer_key(by_name[m]) for m in group.members))
+        nchwc = tuple(m in getattr(engine, "nchwc", ()) for m in group.members)  # an NCHWc kernel is costed as threaded
+        key = (*engine_key, group.head, nchwc, tuple(_layer_key(by_name[m]) for m in group.members))
         found = memo.get(key)
         if found is None:
             found = memo[key] = _predict_group(group, model, engine, precision, free)
@@ -207,17 +207,24 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
         return contention.factor(ms) if contention is not None else 1.0
 
     block = nchwc_block() if block is None else block
-    engine = HostEngine(peaks, block)
+    engine = HostEngine(peaks, block, nchwc_kernels(model, block))
     extra: dict[str, float] = {}
     found = reorders(model, block)
+    threaded = 0
     for name, _side, elements in found:
-        # A reorder is a pass over the tensor the node before it has just written: a node like the elementwise ones,
-        # costed from the same chains (decision 1200).
+        # A reorder is a pass over the tensor the node before it has just written, its bytes at the hot chain's rate
+        # (decision 1200). ONNX Runtime hands its channel blocks to the thread pool (nchwc_ops.cc): a pass of more than
+        # REORDER_WOKEN_MS wakes the pool's threads, a threaded node's launch; a smaller one is done by the calling
+        # thread before they can start (decision 1259).
         moved = 2 * 4 * elements  # read and written once
-        ms = peaks.launch_ms + moved / (engine.bandwidth_gbs(moved, hot=True) * 1e6)
+        work = moved / (engine.bandwidth_gbs(moved, hot=True) * 1e6)
+        woken = peaks.threads > 1 and work > REORDER_WOKEN_MS
+        threaded += woken
+        ms = (engine.threaded_launch_ms if woken else peaks.launch_ms) + work
         extra[name] = extra.get(name, 0.0) + ms * stretch(ms)  # each reorder is a node of its own
     layers = []
     for group in fusion_groups(model, "onnxruntime"):
+        threaded += engine.threaded(group_facts(group, model, "fp32")[0])
         p = _predict_group(group, model, engine, "fp32", memo=memo)
         if (factor := stretch(p.ms)) != 1.0:
             p = replace(p, compute_ms=p.compute_ms * factor, memory_ms=p.memory_ms * factor, launch_ms=p.launch_ms * factor, ms=p.ms * factor,
@@ -235,7 +242,6 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
         first, wake = layers[0], peaks.wake_ms
         shares = (first.shares[0] + wake, *first.shares[1:]) if first.shares else ()
         layers[0] = replace(first, launch_ms=first.launch_ms + wake, ms=first.ms + wake, shares=shares)
-    threaded = sum(1 for p in layers if p.op_class in THREADED)
     gaps = peaks.node_gap_ms * (len(layers) - threaded + len(found)) + peaks.parallel_gap_ms * threaded * NODE_COST
     return Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=gaps)
 
@@ -325,7 +331,13 @@ def transitions(model: ModelLayers, on_dla: dict[str, int], precision: str, memo
 
 NCHWC_OPS = {"Concat", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Relu", "Sigmoid", "Tanh", "LeakyRelu",
              "HardSigmoid", "Clip", "BatchNormalization", "Resize", "Upsample"}  # fmt: skip
-NCHWC_BINARY = {"Add", "Sum", "Mul"}  # blocked only when every operand is a blocked activation (no constant)
+NCHWC_BINARY = {"Add", "Sum", "Mul"}  # blocked only when its operands are blocked activations of one shape (no constant, no broadcast)
+# A reorder's pass (at the hot chain's rate) beyond which it wakes the pool's threads: a thread woken by a futex takes
+# microseconds to start. Read off PaddleOCR's classifier: its squeeze-and-excitation tensors (1 x 1 maps, under 0.05 us
+# of work) cost a plain node, its 3 x 96 and 2 x 96 maps (6-10 us) a threaded one; 20x from either.
+REORDER_WOKEN_MS = 0.001
+NCHWC_KERNELS = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Resize", "Upsample"}
+WINDOW_POOLS = {"MaxPool", "AveragePool"}  # reordered into the blocked layout whatever their input
 
 
 def nchwc_block() -> int:
@@ -342,40 +354,93 @@ def nchwc_block() -> int:
     return 16 if " avx512f" in flags else 8 if " avx2" in flags else 0
 
 
-def reorders(model: ModelLayers, block: int) -> list[tuple[str, str, int]]:
-    """Where ONNX Runtime's NCHWc transform reorders a tensor: (the layer whose group pays, input or output, elements).
-    2-D convolutions run blocked (their channels padded to the block) unless an activation the blocked kernel cannot
-    fuse follows (HardSigmoid, HardSwish); activations, Concat, pooling, resize,
-    batch norm, and Add/Mul of two blocked tensors stay blocked after them; any other consumer needs the tensor back in NCHW (a
-    ReorderOutput), and a blocked convolution of an NCHW tensor with at least `block` input channels a ReorderInput."""
+def blocked_layers(model: ModelLayers, block: int) -> frozenset[str]:
+    """The layers ONNX Runtime's NCHWc transform runs on blocked tensors. 2-D convolutions run blocked (their channels
+    padded to the block) unless an activation the blocked kernel cannot fuse follows (HardSigmoid, HardSwish), and so
+    do MaxPool and AveragePool whatever their input, where their channels are whole blocks; activations, Concat,
+    global pooling, resize, batch norm, and Add/Mul of two blocked tensors stay blocked after them
+    (onnxruntime/core/optimizer/nchwc_transformer.cc)."""
     from tools.perf.engines import nchwc_capable
 
     if not block:
-        return []
+        return frozenset()
     producer = {t: layer for layer in model.layers for t in layer.outputs}
     consumers: dict[str, list[Layer]] = {}
     for layer in model.layers:
         for t in layer.inputs:
             consumers.setdefault(t, []).append(layer)
+    # What ONNX Runtime fuses into a convolution before the transform (its bias, scale, residual sum, activation) runs
+    # inside the blocked kernel: the group's output is blocked where its convolution is.
+    head_of = {m: g.head for g in fusion_groups(model, "onnxruntime") for m in g.members}
     blocked: set[str] = set()
     for layer in model.layers:
+        if head_of.get(layer.name, layer.name) != layer.name and head_of[layer.name] in blocked:
+            blocked.add(layer.name)
+            continue
         sources = [producer[t] for t in layer.inputs if t in producer]
-        unfused = any(c.op in ("HardSigmoid", "HardSwish") for c in consumers.get(layer.outputs[0], ())) if layer.outputs else False
+        if _quick_gelu_scale(layer, sources, consumers) and all(s.name in blocked for s in sources):
+            blocked.add(layer.name)  # x * Sigmoid(a * x): ONNX Runtime's QuickGelu, which runs on the blocked tensor
+            continue
+        unfused = any(c.op == "HardSwish" for c in consumers.get(layer.outputs[0], ())) if layer.outputs else False
         if layer.op == "Conv" and len(layer.kernel) == 2 and not unfused and nchwc_capable(layer, block):
             blocked.add(layer.name)  # output channels padded up to the block
+        elif layer.op in WINDOW_POOLS and _rank4(layer) and layer.input_shapes and layer.input_shapes[0][1] % block == 0:
+            blocked.add(layer.name)  # with a ReorderInput where its input is not blocked
         elif sources and all(s.name in blocked for s in sources) and _rank4(layer):
-            binary = layer.op in NCHWC_BINARY and len(layer.inputs) >= 2 and not layer.weight_elements
-            if layer.op in NCHWC_OPS or binary:
+            binary = layer.op in NCHWC_BINARY and len(layer.inputs) >= 2 and not layer.weight_elements and len(set(layer.input_shapes)) == 1
+            if layer.op == "Concat":  # along the channels, each input whole blocks
+                aligned = layer.attrs.get("axis", 1) in (1, -3) and all(len(s) > 1 and s[1] % block == 0 for s in layer.input_shapes)
+                if aligned:
+                    blocked.add(layer.name)
+            elif layer.op in NCHWC_OPS or binary:
                 blocked.add(layer.name)
+    return frozenset(blocked)
+
+
+def _quick_gelu_scale(layer: Layer, sources: list[Layer], consumers: dict[str, list[Layer]]) -> bool:
+    """The scale of x * Sigmoid(a * x), which ONNX Runtime fuses into one QuickGelu node: a Mul of x by a scalar whose
+    one consumer is a Sigmoid whose one consumer multiplies it by x."""
+    if layer.op != "Mul" or len(sources) != 1 or layer.attrs.get("constant", (0, None))[1] not in ((), (1,)) or not layer.outputs:
+        return False
+    after = consumers.get(layer.outputs[0], [])
+    if len(after) != 1 or after[0].op != "Sigmoid":
+        return False
+    last = consumers.get(after[0].outputs[0], [])
+    return len(last) == 1 and last[0].op == "Mul" and set(sources[0].outputs) & set(last[0].inputs) != set()
+
+
+def nchwc_kernels(model: ModelLayers, block: int) -> frozenset[str]:
+    """The blocked layers that run as ONNX Runtime's NCHWc kernels (convolution, pooling, resize): each splits its work
+    over every thread of the pool, however little it has (MLAS's NCHWc convolution and pooling take the pool's
+    thread count; onnxruntime/core/mlas/lib/snchwc.cpp)."""
+    return frozenset(name for name in blocked_layers(model, block) if model.by_name()[name].op in NCHWC_KERNELS)
+
+
+def reorders(model: ModelLayers, block: int) -> list[tuple[str, str, int]]:
+    """Where ONNX Runtime's NCHWc transform reorders a tensor: (the layer whose group pays, input or output, elements).
+    Any consumer of a blocked tensor that is not blocked itself (blocked_layers), or is a blocked convolution of fewer
+    channels than a block (it reads NCHW), and the model's outputs need it back in NCHW (a ReorderOutput), and a blocked convolution of an
+    NCHW tensor with at least `block` input channels, or a blocked MaxPool or AveragePool of one, a ReorderInput."""
+    if not block:
+        return []
+    producer = {t: layer for layer in model.layers for t in layer.outputs}
+    blocked = blocked_layers(model, block)
     found = []
+    reordered: set[str] = set()  # a tensor is reordered in once, however many blocked layers read it
     for layer in model.layers:
         for tensor, shape in zip(layer.inputs, layer.input_shapes, strict=False):
             source = producer.get(tensor)
             inside = source is not None and source.name in blocked
-            if layer.name in blocked and layer.op == "Conv" and not inside and layer.channels and layer.channels[0] >= block:
-                found.append((layer.name, "input", _count(shape)))
-            elif inside and layer.name not in blocked:
-                found.append((source.name, "output", _count(shape)))
+            wide = layer.op in WINDOW_POOLS or (layer.op == "Conv" and layer.channels and layer.channels[0] >= block)
+            if layer.name in blocked and wide and not inside:
+                if tensor not in reordered:
+                    found.append((layer.name, "input", _count(shape)))
+                reordered.add(tensor)
+            elif inside and (layer.name not in blocked or (layer.op == "Conv" and layer.channels and layer.channels[0] < block)):
+                found.append((source.name, "output", _count(shape)))  # a blocked convolution of fewer channels reads NCHW
+    for layer in model.layers:  # the model's outputs leave in NCHW
+        found += [(layer.name, "output", _count(s)) for t, s in zip(layer.outputs, layer.output_shapes, strict=False)
+                  if layer.name in blocked and t in model.outputs]  # fmt: skip
     unique = {(name, side, n) for name, side, n in found}
     return sorted(unique)
 

@@ -23,5 +23,6 @@ FIXED = HostPeaks(
     narrow_gflops=45.0,
     vector_gflops=10.0,
     lrn_gflops=0.5,
+    pool_gflops=18.0,
     last_level_cache_bytes=32 << 20,
 )

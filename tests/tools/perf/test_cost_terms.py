@@ -6,6 +6,7 @@ itself (it loads, every row names its source)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -81,10 +82,17 @@ def _layer(op: str, op_class: str, shape: tuple, flops: int = 0, kernel: tuple =
                  attrs=attrs or {})  # fmt: skip
 
 
-def test_host_maxpool_window_rate():
-    pool = _layer("MaxPool", "pool", (1, 128, 13, 13), flops=128 * 169 * 169, kernel=(13, 13))
+def test_host_pooling_runs_at_the_pooling_probes_rate():
+    """A window element costs what the pooling probe measured, whatever the kernel: not the vector probe's rate (their
+    ratio differs between CPUs, decision 1259)."""
     host = HostEngine(FIXED)
-    assert host.rate_gflops(pool) == pytest.approx(FIXED.vector_gflops * engines.POOL_WINDOW_RATE)
+    for op, kernel in (("MaxPool", (13, 13)), ("MaxPool", (3, 3)), ("AveragePool", (5, 5))):
+        pool = _layer(op, "pool", (1, 128, 13, 13), flops=128 * 169 * math.prod(kernel), kernel=kernel)
+        assert host.rate_gflops(pool) == FIXED.pool_gflops
+    slower = HostEngine(replace(FIXED, pool_gflops=FIXED.pool_gflops / 2))
+    pool = _layer("MaxPool", "pool", (1, 128, 13, 13), flops=128 * 169 * 169, kernel=(13, 13))
+    moved = 2 * 4 * 128 * 169
+    assert slower.cost(pool, pool.flops, moved).compute_ms == pytest.approx(2 * host.cost(pool, pool.flops, moved).compute_ms)
     sigmoid = _layer("Sigmoid", "elementwise", (1, 128, 13, 13), flops=4 * 128 * 169)
     assert host.rate_gflops(sigmoid) == FIXED.vector_gflops
 
@@ -109,3 +117,26 @@ def test_the_published_table_loads_and_every_row_names_its_source():
         assert row.derived or row.unit.startswith("ms"), row.id  # a throughput says how it became a latency
     assert {r.split for r in rows} == set(SPLITS)
     assert {r.engine for r in rows if r.split == "held_out"} == {"gpu", "dla"}  # both engines are checked on rows not fitted
+
+
+def test_host_conv_transpose_is_its_gemm_then_col2im():
+    """ONNX Runtime's ConvTranspose (conv_transpose.cc): a GEMM of (Cout x kernel) rows of Cin each over the input's
+    pixels into a column buffer, then col2im into the zeroed output, one after the other."""
+    c_in, c_out, h, w = 24, 24, 160, 160
+    up = Layer(index=0, name="up", op="ConvTranspose", op_class="conv_transpose", inputs=("a", "w"), outputs=("b",),
+               input_shapes=((1, c_in, h, w),), output_shapes=((1, c_out, 2 * h, 2 * w),), macs=c_in * c_out * 4 * h * w,
+               flops=2 * c_in * c_out * 4 * h * w, weight_elements=c_in * c_out * 4, input_elements=c_in * h * w,
+               output_elements=c_out * 4 * h * w, channels=(c_in, c_out), kernel=(2, 2), strides=(2, 2))  # fmt: skip
+    columns = c_out * 4 * h * w
+    assert engines.col2im_bytes(up) == 4 * (2 * columns + 2 * c_out * 4 * h * w)
+    biased = replace(up, inputs=("a", "w", "bias"))
+    assert engines.col2im_bytes(biased) == engines.col2im_bytes(up) + 4 * 2 * c_out * 4 * h * w  # one more pass to add the bias
+    host = HostEngine(FIXED, 8)
+    gemm = engines.channel_efficiency(c_in, host.half) * engines.channel_efficiency(c_out * 4, host.half)
+    gemm *= engines.channel_efficiency(h * w, engines.ROWS_HALF)
+    assert host.rate_gflops(up) == pytest.approx(max(FIXED.gemm_gflops, FIXED.pointwise_gflops) * gemm)
+    moved = 4 * (c_in * h * w + c_out * 4 * h * w)
+    cost = host.cost(up, up.flops, moved)
+    total = moved + engines.col2im_bytes(up)
+    assert cost.serial and cost.memory_ms == pytest.approx(total / (host.bandwidth_gbs(total) * 1e6))
+    assert cost.ms == pytest.approx(cost.launch_ms + cost.compute_ms + cost.memory_ms)

@@ -1,7 +1,7 @@
 """The host's small nodes costed from the two chains of distinct elementwise nodes (decision 1200): a node that is not
 a convolution or GEMM pays the launch chain's per-node time (no NODE_COST) and moves its bytes at the hot chain's rate;
-the time between such nodes is the hot chain's; an NCHWc reorder is such a node; a convolution keeps the parallel
-probe's terms. Hand-built layers and
+the time between such nodes is the hot chain's; an NCHWc reorder is such a node unless its pass is long enough to wake
+the threads; a convolution keeps the parallel probe's terms where MLAS splits it over the threads. Hand-built layers and
 graphs, fixed peaks; the probe chain itself is built and run once by ONNX Runtime; an old cache is measured again."""
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.tools.perf.peaks import FIXED
 from tools.perf import host_peaks as hp
-from tools.perf.engines import NODE_COST, HostEngine
+from tools.perf.engines import MLAS_THREAD_MACS, NODE_COST, HostEngine
 from tools.perf.host_speed import host_speed
 from tools.perf.layers import Layer, layers_of
-from tools.perf.predict import predict_host
+from tools.perf.predict import REORDER_WOKEN_MS, predict_host
 
 HOT = 8 * hp.HOT_ELEMENTS  # bytes each node of the hot chain moves
 
@@ -130,4 +130,29 @@ def test_a_cache_of_the_previous_format_is_measured_again_not_misread(tmp_path, 
     monkeypatch.setattr(hp, "measure_peaks", lambda *args, **kwargs: measured.append(args) or FIXED)
     assert hp.host_peaks(2, False, tmp_path) == FIXED and len(measured) == 1
     assert json.loads(path.read_text())["peaks"] == asdict(FIXED)  # stored in the new format
-    assert json.loads(key)[0] == hp.PEAKS_FORMAT == 11  # and an older format's file sits under another key altogether
+    assert json.loads(key)[0] == hp.PEAKS_FORMAT == 12  # and an older format's file sits under another key altogether
+
+
+def test_a_convolution_of_few_multiplies_runs_on_the_calling_thread_an_nchwc_kernel_never_does():
+    """MLAS gives a thread MLAS_THREAD_MACS multiplies before it takes another; its NCHWc kernels take every thread."""
+    small = replace(_pointwise(64 * 4), macs=MLAS_THREAD_MACS - 1)
+    large = replace(small, macs=MLAS_THREAD_MACS)
+    engine = HostEngine(FIXED, 8)
+    assert engine.cost(small, 10, 128).launch_ms == pytest.approx(FIXED.launch_ms)
+    assert engine.cost(large, 10, 128).launch_ms == pytest.approx(FIXED.parallel_launch_ms * NODE_COST)
+    blocked = HostEngine(FIXED, 8, frozenset({small.name}))
+    assert blocked.cost(small, 10, 128).launch_ms == pytest.approx(FIXED.parallel_launch_ms * NODE_COST)
+
+
+def test_a_reorder_with_work_enough_wakes_the_threads():
+    """A reorder's pass longer than REORDER_WOKEN_MS pays a threaded node's launch and its gap; a shorter one a node's."""
+    small = predict_host(_conv_mul_add(), FIXED, block=8)
+    slow = replace(FIXED, node_ms=FIXED.launch_ms + (FIXED.node_ms - FIXED.launch_ms) * 8)  # the hot chain 8x slower
+    woken = predict_host(_conv_mul_add(), slow, block=8)
+    moved = 2 * 4 * 8 * 32 * 32
+    engine = HostEngine(slow, 8)
+    work = moved / (engine.bandwidth_gbs(moved, hot=True) * 1e6)
+    assert work > REORDER_WOKEN_MS > moved / (HostEngine(FIXED, 8).bandwidth_gbs(moved, hot=True) * 1e6)
+    assert woken.layers[0].reorder_ms == pytest.approx(2 * (engine.threaded_launch_ms + work))
+    assert small.run_overhead_ms == pytest.approx(4 * FIXED.node_gap_ms + FIXED.parallel_gap_ms * NODE_COST)
+    assert woken.run_overhead_ms == pytest.approx(2 * slow.node_gap_ms + 3 * slow.parallel_gap_ms * NODE_COST)
