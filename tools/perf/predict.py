@@ -207,9 +207,11 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
         return contention.factor(ms) if contention is not None else 1.0
 
     block = nchwc_block() if block is None else block
-    engine = HostEngine(peaks, block, nchwc_kernels(model, block))
+    groups = fusion_groups(model, "onnxruntime")
+    blocked = blocked_layers(model, block, groups)
+    engine = HostEngine(peaks, block, nchwc_kernels(model, block, blocked))
     extra: dict[str, float] = {}
-    found = reorders(model, block)
+    found = reorders(model, block, blocked)
     threaded = 0
     for name, _side, elements in found:
         # A reorder is a pass over the tensor the node before it has just written, its bytes at the hot chain's rate
@@ -223,7 +225,7 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
         ms = (engine.threaded_launch_ms if woken else peaks.launch_ms) + work
         extra[name] = extra.get(name, 0.0) + ms * stretch(ms)  # each reorder is a node of its own
     layers = []
-    for group in fusion_groups(model, "onnxruntime"):
+    for group in groups:
         threaded += engine.threaded(group_facts(group, model, "fp32")[0])
         p = _predict_group(group, model, engine, "fp32", memo=memo)
         if (factor := stretch(p.ms)) != 1.0:
@@ -354,12 +356,14 @@ def nchwc_block() -> int:
     return 16 if " avx512f" in flags else 8 if " avx2" in flags else 0
 
 
-def blocked_layers(model: ModelLayers, block: int) -> frozenset[str]:
-    """The layers ONNX Runtime's NCHWc transform runs on blocked tensors. 2-D convolutions run blocked (their channels
-    padded to the block) unless an activation the blocked kernel cannot fuse follows (HardSigmoid, HardSwish), and so
-    do MaxPool and AveragePool whatever their input, where their channels are whole blocks; activations, Concat,
-    global pooling, resize, batch norm, and Add/Mul of two blocked tensors stay blocked after them
-    (onnxruntime/core/optimizer/nchwc_transformer.cc)."""
+def blocked_layers(model: ModelLayers, block: int, groups: tuple[Group, ...] | None = None) -> frozenset[str]:
+    """The layers ONNX Runtime's NCHWc transform runs on blocked tensors (onnxruntime/core/optimizer/
+    nchwc_transformer.cc; decision 1259). 2-D convolutions run blocked (their channels padded to the block) where the
+    transform takes them (nchwc_capable) and no HardSwish follows, and so do MaxPool and AveragePool whatever their
+    input, where their channels are whole blocks. After a blocked tensor stay blocked: what is fused into its
+    convolution, activations, global pooling, resize, batch norm, x * Sigmoid(a * x), a Concat of whole blocks along
+    the channels, and Add/Mul of blocked tensors of one shape. `groups`: fusion_groups' for ONNX Runtime, where the
+    caller has them."""
     from tools.perf.engines import nchwc_capable
 
     if not block:
@@ -371,7 +375,8 @@ def blocked_layers(model: ModelLayers, block: int) -> frozenset[str]:
             consumers.setdefault(t, []).append(layer)
     # What ONNX Runtime fuses into a convolution before the transform (its bias, scale, residual sum, activation) runs
     # inside the blocked kernel: the group's output is blocked where its convolution is.
-    head_of = {m: g.head for g in fusion_groups(model, "onnxruntime") for m in g.members}
+    groups = fusion_groups(model, "onnxruntime") if groups is None else groups
+    head_of = {m: g.head for g in groups for m in g.members}
     blocked: set[str] = set()
     for layer in model.layers:
         if head_of.get(layer.name, layer.name) != layer.name and head_of[layer.name] in blocked:
@@ -409,22 +414,24 @@ def _quick_gelu_scale(layer: Layer, sources: list[Layer], consumers: dict[str, l
     return len(last) == 1 and last[0].op == "Mul" and set(sources[0].outputs) & set(last[0].inputs) != set()
 
 
-def nchwc_kernels(model: ModelLayers, block: int) -> frozenset[str]:
+def nchwc_kernels(model: ModelLayers, block: int, blocked: frozenset[str] | None = None) -> frozenset[str]:
     """The blocked layers that run as ONNX Runtime's NCHWc kernels (convolution, pooling, resize): each splits its work
     over every thread of the pool, however little it has (MLAS's NCHWc convolution and pooling take the pool's
-    thread count; onnxruntime/core/mlas/lib/snchwc.cpp)."""
-    return frozenset(name for name in blocked_layers(model, block) if model.by_name()[name].op in NCHWC_KERNELS)
+    thread count; onnxruntime/core/mlas/lib/snchwc.cpp). `blocked`: blocked_layers' answer, where the caller has it."""
+    blocked = blocked_layers(model, block) if blocked is None else blocked
+    return frozenset(name for name in blocked if model.by_name()[name].op in NCHWC_KERNELS)
 
 
-def reorders(model: ModelLayers, block: int) -> list[tuple[str, str, int]]:
+def reorders(model: ModelLayers, block: int, blocked: frozenset[str] | None = None) -> list[tuple[str, str, int]]:
     """Where ONNX Runtime's NCHWc transform reorders a tensor: (the layer whose group pays, input or output, elements).
-    Any consumer of a blocked tensor that is not blocked itself (blocked_layers), or is a blocked convolution of fewer
-    channels than a block (it reads NCHW), and the model's outputs need it back in NCHW (a ReorderOutput), and a blocked convolution of an
-    NCHW tensor with at least `block` input channels, or a blocked MaxPool or AveragePool of one, a ReorderInput."""
+    A blocked tensor goes back to NCHW (a ReorderOutput, once) for a consumer that is not blocked (blocked_layers),
+    for a blocked convolution of fewer channels than a block (it reads NCHW) and as a model output; an NCHW tensor is
+    reordered in (once) for a blocked convolution of at least `block` input channels or a blocked MaxPool or
+    AveragePool. `blocked`: blocked_layers' answer, where the caller has it."""
     if not block:
         return []
     producer = {t: layer for layer in model.layers for t in layer.outputs}
-    blocked = blocked_layers(model, block)
+    blocked = blocked_layers(model, block) if blocked is None else blocked
     found = []
     reordered: set[str] = set()  # a tensor is reordered in once, however many blocked layers read it
     for layer in model.layers:
