@@ -209,7 +209,7 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
     block = nchwc_block() if block is None else block
     groups = fusion_groups(model, "onnxruntime")
     blocked = blocked_layers(model, block, groups)
-    engine = HostEngine(peaks, block, nchwc_kernels(model, block, blocked))
+    engine = HostEngine(peaks, block, nchwc_kernels(model, block, blocked, groups))
     extra: dict[str, float] = {}
     found = reorders(model, block, blocked)
     threaded = 0
@@ -331,14 +331,15 @@ def transitions(model: ModelLayers, on_dla: dict[str, int], precision: str, memo
     return found
 
 
+# What stays blocked after a blocked tensor; ONNX Runtime removes Dropout and Identity, so the tensor passes through.
 NCHWC_OPS = {"Concat", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Relu", "Sigmoid", "Tanh", "LeakyRelu",
-             "HardSigmoid", "Clip", "BatchNormalization", "Resize", "Upsample"}  # fmt: skip
+             "HardSigmoid", "Clip", "BatchNormalization", "Resize", "Upsample", "Dropout", "Identity"}  # fmt: skip
 NCHWC_BINARY = {"Add", "Sum", "Mul"}  # blocked only when its operands are blocked activations of one shape (no constant, no broadcast)
 # A reorder's pass (at the hot chain's rate) beyond which it wakes the pool's threads: a thread woken by a futex takes
 # microseconds to start. Read off PaddleOCR's classifier: its squeeze-and-excitation tensors (1 x 1 maps, under 0.05 us
 # of work) cost a plain node, its 3 x 96 and 2 x 96 maps (6-10 us) a threaded one; 20x from either.
 REORDER_WOKEN_MS = 0.001
-NCHWC_KERNELS = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Resize", "Upsample"}
+NCHWC_KERNELS = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Resize", "Upsample", "BatchNormalization"}
 WINDOW_POOLS = {"MaxPool", "AveragePool"}  # reordered into the blocked layout whatever their input
 
 
@@ -414,12 +415,16 @@ def _quick_gelu_scale(layer: Layer, sources: list[Layer], consumers: dict[str, l
     return len(last) == 1 and last[0].op == "Mul" and set(sources[0].outputs) & set(last[0].inputs) != set()
 
 
-def nchwc_kernels(model: ModelLayers, block: int, blocked: frozenset[str] | None = None) -> frozenset[str]:
-    """The blocked layers that run as ONNX Runtime's NCHWc kernels (convolution, pooling, resize): each splits its work
-    over every thread of the pool, however little it has (MLAS's NCHWc convolution and pooling take the pool's
-    thread count; onnxruntime/core/mlas/lib/snchwc.cpp). `blocked`: blocked_layers' answer, where the caller has it."""
-    blocked = blocked_layers(model, block) if blocked is None else blocked
-    return frozenset(name for name in blocked if model.by_name()[name].op in NCHWC_KERNELS)
+def nchwc_kernels(model: ModelLayers, block: int, blocked: frozenset[str] | None = None, groups: tuple[Group, ...] | None = None) -> frozenset[str]:
+    """The blocked layers that run as ONNX Runtime's NCHWc kernels (convolution, pooling, resize, and a batch norm not
+    fused into a convolution, which the transform makes a 1x1 depthwise one): each splits its work over every thread of
+    the pool, however little it has (MLAS's NCHWc convolution and pooling take the pool's thread count;
+    onnxruntime/core/mlas/lib/snchwc.cpp). `blocked`, `groups`: blocked_layers' and fusion_groups' answers, where the
+    caller has them."""
+    groups = fusion_groups(model, "onnxruntime") if groups is None else groups
+    blocked = blocked_layers(model, block, groups) if blocked is None else blocked
+    heads = {g.head for g in groups}
+    return frozenset(name for name in blocked if name in heads and model.by_name()[name].op in NCHWC_KERNELS)
 
 
 def reorders(model: ModelLayers, block: int, blocked: frozenset[str] | None = None) -> list[tuple[str, str, int]]:

@@ -108,3 +108,12 @@ def test_yolox_nano_as_onnx_runtime_places_it(tmp_path):
     layers = load_layers(path)
     predicted = (len(reorders(layers, BLOCK)), len(nchwc_kernels(layers, BLOCK)))
     assert predicted == _ort_nchwc(path, tmp_path) and predicted[1] > 100
+
+
+def test_a_batch_norm_of_its_own_is_a_blocked_convolution_and_a_dropout_passes_the_blocks_through(tmp_path):
+    c = 2 * BLOCK
+    nodes = [helper.make_node("Conv", ["x", "w"], ["f"]), helper.make_node("Relu", ["f"], ["r"]), helper.make_node("Dropout", ["r"], ["d"]),
+             helper.make_node("BatchNormalization", ["d", "s", "b", "m", "v"], ["n"]), helper.make_node("Conv", ["n", "u"], ["y"])]  # fmt: skip
+    ones = np.ones(c, np.float32)
+    weights = {"w": _w(c, c), "u": _w(c, c, seed=1), "s": ones, "b": ones / 2, "m": ones / 4, "v": ones}
+    assert _check(_model(nodes, {"x": [1, c, 8, 8]}, "y", weights), tmp_path) == (2, 3)  # the batch norm a 1x1 depthwise one
