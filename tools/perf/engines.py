@@ -45,8 +45,10 @@ NCHW_INPUT_STRIDED = 0.5  # a strided 3x3 convolution of an NCHW input (fewer ch
 GENERIC_CONV = 0.45  # a grouped convolution whose groups are not whole blocks: ShuffleNet's measured here at 0.4-0.5
 # A threaded node's (a convolution's, a GEMM's) launch and the time after it, against the parallel probe, which repeats
 # one tiny convolution: the five benchmark models' were 1.7-2x the probe's (bench_profile.py; checked on the light
-# models). Read off those models, not measured. Every other node (elementwise, pooling, movement, an NCHWc reorder) is
-# costed from the chains of distinct elementwise nodes instead, without it (decision 1200).
+# models). Read off those models, not measured. It applies to every node ONNX Runtime splits over its threads
+# (HostEngine.threaded; decision 1259); every other node (elementwise, movement, a GEMM of few multiplies, an NCHWc
+# reorder too small to wake the threads) is costed from the chains of distinct elementwise nodes, without it (decision
+# 1200).
 NODE_COST = 1.8
 GEMM_LIKE = ("conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm")
 # MLAS_SGEMM_THREAD_COMPLEXITY (onnxruntime/core/mlas/lib/mlasi.h): the multiplies MLAS gives one thread of a GEMM or

@@ -395,7 +395,7 @@ def blocked_layers(model: ModelLayers, block: int, groups: tuple[Group, ...] | N
         elif sources and all(s.name in blocked for s in sources) and _rank4(layer):
             binary = layer.op in NCHWC_BINARY and len(layer.inputs) >= 2 and not layer.weight_elements and len(set(layer.input_shapes)) == 1
             if layer.op == "Concat":  # along the channels, each input whole blocks
-                aligned = layer.attrs.get("axis", 1) in (1, -3) and all(len(s) > 1 and s[1] % block == 0 for s in layer.input_shapes)
+                aligned = layer.attrs.get("axis", 1) == 1 and all(len(s) > 1 and s[1] % block == 0 for s in layer.input_shapes)
                 if aligned:
                     blocked.add(layer.name)
             elif layer.op in NCHWC_OPS or binary:
