@@ -236,7 +236,7 @@ def nchwc_capable(layer: Layer, block: int) -> bool:
     """Whether ONNX Runtime's NCHWc transform takes a convolution (nchwc_transformer.cc, TransformConv): ungrouped,
     with fewer input channels than a block (read as NCHW) or a multiple of 4 (reordered and padded to whole blocks:
     what ReorderInput takes, nchwc_ops.cc); grouped, with whole blocks of output channels, and each group whole blocks
-    unless depthwise. Checked against ONNX Runtime's own optimised graphs (tests/tools/perf/test_nchwc_placement.py)."""
+    unless depthwise. Checked against ONNX Runtime's own optimised graphs (tests/tools/perf/test_nchwc.py)."""
     if layer.op != "Conv" or not layer.channels:
         return True
     c_in, c_out = layer.channels

@@ -14,8 +14,9 @@ from tools.perf.bottlenecks import SOURCES, advise, bottlenecks
 from tools.perf.engines import HostEngine, channel_efficiency, sparse_candidate
 from tools.perf.host_peaks import host_peaks, measure_peaks, peaks_path, store_peaks
 from tools.perf.layers import Layer, load_layers
+from tools.perf.nchwc import reorders
 from tools.perf.platforms import machine, platform_facts, platform_names
-from tools.perf.predict import fusion_groups, predict_device, predict_host, reorders
+from tools.perf.predict import fusion_groups, predict_device, predict_host
 
 
 def _sourced(block: dict, sources: dict, where: str) -> None:
@@ -150,7 +151,8 @@ def test_host_prediction_and_reorders(example_layers):
     prediction = predict_host(example_layers, FIXED, block=16)
     assert prediction.backend == "onnxruntime" and prediction.total_ms > sum(p.ms for p in prediction.layers) - 1e-9
     assert all(sum(p.shares) == pytest.approx(p.ms) for p in prediction.layers)
-    assert reorders(example_layers, 16) and not reorders(example_layers, 0)  # Arm: no NCHWc transform
+    groups = fusion_groups(example_layers, "onnxruntime")
+    assert reorders(example_layers, 16, groups) and not reorders(example_layers, 0, groups)  # Arm: no NCHWc transform
     assert predict_host(example_layers, FIXED, block=0).total_ms < prediction.total_ms
 
 

@@ -1,7 +1,7 @@
-"""Where `--platform host` puts ONNX Runtime's NCHWc kernels and reorders (tools/perf/predict.py: blocked_layers,
-nchwc_kernels, reorders), checked against the graph ONNX Runtime itself optimises on this CPU: one hand-built graph
-per rule of its NCHWc transform, and YOLOX-Nano whole. Each reorder ONNX Runtime inserts is a node the prediction
-must cost; each NCHWc kernel one that splits its work over the threads (decision 1259)."""
+"""Where `--platform host` puts ONNX Runtime's NCHWc kernels and reorders (tools/perf/nchwc.py), checked against the
+graph ONNX Runtime itself optimises on this CPU: one hand-built graph per rule of its NCHWc transform, and YOLOX-Nano
+whole. Each reorder ONNX Runtime inserts is a node the prediction must cost; each NCHWc kernel one that splits its
+work over the threads (decision 1259)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tools.perf.layers import layers_of, load_layers
-from tools.perf.predict import nchwc_block, nchwc_kernels, reorders
+from tools.perf.nchwc import nchwc_block, nchwc_kernels, reorders
+from tools.perf.predict import fusion_groups
 
 REPO = Path(__file__).resolve().parents[3]
 BLOCK = nchwc_block()
@@ -40,7 +41,8 @@ def _check(model: onnx.ModelProto, tmp_path: Path) -> tuple[int, int]:
     path = tmp_path / "model.onnx"
     onnx.save(model, str(path))
     layers = layers_of(onnx.shape_inference.infer_shapes(model), str(path))
-    predicted = (len(reorders(layers, BLOCK)), len(nchwc_kernels(layers, BLOCK)))
+    groups = fusion_groups(layers, "onnxruntime")
+    predicted = (len(reorders(layers, BLOCK, groups)), len(nchwc_kernels(layers, BLOCK, groups)))
     assert predicted == _ort_nchwc(path, tmp_path)
     return predicted
 
@@ -106,7 +108,8 @@ def test_a_tensor_two_convolutions_read_is_reordered_in_once(tmp_path):
 def test_yolox_nano_as_onnx_runtime_places_it(tmp_path):
     path = REPO / "tests" / "integration" / "assets" / "yolox_nano.onnx"
     layers = load_layers(path)
-    predicted = (len(reorders(layers, BLOCK)), len(nchwc_kernels(layers, BLOCK)))
+    groups = fusion_groups(layers, "onnxruntime")
+    predicted = (len(reorders(layers, BLOCK, groups)), len(nchwc_kernels(layers, BLOCK, groups)))
     assert predicted == _ort_nchwc(path, tmp_path) and predicted[1] > 100
 
 
