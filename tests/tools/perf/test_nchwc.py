@@ -68,7 +68,8 @@ def test_a_maxpool_of_an_nchw_tensor_is_reordered_in_a_global_pool_is_not(tmp_pa
 
 
 def test_a_convolution_takes_input_channels_in_fours_and_reads_fewer_than_a_block_as_they_are(tmp_path):
-    for c_in, expected in ((12, (2, 1)), (22, (0, 0)), (BLOCK // 2, (1, 1))):  # 22: not a multiple of 4, a plain Conv
+    # BLOCK + 4: reordered in and padded; BLOCK + 2: not a multiple of 4, a plain Conv; BLOCK // 2: read as NCHW
+    for c_in, expected in ((BLOCK + 4, (2, 1)), (BLOCK + 2, (0, 0)), (BLOCK // 2, (1, 1))):
         conv = [helper.make_node("Conv", ["x", "w"], ["y"])]
         assert _check(_model(conv, {"x": [1, c_in, 16, 16]}, "y", {"w": _w(BLOCK, c_in, 3)}), tmp_path) == expected, c_in
 
