@@ -8,7 +8,7 @@ platform facts: what fraction of a peak a TensorRT kernel of each op class reach
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tools.perf.host_peaks import HostPeaks, bandwidth_sizes
 from tools.perf.layers import Layer
@@ -50,6 +50,11 @@ GENERIC_CONV = 0.45  # a grouped convolution whose groups are not whole blocks: 
 # reorder too small to wake the threads) is costed from the chains of distinct elementwise nodes, without it (decision
 # 1200).
 NODE_COST = 1.8
+# A threaded node's work (on one thread) up to which the calling thread finishes it before a woken thread could start
+# (a futex wake-up takes microseconds): it costs a plain node. Read off PaddleOCR's classifier: its squeeze-and-
+# excitation tensors' reorders (under 0.05 us of work) cost a plain node, its 3 x 96 and 2 x 96 maps' (6-10 us) a
+# threaded one; 20x from either (decision 1259).
+WOKEN_MS = 0.001
 GEMM_LIKE = ("conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm")
 # MLAS_SGEMM_THREAD_COMPLEXITY (onnxruntime/core/mlas/lib/mlasi.h): the multiplies MLAS gives one thread of a GEMM or
 # convolution before it takes another; a layer with fewer runs on the calling thread alone.
@@ -70,6 +75,7 @@ class Cost:
     memory_ms: float
     launch_ms: float
     serial: bool = False  # the DLA: the bytes are moved before and after the arithmetic, not under it
+    threaded: bool = False  # the host: its work was split over the pool's threads, woken for it
 
     @property
     def ms(self) -> float:
@@ -192,7 +198,15 @@ class HostEngine:
         launch chain's per-node time, and its bytes at the hot chain's rate (its input is what the node before it has
         just written) up to the hot chain's size."""
         p = self.peaks
-        threaded = self.threaded(main)
+        found = self._cost(main, flops, moved, self.threaded(main))
+        if found.threaded and p.threads > 1 and p.threads * max(found.compute_ms, found.memory_ms) <= WOKEN_MS:
+            # so little work that the calling thread finishes it before a woken thread could start (decision 1259)
+            found = self._cost(main, flops, moved, False)
+            found = replace(found, compute_ms=found.compute_ms * p.threads)
+        return found
+
+    def _cost(self, main: Layer, flops: int, moved: int, threaded: bool) -> Cost:
+        p = self.peaks
         bandwidth = self.bandwidth_gbs(moved, hot=not threaded)
         if main.op_class == "gemm" and _rows(main) < 16:
             bandwidth = p.dram_gbs  # a matrix-vector product streams its weights once: DRAM's rate, whatever their size
@@ -205,8 +219,8 @@ class HostEngine:
             # other (onnxruntime/core/providers/cpu/nn/conv_transpose.cc): the columns are written and read once, the
             # output zeroed and then added into. Those passes follow the GEMM, not under it (decision 1259).
             moved += col2im_bytes(main)
-            return Cost(compute, moved / (self.bandwidth_gbs(moved) * 1e6), launch, serial=True)
-        return Cost(compute, moved / (bandwidth * 1e6), launch)
+            return Cost(compute, moved / (self.bandwidth_gbs(moved) * 1e6), launch, serial=True, threaded=threaded)
+        return Cost(compute, moved / (bandwidth * 1e6), launch, threaded=threaded)
 
 
 def col2im_bytes(layer: Layer) -> int:

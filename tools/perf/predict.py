@@ -202,7 +202,7 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
     node's predicted time is multiplied by its factor for that time."""
     from dataclasses import replace
 
-    from tools.perf.engines import NODE_COST, HostEngine
+    from tools.perf.engines import NODE_COST, WOKEN_MS, HostEngine
 
     def stretch(ms: float) -> float:
         return contention.factor(ms) if contention is not None else 1.0
@@ -217,17 +217,17 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
     for name, _side, elements in found:
         # A reorder is a pass over the tensor the node before it has just written, its bytes at the hot chain's rate
         # (decision 1200). ONNX Runtime hands its channel blocks to the thread pool (nchwc_ops.cc): a pass of more than
-        # REORDER_WOKEN_MS wakes the pool's threads, a threaded node's launch; a smaller one is done by the calling
-        # thread before they can start (decision 1259).
+        # WOKEN_MS wakes the pool's threads, a threaded node's launch; a smaller one is done by the calling thread
+        # before they can start (decision 1259).
         moved = 2 * 4 * elements  # read and written once
         work = moved / (engine.bandwidth_gbs(moved, hot=True) * 1e6)
-        woken = peaks.threads > 1 and work > REORDER_WOKEN_MS
+        woken = peaks.threads > 1 and work > WOKEN_MS
         threaded += woken
         ms = (engine.threaded_launch_ms if woken else peaks.launch_ms) + work
         extra[name] = extra.get(name, 0.0) + ms * stretch(ms)  # each reorder is a node of its own
     layers = []
     for group in groups:
-        threaded += engine.threaded(group_facts(group, model, "fp32")[0])
+        threaded += engine.cost(*group_facts(group, model, "fp32")).threaded
         p = _predict_group(group, model, engine, "fp32", memo=memo)
         if (factor := stretch(p.ms)) != 1.0:
             p = replace(p, compute_ms=p.compute_ms * factor, memory_ms=p.memory_ms * factor, launch_ms=p.launch_ms * factor, ms=p.ms * factor,
@@ -330,9 +330,3 @@ def transitions(model: ModelLayers, on_dla: dict[str, int], precision: str, memo
             ms = TRANSITION_MS + moved / (memory_gbs * GPU_BANDWIDTH_EFFICIENCY * 1e6)
             found.append(Transition(tensor, f"{where(producer[tensor].name)[0]}->{where(layer.name)[0]}", moved, ms))
     return found
-
-
-# A reorder's pass (at the hot chain's rate) beyond which it wakes the pool's threads: a thread woken by a futex takes
-# microseconds to start. Read off PaddleOCR's classifier: its squeeze-and-excitation tensors (1 x 1 maps, under 0.05 us
-# of work) cost a plain node, its 3 x 96 and 2 x 96 maps (6-10 us) a threaded one; 20x from either.
-REORDER_WOKEN_MS = 0.001

@@ -116,7 +116,8 @@ def test_the_profile_prediction_is_scaled_and_the_cached_one_is_not(example_laye
     assert peaks == FIXED and speed.factors == dict.fromkeys(PROBES, 0.5)
     assert cached.total_ms == pytest.approx(predict_host(example_layers, FIXED).total_ms)
     assert prediction.total_ms == pytest.approx(predict_host(example_layers, speed.scale(FIXED)).total_ms)
-    assert prediction.total_ms == pytest.approx(2 * cached.total_ms)  # every speed halved: every term of the roofline doubles
+    # every speed halved: every term of the roofline doubles, but for the few nodes whose work crosses WOKEN_MS
+    assert prediction.total_ms == pytest.approx(2 * cached.total_ms, rel=0.01)
     assert host_prediction(example_layers, pipeline)[0].total_ms == pytest.approx(cached.total_ms)  # `sdk predict`, the deploy summary
     same, cached_again, _, none = host_profile_prediction(example_layers, pipeline, None)
     assert none is None and same.total_ms == pytest.approx(cached_again.total_ms)

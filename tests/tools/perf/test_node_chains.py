@@ -17,12 +17,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.tools.perf.peaks import FIXED
 from tools.perf import host_peaks as hp
-from tools.perf.engines import MLAS_THREAD_MACS, NODE_COST, HostEngine
+from tools.perf.engines import MLAS_THREAD_MACS, NODE_COST, WOKEN_MS, HostEngine
 from tools.perf.host_speed import host_speed
 from tools.perf.layers import Layer, layers_of
-from tools.perf.predict import REORDER_WOKEN_MS, predict_host
+from tools.perf.predict import predict_host
 
 HOT = 8 * hp.HOT_ELEMENTS  # bytes each node of the hot chain moves
+WORK = 10**6  # FLOPs enough for a threaded node to wake the threads (about 0.01 ms at the fixed peaks' rates)
 
 
 def _elementwise(op: str, elements: int) -> Layer:
@@ -61,9 +62,9 @@ def test_a_hot_chain_no_slower_than_its_launch_is_held_to_a_ceiling():
 def test_an_elementwise_node_pays_the_launch_chain_once_and_a_convolution_the_parallel_probe_times_node_cost():
     engine = HostEngine(FIXED)
     assert engine.cost(_elementwise("Mul", 16), 16, 128).launch_ms == pytest.approx(FIXED.launch_ms)
-    assert engine.cost(_pointwise(64 * 16), 10, 128).launch_ms == pytest.approx(FIXED.parallel_launch_ms * NODE_COST)
+    assert engine.cost(_pointwise(64 * 16), WORK, 128).launch_ms == pytest.approx(FIXED.parallel_launch_ms * NODE_COST)
     single = HostEngine(replace(FIXED, threads=1))
-    assert single.cost(_pointwise(64 * 16), 10, 128).launch_ms == pytest.approx(FIXED.launch_ms * NODE_COST)
+    assert single.cost(_pointwise(64 * 16), WORK, 128).launch_ms == pytest.approx(FIXED.launch_ms * NODE_COST)
 
 
 def _conv_mul_add():
@@ -138,21 +139,33 @@ def test_a_convolution_of_few_multiplies_runs_on_the_calling_thread_an_nchwc_ker
     small = replace(_pointwise(64 * 4), macs=MLAS_THREAD_MACS - 1)
     large = replace(small, macs=MLAS_THREAD_MACS)
     engine = HostEngine(FIXED, 8)
-    assert engine.cost(small, 10, 128).launch_ms == pytest.approx(FIXED.launch_ms)
-    assert engine.cost(large, 10, 128).launch_ms == pytest.approx(FIXED.parallel_launch_ms * NODE_COST)
+    assert engine.cost(small, WORK, 128).launch_ms == pytest.approx(FIXED.launch_ms)
+    assert engine.cost(large, WORK, 128).launch_ms == pytest.approx(FIXED.parallel_launch_ms * NODE_COST)
     blocked = HostEngine(FIXED, 8, frozenset({small.name}))
-    assert blocked.cost(small, 10, 128).launch_ms == pytest.approx(FIXED.parallel_launch_ms * NODE_COST)
+    assert blocked.cost(small, WORK, 128).launch_ms == pytest.approx(FIXED.parallel_launch_ms * NODE_COST)
+
+
+def test_a_threaded_node_of_too_little_work_to_wake_the_threads_costs_a_plain_node():
+    """Its work on one thread at most WOKEN_MS: the calling thread is done before a woken thread could start."""
+    engine = HostEngine(FIXED, 8)
+    layer = _pointwise(64 * 16)
+    little = int(WOKEN_MS / 2 * engine.rate_gflops(layer) * 1e6 / FIXED.threads)  # half the threshold on one thread
+    alone = engine.cost(layer, little, 128)
+    assert not alone.threaded and alone.launch_ms == pytest.approx(FIXED.launch_ms)
+    assert alone.compute_ms == pytest.approx(FIXED.threads * little / (engine.rate_gflops(layer) * 1e6))  # on one thread
+    woken = engine.cost(layer, 4 * little, 128)
+    assert woken.threaded and woken.launch_ms == pytest.approx(FIXED.parallel_launch_ms * NODE_COST)
 
 
 def test_a_reorder_with_work_enough_wakes_the_threads():
-    """A reorder's pass longer than REORDER_WOKEN_MS pays a threaded node's launch and its gap; a shorter one a node's."""
+    """A reorder's pass longer than WOKEN_MS pays a threaded node's launch and its gap; a shorter one a node's."""
     small = predict_host(_conv_mul_add(), FIXED, block=8)
     slow = replace(FIXED, node_ms=FIXED.launch_ms + (FIXED.node_ms - FIXED.launch_ms) * 8)  # the hot chain 8x slower
     woken = predict_host(_conv_mul_add(), slow, block=8)
     moved = 2 * 4 * 8 * 32 * 32
     engine = HostEngine(slow, 8)
     work = moved / (engine.bandwidth_gbs(moved, hot=True) * 1e6)
-    assert work > REORDER_WOKEN_MS > moved / (HostEngine(FIXED, 8).bandwidth_gbs(moved, hot=True) * 1e6)
+    assert work > WOKEN_MS > moved / (HostEngine(FIXED, 8).bandwidth_gbs(moved, hot=True) * 1e6)
     assert woken.layers[0].reorder_ms == pytest.approx(2 * (engine.threaded_launch_ms + work))
     assert small.run_overhead_ms == pytest.approx(4 * FIXED.node_gap_ms + FIXED.parallel_gap_ms * NODE_COST)
     assert woken.run_overhead_ms == pytest.approx(2 * slow.node_gap_ms + 3 * slow.parallel_gap_ms * NODE_COST)
