@@ -186,6 +186,11 @@ class HostEngine:
             return True
         return layer.op_class in GEMM_LIKE and layer.macs >= MLAS_THREAD_MACS
 
+    def woken(self, work_ms: float) -> bool:
+        """Whether a threaded node with `work_ms` of work on one thread wakes the pool's threads: with more than
+        WOKEN_MS; with less, the calling thread is done before a woken thread could start."""
+        return self.peaks.threads > 1 and work_ms > WOKEN_MS
+
     @property
     def threaded_launch_ms(self) -> float:
         """A threaded node's launch and the time after it: the parallel probe's (the launch probe's on one thread)
@@ -199,7 +204,7 @@ class HostEngine:
         just written) up to the hot chain's size."""
         p = self.peaks
         found = self._cost(main, flops, moved, self.threaded(main))
-        if found.threaded and p.threads > 1 and p.threads * max(found.compute_ms, found.memory_ms) <= WOKEN_MS:
+        if found.threaded and p.threads > 1 and not self.woken(p.threads * max(found.compute_ms, found.memory_ms)):
             # so little work that the calling thread finishes it before a woken thread could start (decision 1259)
             found = self._cost(main, flops, moved, False)
             found = replace(found, compute_ms=found.compute_ms * p.threads)

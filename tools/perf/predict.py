@@ -50,6 +50,7 @@ class LayerPrediction:
     shares: tuple[float, ...] = ()  # each member's part of `ms` (its standalone cost's share), for matching other groupings
     reorder_ms: float = 0.0  # ONNX Runtime's NCHWc reorders this group pays (included in `ms`)
     fusion: str = ""  # how TensorRT runs the group: "" (its own kernels), or why it has none (in place, folded, a view)
+    threaded: bool = False  # the host: ONNX Runtime split its work over the pool's threads, woken for it
 
 
 @dataclass(frozen=True)
@@ -192,7 +193,7 @@ def _predict_group(group: Group, model: ModelLayers, engine, precision: str, fre
     shares = tuple(cost.ms * a / sum(alone) for a in alone) if sum(alone) > 0 else (cost.ms,) + (0.0,) * (len(alone) - 1)
     return LayerPrediction(
         group.head, group.members, main.op, main.op_class, engine.name, precision, flops, moved,
-        cost.compute_ms, cost.memory_ms, cost.launch_ms, cost.ms, cost.bound, shares,
+        cost.compute_ms, cost.memory_ms, cost.launch_ms, cost.ms, cost.bound, shares, threaded=cost.threaded,
     )  # fmt: skip
 
 
@@ -202,7 +203,7 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
     node's predicted time is multiplied by its factor for that time."""
     from dataclasses import replace
 
-    from tools.perf.engines import NODE_COST, WOKEN_MS, HostEngine
+    from tools.perf.engines import NODE_COST, HostEngine
 
     def stretch(ms: float) -> float:
         return contention.factor(ms) if contention is not None else 1.0
@@ -221,14 +222,14 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
         # before they can start (decision 1259).
         moved = 2 * 4 * elements  # read and written once
         work = moved / (engine.bandwidth_gbs(moved, hot=True) * 1e6)
-        woken = peaks.threads > 1 and work > WOKEN_MS
+        woken = engine.woken(work)
         threaded += woken
         ms = (engine.threaded_launch_ms if woken else peaks.launch_ms) + work
         extra[name] = extra.get(name, 0.0) + ms * stretch(ms)  # each reorder is a node of its own
     layers = []
     for group in groups:
-        threaded += engine.cost(*group_facts(group, model, "fp32")).threaded
         p = _predict_group(group, model, engine, "fp32", memo=memo)
+        threaded += p.threaded
         if (factor := stretch(p.ms)) != 1.0:
             p = replace(p, compute_ms=p.compute_ms * factor, memory_ms=p.memory_ms * factor, launch_ms=p.launch_ms * factor, ms=p.ms * factor,
                         shares=tuple(share * factor for share in p.shares))  # fmt: skip
