@@ -12,6 +12,9 @@ during its own frames (reference probes between the frames: `host.speed_factor`)
 (predicted and measured whole-model ms, error, Spearman of the layer ranking, top-5 overlap, the speed factor and what
 the cached peaks alone predicted) and writes the JSON with --out.
 `--smoke`: the example alone, 3 frames, quick peaks: the code path, not the numbers.
+`--repeat N`: profile every model N times, in turn (a drift of the machine meets each model alike); each row after
+the first of a model adds `again`, how many of its measured top 5 the profile before it measured in its top 5 too:
+the measurement's own agreement, which no prediction can be held above (decision 1260).
 """
 
 from __future__ import annotations
@@ -111,6 +114,7 @@ def main() -> int:
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--light", action="store_true", help="instead: the onnx package's light models (architectures not tuned on)")
+    parser.add_argument("--repeat", type=int, default=1, help="profile every model this many times, in turn")
     args = parser.parse_args()
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -120,6 +124,7 @@ def main() -> int:
     os.environ.setdefault("SDK_HISTORY", str(folder / "history.sqlite"))  # not the history of the folder it is run from
     os.environ.setdefault("COLUMNS", "160")
     from tools.cli import run
+    from tools.perf.analysis import top_names
 
     frames = 3 if args.smoke else args.frames
     if args.smoke:  # quick peaks: the code path, not this machine's numbers
@@ -129,8 +134,10 @@ def main() -> int:
         path, key = peaks_path(2, False, shared_cache_dir())
         store_peaks(measure_peaks(2, False, folder / "probe", runs=2, passes=1), key, path)  # a probe's fewest runs
     rows = []
+    measured_top5: dict[str, set[str]] = {}  # each model's measured top 5 in its last profile
     try:
-        for name, pipeline in pipelines(folder, args.smoke, args.light).items():
+        models = pipelines(folder, args.smoke, args.light)
+        for repeat, (name, pipeline) in ((r, item) for r in range(max(args.repeat, 1)) for item in models.items()):
             out = folder / f"{name.split()[0]}.json"
             started = time.perf_counter()
             code = run(["profile", str(pipeline), "--target", "local", "--frames", str(frames), "--json", str(out),
@@ -140,13 +147,17 @@ def main() -> int:
                 return 1
             report = json.loads(out.read_text())
             if args.out:  # each model's whole report beside the summary
-                shutil.copyfile(out, args.out.parent / f"{args.out.stem}-{name.split()[0]}.json")
+                suffix = f"-{repeat + 1}" if args.repeat > 1 else ""
+                shutil.copyfile(out, args.out.parent / f"{args.out.stem}-{name.split()[0]}{suffix}.json")
             total, accuracy, host = report["total"], report["accuracy"], report.get("host") or {}
+            top5 = top_names(report["layers"], "measured_ms")  # as the profile's own top-5 overlap counts them
+            again = len(top5 & measured_top5[name]) if name in measured_top5 else None
+            measured_top5[name] = top5
             rows.append({"model": name, "predicted_ms": total["predicted_ms"], "measured_ms": total["measured_ms"], "error": total["error"],
                          "spearman": accuracy["spearman"], "top5_overlap": accuracy["top5_overlap"], "run_median_ms": total["run_median_ms"],
                          "profiling_overhead_ms": total["profiling_overhead_ms"], "unprofiled_median_ms": total["unprofiled_median_ms"],
                          "speed_factor": host.get("speed_factor"), "predicted_cached_ms": host.get("predicted_cached_ms"),
-                         "contention": host.get("contention"), "layers": len(report["layers"]),
+                         "contention": host.get("contention"), "layers": len(report["layers"]), "repeat": repeat + 1, "again": again,
                          "wall_s": round(time.perf_counter() - started, 2)})  # fmt: skip
         started = time.perf_counter()
         assert run(["predict", str(REPO / "pipelines" / "pedestrian.yaml"), "--platform", "host"]) == 0  # peaks and preparation cached
@@ -160,12 +171,13 @@ def main() -> int:
     if args.smoke:
         print("smoke run: 3 frames and quick peaks; the numbers below mean nothing")
     print(f"{'model':20s} {'predicted ms':>12s} {'measured ms':>11s} {'error':>7s} {'Spearman':>8s} {'top-5':>5s} {'overhead ms/frame':>17s} "
-          f"{'speed':>5s} {'cached peaks ms':>15s} {'error':>7s}")  # fmt: skip
+          f"{'speed':>5s} {'cached peaks ms':>15s} {'error':>7s} {'again':>5s}")  # fmt: skip
     for r in rows:
         cached = r["predicted_cached_ms"]
+        again = f"{r['again']}/5" if r["again"] is not None else "-"
         print(f"{r['model']:20s} {r['predicted_ms']:12.2f} {r['measured_ms']:11.2f} {r['error']:+7.1%} {r['spearman']:8.2f} "
               f"{r['top5_overlap']:>3d}/5 {r['profiling_overhead_ms']:17.3f} {r['speed_factor'] or 0:5.2f} {cached or 0:15.2f} "
-              f"{(cached or 0) / r['measured_ms'] - 1:+7.1%}")  # fmt: skip
+              f"{(cached or 0) / r['measured_ms'] - 1:+7.1%} {again:>5s}")  # fmt: skip
     print(f"sdk predict (example, --platform host, cached): {predict_s:.2f} s; --platform jetson-agx-orin --dla: {predict_dla_s:.2f} s")
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "predict_s": predict_s, "predict_dla_s": predict_dla_s, "frames": frames}, indent=1) + "\n")

@@ -168,12 +168,16 @@ def _ranks(values: list[float]) -> list[float]:
     return ranks
 
 
+def top_names(rows: list[dict], key: str, count: int = 5) -> set[str]:
+    """The names of the `count` layers longest by `key` ("measured_ms" or "predicted_ms"), among the layers that have
+    both times."""
+    with_both = [r for r in rows if r.get("predicted_ms") is not None and r.get("measured_ms") is not None]
+    return {r["name"] for r in sorted(with_both, key=lambda r: -r[key])[:count]}
+
+
 def top_overlap(rows: list[dict], count: int = 5) -> int:
     """How many of the measured top `count` layers are in the predicted top `count`."""
-    with_both = [r for r in rows if r.get("predicted_ms") is not None]
-    measured = {r["name"] for r in sorted(with_both, key=lambda r: -r["measured_ms"])[:count]}
-    predicted = {r["name"] for r in sorted(with_both, key=lambda r: -r["predicted_ms"])[:count]}
-    return len(measured & predicted)
+    return len(top_names(rows, "measured_ms", count) & top_names(rows, "predicted_ms", count))
 
 
 def _count(shape) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from tools.perf.host_peaks import HostPeaks, bandwidth_sizes
+from tools.perf.host_peaks import CACHE_ELEMENTS, HostPeaks, bandwidth_sizes
 from tools.perf.layers import Layer
 from tools.perf.platforms import EnginePeaks
 
@@ -65,6 +65,7 @@ ROWS_HALF = 32.0  # output pixels (or GEMM rows) at which a kernel reaches 1 - 1
 # A Transpose that moves the innermost axis gathers with a stride: measured here at 2.6-5.2x the time of a copy of its
 # bytes (YOLOX's head transpose, 85 x 3549 floats in its model, 128 x 3549 alone; two runs at different loads).
 TRANSPOSE_STRIDED = 3.5
+VECTOR_PROBE_FLOPS = 4 * CACHE_ELEMENTS  # the vector probe's work (tools/perf/host_peaks.py: probe_set)
 HALF_RANGE = (8.0, 16.0)  # what the narrow probe measured here (12-14); beyond this range a probe met other work, not channels
 NARROW_FLOOR = 0.25  # a GEMM-like kernel keeps at least this share of its rate however few channels it has
 
@@ -100,10 +101,11 @@ class HostEngine:
 
     name = "cpu"
 
-    def __init__(self, peaks: HostPeaks, block: int = 0, nchwc: frozenset[str] = frozenset()) -> None:
+    def __init__(self, peaks: HostPeaks, block: int = 0, nchwc: frozenset[str] = frozenset(), pooled: frozenset[str] = frozenset()) -> None:
         self.peaks = peaks
         self.block = block  # ONNX Runtime's NCHWc channel block (0: none): a convolution's channels are padded to it
         self.nchwc = nchwc  # the layers that run as NCHWc kernels (tools/perf/predict.py: nchwc_kernels)
+        self.pooled = pooled  # the elementwise and pooling layers ONNX Runtime splits over its threads (tools/perf/ort_threads.py)
         # The narrow probe (16 in, 16 out) pays the channel efficiency twice, once per side: each side's share is its root.
         ratio = min(max(peaks.narrow_gflops / max(peaks.pointwise_gflops, 1e-9), 0.01), 0.98)
         half = -16 / math.log(1 - math.sqrt(ratio))  # channels at which one side reaches 1 - 1/e of the rate
@@ -162,14 +164,27 @@ class HostEngine:
         moved = bandwidth_sizes(p.last_level_cache_bytes)["hot"]
         return moved / (max(p.node_ms - p.launch_ms, moved / (HOT_CEILING * p.cache_gbs * 1e6)) * 1e6)
 
-    def bandwidth_gbs(self, moved: int, hot: bool = False) -> float:
+    def streamed(self, rate: float, work: float) -> float:
+        """A probe's rate (GFLOP/s or GB/s over `work` FLOPs or bytes) without the threaded launch its one node paid:
+        the probes of the elementwise rates run on the pool's threads (tools/perf/ort_threads.py), so their time is a
+        threaded node's launch and then the streaming, and a threaded node's cost adds its launch of its own
+        (decision 1260). Unchanged where the launch would be more than half the probe's time."""
+        ms = work / (rate * 1e6)
+        launch = self.threaded_launch_ms if self.peaks.threads > 1 else 0.0
+        return work / ((ms - launch) * 1e6) if ms > 2 * launch else rate
+
+    def bandwidth_gbs(self, moved: int, hot: bool = False, threaded: bool = False) -> float:
         """The bandwidth for `moved` bytes, from the bandwidth probes at the sizes they move: the cache probe's rate
         up to its size (`hot`: the hot chain's up to its size), DRAM's from the DRAM probe's, geometric in the size
-        between two probes (through the last-level-cache probe's rate at its size)."""
+        between two probes (through the last-level-cache probe's rate at its size). `threaded`: for a node that pays
+        a threaded launch of its own, the probes' rates without theirs (`streamed`)."""
         p = self.peaks
         sizes = bandwidth_sizes(p.last_level_cache_bytes)
-        first = (sizes["hot"], self.hot_gbs) if hot else (sizes["cache"], p.cache_gbs)
-        points = [first, (sizes["llc"], p.llc_gbs), (sizes["dram"], p.dram_gbs)]
+        rates = {name: getattr(p, f"{name}_gbs") for name in ("cache", "llc", "dram")}
+        if threaded:
+            rates = {name: self.streamed(rate, sizes[name]) for name, rate in rates.items()}
+        first = (sizes["hot"], self.hot_gbs) if hot else (sizes["cache"], rates["cache"])
+        points = [first, (sizes["llc"], rates["llc"]), (sizes["dram"], rates["dram"])]
         if moved <= points[0][0]:
             return points[0][1]
         for (low, low_gbs), (high, high_gbs) in zip(points, points[1:], strict=False):
@@ -181,8 +196,9 @@ class HostEngine:
         """Whether ONNX Runtime splits the layer's work over its threads: an NCHWc kernel always does (MLAS's NCHWc
         convolution and pooling take the pool's thread count, snchwc.cpp); any other convolution or GEMM only with at
         least MLAS_THREAD_MACS multiplies (MLAS gives a thread that many before it takes another; fewer run on the
-        calling thread, with nothing to split or wake)."""
-        if layer.name in self.nchwc:
+        calling thread, with nothing to split or wake); an elementwise or pooling node where ONNX Runtime's own rule
+        splits it (`pooled`: tools/perf/ort_threads.py, decision 1260)."""
+        if layer.name in self.nchwc or layer.name in self.pooled:
             return True
         return layer.op_class in GEMM_LIKE and layer.macs >= MLAS_THREAD_MACS
 
@@ -212,13 +228,16 @@ class HostEngine:
 
     def _cost(self, main: Layer, flops: int, moved: int, threaded: bool) -> Cost:
         p = self.peaks
-        bandwidth = self.bandwidth_gbs(moved, hot=not threaded)
+        bandwidth = self.bandwidth_gbs(moved, hot=not threaded, threaded=threaded)
         if main.op_class == "gemm" and _rows(main) < 16:
             bandwidth = p.dram_gbs  # a matrix-vector product streams its weights once: DRAM's rate, whatever their size
         if strided_transpose(main):
             bandwidth /= TRANSPOSE_STRIDED
         launch = self.threaded_launch_ms if threaded else p.launch_ms
-        compute = flops / (self.rate_gflops(main) * 1e6) if flops else 0.0
+        rate = self.rate_gflops(main)
+        if threaded and rate == p.vector_gflops:  # the vector probe's Sigmoid ran on the pool's threads too
+            rate = self.streamed(rate, VECTOR_PROBE_FLOPS)
+        compute = flops / (rate * 1e6) if flops else 0.0
         if main.op_class == "conv_transpose":
             # ONNX Runtime's ConvTranspose is a GEMM into a column buffer, then col2im into the output, one after the
             # other (onnxruntime/core/providers/cpu/nn/conv_transpose.cc): the columns are written and read once, the

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from tools.perf.layers import PRECISION_BYTES, Layer, ModelLayers
 from tools.perf.nchwc import blocked_layers, nchwc_block, nchwc_kernels, reorders
+from tools.perf.ort_threads import pool_nodes
 
 HEADS = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "PRelu", "Elu"}
@@ -176,7 +177,8 @@ def _predict_group(group: Group, model: ModelLayers, engine, precision: str, fre
     if memo is not None:
         by_name = model.by_name()
         engine_key = (engine.name, precision, free, getattr(engine, "sparse", False), getattr(engine, "image_inputs", None))
-        nchwc = tuple(m in getattr(engine, "nchwc", ()) for m in group.members)  # an NCHWc kernel is costed as threaded
+        # an NCHWc kernel, and a node ONNX Runtime splits over its threads, are costed as threaded
+        nchwc = tuple((m in getattr(engine, "nchwc", ()), m in getattr(engine, "pooled", ())) for m in group.members)
         key = (*engine_key, group.head, nchwc, tuple(_layer_key(by_name[m]) for m in group.members))
         found = memo.get(key)
         if found is None:
@@ -211,7 +213,8 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
     block = nchwc_block() if block is None else block
     groups = fusion_groups(model, "onnxruntime")
     blocked = blocked_layers(model, block, groups)
-    engine = HostEngine(peaks, block, nchwc_kernels(model, block, groups, blocked))
+    kernels = nchwc_kernels(model, block, groups, blocked)
+    engine = HostEngine(peaks, block, kernels, pool_nodes(groups, model.by_name(), peaks.threads, kernels))
     extra: dict[str, float] = {}
     found = reorders(model, block, groups, blocked)
     threaded = 0
