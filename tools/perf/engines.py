@@ -223,6 +223,9 @@ class HostEngine:
         if found.threaded and p.threads > 1 and not self.woken(p.threads * max(found.compute_ms, found.memory_ms)):
             # so little work that the calling thread finishes it before a woken thread could start (decision 1259)
             found = self._cost(main, flops, moved, False)
+        if not found.threaded and p.threads > 1:
+            # one thread computes at its share of the compute probes' rates: they split their work over the pool's
+            # threads (decision 1260)
             found = replace(found, compute_ms=found.compute_ms * p.threads)
         return found
 

@@ -172,3 +172,31 @@ def test_a_reorder_with_work_enough_wakes_the_threads():
     assert woken.layers[0].reorder_ms == pytest.approx(2 * (engine.threaded_launch_ms + work))
     assert small.run_overhead_ms == pytest.approx(4 * FIXED.node_gap_ms + FIXED.parallel_gap_ms * NODE_COST)
     assert woken.run_overhead_ms == pytest.approx(2 * slow.node_gap_ms + 3 * slow.parallel_gap_ms * NODE_COST)
+
+
+def test_a_node_on_the_calling_thread_computes_at_one_threads_share_of_the_probes_rate():
+    """The compute probes split their work over the pool's threads: a node ONNX Runtime runs on the calling thread
+    alone (a GEMM of few multiplies, an elementwise node below its threshold) gets one thread's share (decision 1260)."""
+    engine = HostEngine(FIXED, 8)
+    small = replace(_pointwise(64 * 4), macs=MLAS_THREAD_MACS - 1)
+    flops = 10**7  # work enough to wake the threads, were it split
+    assert engine.cost(small, flops, 128).compute_ms == pytest.approx(FIXED.threads * flops / (engine.rate_gflops(small) * 1e6))
+    sigmoid = _elementwise("Sigmoid", 4096)
+    assert engine.cost(sigmoid, flops, 128).compute_ms == pytest.approx(FIXED.threads * flops / (FIXED.vector_gflops * 1e6))
+    single = HostEngine(replace(FIXED, threads=1), 8)
+    assert single.cost(sigmoid, flops, 128).compute_ms == pytest.approx(flops / (FIXED.vector_gflops * 1e6))
+
+
+def test_an_elementwise_node_onnx_runtime_splits_pays_a_threaded_launch_and_streams_without_the_probes_launch():
+    """`pooled` (tools/perf/ort_threads.py): the threaded launch, the vector and bandwidth probes' rates less the
+    threaded launch their own node paid (decision 1260)."""
+    sigmoid = _elementwise("Sigmoid", 1 << 20)
+    plain = HostEngine(FIXED, 8).cost(sigmoid, 4 << 20, 8 << 20)
+    split = HostEngine(FIXED, 8, pooled=frozenset({sigmoid.name})).cost(sigmoid, 4 << 20, 8 << 20)
+    engine = HostEngine(FIXED, 8)
+    assert split.threaded and not plain.threaded
+    assert split.launch_ms == pytest.approx(engine.threaded_launch_ms) and plain.launch_ms == pytest.approx(FIXED.launch_ms)
+    probe_ms = 4 * hp.CACHE_ELEMENTS / (FIXED.vector_gflops * 1e6)
+    assert split.compute_ms == pytest.approx((4 << 20) / (4 * hp.CACHE_ELEMENTS / (probe_ms - engine.threaded_launch_ms)))
+    assert split.compute_ms < plain.compute_ms / FIXED.threads
+    assert engine.streamed(FIXED.cache_gbs, 1000) == FIXED.cache_gbs  # a launch longer than half the probe: left as measured

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.tools.perf.peaks import FIXED
 from tools.perf.layers import load_layers
 from tools.perf.nchwc import blocked_layers, nchwc_block, nchwc_kernels
 from tools.perf.ort_threads import ELEMENT_CYCLES, TASK_ELEMENTS, eigen_threads, node_op, ort_splits, pool_nodes
-from tools.perf.predict import fusion_groups
+from tools.perf.predict import fusion_groups, predict_host
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -116,3 +117,7 @@ def test_yolox_nanos_elementwise_nodes_are_split_as_onnx_runtime_splits_them(tmp
                                    if e["args"]["op_name"] in {op for op, _ in predicted})  # fmt: skip
     assert predicted[("QuickGelu", True)] > 50  # the SiLUs: the rule that matters most here
     assert measured == predicted
+    # and the prediction costs them so: a threaded node's launch for each SiLU
+    silus = {g.head for g in groups if node_op([by_name[m] for m in g.members]) == "QuickGelu"}
+    prediction = predict_host(model, FIXED, block=block)
+    assert all(p.threaded for p in prediction.layers if p.head in silus)
