@@ -10,14 +10,14 @@ the calling thread does not. The convolutions, GEMMs and NCHWc kernels follow ML
   stored plus the compute cycles the kernel declares (`ElementWiseRangedTransform::Cost`; the binary kernels' unit
   cost). One float in and one out: 1.375 cycles of memory.
 - Clip, QuickGelu and Erf split their elements into tasks of a fixed size: more than one task runs on the pool.
-- A global pool that is not an NCHWc kernel always runs on the pool (one task a channel).
+- A global pool that is not an NCHWc kernel always runs on the pool, at every size checked.
 - Concat copies each input as such a loop (one cycle an element): it runs on the pool when its largest input does.
 
 Checked against ONNX Runtime's own profiler, which records for each node whether it was handed to the pool
 (`thread_scheduling_stats`): tests/tools/perf/test_ort_threads.py finds each threshold in the running ONNX Runtime.
-Every other node (Transpose, Softmax, Resize, a lone BatchNormalization) is taken to run on the calling thread; of
-those only Resize and BatchNormalization are checked (ONNX Runtime never split them in the benchmark models; it
-splits some Transposes and Softmaxes, by rules not modelled).
+Every other node is taken to run on the calling thread. In the benchmark models ONNX Runtime's profiler showed it
+never split a Resize or a lone BatchNormalization; it split some Transposes, Softmaxes and LayerNormalizations, by
+rules not modelled.
 """
 
 from __future__ import annotations
@@ -29,14 +29,15 @@ from tools.perf.layers import Layer
 STARTUP_CYCLES = 100_000  # Eigen's TensorCostModel: kStartupCycles
 PER_THREAD_CYCLES = 100_000  # kPerThreadCycles
 BYTE_CYCLES = 11 / 64  # kLoadCycles and kStoreCycles: an L2 access a 64-byte line
-# The compute cycles an element each kernel declares (onnxruntime/core/providers/cpu/activation/activations.h and the
-# binary kernels' unit cost in element_wise_ops.cc), read back from the thresholds the running ONNX Runtime shows.
+# The compute cycles an element each kernel declares: Relu's 1 and Sigmoid's 2 in activations.h, the binary kernels'
+# unit cost of 1 (element_wise_ops.cc); the others read back from the thresholds the running ONNX Runtime shows.
 ELEMENT_CYCLES = {
     "Add": 1.0, "Sub": 1.0, "Mul": 1.0, "Div": 1.0, "Relu": 1.0, "Tanh": 1.0, "HardSwish": 1.0, "Neg": 1.0, "Abs": 1.0,
     "Sigmoid": 2.0, "Exp": 2.0, "Sqrt": 2.0, "HardSigmoid": 0.5, "Softplus": 15.0, "LeakyRelu": 25.0, "Concat": 1.0,
     "LRN": 319.0,  # not read from the source: ONNX Runtime splits an LRN from 641-672 elements (the test checks 656)
 }  # fmt: skip
-# Kernels that cut their elements into tasks of this many: more than one task runs on the pool.
+# Kernels that cut their elements into tasks of this many (read off the running ONNX Runtime: it splits a Clip from
+# 16,385-16,640 elements, a QuickGelu or an Erf from 4,097-4,160): more than one task runs on the pool.
 TASK_ELEMENTS = {"Clip": 16384, "QuickGelu": 4096, "Erf": 4096}
 POOLED = {"GlobalAveragePool", "GlobalMaxPool"}
 
@@ -70,8 +71,8 @@ def node_op(layers: list[Layer]) -> str:
 
 
 def pool_nodes(groups, by_name: dict[str, Layer], threads: int, nchwc: frozenset[str] = frozenset()) -> frozenset[str]:
-    """The names of the layers heading the groups ONNX Runtime runs on its thread pool among elementwise and pooling
-    groups (an NCHWc kernel is threaded by its own rule and left out)."""
+    """The names of the layers of the elementwise, pooling, normalisation and Concat groups ONNX Runtime runs on its
+    thread pool (an NCHWc kernel is threaded by its own rule and left out)."""
     found = set()
     for group in groups:
         layers = [by_name[m] for m in group.members]
