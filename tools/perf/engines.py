@@ -164,6 +164,13 @@ class HostEngine:
         moved = bandwidth_sizes(p.last_level_cache_bytes)["hot"]
         return moved / (max(p.node_ms - p.launch_ms, moved / (HOT_CEILING * p.cache_gbs * 1e6)) * 1e6)
 
+    def chain_gbs(self, moved: int, node_ms: float) -> float:
+        """Bytes per second a node that runs on the pool's threads moves when its input is what the node before it has
+        just written: a hot chain's per-node time (`node_ms`, `moved` bytes a node) less a threaded launch, for the
+        chains' nodes run on the pool (tools/perf/ort_threads.py; decision 1260); at most HOT_CEILING times the
+        cache probe's rate."""
+        return moved / (max(node_ms - self.threaded_launch_ms, moved / (HOT_CEILING * self.peaks.cache_gbs * 1e6)) * 1e6)
+
     def streamed(self, rate: float, work: float) -> float:
         """A probe's rate (GFLOP/s or GB/s over `work` FLOPs or bytes) without the threaded launch its one node paid:
         the probes of the elementwise rates run on the pool's threads (tools/perf/ort_threads.py), so their time is a
@@ -185,6 +192,9 @@ class HostEngine:
             rates = {name: self.streamed(rate, sizes[name]) for name, rate in rates.items()}
         first = (sizes["hot"], self.hot_gbs) if hot else (sizes["cache"], rates["cache"])
         points = [first, (sizes["llc"], rates["llc"]), (sizes["dram"], rates["dram"])]
+        if hot and threaded and p.big_node_ms > 0:  # the two hot chains, their nodes on the pool, then DRAM's
+            points = [(sizes["hot"], self.chain_gbs(sizes["hot"], p.node_ms)), (sizes["big"], self.chain_gbs(sizes["big"], p.big_node_ms)),
+                      (sizes["dram"], rates["dram"])]  # fmt: skip
         if moved <= points[0][0]:
             return points[0][1]
         for (low, low_gbs), (high, high_gbs) in zip(points, points[1:], strict=False):
@@ -231,7 +241,9 @@ class HostEngine:
 
     def _cost(self, main: Layer, flops: int, moved: int, threaded: bool) -> Cost:
         p = self.peaks
-        bandwidth = self.bandwidth_gbs(moved, hot=not threaded, threaded=threaded)
+        # A node on the calling thread, or an elementwise node on the pool, reads what the node before it has just
+        # written (decision 1200; 1260); a convolution keeps the bandwidth probes' rates.
+        bandwidth = self.bandwidth_gbs(moved, hot=not threaded or main.name in self.pooled, threaded=threaded)
         if main.op_class == "gemm" and _rows(main) < 16:
             bandwidth = p.dram_gbs  # a matrix-vector product streams its weights once: DRAM's rate, whatever their size
         if strided_transpose(main):

@@ -11,9 +11,10 @@ ours), and two chains of distinct elementwise nodes (Mul, Add, Clip, Div, each w
 model's batch norms and HardSwishes run): one over 16 elements (what a node costs with nothing to do, and ONNX
 Runtime's own work between two nodes), one over a tensor the size of a small model's activations, each node reading
 what the one before it just wrote (the per-node time a model's small elementwise nodes take, their input hot in the
-cache: decision 1200). The wake probe runs the parallel probe's model with other work between its runs, as a pipeline
-runs its model once a frame with its preprocessing and decoding in between: what a run pays beyond its time in a row
-is the waking of its threads (decision 1255).
+cache: decision 1200); and a shorter chain over a tensor of 8 MiB (the big hot chain: a detector's activations at full
+resolution, its nodes on the pool's threads: decision 1260). The wake probe runs the parallel probe's model with other
+work between its runs, as a pipeline runs its model once a frame with its preprocessing and decoding in between: what
+a run pays beyond its time in a row is the waking of its threads (decision 1255).
 The cache file is keyed by CPU model, thread count, spinning and ONNX Runtime version; SDK_HOST_PEAKS_REFRESH=1
 measures again.
 """
@@ -30,15 +31,20 @@ from pathlib import Path
 
 import numpy as np
 
-PEAKS_FORMAT = 12  # 10: the launch chain of distinct elementwise nodes, and the hot chain; 11: the wake probe (wake_ms);
-# 12: the pooling probe (pool_gflops)
+PEAKS_FORMAT = 13  # 10: the launch chain of distinct elementwise nodes, and the hot chain; 11: the wake probe (wake_ms);
+# 12: the pooling probe (pool_gflops); 13: the big hot chain (big_node_ms)
 RUNS = 12  # runs of a probe in a row; the first (cold) is not kept
 CHAIN_NODES = 32  # nodes in the launch probes' chains (the parallel chain has half as many)
 CHAIN_OPS = ("Mul", "Add", "Clip", "Div")  # the elementwise chains' nodes in turn, each with its own constant
 HOT_ELEMENTS = 1 << 18  # the hot chain's tensor: 1 MiB in and 1 MiB out a node, as the small models' activations (0.1-3 MB)
+# The big hot chain's tensor: 8 MiB in and 8 MiB out a node, as a detector's activations at full resolution (6-13 MB in
+# the PP-OCRv4 detector); within the last-level cache of the machines measured, where a node's input just written stays.
+BIG_ELEMENTS = 1 << 21
+BIG_CHAIN = 8  # nodes in the big hot chain
 CHAIN = 1  # copies of the probe's node in a chain (measured here: chains of 6 ran convolutions at half the rate a model's own do)
 LONG_CHAIN = 8  # convolutions in the long reference probe: about 15-30 ms of work, as a large model's largest layers
-PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dram", "llc", "cache", "chain", "nodes", "parallel", "narrow", "vector", "lrn", "pool")
+PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dram", "llc", "cache", "chain", "nodes", "bignodes", "parallel", "narrow", "vector", "lrn",
+               "pool")  # fmt: skip
 CACHE_ELEMENTS = 1 << 19  # the cache probe's tensor: 2 MiB in and 2 MiB out, the size of a mobile detector's activations
 PASSES = 5  # passes spread the probes over seconds: a shared machine gives a 2-thread kernel one core or two, by moments
 # The wake probe's gap between runs, filled with arithmetic on the calling thread (a frame's preprocessing and decoding):
@@ -64,6 +70,7 @@ class HostPeaks:
     gap_ms: float  # the time between two such nodes' kernels (reported; the prediction takes the hot chain's)
     node_ms: float  # an elementwise node of the hot chain (HOT_ELEMENTS, its input just written by the node before): kernel time
     node_gap_ms: float  # the time between two nodes' kernels in the hot chain
+    big_node_ms: float  # an elementwise node of the big hot chain (BIG_ELEMENTS, its input just written): kernel time
     parallel_launch_ms: float  # a convolution with almost nothing to do (what splitting work over the threads costs)
     parallel_gap_ms: float  # the time between two such convolutions' kernels
     narrow_gflops: float  # a 1x1 convolution of 16 to 16 channels: what few channels leave of the pointwise rate
@@ -244,6 +251,7 @@ def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[
         "cache": lambda: (_model("Relu", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 8 * small),
         "chain": lambda: (_chain(CHAIN_NODES, 16), {"t0": rand(16)}, CHAIN_NODES),
         "nodes": lambda: (_chain(CHAIN_NODES, HOT_ELEMENTS), {"t0": rand(HOT_ELEMENTS)}, CHAIN_NODES),
+        "bignodes": lambda: (_chain(BIG_CHAIN, BIG_ELEMENTS), {"t0": rand(BIG_ELEMENTS)}, BIG_CHAIN),
         "parallel": lambda: (_model("Conv", {"x": (1, 8, 8, 8)}, (1, 8, 8, 8), {"w": rand(8, 8, 1, 1)}, repeat=CHAIN_NODES // 2),
                              {"x": rand(1, 8, 8, 8)}, CHAIN_NODES // 2),
         "narrow": lambda: (_model("Conv", {"x": (1, 16, 160, 160)}, (1, 16, 160, 160), {"w": rand(16, 16, 1, 1)}),
@@ -262,9 +270,10 @@ def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[
 
 def bandwidth_sizes(llc: int) -> dict[str, int]:
     """Bytes each bandwidth probe moves (read + written): `cache` fits in a core's caches, `llc` is the last-level
-    cache's size (at least twice `cache`), `dram` four times it (at least 32 MiB); `hot`: each node of the hot chain."""
+    cache's size (at least twice `cache`), `dram` four times it (at least 32 MiB); `hot` and `big`: each node of the
+    hot chain and of the big hot chain."""
     cache = 8 * CACHE_ELEMENTS
-    return {"hot": 8 * HOT_ELEMENTS, "cache": cache, "llc": max(llc, 2 * cache), "dram": 8 * max(llc // 2, 1 << 22)}
+    return {"hot": 8 * HOT_ELEMENTS, "big": 8 * BIG_ELEMENTS, "cache": cache, "llc": max(llc, 2 * cache), "dram": 8 * max(llc // 2, 1 << 22)}
 
 
 def probe_values(name: str, work: int, kernel_ms: float, between_ms: float) -> dict[str, float]:
@@ -274,6 +283,8 @@ def probe_values(name: str, work: int, kernel_ms: float, between_ms: float) -> d
         return {"launch_ms": kernel_ms / work, "gap_ms": max(between_ms, 0.0) / work}
     if name == "nodes":
         return {"node_ms": kernel_ms / work, "node_gap_ms": max(between_ms, 0.0) / work}
+    if name == "bignodes":
+        return {"big_node_ms": kernel_ms / work}
     if name == "parallel":
         return {"parallel_launch_ms": kernel_ms / work, "parallel_gap_ms": max(between_ms, 0.0) / work}
     field = {"dram": "dram_gbs", "llc": "llc_gbs", "cache": "cache_gbs"}.get(name, f"{name}_gflops")
@@ -304,7 +315,7 @@ def measure_peaks(threads: int | None, spinning: bool, folder: Path, runs: int =
     for name, (kernel, between) in results.items():
         values |= probe_values(name, probes[name][2], kernel, between)
     values["wake_ms"] = sorted(wakes)[len(wakes) // 2]  # the middle pass, as for the others
-    digits = dict.fromkeys(("launch_ms", "gap_ms", "node_ms", "node_gap_ms", "parallel_launch_ms", "parallel_gap_ms", "wake_ms"), 5)
+    digits = dict.fromkeys(("launch_ms", "gap_ms", "node_ms", "node_gap_ms", "big_node_ms", "parallel_launch_ms", "parallel_gap_ms", "wake_ms"), 5)
     return HostPeaks(
         cpu=cpu_model(), threads=threads or os.cpu_count() or 1, spinning=spinning, runtime=f"onnxruntime {ort.__version__}",
         last_level_cache_bytes=llc, **{k: round(v, digits.get(k, 3)) for k, v in values.items()},

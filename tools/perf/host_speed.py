@@ -5,15 +5,16 @@ The cached peaks (tools/perf/host_peaks.py) were measured once, at some moment, 
 machine a two-thread kernel gets one core or two depending on the moment, and a profile minutes later meets another
 machine. So the profile runs the same probes between its frames, in the same process with the same threads and
 spinning (sdk/profiling/reference.py), a short burst each after every frame, and each probe's median over the
-profile's frames replaces the cached value it measures: the prediction is then made from the same frames, and the
-same statistic (medians over frames), as the measured layers it is compared with (decision 0706). Two probes are too
-long to repeat between frames: the GEMM follows the pointwise convolution (the same kernel, and the host model takes
-the faster of the two), the pass over DRAM follows the pass the size of the last-level cache (the factor of one
-applied to the other), the pooling probe follows the vector probe (both a pass of arithmetic over a tensor in the
-cache). The cache probe follows the hot chain (decision 1200): one node of about 0.1 ms alone in its
-session, between frames it measured 0.3-0.8 of its cached rate in all ten profiles of two benchmark runs while the
-hot chain's 32 nodes over tensors of the same order measured 0.84-1.09 of theirs; the lone node most likely meets
-what a session pays to start a run (its threads waking), which a model's nodes, one after another, do not.
+profile's frames replaces the cached value it measures: the prediction is then made from the same frames, and the same
+statistic (medians over frames), as the measured layers it is compared with (decision 0706). Two probes are too long
+to repeat between frames: the GEMM follows the pointwise convolution (the same kernel, and the host model takes the
+faster of the two), the pass over DRAM follows the pass the size of the last-level cache (the factor of one applied to
+the other), the pooling probe follows the vector probe (both a pass of arithmetic over a tensor in the cache), the big
+hot chain follows the hot chain (decision 1260). The cache probe follows the hot chain (decision 1200): one node of
+about 0.1 ms alone in its session, between frames it measured 0.3-0.8 of its cached rate in all ten profiles of two
+benchmark runs while the hot chain's 32 nodes over tensors of the same order measured 0.84-1.09 of theirs; the lone
+node most likely meets what a session pays to start a run (its threads waking), which a model's nodes, one after
+another, do not.
 
 Each probe's factor is its speed now over its cached speed (> 1: faster now); `speed_factor` sums them up for the
 model: its prediction from the cached peaks over its prediction from this run's. `sdk predict --platform host` has
@@ -47,7 +48,7 @@ PROBES = {
     "parallel": (("parallel_launch_ms", "parallel_gap_ms"), "ms/node"),
 }
 # Fields no probe measures between the frames: scaled by this probe's factor.
-FOLLOWS = {"gemm_gflops": "pointwise", "dram_gbs": "llc", "cache_gbs": "nodes", "pool_gflops": "vector"}
+FOLLOWS = {"gemm_gflops": "pointwise", "dram_gbs": "llc", "cache_gbs": "nodes", "pool_gflops": "vector", "big_node_ms": "nodes"}
 WORK = {"GFLOP/s": "flop", "GB/s": "byte", "ms/node": "node"}
 LONG = "long"  # the conv probe's node LONG_CHAIN times in a row
 LONG_BURST = 2  # its runs after every frame (the first not kept): it is the longest probe by far
@@ -104,7 +105,8 @@ class HostSpeed:
         changed = dict(self.measured)
         for name, probe in FOLLOWS.items():
             if probe in self.probes:
-                changed[name] = getattr(peaks, name) * self.probes[probe]["factor"]
+                factor = self.probes[probe]["factor"]  # a speed: a time is divided by it
+                changed[name] = getattr(peaks, name) / factor if name.endswith("_ms") else getattr(peaks, name) * factor
         return replace(peaks, **changed)
 
     def as_dict(self) -> dict:

@@ -18,6 +18,7 @@ FIXED = HostPeaks(
     gap_ms=0.004,
     node_ms=0.024,  # the hot chain's 2 MiB a node in 20 us beyond the launch: 100 GB/s, above the cache probe's 40
     node_gap_ms=0.005,
+    big_node_ms=0.2,  # the big hot chain's 16 MiB a node in 0.18 ms beyond a threaded launch: about 93 GB/s
     parallel_launch_ms=0.015,
     parallel_gap_ms=0.006,
     narrow_gflops=45.0,

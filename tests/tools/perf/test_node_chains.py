@@ -110,9 +110,11 @@ def test_the_probe_chains_are_distinct_elementwise_nodes_that_onnx_runtime_runs(
     x = np.full(16, 100.0, np.float32)
     (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"t0": x})
     assert np.all(np.isfinite(y)) and np.all(np.abs(y) <= 7.0)  # the clip holds the values however long the chain
-    probes = hp.probe_set(32 << 20, ("chain", "nodes"))
+    probes = hp.probe_set(32 << 20, ("chain", "nodes", "bignodes"))
     assert probes["nodes"][1]["t0"].size == hp.HOT_ELEMENTS and probes["chain"][1]["t0"].size == 16
+    assert probes["bignodes"][1]["t0"].size == hp.BIG_ELEMENTS and probes["bignodes"][2] == hp.BIG_CHAIN
     assert hp.probe_values("nodes", 32, 3.2, 0.32) == {"node_ms": pytest.approx(0.1), "node_gap_ms": pytest.approx(0.01)}
+    assert hp.probe_values("bignodes", 8, 2.4, 0.1) == {"big_node_ms": pytest.approx(0.3)}
 
 
 def test_the_profile_scales_the_hot_chain_by_its_own_probe():
@@ -123,6 +125,7 @@ def test_the_profile_scales_the_hot_chain_by_its_own_probe():
     ran = speed.scale(FIXED)
     assert speed.factors["nodes"] == pytest.approx(0.5)
     assert ran.node_ms == pytest.approx(2 * FIXED.node_ms) and ran.node_gap_ms == pytest.approx(2 * FIXED.node_gap_ms)
+    assert ran.big_node_ms == pytest.approx(2 * FIXED.big_node_ms)  # the big hot chain follows it: half the speed, twice the time
 
 
 def test_a_cache_of_the_previous_format_is_measured_again_not_misread(tmp_path, monkeypatch):
@@ -134,7 +137,7 @@ def test_a_cache_of_the_previous_format_is_measured_again_not_misread(tmp_path, 
     monkeypatch.setattr(hp, "measure_peaks", lambda *args, **kwargs: measured.append(args) or FIXED)
     assert hp.host_peaks(2, False, tmp_path) == FIXED and len(measured) == 1
     assert json.loads(path.read_text())["peaks"] == asdict(FIXED)  # stored in the new format
-    assert json.loads(key)[0] == hp.PEAKS_FORMAT == 12  # and an older format's file sits under another key altogether
+    assert json.loads(key)[0] == hp.PEAKS_FORMAT == 13  # and an older format's file sits under another key altogether
 
 
 def test_a_convolution_of_few_multiplies_runs_on_the_calling_thread_an_nchwc_kernel_never_does():
@@ -200,3 +203,24 @@ def test_an_elementwise_node_onnx_runtime_splits_pays_a_threaded_launch_and_stre
     assert split.compute_ms == pytest.approx((4 << 20) / (4 * hp.CACHE_ELEMENTS / (probe_ms - engine.threaded_launch_ms)))
     assert split.compute_ms < plain.compute_ms / FIXED.threads
     assert engine.streamed(FIXED.cache_gbs, 1000) == FIXED.cache_gbs  # a launch longer than half the probe: left as measured
+
+
+def test_an_elementwise_node_on_the_pool_streams_at_the_hot_chains_rates_without_their_launch():
+    """Its input is what the node before it has just written: the hot chain's rate up to its size, the big hot
+    chain's at its size, each a per-node time less a threaded launch (their nodes run on the pool), then DRAM's
+    (decision 1260). A convolution on the pool keeps the bandwidth probes' rates."""
+    peaks = replace(FIXED, node_ms=0.05)  # 2 MiB a node in 0.023 ms beyond a threaded launch (0.027)
+    engine = HostEngine(peaks, 8)
+    sizes = hp.bandwidth_sizes(peaks.last_level_cache_bytes)
+    hot = sizes["hot"] / ((peaks.node_ms - engine.threaded_launch_ms) * 1e6)
+    big = sizes["big"] / ((peaks.big_node_ms - engine.threaded_launch_ms) * 1e6)
+    assert hot > 80 and big > 80
+    assert engine.bandwidth_gbs(sizes["hot"] // 2, hot=True, threaded=True) == pytest.approx(hot)
+    assert engine.bandwidth_gbs(sizes["big"], hot=True, threaded=True) == pytest.approx(big)
+    assert big != pytest.approx(engine.bandwidth_gbs(sizes["big"], threaded=True))  # not the LLC probe's curve
+    moved = sizes["big"]
+    add = _elementwise("Add", moved // 8)
+    split = HostEngine(peaks, 8, pooled=frozenset({add.name})).cost(add, 0, moved)
+    assert split.threaded and split.memory_ms == pytest.approx(moved / (big * 1e6))
+    conv = engine.cost(_pointwise(moved // 8), 0, moved)
+    assert conv.memory_ms == pytest.approx(moved / (engine.bandwidth_gbs(moved, threaded=True) * 1e6))
