@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from tools.perf.host_peaks import CACHE_ELEMENTS, HostPeaks, bandwidth_sizes
+from tools.perf.host_peaks import CACHE_ELEMENTS, DEPTHWISE_NARROW_WIDTH, DEPTHWISE_WIDTH, HostPeaks, bandwidth_sizes
 from tools.perf.layers import Layer
+from tools.perf.nchwc import nchwc_capable
 from tools.perf.platforms import EnginePeaks
 
 # TensorRT on Orin-class GPUs: fraction of the dense tensor peak per op class (the rest of the roofline is bandwidth).
@@ -67,6 +68,7 @@ ROWS_HALF = 32.0  # output pixels (or GEMM rows) at which a kernel reaches 1 - 1
 TRANSPOSE_STRIDED = 3.5
 VECTOR_PROBE_FLOPS = 4 * CACHE_ELEMENTS  # the vector probe's work (tools/perf/host_peaks.py: probe_set)
 HALF_RANGE = (8.0, 16.0)  # what the narrow probe measured here (12-14); beyond this range a probe met other work, not channels
+ROW_PIXELS_MAX = 80.0  # a depthwise row's fixed work at most this many pixels' worth: beyond it a probe met other work
 NARROW_FLOOR = 0.25  # a GEMM-like kernel keeps at least this share of its rate however few channels it has
 
 
@@ -110,6 +112,11 @@ class HostEngine:
         ratio = min(max(peaks.narrow_gflops / max(peaks.pointwise_gflops, 1e-9), 0.01), 0.98)
         half = -16 / math.log(1 - math.sqrt(ratio))  # channels at which one side reaches 1 - 1/e of the rate
         self.half = min(max(half, HALF_RANGE[0]), HALF_RANGE[1])
+        # A depthwise row's fixed work in pixels (decision 1261): the narrow depthwise probe's rate over the wide one's
+        # is (n / (n + w0)) / (b / (b + w0)) for rows n and b pixels wide.
+        narrow, wide = DEPTHWISE_NARROW_WIDTH, DEPTHWISE_WIDTH
+        r = peaks.dwnarrow_gflops / peaks.depthwise_gflops if peaks.depthwise_gflops > 0 and peaks.dwnarrow_gflops > 0 else 1.0
+        self.row_pixels = min(max(narrow * wide * (1 - r) / (r * wide - narrow), 0.0), ROW_PIXELS_MAX) if 1.0 > r > narrow / wide else 0.0
 
     def rate_gflops(self, main: Layer) -> float:
         p = self.peaks
@@ -138,8 +145,18 @@ class HostEngine:
             return p.pool_gflops  # the pooling probe's rate a window element (decision 1259)
         if cls == "conv_depthwise":  # the probe is 3x3; a larger kernel does more work per byte it loads
             taps = math.prod(main.kernel) if main.kernel else 9
-            return p.depthwise_gflops * min(max((taps / 9) ** 0.85, 0.3), 4.0) * self._padding(main)
+            return p.depthwise_gflops * min(max((taps / 9) ** 0.85, 0.3), 4.0) * self._padding(main) * self.row_share(main)
         return p.vector_gflops
+
+    def row_share(self, layer: Layer) -> float:
+        """What a depthwise convolution's output rows leave of the wide probe's rate: MLAS runs its NCHWc depthwise
+        kernel once a row of a channel block, so each row's fixed work (`row_pixels`, from the narrow probe) is shared
+        by its pixels: (W / (W + w0)) against the probe's (80 / (80 + w0)) (decision 1261)."""
+        out = layer.output_shapes[0] if layer.output_shapes else ()
+        if not self.row_pixels or len(out) < 4:
+            return 1.0
+        width, wide = max(out[-1], 1), DEPTHWISE_WIDTH
+        return (width / (width + self.row_pixels)) / (wide / (wide + self.row_pixels))
 
     def _padded(self, channels: int) -> int:
         return math.ceil(channels / self.block) * self.block if self.block else channels
@@ -283,21 +300,6 @@ def strided_transpose(layer: Layer) -> bool:
     rank = len(layer.input_shapes[0]) if layer.input_shapes and layer.input_shapes[0] else len(perm)
     last = perm[-1] if perm else 0  # no perm: the axes reversed
     return rank > 1 and last != rank - 1
-
-
-def nchwc_capable(layer: Layer, block: int) -> bool:
-    """Whether ONNX Runtime's NCHWc transform takes a convolution (nchwc_transformer.cc, TransformConv): ungrouped,
-    with fewer input channels than a block (read as NCHW) or a multiple of 4 (reordered and padded to whole blocks:
-    what ReorderInput takes, nchwc_ops.cc); grouped, with whole blocks of output channels, and each group whole blocks
-    unless depthwise. Checked against ONNX Runtime's own optimised graphs (tests/tools/perf/test_nchwc.py)."""
-    if layer.op != "Conv" or not layer.channels:
-        return True
-    c_in, c_out = layer.channels
-    if layer.groups <= 1:
-        return c_in < block or c_in % 4 == 0
-    if c_out % block:
-        return False
-    return layer.op_class == "conv_depthwise" or ((c_in // layer.groups) % block == 0 and (c_out // layer.groups) % block == 0)
 
 
 def _pixels(layer: Layer) -> int:

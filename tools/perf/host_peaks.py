@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 PEAKS_FORMAT = 13  # 10: the launch chain of distinct elementwise nodes, and the hot chain; 11: the wake probe (wake_ms);
-# 12: the pooling probe (pool_gflops); 13: the big hot chain (big_node_ms)
+# 12: the pooling probe (pool_gflops); 13: the big hot chain (big_node_ms) and the narrow depthwise probe
 RUNS = 12  # runs of a probe in a row; the first (cold) is not kept
 CHAIN_NODES = 32  # nodes in the launch probes' chains (the parallel chain has half as many)
 CHAIN_OPS = ("Mul", "Add", "Clip", "Div")  # the elementwise chains' nodes in turn, each with its own constant
@@ -43,8 +43,11 @@ BIG_ELEMENTS = 1 << 21
 BIG_CHAIN = 8  # nodes in the big hot chain
 CHAIN = 1  # copies of the probe's node in a chain (measured here: chains of 6 ran convolutions at half the rate a model's own do)
 LONG_CHAIN = 8  # convolutions in the long reference probe: about 15-30 ms of work, as a large model's largest layers
-PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dram", "llc", "cache", "chain", "nodes", "bignodes", "parallel", "narrow", "vector", "lrn",
-               "pool")  # fmt: skip
+PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dwnarrow", "dram", "llc", "cache", "chain", "nodes", "bignodes", "parallel", "narrow",
+               "vector", "lrn", "pool")  # fmt: skip
+# The depthwise probes' output rows: MLAS runs its NCHWc depthwise kernel once a row of a channel block, so a row's
+# fixed work is shared by its pixels (decision 1261). The narrow probe's rows are 10 wide, as a detector's last maps.
+DEPTHWISE_WIDTH, DEPTHWISE_NARROW_WIDTH = 80, 10
 CACHE_ELEMENTS = 1 << 19  # the cache probe's tensor: 2 MiB in and 2 MiB out, the size of a mobile detector's activations
 PASSES = 5  # passes spread the probes over seconds: a shared machine gives a 2-thread kernel one core or two, by moments
 # The wake probe's gap between runs, filled with arithmetic on the calling thread (a frame's preprocessing and decoding):
@@ -62,7 +65,7 @@ class HostPeaks:
     gemm_gflops: float  # a large MatMul
     conv_gflops: float  # a dense 3x3 convolution
     pointwise_gflops: float  # a 1x1 convolution
-    depthwise_gflops: float  # a 3x3 depthwise convolution
+    depthwise_gflops: float  # a 3x3 depthwise convolution (rows DEPTHWISE_WIDTH wide)
     dram_gbs: float  # an elementwise pass over a tensor larger than the last-level cache (bytes read + written per second)
     llc_gbs: float  # the same moving as many bytes as the last-level cache holds (at least twice the cache probe's)
     cache_gbs: float  # the same over a tensor that fits in the core's caches (CACHE_ELEMENTS)
@@ -77,6 +80,7 @@ class HostPeaks:
     vector_gflops: float  # a Sigmoid over a tensor in cache (4 FLOPs an element): elementwise arithmetic
     lrn_gflops: float  # LRN (size 5) as layers.py counts it (5 FLOPs an element): ONNX Runtime runs it far below the rest
     pool_gflops: float  # a 5x5 MaxPool as layers.py counts it (one FLOP a window element): MLAS's own pooling kernel
+    dwnarrow_gflops: float  # the same depthwise convolution over rows DEPTHWISE_NARROW_WIDTH wide
     last_level_cache_bytes: int
     # What a run's kernels take together beyond their time in a row when the run follows other work (its threads
     # asleep, WAKE_GAP_S): paid once a frame, by the first nodes the model runs.
@@ -246,6 +250,8 @@ def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[
                               {"x": rand(1, 128, 40, 40)}, 2 * 128 * 40 * 40 * 128),
         "depthwise": lambda: (_model("Conv", {"x": (1, 128, 80, 80)}, (1, 128, 80, 80), {"w": rand(128, 1, 3, 3)}, pads=[1, 1, 1, 1],
                                      group=128), {"x": rand(1, 128, 80, 80)}, 2 * 128 * 80 * 80 * 9),
+        "dwnarrow": lambda: (_model("Conv", {"x": (1, 1024, 40, 10)}, (1, 1024, 40, 10), {"w": rand(1024, 1, 3, 3)}, pads=[1, 1, 1, 1],
+                                    group=1024), {"x": rand(1, 1024, 40, 10)}, 2 * 1024 * 40 * 10 * 9),
         "dram": lambda: (_model("Relu", {"x": (big,)}, (big,), {}), {"x": rand(big)}, 8 * big),  # bytes read and written once
         "llc": lambda: (_model("Relu", {"x": (middle,)}, (middle,), {}), {"x": rand(middle)}, 8 * middle),
         "cache": lambda: (_model("Relu", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 8 * small),

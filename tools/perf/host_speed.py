@@ -48,7 +48,14 @@ PROBES = {
     "parallel": (("parallel_launch_ms", "parallel_gap_ms"), "ms/node"),
 }
 # Fields no probe measures between the frames: scaled by this probe's factor.
-FOLLOWS = {"gemm_gflops": "pointwise", "dram_gbs": "llc", "cache_gbs": "nodes", "pool_gflops": "vector", "big_node_ms": "nodes"}
+FOLLOWS = {
+    "gemm_gflops": "pointwise",
+    "dram_gbs": "llc",
+    "cache_gbs": "nodes",
+    "pool_gflops": "vector",
+    "big_node_ms": "nodes",
+    "dwnarrow_gflops": "depthwise",
+}
 WORK = {"GFLOP/s": "flop", "GB/s": "byte", "ms/node": "node"}
 LONG = "long"  # the conv probe's node LONG_CHAIN times in a row
 LONG_BURST = 2  # its runs after every frame (the first not kept): it is the longest probe by far

@@ -39,8 +39,6 @@ def blocked_layers(model: ModelLayers, block: int, groups: tuple) -> frozenset[s
     input, where their channels are whole blocks. After a blocked tensor stay blocked: what is fused into its
     convolution, activations, global pooling, resize, batch norm, x * Sigmoid(a * x), a Concat of whole blocks along
     the channels, and Add/Mul of blocked tensors of one shape."""
-    from tools.perf.engines import nchwc_capable
-
     if not block:
         return frozenset()
     producer = {t: layer for layer in model.layers for t in layer.outputs}
@@ -134,3 +132,18 @@ def _rank4(layer: Layer) -> bool:
 
 def _elements(shape: tuple[int, ...]) -> int:
     return math.prod(shape) if shape else 0
+
+
+def nchwc_capable(layer: Layer, block: int) -> bool:
+    """Whether ONNX Runtime's NCHWc transform takes a convolution (nchwc_transformer.cc, TransformConv): ungrouped,
+    with fewer input channels than a block (read as NCHW) or a multiple of 4 (reordered and padded to whole blocks:
+    what ReorderInput takes, nchwc_ops.cc); grouped, with whole blocks of output channels, and each group whole blocks
+    unless depthwise. Checked against ONNX Runtime's own optimised graphs (tests/tools/perf/test_nchwc.py)."""
+    if layer.op != "Conv" or not layer.channels:
+        return True
+    c_in, c_out = layer.channels
+    if layer.groups <= 1:
+        return c_in < block or c_in % 4 == 0
+    if c_out % block:
+        return False
+    return layer.op_class == "conv_depthwise" or ((c_in // layer.groups) % block == 0 and (c_out // layer.groups) % block == 0)

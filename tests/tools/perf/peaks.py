@@ -25,5 +25,6 @@ FIXED = HostPeaks(
     vector_gflops=10.0,
     lrn_gflops=0.5,
     pool_gflops=18.0,
+    dwnarrow_gflops=15.0,  # half the wide depthwise probe's rate on rows 10 wide: a row's fixed work of 14 pixels
     last_level_cache_bytes=32 << 20,
 )

@@ -140,3 +140,17 @@ def test_host_conv_transpose_is_its_gemm_then_col2im():
     total = moved + engines.col2im_bytes(up)
     assert cost.serial and cost.memory_ms == pytest.approx(total / (host.bandwidth_gbs(total) * 1e6))
     assert cost.ms == pytest.approx(cost.launch_ms + cost.compute_ms + cost.memory_ms)
+
+
+def test_host_depthwise_rows_share_a_fixed_cost_read_off_the_narrow_depthwise_probe():
+    """MLAS runs its NCHWc depthwise kernel once a row of a channel block: rows W pixels wide run at
+    (W / (W + w0)) / (80 / (80 + w0)) of the wide probe's rate, w0 from the narrow probe (rows 10 wide; decision 1261)."""
+    host = HostEngine(FIXED)
+    ratio = FIXED.dwnarrow_gflops / FIXED.depthwise_gflops  # 0.5 in the fixed peaks
+    assert host.row_pixels == pytest.approx(10 * 80 * (1 - ratio) / (80 * ratio - 10))
+    wide, narrow, tiny = (_conv(128, 128, size, groups=128, op_class="conv_depthwise") for size in (80, 10, 2))
+    assert host.rate_gflops(wide) == pytest.approx(FIXED.depthwise_gflops * host._padding(wide))
+    assert host.rate_gflops(narrow) == pytest.approx(FIXED.dwnarrow_gflops * host._padding(narrow))  # the narrow probe itself
+    assert host.rate_gflops(tiny) < host.rate_gflops(narrow) / 3
+    flat = HostEngine(replace(FIXED, dwnarrow_gflops=FIXED.depthwise_gflops))  # no fixed cost a row: every width alike
+    assert flat.row_pixels == 0 and flat.rate_gflops(tiny) == pytest.approx(flat.rate_gflops(wide))
