@@ -5,7 +5,10 @@ stage against its deadline (`/latency`, `timed()`, called by the frame loop once
 the run's state once a second (`/status`: NOMINAL or DEGRADED in a service, the misses, the sources' counters).
 
 The frame loop never waits on a client: the server queues each client's messages on threads of its own and drops
-the oldest for a client that does not keep up (its backlog, `BACKLOG` messages). The annotations are built in the
+the oldest for a client that does not keep up (its backlog, `BACKLOG` messages). The sink logs one message at a time
+(`_log`): foxglove-sdk reports a full backlog through Python's `logging`, which needs the interpreter's lock, while it
+holds that client's own lock, so two threads logging at once could each hold the lock the other waits for, and the
+whole process would stop. The annotations are built in the
 loop (microseconds); an image is copied, downscaled, into a one-frame mailbox that a thread of this sink encodes
 and logs, at most `image_fps` a second: a frame that finds the mailbox full replaces the one waiting. The server
 binds `host` (127.0.0.1 unless the pipeline says otherwise); a port already in use stops the run before its first
@@ -45,8 +48,16 @@ STATUS_SCHEMA = {
 class LiveView:
     name = "foxglove"
 
-    def __init__(self, *, host: str = "127.0.0.1", port: int = 8765, image_fps: float = 5.0, image_width: int = 640,
-                 cameras: list[str] | None = None, title: str = "perception") -> None:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8765,
+        image_fps: float = 5.0,
+        image_width: int = 640,
+        cameras: list[str] | None = None,
+        title: str = "perception",
+    ) -> None:
         self.host, self.requested_port = host, port
         self.image_fps, self.image_width = image_fps, image_width
         self.cameras = cameras or []
@@ -60,6 +71,7 @@ class LiveView:
         self._classes: dict[str, int] = {}
         self._mailbox: tuple[str | None, np.ndarray, int, str] | None = None
         self._wake = threading.Condition()
+        self._log_lock = threading.Lock()  # one foxglove log at a time (the module docstring says why)
         self._stopping = False
         self._encoder: threading.Thread | None = None
         self._next_image_at: dict[str | None, float] = {}
@@ -116,7 +128,7 @@ class LiveView:
         stamp = frame.stamp_ns if frame.stamp_ns is not None else frame.t_capture_ns + self._epoch_offset
         channel = self._channels[camera]
         if channel.has_sinks():  # a client is subscribed: build the message only then
-            channel.log(annotations(self._messages, frame, detections, stamp, self._classes), log_time=stamp)
+            self._log(channel, annotations(self._messages, frame, detections, stamp, self._classes), stamp)
         if self.image_fps and self._image_channels[camera].has_sinks():
             self._offer_image(camera, frame, stamp)
 
@@ -130,7 +142,13 @@ class LiveView:
         channel = self._latency[camera]
         if channel.has_sinks():
             stamp = frame.stamp_ns if frame.stamp_ns is not None else frame.t_capture_ns + self._epoch_offset
-            channel.log(record(frame, marks, end_to_end, deadline, missed, misses), log_time=stamp)
+            self._log(channel, record(frame, marks, end_to_end, deadline, missed, misses), stamp)
+
+    def _log(self, channel, message, log_time: int) -> None:
+        """One message to one channel, never while another thread of the sink logs (foxglove-sdk would deadlock:
+        the module docstring)."""
+        with self._log_lock:
+            channel.log(message, log_time=log_time)
 
     def _publish_status(self) -> None:
         try:
@@ -142,7 +160,7 @@ class LiveView:
         state["live_view"] = {"images_sent": self.images_sent, "images_skipped": self.images_skipped, "errors": self.errors}
         if self.last_error is not None:
             state["live_view"]["last_error"] = self.last_error
-        self._status_channel.log(state, log_time=time.time_ns())
+        self._log(self._status_channel, state, time.time_ns())
 
     def _offer_image(self, camera: str | None, frame: Frame, stamp: int) -> None:
         import cv2
@@ -192,7 +210,7 @@ class LiveView:
             return
         timestamp = m.Timestamp(sec=stamp // 1_000_000_000, nsec=stamp % 1_000_000_000)
         message = m.CompressedImage(timestamp=timestamp, frame_id=frame_id, data=data.tobytes(), format="jpeg")
-        self._image_channels[camera].log(message, log_time=stamp)
+        self._log(self._image_channels[camera], message, stamp)
         self.images_sent += 1
 
     def close(self) -> None:

@@ -257,3 +257,52 @@ def test_the_views_thread_survives_a_failed_turn_and_reads_the_misses_from_a_sna
     state = view._status_channel.sent[0]
     assert state["deadline_misses"] == {"front": 2}
     assert state["live_view"]["errors"] == 1 and state["live_view"]["last_error"] == "OSError: client went away"
+
+
+def test_the_sink_logs_one_message_at_a_time_from_the_frame_loop_and_its_thread():
+    """foxglove-sdk reports a client's full backlog through Python's logging (which needs the interpreter's lock)
+    while it holds that client's lock: two threads of the sink logging at once could each hold what the other waits
+    for, and the process would stop (seen once in CI: the frame loop and the image thread, both inside `log`). So the
+    frame loop's detections and latency and the view thread's images and state go out one at a time."""
+    import foxglove
+
+    from sdk.frame import Frame
+    from sdk.postprocess.detections import Detections
+    from sdk.sinks.live_view import LiveView
+    from sdk.sinks.mcap_sink import message_classes
+
+    class Channel:  # a channel with a subscriber whose log takes a while: any overlap would be caught
+        inside, most, count = 0, 0, 0
+        guard = threading.Lock()
+
+        def has_sinks(self):
+            return True
+
+        def log(self, message, log_time):
+            with Channel.guard:
+                Channel.inside += 1
+                Channel.most, Channel.count = max(Channel.most, Channel.inside), Channel.count + 1
+            time.sleep(0.002)
+            with Channel.guard:
+                Channel.inside -= 1
+
+    view = LiveView(port=0, image_fps=1000)
+    view._messages, view._server = message_classes(foxglove), object()  # no server: the channels are the stand-ins
+    view._channels, view._latency, view._image_channels = {None: Channel()}, {None: Channel()}, {None: Channel()}
+    view._status_channel, view.status_interval_s = Channel(), 0.001
+    thread = threading.Thread(target=view._encode_loop)
+    thread.start()
+    detections = Detections(4, ("person",))
+    image = np.zeros((48, 64, 3), np.uint8)
+    try:
+        for i in range(100):
+            frame = Frame(i, time.monotonic_ns(), image)
+            view.write(frame, detections)
+            view.timed(frame, [frame.t_capture_ns + k * 100_000 for k in range(6)])  # capture, pickup and each stage's end
+            time.sleep(0.001)  # a frame's other work: the view's thread gets its turns
+    finally:
+        view._server = None  # close() would stop a server
+        view.close()
+        thread.join(timeout=5)
+    assert view.images_sent > 5 and Channel.count > 200  # both threads logged, many times
+    assert Channel.most == 1
