@@ -4,15 +4,14 @@ JPEG `foxglove.CompressedImage`, to Foxglove or any client of the protocol; and,
 stage against its deadline (`/latency`, `timed()`, called by the frame loop once the frame's marks are complete) and
 the run's state once a second (`/status`: NOMINAL or DEGRADED in a service, the misses, the sources' counters).
 
-The frame loop never waits on a client: the server queues each client's messages on threads of its own and drops
-the oldest for a client that does not keep up (its backlog, `BACKLOG` messages). The sink logs one message at a time
+The frame loop never waits on a client: the server queues each client's messages on threads of its own and drops the
+oldest for a client that does not keep up (its backlog, `BACKLOG` messages). The sink logs one message at a time
 (`_log`): foxglove-sdk reports a full backlog through Python's `logging`, which needs the interpreter's lock, while it
 holds that client's own lock, so two threads logging at once could each hold the lock the other waits for, and the
-whole process would stop. The annotations are built in the
-loop (microseconds); an image is copied, downscaled, into a one-frame mailbox that a thread of this sink encodes
-and logs, at most `image_fps` a second: a frame that finds the mailbox full replaces the one waiting. The server
-binds `host` (127.0.0.1 unless the pipeline says otherwise); a port already in use stops the run before its first
-frame, naming it.
+whole process would stop. The annotations are built in the loop (microseconds); an image is copied, downscaled, into a
+one-frame mailbox that a thread of this sink encodes and logs, at most `image_fps` a second: a frame that finds the
+mailbox full replaces the one waiting. The server binds `host` (127.0.0.1 unless the pipeline says otherwise); a port
+already in use stops the run before its first frame, naming it.
 """
 
 from __future__ import annotations
