@@ -118,7 +118,9 @@ class HostEngine:
         r = peaks.dwnarrow_gflops / peaks.depthwise_gflops if peaks.depthwise_gflops > 0 and peaks.dwnarrow_gflops > 0 else 1.0
         self.row_pixels = min(max(narrow * wide * (1 - r) / (r * wide - narrow), 0.0), ROW_PIXELS_MAX) if 1.0 > r > narrow / wide else 0.0
 
-    def rate_gflops(self, main: Layer) -> float:
+    def rate_gflops(self, main: Layer, threaded: bool = False) -> float:
+        """`threaded`: a node on the pool's threads, whose elementwise arithmetic runs at the vector probe's rate
+        without the launch the probe's own node paid (`streamed`; decision 1260)."""
         p = self.peaks
         cls = main.op_class
         if cls in ("conv", "conv_pointwise", "gemm", "conv_transpose"):
@@ -146,7 +148,7 @@ class HostEngine:
         if cls == "conv_depthwise":  # the probe is 3x3; a larger kernel does more work per byte it loads
             taps = math.prod(main.kernel) if main.kernel else 9
             return p.depthwise_gflops * min(max((taps / 9) ** 0.85, 0.3), 4.0) * self._padding(main) * self.row_share(main)
-        return p.vector_gflops
+        return self.streamed(p.vector_gflops, VECTOR_PROBE_FLOPS) if threaded else p.vector_gflops
 
     def row_share(self, layer: Layer) -> float:
         """What a depthwise convolution's output rows leave of the wide probe's rate: MLAS runs its NCHWc depthwise
@@ -266,10 +268,7 @@ class HostEngine:
         if strided_transpose(main):
             bandwidth /= TRANSPOSE_STRIDED
         launch = self.threaded_launch_ms if threaded else p.launch_ms
-        rate = self.rate_gflops(main)
-        if threaded and rate == p.vector_gflops:  # the vector probe's Sigmoid ran on the pool's threads too
-            rate = self.streamed(rate, VECTOR_PROBE_FLOPS)
-        compute = flops / (rate * 1e6) if flops else 0.0
+        compute = flops / (self.rate_gflops(main, threaded) * 1e6) if flops else 0.0
         if main.op_class == "conv_transpose":
             # ONNX Runtime's ConvTranspose is a GEMM into a column buffer, then col2im into the output, one after the
             # other (onnxruntime/core/providers/cpu/nn/conv_transpose.cc): the columns are written and read once, the

@@ -178,8 +178,8 @@ def _predict_group(group: Group, model: ModelLayers, engine, precision: str, fre
         by_name = model.by_name()
         engine_key = (engine.name, precision, free, getattr(engine, "sparse", False), getattr(engine, "image_inputs", None))
         # an NCHWc kernel, and a node ONNX Runtime splits over its threads, are costed as threaded
-        nchwc = tuple((m in getattr(engine, "nchwc", ()), m in getattr(engine, "pooled", ())) for m in group.members)
-        key = (*engine_key, group.head, nchwc, tuple(_layer_key(by_name[m]) for m in group.members))
+        split = tuple((m in getattr(engine, "nchwc", ()), m in getattr(engine, "pooled", ())) for m in group.members)
+        key = (*engine_key, group.head, split, tuple(_layer_key(by_name[m]) for m in group.members))
         found = memo.get(key)
         if found is None:
             found = memo[key] = _predict_group(group, model, engine, precision, free)
