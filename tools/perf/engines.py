@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, replace
 
 from tools.perf.host_peaks import CACHE_ELEMENTS, DEPTHWISE_NARROW_WIDTH, DEPTHWISE_WIDTH, HostPeaks, bandwidth_sizes
-from tools.perf.layers import Layer
+from tools.perf.layers import Layer, strided_transpose
 from tools.perf.nchwc import nchwc_capable
 from tools.perf.platforms import EnginePeaks
 
@@ -252,11 +252,19 @@ class HostEngine:
         if found.threaded and p.threads > 1 and not self.woken(p.threads * max(found.compute_ms, found.memory_ms)):
             # so little work that the calling thread finishes it before a woken thread could start (decision 1259)
             found = self._cost(main, flops, moved, False)
-        if not found.threaded and p.threads > 1:
+        if not found.threaded and p.threads > 1 and not self.resize_gelems(main):
             # one thread computes at its share of the compute probes' rates: they split their work over the pool's
-            # threads (decision 1260)
+            # threads (decision 1260); the resize probes run on one thread themselves
             found = replace(found, compute_ms=found.compute_ms * p.threads)
         return found
+
+    def resize_gelems(self, layer: Layer) -> float:
+        """A nearest Resize that is not an NCHWc kernel runs on the calling thread: at the resize probe's rate (ONNX
+        Runtime's general loop), or the nearest-2x probe's where it takes that copy (tools/perf/layers.py: _nearest2x).
+        0: any other layer (decision 1262)."""
+        if layer.op_class != "resize" or layer.attrs.get("mode") != "nearest" or layer.name in self.nchwc:
+            return 0.0
+        return self.peaks.resize2x_gelems if layer.attrs.get("nearest2x") else self.peaks.resize_gelems
 
     def _cost(self, main: Layer, flops: int, moved: int, threaded: bool) -> Cost:
         p = self.peaks
@@ -269,6 +277,8 @@ class HostEngine:
             bandwidth /= TRANSPOSE_STRIDED
         launch = self.threaded_launch_ms if threaded else p.launch_ms
         compute = flops / (self.rate_gflops(main, threaded) * 1e6) if flops else 0.0
+        if rate := self.resize_gelems(main):  # its output elements on one thread, its bytes' moving included
+            compute = main.output_elements / (rate * 1e6)
         if main.op_class == "conv_transpose":
             # ONNX Runtime's ConvTranspose is a GEMM into a column buffer, then col2im into the output, one after the
             # other (onnxruntime/core/providers/cpu/nn/conv_transpose.cc): the columns are written and read once, the
@@ -289,16 +299,6 @@ def col2im_bytes(layer: Layer) -> int:
     columns = (layer.channels[1] // max(layer.groups, 1)) * math.prod(layer.kernel or (1,)) * math.prod(in_shape[2:]) * layer.groups * in_shape[0]
     passes = 2 + (2 if len(layer.inputs) > 2 and layer.inputs[2] else 0)
     return 4 * (2 * columns + passes * math.prod(out))
-
-
-def strided_transpose(layer: Layer) -> bool:
-    """A Transpose whose permutation moves the innermost axis (each element read with a stride, not rows copied)."""
-    if layer.op != "Transpose":
-        return False
-    perm = tuple(layer.attrs.get("perm", ()))
-    rank = len(layer.input_shapes[0]) if layer.input_shapes and layer.input_shapes[0] else len(perm)
-    last = perm[-1] if perm else 0  # no perm: the axes reversed
-    return rank > 1 and last != rank - 1
 
 
 def _pixels(layer: Layer) -> int:

@@ -14,7 +14,9 @@ what the one before it just wrote (the per-node time a model's small elementwise
 cache: decision 1200); and a shorter chain over a tensor of 8 MiB (the big hot chain: a detector's activations at full
 resolution, its nodes on the pool's threads: decision 1260). The wake probe runs the parallel probe's model with other
 work between its runs, as a pipeline runs its model once a frame with its preprocessing and decoding in between: what
-a run pays beyond its time in a row is the waking of its threads (decision 1255).
+a run pays beyond its time in a row is the waking of its threads (decision 1255). The resize probes run a nearest
+Resize by 4 (ONNX Runtime's general loop, an index lookup for each output element) and one by 2 (its copy of each input
+pixel twice), both on the calling thread (decision 1262).
 The cache file is keyed by CPU model, thread count, spinning and ONNX Runtime version; SDK_HOST_PEAKS_REFRESH=1
 measures again.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -31,8 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-PEAKS_FORMAT = 13  # 10: the launch chain of distinct elementwise nodes, and the hot chain; 11: the wake probe (wake_ms);
-# 12: the pooling probe (pool_gflops); 13: the big hot chain (big_node_ms) and the narrow depthwise probe
+PEAKS_FORMAT = 14  # 10: the launch chain of distinct elementwise nodes, and the hot chain; 11: the wake probe (wake_ms);
+# 12: the pooling probe (pool_gflops); 13: the big hot chain (big_node_ms) and the narrow depthwise probe; 14: the
+# resize probes (resize_gelems, resize2x_gelems)
 RUNS = 12  # runs of a probe in a row; the first (cold) is not kept
 CHAIN_NODES = 32  # nodes in the launch probes' chains (the parallel chain has half as many)
 CHAIN_OPS = ("Mul", "Add", "Clip", "Div")  # the elementwise chains' nodes in turn, each with its own constant
@@ -44,7 +48,7 @@ BIG_CHAIN = 8  # nodes in the big hot chain
 CHAIN = 1  # copies of the probe's node in a chain (measured here: chains of 6 ran convolutions at half the rate a model's own do)
 LONG_CHAIN = 8  # convolutions in the long reference probe: about 15-30 ms of work, as a large model's largest layers
 PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dwnarrow", "dram", "llc", "cache", "chain", "nodes", "bignodes", "parallel", "narrow",
-               "vector", "lrn", "pool")  # fmt: skip
+               "vector", "lrn", "pool", "resize", "resize2x")  # fmt: skip
 # The depthwise probes' output rows: MLAS runs its NCHWc depthwise kernel once a row of a channel block, so a row's
 # fixed work is shared by its pixels (decision 1261). The narrow probe's rows are 10 wide, as a detector's last maps.
 DEPTHWISE_WIDTH, DEPTHWISE_NARROW_WIDTH = 80, 10
@@ -54,6 +58,11 @@ PASSES = 5  # passes spread the probes over seconds: a shared machine gives a 2-
 # longer than ONNX Runtime's threads spin after a run. Measured here: 0.06-0.09 ms of waking after 5 ms of work,
 # 0.12-0.21 ms after 20 ms, 0.11-0.23 ms after 5-20 ms of sleep (an idle machine parks its cores deeper).
 WAKE_GAP_S = 0.005
+# The resize probes: a detector's feature map (16 channels of 40 x 40) resized by 4 to 1.6 MB, as a text detector's
+# feature pyramid does before it concatenates its levels (PP-OCRv4's detector: by 4 and by 8); and 24 channels of
+# 80 x 80 doubled to 2.5 MB (its top-down path), ONNX Runtime's copy of each input pixel twice along a row.
+RESIZE_INPUT, RESIZE_SCALE = (1, 16, 40, 40), 4
+RESIZE2X_INPUT = (1, 24, 80, 80)
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,9 @@ class HostPeaks:
     pool_gflops: float  # a 5x5 MaxPool as layers.py counts it (one FLOP a window element): MLAS's own pooling kernel
     dwnarrow_gflops: float  # the same depthwise convolution over rows DEPTHWISE_NARROW_WIDTH wide
     last_level_cache_bytes: int
+    # A nearest Resize by 4 (ONNX Runtime's general loop, on the calling thread): output elements a second, in billions
+    resize_gelems: float = 0.0
+    resize2x_gelems: float = 0.0  # a nearest Resize by 2 (its copy of each input pixel twice, on the calling thread): the same
     # What a run's kernels take together beyond their time in a row when the run follows other work (its threads
     # asleep, WAKE_GAP_S): paid once a frame, by the first nodes the model runs.
     wake_ms: float = 0.0
@@ -231,6 +243,23 @@ def _chain(count: int, elements: int):
     return model.SerializeToString()
 
 
+def _resize(shape: tuple[int, ...], scale: int) -> bytes:
+    """A nearest Resize of `shape` by `scale` in height and width (asymmetric, floor): by 2, ONNX Runtime's copy of
+    each input pixel twice; by any other scale, its general loop, an index lookup for each output element."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    scales = numpy_helper.from_array(np.array([1, 1, scale, scale], dtype=np.float32), "scales")
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    out = (*shape[:2], shape[2] * scale, shape[3] * scale)
+    graph = helper.make_graph([node], "resize", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)], [scales])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
 def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[bytes, dict[str, np.ndarray], int]]:
     """name -> (the probe's ONNX model, its feeds, its work: FLOPs, bytes or nodes) for the probes in `only` (default:
     those the peaks are measured by). The weights and feeds are fixed pseudo-random values in [0, 1)."""
@@ -266,6 +295,8 @@ def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[
         "lrn": lambda: (_model("LRN", {"x": (1, 64, 28, 28)}, (1, 64, 28, 28), {}, size=5), {"x": rand(1, 64, 28, 28)}, 5 * 64 * 28 * 28),
         "pool": lambda: (_model("MaxPool", {"x": (1, 64, 28, 28)}, (1, 64, 28, 28), {}, kernel_shape=[5, 5], pads=[2, 2, 2, 2]),
                          {"x": rand(1, 64, 28, 28)}, 25 * 64 * 28 * 28),
+        "resize": lambda: (_resize(RESIZE_INPUT, RESIZE_SCALE), {"x": rand(*RESIZE_INPUT)}, math.prod(RESIZE_INPUT) * RESIZE_SCALE**2),
+        "resize2x": lambda: (_resize(RESIZE2X_INPUT, 2), {"x": rand(*RESIZE2X_INPUT)}, math.prod(RESIZE2X_INPUT) * 4),
         # The conv probe's node LONG_CHAIN times in a row: one long run, for how a shared machine stretches long kernels
         # (tools/perf/host_speed.py: Contention); not one of the peaks.
         "long": lambda: (_model("Conv", {"x": (1, 64, 56, 56)}, (1, 64, 56, 56), {"w": rand(64, 64, 3, 3)}, repeat=LONG_CHAIN, pads=[1, 1, 1, 1]),
@@ -293,6 +324,8 @@ def probe_values(name: str, work: int, kernel_ms: float, between_ms: float) -> d
         return {"big_node_ms": kernel_ms / work}
     if name == "parallel":
         return {"parallel_launch_ms": kernel_ms / work, "parallel_gap_ms": max(between_ms, 0.0) / work}
+    if name in ("resize", "resize2x"):
+        return {f"{name}_gelems": work / (kernel_ms * 1e6)}
     field = {"dram": "dram_gbs", "llc": "llc_gbs", "cache": "cache_gbs"}.get(name, f"{name}_gflops")
     return {field: work * CHAIN / (kernel_ms * 1e6)}
 

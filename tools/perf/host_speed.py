@@ -10,7 +10,8 @@ statistic (medians over frames), as the measured layers it is compared with (dec
 to repeat between frames: the GEMM follows the pointwise convolution (the same kernel, and the host model takes the
 faster of the two), the pass over DRAM follows the pass the size of the last-level cache (the factor of one applied to
 the other), the pooling probe follows the vector probe (both a pass of arithmetic over a tensor in the cache), the big
-hot chain follows the hot chain (decision 1260). The cache probe follows the hot chain (decision 1200): one node of
+hot chain follows the hot chain (decision 1260), the resize probes follow the launch chain (all one thread's scalar
+work, decision 1262). The cache probe follows the hot chain (decision 1200): one node of
 about 0.1 ms alone in its session, between frames it measured 0.3-0.8 of its cached rate in all ten profiles of two
 benchmark runs while the hot chain's 32 nodes over tensors of the same order measured 0.84-1.09 of theirs; the lone
 node most likely meets what a session pays to start a run (its threads waking), which a model's nodes, one after
@@ -55,6 +56,8 @@ FOLLOWS = {
     "pool_gflops": "vector",
     "big_node_ms": "nodes",
     "dwnarrow_gflops": "depthwise",
+    "resize_gelems": "chain",
+    "resize2x_gelems": "chain",
 }
 WORK = {"GFLOP/s": "flop", "GB/s": "byte", "ms/node": "node"}
 LONG = "long"  # the conv probe's node LONG_CHAIN times in a row

@@ -146,6 +146,7 @@ def layers_of(model, path: str = "", run_shapes: dict[str, tuple[int, ...]] | No
     from onnx import numpy_helper
 
     graph = model.graph
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     weights: dict[str, tuple[int, ...]] = {i.name: tuple(i.dims) for i in graph.initializer}
     values: dict[str, object] = {}
     for node in graph.node:
@@ -171,7 +172,7 @@ def layers_of(model, path: str = "", run_shapes: dict[str, tuple[int, ...]] | No
         if name in seen:  # ONNX does not require unique names; a layer's must be
             name = f"{name}#{len(layers)}"
         seen.add(name)
-        layers.append(_layer(len(layers), name, node, shapes, weights, values))
+        layers.append(_layer(len(layers), name, node, shapes, weights, values, opset))
     inputs = {i.name: shapes.get(i.name, ()) for i in graph.input if i.name not in weights}
     return ModelLayers(path, tuple(layers), inputs, tuple(o.name for o in graph.output))
 
@@ -189,7 +190,21 @@ def _attr(node, name: str, default):
     return default
 
 
-def _layer(index: int, name: str, node, shapes: dict, weights: dict, values: dict) -> Layer:
+def _nearest2x(node, opset: int, source: tuple, out: tuple) -> bool:
+    """Whether ONNX Runtime's CPU Resize takes its nearest-2x path (a copy of each input pixel twice along a row,
+    upsample.cc: UpsampleNearest2x): a 4-D tensor doubled in height and width alone, as an Upsample or a Resize of
+    opset 10, or a Resize with asymmetric coordinates and floor rounding. Any other nearest Resize runs its general
+    loop, an index lookup for each output element (tools/perf/engines.py; decision 1262)."""
+    doubled = len(source) == len(out) == 4 and source[:2] == out[:2] and all(2 * s == o for s, o in zip(source[2:], out[2:], strict=True))
+    if not doubled:
+        return False
+    if node.op_type == "Upsample" or opset < 11:
+        return True
+    coordinates = _attr(node, "coordinate_transformation_mode", "half_pixel")
+    return coordinates == "asymmetric" and _attr(node, "nearest_mode", "round_prefer_floor") == "floor"
+
+
+def _layer(index: int, name: str, node, shapes: dict, weights: dict, values: dict, opset: int = 0) -> Layer:
     act_in = tuple(t for t in node.input if t and t not in weights)
     outputs = tuple(t for t in node.output if t)
     in_shapes = tuple(shapes.get(t, ()) for t in act_in)
@@ -217,7 +232,9 @@ def _layer(index: int, name: str, node, shapes: dict, weights: dict, values: dic
         source = in_shapes[0] if in_shapes else ()
         resized = sum(1 for a, b in zip(source, out, strict=False) if a != b) if source and out else 2
         per = {"nearest": 0, "linear": 2**resized, "bilinear": 2**resized, "cubic": 4**resized}.get(mode, 0)
-        return Layer(**base, op_class="resize", macs=math.prod(out) * per if out else 0, flops=2 * math.prod(out) * per if out else 0)
+        attrs = {"mode": mode, "nearest2x": mode == "nearest" and _nearest2x(node, opset, source, out)}
+        return Layer(**base, op_class="resize", macs=math.prod(out) * per if out else 0, flops=2 * math.prod(out) * per if out else 0,
+                     attrs=attrs)  # fmt: skip
     if op in ("BatchNormalization", "InstanceNormalization", "LayerNormalization", "GroupNormalization", "LRN"):
         return Layer(**base, op_class="normalization", macs=0, flops=(2 if op == "BatchNormalization" else 5) * output_elements)
     if op in REDUCTIONS:
@@ -274,3 +291,13 @@ def _gemm(node, base: dict, shapes: dict, weights: dict, out: tuple) -> Layer:
     bias = node.op_type == "Gemm" and len(node.input) > 2 and bool(node.input[2])
     flops = 2 * macs + (math.prod(out) if bias and out else 0)
     return Layer(**base, op_class="gemm", macs=macs, flops=flops, channels=(int(k), int(n)))
+
+
+def strided_transpose(layer: Layer) -> bool:
+    """A Transpose whose permutation moves the innermost axis (each element read with a stride, not rows copied)."""
+    if layer.op != "Transpose":
+        return False
+    perm = tuple(layer.attrs.get("perm", ()))
+    rank = len(layer.input_shapes[0]) if layer.input_shapes and layer.input_shapes[0] else len(perm)
+    last = perm[-1] if perm else 0  # no perm: the axes reversed
+    return rank > 1 and last != rank - 1

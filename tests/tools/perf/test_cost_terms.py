@@ -13,7 +13,7 @@ import pytest
 from tests.tools.perf.peaks import FIXED
 from tools.perf import engines
 from tools.perf.engines import DeviceEngine, HostEngine
-from tools.perf.layers import Layer
+from tools.perf.layers import Layer, strided_transpose
 from tools.perf.platforms import machine
 from tools.perf.published import SPLITS, published_table
 
@@ -104,7 +104,27 @@ def test_host_transpose_of_the_innermost_axis_is_a_strided_gather():
     gather = _layer("Transpose", "movement", (1, 128, 3549), attrs={"perm": (0, 2, 1)})
     assert host.cost(gather, 0, moved).memory_ms == pytest.approx(host.cost(rows, 0, moved).memory_ms * engines.TRANSPOSE_STRIDED)
     reversed_axes = _layer("Transpose", "movement", (128, 3549))  # no perm: the axes reversed
-    assert engines.strided_transpose(reversed_axes) and not engines.strided_transpose(rows)
+    assert strided_transpose(reversed_axes) and not strided_transpose(rows)
+
+
+def test_host_nearest_resize_runs_on_one_thread_at_its_probes_rate():
+    """ONNX Runtime's nearest Resize runs on the calling thread: its general loop at the resize probe's rate, its 2x
+    copy at the 2x probe's, neither divided among the pool's threads (both probes run on one thread); an NCHWc
+    Resize and a linear one keep their costs (decision 1262)."""
+    host = HostEngine(FIXED)
+    general = replace(_layer("Resize", "resize", (1, 24, 160, 160), attrs={"mode": "nearest", "nearest2x": False}), name="by4")
+    copy = replace(general, name="by2", attrs={"mode": "nearest", "nearest2x": True})
+    moved = 4 * (24 * 40 * 40 + general.output_elements)
+    by4, by2 = host.cost(general, 0, moved), host.cost(copy, 0, moved)
+    assert by4.compute_ms == pytest.approx(general.output_elements / (FIXED.resize_gelems * 1e6)) and not by4.threaded
+    assert by2.compute_ms == pytest.approx(general.output_elements / (FIXED.resize2x_gelems * 1e6)) and not by2.threaded
+    assert by4.launch_ms == FIXED.launch_ms and by4.bound == "compute"
+    blocked = HostEngine(FIXED, 8, frozenset({"by4"}))  # an NCHWc Upsample: MLAS's kernel on the pool
+    assert blocked.cost(general, 0, moved).compute_ms == 0.0 and blocked.cost(general, 0, moved).threaded
+    linear = replace(general, attrs={"mode": "linear"}, flops=8 * general.output_elements)
+    assert host.cost(linear, linear.flops, moved).compute_ms == pytest.approx(2 * linear.flops / (FIXED.vector_gflops * 1e6))
+    unmeasured = HostEngine(replace(FIXED, resize_gelems=0.0))  # a cache without the probe: the bytes alone, as before
+    assert unmeasured.cost(general, 0, moved).compute_ms == 0.0
 
 
 def test_the_published_table_loads_and_every_row_names_its_source():

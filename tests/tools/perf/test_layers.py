@@ -70,6 +70,33 @@ def test_resize():
     assert linear.macs == 4 * 400 * 4 and linear.flops == 2 * 6_400  # bilinear: 2^2 taps per output element
 
 
+def _resize(x: tuple, y: tuple, opset: int = 17, op: str = "Resize", **attrs):
+    scales = numpy_helper.from_array(np.array([b / a for a, b in zip(x, y, strict=True)], np.float32), "scales")
+    inputs = ["x", "scales"] if op == "Upsample" or opset < 11 else ["x", "", "scales"]  # Resize-11 and later: roi, scales
+    graph = helper.make_graph([helper.make_node(op, inputs, ["y"], mode="nearest", **attrs)], "m",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)], [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)],
+                              [scales])  # fmt: skip
+    built = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    built.ir_version = 8 if opset > 9 else 4
+    return layers_of(built).layers[0]
+
+
+def test_a_nearest_resize_knows_whether_onnx_runtime_takes_its_2x_copy():
+    """ONNX Runtime's CPU Resize copies each input pixel twice (UpsampleNearest2x) for a doubling of height and width
+    alone in an Upsample, a Resize of opset 10, or a Resize with asymmetric coordinates and floor rounding; any other
+    nearest Resize runs its general loop (decision 1262)."""
+    doubled = ((1, 8, 10, 10), (1, 8, 20, 20))
+    asymmetric = {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    assert _resize(*doubled, **asymmetric).attrs == {"mode": "nearest", "nearest2x": True}
+    assert not _resize(*doubled).attrs["nearest2x"]  # opset 11+'s defaults: half_pixel, round_prefer_floor
+    assert not _resize(*doubled, coordinate_transformation_mode="asymmetric").attrs["nearest2x"]  # rounding not floor
+    assert not _resize((1, 8, 10, 10), (1, 8, 40, 40), **asymmetric).attrs["nearest2x"]  # by 4
+    assert not _resize((1, 8, 10, 10), (1, 8, 20, 10), **asymmetric).attrs["nearest2x"]  # height alone
+    assert not _resize((8, 10, 10), (8, 20, 20), **asymmetric).attrs["nearest2x"]  # not 4-D
+    assert _resize(*doubled, opset=10).attrs["nearest2x"]  # Resize-10 has no coordinate modes: always the copy
+    assert _resize(*doubled, opset=9, op="Upsample").attrs["nearest2x"]
+
+
 def test_elementwise_and_data_movement():
     relu = model("Relu", (1, 8, 4, 4), (1, 8, 4, 4))
     assert relu.op_class == "elementwise" and relu.flops == 128 and relu.bytes_moved("fp32") == 4 * 256

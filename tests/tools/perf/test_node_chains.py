@@ -137,7 +137,7 @@ def test_a_cache_of_the_previous_format_is_measured_again_not_misread(tmp_path, 
     monkeypatch.setattr(hp, "measure_peaks", lambda *args, **kwargs: measured.append(args) or FIXED)
     assert hp.host_peaks(2, False, tmp_path) == FIXED and len(measured) == 1
     assert json.loads(path.read_text())["peaks"] == asdict(FIXED)  # stored in the new format
-    assert json.loads(key)[0] == hp.PEAKS_FORMAT == 13  # and an older format's file sits under another key altogether
+    assert json.loads(key)[0] == hp.PEAKS_FORMAT == 14  # and an older format's file sits under another key altogether
 
 
 def test_a_convolution_of_few_multiplies_runs_on_the_calling_thread_an_nchwc_kernel_never_does():

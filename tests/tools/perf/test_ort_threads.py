@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from tests.tools.perf.peaks import FIXED
-from tools.perf.layers import load_layers
+from tools.perf.layers import layers_of, load_layers
 from tools.perf.nchwc import blocked_layers, nchwc_block, nchwc_kernels
 from tools.perf.ort_threads import ELEMENT_CYCLES, TASK_ELEMENTS, eigen_threads, node_op, ort_splits, pool_nodes
 from tools.perf.predict import fusion_groups, predict_host
@@ -128,3 +128,39 @@ def test_yolox_nanos_elementwise_nodes_are_split_as_onnx_runtime_splits_them(tmp
     silus = {g.head for g in groups if node_op([by_name[m] for m in g.members]) == "QuickGelu"}
     prediction = predict_host(model, FIXED, block=block)
     assert all(p.threaded for p in prediction.layers if p.head in silus)
+
+
+def test_a_nearest_resize_runs_on_the_calling_thread_and_copies_where_the_layer_says(tmp_path):
+    """ONNX Runtime runs a nearest Resize on the calling thread, and its 2x copy only where tools/perf/layers.py says
+    it does (decision 1262): two doublings of one input in one session, asymmetric with floor rounding (the copy) and
+    half_pixel (the general loop), their kernel times over the same runs. Measured here 4-6x apart; asserted 1.5x."""
+    import onnxruntime as ort
+
+    from sdk.backends.onnxruntime_cpu import session_options
+
+    shape, out = (1, 24, 80, 80), (1, 24, 160, 160)
+    scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    nodes = [helper.make_node("Resize", ["x", "", "scales"], ["copy"], name="copy", mode="nearest", coordinate_transformation_mode="asymmetric",
+                              nearest_mode="floor"),
+             helper.make_node("Resize", ["x", "", "scales"], ["loop"], name="loop", mode="nearest")]  # fmt: skip
+    graph = helper.make_graph(nodes, "two", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, out) for n in ("copy", "loop")], [scales])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    layers = {layer.name: layer for layer in layers_of(model).layers}
+    assert layers["copy"].attrs["nearest2x"] and not layers["loop"].attrs["nearest2x"]
+    options = session_options(2, spinning=False)
+    options.enable_profiling = True
+    options.profile_file_prefix = str(tmp_path / "resize")
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    feeds = {"x": np.random.rand(*shape).astype(np.float32)}
+    for _ in range(21):
+        session.run(None, feeds)
+    events = [e for e in json.loads(Path(session.end_profiling()).read_text()) if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")]
+    times = collections.defaultdict(list)
+    for event in events:
+        times[event["name"].removesuffix("_kernel_time")].append(event["dur"])
+        if "thread_scheduling_stats" in event["args"]:
+            assert not _split(event), event["name"]  # never handed to the pool
+    assert len(times["copy"]) == len(times["loop"]) == 21
+    assert np.median(times["loop"][1:]) > 1.5 * np.median(times["copy"][1:])
