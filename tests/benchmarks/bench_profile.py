@@ -14,7 +14,9 @@ the cached peaks alone predicted) and writes the JSON with --out.
 `--smoke`: the example alone, 3 frames, quick peaks: the code path, not the numbers.
 `--repeat N`: profile every model N times, in turn (a drift of the machine meets each model alike); each row after
 the first of a model adds `again`, how many of its measured top 5 the profile before it measured in its top 5 too:
-the measurement's own agreement, which no prediction can be held above (decision 1260).
+the measurement's own agreement, which no prediction can be held above (decision 1260). The last three columns: the
+model's predicted time in a run without ONNX Runtime's profiler, the plain session's measured median, and the error
+(decision 1263).
 """
 
 from __future__ import annotations
@@ -156,6 +158,7 @@ def main() -> int:
             rows.append({"model": name, "predicted_ms": total["predicted_ms"], "measured_ms": total["measured_ms"], "error": total["error"],
                          "spearman": accuracy["spearman"], "top5_overlap": accuracy["top5_overlap"], "run_median_ms": total["run_median_ms"],
                          "profiling_overhead_ms": total["profiling_overhead_ms"], "unprofiled_median_ms": total["unprofiled_median_ms"],
+                         "predicted_plain_ms": total.get("predicted_plain_ms"), "plain_error": total.get("plain_error"),
                          "speed_factor": host.get("speed_factor"), "predicted_cached_ms": host.get("predicted_cached_ms"),
                          "contention": host.get("contention"), "layers": len(report["layers"]), "repeat": repeat + 1, "again": again,
                          "wall_s": round(time.perf_counter() - started, 2)})  # fmt: skip
@@ -171,13 +174,14 @@ def main() -> int:
     if args.smoke:
         print("smoke run: 3 frames and quick peaks; the numbers below mean nothing")
     print(f"{'model':20s} {'predicted ms':>12s} {'measured ms':>11s} {'error':>7s} {'Spearman':>8s} {'top-5':>5s} {'overhead ms/frame':>17s} "
-          f"{'speed':>5s} {'cached peaks ms':>15s} {'error':>7s} {'again':>5s}")  # fmt: skip
+          f"{'speed':>5s} {'cached peaks ms':>15s} {'error':>7s} {'again':>5s} {'plain: predicted':>16s} {'measured':>8s} {'error':>7s}")  # fmt: skip
     for r in rows:
         cached = r["predicted_cached_ms"]
         again = f"{r['again']}/5" if r["again"] is not None else "-"
         print(f"{r['model']:20s} {r['predicted_ms']:12.2f} {r['measured_ms']:11.2f} {r['error']:+7.1%} {r['spearman']:8.2f} "
               f"{r['top5_overlap']:>3d}/5 {r['profiling_overhead_ms']:17.3f} {r['speed_factor'] or 0:5.2f} {cached or 0:15.2f} "
-              f"{(cached or 0) / r['measured_ms'] - 1:+7.1%} {again:>5s}")  # fmt: skip
+              f"{(cached or 0) / r['measured_ms'] - 1:+7.1%} {again:>5s} {r['predicted_plain_ms'] or 0:16.2f} {r['unprofiled_median_ms'] or 0:8.2f} "
+              f"{r['plain_error'] or 0:+7.1%}")  # fmt: skip
     print(f"sdk predict (example, --platform host, cached): {predict_s:.2f} s; --platform jetson-agx-orin --dla: {predict_dla_s:.2f} s")
     if args.out:
         args.out.write_text(json.dumps({"rows": rows, "predict_s": predict_s, "predict_dla_s": predict_dla_s, "frames": frames}, indent=1) + "\n")

@@ -149,7 +149,9 @@ def predict_command(args: argparse.Namespace, console: Console) -> int:
     console.print(
         f"{report['pipeline']} on {report['platform']}{' (' + report['power_mode'] + ')' if report.get('power_mode') else ''}, "
         f"{report['backend']} {report['precision']}: {total['predicted_ms']:.3f} ms predicted"
-        + (f" ({total['transitions_ms']:.3f} ms in GPU<->DLA transitions)" if total["transitions_ms"] else ""),
+        + (f" ({total['transitions_ms']:.3f} ms in GPU<->DLA transitions)" if total["transitions_ms"] else "")
+        + (f" under ONNX Runtime's profiler, as `sdk profile` measures each layer; {total['plain_ms']:.3f} ms in a run without it"
+           if total.get("plain_ms") is not None else ""),
         highlight=False,
         markup=False,
     )

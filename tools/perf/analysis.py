@@ -27,6 +27,7 @@ class Totals:
     between_layers_ms: float
     unprofiled_median_ms: float | None
     profiling_overhead_ms: float | None
+    predicted_plain_ms: float | None = None  # the host: the model's predicted time without the profiler (decision 1263)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -140,6 +141,7 @@ def totals(rows: list[dict], raw: dict, prediction: Prediction | None) -> Totals
         round(between, 4),
         round(statistics.median(plain), 4) if plain else None,
         round(overhead, 4) if overhead is not None else None,
+        round(prediction.plain_ms, 4) if prediction is not None and prediction.plain_ms is not None else None,
     )
 
 

@@ -58,7 +58,9 @@ def assemble(pipeline, artifacts, raw_dir: Path, target: str, facts: dict, wall_
     report = _base(pipeline, target, raw, precision, section, prediction, rows)
     if host is not None:
         report["host"] = host
-    report["total"] = {**total.__dict__, "error": round(total.predicted_ms / total.measured_ms - 1, 4) if total.predicted_ms else None}
+    report["total"] = {**total.__dict__, "error": round(total.predicted_ms / total.measured_ms - 1, 4) if total.predicted_ms else None,
+                       "plain_error": round(total.predicted_plain_ms / total.unprofiled_median_ms - 1, 4)
+                       if total.predicted_plain_ms and total.unprofiled_median_ms else None}  # fmt: skip
     both = [r for r in rows if r.get("predicted_ms") is not None]
     report["accuracy"] = {
         "spearman": round(spearman([r["predicted_ms"] for r in both], [r["measured_ms"] for r in both]), 4) if both else None,
@@ -198,7 +200,8 @@ def prediction_report(pipeline, model, prediction, host=None, machine=None, plac
         "peaks": host.as_dict() if host else None,
         "sources": machine.source_titles() if machine else None,
         "total": {"predicted_ms": round(prediction.total_ms, 4), "layers_ms": round(sum(p.ms for p in prediction.layers), 4),
-                  "transitions_ms": round(sum(t.ms for t in prediction.transitions), 4), "run_overhead_ms": round(prediction.run_overhead_ms, 4)},
+                  "transitions_ms": round(sum(t.ms for t in prediction.transitions), 4), "run_overhead_ms": round(prediction.run_overhead_ms, 4),
+                  "plain_ms": round(prediction.plain_ms, 4) if prediction.plain_ms is not None else None},
         "layers": layers,
         "transitions": [t.__dict__ for t in prediction.transitions],
         "bottlenecks": bottlenecks(rows, prediction.precision, 5, fallbacks, _sparse_names(model, prediction), key="predicted_ms"),

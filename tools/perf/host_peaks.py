@@ -36,7 +36,7 @@ import numpy as np
 
 PEAKS_FORMAT = 14  # 10: the launch chain of distinct elementwise nodes, and the hot chain; 11: the wake probe (wake_ms);
 # 12: the pooling probe (pool_gflops); 13: the big hot chain (big_node_ms) and the narrow depthwise probe; 14: the
-# resize probes (resize_gelems, resize2x_gelems)
+# resize probes (resize_gelems, resize2x_gelems), and the plain runs of the launch and parallel chains
 RUNS = 12  # runs of a probe in a row; the first (cold) is not kept
 CHAIN_NODES = 32  # nodes in the launch probes' chains (the parallel chain has half as many)
 CHAIN_OPS = ("Mul", "Add", "Clip", "Div")  # the elementwise chains' nodes in turn, each with its own constant
@@ -94,6 +94,10 @@ class HostPeaks:
     # A nearest Resize by 4 (ONNX Runtime's general loop, on the calling thread): output elements a second, in billions
     resize_gelems: float = 0.0
     resize2x_gelems: float = 0.0  # a nearest Resize by 2 (its copy of each input pixel twice, on the calling thread): the same
+    # A node of the launch chain and a convolution of the parallel chain in a run without the profiler, the time after it
+    # included: what each costs a pipeline's run, where ONNX Runtime's profiler is off (decision 1263)
+    plain_node_ms: float = 0.0
+    plain_parallel_ms: float = 0.0
     # What a run's kernels take together beyond their time in a row when the run follows other work (its threads
     # asleep, WAKE_GAP_S): paid once a frame, by the first nodes the model runs.
     wake_ms: float = 0.0
@@ -209,6 +213,28 @@ def work_between_frames(seconds: float) -> None:
         float((frame * 1.01 + 0.5).sum())
 
 
+def plain_node_ms(long_model: bytes, one_model: bytes, feeds: dict, nodes: int, threads: int | None, spinning: bool, runs: int) -> float:
+    """A node's time in a run without the profiler: runs of a chain of `nodes` and of its one node in turn, in
+    sessions as the pipeline's (the first run of each not kept); (median of the chain - median of the one) / (nodes -
+    1): the run's own entry and exit cancel out."""
+    import time
+
+    import onnxruntime as ort
+
+    from sdk.backends.onnxruntime_cpu import session_options
+
+    options = session_options(threads, spinning=spinning)
+    sessions = [ort.InferenceSession(m, options, providers=["CPUExecutionProvider"]) for m in (long_model, one_model)]
+    times: list[list[float]] = [[], []]
+    for i in range(runs):
+        for which, session in enumerate(sessions):
+            start = time.perf_counter()
+            session.run(None, feeds)
+            if i:
+                times[which].append((time.perf_counter() - start) * 1e3)
+    return max((float(np.median(times[0])) - float(np.median(times[1]))) / (nodes - 1), 0.0)
+
+
 def measure_wake(probe: _Probe, runs: int, gap_s: float = WAKE_GAP_S, between=work_between_frames) -> float:
     """`runs` runs in a row (the first, cold, not kept), then `runs` each after `gap_s` of other work: wake_from of the
     two."""
@@ -289,6 +315,7 @@ def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[
         "bignodes": lambda: (_chain(BIG_CHAIN, BIG_ELEMENTS), {"t0": rand(BIG_ELEMENTS)}, BIG_CHAIN),
         "parallel": lambda: (_model("Conv", {"x": (1, 8, 8, 8)}, (1, 8, 8, 8), {"w": rand(8, 8, 1, 1)}, repeat=CHAIN_NODES // 2),
                              {"x": rand(1, 8, 8, 8)}, CHAIN_NODES // 2),
+        "one": lambda: (_model("Conv", {"x": (1, 8, 8, 8)}, (1, 8, 8, 8), {"w": rand(8, 8, 1, 1)}), {"x": rand(1, 8, 8, 8)}, 1),  # its node alone
         "narrow": lambda: (_model("Conv", {"x": (1, 16, 160, 160)}, (1, 16, 160, 160), {"w": rand(16, 16, 1, 1)}),
                            {"x": rand(1, 16, 160, 160)}, 2 * 16 * 160 * 160 * 16),
         "vector": lambda: (_model("Sigmoid", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 4 * small),
@@ -339,6 +366,8 @@ def measure_peaks(threads: int | None, spinning: bool, folder: Path, runs: int =
     probes = probe_set(llc)
     found: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {name: [] for name in probes}
     wakes: list[float] = []
+    plain: dict[str, list[float]] = {"chain": [], "parallel": []}
+    ones = {"chain": _chain(1, 16), "parallel": probe_set(llc, ("one",))["one"][0]}
     for _ in range(passes):  # the whole sequence again: a load spike on a shared machine spoils one pass of a probe, not all
         for name, (model, feeds, _) in probes.items():  # one at a time, its runs in a row: warm caches, its own threads awake
             probe = _Probe(name, model, feeds, threads, spinning, folder)
@@ -348,13 +377,18 @@ def measure_peaks(threads: int | None, spinning: bool, folder: Path, runs: int =
             del probe
         model, feeds, _ = probes["parallel"]
         wakes.append(measure_wake(_Probe("wake", model, feeds, threads, spinning, folder), max(runs, 2)))
+        for name in plain:  # the same chains without the profiler: what their nodes cost a pipeline's run
+            model, feeds, nodes = probes[name]
+            plain[name].append(plain_node_ms(model, ones[name], feeds, nodes, threads, spinning, 2 * max(runs, 2)))
     # Each pass's median, and the middle pass: the machine as a profile meets it, neither its best nor its worst moment.
     results = {name: sorted((float(np.median(p[0])), float(np.median(p[1]))) for p in runs)[len(runs) // 2] for name, runs in found.items()}
     values: dict[str, float] = {}
     for name, (kernel, between) in results.items():
         values |= probe_values(name, probes[name][2], kernel, between)
     values["wake_ms"] = sorted(wakes)[len(wakes) // 2]  # the middle pass, as for the others
-    digits = dict.fromkeys(("launch_ms", "gap_ms", "node_ms", "node_gap_ms", "big_node_ms", "parallel_launch_ms", "parallel_gap_ms", "wake_ms"), 5)
+    values["plain_node_ms"], values["plain_parallel_ms"] = (sorted(plain[name])[len(plain[name]) // 2] for name in ("chain", "parallel"))
+    digits = dict.fromkeys(("launch_ms", "gap_ms", "node_ms", "node_gap_ms", "big_node_ms", "parallel_launch_ms", "parallel_gap_ms", "wake_ms",
+                            "plain_node_ms", "plain_parallel_ms"), 6)  # fmt: skip
     return HostPeaks(
         cpu=cpu_model(), threads=threads or os.cpu_count() or 1, spinning=spinning, runtime=f"onnxruntime {ort.__version__}",
         last_level_cache_bytes=llc, **{k: round(v, digits.get(k, 3)) for k, v in values.items()},

@@ -11,11 +11,11 @@ to repeat between frames: the GEMM follows the pointwise convolution (the same k
 faster of the two), the pass over DRAM follows the pass the size of the last-level cache (the factor of one applied to
 the other), the pooling probe follows the vector probe (both a pass of arithmetic over a tensor in the cache), the big
 hot chain follows the hot chain (decision 1260), the resize probes follow the launch chain (all one thread's scalar
-work, decision 1262). The cache probe follows the hot chain (decision 1200): one node of
-about 0.1 ms alone in its session, between frames it measured 0.3-0.8 of its cached rate in all ten profiles of two
-benchmark runs while the hot chain's 32 nodes over tensors of the same order measured 0.84-1.09 of theirs; the lone
-node most likely meets what a session pays to start a run (its threads waking), which a model's nodes, one after
-another, do not.
+work, decision 1262), the plain chains follow the same chains under the profiler (decision 1263). The cache probe
+follows the hot chain (decision 1200): one node of about 0.1 ms alone in its session, between frames it measured 0.3-0.8
+of its cached rate in all ten profiles of two benchmark runs while the hot chain's 32 nodes over tensors of the same
+order measured 0.84-1.09 of theirs; the lone node most likely meets what a session pays to start a run (its threads
+waking), which a model's nodes, one after another, do not.
 
 Each probe's factor is its speed now over its cached speed (> 1: faster now); `speed_factor` sums them up for the
 model: its prediction from the cached peaks over its prediction from this run's. `sdk predict --platform host` has
@@ -58,6 +58,8 @@ FOLLOWS = {
     "dwnarrow_gflops": "depthwise",
     "resize_gelems": "chain",
     "resize2x_gelems": "chain",
+    "plain_node_ms": "chain",
+    "plain_parallel_ms": "parallel",
 }
 WORK = {"GFLOP/s": "flop", "GB/s": "byte", "ms/node": "node"}
 LONG = "long"  # the conv probe's node LONG_CHAIN times in a row

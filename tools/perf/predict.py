@@ -71,6 +71,9 @@ class Prediction:
     transitions: list[Transition] = field(default_factory=list)
     run_overhead_ms: float = 0.0
     notes: list[str] = field(default_factory=list)
+    # The host: the model's time in a run without ONNX Runtime's profiler (a pipeline's run), where the peaks measured
+    # the plain chains; `total_ms` is its time under the profiler, as `sdk profile` measures each layer (decision 1263)
+    plain_ms: float | None = None
 
     @property
     def total_ms(self) -> float:
@@ -250,7 +253,14 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
         shares = (first.shares[0] + wake, *first.shares[1:]) if first.shares else ()
         layers[0] = replace(first, launch_ms=first.launch_ms + wake, ms=first.ms + wake, shares=shares)
     gaps = peaks.node_gap_ms * (len(layers) - threaded + len(found)) + peaks.parallel_gap_ms * threaded * NODE_COST
-    return Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=gaps)
+    prediction = Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=gaps)
+    if peaks.plain_node_ms > 0:
+        # Without the profiler (decision 1263): each node is spared what the profiler adds to it, measured on the chains
+        # as their time a node under the profiler less their time a node in a plain run.
+        plain_node = max(peaks.launch_ms + peaks.gap_ms - peaks.plain_node_ms, 0.0)
+        threaded_node = max(peaks.parallel_launch_ms + peaks.parallel_gap_ms - peaks.plain_parallel_ms, 0.0)
+        prediction.plain_ms = prediction.total_ms - plain_node * (len(layers) - threaded + len(found)) - threaded_node * threaded
+    return prediction
 
 
 def predict_device(model: ModelLayers, machine, precision: str, placement=None, sparse: bool = False, dla_core: int = 0,

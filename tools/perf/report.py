@@ -104,9 +104,11 @@ def _table(headers: list[str], rows: list[list]) -> str:
 def write_html(report: dict, folder: Path) -> Path:
     total = report["total"]
     summary = _table(
-        ["measured ms", "predicted ms", "error", "Spearman", "top-5 overlap", "run median ms", "profiling overhead ms"],
+        ["measured ms", "predicted ms", "error", "Spearman", "top-5 overlap", "run median ms", "profiling overhead ms",
+         "without the profiler: measured ms", "predicted ms", "error"],
         [[total["measured_ms"], total.get("predicted_ms"), total.get("error"), report["accuracy"].get("spearman"),
-          report["accuracy"].get("top5_overlap"), total.get("run_median_ms"), _overhead_cell(total)]],
+          report["accuracy"].get("top5_overlap"), total.get("run_median_ms"), _overhead_cell(total), total.get("unprofiled_median_ms"),
+          total.get("predicted_plain_ms"), total.get("plain_error")]],
     )  # fmt: skip
     bottlenecks = _table(
         ["layer", "op", "ms", "share", "bound", "what would help"],
@@ -191,6 +193,9 @@ def render(console, report: dict, top: int = 10) -> None:
     if report.get("host"):
         console.print(f"host speed: {report['host']['text']}", highlight=False, markup=False)
     console.print(f"whole runs: median {total['run_median_ms']:.2f} ms, p90 {total['run_p90_ms']:.2f} ms; {overhead_text(total)}", highlight=False)
+    if total.get("plain_error") is not None:
+        console.print(f"without the profiler: measured {total['unprofiled_median_ms']:.2f} ms, predicted {total['predicted_plain_ms']:.2f} ms "
+                      f"({total['plain_error']:+.0%})", highlight=False)  # fmt: skip
     for number, item in enumerate(report["bottlenecks"][:3], 1):
         name = short_name(item["name"], 70, names)
         console.print(f"{number}. {name} ({item['op']}, {item['share']:.0%}, {item['bound'] or 'unknown'}-bound)", highlight=False)

@@ -29,4 +29,6 @@ FIXED = HostPeaks(
     last_level_cache_bytes=32 << 20,
     resize_gelems=1.5,  # a nearest Resize's general loop: 0.67 ns an output element
     resize2x_gelems=6.0,  # its 2x copy: four times as fast
+    plain_node_ms=0.001,  # a node in a run without the profiler: a fraction of its profiled launch and gap
+    plain_parallel_ms=0.004,
 )

@@ -61,6 +61,7 @@ def test_each_probe_median_replaces_its_cached_value():
 def test_the_gemm_dram_pooling_and_resizes_follow_their_probes():
     ran = host_speed(FIXED, reference(FIXED, {"pointwise": 2.0, "llc": 0.25, "vector": 0.5, "chain": 0.8})).scale(FIXED)
     assert ran.resize_gelems == pytest.approx(0.8 * FIXED.resize_gelems) and ran.resize2x_gelems == pytest.approx(0.8 * FIXED.resize2x_gelems)
+    assert ran.plain_node_ms == pytest.approx(FIXED.plain_node_ms / 0.8) and ran.plain_parallel_ms == FIXED.plain_parallel_ms  # a time, divided
     assert ran.gemm_gflops == pytest.approx(2 * FIXED.gemm_gflops) and ran.dram_gbs == pytest.approx(FIXED.dram_gbs / 4)
     assert ran.llc_gbs == pytest.approx(FIXED.llc_gbs / 4)
     assert ran.pool_gflops == pytest.approx(FIXED.pool_gflops / 2) and ran.vector_gflops == pytest.approx(FIXED.vector_gflops / 2)

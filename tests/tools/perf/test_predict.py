@@ -4,6 +4,7 @@ the bound classification on synthetic layers of known intensity, fusion, DLA tra
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -158,6 +159,26 @@ def test_host_prediction_and_reorders(example_layers):
     assert predict_host(example_layers, FIXED, block=0).total_ms < prediction.total_ms
 
 
+def test_the_plain_run_spares_each_node_the_profilers_cost_and_keeps_the_work(example_layers):
+    """`plain_ms`, the model's time in a run without ONNX Runtime's profiler (decision 1263): each node, a reorder too,
+    is spared once what the profiler adds to a node (the chains' time a node under the profiler less in a plain run);
+    its work is the profiled prediction's."""
+    prediction = predict_host(example_layers, FIXED, block=16)
+    assert prediction.plain_ms < prediction.total_ms
+    nodes = len(prediction.layers) + len(reorders(example_layers, 16, fusion_groups(example_layers, "onnxruntime")))
+    dearer = predict_host(example_layers, replace(FIXED, plain_node_ms=FIXED.plain_node_ms + 0.002, plain_parallel_ms=FIXED.plain_parallel_ms + 0.002),
+                          block=16)  # fmt: skip
+    assert dearer.plain_ms - prediction.plain_ms == pytest.approx(0.002 * nodes)  # once a node
+    assert dearer.total_ms == pytest.approx(prediction.total_ms)  # the profiled figure does not use them
+    # With no fixed cost a node under the profiler either, the two figures are one: the same work
+    bare = replace(FIXED, launch_ms=0.0, gap_ms=0.0, node_gap_ms=0.0, parallel_launch_ms=0.0, parallel_gap_ms=0.0, wake_ms=0.0,
+                   plain_node_ms=1e-12, plain_parallel_ms=1e-12)  # fmt: skip
+    both = predict_host(example_layers, bare, block=16)
+    assert both.plain_ms == pytest.approx(both.total_ms, rel=1e-6)
+    older = predict_host(example_layers, replace(FIXED, plain_node_ms=0.0, plain_parallel_ms=0.0), block=16)
+    assert older.plain_ms is None  # peaks measured without the plain chains: no figure rather than a wrong one
+
+
 def test_bottleneck_rules_name_their_sources():
     row = {"name": "conv", "op": "Conv", "op_class": "conv", "channels": [24, 100], "bound": "compute", "intensity": 50.0,
            "fused": ["conv", "relu"], "measured_ms": 2.0}  # fmt: skip
@@ -187,7 +208,9 @@ def test_rank_agreement_measures():
 
 def test_host_peaks_are_measured_once_and_cached(tmp_path):
     quick = measure_peaks(1, False, tmp_path / "probe", runs=3, passes=1)
-    assert all(getattr(quick, f) > 0 for f in ("gemm_gflops", "conv_gflops", "dram_gbs", "cache_gbs", "launch_ms", "narrow_gflops"))
+    assert all(getattr(quick, f) > 0 for f in ("gemm_gflops", "conv_gflops", "dram_gbs", "cache_gbs", "launch_ms", "narrow_gflops", "resize_gelems",
+                                               "resize2x_gelems"))  # fmt: skip
+    assert quick.plain_node_ms >= 0 and quick.plain_parallel_ms >= 0
     path, key = peaks_path(1, False, tmp_path)
     store_peaks(FIXED, key, path)
     assert host_peaks(1, False, tmp_path) == FIXED  # read from the cache, not measured
