@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tools.perf.host_runs import measure_wake, plain_node_ms
+
 PEAKS_FORMAT = 14  # 10: the launch chain of distinct elementwise nodes, and the hot chain; 11: the wake probe (wake_ms);
 # 12: the pooling probe (pool_gflops); 13: the big hot chain (big_node_ms) and the narrow depthwise probe; 14: the
 # resize probes (resize_gelems, resize2x_gelems), and the plain runs of the launch and parallel chains
@@ -54,10 +56,6 @@ PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dwnarrow", "dram", "ll
 DEPTHWISE_WIDTH, DEPTHWISE_NARROW_WIDTH = 80, 10
 CACHE_ELEMENTS = 1 << 19  # the cache probe's tensor: 2 MiB in and 2 MiB out, the size of a mobile detector's activations
 PASSES = 5  # passes spread the probes over seconds: a shared machine gives a 2-thread kernel one core or two, by moments
-# The wake probe's gap between runs, filled with arithmetic on the calling thread (a frame's preprocessing and decoding):
-# longer than ONNX Runtime's threads spin after a run. Measured here: 0.06-0.09 ms of waking after 5 ms of work,
-# 0.12-0.21 ms after 20 ms, 0.11-0.23 ms after 5-20 ms of sleep (an idle machine parks its cores deeper).
-WAKE_GAP_S = 0.005
 # The resize probes: a detector's feature map (16 channels of 40 x 40) resized by 4 to 1.6 MB, as a text detector's
 # feature pyramid does before it concatenates its levels (PP-OCRv4's detector: by 4 and by 8); and 24 channels of
 # 80 x 80 doubled to 2.5 MB (its top-down path), ONNX Runtime's copy of each input pixel twice along a row.
@@ -194,57 +192,6 @@ class _Probe:
         """Each run's kernels together, the NCHWc reorders included (ms): where a woken run pays."""
         runs, nodes = self._trace()
         return [float(sum(node["times_ms"][i] for node in nodes)) for i in range(len(runs))]
-
-
-def wake_from(in_row: list[float], after_work: list[float]) -> float:
-    """What a run's kernels take beyond their median in a row when each run follows other work (ms, at least 0)."""
-    if not in_row or not after_work:
-        return 0.0
-    return max(float(np.median(after_work)) - float(np.median(in_row)), 0.0)
-
-
-def work_between_frames(seconds: float) -> None:
-    """Arithmetic on the calling thread for `seconds`, over a preprocessed frame's floats (300 x 300 x 3)."""
-    import time
-
-    frame = np.linspace(0.0, 1.0, 300 * 300 * 3, dtype=np.float32)
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        float((frame * 1.01 + 0.5).sum())
-
-
-def plain_node_ms(long_model: bytes, one_model: bytes, feeds: dict, nodes: int, threads: int | None, spinning: bool, runs: int) -> float:
-    """A node's time in a run without the profiler: runs of a chain of `nodes` and of its one node in turn, in
-    sessions as the pipeline's (the first run of each not kept); (median of the chain - median of the one) / (nodes -
-    1): the run's own entry and exit cancel out."""
-    import time
-
-    import onnxruntime as ort
-
-    from sdk.backends.onnxruntime_cpu import session_options
-
-    options = session_options(threads, spinning=spinning)
-    sessions = [ort.InferenceSession(m, options, providers=["CPUExecutionProvider"]) for m in (long_model, one_model)]
-    times: list[list[float]] = [[], []]
-    for i in range(runs):
-        for which, session in enumerate(sessions):
-            start = time.perf_counter()
-            session.run(None, feeds)
-            if i:
-                times[which].append((time.perf_counter() - start) * 1e3)
-    return max((float(np.median(times[0])) - float(np.median(times[1]))) / (nodes - 1), 0.0)
-
-
-def measure_wake(probe: _Probe, runs: int, gap_s: float = WAKE_GAP_S, between=work_between_frames) -> float:
-    """`runs` runs in a row (the first, cold, not kept), then `runs` each after `gap_s` of other work: wake_from of the
-    two."""
-    for _ in range(runs):
-        probe.run()
-    for _ in range(runs):
-        between(gap_s)
-        probe.run()
-    totals = probe.all_kernels()
-    return wake_from(totals[1:runs], totals[runs:])
 
 
 def _chain(count: int, elements: int):

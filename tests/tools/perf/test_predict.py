@@ -166,8 +166,8 @@ def test_the_plain_run_spares_each_node_the_profilers_cost_and_keeps_the_work(ex
     prediction = predict_host(example_layers, FIXED, block=16)
     assert prediction.plain_ms < prediction.total_ms
     nodes = len(prediction.layers) + len(reorders(example_layers, 16, fusion_groups(example_layers, "onnxruntime")))
-    dearer = predict_host(example_layers, replace(FIXED, plain_node_ms=FIXED.plain_node_ms + 0.002, plain_parallel_ms=FIXED.plain_parallel_ms + 0.002),
-                          block=16)  # fmt: skip
+    dearer_peaks = replace(FIXED, plain_node_ms=FIXED.plain_node_ms + 0.002, plain_parallel_ms=FIXED.plain_parallel_ms + 0.002)
+    dearer = predict_host(example_layers, dearer_peaks, block=16)
     assert dearer.plain_ms - prediction.plain_ms == pytest.approx(0.002 * nodes)  # once a node
     assert dearer.total_ms == pytest.approx(prediction.total_ms)  # the profiled figure does not use them
     # With no fixed cost a node under the profiler either, the two figures are one: the same work

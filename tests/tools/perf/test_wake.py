@@ -1,4 +1,4 @@
-"""The wake probe (tools/perf/host_peaks.py) and its term in the host prediction (tools/perf/predict.py): a run
+"""The wake probe (tools/perf/host_runs.py) and its term in the host prediction (tools/perf/predict.py): a run
 that starts after its threads have slept pays for waking them, once, in the first nodes it runs (decision 1255)."""
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ import pytest
 from tests.tools.perf.peaks import FIXED
 from tests.tools.perf.test_node_chains import _conv_mul_add
 from tools.perf import host_peaks as hp
+from tools.perf import host_runs
 from tools.perf.predict import predict_host
 
 
 def test_the_wake_is_what_a_run_after_other_work_takes_beyond_a_run_in_a_row():
-    assert hp.wake_from([1.0, 1.1, 0.9], [1.2, 1.3, 1.25]) == pytest.approx(0.25)
-    assert hp.wake_from([1.0, 1.1, 0.9], [0.8, 0.9, 1.0]) == 0.0  # a quieter moment for the later runs: nothing, not less
-    assert hp.wake_from([], [1.0]) == 0.0
+    assert host_runs.wake_from([1.0, 1.1, 0.9], [1.2, 1.3, 1.25]) == pytest.approx(0.25)
+    assert host_runs.wake_from([1.0, 1.1, 0.9], [0.8, 0.9, 1.0]) == 0.0  # a quieter moment for the later runs: nothing, not less
+    assert host_runs.wake_from([], [1.0]) == 0.0
 
 
 def test_the_probe_runs_in_a_row_then_each_after_other_work():
@@ -30,7 +31,7 @@ def test_the_probe_runs_in_a_row_then_each_after_other_work():
         def all_kernels(self) -> list[float]:
             return [9.0, 1.0, 1.2, 0.8, 1.5, 1.6, 1.4, 1.5]  # the first cold, three in a row, four after other work
 
-    assert hp.measure_wake(Probe(), 4, gap_s=0.005, between=lambda seconds: events.append(f"work {seconds}")) == pytest.approx(0.5)
+    assert host_runs.measure_wake(Probe(), 4, gap_s=0.005, between=lambda seconds: events.append(f"work {seconds}")) == pytest.approx(0.5)
     assert events == ["run"] * 4 + ["work 0.005", "run"] * 4
 
 
@@ -38,7 +39,7 @@ def test_the_work_between_frames_takes_its_time_on_the_calling_thread():
     import time
 
     started, cpu = time.perf_counter(), time.thread_time()
-    hp.work_between_frames(0.02)
+    host_runs.work_between_frames(0.02)
     assert time.perf_counter() - started >= 0.02 and time.thread_time() - cpu > 0.0
 
 
