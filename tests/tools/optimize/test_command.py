@@ -277,3 +277,20 @@ def test_the_piped_estimate_follows_the_pace_so_far():
 
     assert estimate(0, 8, 5.0) == "" and estimate(8, 8, 5.0) == "" and estimate(3, None, 5.0) == ""
     assert estimate(1, 8, 6.0) == "about 42 s left" and estimate(2, 10, 40.0) == "about 2 min 40 s left"
+
+
+def test_the_host_plans_by_the_models_time_without_the_profiler(example_pipeline, prepared_example):
+    """On the host the candidates are measured in plain sessions, so their plans are made by the prediction of a plain
+    run (decision 1263), not by the profiled figure, whose extra a node would count as savings that never come."""
+    from tools.optimize.run import _Context
+    from tools.perf.layers import load_layers
+    from tools.perf.predict import predict_host
+    from tools.perf.targets import host_prediction
+
+    layers = load_layers(prepared_example.model_path)
+    planner = _Context.__new__(_Context)  # a run's predictor alone: no frames, no pruning
+    planner.platform, planner.pipeline = "host", example_pipeline
+    _, peaks = host_prediction(layers, example_pipeline)
+    found = predict_host(layers, peaks)
+    assert found.plain_ms is not None and found.plain_ms < found.total_ms
+    assert planner._predictor(layers)(layers) == pytest.approx(found.plain_ms)
