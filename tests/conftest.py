@@ -29,6 +29,13 @@ EXAMPLE = REPO / "pipelines" / "pedestrian.yaml"
 # a release or environment folder the tests run code from stays what its manifest lists, also for a suite run as root
 # (whom a read-only folder does not stop). The checkout's own bytecode, compiled ahead (.ci/run), is still read.
 os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
+# The labgrid tests talk to their coordinator over gRPC in the worker's own process, and gRPC's threads stay after
+# them. With gRPC's fork support on (its default), every later fork in that worker runs gRPC's fork handlers, which
+# skip themselves while those threads are busy ("Other threads are currently calling into gRPC, skipping fork()
+# handlers") and can leave a gRPC thread in the child before its exec. Two children forked in such workers failed so:
+# one printed gRPC's "epoll_wait error: Bad file descriptor" and stopped, one died before its first line. The tests'
+# children exec at once and never use gRPC across a fork, so its fork support is off for the suite.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
 # Where the SDK writes by default, relative to the checkout: no test may leave anything there.
 CHECKOUT_OUTPUTS = (".sdk", "reports", "targets", ".benchmarks")
