@@ -67,6 +67,9 @@ def test_every_layer_is_measured_and_predicted_side_by_side(profiled):
     assert total["predicted_ms"] > 0 and total["error"] == pytest.approx(total["predicted_ms"] / total["measured_ms"] - 1, abs=1e-3)
     assert report["accuracy"]["layers_compared"] == len(layers) and report["accuracy"]["top5_overlap"] in range(6)
     assert total["unprofiled_median_ms"] > 0 and total["profiling_overhead_ms"] is not None
+    # the host's plain-run figure beside the plain session's median (decision 1263)
+    assert 0 < total["predicted_plain_ms"] < total["predicted_ms"]
+    assert total["plain_error"] == pytest.approx(total["predicted_plain_ms"] / total["unprofiled_median_ms"] - 1, abs=1e-3)
 
 
 def test_the_host_speed_is_measured_between_the_frames_and_scales_the_prediction(profiled):
