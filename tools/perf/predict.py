@@ -252,14 +252,15 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
         first, wake = layers[0], peaks.wake_ms
         shares = (first.shares[0] + wake, *first.shares[1:]) if first.shares else ()
         layers[0] = replace(first, launch_ms=first.launch_ms + wake, ms=first.ms + wake, shares=shares)
-    gaps = peaks.node_gap_ms * (len(layers) - threaded + len(found)) + peaks.parallel_gap_ms * threaded * NODE_COST
+    plain_nodes = len(layers) + len(found) - threaded  # the groups and reorders on the calling thread
+    gaps = peaks.node_gap_ms * plain_nodes + peaks.parallel_gap_ms * threaded * NODE_COST
     prediction = Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=gaps)
     if peaks.plain_node_ms > 0:
         # Without the profiler (decision 1263): each node is spared what the profiler adds to it, measured on the chains
         # as their time a node under the profiler less their time a node in a plain run.
         plain_node = max(peaks.launch_ms + peaks.gap_ms - peaks.plain_node_ms, 0.0)
         threaded_node = max(peaks.parallel_launch_ms + peaks.parallel_gap_ms - peaks.plain_parallel_ms, 0.0)
-        prediction.plain_ms = prediction.total_ms - plain_node * (len(layers) - threaded + len(found)) - threaded_node * threaded
+        prediction.plain_ms = prediction.total_ms - plain_node * plain_nodes - threaded_node * threaded
     return prediction
 
 
