@@ -44,12 +44,12 @@ CHANNEL_ALIGN = {"fp16": 8, "int8": 32, "fp32": 4}  # tensor-core channel multip
 TRANSITION_MS = 0.02  # a GPU<->DLA boundary's fixed cost, on top of the reformat and copy of its bytes
 NCHW_INPUT_STRIDED = 0.5  # a strided 3x3 convolution of an NCHW input (fewer channels than a block): 0.3-0.5 of the peak here
 GENERIC_CONV = 0.45  # a grouped convolution whose groups are not whole blocks: ShuffleNet's measured here at 0.4-0.5
-# A threaded node's (a convolution's, a GEMM's) launch and the time after it, against the parallel probe, which repeats
-# one tiny convolution: the five benchmark models' were 1.7-2x the probe's (bench_profile.py; checked on the light
-# models). Read off those models, not measured. It applies to every node ONNX Runtime splits over its threads
-# (HostEngine.threaded; decision 1259); every other node (elementwise, movement, a GEMM of few multiplies, an NCHWc
-# reorder too small to wake the threads) is costed from the chains of distinct elementwise nodes, without it (decision
-# 1200).
+# A threaded node's (a convolution's, a GEMM's) launch, against the parallel probe, which repeats one tiny convolution:
+# the five benchmark models' were 1.7-2x the probe's (bench_profile.py; checked on the light models). Read off those
+# models, not measured. It applies to every node ONNX Runtime splits over its threads (HostEngine.threaded; decision
+# 1259); every other node (elementwise, movement, a GEMM of few multiplies, an NCHWc reorder too small to wake the
+# threads) is costed from the chains of distinct elementwise nodes, without it (decision 1200). The time after a node,
+# threaded or not, is measured on the chains (tools/perf/predict.py: gap_after; decision 1264).
 NODE_COST = 1.8
 # A threaded node's work (on one thread) up to which the calling thread finishes it before a woken thread could start
 # (a futex wake-up takes microseconds): it costs a plain node. Read off PaddleOCR's classifier: its squeeze-and-
@@ -238,8 +238,7 @@ class HostEngine:
 
     @property
     def threaded_launch_ms(self) -> float:
-        """A threaded node's launch and the time after it: the parallel probe's (the launch probe's on one thread)
-        times NODE_COST."""
+        """A threaded node's launch: the parallel probe's (the launch probe's on one thread) times NODE_COST."""
         p = self.peaks
         return max((p.parallel_launch_ms if p.threads > 1 else p.launch_ms) * NODE_COST, 0.0)
 

@@ -36,9 +36,10 @@ import numpy as np
 
 from tools.perf.host_runs import measure_wake, plain_node_ms
 
-PEAKS_FORMAT = 14  # 10: the launch chain of distinct elementwise nodes, and the hot chain; 11: the wake probe (wake_ms);
+PEAKS_FORMAT = 15  # 10: the launch chain of distinct elementwise nodes, and the hot chain; 11: the wake probe (wake_ms);
 # 12: the pooling probe (pool_gflops); 13: the big hot chain (big_node_ms) and the narrow depthwise probe; 14: the
-# resize probes (resize_gelems, resize2x_gelems), and the plain runs of the launch and parallel chains
+# resize probes (resize_gelems, resize2x_gelems), and the plain runs of the launch and parallel chains; 15: the time
+# between the big hot chain's nodes (big_gap_ms)
 RUNS = 12  # runs of a probe in a row; the first (cold) is not kept
 CHAIN_NODES = 32  # nodes in the launch probes' chains (the parallel chain has half as many)
 CHAIN_OPS = ("Mul", "Add", "Clip", "Div")  # the elementwise chains' nodes in turn, each with its own constant
@@ -99,6 +100,9 @@ class HostPeaks:
     # What a run's kernels take together beyond their time in a row when the run follows other work (its threads
     # asleep, WAKE_GAP_S): paid once a frame, by the first nodes the model runs.
     wake_ms: float = 0.0
+    # The time between two nodes' kernels in the big hot chain: with the launch and hot chains', how ONNX Runtime's own
+    # work between two nodes grows with the bytes a node reads and writes (decision 1264)
+    big_gap_ms: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -295,7 +299,7 @@ def probe_values(name: str, work: int, kernel_ms: float, between_ms: float) -> d
     if name == "nodes":
         return {"node_ms": kernel_ms / work, "node_gap_ms": max(between_ms, 0.0) / work}
     if name == "bignodes":
-        return {"big_node_ms": kernel_ms / work}
+        return {"big_node_ms": kernel_ms / work, "big_gap_ms": max(between_ms, 0.0) / work}
     if name == "parallel":
         return {"parallel_launch_ms": kernel_ms / work, "parallel_gap_ms": max(between_ms, 0.0) / work}
     if name in ("resize", "resize2x"):
@@ -334,8 +338,8 @@ def measure_peaks(threads: int | None, spinning: bool, folder: Path, runs: int =
         values |= probe_values(name, probes[name][2], kernel, between)
     values["wake_ms"] = sorted(wakes)[len(wakes) // 2]  # the middle pass, as for the others
     values["plain_node_ms"], values["plain_parallel_ms"] = (sorted(plain[name])[len(plain[name]) // 2] for name in ("chain", "parallel"))
-    digits = dict.fromkeys(("launch_ms", "gap_ms", "node_ms", "node_gap_ms", "big_node_ms", "parallel_launch_ms", "parallel_gap_ms", "wake_ms",
-                            "plain_node_ms", "plain_parallel_ms"), 6)  # fmt: skip
+    digits = dict.fromkeys(("launch_ms", "gap_ms", "node_ms", "node_gap_ms", "big_node_ms", "big_gap_ms", "parallel_launch_ms", "parallel_gap_ms",
+                            "wake_ms", "plain_node_ms", "plain_parallel_ms"), 6)  # fmt: skip
     return HostPeaks(
         cpu=cpu_model(), threads=threads or os.cpu_count() or 1, spinning=spinning, runtime=f"onnxruntime {ort.__version__}",
         last_level_cache_bytes=llc, **{k: round(v, digits.get(k, 3)) for k, v in values.items()},

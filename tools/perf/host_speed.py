@@ -55,6 +55,7 @@ FOLLOWS = {
     "cache_gbs": "nodes",
     "pool_gflops": "vector",
     "big_node_ms": "nodes",
+    "big_gap_ms": "nodes",
     "dwnarrow_gflops": "depthwise",
     "resize_gelems": "chain",
     "resize2x_gelems": "chain",

@@ -17,7 +17,7 @@ FIXED = HostPeaks(
     launch_ms=0.004,
     gap_ms=0.004,
     node_ms=0.024,  # the hot chain's 2 MiB a node in 20 us beyond the launch: 100 GB/s, above the cache probe's 40
-    node_gap_ms=0.005,
+    node_gap_ms=0.008,  # 2 us more after a node of the hot chain's 2 MiB than after the parallel chain's
     big_node_ms=0.2,  # the big hot chain's 16 MiB a node in 0.18 ms beyond a threaded launch: about 93 GB/s
     parallel_launch_ms=0.015,
     parallel_gap_ms=0.006,
@@ -31,4 +31,5 @@ FIXED = HostPeaks(
     resize2x_gelems=6.0,  # its 2x copy: four times as fast
     plain_node_ms=0.001,  # a node in a run without the profiler: a fraction of its profiled launch and gap
     plain_parallel_ms=0.004,
+    big_gap_ms=0.036,  # 30 us more after the big hot chain's 16 MiB: 2 us a MiB beyond the hot chain's 1
 )

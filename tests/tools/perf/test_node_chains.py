@@ -1,8 +1,9 @@
 """The host's small nodes costed from the two chains of distinct elementwise nodes (decision 1200): a node that is not
 a convolution or GEMM pays the launch chain's per-node time (no NODE_COST) and moves its bytes at the hot chain's rate;
-the time between such nodes is the hot chain's; an NCHWc reorder is such a node unless its pass is long enough to wake
-the threads; a convolution keeps the parallel probe's terms where MLAS splits it over the threads. Hand-built layers and
-graphs, fixed peaks; the probe chain itself is built and run once by ONNX Runtime; an old cache is measured again."""
+the time after such a node is the launch chain's (growing with its bytes: test_node_gaps.py); an NCHWc reorder is such
+a node unless its pass is long enough to wake the threads; a convolution keeps the parallel probe's terms where MLAS
+splits it over the threads. Hand-built layers and graphs, fixed peaks; the probe chain itself is built and run once by
+ONNX Runtime; an old cache is measured again."""
 
 from __future__ import annotations
 
@@ -81,13 +82,21 @@ def _conv_mul_add():
     return layers_of(onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])))
 
 
-def test_the_time_between_nodes_is_the_hot_chains_after_an_elementwise_node():
+ACTIVATIONS = 2 * 4 * 8 * 32 * 32  # each node of _conv_mul_add reads and writes an 8 x 32 x 32 tensor
+
+
+def _after(moved: int, threaded: bool, peaks=FIXED) -> float:
+    """The time after a node of `moved` bytes below the hot chain's, written out (decision 1264)."""
+    return (peaks.parallel_gap_ms if threaded else peaks.gap_ms) + (peaks.node_gap_ms - peaks.parallel_gap_ms) * moved / HOT
+
+
+def test_the_time_between_nodes_is_the_launch_chains_after_an_elementwise_node_and_the_parallel_chains_after_a_threaded_one():
     model = _conv_mul_add()
     prediction = predict_host(model, FIXED, block=0)
     assert [p.members for p in prediction.layers] == [("conv",), ("mul",), ("add",)]  # Mul(k, x) does not fold (decision 1142)
-    assert prediction.run_overhead_ms == pytest.approx(2 * FIXED.node_gap_ms + FIXED.parallel_gap_ms * NODE_COST)
-    slower = predict_host(model, replace(FIXED, node_gap_ms=2 * FIXED.node_gap_ms), block=0)
-    assert slower.run_overhead_ms - prediction.run_overhead_ms == pytest.approx(2 * FIXED.node_gap_ms)
+    assert prediction.run_overhead_ms == pytest.approx(2 * _after(ACTIVATIONS, False) + _after(ACTIVATIONS, True))
+    slower = predict_host(model, replace(FIXED, gap_ms=2 * FIXED.gap_ms), block=0)
+    assert slower.run_overhead_ms - prediction.run_overhead_ms == pytest.approx(2 * FIXED.gap_ms)
 
 
 def test_a_reorder_is_costed_as_a_node_of_the_chains():
@@ -97,7 +106,7 @@ def test_a_reorder_is_costed_as_a_node_of_the_chains():
     one = FIXED.launch_ms + moved / (HostEngine(FIXED, 8).bandwidth_gbs(moved, hot=True) * 1e6)
     conv = prediction.layers[0]
     assert conv.reorder_ms == pytest.approx(2 * one)  # no NODE_COST, and its bytes at the hot chain's rate
-    assert prediction.run_overhead_ms == pytest.approx((2 + 2) * FIXED.node_gap_ms + FIXED.parallel_gap_ms * NODE_COST)  # two nodes, two reorders
+    assert prediction.run_overhead_ms == pytest.approx((2 + 2) * _after(moved, False) + _after(ACTIVATIONS, True))  # two nodes, two reorders
 
 
 def test_the_probe_chains_are_distinct_elementwise_nodes_that_onnx_runtime_runs():
@@ -115,7 +124,7 @@ def test_the_probe_chains_are_distinct_elementwise_nodes_that_onnx_runtime_runs(
     assert probes["nodes"][1]["t0"].size == hp.HOT_ELEMENTS and probes["chain"][1]["t0"].size == 16
     assert probes["bignodes"][1]["t0"].size == hp.BIG_ELEMENTS and probes["bignodes"][2] == hp.BIG_CHAIN
     assert hp.probe_values("nodes", 32, 3.2, 0.32) == {"node_ms": pytest.approx(0.1), "node_gap_ms": pytest.approx(0.01)}
-    assert hp.probe_values("bignodes", 8, 2.4, 0.1) == {"big_node_ms": pytest.approx(0.3)}
+    assert hp.probe_values("bignodes", 8, 2.4, 0.1) == {"big_node_ms": pytest.approx(0.3), "big_gap_ms": pytest.approx(0.0125)}
 
 
 def test_the_profile_scales_the_hot_chain_by_its_own_probe():
@@ -138,7 +147,7 @@ def test_a_cache_of_the_previous_format_is_measured_again_not_misread(tmp_path, 
     monkeypatch.setattr(hp, "measure_peaks", lambda *args, **kwargs: measured.append(args) or FIXED)
     assert hp.host_peaks(2, False, tmp_path) == FIXED and len(measured) == 1
     assert json.loads(path.read_text())["peaks"] == asdict(FIXED)  # stored in the new format
-    assert json.loads(key)[0] == hp.PEAKS_FORMAT == 14  # and an older format's file sits under another key altogether
+    assert json.loads(key)[0] == hp.PEAKS_FORMAT == 15  # and an older format's file sits under another key altogether
 
 
 def test_a_convolution_of_few_multiplies_runs_on_the_calling_thread_an_nchwc_kernel_never_does():
@@ -174,8 +183,8 @@ def test_a_reorder_with_work_enough_wakes_the_threads():
     work = moved / (engine.bandwidth_gbs(moved, hot=True) * 1e6)
     assert work > WOKEN_MS > moved / (HostEngine(FIXED, 8).bandwidth_gbs(moved, hot=True) * 1e6)
     assert woken.layers[0].reorder_ms == pytest.approx(2 * (engine.threaded_launch_ms + work))
-    assert small.run_overhead_ms == pytest.approx(4 * FIXED.node_gap_ms + FIXED.parallel_gap_ms * NODE_COST)
-    assert woken.run_overhead_ms == pytest.approx(2 * slow.node_gap_ms + 3 * slow.parallel_gap_ms * NODE_COST)
+    assert small.run_overhead_ms == pytest.approx(4 * _after(moved, False) + _after(ACTIVATIONS, True))
+    assert woken.run_overhead_ms == pytest.approx(2 * _after(moved, False) + 3 * _after(moved, True))
 
 
 def test_a_node_on_the_calling_thread_computes_at_one_threads_share_of_the_probes_rate():
