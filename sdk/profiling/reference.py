@@ -5,8 +5,10 @@ On a shared machine a two-thread kernel gets one core or two depending on the mo
 into a folder (REFERENCE_FILE lists them: file, input shapes, work); `python -m sdk profile --reference DIR` runs each
 one in a short burst after every frame, in the same process, with the same session options (threads, spinning) as
 the model, and ONNX Runtime's profiler times them as it times the model's layers. The first run of a burst is cold
-(the model's run came between) and is not kept, as the peaks' probes drop their first run. The host compares the kept runs' medians with the cached
-peaks (tools/perf/host_speed.py). Nothing here analyses or judges.
+(the model's run came between) and is not kept, as the peaks' probes drop their first run. The host compares the kept
+runs' medians with the cached peaks (tools/perf/host_speed.py). A probe listed with `first: N` also gives its first N
+kernels in each run, the cold runs' apart: what a run pays to start after other work (the host's wake). Nothing here
+analyses or judges.
 """
 
 from __future__ import annotations
@@ -82,4 +84,8 @@ class ReferenceProbes:
             keep = [i % burst != 0 for i in range(len(runs))]  # each burst's first run is cold
             kernel_ms, between_ms = probe_times(runs, nodes, keep)
             found[probe["name"]] = {"work": probe["work"], "unit": probe["unit"], "burst": burst, "kernel_ms": kernel_ms, "between_ms": between_ms}
+            if probe.get("first"):  # its first kernels in each run: what the cold runs (the model's ran before) pay beyond the kept
+                first = [round(float(sum(n["times_ms"][i] for n in nodes[: int(probe["first"])])), 5) for i in range(len(runs))]
+                found[probe["name"]] |= {"first_ms": [v for v, k in zip(first, keep, strict=True) if k],
+                                         "cold_first_ms": [v for v, k in zip(first, keep, strict=True) if not k]}  # fmt: skip
         return {"format": REFERENCE_FORMAT, "probes": found}

@@ -67,6 +67,7 @@ ROWS_HALF = 32.0  # output pixels (or GEMM rows) at which a kernel reaches 1 - 1
 # bytes (YOLOX's head transpose, 85 x 3549 floats in its model, 128 x 3549 alone; two runs at different loads).
 TRANSPOSE_STRIDED = 3.5
 VECTOR_PROBE_FLOPS = 4 * CACHE_ELEMENTS  # the vector probe's work (tools/perf/host_peaks.py: probe_set)
+SWISH_PROBE_FLOPS = 5 * CACHE_ELEMENTS  # the swish probe's
 HALF_RANGE = (8.0, 16.0)  # what the narrow probe measured here (12-14); beyond this range a probe met other work, not channels
 ROW_PIXELS_MAX = 80.0  # a depthwise row's fixed work at most this many pixels' worth: beyond it a probe met other work
 NARROW_FLOOR = 0.25  # a GEMM-like kernel keeps at least this share of its rate however few channels it has
@@ -118,9 +119,10 @@ class HostEngine:
         r = peaks.dwnarrow_gflops / peaks.depthwise_gflops if peaks.depthwise_gflops > 0 and peaks.dwnarrow_gflops > 0 else 1.0
         self.row_pixels = min(max(narrow * wide * (1 - r) / (r * wide - narrow), 0.0), ROW_PIXELS_MAX) if 1.0 > r > narrow / wide else 0.0
 
-    def rate_gflops(self, main: Layer, threaded: bool = False) -> float:
+    def rate_gflops(self, main: Layer, threaded: bool = False, swish: bool = False) -> float:
         """`threaded`: a node on the pool's threads, whose elementwise arithmetic runs at the vector probe's rate
-        without the launch the probe's own node paid (`streamed`; decision 1260)."""
+        without the launch the probe's own node paid (`streamed`; decision 1260). `swish`: a Sigmoid with the Mul of
+        its input by it, one QuickGelu node, at the swish probe's rate."""
         p = self.peaks
         cls = main.op_class
         if cls in ("conv", "conv_pointwise", "gemm", "conv_transpose"):
@@ -148,6 +150,8 @@ class HostEngine:
         if cls == "conv_depthwise":  # the probe is 3x3; a larger kernel does more work per byte it loads
             taps = math.prod(main.kernel) if main.kernel else 9
             return p.depthwise_gflops * min(max((taps / 9) ** 0.85, 0.3), 4.0) * self._padding(main) * self.row_share(main)
+        if swish and p.swish_gflops > 0:  # x * Sigmoid(x), ONNX Runtime's QuickGelu: the swish probe (decision 1264)
+            return self.streamed(p.swish_gflops, SWISH_PROBE_FLOPS) if threaded else p.swish_gflops
         return self.streamed(p.vector_gflops, VECTOR_PROBE_FLOPS) if threaded else p.vector_gflops
 
     def row_share(self, layer: Layer) -> float:
@@ -242,15 +246,15 @@ class HostEngine:
         p = self.peaks
         return max((p.parallel_launch_ms if p.threads > 1 else p.launch_ms) * NODE_COST, 0.0)
 
-    def cost(self, main: Layer, flops: int, moved: int, gated: bool = False) -> Cost:
+    def cost(self, main: Layer, flops: int, moved: int, gated: bool = False, swish: bool = False) -> Cost:
         """A threaded node (self.threaded): the threaded launch, the bandwidth probes' rates. Any other node: the
         launch chain's per-node time, and its bytes at the hot chain's rate (its input is what the node before it has
-        just written) up to the hot chain's size."""
+        just written) up to the hot chain's size. `swish`: the group is a Sigmoid and the Mul of its input by it."""
         p = self.peaks
-        found = self._cost(main, flops, moved, self.threaded(main))
+        found = self._cost(main, flops, moved, self.threaded(main), swish)
         if found.threaded and p.threads > 1 and not self.woken(p.threads * max(found.compute_ms, found.memory_ms)):
             # so little work that the calling thread finishes it before a woken thread could start (decision 1259)
-            found = self._cost(main, flops, moved, False)
+            found = self._cost(main, flops, moved, False, swish)
         if not found.threaded and p.threads > 1 and not self.resize_gelems(main):
             # one thread computes at its share of the compute probes' rates: they split their work over the pool's
             # threads (decision 1260); the resize probes run on one thread themselves
@@ -265,7 +269,7 @@ class HostEngine:
             return 0.0
         return self.peaks.resize2x_gelems if layer.attrs.get("nearest2x") else self.peaks.resize_gelems
 
-    def _cost(self, main: Layer, flops: int, moved: int, threaded: bool) -> Cost:
+    def _cost(self, main: Layer, flops: int, moved: int, threaded: bool, swish: bool = False) -> Cost:
         p = self.peaks
         # A node on the calling thread, or an elementwise node on the pool, reads what the node before it has just
         # written (decision 1200; 1260); a convolution keeps the bandwidth probes' rates.
@@ -275,7 +279,7 @@ class HostEngine:
         if strided_transpose(main):
             bandwidth /= TRANSPOSE_STRIDED
         launch = self.threaded_launch_ms if threaded else p.launch_ms
-        compute = flops / (self.rate_gflops(main, threaded) * 1e6) if flops else 0.0
+        compute = flops / (self.rate_gflops(main, threaded, swish) * 1e6) if flops else 0.0
         if rate := self.resize_gelems(main):  # its output elements on one thread, its bytes' moving included
             compute = main.output_elements / (rate * 1e6)
         if main.op_class == "conv_transpose":
@@ -353,8 +357,9 @@ class DeviceEngine:
                     rate *= c / (math.ceil(c / align) * align)  # the padded channels compute nothing
         return rate
 
-    def cost(self, main: Layer, flops: int, moved: int, gated: bool = False) -> Cost:
-        """`gated`: the group's epilogue is a gate (a Sigmoid, Tanh, ...), which INT8 kernels run slower."""
+    def cost(self, main: Layer, flops: int, moved: int, gated: bool = False, swish: bool = False) -> Cost:
+        """`gated`: the group's epilogue is a gate (a Sigmoid, Tanh, ...), which INT8 kernels run slower. `swish`:
+        unused (TensorRT runs a Swish's Sigmoid and Mul in one kernel, costed by their FLOPs)."""
         compute = flops / (self.rate_gflops(main, gated) * 1e6) if flops else 0.0
         if self.name == "gpu":
             return Cost(compute, moved / (self.peaks.memory_gbs * GPU_BANDWIDTH_EFFICIENCY * 1e6), GPU_LAUNCH_MS)

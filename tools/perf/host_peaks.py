@@ -39,7 +39,7 @@ from tools.perf.host_runs import measure_wake, plain_node_ms
 PEAKS_FORMAT = 15  # 10: the launch chain of distinct elementwise nodes, and the hot chain; 11: the wake probe (wake_ms);
 # 12: the pooling probe (pool_gflops); 13: the big hot chain (big_node_ms) and the narrow depthwise probe; 14: the
 # resize probes (resize_gelems, resize2x_gelems), and the plain runs of the launch and parallel chains; 15: the time
-# between the big hot chain's nodes (big_gap_ms)
+# between the big hot chain's nodes (big_gap_ms), the wake over the first layer's kernels, and the swish probe
 RUNS = 12  # runs of a probe in a row; the first (cold) is not kept
 CHAIN_NODES = 32  # nodes in the launch probes' chains (the parallel chain has half as many)
 CHAIN_OPS = ("Mul", "Add", "Clip", "Div")  # the elementwise chains' nodes in turn, each with its own constant
@@ -51,7 +51,7 @@ BIG_CHAIN = 8  # nodes in the big hot chain
 CHAIN = 1  # copies of the probe's node in a chain (measured here: chains of 6 ran convolutions at half the rate a model's own do)
 LONG_CHAIN = 8  # convolutions in the long reference probe: about 15-30 ms of work, as a large model's largest layers
 PEAK_PROBES = ("gemm", "conv", "pointwise", "depthwise", "dwnarrow", "dram", "llc", "cache", "chain", "nodes", "bignodes", "parallel", "narrow",
-               "vector", "lrn", "pool", "resize", "resize2x")  # fmt: skip
+               "vector", "swish", "lrn", "pool", "resize", "resize2x")  # fmt: skip
 # The depthwise probes' output rows: MLAS runs its NCHWc depthwise kernel once a row of a channel block, so a row's
 # fixed work is shared by its pixels (decision 1261). The narrow probe's rows are 10 wide, as a detector's last maps.
 DEPTHWISE_WIDTH, DEPTHWISE_NARROW_WIDTH = 80, 10
@@ -103,6 +103,9 @@ class HostPeaks:
     # The time between two nodes' kernels in the big hot chain: with the launch and hot chains', how ONNX Runtime's own
     # work between two nodes grows with the bytes a node reads and writes (decision 1264)
     big_gap_ms: float = 0.0
+    # x * Sigmoid(x) over the vector probe's tensor, which ONNX Runtime runs as one QuickGelu node (a Sigmoid's 4 FLOPs
+    # and a Mul's 1 an element, as layers.py counts them): a Swish's rate, not the vector probe's (decision 1264)
+    swish_gflops: float = 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -192,10 +195,10 @@ class _Probe:
         kernel, between = probe_times(runs, nodes, [i > 0 for i in range(len(runs))])
         return np.asarray(kernel), np.asarray(between)
 
-    def all_kernels(self) -> list[float]:
-        """Each run's kernels together, the NCHWc reorders included (ms): where a woken run pays."""
+    def first_kernels(self, count: int) -> list[float]:
+        """Each run's first `count` kernels together, the NCHWc reorders included (ms): where a woken run pays."""
         runs, nodes = self._trace()
-        return [float(sum(node["times_ms"][i] for node in nodes)) for i in range(len(runs))]
+        return [float(sum(node["times_ms"][i] for node in nodes[:count])) for i in range(len(runs))]
 
 
 def _chain(count: int, elements: int):
@@ -214,6 +217,20 @@ def _chain(count: int, elements: int):
         nodes.append(helper.make_node(op, [x, *names], [y]))
     graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("t0", TensorProto.FLOAT, (elements,))],
                               [helper.make_tensor_value_info(f"t{count}", TensorProto.FLOAT, (elements,))], constants)  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def _swish(elements: int) -> bytes:
+    """x * Sigmoid(x) over `elements` floats: ONNX Runtime fuses the two into one QuickGelu node (alpha 1)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])]
+    graph = helper.make_graph(nodes, "swish", [helper.make_tensor_value_info("x", TensorProto.FLOAT, (elements,))],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, (elements,))])  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -270,6 +287,7 @@ def probe_set(llc: int, only: tuple[str, ...] = PEAK_PROBES) -> dict[str, tuple[
         "narrow": lambda: (_model("Conv", {"x": (1, 16, 160, 160)}, (1, 16, 160, 160), {"w": rand(16, 16, 1, 1)}),
                            {"x": rand(1, 16, 160, 160)}, 2 * 16 * 160 * 160 * 16),
         "vector": lambda: (_model("Sigmoid", {"x": (small,)}, (small,), {}), {"x": rand(small)}, 4 * small),
+        "swish": lambda: (_swish(small), {"x": rand(small)}, 5 * small),
         "lrn": lambda: (_model("LRN", {"x": (1, 64, 28, 28)}, (1, 64, 28, 28), {}, size=5), {"x": rand(1, 64, 28, 28)}, 5 * 64 * 28 * 28),
         "pool": lambda: (_model("MaxPool", {"x": (1, 64, 28, 28)}, (1, 64, 28, 28), {}, kernel_shape=[5, 5], pads=[2, 2, 2, 2]),
                          {"x": rand(1, 64, 28, 28)}, 25 * 64 * 28 * 28),

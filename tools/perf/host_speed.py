@@ -9,13 +9,17 @@ profile's frames replaces the cached value it measures: the prediction is then m
 statistic (medians over frames), as the measured layers it is compared with (decision 0706). Two probes are too long
 to repeat between frames: the GEMM follows the pointwise convolution (the same kernel, and the host model takes the
 faster of the two), the pass over DRAM follows the pass the size of the last-level cache (the factor of one applied to
-the other), the pooling probe follows the vector probe (both a pass of arithmetic over a tensor in the cache), the big
+the other), the pooling probe and the swish probe follow the vector probe (each a pass of arithmetic over a tensor in the cache), the big
 hot chain follows the hot chain (decision 1260), the resize probes follow the launch chain (all one thread's scalar
 work, decision 1262), the plain chains follow the same chains under the profiler (decision 1263). The cache probe
 follows the hot chain (decision 1200): one node of about 0.1 ms alone in its session, between frames it measured 0.3-0.8
 of its cached rate in all ten profiles of two benchmark runs while the hot chain's 32 nodes over tensors of the same
 order measured 0.84-1.09 of theirs; the lone node most likely meets what a session pays to start a run (its threads
 waking), which a model's nodes, one after another, do not.
+
+The wake (decision 1255) is measured in the profile's own way too: the parallel probe's first layer in each burst's
+cold run, beyond its kept runs (decision 1264). Between a profile's frames the other probes keep the cores busy, which
+the cached wake's single thread of arithmetic does not: the profile's wake is the smaller.
 
 Each probe's factor is its speed now over its cached speed (> 1: faster now); `speed_factor` sums them up for the
 model: its prediction from the cached peaks over its prediction from this run's. `sdk predict --platform host` has
@@ -32,6 +36,7 @@ from pathlib import Path
 
 from sdk.profiling.reference import REFERENCE_FILE, REFERENCE_FORMAT
 from tools.perf.host_peaks import LONG_CHAIN, HostPeaks, last_level_cache, probe_set, probe_values
+from tools.perf.host_runs import WAKE_KERNELS, wake_from
 
 BURST = 3  # runs of each probe after every frame; the first is cold (the model's run evicted it) and is not kept
 MIN_RUNS = 3  # a probe with fewer kept runs than this is not used: its fields keep their cached values, said so
@@ -54,6 +59,7 @@ FOLLOWS = {
     "dram_gbs": "llc",
     "cache_gbs": "nodes",
     "pool_gflops": "vector",
+    "swish_gflops": "vector",
     "big_node_ms": "nodes",
     "big_gap_ms": "nodes",
     "dwnarrow_gflops": "depthwise",
@@ -65,6 +71,7 @@ FOLLOWS = {
 WORK = {"GFLOP/s": "flop", "GB/s": "byte", "ms/node": "node"}
 LONG = "long"  # the conv probe's node LONG_CHAIN times in a row
 LONG_BURST = 2  # its runs after every frame (the first not kept): it is the longest probe by far
+WAKE_PROBE = "parallel"  # its first layer's kernels in each run, cold and kept: the wake as the profile meets it
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,7 @@ class HostSpeed:
     probes: dict[str, dict]  # probe -> {"unit", "cached", "measured", "factor", "runs"}
     missing: tuple[str, ...] = ()  # probes that did not run (enough): their fields keep the cached values
     contention: Contention | None = None  # None: the long probe did not run (enough); no stretching predicted
+    wake: dict | None = None  # {"cached_ms", "measured_ms", "runs"}: the wake as the profile met it (profile_wake)
 
     @property
     def factors(self) -> dict[str, float]:
@@ -124,7 +132,7 @@ class HostSpeed:
 
     def as_dict(self) -> dict:
         contention = self.contention.as_dict() if self.contention is not None else None
-        return {"factors": self.factors, "probes": dict(self.probes), "missing": list(self.missing), "contention": contention}
+        return {"factors": self.factors, "probes": dict(self.probes), "missing": list(self.missing), "contention": contention, "wake": self.wake}
 
 
 def write_reference(folder: Path) -> Path:
@@ -136,7 +144,8 @@ def write_reference(folder: Path) -> Path:
         (folder / f"{name}.onnx").write_bytes(model)
         inputs = {key: list(value.shape) for key, value in feeds.items()}
         entry = {"name": name, "file": f"{name}.onnx", "inputs": inputs, "work": work, "unit": WORK[PROBES[name][1]] if name in PROBES else "flop"}
-        listed.append(entry | ({"burst": LONG_BURST} if name == LONG else {}))
+        entry |= {"burst": LONG_BURST} if name == LONG else {}
+        listed.append(entry | ({"first": WAKE_KERNELS} if name == WAKE_PROBE else {}))
     manifest = {"format": REFERENCE_FORMAT, "burst": BURST, "probes": listed}
     (folder / REFERENCE_FILE).write_text(json.dumps(manifest, indent=1) + "\n")
     return folder
@@ -162,7 +171,21 @@ def host_speed(peaks: HostPeaks, reference: dict | None) -> HostSpeed | None:
         measured |= values
         digits = 5 if unit == "ms/node" else 3
         probes[name] = {"unit": unit, "cached": round(cached, digits), "measured": round(now, digits), "factor": round(factor, 4), "runs": runs}
-    return HostSpeed(measured, probes, tuple(missing), contention(reference["probes"]))
+    wake = profile_wake(reference["probes"].get(WAKE_PROBE), peaks)
+    if wake is not None:
+        measured["wake_ms"] = wake["measured_ms"]
+    return HostSpeed(measured, probes, tuple(missing), contention(reference["probes"]), wake)
+
+
+def profile_wake(raw: dict | None, peaks: HostPeaks) -> dict | None:
+    """The wake as this profile meets it (decision 1264): what the wake probe's first layer took in each burst's cold
+    run (the model's frame and the other probes ran before it, its threads asleep) beyond its kept runs. It replaces
+    the cached wake, measured after arithmetic on one thread. None where the device did not measure it (an older SDK)
+    or too few bursts ran."""
+    if not raw or len(raw.get("first_ms", ())) < MIN_RUNS or len(raw.get("cold_first_ms", ())) < MIN_RUNS:
+        return None
+    now = wake_from(raw["first_ms"], raw["cold_first_ms"])
+    return {"cached_ms": round(peaks.wake_ms, 5), "measured_ms": round(now, 5), "runs": len(raw["cold_first_ms"])}
 
 
 def contention(raw: dict) -> Contention | None:

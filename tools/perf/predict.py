@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from tools.perf.host_peaks import bandwidth_sizes
 from tools.perf.layers import PRECISION_BYTES, Layer, ModelLayers
 from tools.perf.nchwc import blocked_layers, nchwc_block, nchwc_kernels, reorders
-from tools.perf.ort_threads import pool_nodes
+from tools.perf.ort_threads import node_op, pool_nodes
 
 HEADS = {"conv", "conv_pointwise", "conv_depthwise", "conv_transpose", "gemm"}
 ACTIVATIONS = {"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "PRelu", "Elu"}
@@ -194,7 +194,7 @@ def _predict_group(group: Group, model: ModelLayers, engine, precision: str, fre
                                "none", (0.0,) * len(group.members), fusion=free)  # fmt: skip
     by_name = model.by_name()
     gated = any(by_name[m].op in GATES for m in group.members)
-    cost = engine.cost(main, flops, moved, gated=gated)
+    cost = engine.cost(main, flops, moved, gated=gated, swish=node_op([by_name[m] for m in group.members]) == "QuickGelu")
     alone = [engine.cost(by_name[m], by_name[m].flops, group_facts(Group(m, (m,)), model, precision)[2]).ms for m in group.members]
     shares = tuple(cost.ms * a / sum(alone) for a in alone) if sum(alone) > 0 else (cost.ms,) + (0.0,) * (len(alone) - 1)
     return LayerPrediction(

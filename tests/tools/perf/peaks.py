@@ -31,5 +31,6 @@ FIXED = HostPeaks(
     resize2x_gelems=6.0,  # its 2x copy: four times as fast
     plain_node_ms=0.001,  # a node in a run without the profiler: a fraction of its profiled launch and gap
     plain_parallel_ms=0.004,
+    swish_gflops=7.0,  # x * Sigmoid(x), one QuickGelu: 5 FLOPs an element at 0.7 of the vector probe's rate
     big_gap_ms=0.036,  # 30 us more after the big hot chain's 16 MiB: 2 us a MiB beyond the hot chain's 1
 )

@@ -5,16 +5,21 @@ itself (it loads, every row names its source)."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
 
 from tests.tools.perf.peaks import FIXED
-from tools.perf import engines
+from tools.perf import engines, host_peaks
 from tools.perf.engines import DeviceEngine, HostEngine
-from tools.perf.layers import Layer, strided_transpose
+from tools.perf.layers import Layer, layers_of, strided_transpose
 from tools.perf.platforms import machine
+from tools.perf.predict import predict_host
 from tools.perf.published import SPLITS, published_table
 
 
@@ -95,6 +100,39 @@ def test_host_pooling_runs_at_the_pooling_probes_rate():
     assert slower.cost(pool, pool.flops, moved).compute_ms == pytest.approx(2 * host.cost(pool, pool.flops, moved).compute_ms)
     sigmoid = _layer("Sigmoid", "elementwise", (1, 128, 13, 13), flops=4 * 128 * 169)
     assert host.rate_gflops(sigmoid) == FIXED.vector_gflops
+
+
+def test_host_swish_runs_at_the_swish_probes_rate():
+    """A Sigmoid with the Mul of its input by it (its group's 5 FLOPs an element) is one QuickGelu node in ONNX Runtime:
+    the swish probe's rate; a Sigmoid alone keeps the vector probe's; without the probe, the vector probe's (decision
+    1264)."""
+    host = HostEngine(FIXED)
+    sigmoid = _layer("Sigmoid", "elementwise", (1, 16, 8, 8), flops=4 * 1024)
+    moved = 2 * 4 * 1024
+    alone, swish = host.cost(sigmoid, sigmoid.flops, moved), host.cost(sigmoid, 5 * 1024, moved, swish=True)
+    assert swish.compute_ms / alone.compute_ms == pytest.approx((5 / FIXED.swish_gflops) / (4 / FIXED.vector_gflops))
+    assert host.cost(sigmoid, 5 * 1024, moved).compute_ms == pytest.approx(alone.compute_ms * 5 / 4)  # not said to be one
+    unprobed = HostEngine(replace(FIXED, swish_gflops=0.0))
+    assert unprobed.cost(sigmoid, 5 * 1024, moved, swish=True).compute_ms == pytest.approx(alone.compute_ms * 5 / 4)
+    model = layers_of(onnx.shape_inference.infer_shapes(onnx.load_from_string(host_peaks._swish(1 << 16))))
+    (base,), (faster,), (vector,) = (predict_host(model, replace(FIXED, swish_gflops=rate), block=0).layers for rate in (7.0, 14.0, 0.0))
+    assert len(base.members) == 2  # one group, as ONNX Runtime runs one node
+    assert faster.compute_ms < 0.75 * base.compute_ms  # the prediction takes the swish probe's rate
+    assert vector.compute_ms < base.compute_ms  # FIXED's swish probe: slower than the vector probe's rate says
+
+
+def test_the_swish_probe_is_one_quickgelu_node_of_onnx_runtime(tmp_path):
+    import onnxruntime as ort
+
+    model, feeds, work = host_peaks.probe_set(32 << 20, ("swish",))["swish"]
+    options = ort.SessionOptions()
+    options.enable_profiling, options.profile_file_prefix = True, str(tmp_path / "swish")
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, feeds)
+    x = feeds["x"]
+    assert np.allclose(y, x / (1 + np.exp(-x)), atol=1e-5) and work == 5 * x.size
+    ran = {e["args"]["op_name"] for e in json.loads(Path(session.end_profiling()).read_text()) if e.get("cat") == "Node"}
+    assert ran == {"QuickGelu"}
 
 
 def test_host_transpose_of_the_innermost_axis_is_a_strided_gather():

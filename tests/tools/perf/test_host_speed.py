@@ -5,14 +5,18 @@ the cached-peaks prediction (`sdk predict --platform host`) is untouched."""
 
 from __future__ import annotations
 
+import json
 import math
+from dataclasses import replace
 
 import pytest
 
+from sdk.profiling.reference import REFERENCE_FILE
 from tests.conftest import EXAMPLE
 from tests.tools.perf.peaks import FIXED
 from tools.perf.host_peaks import LONG_CHAIN, peaks_path, store_peaks
-from tools.perf.host_speed import LONG, PROBES, Contention, contention, host_speed
+from tools.perf.host_runs import WAKE_KERNELS
+from tools.perf.host_speed import LONG, PROBES, WAKE_PROBE, Contention, contention, host_speed, write_reference
 from tools.perf.layers import load_layers
 from tools.perf.predict import predict_host
 
@@ -77,6 +81,27 @@ def test_a_probe_that_did_not_run_keeps_the_cached_value():
     assert ran.lrn_gflops == FIXED.lrn_gflops and ran.vector_gflops == FIXED.vector_gflops
     assert ran.conv_gflops == pytest.approx(FIXED.conv_gflops / 2)
     assert host_speed(FIXED, None) is None and host_speed(FIXED, {"format": 1, "probes": {}}) is None
+
+
+def test_the_profile_measures_its_own_wake_from_the_parallel_probes_cold_runs():
+    raw = reference(FIXED)
+    assert host_speed(FIXED, raw).wake is None  # an SDK on the device that did not measure it: the cached wake stays
+    assert host_speed(FIXED, raw).scale(FIXED).wake_ms == FIXED.wake_ms
+    raw["probes"][WAKE_PROBE] |= {"first_ms": _runs(0.03) * 2, "cold_first_ms": _runs(0.05)}  # two kept runs a burst, one cold
+    speed = host_speed(replace(FIXED, wake_ms=0.09), raw)
+    assert speed.wake == {"cached_ms": 0.09, "measured_ms": pytest.approx(0.02), "runs": 5}
+    assert speed.scale(FIXED).wake_ms == pytest.approx(0.02)  # replaces the cached wake
+    assert speed.as_dict()["wake"] == speed.wake
+    raw["probes"][WAKE_PROBE]["cold_first_ms"] = [0.01] * 5  # the cold runs quicker than the kept: nothing, not less
+    assert host_speed(FIXED, raw).scale(FIXED).wake_ms == 0.0
+    raw["probes"][WAKE_PROBE]["cold_first_ms"] = [0.05] * 2  # too few bursts to trust
+    assert host_speed(FIXED, raw).wake is None
+
+
+def test_the_reference_lists_the_wake_probes_first_layer(tmp_path):
+    listed = {p["name"]: p for p in json.loads((write_reference(tmp_path) / REFERENCE_FILE).read_text())["probes"]}
+    assert listed[WAKE_PROBE]["first"] == WAKE_KERNELS
+    assert [name for name, p in listed.items() if "first" in p] == [WAKE_PROBE]
 
 
 def test_long_kernels_are_stretched_as_the_long_probe_says():

@@ -84,6 +84,8 @@ def test_the_host_speed_is_measured_between_the_frames_and_scales_the_prediction
     assert host["applied"] and set(host["factors"]) == set(PROBES) and not host["missing"]
     assert all(p["runs"] == 3 * 2 and p["cached"] > 0 and p["measured"] > 0 for p in host["probes"].values())  # 3 frames, 2 kept a burst
     assert host["contention"]["long_ms"] > 0 and host["contention"]["span_ms"] > host["contention"]["short_ms"]
+    # the wake as this profile met it: the parallel probe's first layer in each burst's cold run (decision 1264)
+    assert host["wake"]["runs"] == 3 and host["wake"]["cached_ms"] == FIXED.wake_ms and host["wake"]["measured_ms"] >= 0
     # The report's prediction is the model on the peaks this run measured, whatever the machine's speed was.
     speed = host_speed(FIXED, raw["reference"])
     model = load_layers(_artifacts().model_for(load_pipeline(EXAMPLE).spec.model.precision))

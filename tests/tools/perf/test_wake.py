@@ -28,7 +28,8 @@ def test_the_probe_runs_in_a_row_then_each_after_other_work():
         def run(self) -> None:
             events.append("run")
 
-        def all_kernels(self) -> list[float]:
+        def first_kernels(self, count: int) -> list[float]:
+            assert count == host_runs.WAKE_KERNELS
             return [9.0, 1.0, 1.2, 0.8, 1.5, 1.6, 1.4, 1.5]  # the first cold, three in a row, four after other work
 
     assert host_runs.measure_wake(Probe(), 4, gap_s=0.005, between=lambda seconds: events.append(f"work {seconds}")) == pytest.approx(0.5)
@@ -43,13 +44,18 @@ def test_the_work_between_frames_takes_its_time_on_the_calling_thread():
     assert time.perf_counter() - started >= 0.02 and time.thread_time() - cpu > 0.0
 
 
-def test_each_run_of_a_real_probe_gives_its_kernels_together(tmp_path):
+def test_each_run_of_a_real_probe_gives_its_first_layers_kernels_together(tmp_path):
     model, feeds, _ = hp.probe_set(32 << 20, ("parallel",))["parallel"]
     probe = hp._Probe("wake", model, feeds, 2, False, tmp_path)
     for _ in range(3):
         probe.run()
-    totals = probe.all_kernels()
-    assert len(totals) == 3 and all(total > 0 for total in totals)
+    seen, read = {}, probe._trace
+    probe._trace = lambda: seen.setdefault("trace", read())  # the parsed trace, kept to check against
+    first = probe.first_kernels(host_runs.WAKE_KERNELS)
+    runs, nodes = seen["trace"]
+    assert [node["op"] for node in nodes[:2]] == ["ReorderInput", "Conv"]  # the first layer, as the host model groups it
+    assert len(first) == len(runs) == 3 and all(total > 0 for total in first)
+    assert first == pytest.approx([a + b for a, b in zip(nodes[0]["times_ms"], nodes[1]["times_ms"], strict=True)])
     assert not list(tmp_path.glob(".probe-*"))  # the trace is read and removed
 
 
