@@ -97,8 +97,8 @@ class HostPeaks:
     # included: what each costs a pipeline's run, where ONNX Runtime's profiler is off (decision 1263)
     plain_node_ms: float = 0.0
     plain_parallel_ms: float = 0.0
-    # What a run's kernels take together beyond their time in a row when the run follows other work (its threads
-    # asleep, WAKE_GAP_S): paid once a frame, by the first nodes the model runs.
+    # What a run's first layer takes beyond its time in a row when the run follows other work (its threads asleep,
+    # WAKE_GAP_S): paid once a frame, by the first layer the model runs (decisions 1255, 1264).
     wake_ms: float = 0.0
     # The time between two nodes' kernels in the big hot chain: with the launch and hot chains', how ONNX Runtime's own
     # work between two nodes grows with the bytes a node reads and writes (decision 1264)

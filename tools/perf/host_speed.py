@@ -9,9 +9,9 @@ profile's frames replaces the cached value it measures: the prediction is then m
 statistic (medians over frames), as the measured layers it is compared with (decision 0706). Two probes are too long
 to repeat between frames: the GEMM follows the pointwise convolution (the same kernel, and the host model takes the
 faster of the two), the pass over DRAM follows the pass the size of the last-level cache (the factor of one applied to
-the other), the pooling probe and the swish probe follow the vector probe (each a pass of arithmetic over a tensor in the cache), the big
-hot chain follows the hot chain (decision 1260), the resize probes follow the launch chain (all one thread's scalar
-work, decision 1262), the plain chains follow the same chains under the profiler (decision 1263). The cache probe
+the other), the pooling and swish probes follow the vector probe (each a pass of arithmetic over a tensor in the
+cache), the big hot chain follows the hot chain (decision 1260), the resize probes follow the launch chain (all one
+thread's scalar work, decision 1262), the plain chains follow the same chains under the profiler (decision 1263). The cache probe
 follows the hot chain (decision 1200): one node of about 0.1 ms alone in its session, between frames it measured 0.3-0.8
 of its cached rate in all ten profiles of two benchmark runs while the hot chain's 32 nodes over tensors of the same
 order measured 0.84-1.09 of theirs; the lone node most likely meets what a session pays to start a run (its threads

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tools.perf.host_peaks import bandwidth_sizes
 from tools.perf.layers import PRECISION_BYTES, Layer, ModelLayers
 from tools.perf.nchwc import blocked_layers, nchwc_block, nchwc_kernels, reorders
 from tools.perf.ort_threads import node_op, pool_nodes
@@ -273,6 +272,8 @@ def gap_after(peaks, moved: int, threaded: bool) -> float:
     from the parallel chain's after a threaded node (the launch chain's after any other) by what the hot chain's and
     the big hot chain's nodes add at their bytes, linear in the bytes between them and beyond the last (decision
     1264)."""
+    from tools.perf.host_peaks import bandwidth_sizes
+
     sizes = bandwidth_sizes(peaks.last_level_cache_bytes)
     base = peaks.parallel_gap_ms if threaded and peaks.threads > 1 else peaks.gap_ms
     # The hot chains' nodes run on the pool: what their bytes add is over the parallel chain's (never less than nothing)
