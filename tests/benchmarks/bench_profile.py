@@ -14,9 +14,11 @@ the cached peaks alone predicted) and writes the JSON with --out.
 `--smoke`: the example alone, 3 frames, quick peaks: the code path, not the numbers.
 `--repeat N`: profile every model N times, in turn (a drift of the machine meets each model alike); each row after
 the first of a model adds `again`, how many of its measured top 5 the profile before it measured in its top 5 too:
-the measurement's own agreement, which no prediction can be held above (decision 1260). The last three columns: the
-model's predicted time in a run without ONNX Runtime's profiler, the plain session's measured median, and the error
-(decision 1263).
+the measurement's own agreement, which no prediction can be held above (decision 1260); and after the table, each
+model's consensus: the top 5 of its layers' medians over all its profiles, and how many of them each profile's
+predicted top 5 holds, beside how many each profile's own measured top 5 holds (decision 1264). The last three
+columns: the model's predicted time in a run without ONNX Runtime's profiler, the plain session's measured median,
+and the error (decision 1263).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -110,6 +113,17 @@ def pipelines(folder: Path, smoke: bool, light: bool = False) -> dict[str, Path]
     return found
 
 
+def consensus(runs: list[list[dict]]) -> dict[str, list[int]]:
+    """A model's profiles (each its layer rows, the same layers in the same order) -> how many of the top 5 of the
+    layers' medians over all of them each profile's predicted top 5 holds, and each profile's measured top 5."""
+    from tools.perf.analysis import top_names
+
+    medians = [dict(row, measured_ms=statistics.median(run[i]["measured_ms"] for run in runs)) for i, row in enumerate(runs[0])]
+    agreed = top_names(medians, "measured_ms")
+    return {"predicted": [len(top_names(run, "predicted_ms") & agreed) for run in runs],
+            "measured": [len(top_names(run, "measured_ms") & agreed) for run in runs]}  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=50)
@@ -137,6 +151,7 @@ def main() -> int:
         store_peaks(measure_peaks(2, False, folder / "probe", runs=2, passes=1), key, path)  # a probe's fewest runs
     rows = []
     measured_top5: dict[str, set[str]] = {}  # each model's measured top 5 in its last profile
+    profiled: dict[str, list[list[dict]]] = {}  # each model's layer rows, a list a profile
     try:
         models = pipelines(folder, args.smoke, args.light)
         for repeat, (name, pipeline) in ((r, item) for r in range(max(args.repeat, 1)) for item in models.items()):
@@ -155,6 +170,7 @@ def main() -> int:
             top5 = top_names(report["layers"], "measured_ms")  # as the profile's own top-5 overlap counts them
             again = len(top5 & measured_top5[name]) if name in measured_top5 else None
             measured_top5[name] = top5
+            profiled.setdefault(name, []).append(report["layers"])
             rows.append({"model": name, "predicted_ms": total["predicted_ms"], "measured_ms": total["measured_ms"], "error": total["error"],
                          "spearman": accuracy["spearman"], "top5_overlap": accuracy["top5_overlap"], "run_median_ms": total["run_median_ms"],
                          "profiling_overhead_ms": total["profiling_overhead_ms"], "unprofiled_median_ms": total["unprofiled_median_ms"],
@@ -182,9 +198,14 @@ def main() -> int:
               f"{r['top5_overlap']:>3d}/5 {r['profiling_overhead_ms']:17.3f} {r['speed_factor'] or 0:5.2f} {cached or 0:15.2f} "
               f"{(cached or 0) / r['measured_ms'] - 1:+7.1%} {again:>5s} {r['predicted_plain_ms'] or 0:16.2f} {r['unprofiled_median_ms'] or 0:8.2f} "
               f"{r['plain_error'] or 0:+7.1%}")  # fmt: skip
+    agreed = {name: consensus(runs) for name, runs in profiled.items() if len(runs) > 1}
+    for name, found in agreed.items():
+        print(f"{name}: the top 5 of its layers' medians over {len(profiled[name])} profiles: in each profile's predicted top 5 "
+              f"{', '.join(map(str, found['predicted']))}; in its measured top 5 {', '.join(map(str, found['measured']))}")  # fmt: skip
     print(f"sdk predict (example, --platform host, cached): {predict_s:.2f} s; --platform jetson-agx-orin --dla: {predict_dla_s:.2f} s")
     if args.out:
-        args.out.write_text(json.dumps({"rows": rows, "predict_s": predict_s, "predict_dla_s": predict_dla_s, "frames": frames}, indent=1) + "\n")
+        summary = {"rows": rows, "consensus": agreed, "predict_s": predict_s, "predict_dla_s": predict_dla_s, "frames": frames}
+        args.out.write_text(json.dumps(summary, indent=1) + "\n")
     return 0
 
 
