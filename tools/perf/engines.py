@@ -49,7 +49,7 @@ GENERIC_CONV = 0.45  # a grouped convolution whose groups are not whole blocks: 
 # models, not measured. It applies to every node ONNX Runtime splits over its threads (HostEngine.threaded; decision
 # 1259); every other node (elementwise, movement, a GEMM of few multiplies, an NCHWc reorder too small to wake the
 # threads) is costed from the chains of distinct elementwise nodes, without it (decision 1200). The time after a node,
-# threaded or not, is measured on the chains (tools/perf/predict.py: gap_after; decision 1264).
+# threaded or not, is measured on the chains (tools/perf/between_nodes.py; decision 1264).
 NODE_COST = 1.8
 # A threaded node's work (on one thread) up to which the calling thread finishes it before a woken thread could start
 # (a futex wake-up takes microseconds): it costs a plain node. Read off PaddleOCR's classifier: its squeeze-and-

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tools.perf.between_nodes import gap_after, profiler_ms
 from tools.perf.layers import PRECISION_BYTES, Layer, ModelLayers
 from tools.perf.nchwc import blocked_layers, nchwc_block, nchwc_kernels, reorders
 from tools.perf.ort_threads import node_op, pool_nodes
@@ -220,8 +221,7 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
     engine = HostEngine(peaks, block, kernels, pool_nodes(groups, model.by_name(), peaks.threads, kernels))
     extra: dict[str, float] = {}
     found = reorders(model, block, groups, blocked)
-    threaded = 0
-    gaps = 0.0  # ONNX Runtime's own work after each node it runs, groups and reorders alike
+    gaps = spared = 0.0  # ONNX Runtime's own work after each node it runs, and what its profiler adds to each
     for name, _side, elements in found:
         # A reorder is a pass over the tensor the node before it has just written, its bytes at the hot chain's rate
         # (decision 1200). ONNX Runtime hands its channel blocks to the thread pool (nchwc_ops.cc): a pass of more than
@@ -230,17 +230,15 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
         moved = 2 * 4 * elements  # read and written once
         work = moved / (engine.bandwidth_gbs(moved, hot=True) * 1e6)
         woken = engine.woken(work)
-        threaded += woken
         ms = (engine.threaded_launch_ms if woken else peaks.launch_ms) + work
         extra[name] = extra.get(name, 0.0) + ms * stretch(ms)  # each reorder is a node of its own
-        gaps += gap_after(peaks, moved, woken)
+        gaps, spared = gaps + gap_after(peaks, moved, woken), spared + profiler_ms(peaks, woken)
     layers = []
     by_name = model.by_name()
     for group in groups:
         p = _predict_group(group, model, engine, "fp32", memo=memo)
-        threaded += p.threaded
-        weights = 4 * sum(by_name[m].weight_elements for m in group.members)
-        gaps += gap_after(peaks, max(p.bytes - weights, 0), p.threaded)
+        activations = max(p.bytes - 4 * sum(by_name[m].weight_elements for m in group.members), 0)
+        gaps, spared = gaps + gap_after(peaks, activations, p.threaded), spared + profiler_ms(peaks, p.threaded)
         if (factor := stretch(p.ms)) != 1.0:
             p = replace(p, compute_ms=p.compute_ms * factor, memory_ms=p.memory_ms * factor, launch_ms=p.launch_ms * factor, ms=p.ms * factor,
                         shares=tuple(share * factor for share in p.shares))  # fmt: skip
@@ -254,35 +252,11 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
         first, wake = layers[0], peaks.wake_ms
         shares = (first.shares[0] + wake, *first.shares[1:]) if first.shares else ()
         layers[0] = replace(first, launch_ms=first.launch_ms + wake, ms=first.ms + wake, shares=shares)
-    plain_nodes = len(layers) + len(found) - threaded  # the groups and reorders on the calling thread
     prediction = Prediction("host", "onnxruntime", "fp32", layers, run_overhead_ms=gaps)
     if peaks.plain_node_ms > 0:
-        # Without the profiler (decision 1263): each node is spared what the profiler adds to it, measured on the chains
-        # as their time a node under the profiler less their time a node in a plain run.
-        plain_node = max(peaks.launch_ms + peaks.gap_ms - peaks.plain_node_ms, 0.0)
-        threaded_node = max(peaks.parallel_launch_ms + peaks.parallel_gap_ms - peaks.plain_parallel_ms, 0.0)
-        prediction.plain_ms = prediction.total_ms - plain_node * plain_nodes - threaded_node * threaded
+        # Without the profiler (decisions 1263, 1264): each node, reorders too, is spared what the profiler adds to it
+        prediction.plain_ms = prediction.total_ms - spared
     return prediction
-
-
-def gap_after(peaks, moved: int, threaded: bool) -> float:
-    """ONNX Runtime's own work after a node, as its profiler times it (ms): the time between the node's kernel and the
-    next one's, with the run's start and end shared out over its nodes, as the chains of distinct elementwise nodes
-    measure it a node. It grows with the bytes the node reads and writes (`moved`: its activations, not its weights):
-    from the parallel chain's after a threaded node (the launch chain's after any other) by what the hot chain's and
-    the big hot chain's nodes add at their bytes, linear in the bytes between them and beyond the last (decision
-    1264)."""
-    from tools.perf.host_peaks import bandwidth_sizes
-
-    sizes = bandwidth_sizes(peaks.last_level_cache_bytes)
-    base = peaks.parallel_gap_ms if threaded and peaks.threads > 1 else peaks.gap_ms
-    # The hot chains' nodes run on the pool: what their bytes add is over the parallel chain's (never less than nothing)
-    points = [(0, 0.0), (sizes["hot"], max(peaks.node_gap_ms - peaks.parallel_gap_ms, 0.0))]
-    if peaks.big_gap_ms > 0:
-        points.append((sizes["big"], max(peaks.big_gap_ms - peaks.parallel_gap_ms, points[-1][1])))
-    # the segment that holds `moved`, or the last one, extended
-    (low, low_ms), (high, high_ms) = next((a, b) for a, b in zip(points, points[1:], strict=False) if moved <= b[0] or b is points[-1])
-    return base + low_ms + (high_ms - low_ms) * (moved - low) / (high - low)
 
 
 def predict_device(model: ModelLayers, machine, precision: str, placement=None, sparse: bool = False, dla_core: int = 0,

@@ -1,6 +1,6 @@
 """The host's small nodes costed from the two chains of distinct elementwise nodes (decision 1200): a node that is not
 a convolution or GEMM pays the launch chain's per-node time (no NODE_COST) and moves its bytes at the hot chain's rate;
-the time after such a node is the launch chain's (growing with its bytes: test_node_gaps.py); an NCHWc reorder is such
+the time after such a node is the launch chain's (growing with its bytes: test_between_nodes.py); an NCHWc reorder is such
 a node unless its pass is long enough to wake the threads; a convolution keeps the parallel probe's terms where MLAS
 splits it over the threads. Hand-built layers and graphs, fixed peaks; the probe chain itself is built and run once by
 ONNX Runtime; an old cache is measured again."""

@@ -1,7 +1,8 @@
-"""ONNX Runtime's own work after each node, as its profiler times it (decision 1264): the launch chain's after a node on
-the calling thread, the parallel chain's after a threaded one, and what the hot chain's and the big hot chain's nodes
-add at their bytes, linear in a node's activations (not its weights) between them and beyond; checked at fixed peaks
-and, for the premise, against the running ONNX Runtime."""
+"""What ONNX Runtime adds around each node (tools/perf/between_nodes.py, decision 1264). Its own work after the node,
+as its profiler times it: the launch chain's after a node on the calling thread, the parallel chain's after a threaded
+one, and what the hot chain's and the big hot chain's nodes add at their bytes, linear in a node's activations (not its
+weights) between them and beyond; and what the profiler itself adds to a node. Checked at fixed peaks and, for the
+premise, against the running ONNX Runtime."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.tools.perf.peaks import FIXED
 from tools.perf import host_peaks as hp
+from tools.perf.between_nodes import gap_after, profiler_ms
 from tools.perf.layers import layers_of
-from tools.perf.predict import gap_after, predict_host
+from tools.perf.predict import predict_host
 
 MIB = 1 << 20
 HOT = 8 * hp.HOT_ELEMENTS  # 2 MiB: what a node of the hot chain reads and writes
@@ -68,6 +70,12 @@ def test_a_node_is_followed_by_the_time_for_its_activations_not_its_weights():
     big = predict_host(_conv(64, 128, 1), replace(FIXED, wake_ms=0.0), block=0)  # 8 MiB of activations: the time after it grows
     assert big.run_overhead_ms == pytest.approx(gap_after(FIXED, 8 * 64 * 128 * 128, threaded=True))
     assert big.run_overhead_ms > 2 * prediction.run_overhead_ms
+
+
+def test_what_the_profiler_adds_to_a_node_is_a_chains_node_under_it_less_in_a_plain_run():
+    assert profiler_ms(FIXED, threaded=False) == pytest.approx(FIXED.launch_ms + FIXED.gap_ms - FIXED.plain_node_ms)
+    assert profiler_ms(FIXED, threaded=True) == pytest.approx(FIXED.parallel_launch_ms + FIXED.parallel_gap_ms - FIXED.plain_parallel_ms)
+    assert profiler_ms(replace(FIXED, plain_node_ms=1.0), threaded=False) == 0.0  # never negative
 
 
 def _gaps(session) -> list[float]:
