@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 
 # The wake probe's gap between runs, filled with arithmetic on the calling thread (a frame's preprocessing and decoding):
-# longer than ONNX Runtime's threads spin after a run. Measured here: 0.06-0.09 ms of waking after 5 ms of work,
-# 0.12-0.21 ms after 20 ms, 0.11-0.23 ms after 5-20 ms of sleep (an idle machine parks its cores deeper).
+# longer than ONNX Runtime's threads spin after a run. Measured here over a whole run (decision 1255): 0.06-0.09 ms of
+# waking after 5 ms of work, 0.12-0.21 ms after 20 ms, 0.11-0.23 ms after 5-20 ms of sleep (idle cores park deeper).
 WAKE_GAP_S = 0.005
 # The kernels of the wake probe's first layer, as the host model groups them: its input's NCHWc reorder and its first
 # convolution. They pay the waking (0.045-0.064 ms and 0.01-0.03 ms here), the later ones next to nothing; a run's

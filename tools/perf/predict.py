@@ -218,7 +218,8 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
     groups = fusion_groups(model, "onnxruntime")
     blocked = blocked_layers(model, block, groups)
     kernels = nchwc_kernels(model, block, groups, blocked)
-    engine = HostEngine(peaks, block, kernels, pool_nodes(groups, model.by_name(), peaks.threads, kernels))
+    by_name = model.by_name()
+    engine = HostEngine(peaks, block, kernels, pool_nodes(groups, by_name, peaks.threads, kernels))
     extra: dict[str, float] = {}
     found = reorders(model, block, groups, blocked)
     gaps = spared = 0.0  # ONNX Runtime's own work after each node it runs, and what its profiler adds to each
@@ -234,7 +235,6 @@ def predict_host(model: ModelLayers, peaks, block: int | None = None, contention
         extra[name] = extra.get(name, 0.0) + ms * stretch(ms)  # each reorder is a node of its own
         gaps, spared = gaps + gap_after(peaks, moved, woken), spared + profiler_ms(peaks, woken)
     layers = []
-    by_name = model.by_name()
     for group in groups:
         p = _predict_group(group, model, engine, "fp32", memo=memo)
         activations = max(p.bytes - 4 * sum(by_name[m].weight_elements for m in group.members), 0)
